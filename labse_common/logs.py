@@ -12,3 +12,6 @@ def setup_logging(level: str | None = None) -> None:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         datefmt="%H:%M:%S",
     )
+    # Beam's runner and SDK-harness chatter drowns the job's own messages at INFO.
+    for name in ("apache_beam", "apache_beam.runners", "__main__"):
+        logging.getLogger(name).setLevel(logging.WARNING)

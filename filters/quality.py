@@ -1,0 +1,158 @@
+"""Main-content quality scoring: a fastText binary classifier, or the rule-based fallback.
+
+Training data is bootstrapped from the pipelines' own output (see ``pipelines/quality.py``):
+Wikipedia sentences and CommonCrawl lines the rules call content are positive, CommonCrawl
+lines the rules call boilerplate are negative. The classifier then generalises beyond the
+rules' phrase lists (other languages, other sites). The training data is written to disk
+next to the model so the bootstrap can be inspected.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+import re
+import tempfile
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from filters.boilerplate import heuristic_quality
+from filters.langid import load_fasttext_model
+
+log = logging.getLogger(__name__)
+
+POSITIVE = "__label__content"
+NEGATIVE = "__label__boilerplate"
+_DIGITS = re.compile(r"\d")
+_PUNCT = re.compile(r"([^\w\s])")
+
+
+def featurize(text: str) -> str:
+    """The classifier's view of a line: lower-cased, digits folded, punctuation as tokens.
+
+    Punctuation matters (sentence-final marks, '|' separators, '©'), so it is split off as its
+    own token rather than stripped; digits are folded so dates look alike.
+    """
+    text = _DIGITS.sub("0", text.lower().replace("\n", " "))
+    return " ".join(_PUNCT.sub(r" \1 ", text).split())
+
+
+class QualityScorer:
+    """Scores lines in [0, 1], higher = more like main content."""
+
+    def __init__(self, model_path: str | None = None) -> None:
+        self.model_path = model_path
+        self.model = load_fasttext_model(model_path) if model_path else None
+        if self.model is not None and POSITIVE not in self.model.get_labels():
+            raise ValueError(f"{model_path} is not a quality model (no {POSITIVE} label)")
+
+    @property
+    def kind(self) -> str:
+        return "fasttext" if self.model is not None else "heuristic"
+
+    def score(self, texts: Sequence[str]) -> list[float]:
+        if not texts:
+            return []
+        if self.model is None:
+            return [heuristic_quality(t) for t in texts]
+        labels, probs = self.model.predict([featurize(t) for t in texts], k=2)
+        out = []
+        for labs, ps in zip(labels, probs):
+            p = dict(zip(labs, ps))
+            out.append(float(min(p.get(POSITIVE, 0.0), 1.0)))
+        return out
+
+
+@dataclass(frozen=True)
+class QualityFilter:
+    threshold: float = 0.5
+
+    def __call__(self, score: float) -> str | None:
+        return "low_quality" if score < self.threshold else None
+
+
+@dataclass
+class TrainReport:
+    model: str
+    n_positive: int
+    n_negative: int
+    n_test: int
+    precision: float
+    recall: float
+    accuracy: float
+
+
+def train_quality_model(
+    positives: Iterable[str],
+    negatives: Iterable[str],
+    output: str,
+    *,
+    max_per_class: int = 500_000,
+    test_fraction: float = 0.1,
+    epoch: int = 10,
+    dim: int = 32,
+    word_ngrams: int = 2,
+    lr: float = 0.5,
+    quantize: bool = False,
+    seed: int = 0,
+) -> TrainReport:
+    """Train the fastText content/boilerplate classifier; write MODEL and MODEL.report.json.
+
+    Classes are balanced by down-sampling the larger one so the 0.5 threshold is meaningful.
+    The training and held-out files are kept beside the model (``.train.txt``/``.test.txt``) so
+    what the model learned from can be read.
+    """
+    import fasttext
+
+    rng = random.Random(seed)
+    pos = list(dict.fromkeys(featurize(t) for t in positives if t.strip()))
+    neg = list(dict.fromkeys(featurize(t) for t in negatives if t.strip()))
+    if not pos or not neg:
+        raise ValueError(f"need both classes to train: {len(pos)} positive, {len(neg)} negative")
+    n = min(len(pos), len(neg), max_per_class)
+    rng.shuffle(pos)
+    rng.shuffle(neg)
+    rows = [f"{POSITIVE} {t}" for t in pos[:n]] + [f"{NEGATIVE} {t}" for t in neg[:n]]
+    rng.shuffle(rows)
+    n_test = max(1, int(len(rows) * test_fraction)) if len(rows) >= 10 else 0
+    test, train = rows[:n_test], rows[n_test:]
+
+    os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
+    train_path, test_path = f"{output}.train.txt", f"{output}.test.txt"
+    for path, data in ((train_path, train), (test_path, test)):
+        with open(path, "w", encoding="utf-8") as f:
+            f.write("\n".join(data) + ("\n" if data else ""))
+    # verbose=2: fastText 0.9.x raises "Encountered NaN" with lower verbosity in some builds.
+    model = fasttext.train_supervised(
+        input=train_path, epoch=epoch, dim=dim, wordNgrams=word_ngrams, lr=lr,
+        minCount=1, loss="softmax", seed=seed, thread=1, verbose=2,
+    )  # fmt: skip
+    if quantize:
+        model.quantize(input=train_path, retrain=True)
+    with tempfile.NamedTemporaryFile(dir=os.path.dirname(os.path.abspath(output)), delete=False) as t:
+        tmp = t.name
+    model.save_model(tmp)
+    os.replace(tmp, output)
+
+    tp = fp = fn = correct = 0
+    for row in test:
+        label, text = row.split(" ", 1)
+        pred = model.predict(text, k=1)[0][0]
+        correct += pred == label
+        tp += pred == POSITIVE and label == POSITIVE
+        fp += pred == POSITIVE and label == NEGATIVE
+        fn += pred == NEGATIVE and label == POSITIVE
+    report = TrainReport(
+        model=output,
+        n_positive=n,
+        n_negative=n,
+        n_test=n_test,
+        precision=tp / (tp + fp) if tp + fp else 0.0,
+        recall=tp / (tp + fn) if tp + fn else 0.0,
+        accuracy=correct / n_test if n_test else 0.0,
+    )
+    with open(f"{output}.report.json", "w", encoding="utf-8") as f:
+        json.dump(report.__dict__, f, indent=2)
+    return report

@@ -1,0 +1,134 @@
+"""Wikitext to plain text with mwparserfromhell.
+
+We walk the parse tree rather than calling ``strip_code()`` so each kind of markup has an
+explicit rule: templates, tables, references, galleries, math/code blocks, headings, comments,
+file/image/category and interlanguage links are removed; ordinary links keep their visible text;
+bold/italic/list markup keeps its content. A final line filter removes the residue that
+malformed markup leaves behind (stray table rows, unbalanced braces).
+"""
+
+from __future__ import annotations
+
+import html
+import re
+
+import mwparserfromhell
+from mwparserfromhell.nodes import (
+    Argument,
+    Comment,
+    ExternalLink,
+    Heading,
+    HTMLEntity,
+    Tag,
+    Template,
+    Text,
+    Wikilink,
+)
+
+# Tags whose content is not running prose.
+_DROP_TAGS = frozenset(
+    """ref references table gallery math chem ce code pre syntaxhighlight source imagemap timeline
+    score hiero graph mapframe maplink templatestyles templatedata noinclude includeonly
+    categorytree inputbox indicator section charinsert""".split()
+)
+_DROP_LINK_NS = frozenset(
+    """file image media category kategorie catégorie categoría categoria категория 分类
+    wikt wiktionary s wikisource commons""".split()
+)
+_LANG_PREFIX = re.compile(r"^:?[a-z]{2,3}(-[a-z]{2,8})*$")
+_MAGIC = re.compile(r"__[A-Z]+__")
+_EMPTY_PARENS = re.compile(r"\(\s*[,;:]?\s*\)|\[\s*\]")
+_SPACE_BEFORE_PUNCT = re.compile(r"\s+([,.;:!?)])")
+_MULTISPACE = re.compile(r"[ \t]{2,}")
+# Lines that are markup residue, not prose: table rows, unbalanced template/link braces.
+_RESIDUE_LINE = re.compile(r"^\s*(\{\||\|\}|\|-|\||!|\{\{|\}\}|\[\[|\]\]|=)")
+
+
+# Inline templates whose output is part of the sentence; every other template is removed.
+_DASHES = {"ndash": "–", "mdash": "—", "snd": " – ", "spaced ndash": " – ", "nbsp": " ",
+           "spnd": " – ", "sndash": " – ", "en dash": "–", "em dash": "—"}  # fmt: skip
+_KEEP_FIRST_PARAM = frozenset({"nowrap", "small", "nobr", "lang-rtl", "transl"})
+
+
+def _inline_template(node: Template) -> str | None:
+    name = str(node.name).strip().lower()
+    if name in _DASHES:
+        return _DASHES[name]
+    params = [p for p in node.params if not p.showkey]
+    if name in _KEEP_FIRST_PARAM and params:
+        return wikitext_to_text(str(params[-1].value)) if name == "transl" else _plain(params[0])
+    if (name == "lang" or name.startswith("lang-")) and params:
+        return _plain(params[-1])
+    if name in ("convert", "cvt") and len(params) >= 2:
+        return f"{_plain(params[0])} {_plain(params[1])}"
+    return None
+
+
+def _plain(param) -> str:
+    out: list[str] = []
+    _render(param.value.nodes, out)
+    return "".join(out).strip()
+
+
+class WikitextError(Exception):
+    """Raised when mwparserfromhell cannot parse a page."""
+
+
+def _render(nodes, out: list[str]) -> None:
+    for node in nodes:
+        if isinstance(node, Text):
+            out.append(str(node.value))
+        elif isinstance(node, Wikilink):
+            title = str(node.title).strip()
+            prefix = title.split(":", 1)[0].strip().lower() if ":" in title else ""
+            if prefix and (prefix.lstrip(":") in _DROP_LINK_NS or _LANG_PREFIX.match(prefix)):
+                continue
+            if node.text is not None:
+                _render(node.text.nodes, out)
+            else:
+                out.append(title.split("#", 1)[0].lstrip(":"))
+        elif isinstance(node, Tag):
+            tag = str(node.tag).strip().lower()
+            if tag in _DROP_TAGS or node.self_closing:
+                if tag == "br":
+                    out.append("\n")
+                continue
+            if node.contents is not None:
+                # List items and definition markers start a new line in the rendered text.
+                if tag in ("li", "dt", "dd"):
+                    out.append("\n")
+                _render(node.contents.nodes, out)
+        elif isinstance(node, ExternalLink):
+            if node.title is not None:
+                _render(node.title.nodes, out)
+        elif isinstance(node, HTMLEntity):
+            out.append(html.unescape(str(node)))
+        elif isinstance(node, Template):
+            inline = _inline_template(node)
+            if inline is not None:
+                out.append(inline)
+        elif isinstance(node, (Heading, Comment, Argument)):
+            continue
+        else:  # unknown node types: keep their text form rather than lose content
+            out.append(str(node))
+
+
+def wikitext_to_text(wikitext: str) -> str:
+    """Plain text of a page: paragraphs separated by newlines, markup removed."""
+    try:
+        code = mwparserfromhell.parse(wikitext, skip_style_tags=False)
+    except Exception as e:  # ParserError, RecursionError and tokenizer bugs
+        raise WikitextError(f"{type(e).__name__}: {e}") from e
+    parts: list[str] = []
+    _render(code.nodes, parts)
+    text = _MAGIC.sub("", "".join(parts))
+    lines = []
+    for line in text.split("\n"):
+        if _RESIDUE_LINE.match(line):
+            continue
+        line = _EMPTY_PARENS.sub("", line)
+        line = _SPACE_BEFORE_PUNCT.sub(r"\1", line)
+        line = _MULTISPACE.sub(" ", line).strip()
+        if line:
+            lines.append(line)
+    return "\n".join(lines)

@@ -1,0 +1,66 @@
+"""CommonCrawl WET/WARC files -> clean monolingual sentences per language (Beam job).
+
+    python -m pipelines.commoncrawl --input 'data/*.warc.wet.gz' --output out/cc [options]
+
+Input patterns are globs or any Beam filesystem path; a ``wet.paths.gz`` file lists inputs
+(relative entries get --paths-prefix). Files are spread over workers; each worker reads its
+files with warcio, cleans each document (filters/cleaner.py), and the job deduplicates and writes
+``out/<lang>/*.parquet`` plus ``out/stats.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+
+import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.io.filesystem import CompressionTypes
+
+from labse_common.stats import StageCounter
+from pipelines.common import STATS, base_parser, finish_sentences, main_wrapper, run_cli
+from pipelines.readers.warc import iter_warc_documents
+
+
+class ReadWarcFile(beam.DoFn):
+    """One WARC/WET path -> Documents; file-level problems are counted, never raised."""
+
+    def process(self, path: str):
+        counter = StageCounter()
+        try:
+            # UNCOMPRESSED: the reader sniffs gzip itself so truncation is detected and counted.
+            with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as raw:
+                yield from iter_warc_documents(raw, path, counter)
+        except OSError as e:
+            counter.add_dropped("files", "unreadable")
+            counter.add_in("files")
+            import logging
+
+            logging.getLogger(__name__).warning("%s: unreadable: %s", path, e)
+        yield beam.pvalue.TaggedOutput(STATS, counter.drain())
+
+
+def build(p: beam.Pipeline, inputs: list[str], args: argparse.Namespace, cfg: dict) -> None:
+    read = (
+        p
+        | "Paths" >> beam.Create(inputs)
+        | "Spread" >> beam.Reshuffle()
+        | "Read" >> beam.ParDo(ReadWarcFile()).with_outputs(STATS, main="docs")
+    )
+    finish_sentences(read.docs, args.output, cfg, [read[STATS]], "commoncrawl",
+                     {"inputs": len(inputs), "config": cfg})  # fmt: skip
+
+
+def parser() -> argparse.ArgumentParser:
+    p = base_parser("python -m pipelines.commoncrawl", __doc__.split("\n\n")[0])
+    p.add_argument("--paths-prefix", default="", metavar="URL",
+                   help="prefix for relative entries of a *.paths(.gz) list, e.g. s3://commoncrawl/")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return run_cli(build, argv, parser(), "commoncrawl")
+
+
+if __name__ == "__main__":
+    main_wrapper(main)

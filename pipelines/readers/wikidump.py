@@ -1,0 +1,266 @@
+"""MediaWiki pages-articles dumps (XML, .bz2, multistream .bz2) to pages, by byte range.
+
+To spread one 20 GB dump over many workers, a dump is cut into byte ranges that each decompress
+on their own:
+- a multistream dump with its ``...-multistream-index.txt.bz2`` index: the distinct stream
+  offsets of the index (each stream holds ~100 pages), grouped into ranges;
+- a multistream dump without the index: the offsets of bz2 stream headers found by scanning the
+  compressed bytes (stream starts are byte-aligned; a candidate is kept only if it decompresses);
+- a plain ``.xml`` or single-stream ``.bz2``: one range, read as a stream.
+Pages are cut out of the decompressed text by their ``<page>``/``</page>`` tags and parsed one at
+a time with ElementTree, so a range that starts mid-dump needs no XML header.
+"""
+
+from __future__ import annotations
+
+import bz2
+import codecs
+import logging
+import re
+import xml.etree.ElementTree as ET
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import BinaryIO
+
+from labse_common.stats import StageCounter
+
+log = logging.getLogger(__name__)
+
+_BZ2_STREAM_MAGIC = re.compile(rb"BZh[1-9]1AY&SY")
+_CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class ByteRange:
+    path: str
+    start: int
+    end: int | None  # None: to the end of the file
+    compression: str  # "bz2" | "none"
+
+
+@dataclass
+class Page:
+    title: str
+    ns: int
+    page_id: str
+    redirect: bool
+    text: str
+
+
+def compression_of(path: str) -> str:
+    return "bz2" if path.endswith(".bz2") else "none"
+
+
+def ranges_from_offsets(path: str, offsets: Iterable[int], streams_per_range: int) -> list[ByteRange]:
+    offs = sorted(set(offsets))
+    if not offs or offs[0] != 0:
+        offs = [0, *offs]
+    starts = offs[::streams_per_range]
+    ends: list[int | None] = [*starts[1:], None]
+    return [ByteRange(path, s, e, "bz2") for s, e in zip(starts, ends)]
+
+
+def read_index_offsets(index_stream: BinaryIO) -> list[int]:
+    """Offsets from a multistream index (lines ``offset:page_id:title``)."""
+    offsets = set()
+    with bz2.BZ2File(index_stream) as f:
+        for line in f:
+            head = line.split(b":", 1)[0]
+            if head.isdigit():
+                offsets.add(int(head))
+    return sorted(offsets)
+
+
+def scan_stream_offsets(raw: BinaryIO) -> list[int]:
+    """Byte offsets of bz2 stream headers, verified by decompressing a few bytes at each."""
+    offsets: list[int] = []
+    pos = 0
+    tail = b""
+    while True:
+        block = raw.read(_CHUNK * 8)
+        if not block:
+            break
+        data = tail + block
+        base = pos - len(tail)
+        for m in _BZ2_STREAM_MAGIC.finditer(data):
+            off = base + m.start()
+            if not offsets or off > offsets[-1]:
+                offsets.append(off)
+        tail = data[-9:]
+        pos += len(block)
+    return offsets
+
+
+def plan_ranges(path: str, raw: BinaryIO, index: BinaryIO | None, streams_per_range: int) -> list[ByteRange]:
+    """Cut one dump into independently readable byte ranges."""
+    if compression_of(path) != "bz2":
+        return [ByteRange(path, 0, None, "none")]
+    offsets = read_index_offsets(index) if index is not None else scan_stream_offsets(raw)
+    if len(offsets) <= 1:
+        return [ByteRange(path, 0, None, "bz2")]
+    return ranges_from_offsets(path, offsets, streams_per_range)
+
+
+class _RangeReader:
+    """Reads bytes [start, end) of a seekable stream in chunks."""
+
+    def __init__(self, raw: BinaryIO, start: int, end: int | None) -> None:
+        if start:
+            raw.seek(start)
+        self.raw = raw
+        self.left = None if end is None else end - start
+
+    def chunks(self) -> Iterator[bytes]:
+        while self.left is None or self.left > 0:
+            n = _CHUNK if self.left is None else min(_CHUNK, self.left)
+            b = self.raw.read(n)
+            if not b:
+                return
+            if self.left is not None:
+                self.left -= len(b)
+            yield b
+
+
+class DecodeState:
+    """What went wrong while decompressing a range (None when it ended cleanly)."""
+
+    def __init__(self) -> None:
+        self.error: str | None = None
+        self.detail = ""
+
+
+def _decompress_bz2(chunks: Iterable[bytes], state: DecodeState) -> Iterator[bytes]:
+    """Decompress concatenated bz2 streams (multistream), recording truncation/corruption."""
+    dec = bz2.BZ2Decompressor()
+    fed = False  # has the current decompressor seen any bytes of its stream?
+    for chunk in chunks:
+        while chunk:
+            fed = True
+            try:
+                out = dec.decompress(chunk)
+            except OSError as e:
+                state.error, state.detail = "corrupt_archive", str(e)
+                return
+            if out:
+                yield out
+            if not dec.eof:
+                break
+            chunk = dec.unused_data
+            dec, fed = bz2.BZ2Decompressor(), False
+    if fed and not dec.eof:
+        state.error, state.detail = "truncated_archive", "bz2 stream ended early"
+
+
+def iter_pages(
+    chunks: Iterable[bytes], counter: StageCounter, state: DecodeState
+) -> Iterator[Page]:
+    """Cut decompressed dump bytes into pages; malformed page XML is counted, not raised."""
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    buf = ""
+    saw_xml = False
+    for chunk in chunks:
+        buf += decoder.decode(chunk)
+        if not saw_xml and ("<page>" in buf or "<mediawiki" in buf):
+            saw_xml = True
+        while True:
+            i = buf.find("<page>")
+            if i < 0:
+                buf = buf[-16:]  # keep a possible partial tag
+                break
+            j = buf.find("</page>", i)
+            if j < 0:
+                buf = buf[i:]
+                break
+            xml = buf[i : j + 7]
+            buf = buf[j + 7 :]
+            page = _parse_page(xml, counter)
+            if page is not None:
+                yield page
+    if not saw_xml and state.error is None:
+        state.error = "not_xml"
+    elif "<page>" in buf and state.error is None:
+        state.error = "truncated_archive"
+
+
+def _parse_page(xml: str, counter: StageCounter) -> Page | None:
+    try:
+        el = ET.fromstring(xml)
+    except ET.ParseError as e:
+        counter.add_in("documents")
+        counter.add_dropped("documents", "malformed_page_xml")
+        log.warning("malformed page XML: %s", e)
+        return None
+    ns_text = el.findtext("ns") or "0"
+    rev = el.find("revision")
+    text = rev.findtext("text") if rev is not None else None
+    return Page(
+        title=el.findtext("title") or "",
+        ns=int(ns_text) if ns_text.strip().lstrip("-").isdigit() else -999,
+        page_id=el.findtext("id") or "",
+        redirect=el.find("redirect") is not None,
+        text=text or "",
+    )
+
+
+def iter_range_pages(raw: BinaryIO, rng: ByteRange, counter: StageCounter) -> Iterator[Page]:
+    """All pages of one byte range, counting the range (unit ``file_ranges``) and its errors."""
+    counter.add_in("file_ranges")
+    state = DecodeState()
+    chunks = iter(_RangeReader(raw, rng.start, rng.end).chunks())
+    first = next(chunks, b"")
+    if not first:
+        counter.add_dropped("file_ranges", "empty_file")
+        log.warning("%s [%s:%s]: empty", rng.path, rng.start, rng.end)
+        return
+    stream: Iterable[bytes] = _prepend(first, chunks)
+    if rng.compression == "bz2":
+        stream = _decompress_bz2(stream, state)
+    yield from iter_pages(stream, counter, state)
+    if state.error:
+        log.warning("%s [%s:%s]: %s %s", rng.path, rng.start, rng.end, state.error, state.detail)
+        counter.add_dropped("file_ranges", state.error)
+    else:
+        counter.add_out("file_ranges")
+
+
+def _prepend(first: bytes, rest: Iterable[bytes]) -> Iterator[bytes]:
+    yield first
+    yield from rest
+
+
+class PageConverter:
+    """Page -> Document: namespace/redirect checks, then wikitext -> text under a time limit."""
+
+    def __init__(self, timeout_s: float, max_page_chars: int) -> None:
+        from filters.timeout import TimeLimitedWorker
+        from filters.wikitext import wikitext_to_text
+
+        self.max_page_chars = max_page_chars
+        self.worker = TimeLimitedWorker(wikitext_to_text, timeout_s)
+
+    def __call__(self, page: Page, counter: StageCounter):
+        from filters.cleaner import Document
+
+        counter.add_in("documents")
+        if page.ns != 0:
+            counter.add_dropped("documents", "other_namespace")
+            return None
+        if page.redirect:
+            counter.add_dropped("documents", "redirect")
+            return None
+        if len(page.text) > self.max_page_chars:
+            counter.add_dropped("documents", "page_too_large")
+            return None
+        status, text = self.worker(page.text)
+        if status != "ok":
+            reason = "parser_timeout" if status == "timeout" else "parser_error"
+            counter.add_dropped("documents", reason)
+            log.warning("page %r (%s): %s %s", page.title, page.page_id, reason, text or "")
+            return None
+        if not text.strip():
+            counter.add_dropped("documents", "empty_text")
+            return None
+        return Document(text=text, source="wikipedia", doc_id=page.page_id, url_or_title=page.title)
+
+    def close(self) -> None:
+        self.worker.close()

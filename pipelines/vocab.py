@@ -1,0 +1,406 @@
+"""Beam job: smoothed word counts from the monolingual corpora, then the wordpiece learner.
+
+    python -m pipelines.vocab --input SENTENCES_DIR --output DIR --vocab-size N \
+        [--smoothing 0.3] [--preset demo|paper] [any Beam option]
+
+SENTENCES_DIR is the corpus jobs' layout, ``<lang>/*.parquet`` with a ``text`` column; the
+folder name is the language. The job pre-tokenises every sentence (cased BERT rules), counts
+words per language, reweights each language's mass to p_lang ** alpha, drops words below the
+minimum smoothed count, and writes ``DIR/word_counts.parquet``, ``DIR/heldout.parquet`` (a
+hashed sample kept back for evaluation) and ``DIR/languages.json``. The driver then runs the
+learner (``labse_model.vocab``) and writes ``vocab.txt``, ``tokenizer.json``,
+``vocab_stats.json`` and ``stats.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import apache_beam as beam
+import pyarrow as pa
+import pyarrow.parquet as pq
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions
+from apache_beam.transforms.window import GlobalWindows
+
+from labse_common.config import apply_overrides, load_section
+from labse_common.logs import setup_logging
+from labse_common.stats import StageCounter, merge_counts
+from labse_model.vocab.build import (
+    COUNTS_FILE,
+    HELDOUT_FILE,
+    LANGS,
+    SUMMARY_FILE,
+    finish_vocab,
+    language_summary,
+    learner_params,
+    read_counts,
+    read_heldout,
+)
+from labse_model.vocab.counting import WORDS, sentence_words
+from labse_model.vocab.smoothing import language_weights
+
+log = logging.getLogger(__name__)
+
+STATS = "stats"
+HELDOUT = "heldout"
+FILES = "files"
+# A worker flushes its per-file word counter when it grows past this many keys (bounded memory).
+FLUSH_KEYS = 500_000
+BEAM_DIR = "_beam"
+
+COUNTS_SCHEMA = pa.schema([("word", pa.string()), ("count", pa.float64()), ("raw_count", pa.int64())])
+HELDOUT_SCHEMA = pa.schema([("lang", pa.string()), ("text", pa.string())])
+
+
+class UsageError(Exception):
+    """A wrong path or argument: reported clearly, exit status 2."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Beam transforms
+
+
+class CountFileWords(beam.DoFn):
+    """One Parquet file in, ((lang, word), n) out; held-out sentences and stats on side tags."""
+
+    def __init__(self, max_word_length: int, heldout_fraction: float, batch_rows: int = 8192):
+        self.max_word_length = max_word_length
+        self.heldout_fraction = heldout_fraction
+        self.batch_rows = batch_rows
+
+    def process(self, item: tuple[str, str]) -> Iterator[Any]:
+        lang, path = item
+        counter = StageCounter()
+        counter.add_in(FILES)
+        words: Counter[str] = Counter()
+        n_sent = 0
+        try:
+            with FileSystems.open(path) as f:
+                pf = pq.ParquetFile(f)
+                if "text" not in pf.schema_arrow.names:
+                    raise ValueError("no `text` column")
+                for batch in pf.iter_batches(batch_size=self.batch_rows, columns=["text"]):
+                    for text in batch.column(0).to_pylist():
+                        kind, value = sentence_words(
+                            text, counter, self.max_word_length, self.heldout_fraction
+                        )
+                        if kind == "count":
+                            words.update(value)
+                            n_sent += 1
+                        elif kind == "heldout":
+                            yield beam.pvalue.TaggedOutput(HELDOUT, (lang, value))
+                    if len(words) > FLUSH_KEYS:
+                        yield from (((lang, w), n) for w, n in words.items())
+                        words.clear()
+        except Exception as e:  # a corrupt or foreign file is counted, never fatal
+            log.warning("unreadable Parquet file %s: %s", path, e)
+            counter = StageCounter()  # rows read before the failure are not kept either
+            counter.add_in(FILES)
+            counter.add_dropped(FILES, "unreadable")
+            yield beam.pvalue.TaggedOutput(STATS, counter.drain())
+            return
+        counter.add_out(FILES)
+        yield from (((lang, w), n) for w, n in words.items())
+        yield beam.pvalue.TaggedOutput(STATS, counter.drain())
+        yield beam.pvalue.TaggedOutput("sentences", (lang, n_sent))
+
+
+def _smooth(kv: tuple[tuple[str, str], int], weights: dict[str, float]) -> tuple[str, tuple]:
+    (lang, word), n = kv
+    return word, (weights[lang] * n, n)
+
+
+def _sum_pairs(pairs: Sequence[tuple[float, int]]) -> tuple[float, int]:
+    s, r = 0.0, 0
+    for a, b in pairs:
+        s += a
+        r += b
+    return s, r
+
+
+class SplitByMinCount(beam.DoFn):
+    """Keep words whose smoothed count reaches min_count; count occurrences either way."""
+
+    def __init__(self, min_count: float):
+        self.min_count = min_count
+
+    def start_bundle(self) -> None:
+        self.counter = StageCounter()
+
+    def process(self, kv: tuple[str, tuple[float, int]]) -> Iterator[Any]:
+        word, (smoothed, raw) = kv
+        if smoothed >= self.min_count:
+            self.counter.add_out(WORDS, raw)
+            yield {"word": word, "count": smoothed, "raw_count": raw}
+        else:
+            self.counter.add_dropped(WORDS, "below_min_count", raw)
+
+    def finish_bundle(self) -> Iterator[Any]:
+        # One stats dict per bundle, not per word: finish_bundle must give its window.
+        if self.counter.counts:
+            yield beam.pvalue.TaggedOutput(
+                STATS, GlobalWindows.windowed_value(self.counter.drain())
+            )
+
+
+def build_pipeline(
+    p: beam.Pipeline, files: list[tuple[str, str]], output: str, cfg: dict[str, Any]
+) -> None:
+    alpha = float(cfg["smoothing"])
+    beam_dir = FileSystems.join(output, BEAM_DIR)
+    results = (
+        p
+        | "Files" >> beam.Create(files)
+        | "Spread" >> beam.Reshuffle()
+        | "Count"
+        >> beam.ParDo(CountFileWords(int(cfg["max_word_length"]), float(cfg["heldout_fraction"])))
+        .with_outputs(STATS, HELDOUT, "sentences", main="words")
+    )
+    per_lang = results.words | "SumPerLangWord" >> beam.CombinePerKey(sum)
+    totals = (
+        per_lang
+        | "LangOf" >> beam.Map(lambda kv: (kv[0][0], kv[1]))
+        | "LangTotals" >> beam.CombinePerKey(sum)
+    )
+    types = (
+        per_lang
+        | "LangOne" >> beam.Map(lambda kv: (kv[0][0], 1))
+        | "LangTypes" >> beam.CombinePerKey(sum)
+    )
+    sentences = results.sentences | "LangSentences" >> beam.CombinePerKey(sum)
+    weights = (
+        totals
+        | "TotalsDict" >> beam.combiners.ToDict()
+        | "Weights" >> beam.Map(lambda t: language_weights(t, alpha))
+    )
+    smoothed = (
+        per_lang
+        | "Smooth" >> beam.Map(_smooth, weights=beam.pvalue.AsSingleton(weights))
+        | "SumPerWord" >> beam.CombinePerKey(_sum_pairs)
+        | "MinCount"
+        >> beam.ParDo(SplitByMinCount(float(cfg["min_count"]))).with_outputs(STATS, main="rows")
+    )
+    _ = smoothed.rows | "WriteCounts" >> beam.io.WriteToParquet(
+        FileSystems.join(output, COUNTS_FILE),
+        COUNTS_SCHEMA,
+        num_shards=1,
+        shard_name_template="",
+    )
+    _ = (
+        results[HELDOUT]
+        | "SampleHeldout" >> beam.combiners.Sample.FixedSizePerKey(int(cfg["max_heldout_per_lang"]))
+        | "HeldoutRows" >> beam.FlatMap(lambda kv: ({"lang": kv[0], "text": t} for t in kv[1]))
+        | "WriteHeldout"
+        >> beam.io.WriteToParquet(
+            FileSystems.join(output, HELDOUT_FILE), HELDOUT_SCHEMA, num_shards=1, shard_name_template=""
+        )
+    )
+    _ = (
+        (results[STATS], smoothed[STATS])
+        | "AllStats" >> beam.Flatten()
+        | "MergeStats" >> beam.CombineGlobally(merge_counts)
+        | "StatsJson" >> beam.Map(json.dumps)
+        | "WriteStats"
+        >> beam.io.WriteToText(
+            FileSystems.join(beam_dir, "counts.json"), num_shards=1, shard_name_template=""
+        )
+    )
+    lang_tables = {"totals": totals, "types": types, "sentences": sentences}
+    _ = (
+        lang_tables
+        | "LangTables" >> beam.CoGroupByKey()
+        | "LangRow" >> beam.Map(lambda kv: json.dumps([kv[0], {k: sum(v) for k, v in kv[1].items()}]))
+        | "WriteLangs"
+        >> beam.io.WriteToText(
+            FileSystems.join(beam_dir, "languages.jsonl"), num_shards=1, shard_name_template=""
+        )
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Driver
+
+
+def discover_inputs(input_dir: str) -> tuple[list[str], list[tuple[str, str]]]:
+    """Languages (folder names) and (lang, parquet path) pairs; a wrong path is a UsageError."""
+    pattern = FileSystems.join(input_dir, "*", "*.parquet")
+    try:
+        found = FileSystems.match([pattern])[0].metadata_list
+    except Exception as e:  # unknown scheme, permissions
+        raise UsageError(f"cannot list {input_dir!r}: {e}") from e
+    files = sorted(
+        (os.path.basename(os.path.dirname(m.path)), m.path) for m in found if m.size_in_bytes >= 0
+    )
+    langs = {lang for lang, _ in files}
+    if "://" not in input_dir:
+        if not os.path.isdir(input_dir):
+            raise UsageError(f"input folder not found: {input_dir}")
+        # A language folder without Parquet files is an empty language: counted, not an error.
+        langs |= {d for d in os.listdir(input_dir) if os.path.isdir(os.path.join(input_dir, d))}
+        langs -= {BEAM_DIR}
+    if not files:
+        raise UsageError(f"no <lang>/*.parquet files under {input_dir!r}")
+    return sorted(langs), files
+
+
+def pipeline_options(beam_args: Sequence[str]) -> PipelineOptions:
+    opts = PipelineOptions(list(beam_args), save_main_session=False)
+    direct = opts.view_as(DirectOptions)
+    if "--direct_running_mode" not in " ".join(beam_args):
+        direct.direct_running_mode = "multi_processing"
+    if not direct.direct_num_workers:
+        direct.direct_num_workers = os.cpu_count() or 1
+    return opts
+
+
+def _read_text(path: str) -> str:
+    with FileSystems.open(path) as f:
+        return f.read().decode("utf-8")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m pipelines.vocab",
+        description=__doc__.split("\n\n")[0] + "\n\n" + __doc__.split("\n\n", 2)[2],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=(
+            "Any other option is passed to Apache Beam unchanged, e.g. --runner FlinkRunner "
+            "--flink_master HOST:8081 --environment_type DOCKER --environment_config IMAGE. "
+            "Locally the DirectRunner runs in multi_processing mode with one worker per core "
+            "(--direct_running_mode in_memory or --direct_num_workers N to change). "
+            "To rerun only the learner on saved counts: python -m labse_model.vocab --help."
+        ),
+    )
+    p.add_argument("--input", required=True, metavar="SENTENCES_DIR",
+                   help="corpus output folder holding <lang>/*.parquet with a `text` column")
+    p.add_argument("--output", required=True, metavar="DIR",
+                   help="writes DIR/vocab.txt, tokenizer.json, vocab_stats.json, stats.json, "
+                   "word_counts.parquet, heldout.parquet, languages.json")
+    p.add_argument("--vocab-size", type=int, metavar="N",
+                   help="target vocabulary size, reserved tokens included (preset: vocab_size)")
+    p.add_argument("--smoothing", type=float, metavar="ALPHA",
+                   help="language smoothing exponent in [0, 1]: 1 = raw counts, 0.3 = LaBSE")
+    p.add_argument("--preset", default="demo", metavar="demo|paper|FILE",
+                   help="preset or YAML file whose `vocab` section gives the defaults (demo)")
+    p.add_argument("--min-count", type=float, metavar="C",
+                   help="drop words whose smoothed count is below C")
+    p.add_argument("--max-word-length", type=int, metavar="L",
+                   help="drop word occurrences longer than L characters (BERT maps them to [UNK])")
+    p.add_argument("--heldout-fraction", type=float, metavar="F",
+                   help="hashed fraction of sentences kept back for vocab_stats.json")
+    p.add_argument("--max-heldout-per-lang", type=int, metavar="N",
+                   help="at most N held-out sentences per language are evaluated")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override any `vocab` config key, e.g. --set learner.max_unique_chars=30000")
+    p.add_argument("--log-level", default=None, help="DEBUG, INFO (default), WARNING")
+    return p  # fmt: skip
+
+
+def resolve_config(args: argparse.Namespace) -> dict[str, Any]:
+    try:
+        cfg = apply_overrides(load_section(args.preset, "vocab"), args.set)
+    except (FileNotFoundError, ValueError) as e:
+        raise UsageError(str(e)) from e
+    flags = {
+        "vocab_size": args.vocab_size,
+        "smoothing": args.smoothing,
+        "min_count": args.min_count,
+        "max_word_length": args.max_word_length,
+        "heldout_fraction": args.heldout_fraction,
+        "max_heldout_per_lang": args.max_heldout_per_lang,
+    }
+    cfg.update({k: v for k, v in flags.items() if v is not None})
+    defaults = {"smoothing": 0.3, "min_count": 1.0, "max_word_length": 100,
+                "heldout_fraction": 0.0, "max_heldout_per_lang": 2000, "learner": {}}  # fmt: skip
+    for k, v in defaults.items():
+        cfg.setdefault(k, v)
+    if not cfg.get("vocab_size") or int(cfg["vocab_size"]) <= 0:
+        raise UsageError("--vocab-size must be a positive integer (or set vocab_size in the preset)")
+    if not 0.0 <= float(cfg["smoothing"]) <= 1.0:
+        raise UsageError(f"--smoothing must be in [0, 1], got {cfg['smoothing']}")
+    if not 0.0 <= float(cfg["heldout_fraction"]) < 1.0:
+        raise UsageError(f"--heldout-fraction must be in [0, 1), got {cfg['heldout_fraction']}")
+    if int(cfg["max_word_length"]) < 1:
+        raise UsageError("--max-word-length must be at least 1")
+    try:
+        learner_params(int(cfg["vocab_size"]), cfg.get("learner"))
+    except (TypeError, ValueError) as e:
+        raise UsageError(str(e)) from e
+    return cfg
+
+
+def run(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args, beam_args = parser.parse_known_args(argv)
+    setup_logging(args.log_level)
+    try:
+        cfg = resolve_config(args)
+        langs, files = discover_inputs(args.input)
+    except UsageError as e:
+        log.error("%s", e)
+        return 2
+    output = args.output
+    log.info("vocab: %d languages, %d files -> %s", len(langs), len(files), output)
+    with beam.Pipeline(options=pipeline_options(beam_args)) as p:
+        build_pipeline(p, files, output, cfg)
+
+    beam_dir = FileSystems.join(output, BEAM_DIR)
+    counter = StageCounter()
+    counter.merge(json.loads(_read_text(FileSystems.join(beam_dir, "counts.json"))))
+    rows = [json.loads(ln) for ln in _read_text(FileSystems.join(beam_dir, "languages.jsonl")).splitlines() if ln]
+    tables = {lang: t for lang, t in rows}
+    totals = {lang: t.get("totals", 0) for lang, t in tables.items() if t.get("totals", 0) > 0}
+    counter.add_in(LANGS, len(langs))
+    counter.add_out(LANGS, len(totals))
+    counter.add_dropped(LANGS, "empty", len(langs) - len(totals))
+    for lang in sorted(set(langs) - set(totals)):
+        log.warning("language %s has no words to count", lang)
+    summary = language_summary(
+        totals,
+        {lang: t.get("sentences", 0) for lang, t in tables.items()},
+        {lang: t.get("types", 0) for lang, t in tables.items()},
+        float(cfg["smoothing"]),
+    )
+    with FileSystems.create(FileSystems.join(output, SUMMARY_FILE)) as f:
+        f.write((json.dumps(summary, indent=2) + "\n").encode("utf-8"))
+
+    words, counts = read_counts(FileSystems.join(output, COUNTS_FILE))
+    heldout = read_heldout(FileSystems.join(output, HELDOUT_FILE))
+    params = learner_params(int(cfg["vocab_size"]), cfg.get("learner"))
+    extra = {k: cfg[k] for k in ("smoothing", "min_count", "max_word_length", "heldout_fraction")}
+    finish_vocab(words, counts, params, output, counter, heldout, summary, extra)
+    print_report(output)
+    return 0
+
+
+def print_report(output: str) -> None:
+    """A short table of the per-language coverage (CLI report, printed on purpose)."""
+    stats = json.loads(_read_text(os.path.join(output, "vocab_stats.json")))
+    print(f"vocab: {stats['vocab_size']} tokens (threshold {stats['threshold']:.4g}, "
+          f"learned in {stats['learn_seconds']:.1f}s) -> {output}")  # fmt: skip
+    print(f"{'lang':<8}{'sentences':>10}{'raw share':>11}{'smoothed':>10}{'unk rate':>10}{'wp/word':>9}")
+    for lang, s in stats["languages"].items():
+        h = s.get("heldout") or {}
+        unk = h.get("unk_rate")
+        wpw = h.get("wordpieces_per_word")
+        print(
+            f"{lang:<8}{s.get('sentences', 0):>10}{s.get('raw_share', 0):>11.4f}"
+            f"{s.get('smoothed_share', 0):>10.4f}"
+            f"{'-' if unk is None else f'{unk:.4f}':>10}{'-' if wpw is None else f'{wpw:.3f}':>9}"
+        )
+
+
+def main() -> None:
+    sys.exit(run())
+
+
+if __name__ == "__main__":
+    main()

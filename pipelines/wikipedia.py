@@ -1,0 +1,143 @@
+"""Wikipedia pages-articles dumps -> clean monolingual sentences per language (Beam job).
+
+    python -m pipelines.wikipedia --input 'dumps/*-pages-articles*.xml.bz2' --output out/wiki
+
+Each dump is cut into byte ranges that decompress independently (multistream index, or bz2
+stream headers found by scanning), so one 20 GB dump spreads over many workers. Pages in
+namespace 0 that are not redirects go through mwparserfromhell (templates, tables, refs, files,
+categories, interlanguage links and headings removed) under a per-page time limit, then the
+shared cleaning chain, dedup and per-language Parquet output.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from collections.abc import Sequence
+
+import apache_beam as beam
+from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystems import FileSystems
+
+from labse_common.stats import StageCounter
+from pipelines.common import STATS, base_parser, finish_sentences, main_wrapper, run_cli
+from pipelines.readers.wikidump import PageConverter, iter_range_pages, plan_ranges
+
+log = logging.getLogger(__name__)
+
+
+def _open_raw(path: str):
+    return FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
+
+
+def _index_for(path: str, explicit: str | None) -> str | None:
+    if explicit:
+        return explicit
+    if "multistream" in path and path.endswith(".xml.bz2"):
+        cand = path[: -len(".xml.bz2")] + "-index.txt.bz2"
+        if FileSystems.exists(cand):
+            return cand
+    return None
+
+
+class PlanRanges(beam.DoFn):
+    """One dump path -> ByteRanges (runs on a worker: scanning a big dump is real work)."""
+
+    def __init__(self, index: str | None, streams_per_range: int) -> None:
+        self.index, self.streams_per_range = index, streams_per_range
+
+    def process(self, path: str):
+        counter = StageCounter()
+        counter.add_in("files")
+        try:
+            index_path = _index_for(path, self.index)
+            with _open_raw(path) as raw:
+                if index_path:
+                    with _open_raw(index_path) as idx:
+                        ranges = plan_ranges(path, raw, idx, self.streams_per_range)
+                else:
+                    ranges = plan_ranges(path, raw, None, self.streams_per_range)
+            counter.add_out("files")
+            log.info("%s: %d byte range(s)%s", path, len(ranges), " (index)" if index_path else "")
+            yield from ranges
+        except (OSError, EOFError, ValueError) as e:
+            counter.add_dropped("files", "unreadable")
+            log.warning("%s: unreadable: %s", path, e)
+        yield beam.pvalue.TaggedOutput(STATS, counter.drain())
+
+
+class ReadRange(beam.DoFn):
+    def process(self, rng):
+        counter = StageCounter()
+        with _open_raw(rng.path) as raw:
+            yield from iter_range_pages(raw, rng, counter)
+        yield beam.pvalue.TaggedOutput(STATS, counter.drain())
+
+
+class ConvertPages(beam.DoFn):
+    def __init__(self, timeout_s: float, max_page_chars: int) -> None:
+        self.timeout_s, self.max_page_chars = timeout_s, max_page_chars
+        self.converter: PageConverter | None = None
+
+    def setup(self) -> None:
+        self.converter = PageConverter(self.timeout_s, self.max_page_chars)
+
+    def process(self, page):
+        counter = StageCounter()
+        doc = self.converter(page, counter)
+        if doc is not None:
+            yield doc
+        yield beam.pvalue.TaggedOutput(STATS, counter.drain())
+
+    def teardown(self) -> None:
+        if self.converter is not None:
+            self.converter.close()
+
+
+def build(p: beam.Pipeline, inputs: list[str], args: argparse.Namespace, cfg: dict) -> None:
+    plan = (
+        p
+        | "Paths" >> beam.Create(inputs)
+        | "Plan" >> beam.ParDo(PlanRanges(args.index, args.streams_per_range)).with_outputs(
+            STATS, main="ranges")
+    )  # fmt: skip
+    pages = (
+        plan.ranges
+        | "SpreadRanges" >> beam.Reshuffle()
+        | "Read" >> beam.ParDo(ReadRange()).with_outputs(STATS, main="pages")
+    )
+    docs = (
+        pages.pages
+        # Parsing costs far more than moving a page, so spread pages even from one range.
+        | "SpreadPages" >> beam.Reshuffle()
+        | "Parse" >> beam.ParDo(
+            ConvertPages(float(cfg.get("page_timeout_s", 5.0)),
+                         int(cfg.get("max_page_bytes", 2_000_000)))
+        ).with_outputs(STATS, main="docs")
+    )  # fmt: skip
+    finish_sentences(docs.docs, args.output, cfg, [plan[STATS], pages[STATS], docs[STATS]],
+                     "wikipedia", {"inputs": len(inputs), "config": cfg})  # fmt: skip
+
+
+def parser() -> argparse.ArgumentParser:
+    p = base_parser("python -m pipelines.wikipedia", __doc__.split("\n\n")[0])
+    p.add_argument("--index", metavar="PATH",
+                   help="multistream index (*-multistream-index.txt.bz2); found automatically "
+                   "next to a *-multistream.xml.bz2 dump when omitted")
+    p.add_argument("--streams-per-range", type=int, default=50, metavar="N",
+                   help="bz2 streams (about 100 pages each) per parallel work item")
+    p.add_argument("--page-timeout", type=float, metavar="SECONDS",
+                   help="per-page wikitext parse limit (config: page_timeout_s)")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = parser()
+    args, _ = p.parse_known_args(argv)
+    if args.page_timeout is not None:
+        argv = [*(argv or __import__("sys").argv[1:]), "--set", f"page_timeout_s={args.page_timeout}"]
+    return run_cli(build, argv, p, "wikipedia")
+
+
+if __name__ == "__main__":
+    main_wrapper(main)
