@@ -73,6 +73,14 @@ class QualityFilter:
         return "low_quality" if score < self.threshold else None
 
 
+def _resample(items: list[str], n: int, rng: random.Random) -> list[str]:
+    items = items[:]
+    rng.shuffle(items)
+    if len(items) >= n:
+        return items[:n]
+    return items + [rng.choice(items) for _ in range(n - len(items))]
+
+
 @dataclass
 class TrainReport:
     model: str
@@ -100,7 +108,7 @@ def train_quality_model(
 ) -> TrainReport:
     """Train the fastText content/boilerplate classifier; write MODEL and MODEL.report.json.
 
-    Classes are balanced by down-sampling the larger one so the 0.5 threshold is meaningful.
+    Classes are balanced (the smaller one over-sampled) so the 0.5 threshold is meaningful.
     The training and held-out files are kept beside the model (``.train.txt``/``.test.txt``) so
     what the model learned from can be read.
     """
@@ -111,10 +119,11 @@ def train_quality_model(
     neg = list(dict.fromkeys(featurize(t) for t in negatives if t.strip()))
     if not pos or not neg:
         raise ValueError(f"need both classes to train: {len(pos)} positive, {len(neg)} negative")
-    n = min(len(pos), len(neg), max_per_class)
-    rng.shuffle(pos)
-    rng.shuffle(neg)
-    rows = [f"{POSITIVE} {t}" for t in pos[:n]] + [f"{NEGATIVE} {t}" for t in neg[:n]]
+    # Balance by over-sampling the smaller class (with replacement) rather than throwing away
+    # most of the larger one: the bootstrap usually has far more content than boilerplate.
+    n = min(max(len(pos), len(neg)), max_per_class)
+    rows = [f"{POSITIVE} {t}" for t in _resample(pos, n, rng)]
+    rows += [f"{NEGATIVE} {t}" for t in _resample(neg, n, rng)]
     rng.shuffle(rows)
     n_test = max(1, int(len(rows) * test_fraction)) if len(rows) >= 10 else 0
     test, train = rows[:n_test], rows[n_test:]
@@ -146,8 +155,8 @@ def train_quality_model(
         fn += pred == NEGATIVE and label == POSITIVE
     report = TrainReport(
         model=output,
-        n_positive=n,
-        n_negative=n,
+        n_positive=len(pos),
+        n_negative=len(neg),
         n_test=n_test,
         precision=tp / (tp + fp) if tp + fp else 0.0,
         recall=tp / (tp + fn) if tp + fn else 0.0,

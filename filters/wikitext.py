@@ -113,10 +113,26 @@ def _render(nodes, out: list[str]) -> None:
             out.append(str(node))
 
 
+# References and comments are removed before parsing: the tokenizer gives up on refs with
+# unbalanced brackets inside (leaving "<ref>[ ..." as text), and dropping them first also makes
+# the parse tree smaller.
+_REF_SELF = re.compile(r"<ref(\s[^<>]*)?/>", re.I)
+_REF_PAIR = re.compile(r"<ref(\s[^<>]*)?>.*?</ref\s*>", re.I | re.S)
+_REF_OPEN = re.compile(r"<ref(\s[^<>]*)?>[^\n]*", re.I)
+_COMMENT = re.compile(r"<!--.*?(-->|$)", re.S)
+
+
+def strip_refs(wikitext: str) -> str:
+    wikitext = _COMMENT.sub("", wikitext)
+    wikitext = _REF_SELF.sub("", wikitext)
+    wikitext = _REF_PAIR.sub("", wikitext)
+    return _REF_OPEN.sub("", wikitext)
+
+
 def wikitext_to_text(wikitext: str) -> str:
     """Plain text of a page: paragraphs separated by newlines, markup removed."""
     try:
-        code = mwparserfromhell.parse(wikitext, skip_style_tags=False)
+        code = mwparserfromhell.parse(strip_refs(wikitext), skip_style_tags=False)
     except Exception as e:  # ParserError, RecursionError and tokenizer bugs
         raise WikitextError(f"{type(e).__name__}: {e}") from e
     parts: list[str] = []

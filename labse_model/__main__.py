@@ -1,0 +1,189 @@
+"""Command line: ``python -m labse_model {train,encode}`` (console script ``labse-model``)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+
+from labse_common.config import apply_overrides, load_section
+from labse_common.logs import setup_logging
+
+log = logging.getLogger("labse_model")
+
+
+def _train_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "train",
+        help="train the dual encoder on translation pairs (torchrun when --nproc-per-node > 1)",
+        description=(
+            "Train a LaBSE dual encoder (bidirectional additive-margin ranking loss, in-batch "
+            "negatives gathered from every rank). Resumes automatically from the newest valid "
+            "checkpoint under OUTPUT/checkpoints."
+        ),
+    )
+    p.add_argument("--config", default="demo", help="preset name (demo, paper) or YAML path; reads its model: and train: sections (default: demo)")
+    p.add_argument("--pairs", action="append", required=True, metavar="FILE", help="pair file: TSV (src<TAB>trg[<TAB>src_lang<TAB>trg_lang], .gz ok) or Parquet (src, trg); repeat for several")
+    p.add_argument("--output", required=True, metavar="DIR", help="run directory: checkpoints/, model/, metrics.jsonl, tb/, stats.json")
+    p.add_argument("--vocab", metavar="DIR", help="BERT tokenizer directory (vocab.txt/tokenizer.json), e.g. the vocab stage output; default: train.vocab, else a WordPiece learned from the pairs")
+    p.add_argument("--init", metavar="CHECKPOINT", help="start from this encoder (HF BertModel or sentence-transformers directory) instead of random weights")
+    p.add_argument("--max-steps", type=int, help="total optimizer steps (overrides train.steps; sets the LR schedule length)")
+    p.add_argument("--stop-at-step", type=int, help="checkpoint and exit after this step, to continue later (a job slice on a preemptible cluster)")
+    p.add_argument("--nproc-per-node", type=int, default=1, help="worker processes per node (GPUs per node, or CPU processes); > 1 launches torchrun (default: 1)")
+    p.add_argument("--nnodes", default="1", help="number of nodes, or MIN:MAX for elastic runs (default: 1)")
+    p.add_argument("--node-rank", type=int, help="this node's rank (static rendezvous only)")
+    p.add_argument("--rdzv-endpoint", metavar="HOST:PORT", help="rendezvous endpoint for multi-node runs")
+    p.add_argument("--rdzv-backend", default="c10d", help="rendezvous backend (default: c10d)")
+    p.add_argument("--rdzv-id", help="job id shared by all nodes (default: random)")
+    p.add_argument("--max-restarts", type=int, default=0, help="restart all workers this many times after a failure; they resume from the last checkpoint (default: 0)")
+    p.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides: train keys (lr=1e-4) or model.KEY=value (model.hidden_size=128)")
+
+
+def _encode_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "encode",
+        help="embed a text/Parquet file to .npy",
+        description="Embed sentences with a LaBSE checkpoint; row i of the output is input row i.",
+    )
+    p.add_argument("--model", required=True, metavar="DIR", help="HF BertModel or sentence-transformers directory")
+    p.add_argument("--input", required=True, metavar="FILE", help="text file (one sentence per line) or Parquet file")
+    p.add_argument("--output", required=True, metavar="EMB.npy", help="output .npy (or shard prefix with --shard-size)")
+    p.add_argument("--fp16", action="store_true", help="store float16 embeddings (computed in fp16 on GPU, fp32 on CPU)")
+    p.add_argument("--batch-size", type=int, default=64, help="sentences per forward pass (default: 64)")
+    p.add_argument("--max-seq-length", type=int, default=128, help="tokens per sentence; longer ones are truncated and counted (default: 128)")
+    p.add_argument("--text-column", default="text", help="Parquet column holding the sentences (default: text)")
+    p.add_argument("--shard-size", type=int, default=0, help="rows per output shard <stem>.NNNNN.npy; 0 = one file (default: 0)")
+    p.add_argument("--device", help="cpu, cuda, cuda:1 ... (default: cuda if available)")
+    p.add_argument("--stats", metavar="FILE", help="where to write stats (default: stats.json next to the output)")
+    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="labse-model", description="LaBSE dual-encoder training and encoding.")
+    parser.add_argument("--log-level", default=None, help="DEBUG, INFO (default), WARNING ...")
+    sub = parser.add_subparsers(dest="command", required=True)
+    _train_parser(sub)
+    _encode_parser(sub)
+    return parser
+
+
+def _split_overrides(overrides: list[str]) -> tuple[list[str], list[str]]:
+    model, train = [], []
+    for o in overrides:
+        if o.startswith("model."):
+            model.append(o[len("model.") :])
+        else:
+            train.append(o[len("train.") :] if o.startswith("train.") else o)
+    return model, train
+
+
+def _worker_argv(args: argparse.Namespace) -> list[str]:
+    """The train command line each torchrun worker runs (without the launcher options)."""
+    argv = ["train", "--config", args.config, "--output", args.output]
+    for p in args.pairs:
+        argv += ["--pairs", os.path.abspath(p)]
+    for flag, value in (("--vocab", args.vocab), ("--init", args.init)):
+        if value:
+            argv += [flag, os.path.abspath(value)]
+    for flag, value in (("--max-steps", args.max_steps), ("--stop-at-step", args.stop_at_step)):
+        if value is not None:
+            argv += [flag, str(value)]
+    return argv + list(args.overrides)
+
+
+def run_train(args: argparse.Namespace) -> int:
+    from labse_model import launcher
+
+    model_ov, train_ov = _split_overrides(args.overrides)
+    # Validate config and paths before starting any worker.
+    model_cfg = apply_overrides(load_section(args.config, "model"), model_ov)
+    train_cfg = apply_overrides(load_section(args.config, "train"), train_ov)
+    for p in args.pairs:
+        if not os.path.isfile(p):
+            raise FileNotFoundError(f"pair file not found: {p}")
+    for what, path in (("vocabulary directory", args.vocab), ("--init checkpoint", args.init)):
+        if path and not os.path.isdir(path):
+            raise FileNotFoundError(f"{what} not found: {path}")
+    if args.nproc_per_node < 1:
+        raise ValueError("--nproc-per-node must be >= 1")
+    if launcher.needs_launch(args.nproc_per_node, args.nnodes, args.rdzv_endpoint):
+        return launcher.launch(
+            launcher.torchrun_args(
+                _worker_argv(args),
+                args.nproc_per_node,
+                args.nnodes,
+                args.node_rank,
+                args.rdzv_endpoint,
+                args.rdzv_backend,
+                args.rdzv_id,
+                args.max_restarts,
+            )
+        )
+    from labse_model.distributed import shutdown
+    from labse_model.train import train
+
+    try:
+        summary = train(
+            model_cfg,
+            train_cfg,
+            args.pairs,
+            args.output,
+            vocab=args.vocab,
+            init=args.init,
+            max_steps=args.max_steps,
+            stop_at_step=args.stop_at_step,
+        )
+    finally:
+        shutdown()
+    if int(os.environ.get("RANK", "0")) == 0:
+        print(f"step {summary['step']}/{summary['total_steps']}  loss {summary['loss']:.4f}  model {summary.get('model', '-')}")
+    return 0
+
+
+def run_encode(args: argparse.Namespace) -> int:
+    from labse_model.embed_file import embed_file
+    from labse_model.encode import Encoder
+
+    if not os.path.isdir(args.model):
+        raise FileNotFoundError(f"model directory not found: {args.model}")
+    if not os.path.isfile(args.input):
+        raise FileNotFoundError(f"input file not found: {args.input}")
+    if args.batch_size < 1:
+        raise ValueError("--batch-size must be >= 1")
+    encoder = Encoder.from_pretrained(args.model, device=args.device, max_seq_length=args.max_seq_length)
+    report = embed_file(
+        encoder,
+        args.input,
+        args.output,
+        batch_size=args.batch_size,
+        fp16=args.fp16,
+        text_column=args.text_column,
+        shard_size=args.shard_size,
+        stats_path=args.stats,
+        show_progress=not args.no_progress,
+    )
+    c = report["counts"]["sentences"]
+    print(f"{'sentences':<12}{'in':>10}{'out':>10}  events")
+    print(f"{'':<12}{c['in']:>10}{c['out']:>10}  {c.get('events', {})}")
+    print("outputs: " + ", ".join(report["outputs"]))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    setup_logging(args.log_level)
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # per-file load/save bars drown the training bar
+    try:
+        if args.command == "train":
+            return run_train(args)
+        return run_encode(args)
+    except (FileNotFoundError, ValueError, RuntimeError) as e:
+        log.error("%s", e)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

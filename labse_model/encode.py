@@ -1,0 +1,98 @@
+"""Sentence embeddings from a LaBSE checkpoint: the API mining and evaluation call.
+
+``encode`` tokenises everything once, sorts by exact token length so each batch pads to almost
+nothing, runs under ``torch.inference_mode`` and writes rows back in input order.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from labse_model.batching import SentenceTokenizer, pad_batch
+from labse_model.model import SentenceEncoder, load_encoder
+
+log = logging.getLogger(__name__)
+
+
+def pick_device(device: str | None = None) -> torch.device:
+    """The requested device, else CUDA when present, else CPU."""
+    if device:
+        return torch.device(device)
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+class Encoder:
+    """A loaded encoder plus tokenizer; ``encode`` returns L2-normalised rows."""
+
+    def __init__(
+        self,
+        model: SentenceEncoder,
+        tokenizer,
+        max_seq_length: int = 128,
+        device: str | torch.device | None = None,
+    ) -> None:
+        self.device = pick_device(str(device) if device is not None else None)
+        self.model = model.to(self.device).eval()
+        self.tokenizer = tokenizer
+        limit = model.bert.config.max_position_embeddings
+        self.max_seq_length = min(max_seq_length, limit)
+        self.sentence_tokenizer = SentenceTokenizer(tokenizer, self.max_seq_length)
+        self.dim: int = model.dim
+        # Counters of the last encode() call, for callers that report stats.
+        self.last_truncated = 0
+
+    @classmethod
+    def from_pretrained(
+        cls, path: str, device: str | None = None, max_seq_length: int = 128
+    ) -> Encoder:
+        """Load a Hugging Face BertModel directory or a sentence-transformers directory."""
+        model, tokenizer, _info = load_encoder(path)
+        return cls(model, tokenizer, max_seq_length=max_seq_length, device=device)
+
+    def encode(
+        self,
+        sentences: Sequence[str],
+        batch_size: int = 64,
+        fp16: bool = False,
+        show_progress: bool = False,
+    ) -> np.ndarray:
+        """Embed ``sentences``: (n, dim) float32 (float16 if ``fp16``), in input order."""
+        if isinstance(sentences, str):
+            raise TypeError("encode() takes a sequence of sentences, not one string")
+        if batch_size < 1:
+            raise ValueError("batch_size must be >= 1")
+        n = len(sentences)
+        out = np.empty((n, self.dim), dtype=np.float16 if fp16 else np.float32)
+        if n == 0:
+            self.last_truncated = 0
+            return out
+        ids, self.last_truncated = self.sentence_tokenizer.encode(
+            [s if isinstance(s, str) else "" for s in sentences]
+        )
+        lengths = np.fromiter((len(x) for x in ids), dtype=np.int64, count=n)
+        # Longest first: the first batch shows the worst-case memory at once.
+        order = np.argsort(-lengths, kind="stable")
+        cuda = self.device.type == "cuda"
+        # On CPU half precision is slower than float32; only the returned array is cast.
+        autocast = torch.autocast("cuda", dtype=torch.float16) if (cuda and fp16) else None
+        bar = tqdm(total=n, desc="encode", unit="sent", disable=not show_progress)
+        with torch.inference_mode():
+            for start in range(0, n, batch_size):
+                idx = order[start : start + batch_size]
+                input_ids, mask = pad_batch([ids[i] for i in idx], self.sentence_tokenizer.pad_id)
+                input_ids = input_ids.to(self.device, non_blocking=cuda)
+                mask = mask.to(self.device, non_blocking=cuda)
+                if autocast is not None:
+                    with autocast:
+                        emb = self.model(input_ids, mask)
+                else:
+                    emb = self.model(input_ids, mask)
+                out[idx] = emb.to(torch.float16 if fp16 else torch.float32).cpu().numpy()
+                bar.update(len(idx))
+        bar.close()
+        return out

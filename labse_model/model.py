@@ -1,0 +1,340 @@
+"""The LaBSE sentence encoder: BERT, [CLS] through the pooler (dense + tanh), L2-normalised.
+
+One module serves training and inference. It loads from the two public LaBSE layouts:
+
+* a Hugging Face ``BertModel`` directory whose normalised ``pooler_output`` is the embedding;
+* the sentence-transformers layout (Transformer, CLS Pooling, Dense d->d tanh, Normalize), in
+  which case the Dense weights are copied into the pooler so both layouts run the same code.
+
+Saving writes both layouts into one directory (the Transformer at the root, Dense holding a copy
+of the pooler), so ``BertModel.from_pretrained`` and ``SentenceTransformer`` both load it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers import BertConfig, BertModel, BertTokenizerFast
+
+log = logging.getLogger(__name__)
+
+# The paper's encoder; the demo preset shrinks it.
+BERT_BASE = {
+    "hidden_size": 768,
+    "num_hidden_layers": 12,
+    "num_attention_heads": 12,
+    "intermediate_size": 3072,
+    "max_position_embeddings": 512,
+}
+
+ST_MODULES = "modules.json"
+TANH = "torch.nn.modules.activation.Tanh"
+
+
+class CheckpointError(RuntimeError):
+    """A model directory that is missing files or cannot be read."""
+
+
+@dataclass
+class _Head:
+    """What follows the transformer in a sentence-transformers directory."""
+
+    pooling: str = "cls"
+    dense_weight: torch.Tensor | None = None
+    dense_bias: torch.Tensor | None = None
+    activation: str | None = TANH
+    normalize: bool = True
+
+
+class SentenceEncoder(nn.Module):
+    """BertModel whose pooled [CLS] vector, L2-normalised, is the sentence embedding.
+
+    ``use_pooler`` is the LaBSE head (dense + tanh = BERT's pooler). Other heads read from a
+    sentence-transformers directory (mean pooling, a Dense of another size) run through
+    ``dense``/``pooling`` so foreign checkpoints still encode; only the LaBSE head is exported.
+    """
+
+    def __init__(
+        self,
+        bert: BertModel,
+        pooling: str = "cls",
+        use_pooler: bool = True,
+        dense: nn.Linear | None = None,
+        activation: str | None = TANH,
+        normalize: bool = True,
+    ) -> None:
+        super().__init__()
+        if pooling not in ("cls", "mean"):
+            raise ValueError(f"unsupported pooling {pooling!r} (cls or mean)")
+        if use_pooler and bert.pooler is None:
+            raise ValueError("use_pooler needs a BertModel with a pooling layer")
+        self.bert = bert
+        self.pooling = pooling
+        self.use_pooler = use_pooler
+        self.dense = dense
+        self.activation = activation
+        self.normalize = normalize
+
+    @property
+    def dim(self) -> int:
+        if self.dense is not None:
+            return self.dense.out_features
+        return self.bert.config.hidden_size
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        out = self.bert(input_ids=input_ids, attention_mask=attention_mask, return_dict=True)
+        if self.use_pooler:
+            vec = out.pooler_output
+        else:
+            hidden = out.last_hidden_state
+            if self.pooling == "cls":
+                vec = hidden[:, 0]
+            else:
+                m = attention_mask.unsqueeze(-1).to(hidden.dtype)
+                vec = (hidden * m).sum(1) / m.sum(1).clamp(min=1.0)
+            if self.dense is not None:
+                vec = self.dense(vec)
+                if self.activation == TANH:
+                    vec = torch.tanh(vec)
+                elif self.activation not in (None, "torch.nn.modules.linear.Identity"):
+                    raise ValueError(f"unsupported Dense activation {self.activation!r}")
+        if self.normalize:
+            # Normalise in float32: under bf16 autocast the norm of a 768-d vector loses digits.
+            vec = F.normalize(vec.float(), p=2, dim=-1)
+        return vec
+
+
+def build_config(vocab_size: int, pad_token_id: int = 0, **model_cfg: Any) -> BertConfig:
+    """A BertConfig from the preset's ``model:`` section (missing keys default to BERT-base)."""
+    keys = dict(BERT_BASE)
+    keys.update({k: v for k, v in model_cfg.items() if v is not None})
+    dropout = keys.pop("dropout", 0.1)
+    keys.pop("vocab_size", None)  # always the tokenizer's
+    return BertConfig(
+        vocab_size=vocab_size,
+        pad_token_id=pad_token_id,
+        hidden_dropout_prob=dropout,
+        attention_probs_dropout_prob=dropout,
+        **{k: keys[k] for k in keys if k in BertConfig().to_dict()},
+    )
+
+
+def new_encoder(config: BertConfig, seed: int | None = None) -> SentenceEncoder:
+    """A randomly initialised encoder (BERT init), reproducible when ``seed`` is given."""
+    if seed is not None:
+        torch.manual_seed(seed)
+    return SentenceEncoder(BertModel(config, add_pooling_layer=True))
+
+
+# ---------------------------------------------------------------------------------------------
+# Loading
+
+
+def _read_json(path: str) -> dict:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, json.JSONDecodeError) as e:
+        raise CheckpointError(f"cannot read {path}: {e}") from e
+
+
+def _load_state_file(directory: str) -> dict[str, torch.Tensor]:
+    """Weights of a sentence-transformers module folder (safetensors or pytorch_model.bin)."""
+    st = os.path.join(directory, "model.safetensors")
+    pt = os.path.join(directory, "pytorch_model.bin")
+    try:
+        if os.path.exists(st):
+            from safetensors.torch import load_file
+
+            return load_file(st)
+        if os.path.exists(pt):
+            return torch.load(pt, map_location="cpu", weights_only=True)
+    except Exception as e:  # safetensors/pickle raise many types on truncated files
+        raise CheckpointError(f"corrupt weights in {directory}: {e}") from e
+    raise CheckpointError(f"no model.safetensors or pytorch_model.bin in {directory}")
+
+
+def _read_st_layout(path: str) -> tuple[str, _Head]:
+    """Parse modules.json: the transformer folder and the head that follows it."""
+    modules = _read_json(os.path.join(path, ST_MODULES))
+    transformer_dir = None
+    head = _Head(activation=None, normalize=False)
+    for m in sorted(modules, key=lambda m: m.get("idx", 0)):
+        kind = m.get("type", "").rsplit(".", 1)[-1]
+        sub = os.path.join(path, m.get("path", ""))
+        if kind == "Transformer":
+            transformer_dir = sub
+        elif kind == "Pooling":
+            cfg = _read_json(os.path.join(sub, "config.json"))
+            mode = cfg.get("pooling_mode")
+            if mode is None:  # the pre-v5 boolean keys
+                mode = "cls" if cfg.get("pooling_mode_cls_token") else None
+                mode = mode or ("mean" if cfg.get("pooling_mode_mean_tokens") else None)
+            if mode not in ("cls", "mean"):
+                raise CheckpointError(f"{sub}: unsupported pooling {mode!r}")
+            head.pooling = mode
+        elif kind == "Dense":
+            cfg = _read_json(os.path.join(sub, "config.json"))
+            state = _load_state_file(sub)
+            head.dense_weight = state["linear.weight"]
+            head.dense_bias = state.get("linear.bias")
+            head.activation = cfg.get("activation_function", TANH)
+        elif kind == "Normalize":
+            head.normalize = True
+        else:
+            raise CheckpointError(f"{path}: unsupported sentence-transformers module {kind!r}")
+    if transformer_dir is None:
+        raise CheckpointError(f"{path}: modules.json has no Transformer module")
+    return transformer_dir, head
+
+
+def _load_bert(directory: str, add_pooling_layer: bool) -> BertModel:
+    if not os.path.exists(os.path.join(directory, "config.json")):
+        raise CheckpointError(f"not a model directory (no config.json): {directory}")
+    try:
+        return BertModel.from_pretrained(directory, add_pooling_layer=add_pooling_layer)
+    except Exception as e:  # transformers wraps safetensors errors in several types
+        raise CheckpointError(f"cannot load BERT weights from {directory}: {e}") from e
+
+
+def load_encoder(path: str) -> tuple[SentenceEncoder, BertTokenizerFast, dict]:
+    """Load an encoder and its tokenizer from either public layout.
+
+    Returns ``(encoder, tokenizer, info)``; ``info["max_seq_length"]`` comes from
+    ``sentence_bert_config.json`` when present.
+    """
+    if not os.path.isdir(path):
+        raise FileNotFoundError(f"model directory not found: {path}")
+    info: dict[str, Any] = {"layout": "hf"}
+    if os.path.exists(os.path.join(path, ST_MODULES)):
+        transformer_dir, head = _read_st_layout(path)
+        info["layout"] = "sentence-transformers"
+        sbert = os.path.join(transformer_dir, "sentence_bert_config.json")
+        if os.path.exists(sbert):
+            info["max_seq_length"] = _read_json(sbert).get("max_seq_length")
+        bert = _load_bert(transformer_dir, add_pooling_layer=True)
+        hidden = bert.config.hidden_size
+        is_labse_head = (
+            head.pooling == "cls"
+            and head.dense_weight is not None
+            and tuple(head.dense_weight.shape) == (hidden, hidden)
+            and head.dense_bias is not None
+            and head.activation == TANH
+        )
+        if is_labse_head:
+            # The Dense is BERT's pooler under another name: one code path for both layouts.
+            with torch.no_grad():
+                bert.pooler.dense.weight.copy_(head.dense_weight)
+                bert.pooler.dense.bias.copy_(head.dense_bias)
+            enc = SentenceEncoder(bert, "cls", use_pooler=True, normalize=head.normalize)
+        else:
+            dense = None
+            if head.dense_weight is not None:
+                out_f, in_f = head.dense_weight.shape
+                dense = nn.Linear(in_f, out_f, bias=head.dense_bias is not None)
+                with torch.no_grad():
+                    dense.weight.copy_(head.dense_weight)
+                    if head.dense_bias is not None:
+                        dense.bias.copy_(head.dense_bias)
+            enc = SentenceEncoder(
+                bert,
+                head.pooling,
+                use_pooler=False,
+                dense=dense,
+                activation=head.activation,
+                normalize=head.normalize,
+            )
+        tok_dir = transformer_dir
+    else:
+        enc = SentenceEncoder(_load_bert(path, add_pooling_layer=True))
+        tok_dir = path
+    try:
+        tokenizer = BertTokenizerFast.from_pretrained(tok_dir)
+    except Exception as e:
+        raise CheckpointError(f"cannot load the tokenizer from {tok_dir}: {e}") from e
+    return enc, tokenizer, info
+
+
+def load_tokenizer(path: str) -> BertTokenizerFast:
+    """Any BERT tokenizer directory (vocab.txt and/or tokenizer.json)."""
+    if not os.path.isdir(path):
+        raise FileNotFoundError(f"vocabulary directory not found: {path}")
+    return BertTokenizerFast.from_pretrained(path)
+
+
+# ---------------------------------------------------------------------------------------------
+# Saving
+
+
+def save_encoder(
+    encoder: SentenceEncoder,
+    tokenizer: BertTokenizerFast,
+    out_dir: str,
+    max_seq_length: int = 128,
+) -> None:
+    """Write the Hugging Face and sentence-transformers layouts into ``out_dir``."""
+    if not (encoder.use_pooler and encoder.pooling == "cls"):
+        raise ValueError("only the LaBSE head (CLS + pooler) can be exported")
+    os.makedirs(out_dir, exist_ok=True)
+    encoder.bert.save_pretrained(out_dir, safe_serialization=True)
+    tokenizer.save_pretrained(out_dir)
+    hidden = encoder.bert.config.hidden_size
+    modules = [
+        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+        {"idx": 2, "name": "2", "path": "2_Dense", "type": "sentence_transformers.models.Dense"},
+    ]
+    if encoder.normalize:
+        modules.append(
+            {
+                "idx": 3,
+                "name": "3",
+                "path": "3_Normalize",
+                "type": "sentence_transformers.models.Normalize",
+            }
+        )
+    _write_json(os.path.join(out_dir, ST_MODULES), modules)
+    _write_json(
+        os.path.join(out_dir, "sentence_bert_config.json"),
+        {"max_seq_length": max_seq_length, "do_lower_case": False},
+    )
+    _write_json(
+        os.path.join(out_dir, "1_Pooling", "config.json"),
+        {
+            "word_embedding_dimension": hidden,
+            "pooling_mode_cls_token": True,
+            "pooling_mode_mean_tokens": False,
+            "pooling_mode_max_tokens": False,
+            "pooling_mode_mean_sqrt_len_tokens": False,
+        },
+    )
+    _write_json(
+        os.path.join(out_dir, "2_Dense", "config.json"),
+        {"in_features": hidden, "out_features": hidden, "bias": True, "activation_function": TANH},
+    )
+    from safetensors.torch import save_file
+
+    pooler = encoder.bert.pooler.dense
+    save_file(
+        {
+            "linear.weight": pooler.weight.detach().cpu().contiguous(),
+            "linear.bias": pooler.bias.detach().cpu().contiguous(),
+        },
+        os.path.join(out_dir, "2_Dense", "model.safetensors"),
+    )
+    if encoder.normalize:
+        os.makedirs(os.path.join(out_dir, "3_Normalize"), exist_ok=True)
+
+
+def _write_json(path: str, obj: Any) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(obj, f, indent=2)
+        f.write("\n")

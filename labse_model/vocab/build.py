@@ -1,0 +1,218 @@
+"""From word counts to the vocabulary files; and the whole stage in-process, without Beam.
+
+``finish_vocab`` is the common tail of the Beam job (``pipelines.vocab``), of the learner CLI
+(``python -m labse_model.vocab``) and of ``build_vocab``: learn, export, evaluate on held-out
+sentences, and write ``vocab_stats.json`` and ``stats.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from labse_common.stats import StageCounter, check_balanced, write_report
+from labse_model.vocab.counting import WORDS, sentence_words
+from labse_model.vocab.evaluate import coverage_by_lang
+from labse_model.vocab.export import save_tokenizer
+from labse_model.vocab.learner import LearnerParams, learn_vocab
+from labse_model.vocab.smoothing import language_weights
+
+log = logging.getLogger(__name__)
+
+STAGE = "vocab"
+COUNTS_FILE = "word_counts.parquet"
+HELDOUT_FILE = "heldout.parquet"
+SUMMARY_FILE = "languages.json"
+LANGS = "languages"
+
+
+def learner_params(vocab_size: int, cfg: Mapping[str, Any] | None = None) -> LearnerParams:
+    """LearnerParams from a config mapping (unknown keys are an error, not silently ignored)."""
+    cfg = dict(cfg or {})
+    known = {f.name for f in fields(LearnerParams)}
+    unknown = set(cfg) - known
+    if unknown:
+        raise ValueError(f"unknown learner options: {sorted(unknown)}")
+    cfg["vocab_size"] = int(vocab_size)
+    if "reserved_tokens" in cfg:
+        cfg["reserved_tokens"] = tuple(cfg["reserved_tokens"])
+    return LearnerParams(**cfg)
+
+
+def language_summary(
+    totals: Mapping[str, int], sentences: Mapping[str, int], types: Mapping[str, int], alpha: float
+) -> dict[str, dict]:
+    """Per language: sentences counted, word occurrences, raw share p_l, weight, smoothed share."""
+    weights = language_weights(totals, alpha)
+    n = sum(totals.values()) or 1
+    out = {}
+    for lang in sorted(set(totals) | set(sentences)):
+        t = totals.get(lang, 0)
+        w = weights.get(lang, 0.0)
+        out[lang] = {
+            "sentences": sentences.get(lang, 0),
+            "word_occurrences": t,
+            "word_types": types.get(lang, 0),
+            "raw_share": t / n,
+            "weight": w,
+            "smoothed_share": w * t / n,
+        }
+    return out
+
+
+def write_counts(path: str | Path, words: Sequence[str], counts: np.ndarray, raw: np.ndarray) -> None:
+    order = np.lexsort((np.array(words, dtype=object), -np.asarray(counts)))
+    table = pa.table(
+        {
+            "word": pa.array([words[i] for i in order], pa.string()),
+            "count": pa.array(np.asarray(counts, dtype=np.float64)[order]),
+            "raw_count": pa.array(np.asarray(raw, dtype=np.int64)[order]),
+        }
+    )
+    pq.write_table(table, str(path))
+
+
+def read_counts(path: str | Path) -> tuple[list[str], np.ndarray]:
+    table = pq.read_table(str(path), columns=["word", "count"])
+    words = table.column("word").to_pylist()
+    counts = table.column("count").to_numpy(zero_copy_only=False).astype(np.float64)
+    return words, counts
+
+
+def write_heldout(path: str | Path, heldout_by_lang: Mapping[str, Sequence[str]]) -> None:
+    rows = [(lang, t) for lang, texts in sorted(heldout_by_lang.items()) for t in texts]
+    table = pa.table(
+        {"lang": pa.array([r[0] for r in rows], pa.string()), "text": pa.array([r[1] for r in rows], pa.string())}
+    )
+    pq.write_table(table, str(path))
+
+
+def read_heldout(path: str | Path) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    p = Path(path)
+    if not p.exists():
+        return out
+    table = pq.read_table(str(p), columns=["lang", "text"])
+    for lang, text in zip(table.column("lang").to_pylist(), table.column("text").to_pylist()):
+        out.setdefault(lang, []).append(text)
+    return out
+
+
+def finish_vocab(
+    words: Sequence[str],
+    counts: np.ndarray,
+    params: LearnerParams,
+    out_dir: str | Path,
+    counter: StageCounter,
+    heldout_by_lang: Mapping[str, Sequence[str]] | None = None,
+    summary: Mapping[str, dict] | None = None,
+    extra: Mapping[str, Any] | None = None,
+) -> Path:
+    """Learn, export and evaluate; write vocab_stats.json and a balanced stats.json."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    result = learn_vocab(list(words), counts, params)
+    counter.merge(result.counts)
+    tok = save_tokenizer(result.vocab, out)
+    cov = coverage_by_lang(tok, heldout_by_lang or {})
+    langs: dict[str, dict] = {}
+    for lang in sorted(set(cov) | set(summary or {})):
+        langs[lang] = {**(summary or {}).get(lang, {}), "heldout": cov.get(lang)}
+    vocab_stats = {
+        "vocab_size": len(result.vocab),
+        "requested_vocab_size": params.vocab_size,
+        "threshold": result.threshold,
+        "learn_seconds": round(result.seconds, 3),
+        "threshold_search": [[round(t, 6), n] for t, n in result.search],
+        "learner": {f.name: getattr(params, f.name) for f in fields(params)},
+        **(extra or {}),
+        "languages": langs,
+    }
+    (out / "vocab_stats.json").write_text(
+        json.dumps(vocab_stats, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
+    )
+    report = counter.to_report(STAGE, vocab_size=len(result.vocab))
+    problems = check_balanced(report)
+    if problems:
+        raise RuntimeError(f"vocab stats do not balance: {problems}")
+    write_report(str(out / "stats.json"), report)
+    return out
+
+
+def build_vocab(
+    sentences_by_lang: Mapping[str, Sequence[str]],
+    vocab_size: int,
+    out_dir: str | Path,
+    smoothing: float = 0.3,
+    min_count: float = 1.0,
+    max_word_length: int = 100,
+    heldout_by_lang: Mapping[str, Sequence[str]] | None = None,
+    heldout_fraction: float = 0.0,
+    learner: Mapping[str, Any] | None = None,
+) -> Path:
+    """Build a vocabulary in-process (no Beam): count, smooth, learn, export, evaluate.
+
+    ``sentences_by_lang`` maps a language code to its sentences. Held-out sentences for
+    ``vocab_stats.json`` come from ``heldout_by_lang`` and/or a hashed ``heldout_fraction`` of
+    the input. ``learner`` holds LearnerParams overrides (``max_unique_chars`` etc.).
+    Returns ``out_dir``, which holds vocab.txt, tokenizer.json (plus the transformers config
+    files), word_counts.parquet, heldout.parquet, languages.json, vocab_stats.json and
+    stats.json: the same layout as ``python -m pipelines.vocab``.
+    """
+    params = learner_params(vocab_size, learner)
+    counter = StageCounter()
+    per_lang: dict[str, Counter[str]] = {}
+    sent_counts: dict[str, int] = {}
+    heldout: dict[str, list[str]] = {k: list(v) for k, v in (heldout_by_lang or {}).items()}
+    for lang, sentences in sentences_by_lang.items():
+        counter.add_in(LANGS)
+        c: Counter[str] = Counter()
+        n_sent = 0
+        for text in sentences:
+            kind, value = sentence_words(text, counter, max_word_length, heldout_fraction)
+            if kind == "count":
+                c.update(value)  # type: ignore[arg-type]
+                n_sent += 1
+            elif kind == "heldout":
+                heldout.setdefault(lang, []).append(value)  # type: ignore[arg-type]
+        if sum(c.values()) == 0:
+            counter.add_dropped(LANGS, "empty")
+            log.warning("language %s has no words to count", lang)
+            continue
+        counter.add_out(LANGS)
+        per_lang[lang] = c
+        sent_counts[lang] = n_sent
+
+    totals = {lang: sum(c.values()) for lang, c in per_lang.items()}
+    weights = language_weights(totals, smoothing)
+    smoothed: dict[str, float] = {}
+    raw: dict[str, int] = {}
+    for lang, c in per_lang.items():
+        w = weights[lang]
+        for word, n in c.items():
+            smoothed[word] = smoothed.get(word, 0.0) + w * n
+            raw[word] = raw.get(word, 0) + n
+    words = [w for w, s in smoothed.items() if s >= min_count]
+    below = sum(raw[w] for w, s in smoothed.items() if s < min_count)
+    counter.add_dropped(WORDS, "below_min_count", below)
+    counter.add_out(WORDS, sum(raw[w] for w in words))
+    counts = np.array([smoothed[w] for w in words], dtype=np.float64)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    write_counts(out / COUNTS_FILE, words, counts, np.array([raw[w] for w in words]))
+    write_heldout(out / HELDOUT_FILE, heldout)
+    summary = language_summary(
+        totals, sent_counts, {k: len(v) for k, v in per_lang.items()}, smoothing
+    )
+    (out / SUMMARY_FILE).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    extra = {"smoothing": smoothing, "min_count": min_count, "max_word_length": max_word_length}
+    return finish_vocab(words, counts, params, out, counter, heldout, summary, extra)

@@ -1,0 +1,386 @@
+"""Command line: ``python -m mining {embed,mine,mine-many,eval} ...`` (see ``--help`` of each)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+from labse_common.config import apply_overrides, load_section
+from labse_common.logs import setup_logging
+from mining.knn import KnnConfig
+from mining.mine import MineConfig
+from mining.retrieval import MODES
+
+log = logging.getLogger("mining")
+
+DEFAULTS: dict[str, Any] = {
+    "k": 4,
+    "margin": "ratio",
+    "mode": "max",
+    "threshold": None,
+    "unify": False,
+    "index": "flat",
+    "mem_gb": 2.0,
+    "nprobe": 16,
+    "train_size": 200_000,
+    "rerank": 4,
+    "batch_size": 64,
+    "workers": 1,
+    "shard_rows": None,
+}
+EVAL_DEFAULTS: dict[str, Any] = {
+    "scoring": "cosine",
+    "k": 4,
+    "prefix": "tatoeba",
+    "langs": None,
+    "tune_split": "training",
+    "eval_split": "sample",
+    "bucc_pairs": ["de-en", "fr-en", "ru-en", "zh-en"],
+}
+
+
+def _add_config(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--config",
+        default="demo",
+        help="preset name (demo, paper) or YAML file; this command reads its 'mining' / 'eval' "
+        "section (default: demo)",
+    )
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config value, e.g. --set k=8 (repeatable)",
+    )
+
+
+def _add_mining_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("mining (each defaults to the config section, then the built-in)")
+    g.add_argument("--k", type=int, help="neighbourhood size k for the margin (default 4)")
+    g.add_argument(
+        "--margin",
+        choices=["ratio", "distance", "absolute"],
+        help="margin(a, b) = a/b, a-b or a (default ratio)",
+    )
+    g.add_argument("--mode", choices=MODES, help="retrieval mode (default max)")
+    g.add_argument(
+        "--threshold", type=float, help="keep pairs with margin > T, in every mode (default: none)"
+    )
+    g.add_argument(
+        "--unify",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="mine each distinct sentence once and map pairs back to all its rows (LASER --unify)",
+    )
+    g.add_argument(
+        "--index",
+        help="flat (exact, blocked), ivf, ivfNNN, ivfpq, opq, or a FAISS factory string "
+        "such as 'IVF4096,PQ64' (default flat)",
+    )
+    g.add_argument("--mem-gb", type=float, help="working-set budget of the kNN search (default 2)")
+    g.add_argument("--nprobe", type=int, help="IVF lists probed per query (default 16)")
+    g.add_argument("--train-size", type=int, help="vectors sampled to train IVF/PQ (default 200k)")
+    g.add_argument(
+        "--rerank",
+        type=int,
+        help="approximate search fetches k*rerank candidates, re-scored exactly (default 4)",
+    )
+    g.add_argument(
+        "--gpu",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="force FAISS on GPU / CPU (default: GPU when faiss sees one)",
+    )
+    g.add_argument("--batch-size", type=int, help="encoding batch size with --model (default 64)")
+    g.add_argument(
+        "--workers", type=int, help="processes for sharded exact search; >1 implies sharding"
+    )
+    g.add_argument(
+        "--shard-rows", type=int, help="rows per shard for sharded search (default: store shards)"
+    )
+
+
+def _mining_cfg(args: argparse.Namespace) -> tuple[MineConfig, dict[str, Any]]:
+    section = apply_overrides(load_section(args.config, "mining"), args.set)
+    unknown = set(section) - set(DEFAULTS) - {"pairs"}
+    if unknown:
+        raise ValueError(f"unknown mining config keys: {sorted(unknown)}")
+    c = {**DEFAULTS, **{k: v for k, v in section.items() if k in DEFAULTS}}
+    for key in DEFAULTS:
+        val = getattr(args, key, None)
+        if val is not None:
+            c[key] = val
+    knn_cfg = KnnConfig(
+        index=str(c["index"]),
+        mem_gb=float(c["mem_gb"]),
+        nprobe=int(c["nprobe"]),
+        train_size=int(c["train_size"]),
+        rerank=int(c["rerank"]),
+        use_gpu=getattr(args, "gpu", None),
+        show_progress=True,
+    )
+    cfg = MineConfig(
+        k=int(c["k"]),
+        margin=str(c["margin"]),
+        mode=str(c["mode"]),
+        threshold=None if c["threshold"] is None else float(c["threshold"]),
+        unify=bool(c["unify"]),
+        knn=knn_cfg,
+    )
+    cfg.validate()
+    return cfg, c
+
+
+def _print_stats(report: dict) -> None:
+    print(f"{'unit':<16}{'in':>10}{'out':>10}  dropped")
+    for unit, c in report["counts"].items():
+        dropped = ", ".join(f"{k}={v}" for k, v in c["dropped"].items()) or "-"
+        print(f"{unit:<16}{c['in']:>10}{c['out']:>10}  {dropped}")
+    print(f"rows written: {report.get('rows_written', 0)}")
+
+
+def cmd_mine(args: argparse.Namespace) -> int:
+    from mining.mine import run_mine
+
+    cfg, c = _mining_cfg(args)
+    if not args.model and not (args.src_emb and args.trg_emb):
+        raise ValueError("give --model DIR, or both --src-emb and --trg-emb")
+    report = run_mine(
+        args.src_text,
+        args.trg_text,
+        args.out,
+        cfg,
+        src_emb=args.src_emb,
+        trg_emb=args.trg_emb,
+        model=args.model,
+        src_lang=args.src_lang,
+        trg_lang=args.trg_lang,
+        batch_size=int(c["batch_size"]),
+        workers=int(c["workers"]),
+        shard_rows=c["shard_rows"],
+    )
+    _print_stats(report)
+    return 0
+
+
+def cmd_mine_many(args: argparse.Namespace) -> int:
+    from mining.many import run_many
+
+    cfg, c = _mining_cfg(args)
+    pairs = args.pairs or load_section(args.config, "mining").get("pairs") or []
+    if not pairs:
+        raise ValueError("no language pairs: give --pairs de-en fr-en ... or mining.pairs")
+    if not args.model and not args.emb:
+        raise ValueError("give --model DIR or --emb PATTERN")
+    reports = run_many(
+        [tuple(p.split("-", 1)) if isinstance(p, str) else tuple(p) for p in pairs],
+        args.corpus,
+        args.out,
+        cfg,
+        emb_pattern=args.emb,
+        model=args.model,
+        batch_size=int(c["batch_size"]),
+    )
+    for pair, rep in reports.items():
+        print(f"== {pair}")
+        _print_stats(rep)
+    return 0
+
+
+def cmd_embed(args: argparse.Namespace) -> int:
+    from mining.corpus import read_corpus
+    from mining.embeddings import StoreWriter
+    from mining.mine import encode_corpus
+
+    corpus = read_corpus(args.text, args.lang)
+    vecs = encode_corpus(args.model, corpus.texts, args.batch_size)
+    w = StoreWriter(
+        args.out, dim=vecs.shape[1], dtype=args.dtype, rows_per_shard=args.rows_per_shard
+    )
+    w.add(vecs, corpus.meta["id"], text=corpus.texts)
+    store = w.close()
+    print(f"wrote {len(store)} vectors (dim {store.dim}, {len(store.shards)} shards) to {args.out}")
+    return 0
+
+
+def _eval_cfg(args: argparse.Namespace) -> dict[str, Any]:
+    section = apply_overrides(load_section(args.config, "eval"), args.set)
+    c = {**EVAL_DEFAULTS, **section}
+    for key in EVAL_DEFAULTS:
+        val = getattr(args, key, None)
+        if val is not None:
+            c[key] = val
+    return c
+
+
+def _embedder(args: argparse.Namespace):
+    from mining.evaluate import model_embedder, npy_embedder
+
+    if args.model:
+        return model_embedder(args.model, args.batch_size)
+    return npy_embedder(args.emb_dir)
+
+
+def _finish(report: dict, markdown: str, out: str | None, name: str) -> int:
+    from mining.evaluate import write_report_files
+
+    print(markdown)
+    if out:
+        write_report_files(report, markdown, out, name)
+        print(f"report written to {Path(out) / name}.md/.json")
+    return 0
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from mining import bucc, evaluate
+
+    c = _eval_cfg(args)
+    if not args.model and not args.emb_dir and args.task != "un":
+        log.info("no --model/--emb-dir: reading <text file>.npy beside each text file")
+    embed = _embedder(args)
+    if args.task == "tatoeba":
+        rep = evaluate.evaluate_tatoeba(
+            args.data, embed, c["langs"], c["prefix"], c["scoring"], int(c["k"])
+        )
+        return _finish(rep, evaluate.tatoeba_markdown(rep), args.out, f"tatoeba_{c['prefix']}")
+    if args.task == "bucc":
+        cfg = MineConfig(k=int(c["k"]), margin="ratio", mode="max", unify=True)
+        rep = bucc.evaluate_bucc(
+            args.data, c["bucc_pairs"], embed, c["tune_split"], c["eval_split"], cfg
+        )
+        return _finish(rep, bucc.bucc_markdown(rep), args.out, "bucc")
+    rep = evaluate.evaluate_pool(args.src_text, args.trg_text, embed, c["scoring"], int(c["k"]))
+    md = (
+        f"| pool | scoring | P@1 src→trg | P@1 trg→src |\n| ---: | --- | ---: | ---: |\n"
+        f"| {rep['pool']} | {rep['scoring']} | {rep['p_at_1_src_to_trg']:.2f} | "
+        f"{rep['p_at_1_trg_to_src']:.2f} |"
+    )
+    return _finish(rep, md, args.out, "un_pool")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="python -m mining",
+        description="Bitext mining with FAISS kNN and margin scoring (LASER-compatible), "
+        "embedding stores, and retrieval evaluation (Tatoeba, BUCC, UN-style pools).",
+    )
+    ap.add_argument("--log-level", default=None, help="DEBUG, INFO (default), WARNING")
+    sub = ap.add_subparsers(dest="command", required=True)
+
+    m = sub.add_parser(
+        "mine",
+        help="mine one corpus pair",
+        description="Mine translation pairs between two corpora. Writes OUT/mined.parquet, "
+        "OUT/mined.tsv.gz (margin<TAB>src<TAB>trg<TAB>src_lang<TAB>trg_lang<TAB>src_id<TAB>"
+        "trg_id<TAB>cosine[<TAB>urls...], no header, decreasing margin), OUT/score_hist.png "
+        "and OUT/stats.json.",
+    )
+    m.add_argument(
+        "--src-text",
+        required=True,
+        help="source sentences: text (one per line) or Parquet with a 'text' column",
+    )
+    m.add_argument("--trg-text", required=True, help="target sentences, same formats")
+    m.add_argument("--model", help="LaBSE checkpoint directory (HF format) to embed the texts")
+    m.add_argument("--src-emb", help="source embeddings: .npy (row i = line i) or store directory")
+    m.add_argument("--trg-emb", help="target embeddings: .npy or store directory")
+    m.add_argument("--src-lang", default="", help="source language code written in the output")
+    m.add_argument("--trg-lang", default="", help="target language code written in the output")
+    m.add_argument("--out", required=True, help="output directory")
+    _add_mining_options(m)
+    _add_config(m)
+    m.set_defaults(func=cmd_mine)
+
+    mm = sub.add_parser(
+        "mine-many",
+        help="mine several language pairs, embedding/indexing each language once",
+        description="Mine every pair in --pairs (or the config's mining.pairs). Each language "
+        "is read, embedded and indexed once and reused by every pair it is in. Writes "
+        "OUT/<src>-<trg>/ with the files of 'mine'.",
+    )
+    mm.add_argument("--pairs", nargs="+", help="language pairs like de-en fr-en")
+    mm.add_argument(
+        "--corpus", required=True, help="corpus path pattern with {lang}, e.g. 'sentences/{lang}'"
+    )
+    mm.add_argument("--emb", help="embeddings path pattern with {lang} (.npy or store)")
+    mm.add_argument("--model", help="LaBSE checkpoint directory (instead of --emb)")
+    mm.add_argument("--out", required=True, help="output directory")
+    _add_mining_options(mm)
+    _add_config(mm)
+    mm.set_defaults(func=cmd_mine_many)
+
+    e = sub.add_parser(
+        "embed",
+        help="embed a corpus into an embedding store",
+        description="Embed sentences locally with a LaBSE checkpoint into a store directory "
+        "(shards of .npy + Parquet ids). For workers/clusters use `python -m pipelines.embed`.",
+    )
+    e.add_argument("--text", required=True, help="sentences: text file or Parquet with 'text'")
+    e.add_argument("--model", required=True, help="LaBSE checkpoint directory")
+    e.add_argument("--out", required=True, help="store directory to write")
+    e.add_argument("--lang", default="", help="language code (metadata)")
+    e.add_argument(
+        "--dtype", choices=["float16", "float32"], default="float16", help="stored precision"
+    )
+    e.add_argument("--rows-per-shard", type=int, default=100_000, help="rows per shard file")
+    e.add_argument("--batch-size", type=int, default=64, help="encoding batch size")
+    e.set_defaults(func=cmd_embed)
+
+    ev = sub.add_parser(
+        "eval",
+        help="retrieval evaluation: tatoeba, bucc, un",
+        description="tatoeba: accuracy both ways on {prefix}.xxx-eng.{xxx,eng}; bucc: mine "
+        "'ID<TAB>sentence' files, tune the threshold on one split's gold, report P/R/F1 on "
+        "another; un: P@1 of aligned files over the whole pool. Embeddings come from --model, "
+        "or from <text file>.npy (beside the text, or in --emb-dir).",
+    )
+    ev.add_argument("task", choices=["tatoeba", "bucc", "un"], help="which evaluation")
+    ev.add_argument("--model", help="LaBSE checkpoint directory")
+    ev.add_argument("--emb-dir", help="directory of precomputed <text file name>.npy")
+    ev.add_argument("--data", help="data directory (tatoeba, bucc)")
+    ev.add_argument("--langs", nargs="+", help="tatoeba languages (default: every one found)")
+    ev.add_argument(
+        "--prefix", help="tatoeba file prefix: tatoeba (LASER) or dev/train (default tatoeba)"
+    )
+    ev.add_argument(
+        "--scoring",
+        choices=["cosine", "margin"],
+        help="nearest cosine or best ratio margin among k",
+    )
+    ev.add_argument("--k", type=int, help="k for margin scoring / BUCC mining (default 4)")
+    ev.add_argument("--bucc-pairs", nargs="+", help="BUCC pairs, e.g. de-en fr-en")
+    ev.add_argument(
+        "--tune-split", help="BUCC split whose gold picks the threshold (default training)"
+    )
+    ev.add_argument("--eval-split", help="BUCC split scored with it (default sample)")
+    ev.add_argument("--src-text", help="un: source file (line i translates target line i)")
+    ev.add_argument("--trg-text", help="un: target file (the pool)")
+    ev.add_argument("--batch-size", type=int, default=64, help="encoding batch size")
+    ev.add_argument("--out", help="directory for the report (.md and .json)")
+    _add_config(ev)
+    ev.set_defaults(func=cmd_eval)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    setup_logging(args.log_level)
+    if args.command == "eval":
+        need = ["data"] if args.task in ("tatoeba", "bucc") else ["src_text", "trg_text"]
+        missing = [f"--{n.replace('_', '-')}" for n in need if not getattr(args, n)]
+        if missing:
+            print(f"error: eval {args.task} needs {' '.join(missing)}", file=sys.stderr)
+            return 2
+    try:
+        return args.func(args)
+    except (FileNotFoundError, ValueError) as exc:
+        log.error("%s", exc)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,173 @@
+"""Retrieval evaluation with the mining code: Tatoeba accuracy and UN-style P@1 over a pool.
+
+An ``Embedder`` maps (sentences, file path) to unit vectors: a LaBSE checkpoint
+(:func:`model_embedder`) or precomputed ``<file>.npy`` next to each text file
+(:func:`npy_embedder`), so the evaluation runs with or without torch.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from mining.embeddings import normalized, valid_mask
+from mining.knn import KnnConfig, knn
+from mining.margin import neighbourhood_mean, score_candidates
+
+log = logging.getLogger(__name__)
+
+Embedder = Callable[[list[str], Path], np.ndarray]
+
+
+def model_embedder(model_dir: str, batch_size: int = 64) -> Embedder:
+    """Embed with a LaBSE checkpoint (torch imported only when this is used)."""
+    if not os.path.isdir(model_dir):
+        raise FileNotFoundError(f"model directory not found: {model_dir}")
+    from labse_model.encode import Encoder
+
+    enc = Encoder.from_pretrained(model_dir)
+
+    def embed(texts: list[str], path: Path) -> np.ndarray:
+        return enc.encode(texts, batch_size=batch_size)
+
+    return embed
+
+
+def npy_embedder(emb_dir: str | None = None) -> Embedder:
+    """Read ``<name>.npy`` (row i = line i) from ``emb_dir`` or beside the text file."""
+
+    def embed(texts: list[str], path: Path) -> np.ndarray:
+        p = (Path(emb_dir) / path.name if emb_dir else path).with_name(path.name + ".npy")
+        if not p.is_file():
+            raise FileNotFoundError(f"embeddings not found for {path}: {p}")
+        arr = np.load(p)
+        if len(arr) != len(texts):
+            raise ValueError(f"{p}: {len(arr)} rows for {len(texts)} sentences")
+        return arr
+
+    return embed
+
+
+def read_lines(path: Path) -> list[str]:
+    with open(path, encoding="utf-8", errors="replace") as f:
+        return [line.rstrip("\n").rstrip("\r") for line in f]
+
+
+def _clean(x: np.ndarray) -> np.ndarray:
+    # Invalid vectors become zeros: they can never be retrieved nor retrieve (counted as misses).
+    x = np.asarray(x, dtype=np.float32)
+    ok = valid_mask(x)
+    out = np.zeros_like(x)
+    out[ok] = normalized(x[ok])
+    return out
+
+
+def retrieve_top1(
+    x: np.ndarray, y: np.ndarray, scoring: str = "cosine", k: int = 4, cfg: KnnConfig | None = None
+) -> np.ndarray:
+    """Index in ``y`` of each row of ``x``'s best match: nearest cosine, or best ratio margin
+    among its k neighbours (LASER's search mode). Blocked kNN, so the pool can be large."""
+    cfg = cfg or KnnConfig()
+    if len(x) == 0 or len(y) == 0:
+        return np.full(len(x), -1, dtype=np.int64)
+    if scoring == "cosine":
+        return knn(x, y, 1, cfg)[1][:, 0]
+    if scoring != "margin":
+        raise ValueError(f"scoring must be cosine or margin, not {scoring!r}")
+    fs, fi = knn(x, y, k, cfg)
+    bs, _ = knn(y, x, k, cfg)
+    scores = score_candidates(fs, fi, neighbourhood_mean(fs), neighbourhood_mean(bs), "ratio")
+    return fi[np.arange(len(fi)), scores.argmax(axis=1)]
+
+
+def accuracy(pred: np.ndarray, texts_pred: Sequence[str], gold_texts: Sequence[str]) -> float:
+    """Share of rows retrieving line i, or a line with exactly the gold text (duplicates)."""
+    if len(pred) == 0:
+        return 0.0
+    hits = [p == i or (p >= 0 and texts_pred[p] == gold_texts[i]) for i, p in enumerate(pred)]
+    return float(np.mean(hits))
+
+
+def evaluate_tatoeba(
+    data_dir: str | os.PathLike,
+    embed: Embedder,
+    langs: Sequence[str] | None = None,
+    prefix: str = "tatoeba",
+    scoring: str = "cosine",
+    k: int = 4,
+) -> dict:
+    """Accuracy both ways per language on ``{prefix}.xxx-eng.{xxx,eng}`` files, plus average."""
+    d = Path(data_dir)
+    if not d.is_dir():
+        raise FileNotFoundError(f"Tatoeba data directory not found: {d}")
+    found = sorted(p.name.split(".")[1].split("-")[0] for p in d.glob(f"{prefix}.*-eng.eng"))
+    langs = list(langs) if langs else found
+    missing = [lang for lang in langs if lang not in found]
+    if missing:
+        raise FileNotFoundError(f"no {prefix}.xxx-eng files in {d} for: {', '.join(missing)}")
+    rows = []
+    for lang in langs:
+        fx, fe = d / f"{prefix}.{lang}-eng.{lang}", d / f"{prefix}.{lang}-eng.eng"
+        tx, te = read_lines(fx), read_lines(fe)
+        if len(tx) != len(te):
+            raise ValueError(f"{fx}: {len(tx)} lines but {fe} has {len(te)}")
+        x, e = _clean(embed(tx, fx)), _clean(embed(te, fe))
+        to_eng = accuracy(retrieve_top1(x, e, scoring, k), te, te)
+        from_eng = accuracy(retrieve_top1(e, x, scoring, k), tx, tx)
+        rows.append(
+            {"lang": lang, "n": len(tx), "xxx_to_eng": 100 * to_eng, "eng_to_xxx": 100 * from_eng}
+        )
+        log.info("tatoeba %s: %.1f / %.1f", lang, 100 * to_eng, 100 * from_eng)
+    avg = {
+        key: float(np.mean([r[key] for r in rows])) if rows else 0.0
+        for key in ("xxx_to_eng", "eng_to_xxx")
+    }
+    avg["both"] = (avg["xxx_to_eng"] + avg["eng_to_xxx"]) / 2
+    return {"task": "tatoeba", "prefix": prefix, "scoring": scoring, "langs": rows, "average": avg}
+
+
+def evaluate_pool(
+    src_file: str | os.PathLike,
+    trg_file: str | os.PathLike,
+    embed: Embedder,
+    scoring: str = "margin",
+    k: int = 4,
+    cfg: KnnConfig | None = None,
+) -> dict:
+    """UN-style P@1: each source line must find its translation (same line) in the whole pool
+    of target lines, both directions."""
+    fs, ft = Path(src_file), Path(trg_file)
+    ts, tt = read_lines(fs), read_lines(ft)
+    if len(ts) != len(tt):
+        raise ValueError(f"{fs}: {len(ts)} lines but {ft} has {len(tt)}")
+    x, y = _clean(embed(ts, fs)), _clean(embed(tt, ft))
+    p_fwd = accuracy(retrieve_top1(x, y, scoring, k, cfg), tt, tt)
+    p_bwd = accuracy(retrieve_top1(y, x, scoring, k, cfg), ts, ts)
+    return {
+        "task": "un_pool",
+        "scoring": scoring,
+        "pool": len(tt),
+        "p_at_1_src_to_trg": 100 * p_fwd,
+        "p_at_1_trg_to_src": 100 * p_bwd,
+    }
+
+
+def tatoeba_markdown(report: dict) -> str:
+    lines = ["| lang | n | xxx→eng | eng→xxx |", "| --- | ---: | ---: | ---: |"]
+    for r in report["langs"]:
+        lines.append(f"| {r['lang']} | {r['n']} | {r['xxx_to_eng']:.1f} | {r['eng_to_xxx']:.1f} |")
+    a = report["average"]
+    lines.append(f"| **average** | | {a['xxx_to_eng']:.1f} | {a['eng_to_xxx']:.1f} |")
+    return "\n".join(lines)
+
+
+def write_report_files(report: dict, markdown: str, out_dir: str | os.PathLike, name: str) -> None:
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{name}.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    (out / f"{name}.md").write_text(markdown + "\n", encoding="utf-8")

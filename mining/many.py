@@ -1,0 +1,98 @@
+"""Mine many language pairs in one run, reading, embedding and indexing each language once."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from labse_common.stats import StageCounter
+from mining.corpus import Corpus, Side, prepare_side, read_corpus
+from mining.embeddings import load_vectors
+from mining.knn import build_index
+from mining.mine import MineConfig, encode_corpus, mine_vectors, save_store, write_outputs
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Language:
+    corpus: Corpus
+    side: Side
+    counts: dict[str, int]  # cleaning counts under unit "sentences"
+    index: object | None  # approximate index over side.x, built once
+
+
+def _renamed(counts: dict[str, int], unit: str) -> dict[str, int]:
+    return {unit + k[len("sentences") :]: v for k, v in counts.items()}
+
+
+def prepare_language(
+    lang: str,
+    corpus_pattern: str,
+    cfg: MineConfig,
+    emb_pattern: str | None,
+    model: str | None,
+    out: Path,
+    batch_size: int,
+) -> Language:
+    corpus = read_corpus(corpus_pattern.format(lang=lang), lang)
+    if model:
+        vecs = encode_corpus(model, corpus.texts, batch_size)
+        save_store(out / "embeddings" / lang, vecs, corpus)
+        blocks = [vecs]
+    elif emb_pattern:
+        blocks = load_vectors(emb_pattern.format(lang=lang))
+    else:
+        raise ValueError("give a model or an embeddings pattern")
+    counter = StageCounter()
+    side = prepare_side(corpus.texts, blocks, cfg.unify, counter, "sentences")
+    index = build_index(side.x, cfg.knn) if cfg.knn.index != "flat" and len(side.x) else None
+    return Language(corpus, side, dict(counter.counts), index)
+
+
+def run_many(
+    pairs: Sequence[tuple[str, str]],
+    corpus_pattern: str,
+    out_dir: str,
+    cfg: MineConfig,
+    emb_pattern: str | None = None,
+    model: str | None = None,
+    batch_size: int = 64,
+) -> dict[str, dict]:
+    """Mine each (src, trg) pair into ``out_dir/src-trg``; returns the stats per pair."""
+    cfg.validate()
+    if "{lang}" not in corpus_pattern or (emb_pattern and "{lang}" not in emb_pattern):
+        raise ValueError("corpus and embedding patterns must contain {lang}")
+    out = Path(out_dir)
+    langs: dict[str, Language] = {}
+    for src, trg in pairs:
+        for lang in (src, trg):
+            if lang not in langs:
+                log.info("preparing language %s", lang)
+                langs[lang] = prepare_language(
+                    lang, corpus_pattern, cfg, emb_pattern, model, out, batch_size
+                )
+    dims = {lang: L.side.x.shape[1] for lang, L in langs.items() if len(L.side.x)}
+    if len(set(dims.values())) > 1:
+        raise ValueError(f"embedding dimensions differ between languages: {dims}")
+    reports = {}
+    for src, trg in pairs:
+        t0 = time.perf_counter()
+        s, t = langs[src], langs[trg]
+        counter = StageCounter()
+        counter.merge(_renamed(s.counts, "src_sentences"))
+        counter.merge(_renamed(t.counts, "trg_sentences"))
+        found, _ = mine_vectors(s.side.x, t.side.x, cfg, counter, x_index=s.index, y_index=t.index)
+        cosine = np.einsum("nd,nd->n", s.side.x[found.src], t.side.x[found.trg])
+        pair_out = out / f"{src}-{trg}"
+        pair_out.mkdir(parents=True, exist_ok=True)
+        extra = {"src_lang": src, "trg_lang": trg}
+        reports[f"{src}-{trg}"] = write_outputs(
+            pair_out, found, cosine, s.side, t.side, s.corpus, t.corpus, counter, cfg, t0, extra
+        )
+    return reports

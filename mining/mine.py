@@ -1,0 +1,236 @@
+"""Mining: kNN both ways, margin scoring, retrieval; and the file-to-file run behind the CLI."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from labse_common.stats import StageCounter, check_balanced, write_report
+from mining.corpus import Corpus, Side, expand_pairs, prepare_side, read_corpus
+from mining.embeddings import StoreWriter, blocks_dim, load_vectors
+from mining.knn import KnnConfig, Neighbours, knn
+from mining.margin import neighbourhood_mean, score_candidates
+from mining.output import write_histogram, write_pairs
+from mining.retrieval import MODES, Pairs, retrieve
+
+log = logging.getLogger(__name__)
+
+STAGE = "mining"
+
+
+@dataclass
+class MineConfig:
+    k: int = 4
+    margin: str = "ratio"
+    mode: str = "max"
+    threshold: float | None = None
+    unify: bool = False
+    knn: KnnConfig = field(default_factory=KnnConfig)
+
+    def validate(self) -> None:
+        if self.k < 1:
+            raise ValueError(f"k must be >= 1, got {self.k}")
+        if self.mode not in MODES:
+            raise ValueError(f"unknown mode {self.mode!r}; choose from {MODES}")
+        if self.margin not in ("ratio", "distance", "absolute"):
+            raise ValueError(f"unknown margin {self.margin!r}")
+        if self.knn.mem_gb <= 0:
+            raise ValueError("mem_gb must be > 0")
+
+
+@dataclass
+class Scored:
+    neighbours: Neighbours
+    fwd_mean: np.ndarray
+    bwd_mean: np.ndarray
+    fwd_scores: np.ndarray
+    bwd_scores: np.ndarray
+
+
+def neighbours(
+    x: np.ndarray, y: np.ndarray, k: int, cfg: KnnConfig, x_index=None, y_index=None
+) -> Neighbours:
+    """k nearest neighbours of x in y and of y in x (k clipped to the other side's size)."""
+    if len(x) and len(y) and x.shape[1] != y.shape[1]:
+        raise ValueError(f"dimension mismatch: source {x.shape[1]} vs target {y.shape[1]}")
+    fs, fi = knn(x, y, k, cfg, index=y_index)
+    bs, bi = knn(y, x, k, cfg, index=x_index)
+    return Neighbours(fs, fi, bs, bi)
+
+
+def score(nb: Neighbours, margin: str) -> Scored:
+    """Margin-score every kNN candidate in both directions (LASER's score_candidates)."""
+    fwd_mean = neighbourhood_mean(nb.fwd_sims)
+    bwd_mean = neighbourhood_mean(nb.bwd_sims)
+    fwd = score_candidates(nb.fwd_sims, nb.fwd_inds, fwd_mean, bwd_mean, margin)
+    bwd = score_candidates(nb.bwd_sims, nb.bwd_inds, bwd_mean, fwd_mean, margin)
+    return Scored(nb, fwd_mean, bwd_mean, fwd, bwd)
+
+
+def mine_vectors(
+    x: np.ndarray,
+    y: np.ndarray,
+    cfg: MineConfig,
+    counter: StageCounter | None = None,
+    x_index=None,
+    y_index=None,
+) -> tuple[Pairs, Scored]:
+    """Mine pairs between unit-norm float32 matrices ``x`` (source) and ``y`` (target)."""
+    cfg.validate()
+    nb = neighbours(x, y, cfg.k, cfg.knn, x_index, y_index)
+    sc = score(nb, cfg.margin)
+    pairs = retrieve(
+        sc.fwd_scores, nb.fwd_inds, sc.bwd_scores, nb.bwd_inds, cfg.mode, cfg.threshold, counter
+    )
+    return pairs, sc
+
+
+def encode_corpus(model_dir: str, texts: list[str], batch_size: int = 64) -> np.ndarray:
+    """Embed texts with a LaBSE checkpoint (torch imported only here); empty lines -> zeros."""
+    from labse_model.encode import Encoder  # lazy: mining works without torch
+
+    enc = Encoder.from_pretrained(model_dir)
+    uniq: dict[str, int] = {}
+    inverse = np.array([uniq.setdefault(t, len(uniq)) if t.strip() else -1 for t in texts])
+    vecs = np.zeros((len(texts), enc.dim), dtype=np.float32)
+    if uniq:
+        emb = enc.encode(list(uniq), batch_size=batch_size, show_progress=True)
+        vecs[inverse >= 0] = emb[inverse[inverse >= 0]]
+    return vecs
+
+
+def save_store(path: Path, vecs: np.ndarray, corpus: Corpus) -> None:
+    w = StoreWriter(path, dim=vecs.shape[1], dtype="float16")
+    w.add(vecs, corpus.meta["id"], text=corpus.texts)
+    w.close()
+
+
+def pairs_table(
+    pairs: Pairs, cosine: np.ndarray, src: Side, trg: Side, src_c: Corpus, trg_c: Corpus
+) -> pa.Table:
+    """Output rows, one per original (src row, trg row) pair, sorted by decreasing margin."""
+    src_rows, trg_rows, pi = expand_pairs(src, trg, pairs.src, pairs.trg)
+    cols: dict[str, object] = {
+        "src": [src_c.texts[i] for i in src_rows],
+        "trg": [trg_c.texts[i] for i in trg_rows],
+        "src_lang": [src_c.lang] * len(pi),
+        "trg_lang": [trg_c.lang] * len(pi),
+        "margin": pa.array(pairs.score[pi], pa.float32()),
+        "src_id": [src_c.meta["id"][i] for i in src_rows],
+        "trg_id": [trg_c.meta["id"][i] for i in trg_rows],
+        "cosine": pa.array(np.asarray(cosine, np.float32)[pi], pa.float32()),
+    }
+    for side, c, rows in (("src", src_c, src_rows), ("trg", trg_c, trg_rows)):
+        for name in ("url_or_title", "source", "doc_id"):
+            if name in c.meta:
+                cols[f"{side}_{name}"] = [c.meta[name][i] for i in rows]
+    return pa.table(cols)
+
+
+def run_mine(
+    src_text: str,
+    trg_text: str,
+    out_dir: str,
+    cfg: MineConfig,
+    src_emb: str | None = None,
+    trg_emb: str | None = None,
+    model: str | None = None,
+    src_lang: str = "",
+    trg_lang: str = "",
+    batch_size: int = 64,
+    workers: int = 1,
+    shard_rows: int | None = None,
+) -> dict:
+    """Mine one corpus pair from files and write mined.parquet/.tsv.gz, histogram, stats.json."""
+    cfg.validate()
+    t0 = time.perf_counter()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    src_c, trg_c = read_corpus(src_text, src_lang), read_corpus(trg_text, trg_lang)
+    if model:
+        if not os.path.isdir(model):
+            raise FileNotFoundError(f"model directory not found: {model}")
+        src_blocks = [encode_corpus(model, src_c.texts, batch_size)]
+        trg_blocks = [encode_corpus(model, trg_c.texts, batch_size)]
+        # Kept for reuse (mine again with other settings without re-encoding).
+        src_emb, trg_emb = str(out / "embeddings" / "src"), str(out / "embeddings" / "trg")
+        save_store(Path(src_emb), src_blocks[0], src_c)
+        save_store(Path(trg_emb), trg_blocks[0], trg_c)
+    elif src_emb and trg_emb:
+        src_blocks, trg_blocks = load_vectors(src_emb), load_vectors(trg_emb)
+    else:
+        raise ValueError("give either --model or both --src-emb and --trg-emb")
+    ds, dt = blocks_dim(src_blocks), blocks_dim(trg_blocks)
+    if len(src_c.texts) and len(trg_c.texts) and ds != dt:
+        raise ValueError(f"dimension mismatch: source embeddings {ds} vs target {dt}")
+
+    counter = StageCounter()
+    sharded = workers > 1 or bool(shard_rows)
+    src = prepare_side(src_c.texts, src_blocks, cfg.unify, counter, "src_sentences", not sharded)
+    trg = prepare_side(trg_c.texts, trg_blocks, cfg.unify, counter, "trg_sentences", not sharded)
+    del src_blocks, trg_blocks
+    log.info(
+        "mining %d x %d sentences (k=%d, %s, %s%s)",
+        len(src.offsets) - 1,
+        len(trg.offsets) - 1,
+        cfg.k,
+        cfg.margin,
+        cfg.mode,
+        f", sharded, {workers} workers" if sharded else "",
+    )
+    if sharded:
+        from mining.shards import gather_unit_rows, shard_refs, sharded_neighbours
+
+        src_refs, trg_refs = shard_refs(src_emb, shard_rows), shard_refs(trg_emb, shard_rows)
+        src_reps, trg_reps = src.representative(), trg.representative()
+        nb = sharded_neighbours(src_refs, src_reps, trg_refs, trg_reps, cfg.k, cfg.knn, workers)
+        sc = score(nb, cfg.margin)
+        pairs = retrieve(
+            sc.fwd_scores, nb.fwd_inds, sc.bwd_scores, nb.bwd_inds, cfg.mode, cfg.threshold, counter
+        )
+        xs = gather_unit_rows(src_refs, src_reps[pairs.src])
+        ys = gather_unit_rows(trg_refs, trg_reps[pairs.trg])
+    else:
+        pairs, _ = mine_vectors(src.x, trg.x, cfg, counter)
+        xs, ys = src.x[pairs.src], trg.x[pairs.trg]
+    cosine = np.einsum("nd,nd->n", xs, ys) if len(pairs) else np.zeros(0, np.float32)
+    extra = {"src_text": str(src_text), "trg_text": str(trg_text)}
+    return write_outputs(out, pairs, cosine, src, trg, src_c, trg_c, counter, cfg, t0, extra)
+
+
+def write_outputs(
+    out: Path,
+    pairs: Pairs,
+    cosine: np.ndarray,
+    src: Side,
+    trg: Side,
+    src_c: Corpus,
+    trg_c: Corpus,
+    counter: StageCounter,
+    cfg: MineConfig,
+    t0: float,
+    extra: dict,
+) -> dict:
+    """mined.parquet, mined.tsv.gz, score_hist.png and a balanced stats.json in ``out``."""
+    table = pairs_table(pairs, cosine, src, trg, src_c, trg_c)
+    if table.num_rows > len(pairs):
+        counter.add_event("candidates", "expanded_to_duplicate_rows", table.num_rows - len(pairs))
+    write_pairs(table, out)
+    write_histogram(np.asarray(table.column("margin")), out / "score_hist.png", cfg.threshold)
+    report = counter.to_report(
+        STAGE,
+        rows_written=table.num_rows,
+        seconds=round(time.perf_counter() - t0, 3),
+        config={**asdict(cfg), **extra},
+    )
+    problems = check_balanced(report)
+    if problems:
+        raise RuntimeError(f"unbalanced stats: {problems}")
+    write_report(str(out / "stats.json"), report)
+    return report

@@ -1,0 +1,58 @@
+"""Writers of mined pairs: Parquet and TSV.gz sorted by score, and a score histogram PNG."""
+
+from __future__ import annotations
+
+import gzip
+import os
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+# TSV column order: LASER's "score<TAB>src<TAB>trg" first, then the rest.
+TSV_COLUMNS = ("margin", "src", "trg", "src_lang", "trg_lang", "src_id", "trg_id", "cosine")
+
+
+def _clean_field(value: object) -> str:
+    # A tab or newline inside a sentence would shift every later column.
+    return str(value).replace("\t", " ").replace("\r", " ").replace("\n", " ")
+
+
+def write_pairs(table: pa.Table, out_dir: str | os.PathLike) -> tuple[Path, Path]:
+    """Write ``mined.parquet`` and ``mined.tsv.gz`` (no header; columns as TSV_COLUMNS + extra)."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    pq_path, tsv_path = out / "mined.parquet", out / "mined.tsv.gz"
+    pq.write_table(table, pq_path)
+    cols = [c for c in TSV_COLUMNS if c in table.column_names]
+    cols += [c for c in table.column_names if c not in cols]
+    data = [table.column(c).to_pylist() for c in cols]
+    with gzip.open(tsv_path, "wt", encoding="utf-8", newline="\n") as f:
+        for row in zip(*data):
+            f.write("\t".join(_clean_field(v) for v in row) + "\n")
+    return pq_path, tsv_path
+
+
+def write_histogram(
+    scores: np.ndarray, path: str | os.PathLike, threshold: float | None = None, title: str = ""
+) -> None:
+    """Histogram of the margin scores of the mined pairs (threshold drawn when given)."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only; never needs a display
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    finite = scores[np.isfinite(scores)]
+    if finite.size:
+        ax.hist(finite, bins=min(100, max(10, finite.size // 20)), color="#4477aa")
+    if threshold is not None:
+        ax.axvline(threshold, color="#cc3311", linestyle="--", label=f"threshold {threshold:g}")
+        ax.legend()
+    ax.set_xlabel("margin score")
+    ax.set_ylabel("pairs")
+    ax.set_title(title or f"{finite.size} mined pairs")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)

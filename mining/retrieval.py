@@ -1,0 +1,157 @@
+"""Retrieval modes turning scored kNN candidates into pairs: fwd, bwd, intersect, max, union.
+
+fwd: each source sentence with its best-scoring target candidate; bwd: the reverse;
+intersect: pairs that are each other's best both ways; max: both lists pooled, then a greedy
+one-to-one pass in decreasing score (LASER's ``--retrieval max``); union: both lists pooled,
+a pair proposed twice kept once. The threshold (score > T, as LASER) applies in every mode.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from labse_common.stats import StageCounter
+
+MODES = ("fwd", "bwd", "intersect", "max", "union")
+UNIT = "candidates"
+
+
+@dataclass
+class Pairs:
+    """Selected pairs as parallel arrays (indices into the source/target sides)."""
+
+    src: np.ndarray
+    trg: np.ndarray
+    score: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.src)
+
+    @staticmethod
+    def empty() -> Pairs:
+        return Pairs(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float32))
+
+    def take(self, mask_or_idx: np.ndarray) -> Pairs:
+        return Pairs(self.src[mask_or_idx], self.trg[mask_or_idx], self.score[mask_or_idx])
+
+
+def best_candidate(scores: np.ndarray, inds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per row, the candidate with the highest margin (first one on ties, as np.argmax)."""
+    if scores.shape[1] == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.float32)
+    j = scores.argmax(axis=1)
+    rows = np.arange(len(scores))
+    return inds[rows, j], scores[rows, j]
+
+
+def _dedup_pairs(p: Pairs) -> tuple[Pairs, int]:
+    """Keep each (src, trg) once, with its highest score; returns the pairs and #removed."""
+    if len(p) == 0:
+        return p, 0
+    order = np.argsort(-p.score, kind="stable")
+    p = p.take(order)
+    key = np.stack([p.src, p.trg], axis=1)
+    _, first = np.unique(key, axis=0, return_index=True)
+    keep = np.sort(first)  # stay in decreasing-score order
+    return p.take(keep), len(p) - len(keep)
+
+
+def greedy_one_to_one(p: Pairs, max_rounds: int = 64) -> np.ndarray:
+    """Indices (into ``p``, sorted by decreasing score) that LASER's greedy max pass accepts.
+
+    Vectorised in rounds: a candidate that is the best remaining one for both its source and
+    its target is accepted by the sequential greedy pass too (nothing earlier conflicts), and
+    everything sharing a side with it is rejected. Rare long chains fall back to the
+    sequential pass for the little that remains.
+    """
+    order = np.argsort(-p.score, kind="stable")
+    s, t = p.src[order], p.trg[order]
+    n = len(order)
+    alive = np.ones(n, dtype=bool)
+    accepted = np.zeros(n, dtype=bool)
+    src_taken = np.zeros(int(s.max()) + 1 if n else 0, dtype=bool)
+    trg_taken = np.zeros(int(t.max()) + 1 if n else 0, dtype=bool)
+    for _ in range(max_rounds):
+        idx = np.flatnonzero(alive)
+        if idx.size == 0:
+            break
+        first_s = np.zeros(idx.size, dtype=bool)
+        first_s[np.unique(s[idx], return_index=True)[1]] = True
+        first_t = np.zeros(idx.size, dtype=bool)
+        first_t[np.unique(t[idx], return_index=True)[1]] = True
+        win = idx[first_s & first_t]
+        accepted[win] = True
+        src_taken[s[win]] = True
+        trg_taken[t[win]] = True
+        alive[idx] = ~(src_taken[s[idx]] | trg_taken[t[idx]])
+    for i in np.flatnonzero(alive):  # sequential tail, normally empty
+        if not src_taken[s[i]] and not trg_taken[t[i]]:
+            accepted[i] = True
+            src_taken[s[i]] = trg_taken[t[i]] = True
+    return order[accepted]
+
+
+def retrieve(
+    fwd_scores: np.ndarray,
+    fwd_inds: np.ndarray,
+    bwd_scores: np.ndarray,
+    bwd_inds: np.ndarray,
+    mode: str = "max",
+    threshold: float | None = None,
+    counter: StageCounter | None = None,
+) -> Pairs:
+    """Select pairs from forward (src->trg) and backward (trg->src) scored candidates.
+
+    Counts unit ``candidates``: in = candidates proposed by the mode, out = pairs selected,
+    dropped per reason (below_threshold, not_mutual, duplicate_pair, one_to_one_conflict).
+    """
+    if mode not in MODES:
+        raise ValueError(f"unknown retrieval mode {mode!r}; choose from {MODES}")
+    counter = counter if counter is not None else StageCounter()
+    fb_trg, fb_score = best_candidate(fwd_scores, fwd_inds)
+    bb_src, bb_score = best_candidate(bwd_scores, bwd_inds)
+    fwd = Pairs(np.arange(len(fb_trg), dtype=np.int64), fb_trg.astype(np.int64), fb_score)
+    bwd = Pairs(bb_src.astype(np.int64), np.arange(len(bb_src), dtype=np.int64), bb_score)
+
+    if mode == "fwd":
+        counter.add_in(UNIT, len(fwd))
+        pairs = fwd
+    elif mode == "bwd":
+        counter.add_in(UNIT, len(bwd))
+        pairs = bwd
+    elif mode == "intersect":
+        counter.add_in(UNIT, len(fwd))
+        if len(fwd) and len(bwd):
+            mutual = bb_src[fb_trg] == np.arange(len(fb_trg))
+        else:
+            mutual = np.zeros(len(fwd), dtype=bool)
+        counter.add_dropped(UNIT, "not_mutual", int((~mutual).sum()))
+        pairs = fwd.take(mutual)
+    else:  # max, union: both directions pooled
+        pooled = Pairs(
+            np.concatenate([fwd.src, bwd.src]),
+            np.concatenate([fwd.trg, bwd.trg]),
+            np.concatenate([fwd.score, bwd.score]),
+        )
+        counter.add_in(UNIT, len(pooled))
+        pairs, n_dup = _dedup_pairs(pooled)
+        counter.add_dropped(UNIT, "duplicate_pair", n_dup)
+
+    if threshold is not None:
+        # Applying the threshold before the greedy pass equals LASER's order (after it):
+        # the pass goes in decreasing score, so sub-threshold pairs never block kept ones.
+        above = pairs.score > threshold
+        counter.add_dropped(UNIT, "below_threshold", int((~above).sum()))
+        pairs = pairs.take(above)
+
+    if mode == "max" and len(pairs):
+        keep = greedy_one_to_one(pairs)
+        counter.add_dropped(UNIT, "one_to_one_conflict", len(pairs) - len(keep))
+        pairs = pairs.take(keep)
+
+    order = np.argsort(-pairs.score, kind="stable")
+    pairs = pairs.take(order)
+    counter.add_out(UNIT, len(pairs))
+    return pairs

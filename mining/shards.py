@@ -1,0 +1,140 @@
+"""Sharded exact kNN for corpora larger than memory, optionally in parallel processes.
+
+Source and target are split into shards (the shards of an embedding store, or row ranges of
+one ``.npy``). A task takes one query shard and walks every shard of the other side, merging
+neighbour lists across them, so a process never holds more than two shards. Tasks only pass
+file paths and row numbers, never vectors, so they run the same in a process pool or on a
+cluster (each task is independent; only the small (rows, k) lists come back).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from tqdm import tqdm
+
+from mining.embeddings import EmbeddingStore, normalized
+from mining.knn import KnnConfig, Neighbours, merge_topk, search_flat
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ShardRef:
+    """Rows ``[start, stop)`` of the ``.npy`` at ``path``; ``offset`` = global row of ``start``."""
+
+    path: str
+    start: int
+    stop: int
+    offset: int
+
+
+def shard_refs(path: str | os.PathLike, shard_rows: int | None = None) -> list[ShardRef]:
+    """Shards of a store directory, or a ``.npy`` cut into ``shard_rows`` row ranges."""
+    p = Path(path)
+    refs: list[ShardRef] = []
+    if p.is_dir():
+        store, offset = EmbeddingStore(p), 0
+        for s in store.shards:
+            file = str(p / f"{s.name}.npy")
+            step = shard_rows or max(s.rows, 1)
+            for a in range(0, s.rows, step):
+                refs.append(ShardRef(file, a, min(a + step, s.rows), offset + a))
+            offset += s.rows
+        return refs
+    n = len(np.load(p, mmap_mode="r"))
+    step = shard_rows or max(n, 1)
+    return [ShardRef(str(p), a, min(a + step, n), a) for a in range(0, n, step)]
+
+
+def _load(ref: ShardRef, reps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Unit vectors of the selected global rows ``reps`` that fall in ``ref``, and their
+    positions in ``reps`` (= compact indices)."""
+    lo, hi = np.searchsorted(reps, [ref.offset, ref.offset + ref.stop - ref.start])
+    arr = np.load(ref.path, mmap_mode="r")
+    local = reps[lo:hi] - ref.offset + ref.start
+    return normalized(arr[local]), np.arange(lo, hi, dtype=np.int64)
+
+
+def _task(args) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Top-k of one query shard against every base shard (merged)."""
+    q_ref, q_reps, b_refs, b_reps, k, cfg = args
+    xq, q_pos = _load(q_ref, q_reps)
+    k_all = min(k, len(b_reps))
+    sims = np.full((len(xq), k_all), -np.inf, np.float32)
+    inds = np.full((len(xq), k_all), -1, np.int64)
+    if len(xq) == 0 or k_all == 0:
+        return q_pos, sims, inds
+    for b_ref in b_refs:
+        xb, b_pos = _load(b_ref, b_reps)
+        if len(xb) == 0:
+            continue
+        s, i = search_flat(xq, xb, k_all, cfg)
+        sims, inds = merge_topk(sims, inds, s, b_pos[i], k_all)
+    return q_pos, sims, inds
+
+
+def _direction(
+    q_refs: Sequence[ShardRef],
+    q_reps: np.ndarray,
+    b_refs: Sequence[ShardRef],
+    b_reps: np.ndarray,
+    k: int,
+    cfg: KnnConfig,
+    pool: ProcessPoolExecutor | None,
+    desc: str,
+) -> tuple[np.ndarray, np.ndarray]:
+    k_all = min(k, len(b_reps))
+    sims = np.full((len(q_reps), k_all), -np.inf, np.float32)
+    inds = np.full((len(q_reps), k_all), -1, np.int64)
+    tasks = [(r, q_reps, list(b_refs), b_reps, k, cfg) for r in q_refs]
+    results = pool.map(_task, tasks) if pool else map(_task, tasks)
+    for q_pos, s, i in tqdm(results, total=len(tasks), desc=desc, disable=not cfg.show_progress):
+        sims[q_pos], inds[q_pos] = s, i
+    return sims, inds
+
+
+def sharded_neighbours(
+    src_refs: Sequence[ShardRef],
+    src_reps: np.ndarray,
+    trg_refs: Sequence[ShardRef],
+    trg_reps: np.ndarray,
+    k: int,
+    cfg: KnnConfig,
+    workers: int = 1,
+) -> Neighbours:
+    """Exact kNN both ways over shards; indices are positions in ``src_reps``/``trg_reps``
+    (the sorted global rows kept for mining, i.e. the compact indices of a :class:`Side`)."""
+    if cfg.index != "flat":
+        raise ValueError("sharded mining searches exactly (index=flat); use one process for IVF/PQ")
+    pool = ProcessPoolExecutor(max_workers=workers) if workers > 1 else None
+    try:
+        fs, fi = _direction(src_refs, src_reps, trg_refs, trg_reps, k, cfg, pool, "knn src->trg")
+        bs, bi = _direction(trg_refs, trg_reps, src_refs, src_reps, k, cfg, pool, "knn trg->src")
+    finally:
+        if pool:
+            pool.shutdown()
+    return Neighbours(fs, fi, bs, bi)
+
+
+def gather_unit_rows(refs: Sequence[ShardRef], rows: np.ndarray) -> np.ndarray:
+    """Unit vectors of arbitrary global rows (any order), read shard by shard."""
+    if len(rows) == 0:
+        return np.zeros((0, 0), np.float32)
+    order = np.argsort(rows, kind="stable")
+    sorted_rows = rows[order]
+    parts = []
+    for ref in refs:
+        lo, hi = np.searchsorted(sorted_rows, [ref.offset, ref.offset + ref.stop - ref.start])
+        if hi > lo:
+            arr = np.load(ref.path, mmap_mode="r")
+            parts.append(normalized(arr[sorted_rows[lo:hi] - ref.offset + ref.start]))
+    out = np.empty_like(np.concatenate(parts))
+    out[order] = np.concatenate(parts)
+    return out

@@ -1,0 +1,128 @@
+"""Train (and try) the fastText main-content vs boilerplate classifier from the jobs' own output.
+
+The bootstrap, step by step (each step's output can be opened and read):
+
+1. ``python -m pipelines.wikipedia --input DUMP --output wiki``            Wikipedia sentences
+2. ``python -m pipelines.commoncrawl --input WET --output cc --write-dropped``
+   With no quality model, CommonCrawl lines are scored by the rules in filters/boilerplate.py:
+   kept lines are content-like, ``cc/_dropped`` rows with reason ``low_quality`` are
+   boilerplate-like (menus, share buttons, cookie and legal notices, dates).
+   Rows dropped because LID was unsure are often boilerplate too ("Skip to main content"), so
+   they count as negatives when the rules also score them <= --negative-max-rule-score.
+3. ``python -m pipelines.quality train --positive wiki --positive cc --negative cc --output q.bin``
+   Positives: sentences of the given output folders (``DIR/<lang>/*.parquet``), optionally only
+   those with quality_score >= --positive-min-score. Negatives: ``DIR/_dropped`` rows with the
+   given reasons. Classes are balanced; 10% is held out and precision/recall are written to
+   ``q.bin.report.json``; the exact training lines are kept in ``q.bin.train.txt``.
+4. ``python -m pipelines.commoncrawl ... --quality-model q.bin``            re-clean with the model
+
+``python -m pipelines.quality score --model q.bin "some line" ...`` prints the scores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import logging
+import os
+import sys
+from collections.abc import Iterable, Sequence
+
+import pyarrow.parquet as pq
+
+from filters.boilerplate import heuristic_quality
+from filters.quality import QualityScorer, train_quality_model
+from labse_common.logs import setup_logging
+
+log = logging.getLogger(__name__)
+
+
+def _parquet_files(pattern: str) -> list[str]:
+    return sorted(glob.glob(pattern))
+
+
+def read_positive(dirs: Iterable[str], min_score: float) -> list[str]:
+    texts: list[str] = []
+    for d in dirs:
+        files = [f for f in _parquet_files(os.path.join(d, "*", "*.parquet"))
+                 if os.path.basename(os.path.dirname(f)) != "_dropped"]  # fmt: skip
+        if not files:
+            raise FileNotFoundError(f"no sentence Parquet under {d}/<lang>/")
+        for f in files:
+            t = pq.read_table(f, columns=["text", "quality_score"]).to_pydict()
+            texts += [x for x, q in zip(t["text"], t["quality_score"]) if (q or 0) >= min_score]
+    return texts
+
+
+def read_negative(dirs: Iterable[str], reasons: set[str], max_rule_score: float) -> list[str]:
+    texts: list[str] = []
+    for d in dirs:
+        files = _parquet_files(os.path.join(d, "_dropped", "*.parquet"))
+        if not files:
+            raise FileNotFoundError(f"no dropped rows under {d}/_dropped/ (run with --write-dropped)")
+        for f in files:
+            t = pq.read_table(f, columns=["text", "reason"]).to_pydict()
+            texts += [x for x, r in zip(t["text"], t["reason"])
+                      if r in reasons and heuristic_quality(x) <= max_rule_score]  # fmt: skip
+    return texts
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m pipelines.quality",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = p.add_subparsers(dest="cmd", required=True)
+    t = sub.add_parser("train", help="train the classifier from corpus-job output folders")
+    t.add_argument("--positive", action="append", required=True, metavar="DIR",
+                   help="corpus output folder whose kept sentences are content (repeatable)")
+    t.add_argument("--negative", action="append", required=True, metavar="DIR",
+                   help="corpus output folder whose _dropped rows give boilerplate (repeatable)")
+    t.add_argument("--output", required=True, metavar="MODEL", help="where to write the model")
+    t.add_argument("--negative-reasons", default="low_quality,lang_low_confidence",
+                   metavar="R1,R2", help="drop reasons whose rows may be boilerplate "
+                   "(default: low_quality,lang_low_confidence)")
+    t.add_argument("--negative-max-rule-score", type=float, default=0.5, metavar="Q",
+                   help="a dropped row is a negative only if the rule-based score is <= Q, so "
+                   "content dropped for other reasons does not teach the model (default 0.5)")
+    t.add_argument("--positive-min-score", type=float, default=0.0, metavar="Q",
+                   help="only positives whose quality_score >= Q (default 0: all kept sentences)")
+    t.add_argument("--max-per-class", type=int, default=500_000, help="cap per class")
+    t.add_argument("--epoch", type=int, default=10, help="fastText epochs")
+    t.add_argument("--dim", type=int, default=32, help="fastText vector size")
+    t.add_argument("--word-ngrams", type=int, default=2, help="fastText word n-grams")
+    t.add_argument("--quantize", action="store_true", help="write a small quantized model")
+    t.add_argument("--seed", type=int, default=0)
+    s = sub.add_parser("score", help="print content scores of lines with a trained model")
+    s.add_argument("--model", help="model path (default: the rule-based scorer)")
+    s.add_argument("lines", nargs="+", help="lines to score")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    setup_logging()
+    try:
+        if args.cmd == "score":
+            scorer = QualityScorer(args.model)
+            for line, q in zip(args.lines, scorer.score(args.lines)):
+                sys.stdout.write(f"{q:.3f}\t{line}\n")
+            return 0
+        pos = read_positive(args.positive, args.positive_min_score)
+        neg = read_negative(args.negative, set(args.negative_reasons.split(",")),
+                            args.negative_max_rule_score)
+        report = train_quality_model(
+            pos, neg, args.output, max_per_class=args.max_per_class, epoch=args.epoch,
+            dim=args.dim, word_ngrams=args.word_ngrams, quantize=args.quantize, seed=args.seed,
+        )  # fmt: skip
+    except (FileNotFoundError, ValueError) as e:
+        log.error("%s", e)
+        return 2
+    log.info("trained %s", json.dumps(report.__dict__))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
