@@ -17,6 +17,7 @@ log = logging.getLogger(__name__)
 
 
 def _serve(fn: Callable[[Any], Any], conn) -> None:
+    conn.send(("ready", None))  # imports are done: only the call itself is timed
     while True:
         try:
             arg = conn.recv()
@@ -42,6 +43,13 @@ class TimeLimitedWorker:
         self._conn = None
         self.restarts = 0
 
+    startup_timeout_s = 120.0
+
+    def start(self) -> None:
+        """Start the helper now (otherwise it starts on the first call)."""
+        if self.timeout_s > 0 and (self._proc is None or not self._proc.is_alive()):
+            self._start()
+
     def _start(self) -> None:
         ctx = mp.get_context("spawn")
         parent, child = ctx.Pipe()
@@ -49,6 +57,12 @@ class TimeLimitedWorker:
         self._proc.start()
         child.close()
         self._conn = parent
+        # Interpreter start-up and imports can take seconds on a busy machine; they must not
+        # count against the per-call limit.
+        if not parent.poll(self.startup_timeout_s):
+            self.close()
+            raise RuntimeError(f"time-limited helper did not start in {self.startup_timeout_s}s")
+        parent.recv()
 
     def __call__(self, arg: Any) -> tuple[str, Any]:
         if self.timeout_s <= 0:

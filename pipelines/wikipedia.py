@@ -81,6 +81,7 @@ class ConvertPages(beam.DoFn):
 
     def setup(self) -> None:
         self.converter = PageConverter(self.timeout_s, self.max_page_chars)
+        self.converter.worker.start()  # pay the helper's start-up once, before any page
 
     def process(self, page):
         counter = StageCounter()

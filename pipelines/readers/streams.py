@@ -51,7 +51,11 @@ class GuardedStream:
         if self.error:
             return b""
         try:
-            return self.inner.read(size)
+            # read1: at most one underlying read, so the data decoded before a truncation point
+            # is returned instead of being discarded with the exception (io.BufferedReader.read
+            # would lose it).
+            read1 = getattr(self.inner, "read1", None)
+            return read1(size if size and size > 0 else 1 << 16) if read1 else self.inner.read(size)
         except (EOFError, zlib.error, gzip.BadGzipFile, OSError) as e:
             self.error = "truncated_archive" if isinstance(e, EOFError) else "corrupt_archive"
             self.detail = str(e)

@@ -160,7 +160,7 @@ def iter_pages(
     saw_xml = False
     for chunk in chunks:
         buf += decoder.decode(chunk)
-        if not saw_xml and ("<page>" in buf or "<mediawiki" in buf):
+        if not saw_xml and any(t in buf for t in ("<page>", "<mediawiki", "</mediawiki>", "<siteinfo")):
             saw_xml = True
         while True:
             i = buf.find("<page>")
