@@ -14,8 +14,8 @@ import argparse
 from collections.abc import Sequence
 
 import apache_beam as beam
-from apache_beam.io.filesystems import FileSystems
 from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystems import FileSystems
 
 from labse_common.stats import StageCounter
 from pipelines.common import STATS, base_parser, finish_sentences, main_wrapper, run_cli

@@ -56,7 +56,9 @@ FILES = "files"
 FLUSH_KEYS = 500_000
 BEAM_DIR = "_beam"
 
-COUNTS_SCHEMA = pa.schema([("word", pa.string()), ("count", pa.float64()), ("raw_count", pa.int64())])
+COUNTS_SCHEMA = pa.schema(
+    [("word", pa.string()), ("count", pa.float64()), ("raw_count", pa.int64())]
+)
 HELDOUT_SCHEMA = pa.schema([("lang", pa.string()), ("text", pa.string())])
 
 
@@ -161,8 +163,9 @@ def build_pipeline(
         | "Files" >> beam.Create(files)
         | "Spread" >> beam.Reshuffle()
         | "Count"
-        >> beam.ParDo(CountFileWords(int(cfg["max_word_length"]), float(cfg["heldout_fraction"])))
-        .with_outputs(STATS, HELDOUT, "sentences", main="words")
+        >> beam.ParDo(
+            CountFileWords(int(cfg["max_word_length"]), float(cfg["heldout_fraction"]))
+        ).with_outputs(STATS, HELDOUT, "sentences", main="words")
     )
     per_lang = results.words | "SumPerLangWord" >> beam.CombinePerKey(sum)
     totals = (
@@ -200,7 +203,10 @@ def build_pipeline(
         | "HeldoutRows" >> beam.FlatMap(lambda kv: ({"lang": kv[0], "text": t} for t in kv[1]))
         | "WriteHeldout"
         >> beam.io.WriteToParquet(
-            FileSystems.join(output, HELDOUT_FILE), HELDOUT_SCHEMA, num_shards=1, shard_name_template=""
+            FileSystems.join(output, HELDOUT_FILE),
+            HELDOUT_SCHEMA,
+            num_shards=1,
+            shard_name_template="",
         )
     )
     _ = (
@@ -217,7 +223,8 @@ def build_pipeline(
     _ = (
         lang_tables
         | "LangTables" >> beam.CoGroupByKey()
-        | "LangRow" >> beam.Map(lambda kv: json.dumps([kv[0], {k: sum(v) for k, v in kv[1].items()}]))
+        | "LangRow"
+        >> beam.Map(lambda kv: json.dumps([kv[0], {k: sum(v) for k, v in kv[1].items()}]))
         | "WriteLangs"
         >> beam.io.WriteToText(
             FileSystems.join(beam_dir, "languages.jsonl"), num_shards=1, shard_name_template=""
@@ -279,27 +286,65 @@ def build_parser() -> argparse.ArgumentParser:
             "To rerun only the learner on saved counts: python -m labse_model.vocab --help."
         ),
     )
-    p.add_argument("--input", required=True, metavar="SENTENCES_DIR",
-                   help="corpus output folder holding <lang>/*.parquet with a `text` column")
-    p.add_argument("--output", required=True, metavar="DIR",
-                   help="writes DIR/vocab.txt, tokenizer.json, vocab_stats.json, stats.json, "
-                   "word_counts.parquet, heldout.parquet, languages.json")
-    p.add_argument("--vocab-size", type=int, metavar="N",
-                   help="target vocabulary size, reserved tokens included (preset: vocab_size)")
-    p.add_argument("--smoothing", type=float, metavar="ALPHA",
-                   help="language smoothing exponent in [0, 1]: 1 = raw counts, 0.3 = LaBSE")
-    p.add_argument("--preset", default="demo", metavar="demo|paper|FILE",
-                   help="preset or YAML file whose `vocab` section gives the defaults (demo)")
-    p.add_argument("--min-count", type=float, metavar="C",
-                   help="drop words whose smoothed count is below C")
-    p.add_argument("--max-word-length", type=int, metavar="L",
-                   help="drop word occurrences longer than L characters (BERT maps them to [UNK])")
-    p.add_argument("--heldout-fraction", type=float, metavar="F",
-                   help="hashed fraction of sentences kept back for vocab_stats.json")
-    p.add_argument("--max-heldout-per-lang", type=int, metavar="N",
-                   help="at most N held-out sentences per language are evaluated")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="override any `vocab` config key, e.g. --set learner.max_unique_chars=30000")
+    p.add_argument(
+        "--input",
+        required=True,
+        metavar="SENTENCES_DIR",
+        help="corpus output folder holding <lang>/*.parquet with a `text` column",
+    )
+    p.add_argument(
+        "--output",
+        required=True,
+        metavar="DIR",
+        help="writes DIR/vocab.txt, tokenizer.json, vocab_stats.json, stats.json, "
+        "word_counts.parquet, heldout.parquet, languages.json",
+    )
+    p.add_argument(
+        "--vocab-size",
+        type=int,
+        metavar="N",
+        help="target vocabulary size, reserved tokens included (preset: vocab_size)",
+    )
+    p.add_argument(
+        "--smoothing",
+        type=float,
+        metavar="ALPHA",
+        help="language smoothing exponent in [0, 1]: 1 = raw counts, 0.3 = LaBSE",
+    )
+    p.add_argument(
+        "--preset",
+        default="demo",
+        metavar="demo|paper|FILE",
+        help="preset or YAML file whose `vocab` section gives the defaults (demo)",
+    )
+    p.add_argument(
+        "--min-count", type=float, metavar="C", help="drop words whose smoothed count is below C"
+    )
+    p.add_argument(
+        "--max-word-length",
+        type=int,
+        metavar="L",
+        help="drop word occurrences longer than L characters (BERT maps them to [UNK])",
+    )
+    p.add_argument(
+        "--heldout-fraction",
+        type=float,
+        metavar="F",
+        help="hashed fraction of sentences kept back for vocab_stats.json",
+    )
+    p.add_argument(
+        "--max-heldout-per-lang",
+        type=int,
+        metavar="N",
+        help="at most N held-out sentences per language are evaluated",
+    )
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override any `vocab` config key, e.g. --set learner.max_unique_chars=30000",
+    )
     p.add_argument("--log-level", default=None, help="DEBUG, INFO (default), WARNING")
     return p  # fmt: skip
 
@@ -323,7 +368,9 @@ def resolve_config(args: argparse.Namespace) -> dict[str, Any]:
     for k, v in defaults.items():
         cfg.setdefault(k, v)
     if not cfg.get("vocab_size") or int(cfg["vocab_size"]) <= 0:
-        raise UsageError("--vocab-size must be a positive integer (or set vocab_size in the preset)")
+        raise UsageError(
+            "--vocab-size must be a positive integer (or set vocab_size in the preset)"
+        )
     if not 0.0 <= float(cfg["smoothing"]) <= 1.0:
         raise UsageError(f"--smoothing must be in [0, 1], got {cfg['smoothing']}")
     if not 0.0 <= float(cfg["heldout_fraction"]) < 1.0:
@@ -355,7 +402,11 @@ def run(argv: Sequence[str] | None = None) -> int:
     beam_dir = FileSystems.join(output, BEAM_DIR)
     counter = StageCounter()
     counter.merge(json.loads(_read_text(FileSystems.join(beam_dir, "counts.json"))))
-    rows = [json.loads(ln) for ln in _read_text(FileSystems.join(beam_dir, "languages.jsonl")).splitlines() if ln]
+    rows = [
+        json.loads(ln)
+        for ln in _read_text(FileSystems.join(beam_dir, "languages.jsonl")).splitlines()
+        if ln
+    ]
     tables = {lang: t for lang, t in rows}
     totals = {lang: t.get("totals", 0) for lang, t in tables.items() if t.get("totals", 0) > 0}
     counter.add_in(LANGS, len(langs))
@@ -386,7 +437,9 @@ def print_report(output: str) -> None:
     stats = json.loads(_read_text(os.path.join(output, "vocab_stats.json")))
     print(f"vocab: {stats['vocab_size']} tokens (threshold {stats['threshold']:.4g}, "
           f"learned in {stats['learn_seconds']:.1f}s) -> {output}")  # fmt: skip
-    print(f"{'lang':<8}{'sentences':>10}{'raw share':>11}{'smoothed':>10}{'unk rate':>10}{'wp/word':>9}")
+    print(
+        f"{'lang':<8}{'sentences':>10}{'raw share':>11}{'smoothed':>10}{'unk rate':>10}{'wp/word':>9}"
+    )
     for lang, s in stats["languages"].items():
         h = s.get("heldout") or {}
         unk = h.get("unk_rate")

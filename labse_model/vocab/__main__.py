@@ -1,6 +1,6 @@
 """Learner alone, from saved smoothed counts (``word_counts.parquet`` of ``pipelines.vocab``).
 
-    python -m labse_model.vocab --counts DIR/word_counts.parquet --output OUT --vocab-size N
+python -m labse_model.vocab --counts DIR/word_counts.parquet --output OUT --vocab-size N
 """
 
 from __future__ import annotations
@@ -26,17 +26,33 @@ def build_parser() -> argparse.ArgumentParser:
         description="Learn a wordpiece vocabulary from a smoothed word-count table and write "
         "vocab.txt, tokenizer.json, vocab_stats.json and stats.json.",
     )
-    p.add_argument("--counts", required=True, metavar="PARQUET",
-                   help="word_counts.parquet (columns word, count) from pipelines.vocab")
+    p.add_argument(
+        "--counts",
+        required=True,
+        metavar="PARQUET",
+        help="word_counts.parquet (columns word, count) from pipelines.vocab",
+    )
     p.add_argument("--output", required=True, metavar="DIR", help="output folder")
     p.add_argument("--vocab-size", type=int, metavar="N", help="target size (preset: vocab_size)")
-    p.add_argument("--heldout", metavar="PARQUET",
-                   help="held-out sentences (columns lang, text) for vocab_stats.json; default: "
-                   "heldout.parquet next to --counts when present")
-    p.add_argument("--preset", default="demo", metavar="demo|paper|FILE",
-                   help="preset or YAML file whose `vocab.learner` section gives the defaults")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a `vocab` key, e.g. --set learner.num_iterations=3")
+    p.add_argument(
+        "--heldout",
+        metavar="PARQUET",
+        help="held-out sentences (columns lang, text) for vocab_stats.json; default: "
+        "heldout.parquet next to --counts when present",
+    )
+    p.add_argument(
+        "--preset",
+        default="demo",
+        metavar="demo|paper|FILE",
+        help="preset or YAML file whose `vocab.learner` section gives the defaults",
+    )
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a `vocab` key, e.g. --set learner.num_iterations=3",
+    )
     p.add_argument("--log-level", default=None, help="DEBUG, INFO (default), WARNING")
     return p  # fmt: skip
 

@@ -69,7 +69,9 @@ def language_summary(
     return out
 
 
-def write_counts(path: str | Path, words: Sequence[str], counts: np.ndarray, raw: np.ndarray) -> None:
+def write_counts(
+    path: str | Path, words: Sequence[str], counts: np.ndarray, raw: np.ndarray
+) -> None:
     order = np.lexsort((np.array(words, dtype=object), -np.asarray(counts)))
     table = pa.table(
         {
@@ -91,7 +93,10 @@ def read_counts(path: str | Path) -> tuple[list[str], np.ndarray]:
 def write_heldout(path: str | Path, heldout_by_lang: Mapping[str, Sequence[str]]) -> None:
     rows = [(lang, t) for lang, texts in sorted(heldout_by_lang.items()) for t in texts]
     table = pa.table(
-        {"lang": pa.array([r[0] for r in rows], pa.string()), "text": pa.array([r[1] for r in rows], pa.string())}
+        {
+            "lang": pa.array([r[0] for r in rows], pa.string()),
+            "text": pa.array([r[1] for r in rows], pa.string()),
+        }
     )
     pq.write_table(table, str(path))
 

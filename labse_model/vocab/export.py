@@ -66,8 +66,12 @@ def save_tokenizer(vocab: list[str], out_dir: str | Path) -> Tokenizer:
         "mask_token": "[MASK]",
         "model_max_length": 512,
     }
-    (out / "tokenizer_config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
-    special = {k: config[k] for k in ("unk_token", "sep_token", "pad_token", "cls_token", "mask_token")}
+    (out / "tokenizer_config.json").write_text(
+        json.dumps(config, indent=2) + "\n", encoding="utf-8"
+    )
+    special = {
+        k: config[k] for k in ("unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
+    }
     (out / "special_tokens_map.json").write_text(
         json.dumps(special, indent=2) + "\n", encoding="utf-8"
     )

@@ -28,6 +28,9 @@ What differs, and why:
   a real threshold geometrically; if no threshold lands inside the slack window, the smallest
   vocabulary above the target is trimmed to the target by dropping its least frequent
   multi-character tokens. On large corpora both searches find the same threshold.
+* ``skip_unreachable_joiners`` (default on): CJK ideographs and punctuation get no ``##``
+  form, because the pre-tokeniser always makes them words of their own and the tokenizer can
+  never look the ``##`` form up. With a CJK alphabet this frees thousands of entries.
 * ``decrement="selected"`` (an option, not the default) subtracts only the counts of kept
   substrings from their prefixes, as the prose description of the algorithm reads; the default
   ``"all"`` reproduces the published code, which subtracts every substring's count.
@@ -41,6 +44,8 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from labse_model.vocab.pretokenize import is_bert_punctuation, is_cjk
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +67,9 @@ class LearnerParams:
     upper_thresh: float = 1e7
     max_search_steps: int = 40
     decrement: str = "all"  # "all" (the published code) or "selected"
+    # CJK ideographs and punctuation are always split off by the pre-tokeniser, so their ##
+    # forms can never be looked up; leaving them out frees vocabulary for real pieces.
+    skip_unreachable_joiners: bool = True
 
 
 @dataclass
@@ -76,7 +84,14 @@ class LearnResult:
 class _SubstringTrie:
     """Every substring (up to max_token_length) of every input word, numbered exactly."""
 
-    def __init__(self, words: list[str], weights: np.ndarray, max_len: int) -> None:
+    def __init__(
+        self,
+        words: list[str],
+        weights: np.ndarray,
+        max_len: int,
+        isolated: np.ndarray | None = None,
+        isolated_alphabet: np.ndarray | None = None,
+    ) -> None:
         self.n_words = len(words)
         self.joined = "".join(words)
         cps = np.frombuffer(self.joined.encode("utf-32-le"), dtype=np.uint32)
@@ -115,6 +130,13 @@ class _SubstringTrie:
             self.first.append(cur_pos[first])
             prev = inv.astype(np.int64)
         self.is_start_of_word = offset == 0
+        # Level-1 ids: the ## form of a char that must stay out (see skip_unreachable_joiners).
+        self.level1_allowed = np.ones(self.n_ids(1) if self.max_len else 0, dtype=bool)
+        if self.max_len and isolated is not None and isolated.any():
+            bad_cps = isolated_alphabet[isolated]
+            first = self.first[0]
+            joined_form = ~self.is_start_of_word[first]
+            self.level1_allowed = ~(joined_form & np.isin(cps[first], bad_cps))
 
     def n_ids(self, level: int) -> int:
         return len(self.parent[level - 1])
@@ -134,7 +156,9 @@ class _SubstringTrie:
                 c = np.bincount(ids, weights=w, minlength=self.n_ids(level))
             else:
                 m = start_mask[pos]
-                c = np.bincount(ids[m], weights=self.pos_weight[pos[m]], minlength=self.n_ids(level))
+                c = np.bincount(
+                    ids[m], weights=self.pos_weight[pos[m]], minlength=self.n_ids(level)
+                )
             out.append(c)
         return out
 
@@ -230,6 +254,15 @@ def _prepare_input(
     return [words[i] for i in idx], counts[idx], np.sort(alphabet[allowed])
 
 
+def _isolated(alphabet: np.ndarray, params: LearnerParams) -> np.ndarray:
+    """Characters whose ## form is unreachable (always a word of their own)."""
+    if not params.skip_unreachable_joiners:
+        return np.zeros(len(alphabet), dtype=bool)
+    return np.array(
+        [is_cjk(chr(int(c))) or is_bert_punctuation(chr(int(c))) for c in alphabet], dtype=bool
+    )
+
+
 def _learn_with_thresh(
     trie: _SubstringTrie, thresh: float, params: LearnerParams
 ) -> tuple[list[np.ndarray], list[np.ndarray]]:
@@ -248,15 +281,15 @@ def _learn_with_thresh(
             c[ids] = eff
             in_vocab.append(m)
             eff_counts.append(c)
-        # Characters (both forms) are always in: the segmentation never fails.
-        in_vocab[0][:] = True
+        # Characters (both forms, less unreachable ones) are always in.
+        in_vocab[0][:] = trie.level1_allowed
         start_mask = trie.split_starts(in_vocab)
     return in_vocab, eff_counts
 
 
-def _size(in_vocab: list[np.ndarray], n_reserved: int, n_chars: int) -> int:
-    # Every alphabet character comes in both forms, whether or not the trie saw both.
-    return n_reserved + 2 * n_chars + int(sum(int(m.sum()) for m in in_vocab[1:]))
+def _size(in_vocab: list[np.ndarray], n_reserved: int, n_char_tokens: int) -> int:
+    # Every alphabet character comes in both forms (less unreachable ones), seen or not.
+    return n_reserved + n_char_tokens + int(sum(int(m.sum()) for m in in_vocab[1:]))
 
 
 def _assemble(
@@ -278,8 +311,9 @@ def _assemble(
             scored.append((c, trie.token(level, sid)))
     # The alphabet may include characters that only occur in one position; both forms stay.
     present = {t for _, t in scored}
-    for ch in chars:
-        for t in (ch, JOINER + ch):
+    isolated = _isolated(alphabet, params)
+    for ch, iso in zip(chars, isolated.tolist()):
+        for t in (ch,) if iso else (ch, JOINER + ch):
             if t not in present:
                 scored.append((1.0, t))
     scored.sort(key=lambda x: (-x[0], x[1]))
@@ -306,7 +340,9 @@ def learn_vocab(
     stats: dict[str, int] = {}
     words, counts_arr, alphabet = _prepare_input(list(words), np.asarray(counts), params, stats)
     n_res = len(params.reserved_tokens)
-    min_size = n_res + 2 * len(alphabet)
+    isolated = _isolated(alphabet, params)
+    n_char_tokens = 2 * len(alphabet) - int(isolated.sum())
+    min_size = n_res + n_char_tokens
     if params.vocab_size < min_size:
         raise ValueError(
             f"vocab_size {params.vocab_size} is smaller than the reserved tokens plus the "
@@ -316,7 +352,7 @@ def learn_vocab(
         vocab = list(params.reserved_tokens)
         return LearnResult(vocab, math.inf, stats, [], time.perf_counter() - t0)
 
-    trie = _SubstringTrie(words, counts_arr, params.max_token_length)
+    trie = _SubstringTrie(words, counts_arr, params.max_token_length, isolated, alphabet)
     log.info(
         "learner: %d words, %d characters, trie built in %.1fs",
         len(words),
@@ -334,7 +370,7 @@ def learn_vocab(
     def run(th: float) -> int:
         nonlocal best_below, best_above
         res = _learn_with_thresh(trie, th, params)
-        size = _size(res[0], n_res, len(alphabet))
+        size = _size(res[0], n_res, n_char_tokens)
         search.append((th, size))
         log.debug("threshold %.4g -> %d tokens", th, size)
         if size <= target and (best_below is None or size > best_below[0]):

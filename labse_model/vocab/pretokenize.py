@@ -41,7 +41,9 @@ def _ranges_to_class(codepoints: list[int]) -> str:
         while j + 1 < len(codepoints) and codepoints[j + 1] == codepoints[j] + 1:
             j += 1
         lo, hi = codepoints[i], codepoints[j]
-        parts.append(re.escape(chr(lo)) if lo == hi else f"{re.escape(chr(lo))}-{re.escape(chr(hi))}")
+        parts.append(
+            re.escape(chr(lo)) if lo == hi else f"{re.escape(chr(lo))}-{re.escape(chr(hi))}"
+        )
         i = j + 1
     return "".join(parts)
 
