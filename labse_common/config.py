@@ -52,8 +52,19 @@ def apply_overrides(cfg: Mapping[str, Any], overrides: Iterable[str]) -> dict[st
             node = node.setdefault(p, {})
             if not isinstance(node, dict):
                 raise ValueError(f"override {item!r}: {p!r} is not a section")
-        node[parts[-1]] = yaml.safe_load(raw)
+        node[parts[-1]] = _parse_value(raw)
     return out
+
+
+def _parse_value(raw: str) -> Any:
+    value = yaml.safe_load(raw)
+    if isinstance(value, str):
+        # YAML 1.1 reads "1e-5" as a string; a config value like that is meant as a number.
+        try:
+            return float(value)
+        except ValueError:
+            return value
+    return value
 
 
 def require_file(path: str | os.PathLike, what: str) -> str:
