@@ -130,6 +130,7 @@ class _SubstringTrie:
             self.first.append(cur_pos[first])
             prev = inv.astype(np.int64)
         self.is_start_of_word = offset == 0
+        self._all_counts: list[np.ndarray] | None = None
         # Level-1 ids: the ## form of a char that must stay out (see skip_unreachable_joiners).
         self.level1_allowed = np.ones(self.n_ids(1) if self.max_len else 0, dtype=bool)
         if self.max_len and isolated is not None and isolated.any():
@@ -148,6 +149,8 @@ class _SubstringTrie:
 
     def count(self, start_mask: np.ndarray | None) -> list[np.ndarray]:
         """Weighted counts of the substrings starting at the masked positions, per level."""
+        if start_mask is None and self._all_counts is not None:
+            return self._all_counts  # the first iteration does not depend on the threshold
         out = []
         for level in range(1, self.max_len + 1):
             pos, ids = self.pos[level - 1], self.ids[level - 1]
@@ -160,6 +163,8 @@ class _SubstringTrie:
                     ids[m], weights=self.pos_weight[pos[m]], minlength=self.n_ids(level)
                 )
             out.append(c)
+        if start_mask is None:
+            self._all_counts = out
         return out
 
     def select(
@@ -380,17 +385,27 @@ def learn_vocab(
         return size
 
     # The lowest threshold bounds what the data can give; if even that is too small, stop.
-    if run(lo) > target:
+    size_lo, size_hi = run(lo), None
+    if size_lo > target:
         for _ in range(params.max_search_steps):
             if best_below is not None and target - best_below[0] <= slack:
                 break
-            mid = math.sqrt(lo * hi)
             if hi / lo < 1.0 + 1e-6:
                 break
-            if run(mid) > target:
-                lo = mid
+            mid = math.sqrt(lo * hi)
+            if size_hi is not None and size_hi > 0:
+                # Size falls roughly as a power of the threshold: interpolate in log-log,
+                # kept inside the bracket's middle so the search always shrinks it.
+                f = (math.log(size_lo) - math.log(target - slack / 2)) / (
+                    math.log(size_lo) - math.log(size_hi)
+                )
+                f = min(0.9, max(0.1, f))
+                mid = math.exp(math.log(lo) + f * (math.log(hi) - math.log(lo)))
+            size = run(mid)
+            if size > target:
+                lo, size_lo = mid, size
             else:
-                hi = mid
+                hi, size_hi = mid, size
     if best_below is not None and (target - best_below[0] <= slack or best_above is None):
         _, th, (in_vocab, eff) = best_below
         vocab = _assemble(trie, in_vocab, eff, params, alphabet, None)
