@@ -52,7 +52,7 @@ def boilerplate_flags(line: str) -> list[str]:
         flags.append("date_or_time")
     if _SEPARATOR_RE.search(s):
         flags.append("separator")
-    letters = sum(ch.isalpha() for ch in s)
+    letters = sum(map(str.isalpha, s))
     if s and letters / len(s) < 0.5:
         flags.append("few_letters")
     if not s.endswith(_TERMINAL):
