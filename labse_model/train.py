@@ -75,6 +75,7 @@ class TrainConfig:
     vocab_size: int = 8000
     tensorboard: bool = True
     progress: bool = True
+    threads: int | None = None
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TrainConfig:
@@ -270,6 +271,10 @@ def train(
     device = (
         torch.device("cuda", info.local_rank) if torch.cuda.is_available() else torch.device("cpu")
     )
+    if device.type == "cpu":
+        # Workers on one node share its cores; oversubscribed OpenMP threads spin and crawl.
+        local_world = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+        torch.set_num_threads(cfg.threads or max(1, (os.cpu_count() or 1) // local_world))
     os.makedirs(output, exist_ok=True)
     ckpt_root = os.path.join(output, "checkpoints")
     os.makedirs(ckpt_root, exist_ok=True)

@@ -132,13 +132,15 @@ def factory_string(spec: str, n: int, dim: int) -> str:
     # ~4*sqrt(n) lists is FAISS's rule of thumb; cap so every list gets >= 39 training points.
     nlist = max(1, min(int(4 * math.sqrt(max(n, 1))), max(1, n // 39)))
     m = next(m for m in (dim // 8, dim // 4, dim // 2, dim, 1) if m and dim % m == 0)
+    # 8-bit codebooks need ~39*256 training points; smaller corpora get 4-bit codes.
+    pq = f"PQ{m}" if n >= 39 * 256 else f"PQ{m}x4"
     spec_l = spec.lower()
     if spec_l == "ivf":
         return f"IVF{nlist},Flat"
     if spec_l == "ivfpq":
-        return f"IVF{nlist},PQ{m}"
+        return f"IVF{nlist},{pq}"
     if spec_l == "opq":
-        return f"OPQ{m},IVF{nlist},PQ{m}"
+        return f"OPQ{m},IVF{nlist},{pq}"
     if spec_l.startswith("ivf") and spec_l[3:].isdigit():
         return f"IVF{int(spec_l[3:])},Flat"
     return spec  # a FAISS factory string as given

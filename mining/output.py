@@ -46,7 +46,11 @@ def write_histogram(
     fig, ax = plt.subplots(figsize=(6, 4))
     finite = scores[np.isfinite(scores)]
     if finite.size:
-        ax.hist(finite, bins=min(100, max(10, finite.size // 20)), color="#4477aa")
+        lo, hi = float(finite.min()), float(finite.max())
+        if hi - lo < 1e-6:  # all scores equal: matplotlib cannot bin a zero-width range
+            lo, hi = lo - 0.5, hi + 0.5
+        bins = min(100, max(10, finite.size // 20))
+        ax.hist(finite, bins=bins, range=(lo, hi), color="#4477aa")
     if threshold is not None:
         ax.axvline(threshold, color="#cc3311", linestyle="--", label=f"threshold {threshold:g}")
         ax.legend()

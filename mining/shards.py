@@ -9,7 +9,9 @@ cluster (each task is independent; only the small (rows, k) lists come back).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import multiprocessing
 import os
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -65,6 +67,7 @@ def _load(ref: ShardRef, reps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def _task(args) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Top-k of one query shard against every base shard (merged)."""
     q_ref, q_reps, b_refs, b_reps, k, cfg = args
+    cfg = dataclasses.replace(cfg, show_progress=False)  # one bar per direction is enough
     xq, q_pos = _load(q_ref, q_reps)
     k_all = min(k, len(b_reps))
     sims = np.full((len(xq), k_all), -np.inf, np.float32)
@@ -113,7 +116,9 @@ def sharded_neighbours(
     (the sorted global rows kept for mining, i.e. the compact indices of a :class:`Side`)."""
     if cfg.index != "flat":
         raise ValueError("sharded mining searches exactly (index=flat); use one process for IVF/PQ")
-    pool = ProcessPoolExecutor(max_workers=workers) if workers > 1 else None
+    # "spawn": forking a parent whose FAISS/OpenMP threads already ran can deadlock the child.
+    ctx = multiprocessing.get_context("spawn")
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx) if workers > 1 else None
     try:
         fs, fi = _direction(src_refs, src_reps, trg_refs, trg_reps, k, cfg, pool, "knn src->trg")
         bs, bi = _direction(trg_refs, trg_reps, src_refs, src_reps, k, cfg, pool, "knn trg->src")
