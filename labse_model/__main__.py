@@ -23,21 +23,71 @@ def _train_parser(sub: argparse._SubParsersAction) -> None:
             "checkpoint under OUTPUT/checkpoints."
         ),
     )
-    p.add_argument("--config", default="demo", help="preset name (demo, paper) or YAML path; reads its model: and train: sections (default: demo)")
-    p.add_argument("--pairs", action="append", required=True, metavar="FILE", help="pair file: TSV (src<TAB>trg[<TAB>src_lang<TAB>trg_lang], .gz ok) or Parquet (src, trg); repeat for several")
-    p.add_argument("--output", required=True, metavar="DIR", help="run directory: checkpoints/, model/, metrics.jsonl, tb/, stats.json")
-    p.add_argument("--vocab", metavar="DIR", help="BERT tokenizer directory (vocab.txt/tokenizer.json), e.g. the vocab stage output; default: train.vocab, else a WordPiece learned from the pairs")
-    p.add_argument("--init", metavar="CHECKPOINT", help="start from this encoder (HF BertModel or sentence-transformers directory) instead of random weights")
-    p.add_argument("--max-steps", type=int, help="total optimizer steps (overrides train.steps; sets the LR schedule length)")
-    p.add_argument("--stop-at-step", type=int, help="checkpoint and exit after this step, to continue later (a job slice on a preemptible cluster)")
-    p.add_argument("--nproc-per-node", type=int, default=1, help="worker processes per node (GPUs per node, or CPU processes); > 1 launches torchrun (default: 1)")
-    p.add_argument("--nnodes", default="1", help="number of nodes, or MIN:MAX for elastic runs (default: 1)")
+    p.add_argument(
+        "--config",
+        default="demo",
+        help="preset name (demo, paper) or YAML path; reads its model: and train: sections (default: demo)",
+    )
+    p.add_argument(
+        "--pairs",
+        action="append",
+        required=True,
+        metavar="FILE",
+        help="pair file: TSV (src<TAB>trg[<TAB>src_lang<TAB>trg_lang], .gz ok) or Parquet (src, trg); repeat for several",
+    )
+    p.add_argument(
+        "--output",
+        required=True,
+        metavar="DIR",
+        help="run directory: checkpoints/, model/, metrics.jsonl, tb/, stats.json",
+    )
+    p.add_argument(
+        "--vocab",
+        metavar="DIR",
+        help="BERT tokenizer directory (vocab.txt/tokenizer.json), e.g. the vocab stage output; default: train.vocab, else a WordPiece learned from the pairs",
+    )
+    p.add_argument(
+        "--init",
+        metavar="CHECKPOINT",
+        help="start from this encoder (HF BertModel or sentence-transformers directory) instead of random weights",
+    )
+    p.add_argument(
+        "--max-steps",
+        type=int,
+        help="total optimizer steps (overrides train.steps; sets the LR schedule length)",
+    )
+    p.add_argument(
+        "--stop-at-step",
+        type=int,
+        help="checkpoint and exit after this step, to continue later (a job slice on a preemptible cluster)",
+    )
+    p.add_argument(
+        "--nproc-per-node",
+        type=int,
+        default=1,
+        help="worker processes per node (GPUs per node, or CPU processes); > 1 launches torchrun (default: 1)",
+    )
+    p.add_argument(
+        "--nnodes", default="1", help="number of nodes, or MIN:MAX for elastic runs (default: 1)"
+    )
     p.add_argument("--node-rank", type=int, help="this node's rank (static rendezvous only)")
-    p.add_argument("--rdzv-endpoint", metavar="HOST:PORT", help="rendezvous endpoint for multi-node runs")
+    p.add_argument(
+        "--rdzv-endpoint", metavar="HOST:PORT", help="rendezvous endpoint for multi-node runs"
+    )
     p.add_argument("--rdzv-backend", default="c10d", help="rendezvous backend (default: c10d)")
     p.add_argument("--rdzv-id", help="job id shared by all nodes (default: random)")
-    p.add_argument("--max-restarts", type=int, default=0, help="restart all workers this many times after a failure; they resume from the last checkpoint (default: 0)")
-    p.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides: train keys (lr=1e-4) or model.KEY=value (model.hidden_size=128)")
+    p.add_argument(
+        "--max-restarts",
+        type=int,
+        default=0,
+        help="restart all workers this many times after a failure; they resume from the last checkpoint (default: 0)",
+    )
+    p.add_argument(
+        "overrides",
+        nargs="*",
+        metavar="key=value",
+        help="config overrides: train keys (lr=1e-4) or model.KEY=value (model.hidden_size=128)",
+    )
 
 
 def _encode_parser(sub: argparse._SubParsersAction) -> None:
@@ -46,21 +96,60 @@ def _encode_parser(sub: argparse._SubParsersAction) -> None:
         help="embed a text/Parquet file to .npy",
         description="Embed sentences with a LaBSE checkpoint; row i of the output is input row i.",
     )
-    p.add_argument("--model", required=True, metavar="DIR", help="HF BertModel or sentence-transformers directory")
-    p.add_argument("--input", required=True, metavar="FILE", help="text file (one sentence per line) or Parquet file")
-    p.add_argument("--output", required=True, metavar="EMB.npy", help="output .npy (or shard prefix with --shard-size)")
-    p.add_argument("--fp16", action="store_true", help="store float16 embeddings (computed in fp16 on GPU, fp32 on CPU)")
-    p.add_argument("--batch-size", type=int, default=64, help="sentences per forward pass (default: 64)")
-    p.add_argument("--max-seq-length", type=int, default=128, help="tokens per sentence; longer ones are truncated and counted (default: 128)")
-    p.add_argument("--text-column", default="text", help="Parquet column holding the sentences (default: text)")
-    p.add_argument("--shard-size", type=int, default=0, help="rows per output shard <stem>.NNNNN.npy; 0 = one file (default: 0)")
+    p.add_argument(
+        "--model",
+        required=True,
+        metavar="DIR",
+        help="HF BertModel or sentence-transformers directory",
+    )
+    p.add_argument(
+        "--input",
+        required=True,
+        metavar="FILE",
+        help="text file (one sentence per line) or Parquet file",
+    )
+    p.add_argument(
+        "--output",
+        required=True,
+        metavar="EMB.npy",
+        help="output .npy (or shard prefix with --shard-size)",
+    )
+    p.add_argument(
+        "--fp16",
+        action="store_true",
+        help="store float16 embeddings (computed in fp16 on GPU, fp32 on CPU)",
+    )
+    p.add_argument(
+        "--batch-size", type=int, default=64, help="sentences per forward pass (default: 64)"
+    )
+    p.add_argument(
+        "--max-seq-length",
+        type=int,
+        default=128,
+        help="tokens per sentence; longer ones are truncated and counted (default: 128)",
+    )
+    p.add_argument(
+        "--text-column", default="text", help="Parquet column holding the sentences (default: text)"
+    )
+    p.add_argument(
+        "--shard-size",
+        type=int,
+        default=0,
+        help="rows per output shard <stem>.NNNNN.npy; 0 = one file (default: 0)",
+    )
     p.add_argument("--device", help="cpu, cuda, cuda:1 ... (default: cuda if available)")
-    p.add_argument("--stats", metavar="FILE", help="where to write stats (default: stats.json next to the output)")
+    p.add_argument(
+        "--stats",
+        metavar="FILE",
+        help="where to write stats (default: stats.json next to the output)",
+    )
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="labse-model", description="LaBSE dual-encoder training and encoding.")
+    parser = argparse.ArgumentParser(
+        prog="labse-model", description="LaBSE dual-encoder training and encoding."
+    )
     parser.add_argument("--log-level", default=None, help="DEBUG, INFO (default), WARNING ...")
     sub = parser.add_subparsers(dest="command", required=True)
     _train_parser(sub)
@@ -137,7 +226,9 @@ def run_train(args: argparse.Namespace) -> int:
     finally:
         shutdown()
     if int(os.environ.get("RANK", "0")) == 0:
-        print(f"step {summary['step']}/{summary['total_steps']}  loss {summary['loss']:.4f}  model {summary.get('model', '-')}")
+        print(
+            f"step {summary['step']}/{summary['total_steps']}  loss {summary['loss']:.4f}  model {summary.get('model', '-')}"
+        )
     return 0
 
 
@@ -151,7 +242,9 @@ def run_encode(args: argparse.Namespace) -> int:
         raise FileNotFoundError(f"input file not found: {args.input}")
     if args.batch_size < 1:
         raise ValueError("--batch-size must be >= 1")
-    encoder = Encoder.from_pretrained(args.model, device=args.device, max_seq_length=args.max_seq_length)
+    encoder = Encoder.from_pretrained(
+        args.model, device=args.device, max_seq_length=args.max_seq_length
+    )
     report = embed_file(
         encoder,
         args.input,

@@ -80,7 +80,13 @@ def finalize(root: str, step: int, keep: int, extra: dict | None = None) -> str:
     files = _walk_files(tmp)
     manifest = {
         "step": step,
-        "files": {rel: {"bytes": os.path.getsize(os.path.join(tmp, rel)), "sha256": _sha256(os.path.join(tmp, rel))} for rel in files},
+        "files": {
+            rel: {
+                "bytes": os.path.getsize(os.path.join(tmp, rel)),
+                "sha256": _sha256(os.path.join(tmp, rel)),
+            }
+            for rel in files
+        },
         **(extra or {}),
     }
     with open(os.path.join(tmp, MANIFEST), "w", encoding="utf-8") as f:
@@ -135,7 +141,9 @@ def verify(path: str) -> dict:
     return manifest
 
 
-def latest_valid(root: str, on_corrupt: Callable[[str, Exception], None] | None = None) -> str | None:
+def latest_valid(
+    root: str, on_corrupt: Callable[[str, Exception], None] | None = None
+) -> str | None:
     """The newest checkpoint that verifies; corrupt ones are reported and skipped (kept on disk)."""
     for _step, path in list_checkpoints(root):
         try:

@@ -53,7 +53,9 @@ def _read_tsv(path: str, counter: StageCounter) -> pa.Table:
                 continue
             src.append(s)
             trg.append(t)
-    return pa.table({"src": pa.array(src, pa.large_string()), "trg": pa.array(trg, pa.large_string())})
+    return pa.table(
+        {"src": pa.array(src, pa.large_string()), "trg": pa.array(trg, pa.large_string())}
+    )
 
 
 def _read_parquet(path: str, counter: StageCounter) -> pa.Table:
@@ -98,7 +100,9 @@ def read_pairs(paths: Sequence[str], counter: StageCounter) -> pa.Table:
         counter.add_out(PAIR_UNIT, table.num_rows)
         tables.append(table)
     if not tables:
-        return pa.table({"src": pa.array([], pa.large_string()), "trg": pa.array([], pa.large_string())})
+        return pa.table(
+            {"src": pa.array([], pa.large_string()), "trg": pa.array([], pa.large_string())}
+        )
     return pa.concat_tables(tables).combine_chunks()
 
 

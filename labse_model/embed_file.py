@@ -80,14 +80,27 @@ def embed_file(
     if not os.path.isfile(input_path):
         raise FileNotFoundError(f"input file not found: {input_path}")
     parquet = input_path.endswith(".parquet")
-    n = pq.ParquetFile(input_path).metadata.num_rows if parquet else _count_lines(input_path)
+    if parquet:
+        pf = pq.ParquetFile(input_path)
+        if text_column not in pf.schema_arrow.names:
+            raise ValueError(
+                f"{input_path}: no column {text_column!r} (has {pf.schema_arrow.names})"
+            )
+        n = pf.metadata.num_rows
+    else:
+        n = _count_lines(input_path)
     chunks = _parquet_chunks(input_path, text_column) if parquet else _text_chunks(input_path)
     os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
     dtype = np.float16 if fp16 else np.float32
     files = output_paths(output, n, shard_size)
+    if n == 0:
+        log.warning("%s is empty: writing an empty embedding array", input_path)
+        np.save(output, np.empty((0, encoder.dim), dtype=dtype))
+    # Memory-mapped outputs: files larger than RAM fill chunk by chunk.
     arrays = [
         np.lib.format.open_memmap(p, mode="w+", dtype=dtype, shape=(stop - start, encoder.dim))
         for p, start, stop in files
+        if stop > start
     ]
     counter = StageCounter()
     row = 0
@@ -106,7 +119,7 @@ def embed_file(
         if encoder.last_truncated:
             counter.add_event(UNIT, "truncated", encoder.last_truncated)
         # Scatter the chunk over the shard files it spans.
-        for (_p, start, stop), arr in zip(files, arrays):
+        for (_p, start, stop), arr in zip([f for f in files if f[2] > f[1]], arrays):
             lo, hi = max(start, row), min(stop, row + len(texts))
             if lo < hi:
                 arr[lo - start : hi - start] = emb[lo - row : hi - row]
@@ -116,10 +129,15 @@ def embed_file(
     for arr in arrays:
         arr.flush()
     report = counter.to_report(
-        "encode", model_dim=encoder.dim, outputs=[p for p, _, _ in files], dtype=np.dtype(dtype).name
+        "encode",
+        model_dim=encoder.dim,
+        outputs=[p for p, _, _ in files],
+        dtype=np.dtype(dtype).name,
     )
     problems = check_balanced(report)
     if problems:
         raise RuntimeError(f"unbalanced stats: {problems}")
-    write_report(stats_path or os.path.join(os.path.dirname(os.path.abspath(output)), "stats.json"), report)
+    write_report(
+        stats_path or os.path.join(os.path.dirname(os.path.abspath(output)), "stats.json"), report
+    )
     return report

@@ -86,7 +86,9 @@ class Encoder:
                 idx = order[start : start + batch_size]
                 input_ids, mask = pad_batch([ids[i] for i in idx], self.sentence_tokenizer.pad_id)
                 input_ids = input_ids.to(self.device, non_blocking=cuda)
-                mask = mask.to(self.device, non_blocking=cuda)
+                # Length-sorted batches often have no padding at all: without a mask the
+                # attention kernel takes its unmasked fast path.
+                mask = None if bool(mask.all()) else mask.to(self.device, non_blocking=cuda)
                 if autocast is not None:
                     with autocast:
                         emb = self.model(input_ids, mask)

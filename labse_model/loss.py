@@ -42,8 +42,9 @@ class LossOutput:
 def margin_logits(
     src: torch.Tensor, trg: torch.Tensor, scale: float, margin: float, offset: int = 0
 ) -> torch.Tensor:
-    """``scale * (src @ trg.T - margin at (i, offset + i))`` in float32."""
-    sim = src.float() @ trg.float().t()
+    """``scale * (src @ trg.T - margin at (i, offset + i))``, at least in float32."""
+    dtype = torch.promote_types(src.dtype, torch.float32)  # bf16 logits would blur the margin
+    sim = src.to(dtype) @ trg.to(dtype).t()
     if margin:
         rows = torch.arange(src.shape[0], device=src.device)
         sim = sim.index_put((rows, rows + offset), sim[rows, rows + offset] - margin)

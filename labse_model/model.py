@@ -88,7 +88,10 @@ class SentenceEncoder(nn.Module):
             return self.dense.out_features
         return self.bert.config.hidden_size
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """Embeddings of a padded batch; ``attention_mask=None`` means no padding."""
         out = self.bert(input_ids=input_ids, attention_mask=attention_mask, return_dict=True)
         if self.use_pooler:
             vec = out.pooler_output
@@ -97,6 +100,8 @@ class SentenceEncoder(nn.Module):
             if self.pooling == "cls":
                 vec = hidden[:, 0]
             else:
+                if attention_mask is None:
+                    attention_mask = torch.ones(hidden.shape[:2], device=hidden.device)
                 m = attention_mask.unsqueeze(-1).to(hidden.dtype)
                 vec = (hidden * m).sum(1) / m.sum(1).clamp(min=1.0)
             if self.dense is not None:
@@ -107,7 +112,7 @@ class SentenceEncoder(nn.Module):
                     raise ValueError(f"unsupported Dense activation {self.activation!r}")
         if self.normalize:
             # Normalise in float32: under bf16 autocast the norm of a 768-d vector loses digits.
-            vec = F.normalize(vec.float(), p=2, dim=-1)
+            vec = F.normalize(vec.to(torch.promote_types(vec.dtype, torch.float32)), p=2, dim=-1)
         return vec
 
 
@@ -288,7 +293,12 @@ def save_encoder(
     hidden = encoder.bert.config.hidden_size
     modules = [
         {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
-        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+        {
+            "idx": 1,
+            "name": "1",
+            "path": "1_Pooling",
+            "type": "sentence_transformers.models.Pooling",
+        },
         {"idx": 2, "name": "2", "path": "2_Dense", "type": "sentence_transformers.models.Dense"},
     ]
     if encoder.normalize:

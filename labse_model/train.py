@@ -72,6 +72,7 @@ class TrainConfig:
     keep_checkpoints: int = 2
     log_every: int = 10
     vocab: str | None = None
+    learn_vocab: bool = False
     vocab_size: int = 8000
     tensorboard: bool = True
     progress: bool = True
@@ -230,11 +231,18 @@ def _build_model(
         return encoder, tokenizer
     vocab = vocab or cfg.vocab
     if not vocab:
+        if not cfg.learn_vocab:
+            raise ValueError(
+                "no vocabulary: pass --vocab DIR (e.g. the vocab stage output) or --init "
+                "CHECKPOINT (or set learn_vocab=true to learn a small WordPiece from the pairs)"
+            )
         vocab = os.path.join(output, "vocab")
         if info.is_main and not os.path.exists(os.path.join(vocab, "tokenizer.json")):
             from labse_model.tiny import train_wordpiece
 
-            log.info("no --vocab: learning a %d-piece cased WordPiece from the pairs", cfg.vocab_size)
+            log.info(
+                "no --vocab: learning a %d-piece cased WordPiece from the pairs", cfg.vocab_size
+            )
             train_wordpiece(pair_texts, vocab, vocab_size=cfg.vocab_size)
         barrier()
     tokenizer = load_tokenizer(vocab)
@@ -286,7 +294,12 @@ def train(
     src_col = table["src"]
     trg_col = table["trg"]
     order = BatchOrder(table.num_rows, cfg.batch_size, cfg.seed)
-    log.info("%d pairs, %d batches of %d per epoch", table.num_rows, order.batches_per_epoch, cfg.batch_size)
+    log.info(
+        "%d pairs, %d batches of %d per epoch",
+        table.num_rows,
+        order.batches_per_epoch,
+        cfg.batch_size,
+    )
 
     resume = ckpt.latest_valid(
         ckpt_root, on_corrupt=lambda p, e: log.error("corrupt checkpoint kept but skipped: %s", e)
@@ -299,7 +312,9 @@ def train(
             raise RuntimeError(
                 f"every checkpoint under {ckpt_root} is corrupt; move them away to start over"
             )
-        texts = src_col.to_pylist() + trg_col.to_pylist() if not (vocab or cfg.vocab or init) else []
+        texts = (
+            src_col.to_pylist() + trg_col.to_pylist() if not (vocab or cfg.vocab or init) else []
+        )
         encoder, tokenizer = _build_model(cfg, model_cfg, output, texts, vocab, init, info)
     max_len = min(cfg.max_seq_length, encoder.bert.config.max_position_embeddings)
     stok = SentenceTokenizer(tokenizer, max_len)
@@ -308,16 +323,25 @@ def train(
     model: torch.nn.Module = encoder
     if info.enabled:
         model = DDP(encoder, device_ids=[info.local_rank] if device.type == "cuda" else None)
-    loss_fn = AdditiveMarginRankingLoss(cfg.scale, cfg.margin, cfg.bidirectional, cfg.reduction, cfg.combine)
-    optimizer = torch.optim.AdamW(
-        _param_groups(encoder, cfg.weight_decay), lr=cfg.lr, eps=cfg.adam_eps, fused=device.type == "cuda"
+    loss_fn = AdditiveMarginRankingLoss(
+        cfg.scale, cfg.margin, cfg.bidirectional, cfg.reduction, cfg.combine
     )
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, linear_schedule(cfg.warmup_steps, total_steps))
+    optimizer = torch.optim.AdamW(
+        _param_groups(encoder, cfg.weight_decay),
+        lr=cfg.lr,
+        eps=cfg.adam_eps,
+        fused=device.type == "cuda",
+    )
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, linear_schedule(cfg.warmup_steps, total_steps)
+    )
 
     step = 0
     _set_seed(cfg.seed + info.rank)  # dropout masks differ per rank, reproducibly
     if resume:
-        state = torch.load(os.path.join(resume, ckpt.TRAINER_STATE), map_location="cpu", weights_only=False)
+        state = torch.load(
+            os.path.join(resume, ckpt.TRAINER_STATE), map_location="cpu", weights_only=False
+        )
         if state["num_pairs"] != table.num_rows or state["batch_size"] != cfg.batch_size:
             raise RuntimeError(
                 f"{resume} was trained on {state['num_pairs']} pairs in batches of "
@@ -360,13 +384,18 @@ def train(
                 },
                 os.path.join(tmp, ckpt.TRAINER_STATE),
             )
-            path = ckpt.finalize(ckpt_root, at_step, cfg.keep_checkpoints, {"world_size": info.world_size})
+            path = ckpt.finalize(
+                ckpt_root, at_step, cfg.keep_checkpoints, {"world_size": info.world_size}
+            )
             log.info("checkpoint %s", path)
         barrier()
 
     model.train()
     bar = tqdm(
-        total=total_steps, initial=step, desc="train", unit="step",
+        total=total_steps,
+        initial=step,
+        desc="train",
+        unit="step",
         disable=not (info.is_main and cfg.progress),
     )
     last_loss = float("nan")

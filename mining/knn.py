@@ -23,7 +23,7 @@ GIB = 1 << 30
 
 @dataclass
 class KnnConfig:
-    index: str = "flat"  # flat | ivf | ivfpq | opq | a FAISS factory string ("IVF1024,PQ64")
+    index: str = "flat"  # flat | ivf | ivfsq | ivfpq | opq | a FAISS factory string
     mem_gb: float = 2.0  # working-set budget of the exact search (blocks of queries and base)
     nprobe: int = 16  # IVF lists visited per query
     train_size: int = 200_000  # rows sampled to train an approximate index
@@ -137,6 +137,8 @@ def factory_string(spec: str, n: int, dim: int) -> str:
     spec_l = spec.lower()
     if spec_l == "ivf":
         return f"IVF{nlist},Flat"
+    if spec_l == "ivfsq":
+        return f"IVF{nlist},SQ8"
     if spec_l == "ivfpq":
         return f"IVF{nlist},{pq}"
     if spec_l == "opq":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import time
@@ -91,11 +92,19 @@ def mine_vectors(
     return pairs, sc
 
 
-def encode_corpus(model_dir: str, texts: list[str], batch_size: int = 64) -> np.ndarray:
-    """Embed texts with a LaBSE checkpoint (torch imported only here); empty lines -> zeros."""
+@functools.lru_cache(maxsize=2)
+def load_encoder(model_dir: str):
+    """The labse_model Encoder, loaded once per directory (both sides, every language)."""
     from labse_model.encode import Encoder  # lazy: mining works without torch
 
-    enc = Encoder.from_pretrained(model_dir)
+    return Encoder.from_pretrained(model_dir)
+
+
+def encode_corpus(model_dir: str, texts: list[str], batch_size: int = 64) -> np.ndarray:
+    """Embed texts with a LaBSE checkpoint (torch imported only here); empty lines -> zeros.
+
+    Each distinct sentence is encoded once."""
+    enc = load_encoder(model_dir)
     uniq: dict[str, int] = {}
     inverse = np.array([uniq.setdefault(t, len(uniq)) if t.strip() else -1 for t in texts])
     vecs = np.zeros((len(texts), enc.dim), dtype=np.float32)

@@ -156,3 +156,15 @@ def test_planted_pairs_recovered() -> None:
         r = len(found & gold) / len(gold)
         f1 = 2 * p * r / (p + r) if p + r else 0
         assert f1 > 0.95, (mode, p, r)
+
+
+def test_gpu_search_equals_cpu(data) -> None:
+    from mining.knn import gpu_available
+
+    if not gpu_available():
+        pytest.skip("no GPU visible to FAISS (faiss-gpu not installed or no device)")
+    x, y = data
+    s_cpu, i_cpu = knn(x, y, 4, KnnConfig(use_gpu=False))
+    s_gpu, i_gpu = knn(x, y, 4, KnnConfig(use_gpu=True))
+    assert (i_cpu[:, 0] == i_gpu[:, 0]).mean() > 0.99
+    np.testing.assert_allclose(s_cpu, s_gpu, atol=1e-4)

@@ -1,0 +1,277 @@
+"""Mining benchmark: time and peak memory of whole processes, as ratios against named peers.
+
+    .venv/bin/python bench/mining_bench.py [--n 100000] [--dim 768] [--k 4 16]
+        [--approx-n 1000000] [--approx-index ivfsq] [--approx-mem-gb 4] [--workdir bench_out/mining]
+
+Exact part (n x n at d): three peers on the same vectors, each in its own process:
+  floor  two bare FAISS IndexFlatIP searches (x in y, y in x), nothing else;
+  ours   mining.mine.mine_vectors (blocked exact kNN both ways, vectorised margin, max mode);
+  laser  a LASER-style implementation written here (FAISS kNN as LASER's knnCPU, then
+         candidates scored and the max mode resolved in Python loops, as mine_bitexts.py).
+Approximate part (approx-n x approx-n): ours with an IVF/PQ index under a memory budget, its
+recall@k against exact search on a sample of queries, and its time against the exact floor
+measured on that same sample (extrapolated) when the full floor is too slow to run.
+
+Vectors: clustered random unit vectors with 10% planted noisy pairs (so mining has something to find).
+Absolute numbers on a shared machine are noise; the ratios between peers run back to back are
+the result.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+
+def peak_rss_mb() -> float:
+    """Peak resident memory of this process (VmHWM), in MiB."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def make_data(path: Path, n: int, dim: int, seed: int) -> None:
+    """x, y: n clustered unit vectors each; the first n/10 rows of y are noisy copies of x's."""
+    if (path / "x.npy").is_file() and (path / "y.npy").is_file():
+        x = np.load(path / "x.npy", mmap_mode="r")
+        if x.shape == (n, dim):
+            return
+    path.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    # Topical clusters, as real sentence embeddings have (cos ~0.5 inside a cluster); pure
+    # random vectors would be a worst case no IVF index is meant for.
+    centres = rng.standard_normal((max(1, n // 100), dim), dtype=np.float32)
+    for name in ("x", "y"):
+        out = np.lib.format.open_memmap(path / f"{name}.npy", "w+", np.float32, (n, dim))
+        for a in range(0, n, 50_000):
+            b = min(n, a + 50_000)
+            c = centres[rng.integers(0, len(centres), b - a)]
+            out[a:b] = c + rng.standard_normal((b - a, dim), dtype=np.float32)
+        out.flush()
+        del out
+    x = np.load(path / "x.npy", mmap_mode="r")
+    y = np.lib.format.open_memmap(path / "y.npy", "r+")
+    n_par = n // 10
+    for a in range(0, n_par, 50_000):
+        b = min(n_par, a + 50_000)
+        y[a:b] = x[a:b] + 0.5 * rng.standard_normal((b - a, dim), dtype=np.float32)
+    y.flush()
+    del x, y
+    for name in ("x", "y"):
+        arr = np.lib.format.open_memmap(path / f"{name}.npy", "r+")
+        for a in range(0, n, 50_000):
+            blk = arr[a : a + 50_000]
+            blk /= np.linalg.norm(blk, axis=1, keepdims=True)
+        arr.flush()
+        del arr
+
+
+# ---------------------------------------------------------------------------------------------
+# Peers, each run in a child process (``--peer``) so peak memory is its own.
+
+
+def peer_floor(x: np.ndarray, y: np.ndarray, k: int) -> dict:
+    import faiss
+
+    for a, b in ((x, y), (y, x)):
+        idx = faiss.IndexFlatIP(a.shape[1])
+        idx.add(b)
+        idx.search(a, k)
+        del idx
+    return {}
+
+
+def peer_ours(x: np.ndarray, y: np.ndarray, k: int, index: str, mem_gb: float, nprobe: int) -> dict:
+    from mining.knn import KnnConfig
+    from mining.mine import MineConfig, mine_vectors
+
+    cfg = MineConfig(k=k, mode="max", knn=KnnConfig(index=index, mem_gb=mem_gb, nprobe=nprobe))
+    pairs, sc = mine_vectors(x, y, cfg)
+    n_par = len(x) // 10
+    found = int(np.sum((pairs.src == pairs.trg) & (pairs.src < n_par) & (pairs.score > 1.05)))
+    out = {"pairs": len(pairs), "planted_found": found, "planted": n_par}
+    if index != "flat":
+        # recall@k of the forward lists against exact search, on a sample of queries
+        from mining.knn import recall_at_k, search_flat
+
+        rng = np.random.default_rng(0)
+        q = np.sort(rng.choice(len(x), size=min(2000, len(x)), replace=False))
+        t0 = time.perf_counter()
+        _, exact = search_flat(x[q], y, k, KnnConfig(mem_gb=mem_gb))
+        out["exact_sample_s"] = time.perf_counter() - t0  # not part of mining: subtracted
+        out["sample_queries"] = len(q)
+        out["recall_at_k"] = recall_at_k(sc.neighbours.fwd_inds[q], exact)
+    return out
+
+
+def peer_laser(x: np.ndarray, y: np.ndarray, k: int) -> dict:
+    """LASER-style: the same formulas with per-candidate Python loops (mine_bitexts.py style)."""
+    import faiss
+
+    def knn_cpu(a, b, kk):
+        idx = faiss.IndexFlatIP(a.shape[1])
+        idx.add(b)
+        return idx.search(a, kk)
+
+    x2y_sim, x2y_ind = knn_cpu(x, y, min(len(y), k))
+    y2x_sim, y2x_ind = knn_cpu(y, x, min(len(x), k))
+    x2y_mean, y2x_mean = x2y_sim.mean(axis=1), y2x_sim.mean(axis=1)
+
+    def score_cands(a, b, inds, a_mean, b_mean):
+        scores = np.zeros(inds.shape)
+        for i in range(scores.shape[0]):
+            for j in range(scores.shape[1]):
+                c = inds[i, j]
+                scores[i, j] = a[i].dot(b[c]) / ((a_mean[i] + b_mean[c]) / 2)
+        return scores
+
+    fwd = score_cands(x, y, x2y_ind, x2y_mean, y2x_mean)
+    bwd = score_cands(y, x, y2x_ind, y2x_mean, x2y_mean)
+    fwd_best = x2y_ind[np.arange(len(x)), fwd.argmax(axis=1)]
+    bwd_best = y2x_ind[np.arange(len(y)), bwd.argmax(axis=1)]
+    indices = np.stack(
+        (
+            np.concatenate((np.arange(len(x)), bwd_best)),
+            np.concatenate((fwd_best, np.arange(len(y)))),
+        ),
+        axis=1,
+    )
+    scores = np.concatenate((fwd.max(axis=1), bwd.max(axis=1)))
+    seen_s, seen_t, n = set(), set(), 0
+    for i in np.argsort(-scores):
+        s, t = indices[i]
+        if s not in seen_s and t not in seen_t:
+            seen_s.add(s)
+            seen_t.add(t)
+            n += 1
+    return {"pairs": n}
+
+
+def run_peer(args: argparse.Namespace) -> None:
+    t0 = time.perf_counter()
+    x = np.load(Path(args.data) / "x.npy")
+    y = np.load(Path(args.data) / "y.npy")
+    t_load = time.perf_counter() - t0
+    if args.peer == "floor":
+        info = peer_floor(x, y, args.k[0])
+    elif args.peer == "ours":
+        info = peer_ours(x, y, args.k[0], args.index, args.mem_gb, args.nprobe)
+    else:
+        info = peer_laser(x, y, args.k[0])
+    seconds = time.perf_counter() - t0 - info.get("exact_sample_s", 0.0)
+    info.update(seconds=seconds, load_s=t_load, peak_mb=peak_rss_mb())
+    print("RESULT " + json.dumps(info))
+
+
+def spawn(peer: str, data: Path, k: int, **kw) -> dict:
+    cmd = [sys.executable, __file__, "--peer", peer, "--data", str(data), "--k", str(k)]
+    for key, val in kw.items():
+        cmd += [f"--{key.replace('_', '-')}", str(val)]
+    t0 = time.perf_counter()
+    out = subprocess.run(
+        cmd, capture_output=True, text=True, env={**os.environ, "LABSE_LOG_LEVEL": "WARNING"}
+    )
+    if out.returncode != 0:
+        raise RuntimeError(f"{peer} failed:\n{out.stderr[-3000:]}")
+    line = next(ln for ln in out.stdout.splitlines() if ln.startswith("RESULT "))
+    res = json.loads(line[len("RESULT ") :])
+    res["process_s"] = time.perf_counter() - t0
+    return res
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--n", type=int, default=100_000, help="sentences per side, exact part (default 100k)"
+    )
+    ap.add_argument("--dim", type=int, default=768, help="embedding dimension (default 768)")
+    ap.add_argument(
+        "--k", type=int, nargs="+", default=[4, 16], help="neighbourhood sizes (default 4 16)"
+    )
+    ap.add_argument("--mem-gb", type=float, default=2.0, help="kNN budget of ours, exact part")
+    ap.add_argument("--skip-laser", action="store_true", help="do not run the LASER-style peer")
+    ap.add_argument(
+        "--approx-n",
+        type=int,
+        default=1_000_000,
+        help="sentences per side, approximate part (0 = skip)",
+    )
+    ap.add_argument(
+        "--approx-index", default="ivfsq", help="approximate index (default ivfsq = IVF,SQ8, exact re-scoring)"
+    )
+    ap.add_argument("--approx-mem-gb", type=float, default=4.0, help="kNN budget, approximate part")
+    ap.add_argument("--nprobe", type=int, default=16, help="IVF lists probed")
+    ap.add_argument("--workdir", default="bench_out/mining", help="where the vectors are written")
+    ap.add_argument("--json", help="also write the results here")
+    # child-process mode
+    ap.add_argument("--peer", choices=["floor", "ours", "laser"], help=argparse.SUPPRESS)
+    ap.add_argument("--data", help=argparse.SUPPRESS)
+    ap.add_argument("--index", default="flat", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.peer:
+        run_peer(args)
+        return
+
+    work = Path(args.workdir)
+    results: dict = {"n": args.n, "dim": args.dim, "exact": {}, "approx": None}
+    data = work / f"exact_{args.n}_{args.dim}"
+    make_data(data, args.n, args.dim, seed=1)
+    print(f"exact mining, {args.n} x {args.n}, d={args.dim} (whole processes, load included)")
+    print(f"{'k':>3} {'peer':<6} {'seconds':>9} {'peak MiB':>9}  ratio")
+    for k in args.k:
+        row = {
+            "floor": spawn("floor", data, k),
+            "ours": spawn("ours", data, k, index="flat", mem_gb=args.mem_gb),
+        }
+        if not args.skip_laser:
+            row["laser"] = spawn("laser", data, k)
+        results["exact"][k] = row
+        f, o = row["floor"], row["ours"]
+        print(f"{k:>3} {'floor':<6} {f['seconds']:>9.2f} {f['peak_mb']:>9.0f}")
+        print(f"{k:>3} {'ours':<6} {o['seconds']:>9.2f} {o['peak_mb']:>9.0f}  ours/floor = {o['seconds'] / f['seconds']:.3f}"
+              f"  (planted found {o['planted_found']}/{o['planted']})")  # fmt: skip
+        if "laser" in row:
+            la = row["laser"]
+            print(f"{k:>3} {'laser':<6} {la['seconds']:>9.2f} {la['peak_mb']:>9.0f}  laser/ours = {la['seconds'] / o['seconds']:.3f}")  # fmt: skip
+
+    if args.approx_n:
+        adata = work / f"approx_{args.approx_n}_{args.dim}"
+        make_data(adata, args.approx_n, args.dim, seed=2)
+        k = args.k[0]
+        a = spawn(
+            "ours", adata, k, index=args.approx_index, mem_gb=args.approx_mem_gb, nprobe=args.nprobe
+        )
+        # exact floor extrapolated from the timed sample (2 directions, whole corpus)
+        floor_est = a["exact_sample_s"] * (args.approx_n / a["sample_queries"]) * 2
+        results["approx"] = {**a, "n": args.approx_n, "index": args.approx_index, "k": k,
+                             "exact_floor_estimate_s": floor_est}  # fmt: skip
+        print(f"\napproximate mining, {args.approx_n} x {args.approx_n}, d={args.dim}, "
+              f"index {args.approx_index}, nprobe {args.nprobe}, budget {args.approx_mem_gb} GB")  # fmt: skip
+        print(f"  seconds {a['seconds']:.1f}, peak {a['peak_mb']:.0f} MiB, recall@{k} "
+              f"{a['recall_at_k']:.3f} (vs exact, {a['sample_queries']} queries)")  # fmt: skip
+        print(f"  exact floor (extrapolated from the sample) {floor_est:.1f} s: "
+              f"ours/exact = {a['seconds'] / floor_est:.3f}")  # fmt: skip
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()

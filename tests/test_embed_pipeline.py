@@ -1,0 +1,87 @@
+"""The Beam RunInference embedding job and the `--model` paths of mining, with a tiny model."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from labse_common.stats import check_balanced
+
+DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "tatoeba"
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory) -> str:
+    pytest.importorskip("torch")
+    try:
+        from labse_model.tiny import make_tiny_checkpoint
+    except ImportError as exc:
+        pytest.skip(f"labse_model.tiny not available: {exc}")
+    out = tmp_path_factory.mktemp("tiny")
+    sents = [f"sentence number {i} about topic {i % 7}" for i in range(200)]
+    return make_tiny_checkpoint(str(out / "m"), sentences=sents, hidden=32, layers=1)
+
+
+def test_beam_embed_job_writes_a_store(tmp_path: Path, tiny_model: str) -> None:
+    from labse_model.encode import Encoder
+    from mining.embeddings import EmbeddingStore
+    from pipelines.embed import run
+
+    texts = [f"sentence number {i} about topic {i % 7}" for i in range(40)]
+    rows = {"text": texts + ["", None], "id": [f"s{i}" for i in range(42)],
+            "url_or_title": [f"u{i}" for i in range(42)]}  # fmt: skip
+    pq.write_table(pa.table(rows), tmp_path / "in.parquet")
+    out = tmp_path / "store"
+    rc = run(["--input", str(tmp_path / "in.parquet"), "--model", tiny_model, "--output", str(out),
+              "--num-shards", "3", "--dtype", "float32", "--direct_running_mode", "in_memory"])  # fmt: skip
+    assert rc == 0
+    store = EmbeddingStore(out)
+    assert len(store) == 40 and store.dim == 32 and len(store.shards) <= 3
+    meta = store.all_metadata()
+    vecs = np.concatenate([np.asarray(v) for v in store.iter_vectors()])
+    ref = Encoder.from_pretrained(tiny_model).encode(meta.column("text").to_pylist())
+    np.testing.assert_allclose(vecs, ref, atol=1e-5)
+    assert sorted(meta.column("id").to_pylist()) == sorted(f"s{i}" for i in range(40))
+    stats = json.loads((out / "stats.json").read_text())
+    assert check_balanced(stats) == []
+    assert stats["counts"]["sentences"]["dropped"]["empty_text"] == 2
+
+    # the store is directly minable: its Parquet carries the sentences
+    from mining.__main__ import main
+
+    rc = main(["mine", "--src-text", str(out), "--trg-text", str(out), "--src-emb", str(out),
+               "--trg-emb", str(out), "--out", str(tmp_path / "mined")])  # fmt: skip
+    assert rc == 0
+    t = pq.read_table(tmp_path / "mined" / "mined.parquet")
+    assert t.column("src_id").to_pylist() == t.column("trg_id").to_pylist()  # self-match
+
+
+def test_beam_embed_job_bad_paths(tmp_path: Path) -> None:
+    from pipelines.embed import run
+
+    assert run(["--input", str(tmp_path / "x.parquet"), "--model", str(tmp_path),
+                "--output", str(tmp_path / "o")]) == 2  # fmt: skip
+    assert run(["--input", "x", "--model", str(tmp_path / "missing"), "--output", "o"]) == 2
+
+
+def test_mine_with_model_on_tatoeba(tmp_path: Path, tiny_model: str) -> None:
+    if not (DATA / "dev.deu-eng.deu").is_file():
+        pytest.skip(f"Tatoeba sample data not found at {DATA}")
+    from mining.__main__ import main
+    from mining.embeddings import EmbeddingStore
+
+    rc = main(["mine", "--src-text", str(DATA / "dev.deu-eng.deu"), "--trg-text",
+               str(DATA / "dev.deu-eng.eng"), "--model", tiny_model, "--out", str(tmp_path / "o"),
+               "--mode", "max", "--unify"])  # fmt: skip
+    assert rc == 0
+    stats = json.loads((tmp_path / "o" / "stats.json").read_text())
+    assert check_balanced(stats) == [] and stats["counts"]["src_sentences"]["in"] == 100
+    assert len(EmbeddingStore(tmp_path / "o" / "embeddings" / "src")) == 100
+    # max mode is one-to-one
+    t = pq.read_table(tmp_path / "o" / "mined.parquet")
+    assert len(set(t.column("src").to_pylist())) == t.num_rows > 0

@@ -1,0 +1,112 @@
+"""``python -m labse_model encode``: text and Parquet input, row alignment, stats, errors."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import torch
+
+from labse_common.stats import check_balanced, read_report
+from labse_model.__main__ import main
+from labse_model.encode import Encoder
+from labse_model.tiny import make_tiny_checkpoint
+
+LINES = [
+    "Tom doesn't know where Mary is.",
+    "",
+    "Der Hund schläft.",
+    "word " * 300,
+    "Wo ist der Bahnhof?",
+]
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory) -> str:
+    return make_tiny_checkpoint(str(tmp_path_factory.mktemp("tiny")), LINES, hidden=32)
+
+
+def test_encode_text_file(tiny, tmp_path):
+    inp = tmp_path / "in.txt"
+    inp.write_text("\n".join(LINES) + "\n", encoding="utf-8")
+    out = tmp_path / "emb" / "x.npy"
+    assert (
+        main(
+            ["encode", "--model", tiny, "--input", str(inp), "--output", str(out), "--no-progress"]
+        )
+        == 0
+    )
+    emb = np.load(out)
+    assert emb.shape == (len(LINES), 32) and emb.dtype == np.float32
+    ref = Encoder.from_pretrained(tiny, device="cpu").encode(LINES)
+    np.testing.assert_allclose(emb, ref, atol=1e-6)
+    report = read_report(str(tmp_path / "emb" / "stats.json"))
+    assert check_balanced(report) == []
+    c = report["counts"]["sentences"]
+    assert c["in"] == c["out"] == len(LINES)
+    assert c["events"] == {"empty": 1, "truncated": 1}
+
+
+def test_encode_parquet_fp16_shards(tiny, tmp_path):
+    texts = LINES * 3 + [None]
+    inp = tmp_path / "in.parquet"
+    pq.write_table(pa.table({"text": texts, "lang": ["x"] * len(texts)}), inp)
+    out = tmp_path / "y.npy"
+    rc = main(
+        [
+            "encode",
+            "--model",
+            tiny,
+            "--input",
+            str(inp),
+            "--output",
+            str(out),
+            "--fp16",
+            "--shard-size",
+            "7",
+            "--no-progress",
+        ]
+    )
+    assert rc == 0
+    shards = [tmp_path / f"y.{i:05d}.npy" for i in range(3)]
+    parts = [np.load(p) for p in shards]
+    assert [len(p) for p in parts] == [7, 7, 2] and parts[0].dtype == np.float16
+    emb = np.concatenate(parts)
+    ref = Encoder.from_pretrained(tiny, device="cpu").encode([t or "" for t in texts])
+    np.testing.assert_allclose(emb.astype(np.float32), ref, atol=2e-3)
+    events = read_report(str(tmp_path / "stats.json"))["counts"]["sentences"]["events"]
+    assert events["null"] == 1 and events["empty"] == 4
+
+
+def test_encode_errors(tiny, tmp_path):
+    assert (
+        main(["encode", "--model", str(tmp_path / "nope"), "--input", "x", "--output", "y.npy"])
+        != 0
+    )
+    assert (
+        main(
+            ["encode", "--model", tiny, "--input", str(tmp_path / "nope.txt"), "--output", "y.npy"]
+        )
+        != 0
+    )
+    bad = tmp_path / "bad.parquet"
+    pq.write_table(pa.table({"sentence": ["a"]}), bad)
+    assert (
+        main(["encode", "--model", tiny, "--input", str(bad), "--output", str(tmp_path / "z.npy")])
+        != 0
+    )
+    with pytest.raises(SystemExit) as e:
+        main(["encode", "--help"])
+    assert e.value.code == 0
+    assert not os.path.exists(tmp_path / "z.npy")
