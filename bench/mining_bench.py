@@ -131,6 +131,11 @@ def peer_laser(x: np.ndarray, y: np.ndarray, k: int) -> dict:
 
     x2y_sim, x2y_ind = knn_cpu(x, y, min(len(y), k))
     y2x_sim, y2x_ind = knn_cpu(y, x, min(len(x), k))
+    return {"pairs": laser_score_and_max(x, y, x2y_sim, x2y_ind, y2x_sim, y2x_ind)}
+
+
+def laser_score_and_max(x, y, x2y_sim, x2y_ind, y2x_sim, y2x_ind) -> int:
+    """LASER-style margin scoring and max retrieval: Python loops over candidates."""
     x2y_mean, y2x_mean = x2y_sim.mean(axis=1), y2x_sim.mean(axis=1)
 
     def score_cands(a, b, inds, a_mean, b_mean):
@@ -160,7 +165,51 @@ def peer_laser(x: np.ndarray, y: np.ndarray, k: int) -> dict:
             seen_s.add(s)
             seen_t.add(t)
             n += 1
-    return {"pairs": n}
+    return n
+
+
+def ours_score_and_max(x2y_sim, x2y_ind, y2x_sim, y2x_ind) -> int:
+    from mining.knn import Neighbours
+    from mining.mine import score
+    from mining.retrieval import retrieve
+
+    sc = score(Neighbours(x2y_sim, x2y_ind, y2x_sim, y2x_ind), "ratio")
+    return len(retrieve(sc.fwd_scores, x2y_ind, sc.bwd_scores, y2x_ind, "max"))
+
+
+def scoring_only(data: Path, ks: list[int]) -> dict:
+    """Scoring + max retrieval alone, on the same neighbour lists, in this process.
+
+    The candidates are drawn at random with their true cosines (the cost of scoring does not
+    depend on which neighbours they are), so this part needs no kNN search.
+    """
+    x = np.load(data / "x.npy")
+    y = np.load(data / "y.npy")
+    from mining.knn import exact_scores, topk_rows
+    from mining.mine import score  # noqa: F401  (imported before timing)
+
+    def lists(a, b, k):
+        inds = rng.integers(0, len(b), (len(a), k))
+        sims = np.concatenate(
+            [exact_scores(a[i : i + 5000], b, inds[i : i + 5000]) for i in range(0, len(a), 5000)]
+        )
+        return topk_rows(sims, inds, k)  # sorted like a kNN answer
+
+    rng = np.random.default_rng(0)
+    out = {}
+    for k in ks:
+        xs, xi = lists(x, y, k)
+        ys, yi = lists(y, x, k)
+        t0 = time.perf_counter()
+        n_ours = ours_score_and_max(xs, xi, ys, yi)
+        t_ours = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        n_laser = laser_score_and_max(x, y, xs, xi, ys, yi)
+        t_laser = time.perf_counter() - t0
+        out[k] = {"ours_s": t_ours, "laser_s": t_laser, "pairs": [n_ours, n_laser]}
+        print(f"{k:>3} scoring+max only: ours {t_ours:.2f} s, laser-style {t_laser:.2f} s, "
+              f"laser/ours = {t_laser / t_ours:.1f}  (pairs {n_ours} vs {n_laser})")  # fmt: skip
+    return out
 
 
 def run_peer(args: argparse.Namespace) -> None:
@@ -215,12 +264,15 @@ def main() -> None:
         help="sentences per side, approximate part (0 = skip)",
     )
     ap.add_argument(
-        "--approx-index", default="ivfsq", help="approximate index (default ivfsq = IVF,SQ8, exact re-scoring)"
+        "--approx-index",
+        default="ivfsq",
+        help="approximate index (default ivfsq = IVF,SQ8, exact re-scoring)",
     )
     ap.add_argument("--approx-mem-gb", type=float, default=4.0, help="kNN budget, approximate part")
     ap.add_argument("--nprobe", type=int, default=16, help="IVF lists probed")
     ap.add_argument("--workdir", default="bench_out/mining", help="where the vectors are written")
     ap.add_argument("--json", help="also write the results here")
+    ap.add_argument("--scoring-only", action="store_true", help="skip the whole-process exact runs")
     # child-process mode
     ap.add_argument("--peer", choices=["floor", "ours", "laser"], help=argparse.SUPPRESS)
     ap.add_argument("--data", help=argparse.SUPPRESS)
@@ -234,9 +286,10 @@ def main() -> None:
     results: dict = {"n": args.n, "dim": args.dim, "exact": {}, "approx": None}
     data = work / f"exact_{args.n}_{args.dim}"
     make_data(data, args.n, args.dim, seed=1)
-    print(f"exact mining, {args.n} x {args.n}, d={args.dim} (whole processes, load included)")
-    print(f"{'k':>3} {'peer':<6} {'seconds':>9} {'peak MiB':>9}  ratio")
-    for k in args.k:
+    if not args.scoring_only:
+        print(f"exact mining, {args.n} x {args.n}, d={args.dim} (whole processes, load included)")
+        print(f"{'k':>3} {'peer':<6} {'seconds':>9} {'peak MiB':>9}  ratio")
+    for k in [] if args.scoring_only else args.k:
         row = {
             "floor": spawn("floor", data, k),
             "ours": spawn("ours", data, k, index="flat", mem_gb=args.mem_gb),
@@ -251,6 +304,9 @@ def main() -> None:
         if "laser" in row:
             la = row["laser"]
             print(f"{k:>3} {'laser':<6} {la['seconds']:>9.2f} {la['peak_mb']:>9.0f}  laser/ours = {la['seconds'] / o['seconds']:.3f}")  # fmt: skip
+
+    print(f"\nscoring and retrieval alone, {args.n} x {args.n} (same neighbour lists, one process)")
+    results["scoring_only"] = scoring_only(data, args.k)
 
     if args.approx_n:
         adata = work / f"approx_{args.approx_n}_{args.dim}"

@@ -11,6 +11,7 @@ import logging
 import os
 import time
 from dataclasses import dataclass
+from datetime import timedelta
 
 import torch
 import torch.distributed as dist
@@ -50,7 +51,10 @@ def init_from_env() -> DistInfo:
     if backend == "nccl":
         torch.cuda.set_device(local_rank)
     if not dist.is_initialized():
-        dist.init_process_group(backend=backend)
+        # A dead peer must end the job (and let the elastic agent restart it) in minutes,
+        # not after the 30-minute default.
+        timeout = timedelta(seconds=float(os.environ.get("LABSE_DIST_TIMEOUT_S", "600")))
+        dist.init_process_group(backend=backend, timeout=timeout)
     log.info("rank %d/%d joined the %s process group", rank, world, backend)
     return DistInfo(rank, world, local_rank, backend)
 

@@ -52,8 +52,8 @@ def _dedup_pairs(p: Pairs) -> tuple[Pairs, int]:
         return p, 0
     order = np.argsort(-p.score, kind="stable")
     p = p.take(order)
-    key = np.stack([p.src, p.trg], axis=1)
-    _, first = np.unique(key, axis=0, return_index=True)
+    key = p.src * (int(p.trg.max()) + 1) + p.trg  # one int64 per pair: a fast 1-D unique
+    _, first = np.unique(key, return_index=True)
     keep = np.sort(first)  # stay in decreasing-score order
     return p.take(keep), len(p) - len(keep)
 

@@ -98,7 +98,7 @@ def test_kill_9_of_a_worker_leaves_a_resumable_checkpoint(tmp_path):
         "model.hidden_size=32",
         "model.intermediate_size=64",
     )
-    env = dict(os.environ, PYTHONPATH=str(REPO))
+    env = dict(os.environ, PYTHONPATH=str(REPO), LABSE_DIST_TIMEOUT_S="60")
     proc = subprocess.Popen(
         cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
