@@ -119,14 +119,20 @@ def train_quality_model(
     neg = list(dict.fromkeys(featurize(t) for t in negatives if t.strip()))
     if not pos or not neg:
         raise ValueError(f"need both classes to train: {len(pos)} positive, {len(neg)} negative")
-    # Balance by over-sampling the smaller class (with replacement) rather than throwing away
-    # most of the larger one: the bootstrap usually has far more content than boilerplate.
+    # Hold out distinct lines of each class first, so over-sampled copies never leak into the
+    # test set; then balance the training part by over-sampling the smaller class (with
+    # replacement) rather than throwing away most of the larger one.
+    rng.shuffle(pos)
+    rng.shuffle(neg)
+    tp_n = int(len(pos) * test_fraction) if len(pos) >= 10 else 0
+    tn_n = int(len(neg) * test_fraction) if len(neg) >= 10 else 0
+    test = [f"{POSITIVE} {t}" for t in pos[:tp_n]] + [f"{NEGATIVE} {t}" for t in neg[:tn_n]]
+    pos, neg = pos[tp_n:], neg[tn_n:]
     n = min(max(len(pos), len(neg)), max_per_class)
-    rows = [f"{POSITIVE} {t}" for t in _resample(pos, n, rng)]
-    rows += [f"{NEGATIVE} {t}" for t in _resample(neg, n, rng)]
-    rng.shuffle(rows)
-    n_test = max(1, int(len(rows) * test_fraction)) if len(rows) >= 10 else 0
-    test, train = rows[:n_test], rows[n_test:]
+    train = [f"{POSITIVE} {t}" for t in _resample(pos, n, rng)]
+    train += [f"{NEGATIVE} {t}" for t in _resample(neg, n, rng)]
+    rng.shuffle(train)
+    n_test = len(test)
 
     os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
     train_path, test_path = f"{output}.train.txt", f"{output}.test.txt"
@@ -155,8 +161,8 @@ def train_quality_model(
         fn += pred == NEGATIVE and label == POSITIVE
     report = TrainReport(
         model=output,
-        n_positive=len(pos),
-        n_negative=len(neg),
+        n_positive=len(pos) + tp_n,
+        n_negative=len(neg) + tn_n,
         n_test=n_test,
         precision=tp / (tp + fp) if tp + fp else 0.0,
         recall=tp / (tp + fn) if tp + fn else 0.0,
