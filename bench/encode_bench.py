@@ -44,12 +44,18 @@ def load_sentences(n: int) -> list[str]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--sentences", type=int, default=4000, help="number of sentences (default 4000)")
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--sentences", type=int, default=4000, help="number of sentences (default 4000)"
+    )
     ap.add_argument("--hidden", type=int, default=256, help="hidden size (768 = LaBSE)")
     ap.add_argument("--layers", type=int, default=4, help="transformer layers (12 = LaBSE)")
     ap.add_argument("--batch-size", type=int, default=64, help="batch size for both (default 64)")
-    ap.add_argument("--repeats", type=int, default=3, help="alternating runs; best kept (default 3)")
+    ap.add_argument(
+        "--repeats", type=int, default=3, help="alternating runs; best kept (default 3)"
+    )
     ap.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
     ap.add_argument("--max-seq-length", type=int, default=128)
     args = ap.parse_args()
@@ -61,8 +67,12 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         tok = train_wordpiece(sents, os.path.join(tmp, "vocab"), vocab_size=8000)
         cfg = build_config(
-            len(tok), tok.pad_token_id, hidden_size=args.hidden, num_hidden_layers=args.layers,
-            num_attention_heads=max(1, args.hidden // 64), intermediate_size=4 * args.hidden,
+            len(tok),
+            tok.pad_token_id,
+            hidden_size=args.hidden,
+            num_hidden_layers=args.layers,
+            num_attention_heads=max(1, args.hidden // 64),
+            intermediate_size=4 * args.hidden,
             max_position_embeddings=512,
         )
         path = os.path.join(tmp, "model")
@@ -82,7 +92,9 @@ def main() -> None:
             b = st.encode(sents, batch_size=args.batch_size, convert_to_numpy=True)
             best["st"] = min(best["st"], time.perf_counter() - t)
     n = len(sents)
-    print(f"model: hidden {args.hidden}, {args.layers} layers; {n} Tatoeba sentences; batch {args.batch_size}; {args.threads} thread(s)")
+    print(
+        f"model: hidden {args.hidden}, {args.layers} layers; {n} Tatoeba sentences; batch {args.batch_size}; {args.threads} thread(s)"
+    )
     print(f"{'encoder':<34}{'sentences/s':>12}")
     print(f"{'labse_model Encoder.encode':<34}{n / best['ours']:>12.1f}")
     print(f"{'sentence-transformers encode':<34}{n / best['st']:>12.1f}")

@@ -36,9 +36,24 @@ def write_pairs(path: Path) -> None:
 
 def run(pairs: Path, out: Path, nproc: int, steps: int, threads: int, vocab: str | None) -> dict:
     cmd = [
-        sys.executable, "-m", "labse_model", "train", "--config", "demo", "--pairs", str(pairs),
-        "--output", str(out), "--max-steps", str(steps), "--nproc-per-node", str(nproc),
-        "progress=false", f"threads={threads}", "log_every=10", f"save_every={steps}",
+        sys.executable,
+        "-m",
+        "labse_model",
+        "train",
+        "--config",
+        "demo",
+        "--pairs",
+        str(pairs),
+        "--output",
+        str(out),
+        "--max-steps",
+        str(steps),
+        "--nproc-per-node",
+        str(nproc),
+        "progress=false",
+        f"threads={threads}",
+        "log_every=10",
+        f"save_every={steps}",
         "tensorboard=false",
     ]
     if vocab:
@@ -93,12 +108,16 @@ def gpu_mfu(steps: int = 10) -> None:
     per_token = L * (2 * 4 * h * h + 2 * 2 * h * ff + 2 * 2 * seq * h) + 2 * h * h
     flops = 3 * per_token * tokens
     peak = float(os.environ.get("GPU_PEAK_TFLOPS", "989")) * 1e12  # H100 SXM dense bf16
-    print(f"MFU (BERT-base, bf16, {2 * b} sequences x {seq} tokens): {flops / dt / peak:.1%}  "
-          f"step {dt * 1e3:.1f} ms  (peak {peak / 1e12:.0f} TFLOP/s; set GPU_PEAK_TFLOPS)")
+    print(
+        f"MFU (BERT-base, bf16, {2 * b} sequences x {seq} tokens): {flops / dt / peak:.1%}  "
+        f"step {dt * 1e3:.1f} ms  (peak {peak / 1e12:.0f} TFLOP/s; set GPU_PEAK_TFLOPS)"
+    )
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--steps", type=int, default=60, help="optimizer steps per run (default 60)")
     ap.add_argument("--threads", type=int, default=1, help="CPU threads per worker (default 1)")
     args = ap.parse_args()

@@ -80,7 +80,7 @@ def _train_parser(sub: argparse._SubParsersAction) -> None:
         "--max-restarts",
         type=int,
         default=0,
-        help="restart all workers this many times after a failure; they resume from the last checkpoint (default: 0)",
+        help="let the elastic agent restart all workers this many times after a failure; they resume from the last checkpoint. Rerunning the same command after a failure also resumes (default: 0)",
     )
     p.add_argument(
         "overrides",

@@ -106,6 +106,15 @@ def finalize(root: str, step: int, keep: int, extra: dict | None = None) -> str:
     return final
 
 
+def clean_tmp(root: str) -> None:
+    """Remove half-written ``.tmp-step-*`` directories left by a crash mid-save."""
+    if os.path.isdir(root):
+        for name in os.listdir(root):
+            if name.startswith(".tmp-"):
+                log.warning("removing an incomplete checkpoint left by a crash: %s", name)
+                shutil.rmtree(os.path.join(root, name), ignore_errors=True)
+
+
 def list_checkpoints(root: str) -> list[tuple[int, str]]:
     """(step, path) of the completed checkpoints under ``root``, newest first."""
     if not os.path.isdir(root):

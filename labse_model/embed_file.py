@@ -103,6 +103,8 @@ def embed_file(
         if stop > start
     ]
     counter = StageCounter()
+    counter.add_in(UNIT, 0)  # the unit appears in stats.json even for an empty input
+    counter.add_out(UNIT, 0)
     row = 0
     for chunk in chunks:
         texts = []

@@ -301,6 +301,8 @@ def train(
         cfg.batch_size,
     )
 
+    if info.is_main:
+        ckpt.clean_tmp(ckpt_root)
     resume = ckpt.latest_valid(
         ckpt_root, on_corrupt=lambda p, e: log.error("corrupt checkpoint kept but skipped: %s", e)
     )

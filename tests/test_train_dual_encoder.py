@@ -190,3 +190,41 @@ def test_bad_pair_input_is_counted(tmp_path, tatoeba_pairs):
         train(TINY_MODEL, cfg, [str(empty)], str(tmp_path / "run2"), max_steps=1)
     with pytest.raises(FileNotFoundError):
         train(TINY_MODEL, cfg, [str(tmp_path / "missing.tsv")], str(tmp_path / "run3"), max_steps=1)
+
+
+def test_parquet_pairs_are_read_and_counted(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from labse_common.stats import StageCounter
+    from labse_model.data import BatchOrder, read_pairs
+
+    path = tmp_path / "pairs.parquet"
+    pq.write_table(
+        pa.table(
+            {
+                "src": ["Hallo.", "", None, " Guten Tag. ", "Tschüss."],
+                "trg": ["Hello.", "Empty source.", "Null source.", "Good day.", None],
+                "src_lang": ["deu"] * 5,
+                "trg_lang": ["eng"] * 5,
+            }
+        ),
+        path,
+    )
+    counter = StageCounter()
+    table = read_pairs([str(path)], counter)
+    assert table["src"].to_pylist() == ["Hallo.", "Guten Tag."]
+    assert table["trg"].to_pylist() == ["Hello.", "Good day."]
+    report = counter.to_report("train")
+    assert check_balanced(report) == []
+    assert report["counts"]["pairs"]["dropped"] == {"empty_side": 3}
+    bad = tmp_path / "bad.parquet"
+    pq.write_table(pa.table({"source": ["a"]}), bad)
+    with pytest.raises(ValueError, match="lacks column"):
+        read_pairs([str(bad)], StageCounter())
+    # The batch order is a function of (seed, epoch) only: every rank slices the same batch.
+    order = BatchOrder(10, 4, seed=3)
+    assert order.batches_per_epoch == 2
+    full = order.indices(5)
+    assert list(order.local_indices(5, 0, 2)) + list(order.local_indices(5, 1, 2)) == list(full)
+    assert list(BatchOrder(10, 4, seed=3).indices(5)) == list(full)
