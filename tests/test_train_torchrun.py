@@ -83,9 +83,11 @@ def test_kill_9_of_a_worker_leaves_a_resumable_checkpoint(tmp_path):
         "vocab_size=2000", "model.hidden_size=32", "model.intermediate_size=64",
     )  # fmt: skip
     env = dict(os.environ, PYTHONPATH=str(REPO), LABSE_DIST_TIMEOUT_S="60")
+    # A session of its own, so every worker it leaves behind can be reaped by process group.
     proc = subprocess.Popen(
-        cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-    )
+        cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        start_new_session=True,
+    )  # fmt: skip
     try:
         killed = None
         deadline = time.time() + 120
@@ -100,8 +102,11 @@ def test_kill_9_of_a_worker_leaves_a_resumable_checkpoint(tmp_path):
         assert killed is not None, "no checkpoint appeared before the run ended"
         log_text, _ = proc.communicate(timeout=120)
     finally:
-        if proc.poll() is None:
-            proc.kill()
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)  # the launcher and any surviving worker
+        except ProcessLookupError:
+            pass
+        proc.wait(timeout=30)
     # The job fails (no restarts asked for) and says so ...
     assert proc.returncode != 0, log_text[-3000:]
     # ... but leaves a complete checkpoint that verifies ...
