@@ -147,8 +147,10 @@ def cmd_mine(args: argparse.Namespace) -> int:
     from mining.mine import run_mine
 
     cfg, c = _mining_cfg(args)
+    if bool(args.model) == bool(args.src_emb or args.trg_emb):
+        raise ValueError("give either --model DIR or both --src-emb and --trg-emb")
     if not args.model and not (args.src_emb and args.trg_emb):
-        raise ValueError("give --model DIR, or both --src-emb and --trg-emb")
+        raise ValueError("give both --src-emb and --trg-emb")
     report = run_mine(
         args.src_text,
         args.trg_text,

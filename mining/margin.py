@@ -31,7 +31,12 @@ def neighbourhood_mean(sims: np.ndarray) -> np.ndarray:
     """Mean cosine of each row's k nearest neighbours (k = min(k, other side's size))."""
     if sims.shape[1] == 0:
         return np.zeros(len(sims), dtype=np.float32)
-    return sims.mean(axis=1, dtype=np.float32)
+    finite = np.isfinite(sims)
+    if finite.all():
+        return sims.mean(axis=1, dtype=np.float32)
+    # An approximate index can return fewer than k neighbours (-inf padding): average the rest.
+    total = np.where(finite, sims, 0).sum(axis=1, dtype=np.float32)
+    return (total / np.maximum(finite.sum(axis=1), 1)).astype(np.float32)
 
 
 def score_candidates(
@@ -49,9 +54,13 @@ def score_candidates(
     fn = margin_fn(margin)
     if sims.size == 0:
         return np.zeros(sims.shape, dtype=np.float32)
-    denom = (own_mean[:, None] + other_mean[inds]) / 2
+    missing = inds < 0  # padding of an approximate search that found fewer than k
+    denom = (own_mean[:, None] + other_mean[np.where(missing, 0, inds)]) / 2
     with np.errstate(divide="ignore", invalid="ignore"):
-        return np.asarray(fn(sims, denom), dtype=np.float32)
+        scores = np.asarray(fn(sims, denom), dtype=np.float32)
+    if missing.any():
+        scores[missing] = -np.inf
+    return scores
 
 
 def pair_scores(

@@ -139,6 +139,11 @@ def retrieve(
         pairs, n_dup = _dedup_pairs(pooled)
         counter.add_dropped(UNIT, "duplicate_pair", n_dup)
 
+    found = np.isfinite(pairs.score) & (pairs.src >= 0) & (pairs.trg >= 0)
+    if not found.all():  # a row whose approximate search returned no neighbour at all
+        counter.add_dropped(UNIT, "no_candidate", int((~found).sum()))
+        pairs = pairs.take(found)
+
     if threshold is not None:
         # Applying the threshold before the greedy pass equals LASER's order (after it):
         # the pass goes in decreasing score, so sub-threshold pairs never block kept ones.

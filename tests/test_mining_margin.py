@@ -152,3 +152,15 @@ def test_greedy_rounds_equal_sequential_on_long_chain() -> None:
             seen_t.add(trg[i])
             ref.add(int(i))
     assert keep == ref
+
+
+def test_padding_from_a_short_approximate_answer_is_ignored() -> None:
+    from mining.margin import neighbourhood_mean, score_candidates
+
+    sims = np.array([[0.9, 0.5, -np.inf], [0.8, 0.6, 0.4]], np.float32)
+    inds = np.array([[1, 0, -1], [0, 1, 2]])
+    mean = neighbourhood_mean(sims)
+    np.testing.assert_allclose(mean, [0.7, 0.6], rtol=1e-6)
+    sc = score_candidates(sims, inds, mean, np.array([0.5, 0.5, 0.5], np.float32))
+    assert sc[0, 2] == -np.inf and np.isfinite(sc[0, :2]).all()
+    np.testing.assert_allclose(sc[0, 0], 0.9 / ((0.7 + 0.5) / 2), rtol=1e-6)
