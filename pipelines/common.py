@@ -12,7 +12,6 @@ import gzip
 import io
 import json
 import logging
-import os
 import sys
 import zlib
 from collections.abc import Iterable, Sequence
@@ -21,7 +20,6 @@ import apache_beam as beam
 import pyarrow as pa
 import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
-from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions
 
 from filters.cleaner import CleanerConfig, Document, SentenceCleaner
 from filters.dedup import dedup_key
@@ -30,6 +28,7 @@ from filters.quality import QualityScorer
 from labse_common.config import apply_overrides, load_section
 from labse_common.logs import setup_logging
 from labse_common.stats import StageCounter, check_balanced, merge_counts, to_report
+from pipelines.options import UsageError, pipeline_options
 
 log = logging.getLogger(__name__)
 
@@ -61,10 +60,6 @@ DROPPED_SCHEMA = pa.schema(
         ("url_or_title", pa.string()),
     ]
 )
-
-
-class UsageError(Exception):
-    """A wrong path or argument: reported clearly, exit status 2."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -150,16 +145,6 @@ def validate_models(cfg: dict) -> None:
             QualityScorer(cfg["quality_model"])
     except (FileNotFoundError, ValueError) as e:
         raise UsageError(str(e)) from e
-
-
-def pipeline_options(beam_args: Sequence[str]) -> PipelineOptions:
-    opts = PipelineOptions(list(beam_args), save_main_session=False)
-    direct = opts.view_as(DirectOptions)
-    if "--direct_running_mode" not in " ".join(beam_args):
-        direct.direct_running_mode = "multi_processing"
-    if not direct.direct_num_workers:
-        direct.direct_num_workers = os.cpu_count() or 1
-    return opts
 
 
 def _read_paths_file(path: str) -> list[str]:

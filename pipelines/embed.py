@@ -34,10 +34,10 @@ from apache_beam.ml.inference.base import (
     PredictionResult,
     RunInference,
 )
-from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions
 
 from labse_common.logs import setup_logging
 from labse_common.stats import StageCounter, check_balanced, merge_counts, to_report, write_report
+from pipelines.options import pipeline_options
 
 log = logging.getLogger(__name__)
 
@@ -258,9 +258,7 @@ def run(argv: Sequence[str] | None = None) -> int:
         return 2
     if "://" not in args.output:
         os.makedirs(args.output, exist_ok=True)
-    options = PipelineOptions(beam_args)
-    if "--direct_running_mode" not in " ".join(beam_args):
-        options.view_as(DirectOptions).direct_running_mode = "multi_processing"
+    options = pipeline_options(beam_args)
     with beam.Pipeline(options=options) as p:
         build_pipeline(
             p,

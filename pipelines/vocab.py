@@ -27,7 +27,6 @@ import apache_beam as beam
 import pyarrow as pa
 import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
-from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions
 from apache_beam.transforms.window import GlobalWindows
 
 from labse_common.config import apply_overrides, load_section
@@ -46,6 +45,7 @@ from labse_model.vocab.build import (
 )
 from labse_model.vocab.counting import WORDS, sentence_words
 from labse_model.vocab.smoothing import language_weights
+from pipelines.options import UsageError, pipeline_options
 
 log = logging.getLogger(__name__)
 
@@ -60,10 +60,6 @@ COUNTS_SCHEMA = pa.schema(
     [("word", pa.string()), ("count", pa.float64()), ("raw_count", pa.int64())]
 )
 HELDOUT_SCHEMA = pa.schema([("lang", pa.string()), ("text", pa.string())])
-
-
-class UsageError(Exception):
-    """A wrong path or argument: reported clearly, exit status 2."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -256,16 +252,6 @@ def discover_inputs(input_dir: str) -> tuple[list[str], list[tuple[str, str]]]:
     if not files:
         raise UsageError(f"no <lang>/*.parquet files under {input_dir!r}")
     return sorted(langs), files
-
-
-def pipeline_options(beam_args: Sequence[str]) -> PipelineOptions:
-    opts = PipelineOptions(list(beam_args), save_main_session=False)
-    direct = opts.view_as(DirectOptions)
-    if "--direct_running_mode" not in " ".join(beam_args):
-        direct.direct_running_mode = "multi_processing"
-    if not direct.direct_num_workers:
-        direct.direct_num_workers = os.cpu_count() or 1
-    return opts
 
 
 def _read_text(path: str) -> str:
