@@ -185,6 +185,13 @@ def bench_wiki(work: Path, repeat: int, workers: int) -> dict:
                    "cpu_s": ours["cpu_s"], "output_sentences": len(sents),
                    "residue_sentences": residue(sents)}  # fmt: skip
 
+    ext = run_timed([PY, str(Path(__file__).resolve()), "--worker", "ours_wiki_extract",
+                     str(dump), str(work / "wiki_extract.json")])  # fmt: skip
+    n_ext = json.loads((work / "wiki_extract.json").read_text())["articles"]
+    res["ours_extract"] = {"system": "ours, extraction only (read + wikitext -> text)",
+                           "processes": 1, "articles": n_ext, "wall_s": ext["wall_s"],
+                           "cpu_s": ext["cpu_s"]}  # fmt: skip
+
     if workers > 1:
         out_mp = work / "wiki_ours_mp"
         mp = run_timed([PY, "-m", "pipelines.wikipedia", "--input", str(dump), "--output",
@@ -210,7 +217,7 @@ def bench_wiki(work: Path, repeat: int, workers: int) -> dict:
                    "processes": 3, "articles": n_peer, "wall_s": peer["wall_s"],
                    "cpu_s": peer["cpu_s"], "output_lines": len(lines),
                    "residue_lines": residue(lines), "residue_sentences": residue(peer_sents)}  # fmt: skip
-    for side in ("ours", "peer"):
+    for side in ("ours", "ours_extract", "peer"):
         r = res[side]
         r["pages_per_s"] = r["articles"] / r["wall_s"]
         r["pages_per_s_per_process"] = r["pages_per_s"] / r["processes"]
@@ -220,6 +227,8 @@ def bench_wiki(work: Path, repeat: int, workers: int) -> dict:
         "pages_per_s_per_process": res["ours"]["pages_per_s_per_process"]
         / res["peer"]["pages_per_s_per_process"],
         "pages_per_s": res["ours"]["pages_per_s"] / res["peer"]["pages_per_s"],
+        "extraction_pages_per_cpu_s": res["ours_extract"]["pages_per_cpu_s"]
+        / res["peer"]["pages_per_cpu_s"],
         "residue_sentences": _safe_ratio(res["ours"]["residue_sentences"]["any"],
                                          res["peer"]["residue_sentences"]["any"]),
     }  # fmt: skip
@@ -324,6 +333,27 @@ def worker_ours_cc(wet: str, dump: str) -> dict:
     wall = time.perf_counter() - t0
     Path(dump).write_text(json.dumps(kept, ensure_ascii=False))
     return {"wall_s_inproc": wall, "kept": len(kept), "counts": counter.counts}
+
+
+def worker_ours_wiki_extract(dump: str, out: str) -> dict:
+    """Extraction only, one process: read the dump and turn each article's wikitext into text
+    (the work wikiextractor does; no splitting, LID, quality, dedup or Parquet)."""
+    from filters.wikitext import wikitext_to_text
+    from labse_common.stats import StageCounter
+    from pipelines.readers.wikidump import iter_range_pages, plan_ranges
+
+    counter = StageCounter()
+    n = chars = 0
+    with open(dump, "rb") as raw:
+        ranges = plan_ranges(dump, raw, None, 50)
+    for rng in ranges:
+        with open(dump, "rb") as raw:
+            for page in iter_range_pages(raw, rng, counter):
+                if page.ns == 0 and not page.redirect:
+                    chars += len(wikitext_to_text(page.text))
+                    n += 1
+    Path(out).write_text(json.dumps({"articles": n, "chars": chars}))
+    return {"articles": n, "chars": chars}
 
 
 def worker_datatrove_cc(wet: str, dump: str) -> dict:
@@ -477,6 +507,10 @@ def print_tables(results: dict) -> None:
                      "n/a" if ra["residue_sentences"] is None
                      else f"{ra['residue_sentences']:.3f} (fraction)"))  # fmt: skip
         _table(rows)
+        e = w["ours_extract"]
+        print(f"{e['system']}: {e['articles']} articles, CPU {e['cpu_s']:.1f} s, "
+              f"{e['pages_per_cpu_s']:.1f} pages/CPU-s; ratio to the peer "
+              f"{ra['extraction_pages_per_cpu_s']:.2f}")  # fmt: skip
         pl = w["peer"]["residue_lines"]
         print(
             f"residue = output sentences with wiki markup; wikiextractor per line: "
@@ -576,7 +610,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.worker:
         fn, wet, dump = args.worker
         logging.disable(logging.WARNING)
-        out = {"ours_cc": worker_ours_cc, "datatrove_cc": worker_datatrove_cc}[fn](wet, dump)
+        out = {"ours_cc": worker_ours_cc, "datatrove_cc": worker_datatrove_cc,
+               "ours_wiki_extract": worker_ours_wiki_extract}[fn](wet, dump)  # fmt: skip
         print(json.dumps(out))
         return 0
 

@@ -142,7 +142,22 @@ def pairs_table(
     return pa.table(cols)
 
 
-def run_mine(
+@dataclass
+class MineInputs:
+    """Everything a mining run reads before kNN: corpora, cleaned sides, and the counter."""
+
+    out: Path
+    src_c: Corpus
+    trg_c: Corpus
+    src: Side
+    trg: Side
+    counter: StageCounter
+    src_emb: str | None
+    trg_emb: str | None
+    t0: float
+
+
+def prepare_inputs(
     src_text: str,
     trg_text: str,
     out_dir: str,
@@ -153,10 +168,11 @@ def run_mine(
     src_lang: str = "",
     trg_lang: str = "",
     batch_size: int = 64,
-    workers: int = 1,
-    shard_rows: int | None = None,
-) -> dict:
-    """Mine one corpus pair from files and write mined.parquet/.tsv.gz, histogram, stats.json."""
+    sharded: bool = False,
+) -> MineInputs:
+    """Read both corpora and their vectors (or embed them), clean and count both sides.
+
+    ``sharded`` leaves the vectors on disk: the shards are read by the kNN tasks."""
     cfg.validate()
     t0 = time.perf_counter()
     out = Path(out_dir)
@@ -180,10 +196,77 @@ def run_mine(
         raise ValueError(f"dimension mismatch: source embeddings {ds} vs target {dt}")
 
     counter = StageCounter()
-    sharded = workers > 1 or bool(shard_rows)
     src = prepare_side(src_c.texts, src_blocks, cfg.unify, counter, "src_sentences", not sharded)
     trg = prepare_side(trg_c.texts, trg_blocks, cfg.unify, counter, "trg_sentences", not sharded)
-    del src_blocks, trg_blocks
+    return MineInputs(out, src_c, trg_c, src, trg, counter, src_emb, trg_emb, t0)
+
+
+def finish_sharded(
+    inp: MineInputs, nb: Neighbours, src_refs, trg_refs, cfg: MineConfig, extra: dict
+) -> dict:
+    """Margin-score sharded neighbour lists, retrieve pairs and write the outputs; shared by the
+    local process pool and the Beam job (``pipelines.mine``), so both give identical files."""
+    from mining.shards import gather_unit_rows
+
+    src_reps, trg_reps = inp.src.representative(), inp.trg.representative()
+    sc = score(nb, cfg.margin)
+    pairs = retrieve(
+        sc.fwd_scores,
+        nb.fwd_inds,
+        sc.bwd_scores,
+        nb.bwd_inds,
+        cfg.mode,
+        cfg.threshold,
+        inp.counter,
+    )
+    xs = gather_unit_rows(src_refs, src_reps[pairs.src])
+    ys = gather_unit_rows(trg_refs, trg_reps[pairs.trg])
+    cosine = np.einsum("nd,nd->n", xs, ys) if len(pairs) else np.zeros(0, np.float32)
+    return write_outputs(
+        inp.out,
+        pairs,
+        cosine,
+        inp.src,
+        inp.trg,
+        inp.src_c,
+        inp.trg_c,
+        inp.counter,
+        cfg,
+        inp.t0,
+        extra,
+    )
+
+
+def run_mine(
+    src_text: str,
+    trg_text: str,
+    out_dir: str,
+    cfg: MineConfig,
+    src_emb: str | None = None,
+    trg_emb: str | None = None,
+    model: str | None = None,
+    src_lang: str = "",
+    trg_lang: str = "",
+    batch_size: int = 64,
+    workers: int = 1,
+    shard_rows: int | None = None,
+) -> dict:
+    """Mine one corpus pair from files and write mined.parquet/.tsv.gz, histogram, stats.json."""
+    sharded = workers > 1 or bool(shard_rows)
+    inp = prepare_inputs(
+        src_text,
+        trg_text,
+        out_dir,
+        cfg,
+        src_emb,
+        trg_emb,
+        model,
+        src_lang,
+        trg_lang,
+        batch_size,
+        sharded,
+    )
+    src, trg, counter = inp.src, inp.trg, inp.counter
     log.info(
         "mining %d x %d sentences (k=%d, %s, %s%s)",
         len(src.offsets) - 1,
@@ -193,24 +276,21 @@ def run_mine(
         cfg.mode,
         f", sharded, {workers} workers" if sharded else "",
     )
+    extra = {"src_text": str(src_text), "trg_text": str(trg_text)}
     if sharded:
-        from mining.shards import gather_unit_rows, shard_refs, sharded_neighbours
+        from mining.shards import shard_refs, sharded_neighbours
 
-        src_refs, trg_refs = shard_refs(src_emb, shard_rows), shard_refs(trg_emb, shard_rows)
+        src_refs = shard_refs(inp.src_emb, shard_rows)
+        trg_refs = shard_refs(inp.trg_emb, shard_rows)
         src_reps, trg_reps = src.representative(), trg.representative()
         nb = sharded_neighbours(src_refs, src_reps, trg_refs, trg_reps, cfg.k, cfg.knn, workers)
-        sc = score(nb, cfg.margin)
-        pairs = retrieve(
-            sc.fwd_scores, nb.fwd_inds, sc.bwd_scores, nb.bwd_inds, cfg.mode, cfg.threshold, counter
-        )
-        xs = gather_unit_rows(src_refs, src_reps[pairs.src])
-        ys = gather_unit_rows(trg_refs, trg_reps[pairs.trg])
-    else:
-        pairs, _ = mine_vectors(src.x, trg.x, cfg, counter)
-        xs, ys = src.x[pairs.src], trg.x[pairs.trg]
+        return finish_sharded(inp, nb, src_refs, trg_refs, cfg, extra)
+    pairs, _ = mine_vectors(src.x, trg.x, cfg, counter)
+    xs, ys = src.x[pairs.src], trg.x[pairs.trg]
     cosine = np.einsum("nd,nd->n", xs, ys) if len(pairs) else np.zeros(0, np.float32)
-    extra = {"src_text": str(src_text), "trg_text": str(trg_text)}
-    return write_outputs(out, pairs, cosine, src, trg, src_c, trg_c, counter, cfg, t0, extra)
+    return write_outputs(
+        inp.out, pairs, cosine, src, trg, inp.src_c, inp.trg_c, counter, cfg, inp.t0, extra
+    )
 
 
 def write_outputs(

@@ -55,13 +55,86 @@ def shard_refs(path: str | os.PathLike, shard_rows: int | None = None) -> list[S
     return [ShardRef(str(p), a, min(a + step, n), a) for a in range(0, n, step)]
 
 
+def reps_in(ref: ShardRef, reps: np.ndarray) -> tuple[np.ndarray, int]:
+    """The selected global rows ``reps`` (sorted) that fall in ``ref``, and the position of the
+    first one in ``reps``: all a task needs, so it never carries the whole corpus's rows."""
+    lo, hi = np.searchsorted(reps, [ref.offset, ref.offset + ref.stop - ref.start])
+    return reps[lo:hi], int(lo)
+
+
+def load_slice(ref: ShardRef, rows: np.ndarray, lo: int) -> tuple[np.ndarray, np.ndarray]:
+    """Unit vectors of global ``rows`` (from :func:`reps_in`) and their compact indices."""
+    arr = np.load(ref.path, mmap_mode="r")
+    local = rows - ref.offset + ref.start
+    return normalized(arr[local]), np.arange(lo, lo + len(rows), dtype=np.int64)
+
+
 def _load(ref: ShardRef, reps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Unit vectors of the selected global rows ``reps`` that fall in ``ref``, and their
     positions in ``reps`` (= compact indices)."""
-    lo, hi = np.searchsorted(reps, [ref.offset, ref.offset + ref.stop - ref.start])
-    arr = np.load(ref.path, mmap_mode="r")
-    local = reps[lo:hi] - ref.offset + ref.start
-    return normalized(arr[local]), np.arange(lo, hi, dtype=np.int64)
+    return load_slice(ref, *reps_in(ref, reps))
+
+
+def search_pair(
+    q_ref: ShardRef,
+    q_rows: np.ndarray,
+    q_lo: int,
+    b_ref: ShardRef,
+    b_rows: np.ndarray,
+    b_lo: int,
+    k_all: int,
+    cfg: KnnConfig,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """Top-``k_all`` of one query shard in one base shard: ``(q_pos, sims, inds)`` with compact
+    indices, or None when either side is empty. Fold the parts of one query shard with
+    :func:`merge_parts` in base-shard order to get exactly what :func:`_task` returns."""
+    if len(q_rows) == 0 or len(b_rows) == 0 or k_all == 0:
+        return None
+    cfg = dataclasses.replace(cfg, show_progress=False)
+    xq, q_pos = load_slice(q_ref, q_rows, q_lo)
+    xb, b_pos = load_slice(b_ref, b_rows, b_lo)
+    s, i = search_flat(xq, xb, k_all, cfg)
+    return q_pos, s, b_pos[i]
+
+
+def merge_parts(
+    q_pos: np.ndarray, k_all: int, parts: Sequence[tuple[np.ndarray, np.ndarray] | None]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Merge per-base-shard ``(sims, inds)`` of one query shard (in base-shard order)."""
+    sims = np.full((len(q_pos), k_all), -np.inf, np.float32)
+    inds = np.full((len(q_pos), k_all), -1, np.int64)
+    for part in parts:
+        if part is not None:
+            sims, inds = merge_topk(sims, inds, part[0], part[1], k_all)
+    return q_pos, sims, inds
+
+
+def save_neighbour_part(
+    path: str | os.PathLike, q_pos: np.ndarray, sims: np.ndarray, inds: np.ndarray
+) -> None:
+    """One query shard's merged lists, as written by a distributed (Beam) run."""
+    with open(path, "wb") as f:
+        np.savez(f, q_pos=q_pos, sims=sims, inds=inds)
+
+
+def load_neighbour_parts(
+    paths: Sequence[str | os.PathLike], n_queries: int, k_all: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Assemble one direction's (sims, inds) from its query-shard files; every query row must be
+    covered exactly once."""
+    sims = np.full((n_queries, k_all), -np.inf, np.float32)
+    inds = np.full((n_queries, k_all), -1, np.int64)
+    seen = np.zeros(n_queries, bool)
+    for p in paths:
+        with np.load(p) as z:
+            q_pos = z["q_pos"]
+            if seen[q_pos].any():
+                raise ValueError(f"{p}: query rows covered twice")
+            seen[q_pos] = True
+            sims[q_pos], inds[q_pos] = z["sims"], z["inds"]
+    if not seen.all():
+        raise ValueError(f"{int((~seen).sum())} query rows missing from the neighbour files")
+    return sims, inds
 
 
 def _task(args) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -1,0 +1,278 @@
+"""Beam job: sharded exact kNN mining between two embedding stores.
+
+    python -m pipelines.mine --src-emb emb/de --trg-emb emb/en --out mined/de-en \
+        [--k 4] [--margin ratio] [--mode max] [--threshold T] [--shard-rows R] [--mem-gb G] \
+        [beam options, e.g. --runner FlinkRunner ...]
+
+The per-shard kNN of ``mining.shards`` runs as Beam elements: one element per (direction, query
+shard, base shard), each reading only its two shards (memory bounded by shard size). The partial
+neighbour lists are grouped per query shard, merged in base-shard order (so the result equals the
+local run bit for bit) and written to ``OUT/neighbours/{fwd,bwd}_NNNNN.npz``. The driver then
+margin-scores them with the library (``mining.mine.finish_sharded``), exactly as
+``python -m mining mine --shard-rows R`` does, and writes mined.parquet, mined.tsv.gz,
+score_hist.png and stats.json.
+
+Elements carry only paths and shard numbers; the selected rows of each side are saved once to
+``OUT/neighbours/{src,trg}_rows.npy``. On a cluster, the stores and OUT must therefore be on a
+filesystem every worker sees.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import logging
+import os
+import sys
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+import apache_beam as beam
+import numpy as np
+
+from labse_common.logs import setup_logging
+from mining.__main__ import _mining_cfg, _print_stats
+from mining.knn import KnnConfig, Neighbours
+from mining.mine import MineConfig, finish_sharded, prepare_inputs
+from mining.retrieval import MODES
+from mining.shards import (
+    ShardRef,
+    load_neighbour_parts,
+    merge_parts,
+    reps_in,
+    save_neighbour_part,
+    search_pair,
+    shard_refs,
+)
+from pipelines.options import UsageError, pipeline_options
+
+log = logging.getLogger(__name__)
+
+NB_DIR = "neighbours"
+# Per direction: (query side, base side). fwd = each source row's targets.
+DIRECTIONS = {"fwd": ("src", "trg"), "bwd": ("trg", "src")}
+
+Task = tuple[str, int, int, ShardRef, ShardRef, int]
+
+
+def _rows_path(nb_dir: str, side: str) -> str:
+    return os.path.join(nb_dir, f"{side}_rows.npy")
+
+
+def _slice(nb_dir: str, side: str, ref: ShardRef) -> tuple[np.ndarray, int]:
+    # mmap: a worker copies only its shard's part of the selected rows.
+    rows = np.load(_rows_path(nb_dir, side), mmap_mode="r")
+    sel, lo = reps_in(ref, rows)
+    return np.asarray(sel), lo
+
+
+class SearchShardPair(beam.DoFn):
+    """(direction, q, b, q_ref, b_ref, k) -> ((direction, q), (b, sims, inds) or (b, None))."""
+
+    def __init__(self, nb_dir: str, knn_cfg: KnnConfig) -> None:
+        self.nb_dir = nb_dir
+        self.knn_cfg = knn_cfg
+
+    def process(self, task: Task) -> Iterator[tuple[tuple[str, int], tuple[int, Any]]]:
+        direction, qi, bi, q_ref, b_ref, k_all = task
+        q_side, b_side = DIRECTIONS[direction]
+        q_rows, q_lo = _slice(self.nb_dir, q_side, q_ref)
+        b_rows, b_lo = _slice(self.nb_dir, b_side, b_ref)
+        res = search_pair(q_ref, q_rows, q_lo, b_ref, b_rows, b_lo, k_all, self.knn_cfg)
+        yield (direction, qi), (bi, None if res is None else (res[1], res[2]))
+
+
+class MergeAndWrite(beam.DoFn):
+    """All base-shard parts of one query shard -> merged lists -> ``{direction}_{q:05d}.npz``."""
+
+    def __init__(self, nb_dir: str, refs: dict[str, list[ShardRef]], k_all: dict[str, int]):
+        self.nb_dir = nb_dir
+        self.refs = refs
+        self.k_all = k_all
+
+    def process(self, kv: tuple[tuple[str, int], Iterable[tuple[int, Any]]]) -> Iterator[str]:
+        (direction, qi), parts = kv
+        q_side = DIRECTIONS[direction][0]
+        q_rows, q_lo = _slice(self.nb_dir, q_side, self.refs[q_side][qi])
+        q_pos = np.arange(q_lo, q_lo + len(q_rows), dtype=np.int64)
+        # Base-shard order, as the local task merges: ties then resolve identically.
+        ordered = [p for _, p in sorted(parts, key=lambda bp: bp[0])]
+        q_pos, sims, inds = merge_parts(q_pos, self.k_all[direction], ordered)
+        path = os.path.join(self.nb_dir, f"{direction}_{qi:05d}.npz")
+        save_neighbour_part(path, q_pos, sims, inds)
+        yield path
+
+
+def make_tasks(refs: dict[str, list[ShardRef]], k_all: dict[str, int]) -> list[Task]:
+    """Every (direction, query shard, base shard) pair; only paths and numbers, no vectors."""
+    tasks: list[Task] = []
+    for direction, (q_side, b_side) in DIRECTIONS.items():
+        for qi, q_ref in enumerate(refs[q_side]):
+            for bi, b_ref in enumerate(refs[b_side]):
+                tasks.append((direction, qi, bi, q_ref, b_ref, k_all[direction]))
+    return tasks
+
+
+def build_pipeline(
+    p: beam.Pipeline,
+    tasks: Sequence[Task],
+    nb_dir: str,
+    refs: dict[str, list[ShardRef]],
+    k_all: dict[str, int],
+    knn_cfg: KnnConfig,
+) -> None:
+    _ = (
+        p
+        | "Tasks" >> beam.Create(list(tasks))
+        | "Spread" >> beam.Reshuffle()  # fan the tasks out over workers
+        | "Search" >> beam.ParDo(SearchShardPair(nb_dir, knn_cfg))
+        | "PerQueryShard" >> beam.GroupByKey()
+        | "MergeWrite" >> beam.ParDo(MergeAndWrite(nb_dir, refs, k_all))
+    )
+
+
+def run_beam_mine(
+    src_emb: str,
+    trg_emb: str,
+    out: str,
+    cfg: MineConfig,
+    beam_args: Sequence[str],
+    shard_rows: int | None = None,
+    src_text: str | None = None,
+    trg_text: str | None = None,
+    src_lang: str = "",
+    trg_lang: str = "",
+) -> dict:
+    """Run the kNN as a Beam job, then score and write outputs with the library; the report."""
+    if cfg.knn.index != "flat":
+        raise UsageError("the Beam job searches exactly: use --set index=flat (the default)")
+    for path in (src_emb, trg_emb):
+        if not os.path.exists(path):
+            raise FileNotFoundError(f"embeddings not found: {path}")
+    src_text, trg_text = src_text or src_emb, trg_text or trg_emb
+    inp = prepare_inputs(
+        src_text, trg_text, out, cfg, src_emb, trg_emb, None, src_lang, trg_lang, sharded=True
+    )
+    refs = {"src": shard_refs(src_emb, shard_rows), "trg": shard_refs(trg_emb, shard_rows)}
+    reps = {"src": inp.src.representative(), "trg": inp.trg.representative()}
+    k_all = {d: min(cfg.k, len(reps[b])) for d, (_, b) in DIRECTIONS.items()}
+    nb_dir = os.path.join(out, NB_DIR)
+    os.makedirs(nb_dir, exist_ok=True)
+    for stale in glob.glob(os.path.join(nb_dir, "*.npz")):
+        os.remove(stale)  # a rerun with other shards must not read old lists
+    for side in ("src", "trg"):
+        np.save(_rows_path(nb_dir, side), reps[side])
+    tasks = make_tasks(refs, k_all)
+    log.info(
+        "mining %d x %d sentences as %d Beam tasks (%d x %d shards, k=%d, %s, %s)",
+        len(reps["src"]),
+        len(reps["trg"]),
+        len(tasks),
+        len(refs["src"]),
+        len(refs["trg"]),
+        cfg.k,
+        cfg.margin,
+        cfg.mode,
+    )
+    with beam.Pipeline(options=pipeline_options(beam_args)) as p:
+        build_pipeline(p, tasks, nb_dir, refs, k_all, cfg.knn)
+
+    def lists(direction: str) -> tuple[np.ndarray, np.ndarray]:
+        q_side = DIRECTIONS[direction][0]
+        paths = sorted(glob.glob(os.path.join(nb_dir, f"{direction}_*.npz")))
+        return load_neighbour_parts(paths, len(reps[q_side]), k_all[direction])
+
+    nb = Neighbours(*lists("fwd"), *lists("bwd"))
+    extra = {"src_text": str(src_text), "trg_text": str(trg_text), "runner": "beam"}
+    return finish_sharded(inp, nb, refs["src"], refs["trg"], cfg, extra)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="python -m pipelines.mine",
+        description="Sharded exact kNN mining as a Beam job: one element per (direction, query "
+        "shard, base shard), neighbour lists merged per query shard, then margin scoring and "
+        "retrieval as `python -m mining mine`. Writes OUT/mined.parquet, OUT/mined.tsv.gz, "
+        "OUT/score_hist.png, OUT/stats.json and OUT/neighbours/. Any option not listed here is "
+        "passed to Beam, e.g. --runner FlinkRunner, --direct_running_mode in_memory.",
+    )
+    ap.add_argument("--src-emb", required=True, help="source embeddings: store directory or .npy")
+    ap.add_argument("--trg-emb", required=True, help="target embeddings: store directory or .npy")
+    ap.add_argument("--out", required=True, help="output directory")
+    ap.add_argument(
+        "--src-text",
+        help="source sentences (text or Parquet; default: the texts inside the --src-emb store)",
+    )
+    ap.add_argument("--trg-text", help="target sentences (default: the --trg-emb store's texts)")
+    ap.add_argument("--src-lang", default="", help="source language code written in the output")
+    ap.add_argument("--trg-lang", default="", help="target language code written in the output")
+    g = ap.add_argument_group("mining (each defaults to the config section, then the built-in)")
+    g.add_argument("--k", type=int, help="neighbourhood size k for the margin (default 4)")
+    g.add_argument(
+        "--margin",
+        choices=["ratio", "distance", "absolute"],
+        help="margin(a, b) = a/b, a-b or a (default ratio)",
+    )
+    g.add_argument("--mode", choices=MODES, help="retrieval mode (default max)")
+    g.add_argument("--threshold", type=float, help="keep pairs with margin > T (default: none)")
+    g.add_argument(
+        "--unify",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="mine each distinct sentence once and map pairs back to all its rows",
+    )
+    g.add_argument(
+        "--shard-rows",
+        type=int,
+        help="rows per shard, i.e. per task and per worker's memory (default: store shards)",
+    )
+    g.add_argument("--mem-gb", type=float, help="working-set budget of each kNN search (default 2)")
+    ap.add_argument(
+        "--config",
+        default="demo",
+        help="preset name (demo, paper) or YAML file; reads its 'mining' section (default: demo)",
+    )
+    ap.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config value, e.g. --set k=8 (repeatable)",
+    )
+    ap.add_argument("--log-level", default=None, help="DEBUG, INFO (default), WARNING")
+    return ap
+
+
+def run(argv: Sequence[str] | None = None) -> int:
+    args, beam_args = build_parser().parse_known_args(argv)
+    setup_logging(args.log_level)
+    try:
+        cfg, c = _mining_cfg(args)
+        shard_rows = c["shard_rows"]
+        if shard_rows is not None and int(shard_rows) < 1:
+            raise UsageError("--shard-rows must be >= 1")
+        report = run_beam_mine(
+            args.src_emb,
+            args.trg_emb,
+            args.out,
+            cfg,
+            beam_args,
+            None if shard_rows is None else int(shard_rows),
+            args.src_text,
+            args.trg_text,
+            args.src_lang,
+            args.trg_lang,
+        )
+    except (FileNotFoundError, ValueError, UsageError) as exc:
+        log.error("%s", exc)
+        return 2
+    _print_stats(report)
+    return 0
+
+
+def main() -> None:
+    sys.exit(run())
+
+
+if __name__ == "__main__":
+    main()
