@@ -160,14 +160,17 @@ def _peak_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def worker(kind: str, counts_path: str, size: int, out_path: str, fed_words: int) -> None:
+def worker(
+    kind: str, counts_path: str, size: int, out_path: str, fed_words: int, decrement: str
+) -> None:
     table = pq.read_table(counts_path)
     words = table.column("word").to_pylist()
     counts = table.column("count").to_numpy()
     base = _peak_mb()
     t0 = time.perf_counter()
     if kind == "ours":
-        vocab = learn_vocab(words, counts, LearnerParams(vocab_size=size)).vocab
+        params = LearnerParams(vocab_size=size, decrement=decrement)
+        vocab = learn_vocab(words, counts, params).vocab
     else:
         from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
 
@@ -202,10 +205,11 @@ def worker(kind: str, counts_path: str, size: int, out_path: str, fed_words: int
     )
 
 
-def run_worker(kind: str, counts_path: Path, size: int, tmp: Path, fed: int) -> dict:
+def run_worker(kind: str, counts_path: Path, size: int, tmp: Path, fed: int, dec: str) -> dict:
     out = tmp / f"{kind}-{size}.json"
     cmd = [sys.executable, __file__, "--worker", kind, "--counts", str(counts_path),
-           "--size", str(size), "--result", str(out), "--fed-words", str(fed)]  # fmt: skip
+           "--size", str(size), "--result", str(out), "--fed-words", str(fed),
+           "--decrement", dec]  # fmt: skip
     subprocess.run(cmd, check=True)
     return json.loads(out.read_text("utf-8"))
 
@@ -215,10 +219,10 @@ def quality(vocab: list[str], heldout: dict[str, list[str]]) -> dict[str, dict]:
     return {lang: coverage(tok, sents) for lang, sents in heldout.items()}
 
 
-def compare(name: str, counts_path: Path, heldout, sizes, tmp: Path, fed: int) -> None:
+def compare(name: str, counts_path: Path, heldout, sizes, tmp: Path, fed: int, dec: str) -> None:
     for size in sizes:
-        ours = run_worker("ours", counts_path, size, tmp, fed)
-        hf = run_worker("tokenizers", counts_path, size, tmp, fed)
+        ours = run_worker("ours", counts_path, size, tmp, fed, dec)
+        hf = run_worker("tokenizers", counts_path, size, tmp, fed, dec)
         qo, qh = quality(ours["vocab"], heldout), quality(hf["vocab"], heldout)
         small = [k for k in SMALL if k in qo]
 
@@ -269,13 +273,19 @@ def main() -> None:
         default=8000,
         help="vocabulary size for the real-text comparison (0 to skip)",
     )
+    ap.add_argument(
+        "--decrement",
+        choices=["all", "selected"],
+        default=LearnerParams.decrement,
+        help="our learner's prefix decrement rule (see labse_model/vocab/learner.py)",
+    )
     ap.add_argument("--worker", choices=["ours", "tokenizers"], help=argparse.SUPPRESS)
     ap.add_argument("--counts", help=argparse.SUPPRESS)
     ap.add_argument("--size", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--result", help=argparse.SUPPRESS)
     args = ap.parse_args()  # fmt: skip
     if args.worker:
-        worker(args.worker, args.counts, args.size, args.result, args.fed_words)
+        worker(args.worker, args.counts, args.size, args.result, args.fed_words, args.decrement)
         return
     setup_logging("WARNING")
     with tempfile.TemporaryDirectory() as d:
@@ -286,14 +296,15 @@ def main() -> None:
             n = write_counts(tmp / "tatoeba.parquet", by_lang, args.alpha)
             print(f"Tatoeba train: {n} word types, alpha {args.alpha}; evaluated on dev")
             compare("Tatoeba (real)", tmp / "tatoeba.parquet", dev, [args.tatoeba_size], tmp,
-                    args.fed_words // 10)  # fmt: skip
+                    args.fed_words // 10, args.decrement)  # fmt: skip
         t0 = time.perf_counter()
         counts, heldout = synthetic_counts(args.types)
         n = write_counts(tmp / "synthetic.parquet", counts, args.alpha)
         print(f"\nsynthetic: {n} word types over {len(counts)} languages "
               f"(generated in {time.perf_counter() - t0:.0f}s), alpha {args.alpha}")  # fmt: skip
         sizes = [int(s) for s in args.sizes.split(",") if s]
-        compare("synthetic", tmp / "synthetic.parquet", heldout, sizes, tmp, args.fed_words)
+        compare("synthetic", tmp / "synthetic.parquet", heldout, sizes, tmp, args.fed_words,
+                args.decrement)  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -101,8 +101,13 @@ def _greedy_starts(word: str, vocab: set[str]) -> list[int] | None:
     return starts
 
 
-def _reference(word_counts: dict[str, int], thresh: float, iters: int) -> set[str]:
-    """A plain re-statement of the tensorflow/text algorithm, written for this test."""
+def _reference(
+    word_counts: dict[str, int], thresh: float, iters: int, counts: dict[str, float] | None = None
+) -> set[str]:
+    """A plain re-statement of the tensorflow/text algorithm, written for this test.
+
+    ``counts`` (if given) receives the last iteration's count of every kept token.
+    """
     chars = {c for w in word_counts for c in w}
     base = chars | {JOINER + c for c in chars}
     vocab = set(base)
@@ -117,10 +122,14 @@ def _reference(word_counts: dict[str, int], thresh: float, iters: int) -> set[st
                 for e in range(s + 1, len(word) + 1):
                     sub[e - s][word[s:e] if s == 0 else JOINER + word[s:e]] += n
         kept = set()
+        if counts is not None:
+            counts.clear()
         for length in range(max_len, 0, -1):
             for tok, n in list(sub[length].items()):
                 if n >= thresh:
                     kept.add(tok)
+                    if counts is not None:
+                        counts[tok] = n
                 prefix, body = (JOINER, tok[2:]) if tok.startswith(JOINER) else ("", tok)
                 for i in range(1, length):
                     sub[i][prefix + body[:i]] -= n
@@ -169,7 +178,7 @@ def test_learner_size_order_and_characters():
     v = res.vocab
     assert v[:5] == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
     assert len(v) == len(set(v))
-    assert target * 0.95 <= len(v) <= target
+    assert len(v) == target  # filled up to exactly the requested size
     chars = {ch for w in wc for ch in w}
     assert chars <= set(v)
     # Every character has its ## form, except CJK ideographs (always split off by BERT).
@@ -179,6 +188,35 @@ def test_learner_size_order_and_characters():
     # A bigger budget learns more: the threshold falls.
     res2 = learn_vocab(list(wc), list(wc.values()), LearnerParams(vocab_size=150))
     assert len(res2.vocab) > len(v) and res2.threshold < res.threshold
+
+
+@pytest.mark.parametrize("seed", [3, 4])
+def test_fill_to_exact_size_matches_reference(seed):
+    # A wide slack window makes the search stop well short of the target, so the fill rule
+    # does real work: the vocabulary at the chosen threshold, kept whole, plus the missing
+    # tokens of the lower threshold's vocabulary, most frequent first (ties by string).
+    rng = random.Random(seed)
+    wc = _random_words(rng, 400)
+    n_chars = len({ch for w in wc for ch in w})
+    target = 2 * n_chars + 60
+    params = LearnerParams(
+        vocab_size=target,
+        reserved_tokens=(),
+        num_iterations=3,
+        slack_ratio=0.3,
+        skip_unreachable_joiners=False,
+    )
+    res = learn_vocab(list(wc), list(wc.values()), params)
+    assert res.fill_threshold is not None and res.fill_threshold < res.threshold
+    below = _reference(wc, res.threshold, 3)
+    above_counts: dict[str, float] = {}
+    above = _reference(wc, res.fill_threshold, 3, above_counts)
+    assert len(below) < target < len(above)
+    assert res.filled == target - len(below) > 0
+    extra = sorted(above - below, key=lambda t: (-above_counts[t], t))
+    assert set(res.vocab) == below | set(extra[: res.filled])
+    assert len(res.vocab) == target == len(set(res.vocab))
+    assert res.vocab[-res.filled :] == extra[: res.filled]  # appended in count order
 
 
 def test_learner_bad_input_is_counted():

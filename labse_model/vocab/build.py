@@ -136,6 +136,8 @@ def finish_vocab(
         "vocab_size": len(result.vocab),
         "requested_vocab_size": params.vocab_size,
         "threshold": result.threshold,
+        "fill_threshold": result.fill_threshold,
+        "filled_tokens": result.filled,
         "learn_seconds": round(result.seconds, 3),
         "threshold_search": [[round(t, 6), n] for t, n in result.search],
         "learner": {f.name: getattr(params, f.name) for f in fields(params)},

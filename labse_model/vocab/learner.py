@@ -28,6 +28,12 @@ What differs, and why:
   a real threshold geometrically; if no threshold lands inside the slack window, the smallest
   vocabulary above the target is trimmed to the target by dropping its least frequent
   multi-character tokens. On large corpora both searches find the same threshold.
+* Exact size. The reference stops anywhere inside the slack window (up to 5 % short). Here,
+  when the chosen vocabulary is short of the target and the search also ran a lower
+  threshold (a bigger vocabulary), the shortfall is filled with that bigger vocabulary's
+  tokens that are missing, most frequent first (its counts, ties by string), so the result
+  has exactly the requested size. The chosen vocabulary itself is kept whole, so it stays
+  the published algorithm's output at its threshold; only the appended tail is extra.
 * ``skip_unreachable_joiners`` (default on): CJK ideographs and punctuation get no ``##``
   form, because the pre-tokeniser always makes them words of their own and the tokenizer can
   never look the ``##`` form up. With a CJK alphabet this frees thousands of entries.
@@ -79,6 +85,10 @@ class LearnResult:
     counts: dict[str, int] = field(default_factory=dict)  # word_types in/out/dropped
     search: list[tuple[float, int]] = field(default_factory=list)  # (threshold, size) tried
     seconds: float = 0.0
+    # The lower threshold whose extra tokens filled the vocabulary up to the target (None: no
+    # fill), and how many tokens the fill added.
+    fill_threshold: float | None = None
+    filled: int = 0
 
 
 class _SubstringTrie:
@@ -304,8 +314,13 @@ def _assemble(
     params: LearnerParams,
     alphabet: np.ndarray,
     limit: int | None,
+    fill_from: list[str] | None = None,
 ) -> list[str]:
-    """Reserved tokens, then every bare character, then tokens by count (ties by string)."""
+    """Reserved tokens, then every bare character, then tokens by count (ties by string).
+
+    Above ``limit`` the least frequent learned tokens are trimmed; below it, with
+    ``fill_from`` (a bigger vocabulary in its own order), its missing tokens are appended.
+    """
     reserved = list(params.reserved_tokens)
     chars = [chr(int(c)) for c in alphabet]
     scored: list[tuple[float, str]] = []
@@ -323,6 +338,13 @@ def _assemble(
                 scored.append((1.0, t))
     scored.sort(key=lambda x: (-x[0], x[1]))
     vocab = list(dict.fromkeys(reserved + sorted(chars) + [t for _, t in scored]))
+    if fill_from is not None and limit is not None and len(vocab) < limit:
+        # Exact size: append the missing tokens of the bigger (lower threshold) vocabulary,
+        # in its order (by its counts, ties by string), until the target is reached.
+        have = set(vocab)
+        extra = [t for t in fill_from if t not in have]
+        vocab += extra[: limit - len(vocab)]
+        return vocab
     if limit is not None and len(vocab) > limit:
         # Trim the least frequent tokens that are not reserved or characters.
         protected = set(reserved) | set(chars) | {JOINER + c for c in chars}
@@ -406,12 +428,28 @@ def learn_vocab(
                 lo, size_lo = mid, size
             else:
                 hi, size_hi = mid, size
+    fill_th = None
     if best_below is not None and (target - best_below[0] <= slack or best_above is None):
         _, th, (in_vocab, eff) = best_below
-        vocab = _assemble(trie, in_vocab, eff, params, alphabet, None)
+        fill_from = None
+        if best_above is not None and best_below[0] < target:
+            # best_above is the smallest vocabulary above the target the search ran: the
+            # closest lower threshold, so its extra tokens are the next ones the data offers.
+            _, fill_th, (up_vocab, up_eff) = best_above
+            fill_from = _assemble(trie, up_vocab, up_eff, params, alphabet, None)
+        vocab = _assemble(trie, in_vocab, eff, params, alphabet, target, fill_from)
+        filled = len(vocab) - best_below[0] if fill_from is not None else 0
     else:
         _, th, (in_vocab, eff) = best_above
         vocab = _assemble(trie, in_vocab, eff, params, alphabet, target)
+        filled = 0
     secs = time.perf_counter() - t0
-    log.info("learner: %d tokens at threshold %.4g in %.1fs", len(vocab), th, secs)
-    return LearnResult(vocab, th, stats, search, secs)
+    log.info(
+        "learner: %d tokens at threshold %.4g (%d filled from threshold %s) in %.1fs",
+        len(vocab),
+        th,
+        filled,
+        "-" if fill_th is None else f"{fill_th:.4g}",
+        secs,
+    )
+    return LearnResult(vocab, th, stats, search, secs, fill_th, filled)
