@@ -58,7 +58,13 @@ def _add_config(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _add_mining_options(p: argparse.ArgumentParser) -> None:
+def add_config_options(p: argparse.ArgumentParser) -> None:
+    """--config and --set, shared with the Beam mining job (pipelines/mine.py)."""
+    _add_config(p)
+
+
+def add_scoring_options(p: argparse.ArgumentParser):
+    """Options of the exact/sharded mining core, shared with the Beam mining job."""
     g = p.add_argument_group("mining (each defaults to the config section, then the built-in)")
     g.add_argument("--k", type=int, help="neighbourhood size k for the margin (default 4)")
     g.add_argument(
@@ -76,12 +82,23 @@ def _add_mining_options(p: argparse.ArgumentParser) -> None:
         default=None,
         help="mine each distinct sentence once and map pairs back to all its rows (LASER --unify)",
     )
+    g.add_argument("--mem-gb", type=float, help="working-set budget of the kNN search (default 2)")
+    g.add_argument(
+        "--shard-rows",
+        type=int,
+        help="rows per shard for sharded search, i.e. per task and per worker's memory "
+        "(default: store shards)",
+    )
+    return g
+
+
+def _add_mining_options(p: argparse.ArgumentParser) -> None:
+    g = add_scoring_options(p)
     g.add_argument(
         "--index",
         help="flat (exact, blocked), ivf, ivfNNN, ivfpq, opq, or a FAISS factory string "
         "such as 'IVF4096,PQ64' (default flat)",
     )
-    g.add_argument("--mem-gb", type=float, help="working-set budget of the kNN search (default 2)")
     g.add_argument("--nprobe", type=int, help="IVF lists probed per query (default 16)")
     g.add_argument("--train-size", type=int, help="vectors sampled to train IVF/PQ (default 200k)")
     g.add_argument(
@@ -98,9 +115,6 @@ def _add_mining_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--batch-size", type=int, help="encoding batch size with --model (default 64)")
     g.add_argument(
         "--workers", type=int, help="processes for sharded exact search; >1 implies sharding"
-    )
-    g.add_argument(
-        "--shard-rows", type=int, help="rows per shard for sharded search (default: store shards)"
     )
 
 

@@ -35,31 +35,18 @@ log = logging.getLogger(__name__)
 STATS = "stats"
 DROPPED = "dropped"
 
-SENTENCE_SCHEMA = pa.schema(
-    [
-        ("text", pa.string()),
-        ("lang", pa.string()),
-        ("lang_score", pa.float32()),
-        ("quality_score", pa.float32()),
-        ("source", pa.string()),
-        ("doc_id", pa.string()),
-        ("url_or_title", pa.string()),
-        ("dup_count", pa.int32()),
-    ]
-)
-DROPPED_SCHEMA = pa.schema(
-    [
-        ("text", pa.string()),
-        ("reason", pa.string()),
-        ("unit", pa.string()),
-        ("lang", pa.string()),
-        ("lang_score", pa.float32()),
-        ("quality_score", pa.float32()),
-        ("source", pa.string()),
-        ("doc_id", pa.string()),
-        ("url_or_title", pa.string()),
-    ]
-)
+# The columns of DESIGN.md's sentence contract; kept and dropped rows share them.
+_ROW_FIELDS = [
+    ("text", pa.string()),
+    ("lang", pa.string()),
+    ("lang_score", pa.float32()),
+    ("quality_score", pa.float32()),
+    ("source", pa.string()),
+    ("doc_id", pa.string()),
+    ("url_or_title", pa.string()),
+]
+SENTENCE_SCHEMA = pa.schema([*_ROW_FIELDS, ("dup_count", pa.int32())])
+DROPPED_SCHEMA = pa.schema([*_ROW_FIELDS, ("reason", pa.string()), ("unit", pa.string())])
 
 
 # ---------------------------------------------------------------------------------------------

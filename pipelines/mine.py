@@ -31,10 +31,9 @@ import apache_beam as beam
 import numpy as np
 
 from labse_common.logs import setup_logging
-from mining.__main__ import _mining_cfg, _print_stats
+from mining.__main__ import _mining_cfg, _print_stats, add_config_options, add_scoring_options
 from mining.knn import KnnConfig, Neighbours
 from mining.mine import MineConfig, finish_sharded, prepare_inputs
-from mining.retrieval import MODES
 from mining.shards import (
     ShardRef,
     load_neighbour_parts,
@@ -206,39 +205,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--trg-text", help="target sentences (default: the --trg-emb store's texts)")
     ap.add_argument("--src-lang", default="", help="source language code written in the output")
     ap.add_argument("--trg-lang", default="", help="target language code written in the output")
-    g = ap.add_argument_group("mining (each defaults to the config section, then the built-in)")
-    g.add_argument("--k", type=int, help="neighbourhood size k for the margin (default 4)")
-    g.add_argument(
-        "--margin",
-        choices=["ratio", "distance", "absolute"],
-        help="margin(a, b) = a/b, a-b or a (default ratio)",
-    )
-    g.add_argument("--mode", choices=MODES, help="retrieval mode (default max)")
-    g.add_argument("--threshold", type=float, help="keep pairs with margin > T (default: none)")
-    g.add_argument(
-        "--unify",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="mine each distinct sentence once and map pairs back to all its rows",
-    )
-    g.add_argument(
-        "--shard-rows",
-        type=int,
-        help="rows per shard, i.e. per task and per worker's memory (default: store shards)",
-    )
-    g.add_argument("--mem-gb", type=float, help="working-set budget of each kNN search (default 2)")
-    ap.add_argument(
-        "--config",
-        default="demo",
-        help="preset name (demo, paper) or YAML file; reads its 'mining' section (default: demo)",
-    )
-    ap.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a config value, e.g. --set k=8 (repeatable)",
-    )
+    add_scoring_options(ap)
+    add_config_options(ap)
     ap.add_argument("--log-level", default=None, help="DEBUG, INFO (default), WARNING")
     return ap
 
