@@ -217,7 +217,16 @@ def bench_wiki(work: Path, repeat: int, workers: int) -> dict:
                    "processes": 3, "articles": n_peer, "wall_s": peer["wall_s"],
                    "cpu_s": peer["cpu_s"], "output_lines": len(lines),
                    "residue_lines": residue(lines), "residue_sentences": residue(peer_sents)}  # fmt: skip
-    for side in ("ours", "ours_extract", "peer"):
+    filt_out = work / "wiki_wikiextractor_filtered"
+    filt = run_timed([PY, str(Path(__file__).resolve()), "--worker", "wikiextractor_filters",
+                      str(wout), str(filt_out)])  # fmt: skip
+    filt_sents = read_parquet_texts(filt_out)
+    res["peer_same_work"] = {
+        "system": "wikiextractor + the same filters, dedup and Parquet (plain Python loop)",
+        "processes": 3, "articles": n_peer, "wall_s": peer["wall_s"] + filt["wall_s"],
+        "cpu_s": peer["cpu_s"] + filt["cpu_s"], "output_sentences": len(filt_sents),
+        "residue_sentences": residue(filt_sents)}  # fmt: skip
+    for side in ("ours", "ours_extract", "peer", "peer_same_work"):
         r = res[side]
         r["pages_per_s"] = r["articles"] / r["wall_s"]
         r["pages_per_s_per_process"] = r["pages_per_s"] / r["processes"]
@@ -229,6 +238,8 @@ def bench_wiki(work: Path, repeat: int, workers: int) -> dict:
         "pages_per_s": res["ours"]["pages_per_s"] / res["peer"]["pages_per_s"],
         "extraction_pages_per_cpu_s": res["ours_extract"]["pages_per_cpu_s"]
         / res["peer"]["pages_per_cpu_s"],
+        "same_work_pages_per_cpu_s": res["ours"]["pages_per_cpu_s"]
+        / res["peer_same_work"]["pages_per_cpu_s"],
         "residue_sentences": _safe_ratio(res["ours"]["residue_sentences"]["any"],
                                          res["peer"]["residue_sentences"]["any"]),
     }  # fmt: skip
@@ -486,6 +497,45 @@ def bench_cc(work: Path, repeat: int, beam: bool) -> dict:
 # Report
 
 
+def worker_wikiextractor_filters(wout: str, out: str) -> dict:
+    """The rest of our job done the plain way on wikiextractor's output, one process: each
+    extracted article through ``SentenceCleaner.clean`` (split, length, LID, quality), exact
+    dedup with an in-memory dict on ``dedup_key``, Parquet per language. Added to
+    wikiextractor's own CPU it is the peer doing the same work as our whole job."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from filters.cleaner import CleanerConfig, Document, SentenceCleaner
+    from filters.dedup import dedup_key
+    from labse_common.stats import StageCounter
+
+    cleaner = SentenceCleaner(CleanerConfig())
+    counter = StageCounter()
+    seen: dict[str, dict] = {}
+    docs = 0
+    for f in sorted(Path(wout).rglob("wiki_*")):
+        title, body = "", []
+        for ln in f.read_text("utf-8").splitlines():
+            if ln.startswith("<doc "):
+                title, body = ln, []
+            elif ln == "</doc>":
+                docs += 1
+                doc = Document("\n".join(body[1:]), "wikipedia", str(docs), title)
+                for row in cleaner.clean(doc, counter).kept:
+                    seen.setdefault(dedup_key(row["text"]), row)
+            else:
+                body.append(ln)
+    by_lang: dict[str, list[dict]] = {}
+    for row in seen.values():
+        by_lang.setdefault(row["lang"], []).append(row)
+    for lang, rows in by_lang.items():
+        rows.sort(key=lambda r: r["text"])
+        Path(out, lang).mkdir(parents=True, exist_ok=True)
+        pq.write_table(pa.Table.from_pylist(rows), str(Path(out, lang, "part-0.parquet")),
+                       compression="zstd")  # fmt: skip
+    return {"articles": docs, "kept": len(seen)}
+
+
 def print_tables(results: dict) -> None:
     if "wiki" in results:
         w = results["wiki"]
@@ -506,6 +556,13 @@ def print_tables(results: dict) -> None:
                      f"{ra['pages_per_s_per_process']:.2f}", f"{ra['pages_per_cpu_s']:.2f}",
                      "n/a" if ra["residue_sentences"] is None
                      else f"{ra['residue_sentences']:.3f} (fraction)"))  # fmt: skip
+        r = w["peer_same_work"]
+        rows.append((r["system"], r["processes"], r["articles"], f"{r['wall_s']:.1f}",
+                     f"{r['cpu_s']:.1f}", f"{r['pages_per_s']:.1f}",
+                     f"{r['pages_per_s_per_process']:.1f}", f"{r['pages_per_cpu_s']:.1f}",
+                     f"{r['residue_sentences']['hits']}/{r['residue_sentences']['n']}"))  # fmt: skip
+        rows.append(("ratio ours/peer with the same filters", "", "", "", "", "", "",
+                     f"{ra['same_work_pages_per_cpu_s']:.2f}", ""))  # fmt: skip
         _table(rows)
         e = w["ours_extract"]
         print(f"{e['system']}: {e['articles']} articles, CPU {e['cpu_s']:.1f} s, "
@@ -611,7 +668,8 @@ def main(argv: list[str] | None = None) -> int:
         fn, wet, dump = args.worker
         logging.disable(logging.WARNING)
         out = {"ours_cc": worker_ours_cc, "datatrove_cc": worker_datatrove_cc,
-               "ours_wiki_extract": worker_ours_wiki_extract}[fn](wet, dump)  # fmt: skip
+               "ours_wiki_extract": worker_ours_wiki_extract,
+               "wikiextractor_filters": worker_wikiextractor_filters}[fn](wet, dump)  # fmt: skip
         print(json.dumps(out))
         return 0
 

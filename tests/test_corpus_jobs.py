@@ -159,3 +159,27 @@ def test_help_documents_options():
     for opt in ("--input", "--output", "--lid-model", "--quality-model", "--langs", "--index",
                 "--page-timeout", "FlinkRunner", "DataflowRunner"):  # fmt: skip
         assert opt in proc.stdout
+
+
+def test_dedup_is_exact_across_hash_shards_and_optional(tmp_path):
+    """Sharding the dedup groups changes the files, never the rows; --no-dedup keeps copies."""
+    make_bad_cc_inputs(tmp_path / "in")
+    runs = {}
+    for name, extra in (("one", []), ("three", ["--shards-per-language", "3"]),
+                        ("nodup", ["--no-dedup", "--direct_running_mode", "in_memory"])):
+        out = tmp_path / name
+        rc = commoncrawl.main(["--input", str(tmp_path / "in" / "*"), "--output", str(out),
+                               "--direct_num_workers", "2", *extra])  # fmt: skip
+        assert rc == 0
+        assert_balanced(read_stats(out))
+        runs[name] = (read_stats(out)["counts"]["sentences"], read_rows(out))
+    (s1, rows1), (s3, rows3), (sn, rowsn) = runs["one"], runs["three"], runs["nodup"]
+    as_set = lambda rows: sorted((r["lang"], r["text"], r["dup_count"], r["doc_id"]) for r in rows)  # noqa: E731
+    assert as_set(rows1) == as_set(rows3)
+    assert len(list((tmp_path / "three").glob("en/part-*.parquet"))) > 1
+    assert s1 == s3
+    # Every kept copy is either a survivor or counted under "duplicate".
+    assert sum(r["dup_count"] for r in rows1) == len(rowsn) == sn["out"]
+    assert s1["dropped"]["duplicate"] == len(rowsn) - len(rows1) > 0
+    assert "duplicate" not in sn["dropped"] and {r["dup_count"] for r in rowsn} == {1}
+    assert sum(r["text"].startswith("The city council approved") for r in rowsn) >= 4
