@@ -221,11 +221,15 @@ def bench_wiki(work: Path, repeat: int, workers: int) -> dict:
     filt = run_timed([PY, str(Path(__file__).resolve()), "--worker", "wikiextractor_filters",
                       str(wout), str(filt_out)])  # fmt: skip
     filt_sents = read_parquet_texts(filt_out)
+    filt_counts = json.loads((filt_out / "counts.json").read_text())
+    sc = stats["counts"]["sentences"]
+    res["ours"]["kept_sentences_before_dedup"] = sc["out"] + sc["dropped"].get("duplicate", 0)
     res["peer_same_work"] = {
         "system": "wikiextractor + the same filters, dedup and Parquet (plain Python loop)",
         "processes": 3, "articles": n_peer, "wall_s": peer["wall_s"] + filt["wall_s"],
         "cpu_s": peer["cpu_s"] + filt["cpu_s"], "output_sentences": len(filt_sents),
-        "residue_sentences": residue(filt_sents)}  # fmt: skip
+        "residue_sentences": residue(filt_sents),
+        "kept_sentences_before_dedup": filt_counts.get("sentences/out", 0)}  # fmt: skip
     for side in ("ours", "ours_extract", "peer", "peer_same_work"):
         r = res[side]
         r["pages_per_s"] = r["articles"] / r["wall_s"]
@@ -240,6 +244,11 @@ def bench_wiki(work: Path, repeat: int, workers: int) -> dict:
         / res["peer"]["pages_per_cpu_s"],
         "same_work_pages_per_cpu_s": res["ours"]["pages_per_cpu_s"]
         / res["peer_same_work"]["pages_per_cpu_s"],
+        # Useful output per CPU second: the extractors leave different amounts of text per page.
+        "same_work_kept_sentences_per_cpu_s":
+            (res["ours"]["kept_sentences_before_dedup"] / res["ours"]["cpu_s"])
+            / (res["peer_same_work"]["kept_sentences_before_dedup"]
+               / res["peer_same_work"]["cpu_s"]),
         "residue_sentences": _safe_ratio(res["ours"]["residue_sentences"]["any"],
                                          res["peer"]["residue_sentences"]["any"]),
     }  # fmt: skip
@@ -533,6 +542,7 @@ def worker_wikiextractor_filters(wout: str, out: str) -> dict:
         Path(out, lang).mkdir(parents=True, exist_ok=True)
         pq.write_table(pa.Table.from_pylist(rows), str(Path(out, lang, "part-0.parquet")),
                        compression="zstd")  # fmt: skip
+    Path(out, "counts.json").write_text(json.dumps(counter.drain()))
     return {"articles": docs, "kept": len(seen)}
 
 
@@ -564,6 +574,10 @@ def print_tables(results: dict) -> None:
         rows.append(("ratio ours/peer with the same filters", "", "", "", "", "", "",
                      f"{ra['same_work_pages_per_cpu_s']:.2f}", ""))  # fmt: skip
         _table(rows)
+        print(f"kept sentences before dedup: ours {w['ours']['kept_sentences_before_dedup']}, "
+              f"peer + same filters {r['kept_sentences_before_dedup']}; kept sentences per "
+              f"CPU-s, ours/peer with the same filters: "
+              f"{ra['same_work_kept_sentences_per_cpu_s']:.2f}")  # fmt: skip
         e = w["ours_extract"]
         print(f"{e['system']}: {e['articles']} articles, CPU {e['cpu_s']:.1f} s, "
               f"{e['pages_per_cpu_s']:.1f} pages/CPU-s; ratio to the peer "

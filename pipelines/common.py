@@ -230,50 +230,49 @@ def _rank(row: tuple) -> tuple:
 class DedupShard(beam.CombineFn):
     """Merges the row batches of one (language, shard) group, collapsing exact duplicates.
 
-    The accumulator maps dedup key -> [representative row, copies]. Combiner lifting merges each
-    bundle's batches before the shuffle, so duplicates inside a worker never cross the network.
-    Without dedup every row is its own entry. One group's distinct rows are held in memory by
-    one worker: size ``shards_per_language`` so that (rows per language / shards) fits, e.g.
-    1M rows (~0.5 GB) per shard.
+    The accumulator maps dedup key -> [representative row, copies, collapsed rows or None].
+    Combiner lifting merges each bundle's batches before the shuffle, so duplicates inside a
+    worker never cross the network. The collapsed rows themselves are kept only when asked for
+    (``--write-dropped``). Without dedup every row is its own entry. One group's distinct rows
+    are held in memory by one worker: size ``shards_per_language`` so that (rows per language /
+    shards) fits, e.g. 1M rows (~0.5 GB) per shard.
     """
 
-    def __init__(self, dedup: bool = True) -> None:
-        self.dedup = dedup
+    def __init__(self, dedup: bool = True, keep_collapsed: bool = False) -> None:
+        self.dedup, self.keep_collapsed = dedup, keep_collapsed
 
     def create_accumulator(self) -> dict:
         return {}
 
-    def add_input(self, acc: dict, batch: list) -> dict:
+    def _add(self, acc: dict, dkey, row: tuple, n: int, collapsed: list | None) -> None:
         if not self.dedup:
-            for _, row in batch:
-                acc[len(acc)] = [row, 1]
-            return acc
+            acc[len(acc)] = [row, n, None]
+            return
+        cur = acc.get(dkey)
+        if cur is None:
+            acc[dkey] = [row, n, collapsed if self.keep_collapsed else None]
+            return
+        cur[1] += n
+        loser = row
+        if _rank(row) < _rank(cur[0]):
+            loser, cur[0] = cur[0], row
+        if self.keep_collapsed:
+            if cur[2] is None:
+                cur[2] = []
+            cur[2].append(loser)
+            cur[2].extend(collapsed or ())
+
+    def add_input(self, acc: dict, batch: list) -> dict:
         for dkey, row in batch:
-            cur = acc.get(dkey)
-            if cur is None:
-                acc[dkey] = [row, 1]
-            else:
-                cur[1] += 1
-                if _rank(row) < _rank(cur[0]):
-                    cur[0] = row
+            self._add(acc, dkey, row, 1, [] if self.keep_collapsed else None)
         return acc
 
     def merge_accumulators(self, accs) -> dict:
         it = iter(accs)
         out = next(it)
         for acc in it:
-            if not self.dedup:
-                for entry in acc.values():
-                    out[len(out)] = entry
-                continue
-            for dkey, (row, n) in acc.items():
-                cur = out.get(dkey)
-                if cur is None:
-                    out[dkey] = [row, n]
-                else:
-                    cur[1] += n
-                    if _rank(row) < _rank(cur[0]):
-                        cur[0] = row
+            for dkey, (row, n, collapsed) in acc.items():
+                self._add(out, None if not self.dedup else dkey, row, n, collapsed)
         return out
 
     def extract_output(self, acc: dict) -> dict:
@@ -294,14 +293,19 @@ class _WriteSentenceShard(beam.DoFn):
         dups = 0
         for part, lo in enumerate(range(0, len(entries), self.rows_per_file)):
             chunk = entries[lo : lo + self.rows_per_file]
-            cols = list(zip(*(row for row, _ in chunk)))
+            cols = list(zip(*(e[0] for e in chunk)))
             arrays = [pa.array(c, type=t) for c, (_, t) in zip(cols, _ROW_FIELDS)]
-            counts = [n for _, n in chunk]
+            counts = [e[1] for e in chunk]
             dups += sum(counts) - len(counts)
             table = pa.Table.from_arrays([*arrays, pa.array(counts, pa.int32())],
                                          schema=SENTENCE_SCHEMA)  # fmt: skip
             yield _write_table(table, FileSystems.join(
                 self.output, lang, f"part-{int(shard):05d}-{part:05d}.parquet"))
+        for e in entries:
+            for row in e[2] or ():
+                yield beam.pvalue.TaggedOutput(
+                    DROPPED, {**dict(zip(_ROW_NAMES, row)), "reason": "duplicate",
+                              "unit": "sentences"})  # fmt: skip
         if dups:
             yield beam.pvalue.TaggedOutput(
                 STATS, {"sentences/out": -dups, "sentences/dropped/duplicate": dups})
@@ -411,18 +415,23 @@ def finish_sentences(docs, output: str, cfg: dict, stats: list, stage: str, extr
     cleaned = docs | "Clean" >> beam.ParDo(CleanDocuments(cfg)).with_outputs(
         STATS, DROPPED, main="kept"
     )
+    keep_dropped = bool(cfg.get("write_dropped"))
     written = (
         cleaned.kept
-        | "Dedup" >> beam.CombinePerKey(DedupShard(bool(cfg.get("dedup", True))))
+        | "Dedup" >> beam.CombinePerKey(DedupShard(bool(cfg.get("dedup", True)), keep_dropped))
         | "WriteSentences" >> beam.ParDo(
             _WriteSentenceShard(output, int(cfg.get("rows_per_file", 100_000)))
-        ).with_outputs(STATS, main="files")
+        ).with_outputs(STATS, DROPPED, main="files")
     )  # fmt: skip
     stats = [*stats, cleaned[STATS], written[STATS]]
-    if cfg.get("write_dropped"):
-        cleaned[DROPPED] | "WriteDropped" >> WriteParquet(
-            output, DROPPED_SCHEMA, int(cfg.get("rows_per_file", 100_000)), 1, subdir="_dropped"
-        )
+    if keep_dropped:
+        (
+            (cleaned[DROPPED], written[DROPPED])
+            | "AllDropped" >> beam.Flatten()
+            | "WriteDropped" >> WriteParquet(
+                output, DROPPED_SCHEMA, int(cfg.get("rows_per_file", 100_000)), 1,
+                subdir="_dropped")
+        )  # fmt: skip
     write_stats(stats, output, stage, extra)
 
 

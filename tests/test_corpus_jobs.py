@@ -165,7 +165,7 @@ def test_dedup_is_exact_across_hash_shards_and_optional(tmp_path):
     """Sharding the dedup groups changes the files, never the rows; --no-dedup keeps copies."""
     make_bad_cc_inputs(tmp_path / "in")
     runs = {}
-    for name, extra in (("one", []), ("three", ["--shards-per-language", "3"]),
+    for name, extra in (("one", ["--write-dropped"]), ("three", ["--shards-per-language", "3"]),
                         ("nodup", ["--no-dedup", "--direct_running_mode", "in_memory"])):
         out = tmp_path / name
         rc = commoncrawl.main(["--input", str(tmp_path / "in" / "*"), "--output", str(out),
@@ -183,3 +183,8 @@ def test_dedup_is_exact_across_hash_shards_and_optional(tmp_path):
     assert s1["dropped"]["duplicate"] == len(rowsn) - len(rows1) > 0
     assert "duplicate" not in sn["dropped"] and {r["dup_count"] for r in rowsn} == {1}
     assert sum(r["text"].startswith("The city council approved") for r in rowsn) >= 4
+    # --write-dropped also lists the collapsed copies, none of them the kept representative.
+    dup_rows = [r for r in read_rows(tmp_path / "one", "_dropped") if r["reason"] == "duplicate"]
+    assert len(dup_rows) == s1["dropped"]["duplicate"]
+    kept = {(r["text"], r["doc_id"]) for r in rows1}
+    assert not kept & {(r["text"], r["doc_id"]) for r in dup_rows}
