@@ -10,7 +10,9 @@ one extract process and one output process). Pages = articles (namespace 0, not 
 both. Speed is reported as pages per wall second and pages per CPU second (user+sys of the whole
 process tree): on a shared machine the CPU figure is the honest "per core" number. Residue: the
 fraction of output sentences (ours; wikiextractor's lines are also split with our splitter) and
-lines (wikiextractor) that contain wiki markup.
+lines (wikiextractor) that contain wiki markup. The peer is also run doing the same work as our
+whole job: wikiextractor's output through the same ``SentenceCleaner``, an in-memory dedup dict
+and Parquet per language, in one plain Python process (its CPU added to wikiextractor's).
 
 CommonCrawl. A WET file is built with warcio from the sample WET records plus the text that
 resiliparse extracts from the sample WARC's HTML, replicated ``--cc-repeat`` times with distinct
