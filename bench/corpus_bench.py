@@ -548,6 +548,13 @@ def worker_wikiextractor_filters(wout: str, out: str) -> dict:
     return {"articles": docs, "kept": len(seen)}
 
 
+def _wiki_row(r: dict) -> tuple:
+    return (r["system"], r["processes"], r["articles"], f"{r['wall_s']:.1f}", f"{r['cpu_s']:.1f}",
+            f"{r['pages_per_s']:.1f}", f"{r['pages_per_s_per_process']:.1f}",
+            f"{r['pages_per_cpu_s']:.1f}",
+            f"{r['residue_sentences']['hits']}/{r['residue_sentences']['n']}")  # fmt: skip
+
+
 def print_tables(results: dict) -> None:
     if "wiki" in results:
         w = results["wiki"]
@@ -557,22 +564,14 @@ def print_tables(results: dict) -> None:
         )
         rows = [("system", "procs", "articles", "wall s", "CPU s", "pages/s", "pages/s/proc",
                  "pages/CPU-s", "markup sents")]  # fmt: skip
-        for side in ("ours", "peer"):
-            r = w[side]
-            rows.append((r["system"], r["processes"], r["articles"], f"{r['wall_s']:.1f}",
-                         f"{r['cpu_s']:.1f}", f"{r['pages_per_s']:.1f}",
-                         f"{r['pages_per_s_per_process']:.1f}", f"{r['pages_per_cpu_s']:.1f}",
-                         f"{r['residue_sentences']['hits']}/{r['residue_sentences']['n']}"))  # fmt: skip
+        rows += [_wiki_row(w[side]) for side in ("ours", "peer")]
         ra = w["ratio"]
         rows.append(("ratio ours/peer", "", "", "", "", f"{ra['pages_per_s']:.2f}",
                      f"{ra['pages_per_s_per_process']:.2f}", f"{ra['pages_per_cpu_s']:.2f}",
                      "n/a" if ra["residue_sentences"] is None
                      else f"{ra['residue_sentences']:.3f} (fraction)"))  # fmt: skip
         r = w["peer_same_work"]
-        rows.append((r["system"], r["processes"], r["articles"], f"{r['wall_s']:.1f}",
-                     f"{r['cpu_s']:.1f}", f"{r['pages_per_s']:.1f}",
-                     f"{r['pages_per_s_per_process']:.1f}", f"{r['pages_per_cpu_s']:.1f}",
-                     f"{r['residue_sentences']['hits']}/{r['residue_sentences']['n']}"))  # fmt: skip
+        rows.append(_wiki_row(r))
         rows.append(("ratio ours/peer with the same filters", "", "", "", "", "", "",
                      f"{ra['same_work_pages_per_cpu_s']:.2f}", ""))  # fmt: skip
         _table(rows)

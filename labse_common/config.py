@@ -56,6 +56,16 @@ def apply_overrides(cfg: Mapping[str, Any], overrides: Iterable[str]) -> dict[st
     return out
 
 
+def resolve_section(
+    preset: str, section: str, overrides: Iterable[str], flags: Mapping[str, Any]
+) -> dict[str, Any]:
+    """A CLI's config: the preset's section, then ``--set`` overrides, then explicit flags
+    (those not None win). Raises FileNotFoundError/ValueError for a bad preset or override."""
+    cfg = apply_overrides(load_section(preset, section), overrides)
+    cfg.update({k: v for k, v in flags.items() if v is not None})
+    return cfg
+
+
 def _parse_value(raw: str) -> Any:
     value = yaml.safe_load(raw)
     if isinstance(value, str):

@@ -25,7 +25,7 @@ from filters.cleaner import CleanerConfig, Document, SentenceCleaner
 from filters.dedup import dedup_key
 from filters.langid import default_lid_model_path, load_fasttext_model
 from filters.quality import QualityScorer
-from labse_common.config import apply_overrides, load_section
+from labse_common.config import resolve_section
 from labse_common.logs import setup_logging
 from labse_common.stats import StageCounter, check_balanced, merge_counts, to_report
 from pipelines.options import UsageError, pipeline_options
@@ -102,10 +102,6 @@ def base_parser(prog: str, description: str) -> argparse.ArgumentParser:
 
 def resolve_config(args: argparse.Namespace) -> dict:
     """Preset section, then --set overrides, then explicit flags (flags win)."""
-    try:
-        cfg = apply_overrides(load_section(args.config, "corpus"), args.set)
-    except (FileNotFoundError, ValueError) as e:
-        raise UsageError(str(e)) from e
     flags = {
         "lid_model": args.lid_model,
         "lid_threshold": args.lid_threshold,
@@ -117,7 +113,10 @@ def resolve_config(args: argparse.Namespace) -> dict:
         "rows_per_file": args.rows_per_file,
         "shards_per_language": args.shards_per_language,
     }
-    cfg.update({k: v for k, v in flags.items() if v is not None})
+    try:
+        cfg = resolve_section(args.config, "corpus", args.set, flags)
+    except (FileNotFoundError, ValueError) as e:
+        raise UsageError(str(e)) from e
     if args.no_dedup:
         cfg["dedup"] = False
     if args.write_dropped:
@@ -250,7 +249,7 @@ class DedupShard(beam.CombineFn):
             return
         cur = acc.get(dkey)
         if cur is None:
-            acc[dkey] = [row, n, collapsed if self.keep_collapsed else None]
+            acc[dkey] = [row, n, collapsed]
             return
         cur[1] += n
         loser = row
@@ -264,7 +263,7 @@ class DedupShard(beam.CombineFn):
 
     def add_input(self, acc: dict, batch: list) -> dict:
         for dkey, row in batch:
-            self._add(acc, dkey, row, 1, [] if self.keep_collapsed else None)
+            self._add(acc, dkey, row, 1, None)
         return acc
 
     def merge_accumulators(self, accs) -> dict:
@@ -272,7 +271,7 @@ class DedupShard(beam.CombineFn):
         out = next(it)
         for acc in it:
             for dkey, (row, n, collapsed) in acc.items():
-                self._add(out, None if not self.dedup else dkey, row, n, collapsed)
+                self._add(out, dkey, row, n, collapsed)
         return out
 
     def extract_output(self, acc: dict) -> dict:
@@ -368,8 +367,7 @@ class WriteParquet(beam.PTransform):
 
         def keyed(r):
             folder = (r.get(key) or "und") if self.subdir is None else ""
-            # crc32 spreads rows as well as the dedup hash at a fraction of its cost.
-            shard = zlib.crc32(r["text"].encode("utf-8", "replace")) % shards
+            shard = _shard_of(None, r["text"], shards)
             return (f"{folder}\t{shard}", {n: r.get(n) for n in names})
 
         return (

@@ -29,7 +29,7 @@ import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.transforms.window import GlobalWindows
 
-from labse_common.config import apply_overrides, load_section
+from labse_common.config import resolve_section
 from labse_common.logs import setup_logging
 from labse_common.stats import StageCounter, merge_counts
 from labse_model.vocab.build import (
@@ -336,10 +336,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def resolve_config(args: argparse.Namespace) -> dict[str, Any]:
-    try:
-        cfg = apply_overrides(load_section(args.preset, "vocab"), args.set)
-    except (FileNotFoundError, ValueError) as e:
-        raise UsageError(str(e)) from e
     flags = {
         "vocab_size": args.vocab_size,
         "smoothing": args.smoothing,
@@ -348,7 +344,10 @@ def resolve_config(args: argparse.Namespace) -> dict[str, Any]:
         "heldout_fraction": args.heldout_fraction,
         "max_heldout_per_lang": args.max_heldout_per_lang,
     }
-    cfg.update({k: v for k, v in flags.items() if v is not None})
+    try:
+        cfg = resolve_section(args.preset, "vocab", args.set, flags)
+    except (FileNotFoundError, ValueError) as e:
+        raise UsageError(str(e)) from e
     defaults = {"smoothing": 0.3, "min_count": 1.0, "max_word_length": 100,
                 "heldout_fraction": 0.0, "max_heldout_per_lang": 2000, "learner": {}}  # fmt: skip
     for k, v in defaults.items():
