@@ -1,73 +1,139 @@
-"""YAML presets with command-line overrides, shared by every stage's CLI.
+"""One typed configuration loader for every stage.
 
 A preset file (``configs/demo.yaml``, ``configs/paper.yaml``) has one top-level section per
-stage (``corpus``, ``vocab``, ``train``, ``mining``, ...). A stage reads its own section, then
-applies ``key=value`` overrides (dotted keys reach nested values; values are parsed as YAML so
-``lr=1e-5`` is a float and ``langs=[en,de]`` a list).
+stage (``corpus``, ``vocab``, ``model``, ``train``, ``mining``, ...). Each section is described by
+one dataclass in ``labse_common/sections/<section>.py`` (exported there as ``CONFIG``), so the
+sections are found by name and a new stage adds one small file, not an edit of a shared one.
+
+:func:`load` reads a section, applies ``key=value`` overrides (dotted keys reach nested sections;
+values are parsed as YAML) and then explicit CLI flags, and checks everything against the
+dataclass: unknown keys, wrong types, NaN/inf and out-of-range values are a :class:`ConfigError`
+that names the key. Constraints sit on the fields (:func:`option`), so the dataclass is also the
+configuration reference.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
+import importlib
+import math
 import os
+import types
+import typing
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, TypeVar, Union, get_args, get_origin
 
 import yaml
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
 PRESETS = ("demo", "paper")
 
+T = TypeVar("T")
 
-def preset_path(name_or_path: str) -> Path:
+
+class ConfigError(ValueError):
+    """A bad preset, override or value; CLIs report it and exit with status 2."""
+
+
+class ConfigFileNotFound(ConfigError, FileNotFoundError):
+    """The ``--config`` file does not exist."""
+
+
+def option(
+    default: Any = dataclasses.MISSING,
+    *,
+    help: str = "",
+    min: float | None = None,
+    max: float | None = None,
+    min_exclusive: bool = False,
+    choices: Iterable[Any] | None = None,
+    default_factory: Any = dataclasses.MISSING,
+) -> Any:
+    """A dataclass field with its documentation and range: ``lr: float = option(1e-3, min=0,
+    min_exclusive=True, help="peak learning rate")``. ``min``/``max`` apply to numbers (and to
+    each element of a list of numbers)."""
+    meta = {"help": help, "min": min, "max": max, "min_exclusive": min_exclusive,
+            "choices": tuple(choices) if choices is not None else None}
+    if default_factory is not dataclasses.MISSING:
+        return dataclasses.field(default_factory=default_factory, metadata=meta)
+    if isinstance(default, (list, dict)):
+        return dataclasses.field(default_factory=lambda d=default: copy.deepcopy(d), metadata=meta)
+    return dataclasses.field(default=default, metadata=meta)
+
+
+# --- presets and overrides -------------------------------------------------------------------
+
+
+def preset_path(name_or_path: str | os.PathLike) -> Path:
     """Resolve ``demo``/``paper`` to the shipped preset, anything else as a file path."""
-    if name_or_path in PRESETS:
-        return CONFIG_DIR / f"{name_or_path}.yaml"
-    path = Path(name_or_path)
+    name = os.fspath(name_or_path)
+    if name in PRESETS:
+        return CONFIG_DIR / f"{name}.yaml"
+    path = Path(name)
     if not path.is_file():
-        raise FileNotFoundError(f"config file not found: {name_or_path}")
+        raise ConfigFileNotFound(f"config file not found: {name} (a preset is one of {', '.join(PRESETS)})")
     return path
 
 
-def load_section(name_or_path: str, section: str) -> dict[str, Any]:
-    """Load one stage's section of a preset (empty dict when the section is absent)."""
-    with open(preset_path(name_or_path), encoding="utf-8") as f:
-        data = yaml.safe_load(f) or {}
+def read_preset(name_or_path: str | os.PathLike) -> dict[str, Any]:
+    """The whole preset as a dict; a malformed YAML file is a ConfigError with its position."""
+    path = preset_path(name_or_path)
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = yaml.safe_load(f)
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path}: not valid YAML: {e}") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{path}: cannot read: {e}") from None
+    if data is None:
+        return {}
     if not isinstance(data, dict):
-        raise ValueError(f"{name_or_path}: top level must be a mapping")
-    return copy.deepcopy(data.get(section) or {})
+        raise ConfigError(f"{path}: the top level must be a mapping of sections")
+    return data
+
+
+def load_section(name_or_path: str | os.PathLike, section: str) -> dict[str, Any]:
+    """One section of a preset as a plain dict (empty when the section is absent)."""
+    raw = read_preset(name_or_path).get(section)
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{name_or_path}: section {section!r} must be a mapping")
+    return copy.deepcopy(raw)
+
+
+def parse_override(item: str) -> tuple[list[str], Any]:
+    """``a.b=value`` -> (["a", "b"], parsed value)."""
+    if "=" not in item:
+        raise ConfigError(f"override {item!r} is not key=value")
+    key, raw = item.split("=", 1)
+    parts = [p for p in key.strip().split(".")]
+    if not all(parts):
+        raise ConfigError(f"override {item!r}: empty key")
+    return parts, _parse_value(raw)
 
 
 def apply_overrides(cfg: Mapping[str, Any], overrides: Iterable[str]) -> dict[str, Any]:
-    """Return a copy of ``cfg`` with ``a.b=value`` overrides applied."""
+    """Return a copy of ``cfg`` with ``a.b=value`` overrides applied (no type checking)."""
     out = copy.deepcopy(dict(cfg))
     for item in overrides:
-        if "=" not in item:
-            raise ValueError(f"override {item!r} is not key=value")
-        key, raw = item.split("=", 1)
+        parts, value = parse_override(item)
         node = out
-        parts = key.strip().split(".")
         for p in parts[:-1]:
             node = node.setdefault(p, {})
             if not isinstance(node, dict):
-                raise ValueError(f"override {item!r}: {p!r} is not a section")
-        node[parts[-1]] = _parse_value(raw)
+                raise ConfigError(f"override {item!r}: {p!r} is not a section")
+        node[parts[-1]] = value
     return out
 
 
-def resolve_section(
-    preset: str, section: str, overrides: Iterable[str], flags: Mapping[str, Any]
-) -> dict[str, Any]:
-    """A CLI's config: the preset's section, then ``--set`` overrides, then explicit flags
-    (those not None win). Raises FileNotFoundError/ValueError for a bad preset or override."""
-    cfg = apply_overrides(load_section(preset, section), overrides)
-    cfg.update({k: v for k, v in flags.items() if v is not None})
-    return cfg
-
-
 def _parse_value(raw: str) -> Any:
-    value = yaml.safe_load(raw)
+    try:
+        value = yaml.safe_load(raw)
+    except yaml.YAMLError:
+        return raw
     if isinstance(value, str):
         # YAML 1.1 reads "1e-5" as a string; a config value like that is meant as a number.
         try:
@@ -75,6 +141,203 @@ def _parse_value(raw: str) -> Any:
         except ValueError:
             return value
     return value
+
+
+# --- the typed loader ------------------------------------------------------------------------
+
+
+def section_class(section: str) -> type:
+    """The dataclass of ``section`` (``labse_common.sections.<section>.CONFIG``)."""
+    try:
+        mod = importlib.import_module(f"labse_common.sections.{section}")
+    except ModuleNotFoundError as e:
+        if e.name and e.name.endswith(f"sections.{section}"):
+            raise ConfigError(f"unknown config section {section!r}") from None
+        raise
+    return mod.CONFIG
+
+
+def load(
+    section: str | type[T],
+    preset: str | os.PathLike | None = "demo",
+    overrides: Iterable[str] = (),
+    flags: Mapping[str, Any] | None = None,
+) -> T:
+    """A stage's typed configuration: the preset's section, then ``key=value`` overrides, then
+    explicit flags (those not None win). ``section`` is a section name or its dataclass; a
+    dataclass whose ``SECTION`` attribute names a preset section reads that section."""
+    cls = section_class(section) if isinstance(section, str) else section
+    name = section if isinstance(section, str) else getattr(cls, "SECTION", cls.__name__)
+    raw = load_section(preset, name) if preset is not None else {}
+    raw = apply_overrides(raw, overrides)
+    for key, value in (flags or {}).items():
+        if value is not None:
+            raw[key] = value
+    return from_dict(cls, raw, prefix=name)
+
+
+def from_dict(cls: type[T], data: Mapping[str, Any], prefix: str = "") -> T:
+    """Build and validate dataclass ``cls`` from ``data``; errors name ``prefix.key``."""
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{prefix or cls.__name__}: expected a mapping, got {data!r}")
+    hints = typing.get_type_hints(cls)
+    known = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    unknown = sorted(set(data) - set(known))
+    if unknown:
+        where = f"{prefix}." if prefix else ""
+        raise ConfigError(
+            f"unknown config key(s) {', '.join(where + k for k in unknown)}; "
+            f"known keys: {', '.join(sorted(known))}"
+        )
+    kwargs = {}
+    for key, value in data.items():
+        f = known[key]
+        path = f"{prefix}.{key}" if prefix else key
+        v = _coerce(value, hints[key], path)
+        _check_range(v, f.metadata, path)
+        kwargs[key] = v
+    obj = cls(**kwargs)
+    for key, f in known.items():
+        if key not in kwargs:  # defaults are checked too: a preset cannot carry a bad default
+            path = f"{prefix}.{key}" if prefix else key
+            _check_range(getattr(obj, key), f.metadata, path)
+    check = getattr(obj, "validate", None)
+    if callable(check):
+        try:
+            check()
+        except ConfigError:
+            raise
+        except ValueError as e:
+            raise ConfigError(f"{prefix}: {e}" if prefix else str(e)) from None
+    return obj
+
+
+def to_dict(obj: Any) -> dict[str, Any]:
+    """A config dataclass as plain data (for manifests, checkpoints and logs)."""
+    return dataclasses.asdict(obj)
+
+
+def _type_name(tp: Any) -> str:
+    if tp is type(None):
+        return "null"
+    if get_origin(tp) is Literal:
+        return " | ".join(repr(a) for a in get_args(tp))
+    return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
+
+
+def _coerce(value: Any, tp: Any, path: str) -> Any:
+    origin = get_origin(tp)
+    if origin in (Union, types.UnionType):
+        options = get_args(tp)
+        if value is None and type(None) in options:
+            return None
+        errors = []
+        for opt in options:
+            if opt is type(None):
+                continue
+            try:
+                return _coerce(value, opt, path)
+            except ConfigError as e:
+                errors.append(e)
+        raise ConfigError(
+            f"{path}={value!r} is not a valid {' or '.join(_type_name(o) for o in options)}"
+        )
+    if value is None:
+        raise ConfigError(f"{path} may not be null (expected {_type_name(tp)})")
+    if origin is Literal:
+        if value in get_args(tp):
+            return value
+        raise ConfigError(f"{path}={value!r} is not one of {', '.join(map(repr, get_args(tp)))}")
+    if tp is Any:
+        return value
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "false", "yes", "no", "1", "0"):
+            return value.lower() in ("true", "yes", "1")
+        if isinstance(value, int) and value in (0, 1):
+            return bool(value)
+        raise ConfigError(f"{path}={value!r} is not a boolean (true/false)")
+    if tp is int:
+        if isinstance(value, bool):
+            raise ConfigError(f"{path}={value!r} is not an integer")
+        if isinstance(value, int):
+            return value
+        if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+            return int(value)
+        if isinstance(value, str):
+            try:
+                return int(value.replace("_", ""))
+            except ValueError:
+                pass
+        raise ConfigError(f"{path}={value!r} is not an integer")
+    if tp is float:
+        if isinstance(value, bool):
+            raise ConfigError(f"{path}={value!r} is not a number")
+        try:
+            out = float(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{path}={value!r} is not a number") from None
+        if not math.isfinite(out):
+            raise ConfigError(f"{path}={value!r} is not a finite number")
+        return out
+    if tp is str:
+        if isinstance(value, (str, int, float)) and not isinstance(value, bool):
+            return str(value)
+        raise ConfigError(f"{path}={value!r} is not a string")
+    if origin in (list, tuple) or tp in (list, tuple):
+        if isinstance(value, str):  # "de-en,fr-en" from a flag
+            value = [v.strip() for v in value.split(",") if v.strip()]
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{path}={value!r} is not a list")
+        args = get_args(tp)
+        item_tp = args[0] if args else Any
+        return [_coerce(v, item_tp, f"{path}[{i}]") for i, v in enumerate(value)]
+    if origin is dict or tp is dict:
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"{path}={value!r} is not a mapping")
+        args = get_args(tp)
+        val_tp = args[1] if len(args) == 2 else Any
+        return {str(k): _coerce(v, val_tp, f"{path}.{k}") for k, v in value.items()}
+    if dataclasses.is_dataclass(tp):
+        if isinstance(value, tp):
+            return value
+        return from_dict(tp, value, prefix=path)
+    raise ConfigError(f"{path}: unsupported config type {tp!r}")
+
+
+def _check_range(value: Any, meta: Mapping[str, Any], path: str) -> None:
+    if value is None or not meta:
+        return
+    if isinstance(value, list):
+        for i, v in enumerate(value):
+            _check_range(v, meta, f"{path}[{i}]")
+        return
+    choices = meta.get("choices")
+    if choices is not None and value not in choices:
+        raise ConfigError(f"{path}={value!r} is not one of {', '.join(map(repr, choices))}")
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        lo, hi = meta.get("min"), meta.get("max")
+        if lo is not None:
+            if meta.get("min_exclusive") and not value > lo:
+                raise ConfigError(f"{path}={value!r} must be > {lo}")
+            if value < lo:
+                raise ConfigError(f"{path}={value!r} must be >= {lo}")
+        if hi is not None and value > hi:
+            raise ConfigError(f"{path}={value!r} must be <= {hi}")
+
+
+# --- compatibility helpers still used by the CLIs ---------------------------------------------
+
+
+def resolve_section(
+    preset: str, section: str, overrides: Iterable[str], flags: Mapping[str, Any]
+) -> dict[str, Any]:
+    """Untyped: the preset's section, then ``--set`` overrides, then explicit flags. Prefer
+    :func:`load`, which validates."""
+    cfg = apply_overrides(load_section(preset, section), overrides)
+    cfg.update({k: v for k, v in flags.items() if v is not None})
+    return cfg
 
 
 def require_file(path: str | os.PathLike, what: str) -> str:

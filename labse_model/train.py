@@ -20,7 +20,6 @@ import os
 import random
 import time
 from contextlib import nullcontext
-from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
@@ -28,6 +27,8 @@ import torch
 from torch.nn.parallel import DistributedDataParallel as DDP
 from tqdm import tqdm
 
+from labse_common.config import from_dict
+from labse_common.sections.train import TrainConfig as _TrainSection
 from labse_common.stats import StageCounter, check_balanced, write_report
 from labse_model import checkpoint as ckpt
 from labse_model.batching import SentenceTokenizer, pad_batch
@@ -48,72 +49,12 @@ log = logging.getLogger(__name__)
 STAGE = "train"
 
 
-@dataclass
-class TrainConfig:
-    """The ``train:`` section of a preset; see configs/*.yaml for the meaning of each key."""
-
-    batch_size: int = 64
-    grad_accum: int = 1
-    max_seq_length: int = 64
-    steps: int = 300
-    lr: float = 5e-4
-    warmup_steps: int = 30
-    weight_decay: float = 0.01
-    clip_norm: float = 1.0
-    adam_eps: float = 1e-6
-    margin: float = 0.3
-    scale: float = 20.0
-    reduction: str = "mean"
-    combine: str = "sum"
-    bidirectional: bool = True
-    bf16: bool = True
-    seed: int = 0
-    save_every: int = 100
-    keep_checkpoints: int = 2
-    log_every: int = 10
-    vocab: str | None = None
-    learn_vocab: bool = False
-    vocab_size: int = 8000
-    tensorboard: bool = True
-    progress: bool = True
-    threads: int | None = None
+class TrainConfig(_TrainSection):
+    """The ``train:`` section (labse_common/sections/train.py), built with the typed loader."""
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TrainConfig:
-        known = {f.name for f in fields(cls)}
-        unknown = set(d) - known
-        if unknown:
-            raise ValueError(f"unknown train config key(s): {sorted(unknown)}")
-        cfg = cls(**{k: _coerce(v, _FIELD_TYPES[k], k) for k, v in d.items()})
-        for name in ("batch_size", "grad_accum", "steps", "max_seq_length"):
-            if int(getattr(cfg, name)) < 1:
-                raise ValueError(f"train.{name} must be >= 1")
-        return cfg
-
-
-_FIELD_TYPES = {f.name: str(f.type) for f in fields(TrainConfig)}
-
-
-def _coerce(value: Any, type_name: str, key: str) -> Any:
-    """YAML reads ``1e-5`` (no dot) as a string; give each key its declared type."""
-    if value is None:
-        return None
-    try:
-        if type_name == "float":
-            return float(value)
-        if type_name == "int":
-            if isinstance(value, float) and not value.is_integer():
-                raise ValueError
-            return int(value)
-        if type_name == "bool":
-            if isinstance(value, str):
-                if value.lower() not in ("true", "false", "1", "0", "yes", "no"):
-                    raise ValueError
-                return value.lower() in ("true", "1", "yes")
-            return bool(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"train.{key}={value!r} is not a valid {type_name}") from None
-    return value
+        return from_dict(cls, d, prefix="train")
 
 
 def _set_seed(seed: int) -> None:

@@ -125,7 +125,7 @@ def build(p: beam.Pipeline, inputs: list[str], args: argparse.Namespace, cfg: di
         | "AllPages" >> beam.Flatten()
         | "Parse" >> beam.ParDo(
             ConvertPages(float(cfg.get("page_timeout_s", 5.0)),
-                         int(cfg.get("max_page_bytes", 2_000_000)))
+                         int(cfg.get("max_page_chars", 2_000_000)))
         ).with_outputs(STATS, main="docs")
     )  # fmt: skip
     finish_sentences(docs.docs, args.output, cfg, [plan[STATS], pages[STATS], docs[STATS]],

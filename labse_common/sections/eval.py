@@ -1,0 +1,22 @@
+"""The ``eval:`` section: Tatoeba / UN / BUCC evaluation."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from labse_common.config import option
+
+
+@dataclass
+class EvalConfig:
+    scoring: Literal["cosine", "margin"] = option("cosine")
+    k: int = option(4, min=1)
+    prefix: str = option("tatoeba", help="file prefix of the Tatoeba files")
+    langs: list[str] | None = option(None, help="null = every language found")
+    tune_split: str = option("training", help="BUCC: threshold chosen on this split's gold")
+    eval_split: str = option("sample", help="... and scored on this one")
+    bucc_pairs: list[str] = option(["de-en", "fr-en", "ru-en", "zh-en"])
+
+
+CONFIG = EvalConfig

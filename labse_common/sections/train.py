@@ -1,0 +1,40 @@
+"""The ``train:`` section: dual-encoder training (``python -m labse_model train``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from labse_common.config import option
+
+
+@dataclass
+class TrainConfig:
+    batch_size: int = option(64, min=1, help="GLOBAL micro-batch = the in-batch negatives, split over all ranks")
+    grad_accum: int = option(1, min=1, help="micro-batches per optimizer step")
+    max_seq_length: int = option(64, min=2, help="tokens incl. [CLS]/[SEP]; longer sentences truncated and counted")
+    steps: int = option(300, min=1, help="optimizer steps = length of the linear schedule")
+    lr: float = option(5e-4, min=0.0, min_exclusive=True)
+    warmup_steps: int = option(30, min=0)
+    weight_decay: float = option(0.01, min=0.0)
+    clip_norm: float = option(1.0, min=0.0)
+    adam_eps: float = option(1e-6, min=0.0, min_exclusive=True)
+    margin: float = option(0.3, min=0.0, help="additive margin m on the positive's cosine")
+    scale: float = option(20.0, min=0.0, min_exclusive=True, help="logit scale")
+    reduction: Literal["mean", "sum"] = option("mean")
+    combine: Literal["sum", "mean"] = option("sum")
+    bidirectional: bool = option(True)
+    bf16: bool = option(True, help="bf16 autocast on a GPU that supports it; ignored on CPU")
+    seed: int = option(0)
+    save_every: int = option(100, min=1)
+    keep_checkpoints: int = option(2, min=1)
+    log_every: int = option(10, min=1)
+    vocab: str | None = option(None, help="BERT tokenizer dir; null = learn from the pairs")
+    learn_vocab: bool = option(False, help="learn a cased WordPiece from the pairs when no vocab is given")
+    vocab_size: int = option(8000, min=6)
+    tensorboard: bool = option(True)
+    progress: bool = option(True)
+    threads: int | None = option(None, min=1, help="CPU threads per worker; null = cores / workers")
+
+
+CONFIG = TrainConfig

@@ -1,0 +1,35 @@
+"""The ``vocab:`` section: smoothed counting and the wordpiece learner."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from labse_common.config import option
+
+
+@dataclass
+class LearnerConfig:
+    """The tensorflow/text top-down wordpiece algorithm's knobs."""
+
+    num_iterations: int = option(4, min=1)
+    max_token_length: int = option(50, min=1, help="words longer than this are not learned from")
+    max_input_words: int = option(5_000_000, min=1)
+    max_unique_chars: int = option(20_000, min=1, help="alphabet budget")
+    char_min_count: float = option(1, min=0, help="smoothed count a character needs to get a token")
+    slack_ratio: float = option(0.05, min=0.0, max=1.0, help="search window below vocab_size")
+    decrement: Literal["all", "selected"] = option("all")
+
+
+@dataclass
+class VocabConfig:
+    vocab_size: int = option(8000, min=1, help="entries of vocab.txt (paper: 501153)")
+    smoothing: float = option(0.3, min=0.0, min_exclusive=True, max=1.0, help="language smoothing exponent alpha")
+    min_count: float = option(1, min=0, help="words whose smoothed count is below this are not learned from")
+    max_word_length: int = option(100, min=1, help="longer word occurrences are dropped")
+    heldout_fraction: float = option(0.02, min=0.0, max=0.5, help="hashed share kept back for vocab_stats.json")
+    max_heldout_per_lang: int = option(2000, min=0)
+    learner: LearnerConfig = field(default_factory=LearnerConfig)
+
+
+CONFIG = VocabConfig
