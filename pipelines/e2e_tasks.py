@@ -1,0 +1,377 @@
+"""The demo's own small steps between the stage CLIs (each a command the runner calls):
+
+    python -m pipelines.e2e_tasks prepare   --data DIR --output DIR [--config C] [--set run.KEY=V]
+    python -m pipelines.e2e_tasks sentences --corpus DIR [--corpus DIR] --extra DIR --output DIR
+    python -m pipelines.e2e_tasks bitext    --mined DIR [--filtered DIR] --min-margin M --output DIR
+    python -m pipelines.e2e_tasks embed     --sentences DIR --langs de en --model DIR --output DIR
+    python -m pipelines.e2e_tasks score     --bitext DIR --gold FILE --sentences DIR --output DIR
+
+prepare: splits the Tatoeba-layout pairs of ``--data`` into training pairs, held-out pairs
+(evaluation and calibration) and the dev pairs whose sentences, both sides shuffled together,
+become one WET file of monolingual web text for the corpus jobs; the dev alignment is kept as
+``gold.tsv`` to measure the mined pairs. sentences: one canonically ordered Parquet per language
+from the corpus jobs (what is mined) and, with the training sentences added, what the vocabulary
+learns from. bitext: the final NMT-ready bitext (the filter stages' kept pairs when they ran, else
+mined pairs above a margin) in Parquet, TSV.gz and Moses files. score: precision and recall of
+the bitext against the known alignment.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import io
+import json
+import logging
+import random
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from labse_common.config import ConfigError, load
+from labse_common.logs import setup_logging
+from labse_common.stats import StageCounter, check_balanced, write_report
+
+log = logging.getLogger("pipelines.e2e_tasks")
+
+# Tatoeba's ISO 639-3 codes -> the lid.176 labels the corpus jobs use for folder names.
+LID_CODE = {"ara": "ar", "cmn": "zh", "deu": "de", "ell": "el", "fra": "fr", "hin": "hi",
+            "ita": "it", "jpn": "ja", "kor": "ko", "nld": "nl", "pol": "pl", "por": "pt",
+            "rus": "ru", "spa": "es", "tur": "tr", "vie": "vi", "eng": "en"}  # fmt: skip
+
+
+class UsageError(Exception):
+    """A wrong path or argument: one line on stderr, exit status 2."""
+
+
+def _balanced(report: dict) -> None:
+    errors = check_balanced(report)
+    if errors:
+        raise RuntimeError(f"unbalanced stats: {errors}")
+
+
+def _lines(path: Path) -> list[str]:
+    if not path.is_file():
+        raise UsageError(f"missing input file: {path}")
+    return [s.strip() for s in path.read_text(encoding="utf-8").splitlines()]
+
+
+def tatoeba_codes(tatoeba: Path, split: str) -> list[str]:
+    return sorted(p.name.split(".")[1].split("-")[0] for p in tatoeba.glob(f"{split}.*-eng.eng"))
+
+
+def _write_wet(path: Path, docs: list[list[str]], url: str) -> None:
+    from warcio.warcwriter import WARCWriter
+
+    buf = io.BytesIO()
+    w = WARCWriter(buf, gzip=True)
+    for n, doc in enumerate(docs):
+        rec = w.create_warc_record(f"{url}/{n}", "conversion", warc_content_type="text/plain",
+                                   payload=io.BytesIO("\n".join(doc).encode("utf-8")))  # fmt: skip
+        w.write_record(rec)
+    path.write_bytes(buf.getvalue())
+
+
+def prepare(data: Path, out: Path, cfg) -> dict:
+    tatoeba = data / "tatoeba"
+    if not tatoeba.is_dir():
+        raise UsageError(f"{tatoeba}: no tatoeba folder in --data (expected {{train,dev}}.XXX-eng.*)")
+    available = tatoeba_codes(tatoeba, "train")
+    missing = [c for c in cfg.langs if c not in available or c not in LID_CODE]
+    if missing:
+        raise UsageError(f"run.langs {missing} have no train.XXX-eng files in {tatoeba} "
+                         f"(found: {', '.join(available) or 'none'})")  # fmt: skip
+    train_codes = cfg.train_languages or available
+    out.mkdir(parents=True, exist_ok=True)
+    counter = StageCounter()
+    pairs, by_lang = [], {}
+    (out / "heldout").mkdir(exist_ok=True)
+    labelled = []
+    rng = random.Random(cfg.shuffle_seed)
+    for code in train_codes:
+        src, trg = _lines(tatoeba / f"train.{code}-eng.{code}"), _lines(tatoeba / f"train.{code}-eng.eng")
+        if len(src) != len(trg):
+            raise UsageError(f"train.{code}-eng: {len(src)} vs {len(trg)} lines")
+        rows = list(zip(src, trg))
+        counter.add_in("pairs", len(rows))
+        held = rows[-cfg.heldout:] if code in cfg.langs else []
+        rows = rows[: len(rows) - len(held)]
+        if held:
+            counter.add_dropped("pairs", "held_out", len(held))
+            (out / "heldout" / f"heldout.{code}-eng.{code}").write_text(
+                "".join(s + "\n" for s, _ in held), encoding="utf-8")
+            (out / "heldout" / f"heldout.{code}-eng.eng").write_text(
+                "".join(t + "\n" for _, t in held), encoding="utf-8")
+            # Calibration sample: true pairs GOOD, each source with another pair's target BAD.
+            shifted = [t for _, t in held[1:]] + [held[0][1]]
+            labelled += [(s, t, LID_CODE[code], "en", 1) for s, t in held]
+            labelled += [(s, t, LID_CODE[code], "en", 0) for (s, _), t in zip(held, shifted)]
+        kept = 0
+        for s, t in rows:
+            if not s or not t:
+                counter.add_dropped("pairs", "empty_side")
+            elif cfg.max_train_pairs is not None and kept >= cfg.max_train_pairs:
+                counter.add_dropped("pairs", "over_cap")
+            else:
+                kept += 1
+                pairs.append((s, t, LID_CODE[code], "en"))
+                by_lang.setdefault(LID_CODE[code], []).append(s)
+                by_lang.setdefault("en", []).append(t)
+        counter.add_out("pairs", kept)
+    (out / "train_pairs.tsv").write_text("".join("\t".join(p) + "\n" for p in pairs), encoding="utf-8")
+    (out / "labelled.tsv").write_text(
+        "src\ttrg\tsrc_lang\ttrg_lang\tlabel\n" + "".join("\t".join(map(str, r)) + "\n" for r in labelled),
+        encoding="utf-8")  # fmt: skip
+    for lang, texts in by_lang.items():
+        (out / "train_sentences" / lang).mkdir(parents=True, exist_ok=True)
+        pq.write_table(pa.table({"text": texts, "lang": [lang] * len(texts), "source": ["train"] * len(texts)}),
+                       out / "train_sentences" / lang / "train.parquet")  # fmt: skip
+    # The dev pairs become monolingual web text: both sides of every language, shuffled.
+    gold, mono = [], []
+    for code in cfg.langs:
+        src, trg = _lines(tatoeba / f"dev.{code}-eng.{code}"), _lines(tatoeba / f"dev.{code}-eng.eng")
+        for s, t in zip(src, trg):
+            counter.add_in("dev_sentences", 2)
+            if s and t:
+                gold.append((LID_CODE[code], "en", s, t))
+                mono += [s, t]
+                counter.add_out("dev_sentences", 2)
+            else:
+                counter.add_dropped("dev_sentences", "empty_side", 2)
+    rng.shuffle(mono)
+    docs = [mono[i:i + cfg.doc_sentences] for i in range(0, len(mono), cfg.doc_sentences)]
+    _write_wet(out / "tatoeba-dev.warc.wet.gz", docs, "https://tatoeba.example/doc")
+    (out / "gold.tsv").write_text("".join("\t".join(g) + "\n" for g in gold), encoding="utf-8")
+    report = counter.to_report("prepare", train_languages=list(train_codes), mined_languages=list(cfg.langs),
+                               web_documents=len(docs))  # fmt: skip
+    _balanced(report)
+    write_report(str(out / "stats.json"), report)
+    return report
+
+
+def _canonical(table: pa.Table) -> pa.Table:
+    """Rows in one order whatever the file layout the Beam job chose (reruns give equal bytes)."""
+    cols = [c for c in ("text", "lang", "source", "doc_id", "url_or_title") if c in table.column_names]
+    table = table.select(cols)
+    keys = [(c, "ascending") for c in ("text", "source", "doc_id") if c in cols]
+    return table.sort_by(keys)
+
+
+def sentences(corpora: list[Path], extra: list[Path], out: Path) -> dict:
+    counter = StageCounter()
+    per_lang: dict[str, list[pa.Table]] = {}
+    for corpus in corpora:
+        if not (corpus / "stats.json").is_file():
+            raise UsageError(f"{corpus}: not a corpus job output (no stats.json)")
+        for f in sorted(corpus.glob("[!_]*/*.parquet")):
+            t = pq.read_table(f)
+            if "source" not in t.column_names:
+                t = t.append_column("source", pa.array([corpus.name] * t.num_rows))
+            per_lang.setdefault(f.parent.name, []).append(t)
+    langs = {}
+    for lang, tables in sorted(per_lang.items()):
+        t = _canonical(pa.concat_tables(tables, promote_options="default"))
+        counter.add_in("sentences", t.num_rows)
+        counter.add_out("sentences", t.num_rows)
+        (out / "mine" / lang).mkdir(parents=True, exist_ok=True)
+        pq.write_table(t, out / "mine" / lang / "sentences.parquet")
+        langs[lang] = t.num_rows
+    vocab_langs = dict(langs)
+    for lang in sorted(set(langs) | {p.name for e in extra for p in e.iterdir() if p.is_dir()}):
+        parts = [pq.read_table(out / "mine" / lang / "sentences.parquet")] if lang in langs else []
+        parts += [_canonical(pq.read_table(p)) for e in extra for p in sorted((e / lang).glob("*.parquet"))]
+        t = pa.concat_tables([p.select(["text", "lang"]) for p in parts])
+        (out / "vocab" / lang).mkdir(parents=True, exist_ok=True)
+        pq.write_table(t, out / "vocab" / lang / "sentences.parquet")
+        vocab_langs[lang] = t.num_rows
+    report = counter.to_report("sentences", sentences_per_language=langs,
+                               vocab_sentences_per_language=vocab_langs)  # fmt: skip
+    _balanced(report)
+    write_report(str(out / "stats.json"), report)
+    return report
+
+
+def _pair_dirs(mined: Path) -> list[Path]:
+    dirs = sorted(p.parent for p in mined.glob("*/mined.parquet"))
+    if not dirs:
+        raise UsageError(f"{mined}: no <pair>/mined.parquet")
+    return dirs
+
+
+def bitext(mined: Path, filtered: Path | None, min_margin: float, out: Path) -> dict:
+    counter = StageCounter()
+    kept_all, rejected_all = [], []
+    for d in _pair_dirs(mined):
+        t = pq.read_table(d / "mined.parquet")
+        cols = [c for c in ("src", "trg", "src_lang", "trg_lang", "margin", "src_id", "trg_id", "cosine")
+                if c in t.column_names]  # fmt: skip
+        rows = t.select(cols).to_pylist()
+        counter.add_in("pairs", len(rows))
+        fkept = None
+        if filtered is not None:
+            kept_file = filtered / d.name / "kept.parquet"
+            if kept_file.is_file():
+                fkept = {(r["src"], r["trg"]) for r in pq.read_table(kept_file).to_pylist()}
+        for r in rows:
+            if fkept is not None:
+                reason = None if (r["src"], r["trg"]) in fkept else "filtered"
+            else:
+                reason = None if r["margin"] >= min_margin else "below_min_margin"
+            if reason is None:
+                kept_all.append(r)
+                counter.add_out("pairs")
+            else:
+                rejected_all.append({**r, "reason": reason})
+                counter.add_dropped("pairs", reason)
+    out.mkdir(parents=True, exist_ok=True)
+    schema_rows = kept_all or [{"src": "", "trg": "", "src_lang": "", "trg_lang": "", "margin": 0.0}]
+    kept_t = pa.Table.from_pylist(kept_all, schema=pa.Table.from_pylist(schema_rows).schema)
+    pq.write_table(kept_t, out / "bitext.parquet")
+    pq.write_table(pa.Table.from_pylist(rejected_all) if rejected_all else
+                   pa.table({"src": pa.array([], pa.string()), "reason": pa.array([], pa.string())}),
+                   out / "rejected.parquet")  # fmt: skip
+    with gzip.open(out / "bitext.tsv.gz", "wt", encoding="utf-8") as f:
+        for r in kept_all:
+            f.write(f"{r['src']}\t{r['trg']}\t{r['src_lang']}\t{r['trg_lang']}\t{r['margin']:.6f}\n")
+    # Moses layout: one file per language side, line i of one translates line i of the other.
+    by_pair: dict[tuple[str, str], list[dict]] = {}
+    for r in kept_all:
+        by_pair.setdefault((r["src_lang"], r["trg_lang"]), []).append(r)
+    for (s, t), rows in by_pair.items():
+        (out / f"bitext.{s}-{t}.{s}").write_text("".join(r["src"] + "\n" for r in rows), encoding="utf-8")
+        (out / f"bitext.{s}-{t}.{t}").write_text("".join(r["trg"] + "\n" for r in rows), encoding="utf-8")
+    report = counter.to_report("bitext", source="filters" if filtered else f"margin >= {min_margin}",
+                               pairs_per_language_pair={f"{s}-{t}": len(v) for (s, t), v in by_pair.items()})
+    _balanced(report)
+    write_report(str(out / "stats.json"), report)
+    return report
+
+
+def score(bitext_dir: Path, gold_file: Path, sentences_dir: Path, out: Path) -> dict:
+    """Precision: correct pairs among the kept pairs that touch a gold sentence (pairs between
+    two web sentences cannot be judged); recall: correct pairs among all gold pairs, and among
+    the gold pairs whose two sides both survived the corpus cleaning (``reachable``)."""
+    gold = [tuple(line.split("\t")) for line in gold_file.read_text(encoding="utf-8").splitlines() if line]
+    gold_set = {(g[0], g[2], g[3]) for g in gold}
+    gold_src = {(g[0], g[2]) for g in gold}
+    gold_trg = {(g[0], g[3]) for g in gold}
+    present: dict[str, set[str]] = {}
+    for p in sentences_dir.glob("*/sentences.parquet"):
+        present[p.parent.name] = set(pq.read_table(p, columns=["text"]).column("text").to_pylist())
+    kept = pq.read_table(bitext_dir / "bitext.parquet").to_pylist()
+    per: dict[str, Counter] = {}
+    for g in gold:
+        c = per.setdefault(f"{g[0]}-{g[1]}", Counter())
+        c["gold"] += 1
+        if g[2] in present.get(g[0], ()) and g[3] in present.get(g[1], ()):
+            c["reachable"] += 1
+    for r in kept:
+        if not r.get("src"):
+            continue
+        c = per.setdefault(f"{r['src_lang']}-{r['trg_lang']}", Counter())
+        c["kept"] += 1
+        key = r["src_lang"]
+        if (key, r["src"], r["trg"]) in gold_set:
+            c["correct"] += 1
+            c["judged"] += 1
+        elif (key, r["src"]) in gold_src or (key, r["trg"]) in gold_trg:
+            c["judged"] += 1
+    rows = {}
+    for pair, c in sorted(per.items()):
+        rows[pair] = {**{k: c[k] for k in ("gold", "reachable", "kept", "judged", "correct")},
+                      "precision": c["correct"] / c["judged"] if c["judged"] else 0.0,
+                      "recall": c["correct"] / c["gold"] if c["gold"] else 0.0,
+                      "recall_reachable": c["correct"] / c["reachable"] if c["reachable"] else 0.0}  # fmt: skip
+    tot = Counter()
+    for c in per.values():
+        tot.update(c)
+    rows["all"] = {**{k: tot[k] for k in ("gold", "reachable", "kept", "judged", "correct")},
+                   "precision": tot["correct"] / tot["judged"] if tot["judged"] else 0.0,
+                   "recall": tot["correct"] / tot["gold"] if tot["gold"] else 0.0,
+                   "recall_reachable": tot["correct"] / tot["reachable"] if tot["reachable"] else 0.0}  # fmt: skip
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "mined_pr.json").write_text(json.dumps(rows, indent=1), encoding="utf-8")
+    md = ["| pair | gold | reachable | kept | judged | correct | precision | recall | recall (reachable) |",
+          "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    for pair, r in rows.items():
+        md.append(f"| {pair} | {r['gold']} | {r['reachable']} | {r['kept']} | {r['judged']} | {r['correct']} "
+                  f"| {r['precision']:.3f} | {r['recall']:.3f} | {r['recall_reachable']:.3f} |")  # fmt: skip
+    (out / "mined_pr.md").write_text("\n".join(md) + "\n", encoding="utf-8")
+    return rows
+
+
+def embed(sentences_dir: Path, langs: list[str], model: str, out: Path, batch_size: int) -> None:
+    """``python -m mining embed`` for several languages in one process: the encoder is loaded
+    (and torch imported) once instead of once per language."""
+    from mining.__main__ import cmd_embed
+
+    for lang in langs:
+        src = sentences_dir / lang
+        if not src.exists():
+            raise UsageError(f"{src}: no sentences for language {lang!r}")
+        ns = argparse.Namespace(text=str(src), lang=lang, model=model, out=str(out / lang),
+                                dtype="float16", rows_per_shard=100_000, batch_size=batch_size)  # fmt: skip
+        cmd_embed(ns)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python -m pipelines.e2e_tasks", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    sub = ap.add_subparsers(dest="task", required=True)
+    p = sub.add_parser("prepare", help="split the Tatoeba-layout pairs; dev sentences -> web text")
+    p.add_argument("--data", required=True, help="folder with tatoeba/{train,dev}.XXX-eng.*")
+    p.add_argument("--output", required=True, help="folder to write")
+    p.add_argument("--config", default="demo", help="preset or YAML file (its run: section)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a run: key")
+    s = sub.add_parser("sentences", help="per-language Parquet to mine and to learn the vocabulary")
+    s.add_argument("--corpus", action="append", required=True, help="a corpus job's output folder")
+    s.add_argument("--extra", action="append", default=[], help="more <lang>/*.parquet for the vocabulary")
+    s.add_argument("--output", required=True, help="folder to write (mine/, vocab/)")
+    b = sub.add_parser("bitext", help="the final bitext: Parquet, TSV.gz, Moses files")
+    b.add_argument("--mined", required=True, help="mine-many output (<pair>/mined.parquet)")
+    b.add_argument("--filtered", help="filter output (<pair>/kept.parquet); else --min-margin")
+    b.add_argument("--min-margin", type=float, default=1.05, help="margin floor without filters")
+    b.add_argument("--output", required=True, help="folder to write")
+    c = sub.add_parser("score", help="precision/recall of the bitext against the known alignment")
+    c.add_argument("--bitext", required=True, help="bitext task output folder")
+    c.add_argument("--gold", required=True, help="gold.tsv of the prepare task")
+    c.add_argument("--sentences", required=True, help="sentences task's mine/ folder")
+    c.add_argument("--output", required=True, help="folder to write mined_pr.{json,md}")
+    e = sub.add_parser("embed", help="embedding stores of several languages, one encoder load")
+    e.add_argument("--sentences", required=True, help="folder of <lang>/ Parquet sentences")
+    e.add_argument("--langs", nargs="+", required=True, help="languages to embed")
+    e.add_argument("--model", required=True, help="LaBSE checkpoint directory")
+    e.add_argument("--output", required=True, help="folder receiving one store per language")
+    e.add_argument("--batch-size", type=int, default=64, help="encoding batch size (64)")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    setup_logging()
+    try:
+        if args.task == "prepare":
+            cfg = load("run", args.config, args.set)
+            rep = prepare(Path(args.data), Path(args.output), cfg)
+        elif args.task == "sentences":
+            rep = sentences([Path(c) for c in args.corpus], [Path(e) for e in args.extra], Path(args.output))
+        elif args.task == "bitext":
+            rep = bitext(Path(args.mined), Path(args.filtered) if args.filtered else None,
+                         args.min_margin, Path(args.output))  # fmt: skip
+        elif args.task == "embed":
+            embed(Path(args.sentences), args.langs, args.model, Path(args.output), args.batch_size)
+            return 0
+        else:
+            rep = score(Path(args.bitext), Path(args.gold), Path(args.sentences), Path(args.output))
+    except (UsageError, ConfigError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    log.info("%s: %s", args.task, json.dumps(rep.get("counts", rep))[:300])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

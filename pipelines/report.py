@@ -1,0 +1,414 @@
+"""The run report: ``report.md`` and a self-contained ``report.html`` (plots inlined as PNG).
+
+    python -m pipelines.report --run RUN_DIR --output RUN_DIR/report
+
+Reads what the stages left in a run folder of ``python -m pipelines.run``: the plan
+(``_run.json``), every stage's manifest (time, peak memory) and ``stats.json`` (records in, out
+and dropped per reason), the vocabulary statistics, the training metrics, the mined margins, the
+CDS calibration, the evaluation reports and the final bitext. A stage that did not run gets a
+section saying so and why.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import html
+import io
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+from labse_common.logs import setup_logging
+
+log = logging.getLogger("pipelines.report")
+
+Block = tuple  # ("h1"|"h2"|"p"|"pre", text) | ("table", header, rows) | ("img", name, png, alt)
+
+
+def _read_json(p: Path) -> dict | None:
+    try:
+        return json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _metrics(p: Path) -> list[dict]:
+    if not p.is_file():
+        return []
+    rows = []
+    for line in p.read_text(encoding="utf-8").splitlines():
+        try:
+            rows.append(json.loads(line))
+        except ValueError:
+            continue
+    return rows
+
+
+def _png(fig) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+class Report:
+    def __init__(self, run: Path) -> None:
+        self.run = run
+        self.blocks: list[Block] = []
+        self.plan = {p["stage"]: p for p in (_read_json(run / "_run.json") or {}).get("plan", [])}
+        self.manifests = {s: _read_json(run / s / "_manifest.json") for s in self.plan}
+
+    def add(self, *block) -> None:
+        self.blocks.append(block)
+
+    def status(self, stage: str) -> tuple[bool, str]:
+        """(has output, sentence for the report)."""
+        p = self.plan.get(stage)
+        if self.manifests.get(stage):
+            return True, ""
+        if p is None:
+            return False, f"Stage `{stage}` is not part of this run."
+        return False, f"Stage `{stage}` did not run: {p['reason']}."
+
+    # --- sections ----------------------------------------------------------------------------
+
+    def header(self) -> None:
+        info = _read_json(self.run / "_run.json") or {}
+        synthetic = info.get("data") == "synthetic"
+        self.add("h1", "LaBSE bitext mining run")
+        self.add("p", f"Run folder `{self.run}`, report written {time.strftime('%Y-%m-%d %H:%M:%S')}.")
+        if synthetic:
+            self.add("p", "**Data: SYNTHETIC.** No `--data` was given, so every stage ran on the embedded "
+                          "synthetic sample written by `pipelines/synthetic.py` (template sentences in "
+                          "English, German, French and Spanish; synthetic WET/WARC pages and Wikipedia dumps). "
+                          "The figures below describe that sample, not real web text.")  # fmt: skip
+        else:
+            self.add("p", f"Data: `{info.get('data')}` (real inputs).")
+        b = self.run / "bitext"
+        if (b / "bitext.tsv.gz").is_file():
+            st = _read_json(b / "stats.json") or {}
+            n = st.get("counts", {}).get("pairs", {}).get("out", 0)
+            self.add("p", f"Final bitext: **{n} pairs** in `{b / 'bitext.tsv.gz'}` (also `bitext.parquet` "
+                          f"and Moses files `bitext.SRC-TRG.LANG`); selection: {st.get('source', '?')}.")  # fmt: skip
+
+    def stages(self) -> None:
+        self.add("h2", "Stages: time, peak memory, records")
+        rows = []
+        for stage, p in self.plan.items():
+            m = self.manifests.get(stage)
+            st = _read_json(self.run / stage / "stats.json") if m else None
+            io_ = "; ".join(f"{u} {c['in']}→{c['out']}" for u, c in (st or {}).get("counts", {}).items())
+            if m:
+                state = "ran" if stage in (_read_json(self.run / "_run.json") or {}).get("ran", []) else "cached"
+                rows.append([stage, state, f"{m['seconds']:.1f}", f"{m['peak_rss_mb']:.0f}", io_ or "–"])
+            else:
+                rows.append([stage, p["action"], "–", "–", p["reason"]])
+        self.add("table", ["stage", "status", "seconds", "peak RSS (MB)", "in → out / note"], rows)
+        done = [(s, m) for s, m in self.manifests.items() if m]
+        if done:
+            plt = _plt()
+            fig, ax = plt.subplots(1, 2, figsize=(10, 0.35 * len(done) + 1.2))
+            names = [s for s, _ in done]
+            ax[0].barh(names, [m["seconds"] for _, m in done], color="#4c72b0")
+            ax[0].set_xlabel("seconds")
+            ax[1].barh(names, [m["peak_rss_mb"] for _, m in done], color="#dd8452")
+            ax[1].set_xlabel("peak RSS of the stage's processes (MB)")
+            for a in ax:
+                a.invert_yaxis()
+            self.add("img", "stages_time_memory", _png(fig), "time and peak memory per stage")
+
+    def drops(self) -> None:
+        self.add("h2", "Records in, out and dropped (with reasons)")
+        bars, rows = [], []
+        for stage in self.plan:
+            st = _read_json(self.run / stage / "stats.json") if self.manifests.get(stage) else None
+            for unit, c in (st or {}).get("counts", {}).items():
+                reasons = ", ".join(f"{k} {v}" for k, v in sorted(c["dropped"].items(), key=lambda kv: -kv[1]))
+                ok = c["in"] == c["out"] + sum(c["dropped"].values())
+                rows.append([stage, unit, c["in"], c["out"], reasons or "–", "yes" if ok else "**NO**"])
+                if c["in"]:
+                    bars.append((f"{stage}: {unit}", c))
+        self.add("table", ["stage", "unit", "in", "out", "dropped (reason count)", "balanced"], rows)
+        if bars:
+            plt = _plt()
+            fig, ax = plt.subplots(figsize=(10, 0.32 * len(bars) + 1.5))
+            reasons = sorted({r for _, c in bars for r in c["dropped"]})
+            cmap = plt.get_cmap("tab20")
+            labels = [b[0] for b in bars]
+            left = [c["out"] / c["in"] for _, c in bars]
+            ax.barh(labels, left, color="#55a868", label="out")
+            for i, r in enumerate(reasons):
+                w = [c["dropped"].get(r, 0) / c["in"] for _, c in bars]
+                ax.barh(labels, w, left=left, color=cmap(i % 20), label=r)
+                left = [a + b for a, b in zip(left, w)]
+            ax.set_xlabel("share of the records that came in")
+            ax.invert_yaxis()
+            ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
+            self.add("img", "drops", _png(fig), "out and dropped share per stage and unit")
+
+    def languages(self) -> None:
+        self.add("h2", "Sentences per language")
+        st = _read_json(self.run / "sentences" / "stats.json")
+        if not st:
+            self.add("p", self.status("sentences")[1])
+            return
+        mine, voc = st.get("sentences_per_language", {}), st.get("vocab_sentences_per_language", {})
+        langs = sorted(set(mine) | set(voc), key=lambda k: -voc.get(k, mine.get(k, 0)))
+        self.add("table", ["language", "cleaned (mined)", "+ training sentences (vocabulary)"],
+                 [[lang, mine.get(lang, 0), voc.get(lang, 0)] for lang in langs])  # fmt: skip
+        plt = _plt()
+        top = langs[:30]
+        fig, ax = plt.subplots(figsize=(10, 3))
+        ax.bar(top, [mine.get(k, 0) for k in top], label="cleaned corpus (mined)")
+        ax.set_yscale("log")
+        ax.set_ylabel("sentences")
+        ax.legend()
+        self.add("img", "languages", _png(fig), "sentences per language")
+
+    def vocab(self) -> None:
+        self.add("h2", "Vocabulary")
+        vs = _read_json(self.run / "vocab" / "vocab_stats.json")
+        if not vs:
+            self.add("p", self.status("vocab")[1])
+            return
+        self.add("p", f"{vs.get('vocab_size')} wordpieces learned (requested {vs.get('requested_vocab_size')}); "
+                      f"language smoothing α = {vs.get('smoothing')}, frequency threshold {vs.get('threshold')}.")  # fmt: skip
+        rows = []
+        for lang, v in sorted(vs.get("languages", {}).items(), key=lambda kv: -kv[1].get("sentences", 0)):
+            h = v.get("heldout", {})
+            rows.append([lang, v.get("sentences"), v.get("word_types"), f"{v.get('raw_share', 0):.3f}",
+                         f"{v.get('smoothed_share', 0):.3f}", f"{h.get('unk_rate', 0):.4f}",
+                         f"{h.get('wordpieces_per_word', 0):.2f}"])  # fmt: skip
+        self.add("table", ["language", "sentences", "word types", "raw share", "smoothed share",
+                           "held-out unk rate", "wordpieces/word"], rows)  # fmt: skip
+
+    def curves(self, stage: str, title: str) -> None:
+        self.add("h2", title)
+        rows = _metrics(self.run / stage / "metrics.jsonl")
+        has, why = self.status(stage)
+        if not has:
+            self.add("p", why)
+            return
+        rows = [r for r in rows if "step" in r and "loss" in r]
+        if not rows:
+            self.add("p", f"`{stage}` wrote no metrics.jsonl with step/loss rows.")
+            return
+        keys = [k for k in ("loss", "accuracy", "mlm_loss", "tlm_loss", "lr") if any(k in r for r in rows)]
+        plt = _plt()
+        fig, axes = plt.subplots(1, len(keys), figsize=(3.4 * len(keys), 2.8))
+        for ax, k in zip(axes if len(keys) > 1 else [axes], keys):
+            pts = [(r["step"], r[k]) for r in rows if k in r]
+            ax.plot([p[0] for p in pts], [p[1] for p in pts])
+            ax.set_title(k)
+            ax.set_xlabel("step")
+        self.add("img", f"{stage}_curves", _png(fig), f"{stage} curves")
+        last = rows[-1]
+        self.add("p", f"Last logged step {last['step']}: " + ", ".join(
+            f"{k} {last[k]:.4g}" for k in keys if isinstance(last.get(k), (int, float))) + ".")  # fmt: skip
+
+    def margins(self) -> None:
+        self.add("h2", "Mining: margin scores")
+        mined = sorted((self.run / "mine").glob("*/mined.parquet")) if self.manifests.get("mine") else []
+        if not mined:
+            self.add("p", self.status("mine")[1])
+            return
+        cfg = _read_json(self.run / "bitext" / "stats.json") or {}
+        plt = _plt()
+        fig, ax = plt.subplots(figsize=(8, 3))
+        rows = []
+        for f in mined:
+            m = pq.read_table(f, columns=["margin"]).column("margin").to_pylist()
+            ax.hist(m, bins=40, histtype="step", label=f.parent.name)
+            st = (_read_json(f.parent / "stats.json") or {}).get("counts", {})
+            cand = st.get("candidates", {})
+            rows.append([f.parent.name, len(m), f"{min(m):.3f}" if m else "–", f"{max(m):.3f}" if m else "–",
+                         ", ".join(f"{k} {v}" for k, v in cand.get("dropped", {}).items()) or "–"])  # fmt: skip
+        src = str(cfg.get("source", ""))
+        if src.startswith("margin >="):
+            ax.axvline(float(src.split(">=")[1]), color="k", ls="--", label=src)
+        ax.set_xlabel("margin")
+        ax.set_ylabel("pairs")
+        ax.legend(fontsize=8)
+        self.add("img", "margins", _png(fig), "margin histogram")
+        self.add("table", ["pair", "mined pairs", "min margin", "max margin", "candidates dropped"], rows)
+
+    def cds(self) -> None:
+        self.add("h2", "CDS filtering: precision / retention and the chosen threshold")
+        has, why = self.status("calibrate")
+        if not has:
+            self.add("p", why + " The final bitext was selected by the mining margin instead.")
+            return
+        th = _read_json(self.run / "calibrate" / "threshold.json")
+        if th:
+            self.add("pre", json.dumps(th, indent=1))
+        for png in sorted((self.run / "calibrate").glob("*.png")):
+            self.add("img", f"cds_{png.stem}", png.read_bytes(), png.stem)
+
+    def evaluation(self) -> None:
+        self.add("h2", "Evaluation")
+        has, why = self.status("eval")
+        if not has:
+            self.add("p", why)
+            return
+        pr = _read_json(self.run / "eval" / "mined_pr.json") or {}
+        if pr:
+            self.add("p", "Precision and recall of the final bitext against the known alignment of the dev "
+                          "pairs hidden, shuffled, in the web text (precision over the kept pairs that touch a "
+                          "dev sentence; `reachable` = both sides survived the corpus cleaning).")  # fmt: skip
+            self.add("table", ["pair", "gold", "reachable", "kept", "judged", "correct", "precision", "recall",
+                               "recall (reachable)"],
+                     [[k, r["gold"], r["reachable"], r["kept"], r["judged"], r["correct"], f"{r['precision']:.3f}",
+                       f"{r['recall']:.3f}", f"{r['recall_reachable']:.3f}"] for k, r in pr.items()])  # fmt: skip
+        for md in sorted((self.run / "eval" / "tatoeba").glob("*.md")):
+            self.add("p", "Retrieval on the held-out pairs (Tatoeba-style accuracy, both directions):")
+            self.add("raw_md", md.read_text(encoding="utf-8"))
+
+    def examples(self, n: int) -> None:
+        self.add("h2", "First kept and first rejected pairs")
+        b = self.run / "bitext"
+        if not self.manifests.get("bitext"):
+            self.add("p", self.status("bitext")[1])
+            return
+        kept = pq.read_table(b / "bitext.parquet").slice(0, n).to_pylist()
+        rej = pq.read_table(b / "rejected.parquet").slice(0, n).to_pylist()
+        self.add("table", ["kept: margin", "source", "target"],
+                 [[f"{r['margin']:.3f}", r["src"], r["trg"]] for r in kept if r.get("src")])  # fmt: skip
+        self.add("table", ["rejected: margin", "reason", "source", "target"],
+                 [[f"{r.get('margin', 0):.3f}", r.get("reason", ""), r.get("src", ""), r.get("trg", "")]
+                  for r in rej])  # fmt: skip
+
+    def build(self, n_examples: int) -> None:
+        self.header()
+        self.stages()
+        self.drops()
+        self.languages()
+        self.vocab()
+        self.curves("pretrain", "Pretraining (MLM + TLM)")
+        self.curves("train", "Dual-encoder training")
+        self.margins()
+        self.cds()
+        self.evaluation()
+        self.examples(n_examples)
+
+    # --- rendering -----------------------------------------------------------------------------
+
+    def markdown(self, img_dir: Path) -> str:
+        out = []
+        for b in self.blocks:
+            kind = b[0]
+            if kind in ("h1", "h2"):
+                out.append(("# " if kind == "h1" else "## ") + b[1])
+            elif kind == "p":
+                out.append(b[1])
+            elif kind == "pre":
+                out.append("```\n" + b[1] + "\n```")
+            elif kind == "raw_md":
+                out.append(b[1].strip())
+            elif kind == "table":
+                cells = lambda r: "| " + " | ".join(str(c).replace("|", "\\|").replace("\n", " ") for c in r) + " |"  # noqa: E731
+                out.append("\n".join([cells(b[1]), "|" + "---|" * len(b[1]), *[cells(r) for r in b[2]]]))
+            elif kind == "img":
+                img_dir.mkdir(parents=True, exist_ok=True)
+                (img_dir / f"{b[1]}.png").write_bytes(b[2])
+                out.append(f"![{b[3]}]({img_dir.name}/{b[1]}.png)")
+        return "\n\n".join(out) + "\n"
+
+    def html(self) -> str:
+        import re
+
+        def inline(t: str) -> str:
+            t = html.escape(t)
+            t = re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", t)
+            return re.sub(r"`(.+?)`", r"<code>\1</code>", t)
+
+        parts = []
+        for b in self.blocks:
+            kind = b[0]
+            if kind in ("h1", "h2"):
+                parts.append(f"<{kind}>{inline(b[1])}</{kind}>")
+            elif kind == "p":
+                parts.append(f"<p>{inline(b[1])}</p>")
+            elif kind == "pre":
+                parts.append(f"<pre>{html.escape(b[1])}</pre>")
+            elif kind == "raw_md":
+                parts.append(_md_table_html(b[1], inline))
+            elif kind == "table":
+                head = "".join(f"<th>{inline(str(c))}</th>" for c in b[1])
+                body = "".join("<tr>" + "".join(f"<td>{inline(str(c))}</td>" for c in r) + "</tr>" for r in b[2])
+                parts.append(f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
+            elif kind == "img":
+                data = base64.b64encode(b[2]).decode()
+                parts.append(f'<img alt="{html.escape(b[3])}" src="data:image/png;base64,{data}">')
+        style = ("body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}"
+                 "table{border-collapse:collapse;margin:1em 0;font-size:13px}"
+                 "td,th{border:1px solid #ccc;padding:3px 7px;text-align:left}th{background:#f3f3f3}"
+                 "img{max-width:100%}code{background:#f3f3f3;padding:0 3px}")  # fmt: skip
+        return (f"<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>LaBSE run report</title>"
+                f"<style>{style}</style></head><body>{''.join(parts)}</body></html>\n")  # fmt: skip
+
+
+def _md_table_html(md: str, inline) -> str:
+    """Markdown from the evaluation CLI: its tables become HTML tables, other lines paragraphs."""
+    out, table = [], []
+    for line in md.splitlines() + [""]:
+        if line.startswith("|"):
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if not all(set(c) <= set("-: ") for c in cells):
+                table.append(cells)
+            continue
+        if table:
+            head = "".join(f"<th>{inline(c)}</th>" for c in table[0])
+            body = "".join("<tr>" + "".join(f"<td>{inline(c)}</td>" for c in r) + "</tr>" for r in table[1:])
+            out.append(f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
+            table = []
+        if line.strip():
+            out.append(f"<p>{inline(line.lstrip('# '))}</p>")
+    return "".join(out)
+
+
+def write(run: Path, out: Path, n_examples: int = 5) -> tuple[Path, Path]:
+    rep = Report(run)
+    rep.build(n_examples)
+    out.mkdir(parents=True, exist_ok=True)
+    md = out / "report.md"
+    md.write_text(rep.markdown(out / "figures"), encoding="utf-8")
+    page = out / "report.html"
+    page.write_text(rep.html(), encoding="utf-8")
+    return md, page
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m pipelines.report", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    ap.add_argument("--run", required=True, help="run folder of python -m pipelines.run")
+    ap.add_argument("--output", required=True, help="folder for report.md, report.html, figures/")
+    ap.add_argument("--examples", type=int, default=5, help="kept and rejected pairs shown (5)")
+    args = ap.parse_args(argv)
+    setup_logging()
+    run = Path(args.run)
+    if not (run / "_run.json").is_file():
+        print(f"error: {run}: not a run folder (no _run.json)", file=sys.stderr)
+        return 2
+    md, page = write(run, Path(args.output), args.examples)
+    log.info("report: %s, %s", md, page)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
