@@ -49,6 +49,26 @@ def _metrics(p: Path) -> list[dict]:
     return rows
 
 
+def stage_stats(stage_dir: Path) -> dict | None:
+    """A stage's stats.json; a stage that writes one per part (mining: one per language pair)
+    gets their counts summed."""
+    top = _read_json(stage_dir / "stats.json")
+    if top is not None:
+        return top
+    parts = [r for p in sorted(stage_dir.glob("*/stats.json")) if (r := _read_json(p))]
+    if not parts:
+        return None
+    units: dict[str, dict] = {}
+    for r in parts:
+        for unit, c in r.get("counts", {}).items():
+            u = units.setdefault(unit, {"in": 0, "out": 0, "dropped": {}})
+            u["in"] += c["in"]
+            u["out"] += c["out"]
+            for k, v in c["dropped"].items():
+                u["dropped"][k] = u["dropped"].get(k, 0) + v
+    return {"stage": stage_dir.name, "counts": units, "parts": len(parts)}
+
+
 def _png(fig) -> bytes:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
@@ -112,11 +132,13 @@ class Report:
         rows = []
         for stage, p in self.plan.items():
             m = self.manifests.get(stage)
-            st = _read_json(self.run / stage / "stats.json") if m else None
+            st = stage_stats(self.run / stage) if m else None
             io_ = "; ".join(f"{u} {c['in']}→{c['out']}" for u, c in (st or {}).get("counts", {}).items())
             if m:
                 state = "ran" if stage in (_read_json(self.run / "_run.json") or {}).get("ran", []) else "cached"
                 rows.append([stage, state, f"{m['seconds']:.1f}", f"{m['peak_rss_mb']:.0f}", io_ or "–"])
+            elif stage == "report":
+                rows.append([stage, "running", "–", "–", "this report"])
             else:
                 rows.append([stage, p["action"], "–", "–", p["reason"]])
         self.add("table", ["stage", "status", "seconds", "peak RSS (MB)", "in → out / note"], rows)
@@ -137,7 +159,7 @@ class Report:
         self.add("h2", "Records in, out and dropped (with reasons)")
         bars, rows = [], []
         for stage in self.plan:
-            st = _read_json(self.run / stage / "stats.json") if self.manifests.get(stage) else None
+            st = stage_stats(self.run / stage) if self.manifests.get(stage) else None
             for unit, c in (st or {}).get("counts", {}).items():
                 reasons = ", ".join(f"{k} {v}" for k, v in sorted(c["dropped"].items(), key=lambda kv: -kv[1]))
                 ok = c["in"] == c["out"] + sum(c["dropped"].values())
