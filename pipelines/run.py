@@ -581,7 +581,7 @@ def main(argv: list[str] | None = None) -> int:
              "synthetic sample" if ctx.synthetic else data, len(todo),
              sum(p.action == "skip" for p in plans), sum(p.action == "unavailable" for p in plans))  # fmt: skip
     history = {"plan": [{"stage": p.stage.name, "action": p.action, "reason": p.reason} for p in plans],
-               "data": "synthetic" if ctx.synthetic else str(data), "started": time.time()}  # fmt: skip
+               "data": "synthetic" if ctx.synthetic else str(data), "started": time.time(), "ran": []}  # fmt: skip
     _write_run(ctx, history)
     from tqdm import tqdm
 
