@@ -66,11 +66,14 @@ def tatoeba_codes(tatoeba: Path, split: str) -> list[str]:
 def _write_wet(path: Path, docs: list[list[str]], url: str) -> None:
     from warcio.warcwriter import WARCWriter
 
+    from pipelines.synthetic import fixed_headers
+
     buf = io.BytesIO()
     w = WARCWriter(buf, gzip=True)
     for n, doc in enumerate(docs):
         rec = w.create_warc_record(f"{url}/{n}", "conversion", warc_content_type="text/plain",
-                                   payload=io.BytesIO("\n".join(doc).encode("utf-8")))  # fmt: skip
+                                   payload=io.BytesIO("\n".join(doc).encode("utf-8")),
+                                   warc_headers_dict=fixed_headers(f"{url}/{n}", "conversion"))  # fmt: skip
         w.write_record(rec)
     path.write_bytes(buf.getvalue())
 

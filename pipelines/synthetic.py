@@ -169,7 +169,8 @@ def write_web(out: Path, web: list[dict[str, str]], seed: int) -> None:
             lines = [bp[0], bp[1], *page[:3], bp[2], *page[3:], bp[3], bp[4], bp[7]]
             url = f"https://{WIKI_CODE[lang]}.example.org/wet/{n}"
             rec = wet.create_warc_record(url, "conversion", payload=io.BytesIO("\n".join(lines).encode()),
-                                         warc_content_type="text/plain")  # fmt: skip
+                                         warc_content_type="text/plain",
+                                         warc_headers_dict=fixed_headers(url, "conversion"))  # fmt: skip
             wet.write_record(rec)
         for n, page in enumerate(_pages(rows[half:], lang, 6)):
             paras = "".join(f"<p>{escape(' '.join(page[i:i + 2]))}</p>" for i in range(0, len(page), 2))
@@ -182,11 +183,22 @@ def write_web(out: Path, web: list[dict[str, str]], seed: int) -> None:
             http = StatusAndHeaders("200 OK", [("Content-Type", "text/html; charset=utf-8")],
                                     protocol="HTTP/1.1")  # fmt: skip
             req = f"GET /html/{n} HTTP/1.1\r\nHost: {WIKI_CODE[lang]}.example.org\r\n\r\n".encode()
-            warc.write_record(warc.create_warc_record(url, "request", payload=io.BytesIO(req)))
+            warc.write_record(warc.create_warc_record(url, "request", payload=io.BytesIO(req),
+                                                      warc_headers_dict=fixed_headers(url, "request")))
             warc.write_record(warc.create_warc_record(url, "response", payload=io.BytesIO(html.encode()),
-                                                      http_headers=http))  # fmt: skip
+                                                      http_headers=http,
+                                                      warc_headers_dict=fixed_headers(url, "response")))  # fmt: skip
     (out / "synthetic.warc.wet.gz").write_bytes(wet_buf.getvalue())
     (out / "synthetic.warc.gz").write_bytes(warc_buf.getvalue())
+
+
+def fixed_headers(url: str, kind: str) -> dict[str, str]:
+    """WARC headers warcio would fill with the clock and a random id: fixed, so the sample (and
+    everything computed from it) is byte-for-byte reproducible."""
+    import uuid
+
+    rid = uuid.uuid5(uuid.NAMESPACE_URL, f"{kind}:{url}")
+    return {"WARC-Date": "2024-03-12T00:00:00Z", "WARC-Record-ID": f"<urn:uuid:{rid}>"}
 
 
 def _wikitext(title: str, sents: list[str], lang: str, n: int) -> str:

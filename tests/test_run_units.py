@@ -1,0 +1,153 @@
+"""Fast checks of the stage runner's plan and errors, the synthetic sample and the docker files."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from pipelines import run as runner
+from pipelines import synthetic
+
+ROOT = Path(__file__).resolve().parents[1]
+ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pipelines.run", *args], env=ENV, cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+
+
+def test_dry_run_plans_every_stage_and_writes_nothing(tmp_path: Path):
+    out = tmp_path / "run"
+    p = cli("--config", "configs/demo.yaml", "--output", str(out), "--dry-run")
+    assert p.returncode == 0, p.stderr
+    plan = [line.split(None, 2) for line in p.stdout.splitlines()]
+    assert [row[0] for row in plan] == [s.name for s in runner.STAGES]
+    for name, action, reason in plan:
+        assert action in ("run", "unavailable"), (name, action)
+        if action == "unavailable":
+            assert "not available in this checkout" in reason or "false" in reason
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--set", "mining.k=0"], "mining.k"),
+    (["--set", "run.no_such_key=1"], "run.no_such_key"),
+    (["--data", "/nonexistent/data"], "--data"),
+    (["--config", "/nonexistent.yaml"], "config file not found"),
+    (["--from", "mine", "--only", "mine"], "exclude"),
+])  # fmt: skip
+def test_bad_arguments_are_one_line_errors(tmp_path: Path, args, message):
+    p = cli("--output", str(tmp_path / "run"), "--dry-run", *args)
+    assert p.returncode == 2, (p.stdout, p.stderr)
+    assert message in p.stderr and "Traceback" not in p.stderr
+
+
+def test_from_needs_complete_upstream(tmp_path: Path):
+    p = cli("--output", str(tmp_path / "run"), "--from", "mine")
+    assert p.returncode == 2 and "not complete" in p.stderr
+
+
+def test_stage_declarations_are_consistent(tmp_path: Path):
+    names = [s.name for s in runner.STAGES]
+    assert len(set(names)) == len(names)
+    ctx = runner.Context(out=tmp_path, data=tmp_path / "synthetic", synthetic=True,
+                         config_file=tmp_path / "_config.yaml",
+                         cfg=runner.effective_config("demo", []))  # fmt: skip
+    runner.make_plan(ctx)
+    for i, s in enumerate(runner.STAGES):
+        for dep in s.deps(ctx):  # upstream stages are declared before the stages that read them
+            assert names.index(dep) < i, (s.name, dep)
+        assert s.commands(ctx) and s.outputs(ctx), s.name
+
+
+def test_synthetic_sample_is_deterministic_and_real_language(tmp_path: Path):
+    from filters.langid import LanguageIdentifier
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    synthetic.generate(a, seed=0, n_train=50, n_dev=20)
+    synthetic.generate(b, seed=0, n_train=50, n_dev=20)
+    files = sorted(p.relative_to(a) for p in a.rglob("*") if p.is_file())
+    assert files and all((a / f).read_bytes() == (b / f).read_bytes() for f in files)
+    for kind, names in synthetic.data_files().items():
+        assert all((a / n).is_file() for n in names), kind
+    lid = LanguageIdentifier()
+    for code, lang in (("deu", "de"), ("fra", "fr"), ("spa", "es"), ("eng", "en")):
+        src = "deu" if code == "eng" else code
+        lines = (a / "tatoeba" / f"train.{src}-eng.{code}").read_text(encoding="utf-8").splitlines()
+        assert len(lines) == 50
+        hits = sum(r.lang == lang for r in lid.predict(lines))
+        assert hits >= 0.9 * len(lines), (code, hits)
+    # Dev pairs of different languages share no sentence, train and dev are disjoint.
+    de = set((a / "tatoeba" / "dev.deu-eng.eng").read_text().splitlines())
+    fr = set((a / "tatoeba" / "dev.fra-eng.eng").read_text().splitlines())
+    tr = set((a / "tatoeba" / "train.deu-eng.eng").read_text().splitlines())
+    assert not de & fr and not de & tr
+
+
+# --- docker ------------------------------------------------------------------------------------
+
+DOCKERFILES = sorted((ROOT / "docker").glob("*.Dockerfile"))
+
+
+def _instructions(path: Path) -> list[tuple[str, str]]:
+    text = re.sub(r"\\\n", " ", path.read_text(encoding="utf-8"))
+    out = []
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            op, _, rest = line.partition(" ")
+            out.append((op.upper(), rest.strip()))
+    return out
+
+
+def test_dockerfiles_parse_and_copy_existing_sources():
+    assert {p.name for p in DOCKERFILES} >= {"beam-worker.Dockerfile", "train.Dockerfile"}
+    for path in DOCKERFILES:
+        ins = _instructions(path)
+        ops = {op for op, _ in ins}
+        assert ops <= {"ARG", "FROM", "WORKDIR", "COPY", "RUN", "ENV", "ENTRYPOINT", "CMD", "LABEL"}, ops
+        assert any(op == "FROM" for op, _ in ins)
+        args = {rest.split("=")[0]: rest.split("=", 1)[1] for op, rest in ins if op == "ARG" and "=" in rest}
+        for op, rest in ins:
+            if op == "FROM":
+                image = re.sub(r"\$\{(\w+)\}", lambda m, a=args: a[m.group(1)], rest.split()[0])
+                assert ":" in image and not image.endswith(":latest"), (path.name, image)
+            if op == "COPY" and "--from" not in rest:
+                *sources, _dest = rest.split()
+                for src in sources:  # relative to the build context: the repository root
+                    assert (ROOT / src).exists(), (path.name, src)
+            if op == "RUN" and "pip install" in rest:
+                assert "torch==" in rest.replace('"', "").replace("${TORCH_VERSION}", args.get("TORCH_VERSION", "")), path
+
+
+def test_beam_worker_image_matches_the_launcher_beam_version():
+    import apache_beam
+
+    args = dict(r.split("=", 1) for op, r in _instructions(ROOT / "docker" / "beam-worker.Dockerfile")
+                if op == "ARG" and "=" in r)  # fmt: skip
+    assert args["BEAM_VERSION"] == apache_beam.__version__
+    compose = yaml.safe_load((ROOT / "docker" / "flink-compose.yaml").read_text())
+    images = {name: svc.get("image", "") for name, svc in compose["services"].items()}
+    assert images["job-server"].endswith(f":{apache_beam.__version__}")
+    assert images["beam-worker-pool"].endswith(f":{apache_beam.__version__}")
+
+
+def test_flink_compose_services_are_pinned_and_buildable():
+    compose = yaml.safe_load((ROOT / "docker" / "flink-compose.yaml").read_text())
+    services = compose["services"]
+    assert {"jobmanager", "taskmanager", "job-server", "beam-worker-pool"} <= set(services)
+    for name, svc in services.items():
+        assert ":" in svc["image"] and not svc["image"].endswith(":latest"), name
+        build = svc.get("build")
+        if build:
+            ctx = (ROOT / "docker" / build["context"]).resolve()
+            assert (ctx / build["dockerfile"]).is_file(), name
+    jm = services["jobmanager"]["environment"]["FLINK_PROPERTIES"]
+    assert "jobmanager.rpc.address: jobmanager" in jm
