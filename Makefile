@@ -4,6 +4,9 @@ VENV    := .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 DEMO_OUT ?= demo_out
+# The real samples beside the project when they are there, else the embedded synthetic sample.
+SHARED  := $(wildcard ../shared/data/tatoeba)
+DEMO_DATA ?= $(if $(SHARED),--data ../shared/data,)
 
 .PHONY: venv demo test lint bench clean
 
@@ -21,8 +24,9 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -c "import fasttext; assert hasattr(fasttext, 'train_supervised'), fasttext.__file__"
 	touch $(STAMP)
 
+# Resumable: a rerun skips the stages whose manifest matches (see `python -m pipelines.run --help`).
 demo: $(STAMP)
-	$(BIN)/python -m pipelines.demo --output $(DEMO_OUT)
+	$(BIN)/python -m pipelines.run --config configs/demo.yaml $(DEMO_DATA) --output $(DEMO_OUT)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q tests
