@@ -125,9 +125,11 @@ def prepare(data: Path, out: Path, cfg) -> dict:
                 by_lang.setdefault("en", []).append(t)
         counter.add_out("pairs", kept)
     (out / "train_pairs.tsv").write_text("".join("\t".join(p) + "\n" for p in pairs), encoding="utf-8")
+    # Calibration sample in the calibrate command's format, and its bare pairs to score.
     (out / "labelled.tsv").write_text(
-        "src\ttrg\tsrc_lang\ttrg_lang\tlabel\n" + "".join("\t".join(map(str, r)) + "\n" for r in labelled),
-        encoding="utf-8")  # fmt: skip
+        "".join(f"{s}\t{t}\t{'GOOD' if y else 'BAD'}\n" for s, t, _, _, y in labelled), encoding="utf-8")
+    (out / "labelled_pairs.tsv").write_text(
+        "".join(f"{s}\t{t}\t{sl}\t{tl}\n" for s, t, sl, tl, _ in labelled), encoding="utf-8")
     for lang, texts in by_lang.items():
         (out / "train_sentences" / lang).mkdir(parents=True, exist_ok=True)
         pq.write_table(pa.table({"text": texts, "lang": [lang] * len(texts), "source": ["train"] * len(texts)}),
@@ -204,23 +206,41 @@ def _pair_dirs(mined: Path) -> list[Path]:
     return dirs
 
 
-def bitext(mined: Path, filtered: Path | None, min_margin: float, out: Path) -> dict:
+def _reasons(filtered: Path, rules: Path | None) -> dict[tuple[str, str], str]:
+    """Why the filter stages dropped each pair: rule name, or the apply step's reason."""
+    why: dict[tuple[str, str], str] = {}
+    files = [("rules", f) for f in (sorted(rules.glob("*/dropped.parquet")) if rules else [])]
+    if (filtered / "rejected.parquet").is_file():
+        files.append(("cds", filtered / "rejected.parquet"))
+    for step, f in files:
+        t = pq.read_table(f)
+        for r in t.to_pylist():
+            why.setdefault((r["src"], r["trg"]), f"{step}:{r.get('reason') or 'dropped'}")
+    return why
+
+
+def bitext(mined: Path, filtered: Path | None, min_margin: float, out: Path, rules: Path | None = None) -> dict:
     counter = StageCounter()
     kept_all, rejected_all = [], []
+    fkept, why, scores = None, {}, {}
+    if filtered is not None:
+        if not (filtered / "kept.parquet").is_file():
+            raise UsageError(f"{filtered}: no kept.parquet (the apply stage's output)")
+        kt = pq.read_table(filtered / "kept.parquet").to_pylist()
+        fkept = {(r["src"], r["trg"]) for r in kt}
+        scores = {(r["src"], r["trg"]): r.get("cds_score") for r in kt}
+        why = _reasons(filtered, rules)
     for d in _pair_dirs(mined):
         t = pq.read_table(d / "mined.parquet")
         cols = [c for c in ("src", "trg", "src_lang", "trg_lang", "margin", "src_id", "trg_id", "cosine")
                 if c in t.column_names]  # fmt: skip
         rows = t.select(cols).to_pylist()
         counter.add_in("pairs", len(rows))
-        fkept = None
-        if filtered is not None:
-            kept_file = filtered / d.name / "kept.parquet"
-            if kept_file.is_file():
-                fkept = {(r["src"], r["trg"]) for r in pq.read_table(kept_file).to_pylist()}
         for r in rows:
             if fkept is not None:
-                reason = None if (r["src"], r["trg"]) in fkept else "filtered"
+                key = (r["src"], r["trg"])
+                r["cds_score"] = scores.get(key)
+                reason = None if key in fkept else why.get(key, "filtered")
             else:
                 reason = None if r["margin"] >= min_margin else "below_min_margin"
             if reason is None:
@@ -306,6 +326,20 @@ def score(bitext_dir: Path, gold_file: Path, sentences_dir: Path, out: Path) -> 
     return rows
 
 
+def concat(inputs: list[Path], out: Path) -> dict:
+    counter = StageCounter()
+    tables = []
+    for f in inputs:
+        if not f.is_file():
+            raise UsageError(f"missing input: {f}")
+        tables.append(pq.read_table(f))
+        counter.add_in("pairs", tables[-1].num_rows)
+        counter.add_out("pairs", tables[-1].num_rows)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.concat_tables(tables, promote_options="default"), out)
+    return counter.to_report("concat")
+
+
 def embed(sentences_dir: Path, langs: list[str], model: str, out: Path, batch_size: int) -> None:
     """``python -m mining embed`` for several languages in one process: the encoder is loaded
     (and torch imported) once instead of once per language."""
@@ -335,7 +369,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--output", required=True, help="folder to write (mine/, vocab/)")
     b = sub.add_parser("bitext", help="the final bitext: Parquet, TSV.gz, Moses files")
     b.add_argument("--mined", required=True, help="mine-many output (<pair>/mined.parquet)")
-    b.add_argument("--filtered", help="filter output (<pair>/kept.parquet); else --min-margin")
+    b.add_argument("--filtered", help="the apply stage's folder (kept.parquet); else --min-margin")
+    b.add_argument("--rules", help="the rules stage's folder (<pair>/dropped.parquet: drop reasons)")
     b.add_argument("--min-margin", type=float, default=1.05, help="margin floor without filters")
     b.add_argument("--output", required=True, help="folder to write")
     c = sub.add_parser("score", help="precision/recall of the bitext against the known alignment")
@@ -343,6 +378,9 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--gold", required=True, help="gold.tsv of the prepare task")
     c.add_argument("--sentences", required=True, help="sentences task's mine/ folder")
     c.add_argument("--output", required=True, help="folder to write mined_pr.{json,md}")
+    k = sub.add_parser("concat", help="several pair Parquet files as one (the filters take one file)")
+    k.add_argument("inputs", nargs="+", help="Parquet files with src, trg")
+    k.add_argument("--output", required=True, help="Parquet file to write")
     e = sub.add_parser("embed", help="embedding stores of several languages, one encoder load")
     e.add_argument("--sentences", required=True, help="folder of <lang>/ Parquet sentences")
     e.add_argument("--langs", nargs="+", required=True, help="languages to embed")
@@ -363,7 +401,9 @@ def main(argv: list[str] | None = None) -> int:
             rep = sentences([Path(c) for c in args.corpus], [Path(e) for e in args.extra], Path(args.output))
         elif args.task == "bitext":
             rep = bitext(Path(args.mined), Path(args.filtered) if args.filtered else None,
-                         args.min_margin, Path(args.output))  # fmt: skip
+                         args.min_margin, Path(args.output), Path(args.rules) if args.rules else None)  # fmt: skip
+        elif args.task == "concat":
+            rep = concat([Path(p) for p in args.inputs], Path(args.output))
         elif args.task == "embed":
             embed(Path(args.sentences), args.langs, args.model, Path(args.output), args.batch_size)
             return 0

@@ -151,3 +151,32 @@ def test_flink_compose_services_are_pinned_and_buildable():
             assert (ctx / build["dockerfile"]).is_file(), name
     jm = services["jobmanager"]["environment"]["FLINK_PROPERTIES"]
     assert "jobmanager.rpc.address: jobmanager" in jm
+
+
+def test_bitext_from_filter_outputs_names_each_drop_reason(tmp_path: Path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from pipelines.e2e_tasks import bitext
+
+    rows = [{"src": f"s{i}", "trg": f"t{i}", "src_lang": "de", "trg_lang": "en", "margin": 1.0 + i / 10}
+            for i in range(6)]  # fmt: skip
+    (tmp_path / "mine" / "de-en").mkdir(parents=True)
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "mine" / "de-en" / "mined.parquet")
+    (tmp_path / "rules" / "de-en").mkdir(parents=True)
+    pq.write_table(pa.Table.from_pylist([{**rows[0], "step": "length", "reason": "too_short"}]),
+                   tmp_path / "rules" / "de-en" / "dropped.parquet")  # fmt: skip
+    (tmp_path / "apply").mkdir()
+    pq.write_table(pa.Table.from_pylist([{**r, "cds_score": 0.5} for r in rows[2:]]), tmp_path / "apply" / "kept.parquet")
+    pq.write_table(pa.Table.from_pylist([{**rows[1], "cds_score": -2.0, "reason": "below_threshold"}]),
+                   tmp_path / "apply" / "rejected.parquet")  # fmt: skip
+    rep = bitext(tmp_path / "mine", tmp_path / "apply", 1.05, tmp_path / "out", tmp_path / "rules")
+    c = rep["counts"]["pairs"]
+    assert (c["in"], c["out"]) == (6, 4)
+    assert c["dropped"] == {"rules:too_short": 1, "cds:below_threshold": 1}
+    kept = pq.read_table(tmp_path / "out" / "bitext.parquet").to_pylist()
+    assert [r["src"] for r in kept] == ["s2", "s3", "s4", "s5"] and kept[0]["cds_score"] == 0.5
+    assert (tmp_path / "out" / "bitext.de-en.de").read_text().splitlines() == ["s2", "s3", "s4", "s5"]
+    # Without the filter stages: the mined pairs above the margin floor.
+    rep = bitext(tmp_path / "mine", None, 1.25, tmp_path / "out2")
+    assert rep["counts"]["pairs"]["dropped"] == {"below_min_margin": 3}
