@@ -213,7 +213,7 @@ class Report:
                       f"language smoothing α = {vs.get('smoothing')}, frequency threshold {vs.get('threshold')}.")  # fmt: skip
         rows = []
         for lang, v in sorted(vs.get("languages", {}).items(), key=lambda kv: -kv[1].get("sentences", 0)):
-            h = v.get("heldout", {})
+            h = v.get("heldout") or {}
             rows.append([lang, v.get("sentences"), v.get("word_types"), f"{v.get('raw_share', 0):.3f}",
                          f"{v.get('smoothed_share', 0):.3f}", f"{h.get('unk_rate', 0):.4f}",
                          f"{h.get('wordpieces_per_word', 0):.2f}"])  # fmt: skip
