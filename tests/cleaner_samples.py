@@ -20,11 +20,10 @@ N_WIKI_PAGES = 40  # enough real wikitext; keeps the test within its time budget
 
 
 def shared_documents() -> list:
+    from filters.cleaner import Document
     from filters.wikitext import wikitext_to_text
     from pipelines.readers.warc import iter_warc_documents
     from pipelines.readers.wikidump import DecodeState, iter_pages
-
-    from filters.cleaner import Document
 
     docs = []
     c = StageCounter()
@@ -63,7 +62,6 @@ def clean_digest(docs: list) -> dict:
         "documents": len(docs),
         "kept": len(kept),
         "kept_sha256": _digest(kept),
-        "dropped_in_order_sha256": _digest(dropped),
         "dropped_sha256": hashlib.sha256("\n".join(dropped_keys).encode("utf-8")).hexdigest(),
         "counts": counter.to_report("corpus")["counts"],
     }
