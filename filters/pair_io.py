@@ -30,6 +30,7 @@ API
     ``<stem>.parquet`` and ``<stem>.tsv.gz`` (no header; ``src, trg`` first, then the other
     columns), each written to a temporary name and renamed at the end.
 ``write_parquet(table, path)`` / ``write_tsv_gz(table, path, columns=None)``: one of the two.
+``PairWriter(out_dir, stem)``: the same two files, streamed batch by batch (``write``/``close``).
 
 Errors: :class:`PairFileError` (a ValueError) for a missing file, a Parquet file without
 ``src``/``trg``, or a file with no readable pair; CLIs print it and exit 2.
@@ -300,3 +301,55 @@ def write_pairs(
     """``<out_dir>/<stem>.parquet`` and ``<out_dir>/<stem>.tsv.gz``."""
     out = Path(out_dir)
     return write_parquet(table, out / f"{stem}.parquet"), write_tsv_gz(table, out / f"{stem}.tsv.gz")
+
+
+class PairWriter:
+    """Streaming ``<stem>.parquet`` + ``<stem>.tsv.gz`` for batches of one schema.
+
+    Writes go to temporary names; :meth:`close` renames them into place (an interrupted run
+    leaves no half file under the final names). An empty output still gets both files.
+    """
+
+    def __init__(self, out_dir: str | os.PathLike, stem: str, schema: pa.Schema | None = None) -> None:
+        self.dir = Path(out_dir)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.pq_path, self.tsv_path = self.dir / f"{stem}.parquet", self.dir / f"{stem}.tsv.gz"
+        self._pq_tmp = self.pq_path.with_name(self.pq_path.name + ".tmp")
+        self._tsv_tmp = self.tsv_path.with_name(self.tsv_path.name + ".tmp")
+        self.schema = schema
+        self._pq: pq.ParquetWriter | None = None
+        self._tsv = gzip.open(self._tsv_tmp, "wt", encoding="utf-8", newline="\n")
+        self.rows = 0
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        if self.schema is None:
+            self.schema = batch.schema
+        if batch.schema != self.schema:
+            batch = pa.RecordBatch.from_arrays(
+                [batch.column(n) if n in batch.schema.names else pa.nulls(batch.num_rows, f.type)
+                 for n, f in zip(self.schema.names, self.schema)], schema=self.schema)  # fmt: skip
+        if self._pq is None:
+            self._pq = pq.ParquetWriter(self._pq_tmp, self.schema)
+        self._pq.write_batch(batch)
+        data = [batch.column(i).to_pylist() for i in range(batch.num_columns)]
+        self._tsv.writelines("\t".join(_clean_field(v) for v in row) + "\n" for row in zip(*data))
+        self.rows += batch.num_rows
+
+    def close(self) -> tuple[Path, Path]:
+        self._tsv.close()
+        if self._pq is None:
+            schema = self.schema or pa.schema([("src", pa.string()), ("trg", pa.string())])
+            pq.write_table(schema.empty_table(), self._pq_tmp)
+        else:
+            self._pq.close()
+        os.replace(self._pq_tmp, self.pq_path)
+        os.replace(self._tsv_tmp, self.tsv_path)
+        return self.pq_path, self.tsv_path
+
+    def discard(self) -> None:
+        """Drop what was written (a failed run leaves nothing behind)."""
+        self._tsv.close()
+        if self._pq is not None:
+            self._pq.close()
+        for tmp in (self._pq_tmp, self._tsv_tmp):
+            tmp.unlink(missing_ok=True)
