@@ -42,8 +42,9 @@ import gzip
 import logging
 import os
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -59,6 +60,7 @@ SCORED_COLUMNS = ("margin", "src", "trg", "src_lang", "trg_lang", "src_id", "trg
 _FLOAT_COLUMNS = {"margin", "cosine", "cds_score", "score"}
 _GZIP_MAGIC = b"\x1f\x8b"
 _BOM = "\ufeff"
+Opener = Callable[[str, str], BinaryIO]
 
 
 class PairFileError(ValueError):
@@ -86,10 +88,10 @@ def _parquet_files(path: Path) -> list[Path]:
     return [path]
 
 
-def _is_parquet(path: Path) -> bool:
-    if path.is_dir():
+def _is_parquet(path: Path, open_fn: Opener) -> bool:
+    if open_fn is open and path.is_dir():
         return True
-    with open(path, "rb") as f:
+    with open_fn(str(path), "rb") as f:
         return f.read(4) == b"PAR1"
 
 
@@ -110,22 +112,21 @@ def _normalise_batch(batch: pa.RecordBatch | pa.Table, where: str) -> pa.RecordB
     return pa.RecordBatch.from_arrays(cols, names=out_names)
 
 
-def _iter_parquet(path: Path, batch_rows: int) -> Iterator[pa.RecordBatch]:
-    for f in _parquet_files(path):
+def _iter_parquet(path: Path, batch_rows: int, open_fn: Opener) -> Iterator[pa.RecordBatch]:
+    for f in _parquet_files(path) if open_fn is open else [path]:
         try:
-            pf = pq.ParquetFile(f)
+            pf = pq.ParquetFile(open_fn(str(f), "rb") if open_fn is not open else f)
         except (pa.ArrowInvalid, OSError) as e:
             raise PairFileError(f"{f}: not a readable Parquet file: {e}") from None
         for batch in pf.iter_batches(batch_size=batch_rows):
             yield _normalise_batch(batch, str(f))
 
 
-def _raw_lines(path: Path, counter: StageCounter) -> Iterator[tuple[bytes, bool]]:
+def _raw_lines(path: Path, counter: StageCounter, open_fn: Opener) -> Iterator[tuple[bytes, bool]]:
     """Lines as bytes with ``complete`` (ends in a newline); a truncated gzip ends the stream."""
-    with open(path, "rb") as probe:
+    with open_fn(str(path), "rb") as probe:
         gz = probe.read(2) == _GZIP_MAGIC
-    opener = gzip.open if gz else open
-    with opener(path, "rb") as f:
+    with open_fn(str(path), "rb") as raw, (gzip.GzipFile(fileobj=raw) if gz else raw) as f:
         try:
             for line in f:
                 yield line, line.endswith(b"\n")
@@ -175,7 +176,7 @@ def _to_float(v: str) -> float | None:
 
 
 def _iter_tsv(
-    path: Path, counter: StageCounter, batch_rows: int, layout: str
+    path: Path, counter: StageCounter, batch_rows: int, layout: str, open_fn: Opener
 ) -> Iterator[pa.RecordBatch]:
     lay: _Layout | None = None
     rows: list[list[str]] = []
@@ -196,7 +197,7 @@ def _iter_tsv(
         counter.add_out(LINES)
         rows.append(fields)
 
-    for raw, complete in _raw_lines(path, counter):
+    for raw, complete in _raw_lines(path, counter, open_fn):
         if not raw and not complete:  # truncated gzip: the held line may be cut
             if pending is not None and not pending_complete:
                 counter.add_dropped(LINES, "truncated")
@@ -233,16 +234,19 @@ def iter_pair_batches(
     counter: StageCounter | None = None,
     batch_rows: int = 65536,
     layout: str = "auto",
+    open_fn: Opener = open,
 ) -> Iterator[pa.RecordBatch]:
-    """Stream the pairs of ``path`` (see the module docstring)."""
-    p = Path(path)
-    if not p.exists():
+    """Stream the pairs of ``path`` (see the module docstring). ``open_fn(path, "rb")`` opens a
+    file (Beam passes ``FileSystems.open``-based openers for remote files; directories are then
+    not expanded)."""
+    p = Path(path) if open_fn is open else path
+    if open_fn is open and not p.exists():
         raise PairFileError(f"pair file not found: {p}")
     counter = counter if counter is not None else StageCounter()
-    if _is_parquet(p):
-        yield from _iter_parquet(p, batch_rows)
+    if _is_parquet(p, open_fn):
+        yield from _iter_parquet(p, batch_rows, open_fn)
     else:
-        yield from _iter_tsv(p, counter, batch_rows, layout)
+        yield from _iter_tsv(p, counter, batch_rows, layout, open_fn)
 
 
 def read_pairs(

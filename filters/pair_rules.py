@@ -52,10 +52,11 @@ UNIT = "pairs"
 class Pair:
     """One pair travelling through the chain; ``index`` is its row in the input batch."""
 
-    __slots__ = ("src", "trg", "src_lang", "trg_lang", "index", "_units")
+    __slots__ = ("src", "trg", "src_lang", "trg_lang", "index", "cds_score", "_units")
 
     def __init__(self, src: str, trg: str, src_lang: str, trg_lang: str, index: int = 0) -> None:
         self.src, self.trg, self.src_lang, self.trg_lang, self.index = src, trg, src_lang, trg_lang, index
+        self.cds_score: float | None = None
         self._units: tuple[float, float] | None = None
 
     def units(self, measure: LengthUnits) -> tuple[float, float]:
@@ -282,6 +283,27 @@ class Lang(Step):
         return self._verdict.get(id(p))
 
 
+class CdsStep(Step):
+    """Score the pairs that passed the rules with a trained CDS scorer (``filters.cds``'s
+    ``CdsScorer``: ``score(src_list, trg_list) -> list[float]``), batched; with a threshold,
+    drop pairs scoring below it as ``cds_below_threshold``."""
+
+    name = "cds"
+
+    def __init__(self, scorer: object, threshold: float | None = None) -> None:
+        self.scorer, self.threshold = scorer, threshold
+
+    def annotate(self, records: Sequence[Pair]) -> None:
+        scores = self.scorer.score([p.src for p in records], [p.trg for p in records])
+        for p, s in zip(records, scores):
+            p.cds_score = float(s)
+
+    def __call__(self, p: Pair) -> str | None:
+        if self.threshold is not None and not (p.cds_score >= self.threshold):
+            return "cds_below_threshold"
+        return None
+
+
 # --- the registry and the chain ------------------------------------------------------------------
 
 
@@ -338,9 +360,13 @@ class PairRulesRunner:
     language skips the script and LID rules.
     """
 
-    def __init__(self, cfg: PairRulesConfig, src_lang: str = "", trg_lang: str = "") -> None:
+    def __init__(
+        self, cfg: PairRulesConfig, src_lang: str = "", trg_lang: str = "", extra_steps: Sequence[Step] = ()
+    ) -> None:
         self.cfg = cfg
         self.chain = build_chain(cfg)
+        self.chain = Chain([*self.chain.steps, *extra_steps], unit=UNIT)
+        self.scored = any(isinstance(s, CdsStep) for s in self.chain.steps)
         self.src_lang, self.trg_lang = src_lang, trg_lang
         self.summary = KeepSummary(cfg.length_buckets)
 
@@ -356,6 +382,8 @@ class PairRulesRunner:
         self.summary.add_outcomes(self.chain.step_names, outcomes, [f"{a}-{b}" for a, b in zip(sl, tl)],
                                   [min(len(s), len(t)) for s, t in zip(src, trg)])  # fmt: skip
         keep = pa.array([o is None for o in outcomes], pa.bool_())
+        if self.scored:
+            batch = batch.append_column("cds_score", pa.array([p.cds_score for p in pairs], pa.float32()))
         kept = batch.filter(keep)
         dropped = None
         if want_dropped:
