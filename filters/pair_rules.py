@@ -133,12 +133,16 @@ _MARKUP_RE = regex.compile(f"{_URL}|{_EMAIL}|{_MARKUP}")
 _HAS_LETTER = regex.compile(r"\p{L}")
 
 
+_MARKUP_HINTS = ("://", "www.", "@", "<", "&", "[[", "{{", "]]", "}}")
+
+
 class Markup(Step):
     name = "markup"
 
     def __call__(self, p: Pair) -> str | None:
         for side, text in (("src", p.src), ("trg", p.trg)):
-            rest = _MARKUP_RE.sub(" ", text)
+            # The regex is costly at every position; most text has none of its anchors.
+            rest = _MARKUP_RE.sub(" ", text) if any(h in text for h in _MARKUP_HINTS) else text
             if not _HAS_LETTER.search(rest):
                 return f"markup_only_{side}" if rest != text else f"no_letters_{side}"
         return None
@@ -177,11 +181,21 @@ class Repeats(Step):
     name = "repeats"
 
     def __init__(self, max_repeats: int) -> None:
-        self.pattern = regex.compile(r"(\S.{2,49}?)(?:\s*\1){" + str(max_repeats) + ",}")
+        self.times = max_repeats + 1
+        self.pattern = re.compile(r"(\S.{2,49}?)" + r"\s*\1" * max_repeats)
+
+    def _repeats(self, text: str) -> bool:
+        # A unit of >= 3 characters seen `times` times in a row means its first 3 characters
+        # occur `times` times: a cheap necessary test before the backtracking regex.
+        if len(text) < 3 * self.times:
+            return False
+        if max(Counter(zip(text, text[1:], text[2:])).values()) < self.times:
+            return False
+        return self.pattern.search(text) is not None
 
     def __call__(self, p: Pair) -> str | None:
         for side, text in (("src", p.src), ("trg", p.trg)):
-            if self.pattern.search(text):
+            if self._repeats(text):
                 return f"repeated_tokens_{side}"
         return None
 
