@@ -104,17 +104,19 @@ def test_beam_job_cds_path(inputs, tmp_path):
         pytest.skip(f"Tatoeba sample not found under {TATOEBA}")
     de = (TATOEBA / "train.deu-eng.deu").read_text(encoding="utf-8").splitlines()
     en = (TATOEBA / "train.deu-eng.eng").read_text(encoding="utf-8").splitlines()
+    tiny = ["noisy_epochs=1", "clean_epochs=1", "model.d_model=16", "model.ffn_dim=32",
+            "model.encoder_layers=1", "model.decoder_layers=1", "model.attention_heads=2",
+            "vocab_size=400", "progress=false", "threads=1"]  # fmt: skip
     try:
-        cfg = load("cds", "demo")
+        cfg = load("cds", "demo", tiny)
     except ConfigError as e:
-        pytest.skip(f"no usable cds section in the demo preset: {e}")
+        pytest.skip(f"the demo preset's cds section does not take the tiny-model settings: {e}")
     model = str(tmp_path / "cds")
-    n_trusted = max(50, int(getattr(cfg, "min_trusted", 50)))
-    n_noisy = max(200, int(getattr(cfg, "min_noisy", 200)))
+    n_trusted, n_noisy = int(cfg.min_trusted), int(cfg.min_noisy)
     fit.train_cds((en[:n_noisy], de[:n_noisy]), (en[-n_trusted:], de[-n_trusted:]), cfg, model)
     out = tmp_path / "beam"
-    rc = run(["--input", str(inputs[1]), "--output", str(out), "--cds-model", model, "--cds-threshold",
-              "-1e9", *BEAM])  # fmt: skip
+    rc = run(["--input", str(inputs[1]), "--output", str(out), "--cds-model", model,
+              "--cds-threshold=-1e9", *BEAM])  # fmt: skip
     assert rc == 0
     kept = pq.read_table(sorted((out / "kept").glob("*.parquet"))[0])
     assert "cds_score" in kept.column_names and kept.column("cds_score").null_count == 0
