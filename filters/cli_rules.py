@@ -56,6 +56,13 @@ def run(args: argparse.Namespace) -> dict:
         raise ValueError("--batch-rows must be >= 1")
     if not Path(args.pairs).exists():
         raise FileNotFoundError(f"pair file not found: {args.pairs}")
+    if "script" in cfg.steps:
+        from filters.scripts import scripts_of
+
+        for flag, lang in (("--src-lang", args.src_lang), ("--trg-lang", args.trg_lang)):
+            if lang and scripts_of(lang) is None:
+                log.warning("%s %s: script unknown to filters/scripts.py; the script rule skips that side",
+                            flag, lang)  # fmt: skip
     t0 = time.perf_counter()
     out = Path(args.output)
     runner = PairRulesRunner(cfg, args.src_lang, args.trg_lang)
