@@ -251,9 +251,34 @@ def tiny_model(tmp_path_factory):
     return make_tiny_checkpoint(str(d / "model"), de + en, hidden=32, layers=1), de, en
 
 
-def test_margin_score_matches_brute_force_margin(tiny_model, tmp_path):
-    """margin-score = cos / mean of the k-NN cosines both ways, neighbourhoods from the pair
-    list's own sentences; checked against a numpy brute force with the same encoder."""
+def _brute_margin(x: np.ndarray, y: np.ndarray, pairs: list[tuple[int, int]], k: int) -> np.ndarray:
+    """LaBSE/LASER ratio margin of given pairs by brute force: all cosines, top-k means."""
+    x = x / np.linalg.norm(x, axis=1, keepdims=True)
+    y = y / np.linalg.norm(y, axis=1, keepdims=True)
+    sims = x @ y.T
+    fwd = np.sort(sims, axis=1)[:, -k:].mean(axis=1)
+    bwd = np.sort(sims, axis=0)[-k:, :].mean(axis=0)
+    return np.array([sims[i, j] / ((fwd[i] + bwd[j]) / 2) for i, j in pairs])
+
+
+def test_margin_of_given_pairs_matches_brute_force():
+    from filters.margin_score import score_vectors
+
+    rng = np.random.default_rng(3)
+    base = rng.standard_normal((50, 16))
+    x = np.vstack([base + 0.3 * rng.standard_normal((50, 16)), rng.standard_normal((20, 16))]).astype(np.float32)
+    y = np.vstack([base + 0.3 * rng.standard_normal((50, 16)), rng.standard_normal((30, 16))]).astype(np.float32)
+    pairs = [(i, i) for i in range(50)] + [(i, (i + 1) % 50) for i in range(50)] + [(60, 70), (-1, 3)]
+    s, t = np.array([p[0] for p in pairs]), np.array([p[1] for p in pairs])
+    margin, cos = score_vectors(x, y, s, t, k=4)
+    np.testing.assert_allclose(margin[:-1], _brute_margin(x, y, pairs[:-1], 4), rtol=1e-5)
+    assert np.isnan(margin[-1]) and np.isnan(cos[-1])
+    assert margin[:50].min() > margin[50:100].max()  # true pairs above shifted ones
+
+
+def test_margin_score_cli_on_a_real_encoder(tiny_model, tmp_path):
+    """margin-score encodes with the checkpoint and scores with mining's kNN/margin code: equal
+    to the brute force on the same encoder's vectors; extra sentences join the neighbourhood."""
     model, de, en = tiny_model
     rows = list(zip(de, en)) + [("", "an empty source side")]
     src = tmp_path / "pairs.tsv"
@@ -266,20 +291,26 @@ def test_margin_score_matches_brute_force_margin(tiny_model, tmp_path):
     from labse_model.encode import Encoder
 
     enc = Encoder.from_pretrained(model)
-    x, y = enc.encode(de), enc.encode(en)
-    x /= np.linalg.norm(x, axis=1, keepdims=True)
-    y /= np.linalg.norm(y, axis=1, keepdims=True)
-    sims = x @ y.T
-    fwd = np.sort(sims, axis=1)[:, -3:].mean(axis=1)
-    bwd = np.sort(sims, axis=0)[-3:, :].mean(axis=0)
     assert len(set(de)) == len(de) and len(set(en)) == len(en)  # rows == distinct sentences here
-    want = np.diag(sims) / ((fwd + bwd) / 2)
-    np.testing.assert_allclose(t.column("margin").to_numpy()[:-1], want, rtol=2e-3, atol=2e-3)
-    np.testing.assert_allclose(t.column("cosine").to_numpy()[:-1], np.diag(sims), atol=2e-3)
+    x, y = enc.encode(de), enc.encode(en)
+    diag = [(i, i) for i in range(len(de))]
+    np.testing.assert_allclose(t.column("margin").to_numpy()[:-1], _brute_margin(x, y, diag, 3), rtol=1e-4)
+    np.testing.assert_allclose(t.column("cosine").to_numpy()[:-1], np.einsum("nd,nd->n", x, y), atol=1e-4)
     assert np.isnan(t.column("margin").to_numpy()[-1])
     rep = json.loads((out.parent / "stats.json").read_text())
     assert rep["counts"]["pairs"] == {"in": 61, "out": 61, "dropped": {}, "events": {"empty_side_not_scored": 1}}
-    assert rep["k"] == 3
+    assert rep["k"] == 3 and rep["neighbourhood"] == {"src_sentences": 60, "trg_sentences": 61}
+
+    extra = tmp_path / "more.de"
+    more = (TATOEBA / "train.deu-eng.deu").read_text(encoding="utf-8").splitlines()[100:130]
+    extra.write_text("\n".join(more) + "\n", encoding="utf-8")
+    out2 = tmp_path / "scored2.parquet"
+    assert filters_main(["margin-score", "--model", model, "--pairs", str(src), "--output", str(out2),
+                         "--k", "3", "--src-sentences", str(extra)]) == 0  # fmt: skip
+    x2 = np.vstack([x, enc.encode([m for m in more if m not in set(de)])])
+    m2 = pq.read_table(out2).column("margin").to_numpy()[:-1]
+    np.testing.assert_allclose(m2, _brute_margin(x2, y, diag, 3), rtol=1e-4)
+    assert json.loads((tmp_path / "stats.json").read_text())["neighbourhood"]["src_sentences"] == len(x2)
 
 
 def test_margin_score_bad_input_is_a_clear_error(tmp_path, capsys):
