@@ -53,7 +53,9 @@ def load_pairs(lang: str) -> list[tuple[str, str]]:
     return out
 
 
-def corrupt(pairs: list[tuple[str, str]], other: list[str], rng: random.Random) -> list[tuple[str, str]]:
+def corrupt(
+    pairs: list[tuple[str, str]], other: list[str], rng: random.Random
+) -> list[tuple[str, str]]:
     bad = []
     for i, (s, t) in enumerate(pairs):
         kind = i % 7
@@ -114,7 +116,9 @@ def run_ours(runner, pairs: list[tuple[str, str]], batch_rows: int = 20000) -> s
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--repeat", type=int, default=1, help="repeat the pair set this many times")
     ap.add_argument("--langs", nargs="+", default=LANGS, help="Tatoeba languages (with English)")
     ap.add_argument("--json", help="write the figures here")
@@ -177,7 +181,9 @@ def main() -> int:
     print(f"{n} pairs ({len(args.langs)} language pairs, half real Tatoeba, half corrupted), "
           f"opusfilter {version('opusfilter')}")  # fmt: skip
     r = results
-    print("| system | CPU s | pairs/CPU-s (per core) | speed ours/peer | real pairs kept | corrupted pairs dropped |")
+    print(
+        "| system | CPU s | pairs/CPU-s (per core) | speed ours/peer | real pairs kept | corrupted pairs dropped |"
+    )
     print("|---|---|---|---|---|---|")
     print(f"| ours: filters.pair_rules (10 rules) | {r['ours_cpu']:.2f} | {ours_ps:,.0f} | "
           f"{ours_ps / opus_ps:.2f}x | {r['ours_real_kept'] / r['real']:.1%} | "

@@ -55,7 +55,13 @@ class Pair:
     __slots__ = ("src", "trg", "src_lang", "trg_lang", "index", "cds_score", "_units")
 
     def __init__(self, src: str, trg: str, src_lang: str, trg_lang: str, index: int = 0) -> None:
-        self.src, self.trg, self.src_lang, self.trg_lang, self.index = src, trg, src_lang, trg_lang, index
+        self.src, self.trg, self.src_lang, self.trg_lang, self.index = (
+            src,
+            trg,
+            src_lang,
+            trg_lang,
+            index,
+        )
         self.cds_score: float | None = None
         self._units: tuple[float, float] | None = None
 
@@ -346,7 +352,9 @@ RULES: dict[str, Callable[[RuleContext], Step]] = {
     "repeats": lambda c: Repeats(c.cfg.max_repeats),
     "copy": lambda c: Copy(c.cfg.max_overlap, c.cfg.copy_min_tokens),
     "script": lambda c: Script(c.cfg.min_script_ratio),
-    "lang": lambda c: Lang(c.lid, c.units, c.cfg.lid_threshold, c.cfg.lid_declared_min, c.cfg.lid_min_length),
+    "lang": lambda c: Lang(
+        c.lid, c.units, c.cfg.lid_threshold, c.cfg.lid_declared_min, c.cfg.lid_min_length
+    ),
 }
 
 
@@ -375,7 +383,11 @@ class PairRulesRunner:
     """
 
     def __init__(
-        self, cfg: PairRulesConfig, src_lang: str = "", trg_lang: str = "", extra_steps: Sequence[Step] = ()
+        self,
+        cfg: PairRulesConfig,
+        src_lang: str = "",
+        trg_lang: str = "",
+        extra_steps: Sequence[Step] = (),
     ) -> None:
         self.cfg = cfg
         self.chain = build_chain(cfg)
@@ -397,7 +409,9 @@ class PairRulesRunner:
                                   [min(len(s), len(t)) for s, t in zip(src, trg)])  # fmt: skip
         keep = pa.array([o is None for o in outcomes], pa.bool_())
         if self.scored:
-            batch = batch.append_column("cds_score", pa.array([p.cds_score for p in pairs], pa.float32()))
+            batch = batch.append_column(
+                "cds_score", pa.array([p.cds_score for p in pairs], pa.float32())
+            )
         kept = batch.filter(keep)
         dropped = None
         if want_dropped:

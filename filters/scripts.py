@@ -113,7 +113,11 @@ class LengthUnits:
         self.weights = dict(DEFAULT_SCRIPT_UNITS if weights is None else weights)
         weighted = [s for s, w in self.weights.items() if w != 1.0]
         self._patterns = [(regex.compile(rf"\p{{{s}}}"), self.weights[s] - 1.0) for s in weighted]
-        self._any = regex.compile("[" + "".join(rf"\p{{{s}}}" for s in weighted) + "]") if weighted else None
+        self._any = (
+            regex.compile("[" + "".join(rf"\p{{{s}}}" for s in weighted) + "]")
+            if weighted
+            else None
+        )
 
     def __call__(self, text: str) -> float:
         n = float(len(text))

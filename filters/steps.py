@@ -136,7 +136,7 @@ def chain_report(
     """stats.json from flat counts: unit counts under ``counts``, per-step counts under ``steps``
     (in ``step_order``, then any others), each ``{"in", "out", "dropped": {reason: n}}``."""
     unit_flat = {k: v for k, v in flat.items() if not k.startswith(STEP_PREFIX)}
-    step_flat = {k[len(STEP_PREFIX):]: v for k, v in flat.items() if k.startswith(STEP_PREFIX)}
+    step_flat = {k[len(STEP_PREFIX) :]: v for k, v in flat.items() if k.startswith(STEP_PREFIX)}
     steps = to_report("", step_flat)["counts"]
     ordered = {n: steps[n] for n in step_order if n in steps}
     ordered.update({n: c for n, c in steps.items() if n not in ordered})
@@ -213,5 +213,8 @@ class KeepSummary:
                         s[OUT] += n
         order = {length_bucket(b, self.bounds): i for i, b in enumerate(self.bounds)}
         by_len = dict(sorted(groups["len"].items(), key=lambda kv: order.get(kv[0], len(order))))
-        return {"length_unit": self.length_unit, "by_lang_pair": dict(sorted(groups["lang"].items())),
-                "by_length": by_len}
+        return {
+            "length_unit": self.length_unit,
+            "by_lang_pair": dict(sorted(groups["lang"].items())),
+            "by_length": by_len,
+        }

@@ -43,7 +43,11 @@ def inputs(tmp_path: Path) -> list[Path]:
 
 
 def _rows(paths) -> list[tuple[str, str]]:
-    return sorted((r["src"], r["trg"]) for p in paths for r in pq.read_table(p, columns=["src", "trg"]).to_pylist())
+    return sorted(
+        (r["src"], r["trg"])
+        for p in paths
+        for r in pq.read_table(p, columns=["src", "trg"]).to_pylist()
+    )
 
 
 def test_beam_job_gives_the_same_pairs_and_counts_as_the_cli(inputs, tmp_path):
@@ -73,10 +77,17 @@ def test_beam_job_gives_the_same_pairs_and_counts_as_the_cli(inputs, tmp_path):
     beam_kept = sorted((beam_out / "kept").glob("*.parquet"))
     assert _rows(beam_kept) == _rows(cli_kept)
     assert rep["counts"]["pairs"] == cli_counts
-    assert {n: s["out"] for n, s in rep["steps"].items()} == {n: sum(v) for n, v in cli_steps.items()}
-    dropped = [r for p in sorted((beam_out / "dropped").glob("*.parquet")) for r in pq.read_table(p).to_pylist()]
+    assert {n: s["out"] for n, s in rep["steps"].items()} == {
+        n: sum(v) for n, v in cli_steps.items()
+    }
+    dropped = [
+        r
+        for p in sorted((beam_out / "dropped").glob("*.parquet"))
+        for r in pq.read_table(p).to_pylist()
+    ]
     assert sorted(r["reason"] for r in dropped) == sorted(
-        k for k, n in cli_counts["dropped"].items() for _ in range(n))
+        k for k, n in cli_counts["dropped"].items() for _ in range(n)
+    )
     assert {r["reason"] for r in dropped} >= {r for _, _, r in CRAFTED}
     assert rep["summary"]["by_lang_pair"]["en-de"]["in"] == cli_counts["in"]
     with gzip.open(sorted((beam_out / "kept").glob("*.tsv.gz"))[0], "rt", encoding="utf-8") as f:
@@ -84,12 +95,40 @@ def test_beam_job_gives_the_same_pairs_and_counts_as_the_cli(inputs, tmp_path):
 
 
 def test_beam_job_bad_arguments_are_clear_errors(tmp_path, capsys):
-    assert run(["--input", str(tmp_path / "none*.tsv"), "--output", str(tmp_path / "o"), *BEAM]) == 2
+    assert (
+        run(["--input", str(tmp_path / "none*.tsv"), "--output", str(tmp_path / "o"), *BEAM]) == 2
+    )
     assert "no input matches" in capsys.readouterr().err
     (tmp_path / "x.tsv").write_text("a\tb\n")
-    assert run(["--input", str(tmp_path / "x.tsv"), "--output", str(tmp_path / "o"), "--cds-threshold", "0.5", *BEAM]) == 2
+    assert (
+        run(
+            [
+                "--input",
+                str(tmp_path / "x.tsv"),
+                "--output",
+                str(tmp_path / "o"),
+                "--cds-threshold",
+                "0.5",
+                *BEAM,
+            ]
+        )
+        == 2
+    )
     assert "--cds-model" in capsys.readouterr().err
-    assert run(["--input", str(tmp_path / "x.tsv"), "--output", str(tmp_path / "o"), "--set", "max_ratio=0", *BEAM]) == 2
+    assert (
+        run(
+            [
+                "--input",
+                str(tmp_path / "x.tsv"),
+                "--output",
+                str(tmp_path / "o"),
+                "--set",
+                "max_ratio=0",
+                *BEAM,
+            ]
+        )
+        == 2
+    )
 
 
 def test_beam_job_cds_path(inputs, tmp_path):
@@ -97,7 +136,9 @@ def test_beam_job_cds_path(inputs, tmp_path):
     drops as cds_below_threshold (filters.cds is another engineer's module: skipped until it
     is merged)."""
     pytest.importorskip("filters.cds.score", reason="filters.cds is not on this branch yet")
-    fit = pytest.importorskip("filters.cds.fit", reason="filters.cds.fit (train_cds) is not on this branch yet")
+    fit = pytest.importorskip(
+        "filters.cds.fit", reason="filters.cds.fit (train_cds) is not on this branch yet"
+    )
     from labse_common.config import ConfigError, load
 
     if not (TATOEBA / "train.deu-eng.deu").is_file():
