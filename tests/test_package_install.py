@@ -47,7 +47,7 @@ def wheel(tmp_path_factory) -> Path:
     src = tmp_path_factory.mktemp("src")
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(REPO / name, src / name)
-    for pkg in PACKAGES:
+    for pkg in (*PACKAGES, "configs"):
         shutil.copytree(REPO / pkg, src / pkg, ignore=shutil.ignore_patterns("__pycache__"))
     dist = tmp_path_factory.mktemp("dist")
     _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
@@ -62,6 +62,7 @@ def test_wheel_ships_the_model_and_declares_the_trainable_fasttext(wheel):
         meta = z.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
         model = z.getinfo("filters/models/lid.176.ftz")
     assert "filters/models/NOTICE.md" in names
+    assert any(n.endswith(".data/data/share/labse-pipeline/configs/demo.yaml") for n in names)
     assert model.file_size == (REPO / "filters/models/lid.176.ftz").stat().st_size > 900_000
     requires = {re.split(r"[ ;<>=!~\[]", line.split(":", 1)[1].strip(), maxsplit=1)[0].lower()
                 for line in meta.splitlines() if line.startswith("Requires-Dist:")
