@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from labse_common.stats import StageCounter, check_balanced, to_report
-from pipelines import commoncrawl
+from pipelines import commoncrawl, wikipedia
 from pipelines.readers.bz2_blocks import decode_block, find_marks
 from pipelines.readers.warc import iter_warc_documents
 from pipelines.readers.wikidump import ByteRange, iter_range_pages, plan_ranges
@@ -113,6 +113,23 @@ def test_enwiki_bz2_recovers_the_blocks_after_the_damage(enwiki, enwiki_good):
     assert 0 < c["file_ranges/event/bytes_skipped"] < len(enwiki) // 4
     assert c["file_ranges/out"] == 1
     assert not check_balanced(to_report("t", c))
+
+
+def test_enwiki_bz2_job_counts_the_damage_in_stats(enwiki, tmp_path, caplog):
+    src = tmp_path / "enwiki-damaged-pages-articles.xml.bz2"
+    src.write_bytes(flipped(enwiki, len(enwiki) // 2, 300))
+    out = tmp_path / "out"
+    with caplog.at_level(logging.WARNING):
+        rc = wikipedia.main(["--input", str(src), "--output", str(out), "--set", "page_timeout_s=30"])
+    assert rc == 0
+    stats = read_stats(out)
+    assert_balanced(stats)
+    c = stats["counts"]
+    assert c["file_ranges"]["out"] == 1 and c["file_ranges"]["events"]["bytes_skipped"] > 0
+    assert c["documents"]["dropped"]["corrupt_block"] == 1
+    assert c["documents"]["in"] >= 176  # 178 pages recovered + the region counted lost
+    assert "bad input was skipped" in caplog.text and "corrupt_block" in caplog.text
+    assert len(read_rows(out)) > 5000
 
 
 def test_bz2_block_damage_at_the_start_and_at_the_end(enwiki, enwiki_good):
