@@ -171,10 +171,11 @@ def test_xml_damage_resynchronises_at_the_next_page(tmp_path):
     pages = [page_xml(f"Topic {i}", article(i), pid=i + 1) for i in range(6)]
     pages[2] = pages[2].replace("</page>", "</pa#e>")  # damaged end tag
     pages[4] = pages[4].replace("<page>", "<p@ge>")  # damaged start tag
+    pages[5] = pages[5].replace("</page>", "</p@ge>")  # the last page's end tag
     xml = (HEADER + "".join(pages) + "</mediawiki>\n").encode("utf-8")
     got, c = dump_pages(xml, ByteRange("x.xml", 0, None, "none"))
-    assert [p.title for p in got] == ["Topic 0", "Topic 1", "Topic 3", "Topic 5"]
-    assert c["documents/dropped/malformed_page_xml"] == 2
+    assert [p.title for p in got] == ["Topic 0", "Topic 1", "Topic 3"]
+    assert c["documents/dropped/malformed_page_xml"] == 3
     assert c["file_ranges/out"] == 1
 
 

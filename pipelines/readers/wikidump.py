@@ -311,6 +311,9 @@ def iter_pages(
                 yield page
     if not saw_xml and state.error is None:
         state.error = "not_xml"
+    elif "<page>" in buf and "</mediawiki>" in buf[buf.rfind("<page>") :]:
+        counter.add_in("documents")  # the last page's end tag is damaged, the dump is whole
+        counter.add_dropped("documents", "malformed_page_xml")
     elif "<page>" in buf and state.error is None:
         state.error = "truncated_archive"
 
