@@ -194,3 +194,10 @@ def test_first_mined_sentence_has_no_bom(tmp_path):
     pairs = {(r["src"], r["trg"]) for r in table}
     assert ("Quelle Satz 0", "Target sentence 0") in pairs
     assert not any("\ufeff" in r["src"] + r["trg"] for r in table)
+
+
+def test_embed_job_text_input_strips_bom():
+    from pipelines.embed import ToKeyed
+
+    *_, (key, (text, _)) = ToKeyed().process("\ufeffHallo Welt, ein Satz.")
+    assert text == "Hallo Welt, ein Satz."
