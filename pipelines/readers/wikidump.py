@@ -270,9 +270,10 @@ def iter_pages(
     saw_xml = False
     after_gap = False  # the tail of a page cut by a gap is not counted again
 
-    def discard(text: str) -> None:
-        if not after_gap and "</page>" in text:
-            n = text.count("</page>")
+    def discard(end: int) -> None:
+        """Text before ``end`` is dropped: a ``</page>`` in it ended a page that never began."""
+        n = buf.count("</page>", 0, end) if not after_gap and end > 0 else 0
+        if n:
             counter.add_in("documents", n)
             counter.add_dropped("documents", "malformed_page_xml", n)
             log.warning("page end without a page start (damaged <page> tag): %d page(s)", n)
@@ -287,24 +288,23 @@ def iter_pages(
         while True:
             i = buf.find("<page>")
             if i < 0:
-                discard(buf[:-16])
+                discard(len(buf) - 16)
                 buf = buf[-16:]  # keep a possible partial tag
                 break
-            if i:
-                discard(buf[:i])
-                buf = buf[i:]
+            discard(i)
             after_gap = False
-            j = buf.find("</page>", 6)
+            j = buf.find("</page>", i + 6)
             if j < 0:
+                buf = buf[i:]
                 break
-            k = buf.find("<page>", 6, j)
+            k = buf.find("<page>", i + 6, j)
             if k >= 0:  # this page's end tag is damaged: drop it, go on at the next page
                 counter.add_in("documents")
                 counter.add_dropped("documents", "malformed_page_xml")
                 log.warning("page without an end tag (damaged </page>): skipped")
                 buf = buf[k:]
                 continue
-            xml = buf[: j + 7]
+            xml = buf[i : j + 7]
             buf = buf[j + 7 :]
             page = _parse_page(xml, counter)
             if page is not None:
