@@ -146,7 +146,8 @@ def test_block_search_is_bit_level(enwiki):
     assert blocks[0] == 32  # right after "BZh9"
     assert any(b % 8 for b in blocks[1:])  # later blocks are not byte-aligned
     text = decode_block(enwiki, blocks[0], blocks[1])
-    assert bz2.decompress(enwiki).startswith(text) and len(text) > 100_000
+    assert len(text) > 100_000
+    assert bz2.BZ2Decompressor().decompress(enwiki[: blocks[2] // 8 + 1]).startswith(text)
 
 
 def test_multistream_damage_loses_one_stream_only(tmp_path):
