@@ -26,7 +26,7 @@ from mining.corpus import read_corpus
 from pipelines import wikipedia
 from pipelines.readers.warc import iter_warc_documents
 from pipelines.readers.wikidump import ByteRange, iter_range_pages, sniff_xml_encoding
-from tests.corpus_fixtures import FOOTER, HEADER, page_xml, write_wet
+from tests.corpus_fixtures import FOOTER, HEADER, page_xml, write_multistream, write_wet
 from tests.corpus_util import assert_balanced, read_rows, read_stats, shared
 
 BOM8 = codecs.BOM_UTF8
@@ -103,6 +103,9 @@ def test_missing_or_wrong_index_is_a_usage_error(tmp_path, caplog):
     with caplog.at_level(logging.ERROR):
         rc = wikipedia.main(["--input", str(dump), "--output", str(tmp_path / "o"), "--index", str(bad)])
     assert rc == 2 and "not a bz2 multistream index" in caplog.text
+    _, index = write_multistream(tmp_path / "y-pages-articles-multistream.xml.bz2",
+                                 [page_xml("A", "text")], 1)  # fmt: skip
+    wikipedia.check_index(str(index))  # a real index passes
 
 
 # ------------------------------------------------------------------------------------------
