@@ -206,30 +206,35 @@ def _pair_dirs(mined: Path) -> list[Path]:
     return dirs
 
 
-def _reasons(filtered: Path, rules: Path | None) -> dict[tuple[str, str], str]:
-    """Why the filter stages dropped each pair: rule name, or the apply step's reason."""
+def _reasons(filtered: Path | None, rules: Path | None) -> dict[tuple[str, str], str]:
+    """Why the filter stages dropped each pair: ``rules:<rule>`` or ``cds:<reason>``."""
     why: dict[tuple[str, str], str] = {}
     files = [("rules", f) for f in (sorted(rules.glob("*/dropped.parquet")) if rules else [])]
-    if (filtered / "rejected.parquet").is_file():
+    if filtered is not None and (filtered / "rejected.parquet").is_file():
         files.append(("cds", filtered / "rejected.parquet"))
     for step, f in files:
-        t = pq.read_table(f)
-        for r in t.to_pylist():
+        for r in pq.read_table(f).to_pylist():
             why.setdefault((r["src"], r["trg"]), f"{step}:{r.get('reason') or 'dropped'}")
     return why
 
 
 def bitext(mined: Path, filtered: Path | None, min_margin: float, out: Path, rules: Path | None = None) -> dict:
+    """Kept: the apply stage's pairs (``filtered``); else the pairs the hard rules kept
+    (``rules``) with margin >= ``min_margin``; else the mined pairs with that margin."""
     counter = StageCounter()
     kept_all, rejected_all = [], []
-    fkept, why, scores = None, {}, {}
+    fkept, scores = None, {}
     if filtered is not None:
         if not (filtered / "kept.parquet").is_file():
             raise UsageError(f"{filtered}: no kept.parquet (the apply stage's output)")
         kt = pq.read_table(filtered / "kept.parquet").to_pylist()
         fkept = {(r["src"], r["trg"]) for r in kt}
         scores = {(r["src"], r["trg"]): r.get("cds_score") for r in kt}
-        why = _reasons(filtered, rules)
+    elif rules is not None:
+        fkept = set()
+        for f in sorted(rules.glob("*/kept.parquet")):
+            fkept |= {(r["src"], r["trg"]) for r in pq.read_table(f, columns=["src", "trg"]).to_pylist()}
+    why = _reasons(filtered, rules)
     for d in _pair_dirs(mined):
         t = pq.read_table(d / "mined.parquet")
         cols = [c for c in ("src", "trg", "src_lang", "trg_lang", "margin", "src_id", "trg_id", "cosine")
@@ -237,12 +242,14 @@ def bitext(mined: Path, filtered: Path | None, min_margin: float, out: Path, rul
         rows = t.select(cols).to_pylist()
         counter.add_in("pairs", len(rows))
         for r in rows:
-            if fkept is not None:
-                key = (r["src"], r["trg"])
+            key = (r["src"], r["trg"])
+            if filtered is not None:
                 r["cds_score"] = scores.get(key)
-                reason = None if key in fkept else why.get(key, "filtered")
-            else:
-                reason = None if r["margin"] >= min_margin else "below_min_margin"
+            reason = None
+            if fkept is not None and key not in fkept:
+                reason = why.get(key, "filtered")
+            elif filtered is None and r["margin"] < min_margin:
+                reason = "below_min_margin"
             if reason is None:
                 kept_all.append(r)
                 counter.add_out("pairs")
@@ -266,7 +273,9 @@ def bitext(mined: Path, filtered: Path | None, min_margin: float, out: Path, rul
     for (s, t), rows in by_pair.items():
         (out / f"bitext.{s}-{t}.{s}").write_text("".join(r["src"] + "\n" for r in rows), encoding="utf-8")
         (out / f"bitext.{s}-{t}.{t}").write_text("".join(r["trg"] + "\n" for r in rows), encoding="utf-8")
-    report = counter.to_report("bitext", source="filters" if filtered else f"margin >= {min_margin}",
+    source = ("hard rules + calibrated CDS threshold" if filtered else
+              f"hard rules + margin >= {min_margin}" if rules else f"margin >= {min_margin}")  # fmt: skip
+    report = counter.to_report("bitext", source=source,
                                pairs_per_language_pair={f"{s}-{t}": len(v) for (s, t), v in by_pair.items()})
     _balanced(report)
     write_report(str(out / "stats.json"), report)
@@ -370,7 +379,7 @@ def build_parser() -> argparse.ArgumentParser:
     b = sub.add_parser("bitext", help="the final bitext: Parquet, TSV.gz, Moses files")
     b.add_argument("--mined", required=True, help="mine-many output (<pair>/mined.parquet)")
     b.add_argument("--filtered", help="the apply stage's folder (kept.parquet); else --min-margin")
-    b.add_argument("--rules", help="the rules stage's folder (<pair>/dropped.parquet: drop reasons)")
+    b.add_argument("--rules", help="the rules stage's folder (<pair>/kept.parquet, dropped.parquet)")
     b.add_argument("--min-margin", type=float, default=1.05, help="margin floor without filters")
     b.add_argument("--output", required=True, help="folder to write")
     c = sub.add_parser("score", help="precision/recall of the bitext against the known alignment")

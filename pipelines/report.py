@@ -262,8 +262,8 @@ class Report:
             rows.append([f.parent.name, len(m), f"{min(m):.3f}" if m else "–", f"{max(m):.3f}" if m else "–",
                          ", ".join(f"{k} {v}" for k, v in cand.get("dropped", {}).items()) or "–"])  # fmt: skip
         src = str(cfg.get("source", ""))
-        if src.startswith("margin >="):
-            ax.axvline(float(src.split(">=")[1]), color="k", ls="--", label=src)
+        if "margin >=" in src:
+            ax.axvline(float(src.split(">=")[1]), color="k", ls="--", label=src.split(" + ")[-1])
         ax.set_xlabel("margin")
         ax.set_ylabel("pairs")
         ax.legend(fontsize=8)

@@ -177,6 +177,10 @@ def test_bitext_from_filter_outputs_names_each_drop_reason(tmp_path: Path):
     kept = pq.read_table(tmp_path / "out" / "bitext.parquet").to_pylist()
     assert [r["src"] for r in kept] == ["s2", "s3", "s4", "s5"] and kept[0]["cds_score"] == 0.5
     assert (tmp_path / "out" / "bitext.de-en.de").read_text().splitlines() == ["s2", "s3", "s4", "s5"]
+    # Rules only: what they kept, above the margin floor.
+    pq.write_table(pa.Table.from_pylist(rows[1:]), tmp_path / "rules" / "de-en" / "kept.parquet")
+    rep = bitext(tmp_path / "mine", None, 1.25, tmp_path / "out1", tmp_path / "rules")
+    assert rep["counts"]["pairs"]["dropped"] == {"rules:too_short": 1, "below_min_margin": 2}
     # Without the filter stages: the mined pairs above the margin floor.
     rep = bitext(tmp_path / "mine", None, 1.25, tmp_path / "out2")
     assert rep["counts"]["pairs"]["dropped"] == {"below_min_margin": 3}
