@@ -139,7 +139,7 @@ def test_killed_run_resumes_to_the_same_bitext(demo: Path, tmp_path: Path):
     while time.time() < deadline and not started.is_file():
         assert proc.poll() is None, "runner ended before it could be killed"
         time.sleep(0.1)
-    time.sleep(1.5)
+    time.sleep(0.5)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     assert not (out / "embed" / "_manifest.json").exists() and started.exists()
