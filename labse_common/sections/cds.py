@@ -61,7 +61,6 @@ class CdsConfig:
     device: Literal["auto", "cpu", "cuda"] = option("auto", help="auto = cuda when present")
     score_batch_size: int = option(64, min=1, help="pairs per scoring batch (length-bucketed)")
     progress: bool = option(True, help="tqdm progress bars on training and scoring")
-    length_buckets: list[int] = option([5, 10, 20, 40], min=1, help="apply's summary: upper bounds of the source-word-count buckets")
     calibrate: CalibrateConfig = field(default_factory=CalibrateConfig)
 
 
