@@ -206,5 +206,5 @@ def plot_calibration(cal: Calibration, path: str) -> None:
     ax.set_title(f"Calibration on {cal.labelled} labelled pairs ({cal.good} GOOD, {cal.bad} BAD)")
     ax.legend(loc="lower left", fontsize=8)
     fig.tight_layout()
-    fig.savefig(path)
+    fig.savefig(path, format="png")
     plt.close(fig)

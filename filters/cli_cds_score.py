@@ -118,4 +118,4 @@ def main(argv: list[str] | None = None) -> int:
         print(f"cds-score: {n} pairs scored -> {out} ({report['seconds']:.1f}s)")
         return 0
 
-    return run_cli("cds-score", body)
+    return run_cli("cds-score", body, models=True)

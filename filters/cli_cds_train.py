@@ -118,4 +118,4 @@ def main(argv: list[str] | None = None) -> int:
               f"(loss -> {fig['clean']['last_loss']:.3f}) -> {args.output}")  # fmt: skip
         return 0
 
-    return run_cli("cds-train", body)
+    return run_cli("cds-train", body, models=True)

@@ -67,10 +67,12 @@ def commit_output_dir(tmp: Path, path: str) -> None:
     os.replace(tmp, out)
 
 
-def run_cli(name: str, body: Callable[[], int]) -> int:
-    """Run a command body: usage errors are one line on stderr and status 2."""
+def run_cli(name: str, body: Callable[[], int], models: bool = False) -> int:
+    """Run a command body: usage errors are one line on stderr and status 2. ``models``: the
+    command loads transformers models (their own progress bars are turned off)."""
     setup_logging()
-    quiet_transformers()
+    if models:
+        quiet_transformers()
     try:
         return body()
     except USAGE_ERRORS as e:
