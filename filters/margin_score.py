@@ -35,7 +35,9 @@ class MarginScores:
 def _index(texts: Sequence[str], extra: Sequence[str]) -> tuple[list[str], np.ndarray]:
     """Distinct non-empty sentences (pair sentences first, then extra) and each text's row."""
     uniq: dict[str, int] = {}
-    rows = np.array([uniq.setdefault(t, len(uniq)) if t.strip() else -1 for t in texts], dtype=np.int64)
+    rows = np.array(
+        [uniq.setdefault(t, len(uniq)) if t.strip() else -1 for t in texts], dtype=np.int64
+    )
     for t in extra:
         if t.strip():
             uniq.setdefault(t, len(uniq))
@@ -60,7 +62,9 @@ def score_vectors(
         fwd_sims, _ = knn(x, y, k, knn_cfg)
         bwd_sims, _ = knn(y, x, k, knn_cfg)
         s, t = src_rows[ok], trg_rows[ok]
-        marg[ok] = pair_scores(x, y, s, t, neighbourhood_mean(fwd_sims), neighbourhood_mean(bwd_sims), margin)
+        marg[ok] = pair_scores(
+            x, y, s, t, neighbourhood_mean(fwd_sims), neighbourhood_mean(bwd_sims), margin
+        )
         cos[ok] = np.einsum("nd,nd->n", x[s], y[t])
     return marg, cos
 
@@ -83,8 +87,16 @@ def margin_score_pairs(
     trg_texts, trg_rows = _index(trg, extra_trg)
     enc = Encoder.from_pretrained(model_dir)
     log.info("encoding %d source and %d target sentences", len(src_texts), len(trg_texts))
-    x = enc.encode(src_texts, batch_size=batch_size, show_progress=True) if src_texts else np.zeros((0, enc.dim), np.float32)
-    y = enc.encode(trg_texts, batch_size=batch_size, show_progress=True) if trg_texts else np.zeros((0, enc.dim), np.float32)
+    x = (
+        enc.encode(src_texts, batch_size=batch_size, show_progress=True)
+        if src_texts
+        else np.zeros((0, enc.dim), np.float32)
+    )
+    y = (
+        enc.encode(trg_texts, batch_size=batch_size, show_progress=True)
+        if trg_texts
+        else np.zeros((0, enc.dim), np.float32)
+    )
     marg, cos = score_vectors(np.asarray(x, np.float32), np.asarray(y, np.float32), src_rows, trg_rows,
                               k, margin, knn_cfg)  # fmt: skip
     empty = int(((src_rows < 0) | (trg_rows < 0)).sum())

@@ -126,7 +126,7 @@ def _raw_lines(path: Path, counter: StageCounter, open_fn: Opener) -> Iterator[t
     """Lines as bytes with ``complete`` (ends in a newline); a truncated gzip ends the stream."""
     with open_fn(str(path), "rb") as probe:
         gz = probe.read(2) == _GZIP_MAGIC
-    with open_fn(str(path), "rb") as raw, (gzip.GzipFile(fileobj=raw) if gz else raw) as f:
+    with open_fn(str(path), "rb") as raw, gzip.GzipFile(fileobj=raw) if gz else raw as f:
         try:
             for line in f:
                 yield line, line.endswith(b"\n")
@@ -147,7 +147,9 @@ def _detect_layout(fields: list[str], layout: str) -> _Layout:
     if layout == "auto" and "src" in fields and "trg" in fields and len(set(fields)) == n:
         return _Layout(fields, n, header=True)
     if layout == "auto":
-        layout = "scored" if n >= 3 and _is_float(fields[0]) and not _is_float(fields[1]) else "src-trg"
+        layout = (
+            "scored" if n >= 3 and _is_float(fields[0]) and not _is_float(fields[1]) else "src-trg"
+        )
     if layout == "scored":
         names = list(SCORED_COLUMNS[:n]) + [f"col{i}" for i in range(len(SCORED_COLUMNS), n)]
     elif layout == "src-trg":
@@ -255,7 +257,9 @@ def read_pairs(
     """All pairs of ``path`` as one table; a file with no readable pair is a PairFileError."""
     batches = list(iter_pair_batches(path, counter, layout=layout))
     if not batches or sum(b.num_rows for b in batches) == 0:
-        raise PairFileError(f"{path}: no readable pair (expected Parquet with src/trg or TSV src<TAB>trg)")
+        raise PairFileError(
+            f"{path}: no readable pair (expected Parquet with src/trg or TSV src<TAB>trg)"
+        )
     schemas = {b.schema for b in batches}
     if len(schemas) > 1:  # Parquet parts with different extra columns: keep the common ones
         common = [n for n in batches[0].schema.names if all(n in b.schema.names for b in batches)]
@@ -289,7 +293,9 @@ def write_tsv_gz(
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     names = table.column_names
-    cols = columns or ([c for c in ("src", "trg") if c in names] + [c for c in names if c not in ("src", "trg")])
+    cols = columns or (
+        [c for c in ("src", "trg") if c in names] + [c for c in names if c not in ("src", "trg")]
+    )
     tmp = path.with_name(path.name + ".tmp")
     with gzip.open(tmp, "wt", encoding="utf-8", newline="\n") as f:
         for batch in table.select(cols).to_batches(65536):
@@ -304,7 +310,9 @@ def write_pairs(
 ) -> tuple[Path, Path]:
     """``<out_dir>/<stem>.parquet`` and ``<out_dir>/<stem>.tsv.gz``."""
     out = Path(out_dir)
-    return write_parquet(table, out / f"{stem}.parquet"), write_tsv_gz(table, out / f"{stem}.tsv.gz")
+    return write_parquet(table, out / f"{stem}.parquet"), write_tsv_gz(
+        table, out / f"{stem}.tsv.gz"
+    )
 
 
 class PairWriter:
@@ -314,7 +322,9 @@ class PairWriter:
     leaves no half file under the final names). An empty output still gets both files.
     """
 
-    def __init__(self, out_dir: str | os.PathLike, stem: str, schema: pa.Schema | None = None) -> None:
+    def __init__(
+        self, out_dir: str | os.PathLike, stem: str, schema: pa.Schema | None = None
+    ) -> None:
         self.dir = Path(out_dir)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.pq_path, self.tsv_path = self.dir / f"{stem}.parquet", self.dir / f"{stem}.tsv.gz"

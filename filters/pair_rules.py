@@ -55,7 +55,13 @@ class Pair:
     __slots__ = ("src", "trg", "src_lang", "trg_lang", "index", "cds_score", "_units")
 
     def __init__(self, src: str, trg: str, src_lang: str, trg_lang: str, index: int = 0) -> None:
-        self.src, self.trg, self.src_lang, self.trg_lang, self.index = src, trg, src_lang, trg_lang, index
+        self.src, self.trg, self.src_lang, self.trg_lang, self.index = (
+            src,
+            trg,
+            src_lang,
+            trg_lang,
+            index,
+        )
         self.cds_score: float | None = None
         self._units: tuple[float, float] | None = None
 
@@ -133,12 +139,16 @@ _MARKUP_RE = regex.compile(f"{_URL}|{_EMAIL}|{_MARKUP}")
 _HAS_LETTER = regex.compile(r"\p{L}")
 
 
+_MARKUP_HINTS = ("://", "www.", "@", "<", "&", "[[", "{{", "]]", "}}")
+
+
 class Markup(Step):
     name = "markup"
 
     def __call__(self, p: Pair) -> str | None:
         for side, text in (("src", p.src), ("trg", p.trg)):
-            rest = _MARKUP_RE.sub(" ", text)
+            # The regex is costly at every position; most text has none of its anchors.
+            rest = _MARKUP_RE.sub(" ", text) if any(h in text for h in _MARKUP_HINTS) else text
             if not _HAS_LETTER.search(rest):
                 return f"markup_only_{side}" if rest != text else f"no_letters_{side}"
         return None
@@ -177,11 +187,21 @@ class Repeats(Step):
     name = "repeats"
 
     def __init__(self, max_repeats: int) -> None:
-        self.pattern = regex.compile(r"(\S.{2,49}?)(?:\s*\1){" + str(max_repeats) + ",}")
+        self.times = max_repeats + 1
+        self.pattern = re.compile(r"(\S.{2,49}?)" + r"\s*\1" * max_repeats)
+
+    def _repeats(self, text: str) -> bool:
+        # A unit of >= 3 characters seen `times` times in a row means its first 3 characters
+        # occur `times` times: a cheap necessary test before the backtracking regex.
+        if len(text) < 3 * self.times:
+            return False
+        if max(Counter(zip(text, text[1:], text[2:])).values()) < self.times:
+            return False
+        return self.pattern.search(text) is not None
 
     def __call__(self, p: Pair) -> str | None:
         for side, text in (("src", p.src), ("trg", p.trg)):
-            if self.pattern.search(text):
+            if self._repeats(text):
                 return f"repeated_tokens_{side}"
         return None
 
@@ -332,7 +352,9 @@ RULES: dict[str, Callable[[RuleContext], Step]] = {
     "repeats": lambda c: Repeats(c.cfg.max_repeats),
     "copy": lambda c: Copy(c.cfg.max_overlap, c.cfg.copy_min_tokens),
     "script": lambda c: Script(c.cfg.min_script_ratio),
-    "lang": lambda c: Lang(c.lid, c.units, c.cfg.lid_threshold, c.cfg.lid_declared_min, c.cfg.lid_min_length),
+    "lang": lambda c: Lang(
+        c.lid, c.units, c.cfg.lid_threshold, c.cfg.lid_declared_min, c.cfg.lid_min_length
+    ),
 }
 
 
@@ -361,7 +383,11 @@ class PairRulesRunner:
     """
 
     def __init__(
-        self, cfg: PairRulesConfig, src_lang: str = "", trg_lang: str = "", extra_steps: Sequence[Step] = ()
+        self,
+        cfg: PairRulesConfig,
+        src_lang: str = "",
+        trg_lang: str = "",
+        extra_steps: Sequence[Step] = (),
     ) -> None:
         self.cfg = cfg
         self.chain = build_chain(cfg)
@@ -383,7 +409,9 @@ class PairRulesRunner:
                                   [min(len(s), len(t)) for s, t in zip(src, trg)])  # fmt: skip
         keep = pa.array([o is None for o in outcomes], pa.bool_())
         if self.scored:
-            batch = batch.append_column("cds_score", pa.array([p.cds_score for p in pairs], pa.float32()))
+            batch = batch.append_column(
+                "cds_score", pa.array([p.cds_score for p in pairs], pa.float32())
+            )
         kept = batch.filter(keep)
         dropped = None
         if want_dropped:

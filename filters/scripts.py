@@ -111,11 +111,17 @@ class LengthUnits:
 
     def __init__(self, weights: dict[str, float] | None = None) -> None:
         self.weights = dict(DEFAULT_SCRIPT_UNITS if weights is None else weights)
-        self._patterns = [(regex.compile(rf"\p{{{s}}}"), w - 1.0) for s, w in self.weights.items() if w != 1.0]
+        weighted = [s for s, w in self.weights.items() if w != 1.0]
+        self._patterns = [(regex.compile(rf"\p{{{s}}}"), self.weights[s] - 1.0) for s in weighted]
+        self._any = (
+            regex.compile("[" + "".join(rf"\p{{{s}}}" for s in weighted) + "]")
+            if weighted
+            else None
+        )
 
     def __call__(self, text: str) -> float:
         n = float(len(text))
-        if text.isascii():
+        if text.isascii() or self._any is None or not self._any.search(text):
             return n
         for pat, extra in self._patterns:
             n += extra * (len(text) - len(pat.sub("", text)))

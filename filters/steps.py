@@ -136,7 +136,7 @@ def chain_report(
     """stats.json from flat counts: unit counts under ``counts``, per-step counts under ``steps``
     (in ``step_order``, then any others), each ``{"in", "out", "dropped": {reason: n}}``."""
     unit_flat = {k: v for k, v in flat.items() if not k.startswith(STEP_PREFIX)}
-    step_flat = {k[len(STEP_PREFIX):]: v for k, v in flat.items() if k.startswith(STEP_PREFIX)}
+    step_flat = {k[len(STEP_PREFIX) :]: v for k, v in flat.items() if k.startswith(STEP_PREFIX)}
     steps = to_report("", step_flat)["counts"]
     ordered = {n: steps[n] for n in step_order if n in steps}
     ordered.update({n: c for n, c in steps.items() if n not in ordered})
@@ -161,8 +161,9 @@ def length_bucket(n: int, bounds: Sequence[int] = LENGTH_BUCKETS) -> str:
 class KeepSummary:
     """Per language pair and per length bucket: how many pairs reached each step and passed it.
 
-    Feed it the chain's outcomes (``add_outcomes``); counts are flat (``"lang|en-de|<step>|in"``)
-    so summaries merge with a sum. ``to_dict(step_order)`` gives::
+    Feed it the chain's outcomes (``add_outcomes``). It counts one key per record,
+    ``"<lang pair>|<length bucket>|<dropping step, or empty when kept>"``, so summaries merge
+    with a sum (Beam, worker processes); ``to_dict(step_order)`` expands them into::
 
         {"length_unit": "...", "by_lang_pair": {"en-de": {"in": N, "out": M, "steps":
             {"<step>": {"in": a, "out": b}, ...}}}, "by_length": {"10-19": {...}, ...}}
@@ -181,32 +182,39 @@ class KeepSummary:
         lang_pairs: Sequence[str],
         lengths: Sequence[int],
     ) -> None:
-        index = {name: i for i, name in enumerate(step_order)}
-        n_steps = len(step_order)
-        for outcome, lp, n in zip(outcomes, lang_pairs, lengths):
-            reached = n_steps if outcome is None else index[outcome[0]] + 1
-            for group in (f"lang|{lp}", f"len|{length_bucket(n, self.bounds)}"):
-                self.counts[f"{group}|{IN}"] += 1
-                if outcome is None:
-                    self.counts[f"{group}|{OUT}"] += 1
-                for j in range(reached):
-                    self.counts[f"{group}|{step_order[j]}|{IN}"] += 1
-                    if j < reached - 1 or outcome is None:
-                        self.counts[f"{group}|{step_order[j]}|{OUT}"] += 1
+        bucket = [length_bucket(n, self.bounds) for n in range(self.bounds[-1] + 1)]
+        last = length_bucket(self.bounds[-1], self.bounds)
+        self.counts.update(
+            f"{lp}|{bucket[n] if n < len(bucket) else last}|{'' if o is None else o[0]}"
+            for o, lp, n in zip(outcomes, lang_pairs, lengths)
+        )
 
     def merge(self, flat: Mapping[str, int]) -> None:
         self.counts.update(flat)
 
     def to_dict(self, step_order: Sequence[str]) -> dict:
+        index = {name: i for i, name in enumerate(step_order)}
+
+        def empty() -> dict:
+            return {IN: 0, OUT: 0, "steps": {s: {IN: 0, OUT: 0} for s in step_order}}
+
         groups: dict[str, dict[str, dict]] = {"lang": {}, "len": {}}
         for key, n in self.counts.items():
-            kind, name, *rest = key.split("|")
-            g = groups[kind].setdefault(name, {IN: 0, OUT: 0, "steps": {s: {IN: 0, OUT: 0} for s in step_order}})
-            if len(rest) == 1:
-                g[rest[0]] += n
-            else:
-                g["steps"].setdefault(rest[0], {IN: 0, OUT: 0})[rest[1]] += n
+            lp, bucket, step = key.rsplit("|", 2)
+            reached = len(step_order) if not step else index.get(step, len(step_order) - 1) + 1
+            for kind, name in (("lang", lp), ("len", bucket)):
+                g = groups[kind].setdefault(name, empty())
+                g[IN] += n
+                g[OUT] += n if not step else 0
+                for j in range(reached):
+                    s = g["steps"][step_order[j]]
+                    s[IN] += n
+                    if j < reached - 1 or not step:
+                        s[OUT] += n
         order = {length_bucket(b, self.bounds): i for i, b in enumerate(self.bounds)}
         by_len = dict(sorted(groups["len"].items(), key=lambda kv: order.get(kv[0], len(order))))
-        return {"length_unit": self.length_unit, "by_lang_pair": dict(sorted(groups["lang"].items())),
-                "by_length": by_len}
+        return {
+            "length_unit": self.length_unit,
+            "by_lang_pair": dict(sorted(groups["lang"].items())),
+            "by_length": by_len,
+        }

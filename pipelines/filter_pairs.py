@@ -64,7 +64,9 @@ class ReadPairFile(beam.DoFn):
         counter.add_in("files")
         try:
             n = 0
-            for bi, batch in enumerate(iter_pair_batches(path, counter, self.batch_rows, self.layout, _open_raw)):
+            for bi, batch in enumerate(
+                iter_pair_batches(path, counter, self.batch_rows, self.layout, _open_raw)
+            ):
                 n += batch.num_rows
                 yield (fi, bi), batch
             counter.add_out("files")
@@ -124,7 +126,9 @@ def _write_part(batch: pa.RecordBatch, stem: str) -> None:
         f.write(buf.getvalue())
 
 
-def _write_stats(counts: dict, summary: dict, output: str, step_order: list[str], extra: dict) -> dict:
+def _write_stats(
+    counts: dict, summary: dict, output: str, step_order: list[str], extra: dict
+) -> dict:
     from filters.steps import KeepSummary
 
     report = chain_report(STAGE, {k: v for k, v in counts.items()}, step_order, **extra)
@@ -151,8 +155,10 @@ def build_pipeline(p: beam.Pipeline, inputs: Sequence[str], output: str, cfg: di
     filtered = (
         read.batches
         | "Spread" >> beam.Reshuffle()
-        | "Filter" >> beam.ParDo(FilterBatch(cfg, src_lang, trg_lang, output, cds_model, cds_threshold))
-        .with_outputs(STATS, SUMMARY)
+        | "Filter"
+        >> beam.ParDo(
+            FilterBatch(cfg, src_lang, trg_lang, output, cds_model, cds_threshold)
+        ).with_outputs(STATS, SUMMARY)
     )
     counts = (
         (read[STATS], filtered[STATS])
@@ -176,16 +182,37 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ap.add_argument("--input", required=True, nargs="+",
                     help="pair files/globs: Parquet with src/trg, mining TSV.gz, or TSV src<TAB>trg")  # fmt: skip
-    ap.add_argument("--output", required=True, help="output directory (local or a Beam FileSystems URL)")
+    ap.add_argument(
+        "--output", required=True, help="output directory (local or a Beam FileSystems URL)"
+    )
     ap.add_argument("--src-lang", default="", help="source language code (a src_lang column wins)")
     ap.add_argument("--trg-lang", default="", help="target language code (a trg_lang column wins)")
     ap.add_argument("--config", default="demo", help="preset (demo, paper) or YAML file")
-    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="pair_rules override (repeatable)")
-    ap.add_argument("--write-dropped", action="store_true", default=None, help="write the dropped pairs with step and reason")
-    ap.add_argument("--lid-model", help="fastText LID model path on the workers (default lid.176.ftz)")
-    ap.add_argument("--cds-model", help="trained CDS scorer directory (filters cds-train): adds cds_score")
-    ap.add_argument("--cds-threshold", type=float, help="with --cds-model: drop pairs scoring below this")
-    ap.add_argument("--layout", choices=["auto", "src-trg", "scored"], default="auto", help="TSV layout")
+    ap.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="pair_rules override (repeatable)",
+    )
+    ap.add_argument(
+        "--write-dropped",
+        action="store_true",
+        default=None,
+        help="write the dropped pairs with step and reason",
+    )
+    ap.add_argument(
+        "--lid-model", help="fastText LID model path on the workers (default lid.176.ftz)"
+    )
+    ap.add_argument(
+        "--cds-model", help="trained CDS scorer directory (filters cds-train): adds cds_score"
+    )
+    ap.add_argument(
+        "--cds-threshold", type=float, help="with --cds-model: drop pairs scoring below this"
+    )
+    ap.add_argument(
+        "--layout", choices=["auto", "src-trg", "scored"], default="auto", help="TSV layout"
+    )
     ap.add_argument("--batch-rows", type=int, default=20000, help="pairs per batch (default 20000)")
     ap.add_argument("--log-level", default=None, help="logging level")
     return ap
@@ -195,7 +222,12 @@ def run(argv: Sequence[str] | None = None) -> int:
     args, beam_args = build_parser().parse_known_args(argv)
     setup_logging(args.log_level)
     try:
-        cfg_obj = load(STAGE, args.config, args.set, {"write_dropped": args.write_dropped, "lid_model": args.lid_model})
+        cfg_obj = load(
+            STAGE,
+            args.config,
+            args.set,
+            {"write_dropped": args.write_dropped, "lid_model": args.lid_model},
+        )
         if args.batch_rows < 1:
             raise ValueError("--batch-rows must be >= 1")
         if args.cds_threshold is not None and not args.cds_model:
@@ -210,7 +242,9 @@ def run(argv: Sequence[str] | None = None) -> int:
         if {"script", "lang"} & set(cfg_obj.steps) and not (args.src_lang and args.trg_lang):
             log.warning("no --src-lang/--trg-lang: the script and lang rules use the input's "
                         "src_lang/trg_lang columns and skip pairs without them")  # fmt: skip
-        inputs = sorted({m.path for pat in args.input for m in FileSystems.match([pat])[0].metadata_list})
+        inputs = sorted(
+            {m.path for pat in args.input for m in FileSystems.match([pat])[0].metadata_list}
+        )
         if not inputs:
             raise FileNotFoundError(f"no input matches {' '.join(args.input)}")
     except (ConfigError, ValueError, FileNotFoundError) as e:

@@ -36,7 +36,9 @@ def shared_documents() -> list:
     for p in pages[:N_WIKI_PAGES]:
         text = wikitext_to_text(p.text)
         if text.strip():
-            docs.append(Document(text=text, source="wikipedia", doc_id=p.page_id, url_or_title=p.title))
+            docs.append(
+                Document(text=text, source="wikipedia", doc_id=p.page_id, url_or_title=p.title)
+            )
     return docs
 
 
@@ -57,7 +59,9 @@ def clean_digest(docs: list) -> dict:
         res = cleaner.clean(d, counter, keep_dropped=True)
         kept.extend(res.kept)
         dropped.extend(res.dropped)
-    dropped_keys = sorted(json.dumps(r, sort_keys=True, ensure_ascii=False, default=str) for r in dropped)
+    dropped_keys = sorted(
+        json.dumps(r, sort_keys=True, ensure_ascii=False, default=str) for r in dropped
+    )
     return {
         "documents": len(docs),
         "kept": len(kept),

@@ -43,7 +43,11 @@ def inputs(tmp_path: Path) -> list[Path]:
 
 
 def _rows(paths) -> list[tuple[str, str]]:
-    return sorted((r["src"], r["trg"]) for p in paths for r in pq.read_table(p, columns=["src", "trg"]).to_pylist())
+    return sorted(
+        (r["src"], r["trg"])
+        for p in paths
+        for r in pq.read_table(p, columns=["src", "trg"]).to_pylist()
+    )
 
 
 def test_beam_job_gives_the_same_pairs_and_counts_as_the_cli(inputs, tmp_path):
@@ -73,10 +77,17 @@ def test_beam_job_gives_the_same_pairs_and_counts_as_the_cli(inputs, tmp_path):
     beam_kept = sorted((beam_out / "kept").glob("*.parquet"))
     assert _rows(beam_kept) == _rows(cli_kept)
     assert rep["counts"]["pairs"] == cli_counts
-    assert {n: s["out"] for n, s in rep["steps"].items()} == {n: sum(v) for n, v in cli_steps.items()}
-    dropped = [r for p in sorted((beam_out / "dropped").glob("*.parquet")) for r in pq.read_table(p).to_pylist()]
+    assert {n: s["out"] for n, s in rep["steps"].items()} == {
+        n: sum(v) for n, v in cli_steps.items()
+    }
+    dropped = [
+        r
+        for p in sorted((beam_out / "dropped").glob("*.parquet"))
+        for r in pq.read_table(p).to_pylist()
+    ]
     assert sorted(r["reason"] for r in dropped) == sorted(
-        k for k, n in cli_counts["dropped"].items() for _ in range(n))
+        k for k, n in cli_counts["dropped"].items() for _ in range(n)
+    )
     assert {r["reason"] for r in dropped} >= {r for _, _, r in CRAFTED}
     assert rep["summary"]["by_lang_pair"]["en-de"]["in"] == cli_counts["in"]
     with gzip.open(sorted((beam_out / "kept").glob("*.tsv.gz"))[0], "rt", encoding="utf-8") as f:
@@ -84,12 +95,40 @@ def test_beam_job_gives_the_same_pairs_and_counts_as_the_cli(inputs, tmp_path):
 
 
 def test_beam_job_bad_arguments_are_clear_errors(tmp_path, capsys):
-    assert run(["--input", str(tmp_path / "none*.tsv"), "--output", str(tmp_path / "o"), *BEAM]) == 2
+    assert (
+        run(["--input", str(tmp_path / "none*.tsv"), "--output", str(tmp_path / "o"), *BEAM]) == 2
+    )
     assert "no input matches" in capsys.readouterr().err
     (tmp_path / "x.tsv").write_text("a\tb\n")
-    assert run(["--input", str(tmp_path / "x.tsv"), "--output", str(tmp_path / "o"), "--cds-threshold", "0.5", *BEAM]) == 2
+    assert (
+        run(
+            [
+                "--input",
+                str(tmp_path / "x.tsv"),
+                "--output",
+                str(tmp_path / "o"),
+                "--cds-threshold",
+                "0.5",
+                *BEAM,
+            ]
+        )
+        == 2
+    )
     assert "--cds-model" in capsys.readouterr().err
-    assert run(["--input", str(tmp_path / "x.tsv"), "--output", str(tmp_path / "o"), "--set", "max_ratio=0", *BEAM]) == 2
+    assert (
+        run(
+            [
+                "--input",
+                str(tmp_path / "x.tsv"),
+                "--output",
+                str(tmp_path / "o"),
+                "--set",
+                "max_ratio=0",
+                *BEAM,
+            ]
+        )
+        == 2
+    )
 
 
 def test_beam_job_cds_path(inputs, tmp_path):
@@ -97,24 +136,28 @@ def test_beam_job_cds_path(inputs, tmp_path):
     drops as cds_below_threshold (filters.cds is another engineer's module: skipped until it
     is merged)."""
     pytest.importorskip("filters.cds.score", reason="filters.cds is not on this branch yet")
-    fit = pytest.importorskip("filters.cds.fit", reason="filters.cds.fit (train_cds) is not on this branch yet")
+    fit = pytest.importorskip(
+        "filters.cds.fit", reason="filters.cds.fit (train_cds) is not on this branch yet"
+    )
     from labse_common.config import ConfigError, load
 
     if not (TATOEBA / "train.deu-eng.deu").is_file():
         pytest.skip(f"Tatoeba sample not found under {TATOEBA}")
     de = (TATOEBA / "train.deu-eng.deu").read_text(encoding="utf-8").splitlines()
     en = (TATOEBA / "train.deu-eng.eng").read_text(encoding="utf-8").splitlines()
+    tiny = ["noisy_epochs=1", "clean_epochs=1", "model.d_model=16", "model.ffn_dim=32",
+            "model.encoder_layers=1", "model.decoder_layers=1", "model.attention_heads=2",
+            "vocab_size=400", "progress=false", "threads=1"]  # fmt: skip
     try:
-        cfg = load("cds", "demo")
+        cfg = load("cds", "demo", tiny)
     except ConfigError as e:
-        pytest.skip(f"no usable cds section in the demo preset: {e}")
+        pytest.skip(f"the demo preset's cds section does not take the tiny-model settings: {e}")
     model = str(tmp_path / "cds")
-    n_trusted = max(50, int(getattr(cfg, "min_trusted", 50)))
-    n_noisy = max(200, int(getattr(cfg, "min_noisy", 200)))
+    n_trusted, n_noisy = int(cfg.min_trusted), int(cfg.min_noisy)
     fit.train_cds((en[:n_noisy], de[:n_noisy]), (en[-n_trusted:], de[-n_trusted:]), cfg, model)
     out = tmp_path / "beam"
-    rc = run(["--input", str(inputs[1]), "--output", str(out), "--cds-model", model, "--cds-threshold",
-              "-1e9", *BEAM])  # fmt: skip
+    rc = run(["--input", str(inputs[1]), "--output", str(out), "--cds-model", model,
+              "--cds-threshold=-1e9", *BEAM])  # fmt: skip
     assert rc == 0
     kept = pq.read_table(sorted((out / "kept").glob("*.parquet"))[0])
     assert "cds_score" in kept.column_names and kept.column("cds_score").null_count == 0

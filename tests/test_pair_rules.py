@@ -32,16 +32,42 @@ CRAFTED = [
     (("Berlin, Germany", "berlin germany!"), "identical", "identical"),
     (("Hi", "Hallo"), "length", "too_short_src"),
     (("A sentence of normal length.", "x" * 1200), "length", "too_long_trg"),
-    (("This is a much longer sentence with many words in it, indeed.", "Kurz, ja."), "ratio", "length_ratio"),
+    (
+        ("This is a much longer sentence with many words in it, indeed.", "Kurz, ja."),
+        "ratio",
+        "length_ratio",
+    ),
     (("https://example.com/a/b", "Siehe die Seite unten."), "markup", "markup_only_src"),
     (("Write to us today!", "<b>info@example.org</b>"), "markup", "markup_only_trg"),
     (("--- *** ---", "Das ist ein Satz."), "markup", "no_letters_src"),
-    (("It cost 1,000 euros in 2019.", "Es kostete 1000 Euro im Jahr 2020."), "numbers", "number_mismatch"),
-    (("buy now buy now buy now buy now", "Jetzt kaufen, sofort."), "repeats", "repeated_tokens_src"),
-    (("The European Parliament adopted the resolution",
-      "The European Parliament adopted the resolution today"), "copy", "untranslated_copy"),  # fmt: skip
-    (("Это предложение написано по-русски.", "Dieser Satz ist auf Deutsch."), "script", "wrong_script_src"),
-    (("I like to read books in the evening.", "J'aime lire des livres le soir, vraiment."), "lang", "wrong_lang_trg"),
+    (
+        ("It cost 1,000 euros in 2019.", "Es kostete 1000 Euro im Jahr 2020."),
+        "numbers",
+        "number_mismatch",
+    ),
+    (
+        ("buy now buy now buy now buy now", "Jetzt kaufen, sofort."),
+        "repeats",
+        "repeated_tokens_src",
+    ),
+    (
+        (
+            "The European Parliament adopted the resolution",
+            "The European Parliament adopted the resolution today",
+        ),
+        "copy",
+        "untranslated_copy",
+    ),  # fmt: skip
+    (
+        ("Это предложение написано по-русски.", "Dieser Satz ist auf Deutsch."),
+        "script",
+        "wrong_script_src",
+    ),
+    (
+        ("I like to read books in the evening.", "J'aime lire des livres le soir, vraiment."),
+        "lang",
+        "wrong_lang_trg",
+    ),
 ]
 
 
@@ -56,7 +82,9 @@ def runner(cfg):
 
 
 def batch(pairs, **cols) -> pa.RecordBatch:
-    return pa.RecordBatch.from_pydict({"src": [a for a, _ in pairs], "trg": [b for _, b in pairs], **cols})
+    return pa.RecordBatch.from_pydict(
+        {"src": [a for a, _ in pairs], "trg": [b for _, b in pairs], **cols}
+    )
 
 
 def test_registry_matches_config_and_presets(cfg):
@@ -83,7 +111,9 @@ def test_rules_keep_what_they_should(runner):
         ("See https://example.com for details.", "Details unter https://example.com."),
         ("Yes.", "Ja."),  # short pairs: no ratio verdict below ratio_min_length
     ]
-    kept, dropped = PairRulesRunner(runner.cfg, "en", "").filter_batch(batch(fine), want_dropped=True)
+    kept, dropped = PairRulesRunner(runner.cfg, "en", "").filter_batch(
+        batch(fine), want_dropped=True
+    )
     assert dropped.num_rows == 0, dropped.to_pylist()
 
 
@@ -95,8 +125,12 @@ def test_cjk_length_units_keep_real_chinese_pairs(cfg):
     en = (TATOEBA / "train.cmn-eng.eng").read_text(encoding="utf-8").splitlines()
     only_ratio = load("pair_rules", "demo", ["steps=[ratio]"])
     plain = load("pair_rules", "demo", ["steps=[ratio]", "script_units={}"])
-    kept_units = PairRulesRunner(only_ratio, "zh", "en").filter_batch(batch(list(zip(zh, en))))[0].num_rows
-    kept_chars = PairRulesRunner(plain, "zh", "en").filter_batch(batch(list(zip(zh, en))))[0].num_rows
+    kept_units = (
+        PairRulesRunner(only_ratio, "zh", "en").filter_batch(batch(list(zip(zh, en))))[0].num_rows
+    )
+    kept_chars = (
+        PairRulesRunner(plain, "zh", "en").filter_batch(batch(list(zip(zh, en))))[0].num_rows
+    )
     assert kept_units >= 0.99 * len(zh)
     assert kept_chars < 0.9 * len(zh)
 
@@ -123,12 +157,16 @@ def test_language_columns_win_and_summary_by_lang_pair_and_length(cfg):
     assert not check_balanced(rep) and not check_balanced({"counts": rep["steps"]})
     s = rep["summary"]
     assert set(s["by_lang_pair"]) == {"en-de", "ru-en"}
-    assert s["by_lang_pair"]["en-de"]["in"] == 2 and s["by_lang_pair"]["en-de"]["steps"]["length"] == {"in": 2, "out": 1}
+    assert s["by_lang_pair"]["en-de"]["in"] == 2 and s["by_lang_pair"]["en-de"]["steps"][
+        "length"
+    ] == {"in": 2, "out": 1}
     assert s["by_length"]["0-9"]["in"] == 1 and s["by_length"]["0-9"]["out"] == 0
 
 
 def test_scripts_units_and_numbers_helpers():
-    assert base_lang("cmn_Hani") == "zh" and base_lang("eng") == "en" and base_lang("zh-Hans") == "zh"
+    assert (
+        base_lang("cmn_Hani") == "zh" and base_lang("eng") == "en" and base_lang("zh-Hans") == "zh"
+    )
     assert scripts_of("ja") == ("Han", "Hiragana", "Katakana") and scripts_of("xx") is None
     assert scripts_of("srp_Latn") == ("Latin",)
     assert script_ratio("Hello", ("Cyrillic",)) == 0.0 and script_ratio("123", ("Latin",)) is None
@@ -141,7 +179,11 @@ def test_scripts_units_and_numbers_helpers():
 
 def test_pair_io_reads_tsv_with_bad_lines_bom_and_mining_layout(tmp_path):
     p = tmp_path / "p.tsv"
-    p.write_bytes("\ufeffa b\tc d\n\nonly one field\nx\ty\tz\n".encode() + b"\xff\xfe bad\tutf8\n" + b"e f\tg h")
+    p.write_bytes(
+        "\ufeffa b\tc d\n\nonly one field\nx\ty\tz\n".encode()
+        + b"\xff\xfe bad\tutf8\n"
+        + b"e f\tg h"
+    )
     c = StageCounter()
     t = read_pairs(p, c)
     assert t.to_pylist() == [{"src": "a b", "trg": "c d"}, {"src": "e f", "trg": "g h"}]
@@ -220,7 +262,9 @@ def test_rules_cli_bad_input_is_a_clear_error(tmp_path, capsys, args, message):
     (tmp_path / "empty.tsv").write_text("")
     (tmp_path / "ok.tsv").write_text(f"{GOOD[0]}\t{GOOD[1]}\n")
     args = [a.replace("{tmp}", str(tmp_path)) for a in args]
-    rc = filters_main(["rules", *args, "--src-lang", "en", "--trg-lang", "de", "--output", str(tmp_path / "o")])
+    rc = filters_main(
+        ["rules", *args, "--src-lang", "en", "--trg-lang", "de", "--output", str(tmp_path / "o")]
+    )
     assert rc == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
@@ -229,7 +273,12 @@ def test_rules_cli_bad_input_is_a_clear_error(tmp_path, capsys, args, message):
 
 def test_rules_cli_needs_languages_for_script_and_lid(tmp_path, capsys):
     (tmp_path / "ok.tsv").write_text(f"{GOOD[0]}\t{GOOD[1]}\n")
-    assert filters_main(["rules", "--pairs", str(tmp_path / "ok.tsv"), "--output", str(tmp_path / "o")]) == 2
+    assert (
+        filters_main(
+            ["rules", "--pairs", str(tmp_path / "ok.tsv"), "--output", str(tmp_path / "o")]
+        )
+        == 2
+    )
     assert "--src-lang" in capsys.readouterr().err
     rc = filters_main(["rules", "--pairs", str(tmp_path / "ok.tsv"), "--output", str(tmp_path / "o"),
                        "steps=[empty, length]"])  # fmt: skip
@@ -251,35 +300,85 @@ def tiny_model(tmp_path_factory):
     return make_tiny_checkpoint(str(d / "model"), de + en, hidden=32, layers=1), de, en
 
 
-def test_margin_score_matches_brute_force_margin(tiny_model, tmp_path):
-    """margin-score = cos / mean of the k-NN cosines both ways, neighbourhoods from the pair
-    list's own sentences; checked against a numpy brute force with the same encoder."""
+def _brute_margin(x: np.ndarray, y: np.ndarray, pairs: list[tuple[int, int]], k: int) -> np.ndarray:
+    """LaBSE/LASER ratio margin of given pairs by brute force: all cosines, top-k means."""
+    x = x / np.linalg.norm(x, axis=1, keepdims=True)
+    y = y / np.linalg.norm(y, axis=1, keepdims=True)
+    sims = x @ y.T
+    fwd = np.sort(sims, axis=1)[:, -k:].mean(axis=1)
+    bwd = np.sort(sims, axis=0)[-k:, :].mean(axis=0)
+    return np.array([sims[i, j] / ((fwd[i] + bwd[j]) / 2) for i, j in pairs])
+
+
+def test_margin_of_given_pairs_matches_brute_force():
+    from filters.margin_score import score_vectors
+
+    rng = np.random.default_rng(3)
+    base = rng.standard_normal((50, 16))
+    x = np.vstack(
+        [base + 0.3 * rng.standard_normal((50, 16)), rng.standard_normal((20, 16))]
+    ).astype(np.float32)
+    y = np.vstack(
+        [base + 0.3 * rng.standard_normal((50, 16)), rng.standard_normal((30, 16))]
+    ).astype(np.float32)
+    pairs = (
+        [(i, i) for i in range(50)] + [(i, (i + 1) % 50) for i in range(50)] + [(60, 70), (-1, 3)]
+    )
+    s, t = np.array([p[0] for p in pairs]), np.array([p[1] for p in pairs])
+    margin, cos = score_vectors(x, y, s, t, k=4)
+    np.testing.assert_allclose(margin[:-1], _brute_margin(x, y, pairs[:-1], 4), rtol=1e-5)
+    assert np.isnan(margin[-1]) and np.isnan(cos[-1])
+    assert margin[:50].min() > margin[50:100].max()  # true pairs above shifted ones
+
+
+def test_margin_score_cli_on_a_real_encoder(tiny_model, tmp_path):
+    """margin-score encodes with the checkpoint and scores with mining's kNN/margin code: equal
+    to the brute force on the same encoder's vectors; extra sentences join the neighbourhood."""
     model, de, en = tiny_model
     rows = list(zip(de, en)) + [("", "an empty source side")]
     src = tmp_path / "pairs.tsv"
     src.write_text("".join(f"{a}\t{b}\t{i}\n" for i, (a, b) in enumerate(rows)), encoding="utf-8")
     out = tmp_path / "scored" / "scored.parquet"
-    rc = filters_main(["margin-score", "--model", model, "--pairs", str(src), "--output", str(out), "--k", "3"])
+    rc = filters_main(
+        ["margin-score", "--model", model, "--pairs", str(src), "--output", str(out), "--k", "3"]
+    )
     assert rc == 0
     t = pq.read_table(out)
     assert t.column_names == ["src", "trg", "col2", "margin", "cosine"]
     from labse_model.encode import Encoder
 
     enc = Encoder.from_pretrained(model)
-    x, y = enc.encode(de), enc.encode(en)
-    x /= np.linalg.norm(x, axis=1, keepdims=True)
-    y /= np.linalg.norm(y, axis=1, keepdims=True)
-    sims = x @ y.T
-    fwd = np.sort(sims, axis=1)[:, -3:].mean(axis=1)
-    bwd = np.sort(sims, axis=0)[-3:, :].mean(axis=0)
     assert len(set(de)) == len(de) and len(set(en)) == len(en)  # rows == distinct sentences here
-    want = np.diag(sims) / ((fwd + bwd) / 2)
-    np.testing.assert_allclose(t.column("margin").to_numpy()[:-1], want, rtol=2e-3, atol=2e-3)
-    np.testing.assert_allclose(t.column("cosine").to_numpy()[:-1], np.diag(sims), atol=2e-3)
+    x, y = enc.encode(de), enc.encode(en)
+    diag = [(i, i) for i in range(len(de))]
+    np.testing.assert_allclose(
+        t.column("margin").to_numpy()[:-1], _brute_margin(x, y, diag, 3), rtol=1e-4
+    )
+    np.testing.assert_allclose(
+        t.column("cosine").to_numpy()[:-1], np.einsum("nd,nd->n", x, y), atol=1e-4
+    )
     assert np.isnan(t.column("margin").to_numpy()[-1])
     rep = json.loads((out.parent / "stats.json").read_text())
-    assert rep["counts"]["pairs"] == {"in": 61, "out": 61, "dropped": {}, "events": {"empty_side_not_scored": 1}}
-    assert rep["k"] == 3
+    assert rep["counts"]["pairs"] == {
+        "in": 61,
+        "out": 61,
+        "dropped": {},
+        "events": {"empty_side_not_scored": 1},
+    }
+    assert rep["k"] == 3 and rep["neighbourhood"] == {"src_sentences": 60, "trg_sentences": 61}
+
+    extra = tmp_path / "more.de"
+    more = (TATOEBA / "train.deu-eng.deu").read_text(encoding="utf-8").splitlines()[100:130]
+    extra.write_text("\n".join(more) + "\n", encoding="utf-8")
+    out2 = tmp_path / "scored2.parquet"
+    assert filters_main(["margin-score", "--model", model, "--pairs", str(src), "--output", str(out2),
+                         "--k", "3", "--src-sentences", str(extra)]) == 0  # fmt: skip
+    x2 = np.vstack([x, enc.encode([m for m in more if m not in set(de)])])
+    m2 = pq.read_table(out2).column("margin").to_numpy()[:-1]
+    np.testing.assert_allclose(m2, _brute_margin(x2, y, diag, 3), rtol=1e-4)
+    assert json.loads((tmp_path / "stats.json").read_text())["neighbourhood"][
+        "src_sentences"
+    ] == len(x2)
 
 
 def test_margin_score_bad_input_is_a_clear_error(tmp_path, capsys):

@@ -36,13 +36,19 @@ def test_chain_counts_each_step_and_reports_balanced():
     chain = Chain([MinLen(), digits], unit="items")
     counter = StageCounter()
     dropped = []
-    kept = chain.run(["ab", "abc", "a1b2", "xyz", "9"], counter, lambda r, s, why: dropped.append((r, s, why)))
+    kept = chain.run(
+        ["ab", "abc", "a1b2", "xyz", "9"], counter, lambda r, s, why: dropped.append((r, s, why))
+    )
     assert kept == ["abc", "xyz"]
     assert dropped == [("ab", "min_len", "too_short"), ("9", "min_len", "too_short"),
                        ("a1b2", "no_digits", "has_digit")]  # fmt: skip
     assert digits.annotated == 3  # only the records that reached the step are annotated
     rep = chain.report("t")
-    assert rep["counts"]["items"] == {"in": 5, "out": 2, "dropped": {"too_short": 2, "has_digit": 1}}
+    assert rep["counts"]["items"] == {
+        "in": 5,
+        "out": 2,
+        "dropped": {"too_short": 2, "has_digit": 1},
+    }
     assert rep["steps"]["min_len"] == {"in": 5, "out": 3, "dropped": {"too_short": 2}}
     assert rep["steps"]["no_digits"] == {"in": 3, "out": 2, "dropped": {"has_digit": 1}}
     assert list(rep["steps"]) == ["min_len", "no_digits"]
@@ -69,7 +75,9 @@ def test_keep_summary_by_lang_pair_and_length():
     recs = ["ab", "abc", "a1b2", "x" * 30]
     outcomes = chain.decide(recs)
     s = KeepSummary()
-    s.add_outcomes(chain.step_names, outcomes, ["en-de", "en-de", "en-fr", "en-fr"], [len(r) for r in recs])
+    s.add_outcomes(
+        chain.step_names, outcomes, ["en-de", "en-de", "en-fr", "en-fr"], [len(r) for r in recs]
+    )
     d = s.to_dict(chain.step_names)
     de = d["by_lang_pair"]["en-de"]
     assert (de["in"], de["out"]) == (2, 1)
@@ -79,7 +87,11 @@ def test_keep_summary_by_lang_pair_and_length():
     assert fr["steps"]["no_digits"] == {"in": 2, "out": 1}
     assert list(d["by_length"]) == ["0-9", "20-49"]
     assert d["by_length"]["0-9"]["in"] == 3 and d["by_length"]["20-49"]["out"] == 1
-    assert length_bucket(0) == "0-9" and length_bucket(10) == "10-19" and length_bucket(10_000) == "500+"
+    assert (
+        length_bucket(0) == "0-9"
+        and length_bucket(10) == "10-19"
+        and length_bucket(10_000) == "500+"
+    )
 
 
 def test_sentence_chain_on_steps_gives_the_same_rows_and_counts_as_before():
@@ -108,5 +120,7 @@ def test_sentence_cleaner_exposes_per_step_counts():
     assert [r["text"] for r in res.kept][0].startswith("The city council")
     assert [(r["reason"], r["unit"]) for r in res.dropped] == [("too_short", "lines")]
     steps = cleaner.line_chain.report("corpus")["steps"]
-    assert steps["empty"]["dropped"] == {"empty": 1} and steps["length"]["dropped"] == {"too_short": 1}
+    assert steps["empty"]["dropped"] == {"empty": 1} and steps["length"]["dropped"] == {
+        "too_short": 1
+    }
     assert cleaner.sentence_chain.report("corpus")["steps"]["quality"]["out"] == 1
