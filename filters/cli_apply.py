@@ -16,7 +16,13 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from tqdm import tqdm
 
-from filters.cds.cliutil import add_config_args, commit_output_dir, load_config, prepare_output_dir, run_cli
+from filters.cds.cliutil import (
+    add_config_args,
+    commit_output_dir,
+    load_config,
+    prepare_output_dir,
+    run_cli,
+)
 from filters.pair_io import PairFileError, PairWriter, iter_pair_batches
 from filters.steps import Chain, KeepSummary, Step, chain_report
 from labse_common.config import load

@@ -127,6 +127,18 @@ def test_cds_score_is_the_per_token_logprob_difference(tiny_model):
         assert float(token_logprobs(clean, batch)[0]) == pytest.approx(lp["clean"], rel=1e-5)
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no GPU visible (the GPU path needs CUDA)")
+def test_gpu_scores_match_cpu(tiny_model):
+    out, _ = tiny_model
+    src, trg = toy_pairs(40, 11)
+    cpu = CdsScorer.load(str(out), device="cpu").score_all(src, trg)
+    gpu_scorer = CdsScorer.load(str(out))  # auto picks the GPU
+    assert gpu_scorer.device.type == "cuda"
+    gpu = gpu_scorer.score_all(src, trg)
+    for key, values in cpu.items():
+        np.testing.assert_allclose(gpu[key], values, rtol=1e-3, atol=1e-3)
+
+
 def test_trusted_set_below_minimum_is_refused(tmp_path):
     cfg = load("cds", "demo", [*TINY, "min_trusted=50"])
     src, trg = toy_pairs(60, 1)

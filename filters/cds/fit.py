@@ -115,7 +115,6 @@ def train_cds(
         "directions": directions,
         "max_length": max_length,
         "score_batch_size": cfg.score_batch_size,
-        "progress": cfg.progress,
         "score": "cds_score = [log p(y|x; clean) - log p(y|x; noisy)] / |y|",
         "noisy_pairs": len(noisy[0]),
         "trusted_pairs": len(trusted[0]),

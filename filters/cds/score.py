@@ -89,9 +89,12 @@ class CdsScorer:
         model_dir: str,
         device: str = "auto",
         batch_size: int | None = None,
-        progress: bool | None = None,
+        progress: bool = False,
     ) -> CdsScorer:
-        """Load what ``python -m filters cds-train`` wrote (``cds.json``, tokenizer, models)."""
+        """Load what ``python -m filters cds-train`` wrote (``cds.json``, tokenizer, models).
+
+        ``progress`` shows a bar per scoring pass (off by default: callers such as Beam workers
+        and ``cds-score`` keep their own)."""
         meta_path = os.path.join(model_dir, META_FILE)
         if not os.path.isfile(meta_path):
             raise FileNotFoundError(f"not a CDS model directory (no {META_FILE}): {model_dir}")
@@ -109,7 +112,7 @@ class CdsScorer:
             max_length=int(meta["max_length"]),
             device=device,
             batch_size=batch_size or int(meta.get("score_batch_size", 64)),
-            progress=bool(meta.get("progress", False)) if progress is None else progress,
+            progress=progress,
         )
 
     # --- scoring ---------------------------------------------------------------------------
