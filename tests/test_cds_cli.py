@@ -120,3 +120,32 @@ def test_help_via_python_m():
         res = subprocess.run([sys.executable, "-m", "filters", cmd, "--help"], capture_output=True,
                              text=True, env=env, cwd=ROOT, timeout=120)  # fmt: skip
         assert res.returncode == 0 and "--output" in res.stdout, res.stderr
+
+
+def test_train_from_a_local_pretrained_checkpoint(trained, tmp_path):
+    """--init: any local seq2seq checkpoint dir with its tokenizer is the starting point."""
+    import shutil
+
+    _, model = trained
+    init = tmp_path / "pretrained"
+    shutil.copytree(model / "fwd" / "clean", init)
+    for f in model.iterdir():
+        if f.is_file() and f.name not in ("cds.json", "stats.json"):
+            shutil.copy(f, init / f.name)
+    src, trg = toy_pairs(40, 13)
+    noisy = _tsv(tmp_path / "n.tsv", src[:25], trg[:25])
+    trusted = _tsv(tmp_path / "t.tsv", src[25:], trg[25:])
+    out = tmp_path / "m"
+    rc = train_main(["--noisy", str(noisy), "--trusted", str(trusted), "--output", str(out), "--init", str(init),
+                     *SETS, "--set", "noisy_epochs=1"])  # fmt: skip
+    assert rc == 0
+    meta = json.loads((out / "cds.json").read_text())
+    assert meta["config"]["init"] == str(init)
+    base = json.loads((init / "config.json").read_text())
+    got = json.loads((out / "fwd" / "noisy" / "config.json").read_text())
+    assert (got["d_model"], got["vocab_size"]) == (base["d_model"], base["vocab_size"])
+    from filters.cds.model import load_tokenizer
+
+    assert load_tokenizer(str(out)).get_vocab() == load_tokenizer(str(init)).get_vocab()
+    assert train_main(["--noisy", str(noisy), "--trusted", str(trusted), "--output", str(tmp_path / "m2"),
+                       "--init", str(tmp_path / "missing"), *SETS]) == 2  # fmt: skip
