@@ -16,8 +16,8 @@ API
           header naming the columns; otherwise a first line with >= 3 fields whose first field
           is a number and second is not means ``scored``; otherwise ``src-trg``.
 
-    Bad input never raises mid-file: a line with a different number of fields than the first
-    data line is dropped as ``malformed``, a line that is not UTF-8 as ``bad_utf8``, a blank
+    Bad input never raises mid-file: a line with fewer than 2 fields, or with a different number
+    of fields than the first data line, is dropped as ``malformed``, a line that is not UTF-8 as ``bad_utf8``, a blank
     line as ``blank``; a truncated ``.gz`` keeps everything readable, drops the cut last line
     as ``truncated`` and counts the event ``truncated_gzip``. These go to ``counter`` under
     the unit ``lines`` (in == out + dropped). A UTF-8 BOM is stripped. Nulls in Parquet
@@ -189,6 +189,9 @@ def _iter_tsv(
     def accept(fields: list[str]) -> None:
         nonlocal lay
         if lay is None:
+            if len(fields) < 2:  # a one-field line cannot set the file's column count
+                counter.add_dropped(LINES, "malformed")
+                return
             lay = _detect_layout(fields, layout)
             if lay.header:
                 counter.add_dropped(LINES, "header")

@@ -189,6 +189,9 @@ def test_pair_io_reads_tsv_with_bad_lines_bom_and_mining_layout(tmp_path):
     assert t.to_pylist() == [{"src": "a b", "trg": "c d"}, {"src": "e f", "trg": "g h"}]
     assert c.to_report("x")["counts"]["lines"] == {
         "in": 6, "out": 2, "dropped": {"blank": 1, "malformed": 2, "bad_utf8": 1}}  # fmt: skip
+    first_bad = tmp_path / "first_bad.tsv"
+    first_bad.write_text("a first line without a tab\nx\ty\n", encoding="utf-8")
+    assert read_pairs(first_bad).to_pylist() == [{"src": "x", "trg": "y"}]
     mined = tmp_path / "mined.tsv.gz"
     with gzip.open(mined, "wt", encoding="utf-8") as f:
         f.write("1.25\tHallo Welt\tHello world\tde\ten\ts1\tt1\t0.8\n")
