@@ -85,11 +85,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def read_threshold(path: str) -> tuple[float, str]:
+    if not Path(path).is_file():
+        raise FileNotFoundError(f"--threshold file not found: {path}")
     try:
         doc = json.loads(Path(path).read_text(encoding="utf-8"))
         t, col = float(doc["threshold"]), str(doc.get("score_column", "cds_score"))
-    except FileNotFoundError:
-        raise
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise ValueError(f"--threshold {path}: not a calibrate threshold.json ({e})") from None
     if not math.isfinite(t):
