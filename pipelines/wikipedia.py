@@ -19,6 +19,8 @@ import apache_beam as beam
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
+from labse_common.config import to_dict
+from labse_common.sections.corpus import CorpusConfig
 from labse_common.stats import StageCounter
 from pipelines.corpus_cli import base_parser, main_wrapper, run_cli
 from pipelines.readers.wikidump import PageConverter, iter_range_pages, plan_ranges
@@ -106,7 +108,9 @@ class ConvertPages(beam.DoFn):
             self.converter.close()
 
 
-def build(p: beam.Pipeline, inputs: list[str], args: argparse.Namespace, cfg: dict) -> None:
+def build(
+    p: beam.Pipeline, inputs: list[str], args: argparse.Namespace, cfg: CorpusConfig
+) -> None:
     plan = (
         p
         | "Paths" >> beam.Create(inputs)
@@ -126,12 +130,11 @@ def build(p: beam.Pipeline, inputs: list[str], args: argparse.Namespace, cfg: di
         (pages.pages, spread)
         | "AllPages" >> beam.Flatten()
         | "Parse" >> beam.ParDo(
-            ConvertPages(float(cfg.get("page_timeout_s", 5.0)),
-                         int(cfg.get("max_page_chars", 2_000_000)))
+            ConvertPages(cfg.page_timeout_s, cfg.max_page_chars)
         ).with_outputs(STATS, main="docs")
     )  # fmt: skip
     finish_sentences(docs.docs, args.output, cfg, [plan[STATS], pages[STATS], docs[STATS]],
-                     "wikipedia", {"inputs": len(inputs), "config": cfg})  # fmt: skip
+                     "wikipedia", {"inputs": len(inputs), "config": to_dict(cfg)})  # fmt: skip
 
 
 def parser() -> argparse.ArgumentParser:
@@ -148,11 +151,8 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = parser()
-    args, _ = p.parse_known_args(argv)
-    if args.page_timeout is not None:
-        argv = [*(argv or __import__("sys").argv[1:]), "--set", f"page_timeout_s={args.page_timeout}"]
-    return run_cli(build, argv, p, "wikipedia")
+    return run_cli(build, argv, parser(), "wikipedia",
+                   lambda args: {"page_timeout_s": args.page_timeout})  # fmt: skip
 
 
 if __name__ == "__main__":

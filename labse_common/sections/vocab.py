@@ -23,8 +23,10 @@ class LearnerConfig:
 
 @dataclass
 class VocabConfig:
-    vocab_size: int = option(8000, min=1, help="entries of vocab.txt (paper: 501153)")
-    smoothing: float = option(0.3, min=0.0, min_exclusive=True, max=1.0, help="language smoothing exponent alpha")
+    # At least the 5 reserved tokens plus one character in both forms; whether the alphabet of
+    # the input fits is checked on a sample before counting (pipelines/vocab.py).
+    vocab_size: int = option(8000, min=7, help="entries of vocab.txt, reserved tokens included (paper: 501153)")
+    smoothing: float = option(0.3, min=0.0, max=1.0, help="language smoothing exponent alpha: 1 = raw counts, 0 = equal mass per language")
     min_count: float = option(1, min=0, help="words whose smoothed count is below this are not learned from")
     max_word_length: int = option(100, min=1, help="longer word occurrences are dropped")
     heldout_fraction: float = option(0.02, min=0.0, max=0.5, help="hashed share kept back for vocab_stats.json")
