@@ -137,18 +137,18 @@ def main(argv: list[str] | None = None) -> int:
             ("vocab", lambda: (build_vocab_input(tatoeba, [out / "wikipedia", out / "commoncrawl_q"],
                                                  out / "sentences"),
                                _run("pipelines.vocab", "--input", str(out / "sentences"),
-                                    "--output", str(out / "vocab"), "--preset", "demo"))[1]),
+                                    "--output", str(out / "vocab"), "--config", "demo"))[1]),
             ("pairs", lambda: 0 if write_pairs(tatoeba, out / "pairs.tsv") else 1),
             ("train", lambda: _run("labse_model", "train", "--config", "demo",
                                    "--pairs", str(out / "pairs.tsv"), "--vocab", str(out / "vocab"),
                                    "--output", str(model), "--max-steps", str(args.train_steps))),
             ("eval", lambda: _run("mining", "eval", "tatoeba", "--model", str(model / "model"),
                                   "--data", str(tatoeba), "--prefix", "dev",
-                                  "--out", str(out / "eval"))),
+                                  "--output", str(out / "eval"))),
             ("mine", lambda: _run("mining", "mine", "--model", str(model / "model"),
                                   "--src-text", str(tatoeba / "dev.deu-eng.deu"),
                                   "--trg-text", str(tatoeba / "dev.deu-eng.eng"),
-                                  "--out", str(out / "mined"))),
+                                  "--output", str(out / "mined"))),
         ]  # fmt: skip
     elif not args.corpus_only:
         log.warning("%s not found: skipping the vocabulary, training and mining steps", tatoeba)

@@ -35,8 +35,10 @@ from apache_beam.ml.inference.base import (
     RunInference,
 )
 
+from labse_common.cli import UsageError, add_log_level_option, add_output_option, run_main
 from labse_common.logs import setup_logging
 from labse_common.stats import StageCounter, check_balanced, merge_counts, to_report, write_report
+from pipelines.inputs import require_columns
 from pipelines.options import pipeline_options
 
 log = logging.getLogger(__name__)
@@ -230,7 +232,7 @@ def build_parser() -> argparse.ArgumentParser:
         "or text files with one sentence per line",
     )
     ap.add_argument("--model", required=True, help="LaBSE checkpoint directory (HF format)")
-    ap.add_argument("--output", required=True, help="store directory to write")
+    add_output_option(ap, "store directory to write")
     ap.add_argument("--num-shards", type=int, default=1, help="store shards (default 1)")
     ap.add_argument(
         "--dtype", choices=["float16", "float32"], default="float16", help="stored precision"
@@ -239,23 +241,25 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument(
         "--device", default=None, help="torch device on workers (default: cuda if present)"
     )
-    ap.add_argument("--log-level", default=None, help="logging level")
+    add_log_level_option(ap)
     return ap
 
 
 def run(argv: Sequence[str] | None = None) -> int:
     args, beam_args = build_parser().parse_known_args(argv)
     setup_logging(args.log_level)
+    return run_main(lambda: _run(args, beam_args), log)
+
+
+def _run(args: argparse.Namespace, beam_args: list[str]) -> int:
     if not os.path.isdir(args.model):
-        log.error("model directory not found: %s", args.model)
-        return 2
+        raise UsageError(f"model directory not found: {args.model}")
     if args.num_shards < 1:
-        log.error("--num-shards must be >= 1")
-        return 2
+        raise UsageError("--num-shards must be >= 1")
     matched = [m.path for pat in args.input for m in FileSystems.match([pat])[0].metadata_list]
     if not matched:
-        log.error("no input matches %s", args.input)
-        return 2
+        raise UsageError(f"no input matches {args.input}")
+    require_columns(matched, ["text"])
     if "://" not in args.output:
         os.makedirs(args.output, exist_ok=True)
     options = pipeline_options(beam_args)
