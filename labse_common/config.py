@@ -328,27 +328,6 @@ def _check_range(value: Any, meta: Mapping[str, Any], path: str) -> None:
             raise ConfigError(f"{path}={value!r} must be <= {hi}")
 
 
-# --- compatibility helpers still used by the CLIs ---------------------------------------------
-
-
-def resolve_section(
-    preset: str, section: str, overrides: Iterable[str], flags: Mapping[str, Any]
-) -> dict[str, Any]:
-    """Untyped: the preset's section, then ``--set`` overrides, then explicit flags. Prefer
-    :func:`load`, which validates."""
-    cfg = apply_overrides(load_section(preset, section), overrides)
-    cfg.update({k: v for k, v in flags.items() if v is not None})
-    return cfg
-
-
-def require_file(path: str | os.PathLike, what: str) -> str:
-    """Fail early with a clear message when a local input path is missing."""
-    p = os.fspath(path)
-    if "://" not in p and not os.path.exists(p):
-        raise FileNotFoundError(f"{what} not found: {p}")
-    return p
-
-
 # --- the configuration reference -------------------------------------------------------------
 
 
