@@ -21,6 +21,7 @@ import os
 import sys
 from pathlib import Path
 
+from labse_common.cli import add_log_level_option
 from labse_common.logs import setup_logging
 
 log = logging.getLogger("demo")
@@ -109,8 +110,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cc", help="CommonCrawl WET/WARC glob (default: shared sample or bundled)")
     ap.add_argument("--corpus-only", action="store_true", help="stop after the corpus stages")
     ap.add_argument("--train-steps", type=int, default=300, help="dual-encoder training steps")
+    add_log_level_option(ap)
     args = ap.parse_args(argv)
-    setup_logging()
+    setup_logging(args.log_level)
     from pipelines import commoncrawl, quality, wikipedia
 
     wiki_in, cc_in = default_inputs()

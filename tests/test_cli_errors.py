@@ -168,3 +168,21 @@ def test_alphabet_bound_is_exact_on_the_whole_corpus_and_sound_on_a_sample():
     assert min_vocab_size_from_sample(SENTENCES, 50, params, 0.3, 2, 100)[0] <= need
     capped = LearnerParams(vocab_size=7, max_unique_chars=4)
     assert min_vocab_size_from_sample(SENTENCES, 1, capped, 0.3, 1, 100) == (5 + 4, 4)
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["eval", "tatoeba", "--data", ".", "--set", "k=0"], "eval.k=0"),
+        (["eval", "tatoeba", "--data", ".", "--set", "scoring=best"], "eval.scoring='best'"),
+        (["mine-many", "--corpus", "{lang}.txt", "--emb", "{lang}.npy", "--output", "o",
+          "--set", "pairs=[deen]"], "mining.pairs: 'deen'"),
+        (["mine-many", "--corpus", "{lang}.txt", "--emb", "{lang}.npy", "--output", "o",
+          "--set", "unify=sometimes"], "mining.unify='sometimes'"),
+    ],
+)
+def test_mining_sections_reject_bad_values(argv, needle, caplog):
+    from mining.__main__ import main
+
+    assert main(argv) == 2
+    assert needle in caplog.text
