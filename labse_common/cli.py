@@ -26,16 +26,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from labse_common.config import PRESETS, ConfigError, load
+from labse_common.errors import UsageError
 
 T = TypeVar("T")
 
 EXIT_USAGE = 2
 
 log = logging.getLogger(__name__)
-
-
-class UsageError(Exception):
-    """A wrong path or argument: reported clearly, exit status 2."""
 
 
 #: The errors a CLI reports in one line with exit status 2.
@@ -138,14 +135,19 @@ def one_line(exc: BaseException) -> str:
     return msg or type(exc).__name__
 
 
+def usage_error(exc: BaseException | str, logger: logging.Logger | str | None = None) -> int:
+    """Report ``exc`` as one error line; the exit status 2, for ``except USAGE_ERRORS`` blocks."""
+    lg = logging.getLogger(logger) if isinstance(logger, str) or logger is None else logger
+    lg.error("%s", one_line(exc))
+    return EXIT_USAGE
+
+
 def run_main(body: Callable[[], int | None], logger: logging.Logger | str | None = None) -> int:
     """Run a CLI body; a usage, config or missing-file error is one line on stderr, status 2."""
-    lg = logging.getLogger(logger) if isinstance(logger, str) or logger is None else logger
     try:
         return int(body() or 0)
     except USAGE_ERRORS as e:
-        lg.error("%s", one_line(e))
-        return EXIT_USAGE
+        return usage_error(e, logger)
 
 
 def exit_with(main: Callable[[], int]) -> None:

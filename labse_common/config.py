@@ -28,13 +28,15 @@ from typing import Any, Literal, TypeVar, Union, get_args, get_origin
 
 import yaml
 
+from labse_common.errors import UsageError
+
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
 PRESETS = ("demo", "paper")
 
 T = TypeVar("T")
 
 
-class ConfigError(ValueError):
+class ConfigError(UsageError, ValueError):
     """A bad preset, override or value; CLIs report it and exit with status 2."""
 
 

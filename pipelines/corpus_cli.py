@@ -12,12 +12,13 @@ import apache_beam as beam
 from filters.langid import default_lid_model_path, load_fasttext_model
 from filters.quality import QualityScorer
 from labse_common.cli import (
+    USAGE_ERRORS,
     add_config_options,
     add_log_level_option,
     add_output_option,
     add_overwrite_option,
     load_config,
-    run_main,
+    usage_error,
 )
 from labse_common.logs import setup_logging
 from labse_common.sections.corpus import CorpusConfig
@@ -114,15 +115,14 @@ def run_cli(
     ``extra_flags(args)`` gives the job's own flags for config keys (e.g. --page-timeout)."""
     args, beam_args = parser.parse_known_args(argv)
     setup_logging(args.log_level)
-    return run_main(lambda: _run(build, args, beam_args, stage, extra_flags), log)
-
-
-def _run(build, args: argparse.Namespace, beam_args: list[str], stage: str, extra_flags) -> int:
-    cfg = resolve_config(args, extra_flags(args) if extra_flags else None)
-    validate_models(cfg)
-    inputs = expand_inputs(args.input, getattr(args, "paths_prefix", "") or "")
-    prepare_output(args.output, args.overwrite)
-    opts = pipeline_options(beam_args)
+    try:
+        cfg = resolve_config(args, extra_flags(args) if extra_flags else None)
+        validate_models(cfg)
+        inputs = expand_inputs(args.input, getattr(args, "paths_prefix", "") or "")
+        prepare_output(args.output, args.overwrite)
+        opts = pipeline_options(beam_args)
+    except USAGE_ERRORS as e:
+        return usage_error(e, log)
     log.info("%s: %d input file(s) -> %s", stage, len(inputs), args.output)
     with beam.Pipeline(options=opts) as p:
         build(p, inputs, args, cfg)

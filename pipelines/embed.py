@@ -35,7 +35,7 @@ from apache_beam.ml.inference.base import (
     RunInference,
 )
 
-from labse_common.cli import UsageError, add_log_level_option, add_output_option, run_main
+from labse_common.cli import UsageError, add_log_level_option, add_output_option, usage_error
 from labse_common.logs import setup_logging
 from labse_common.stats import StageCounter, check_balanced, merge_counts, to_report, write_report
 from pipelines.inputs import require_columns
@@ -248,18 +248,20 @@ def build_parser() -> argparse.ArgumentParser:
 def run(argv: Sequence[str] | None = None) -> int:
     args, beam_args = build_parser().parse_known_args(argv)
     setup_logging(args.log_level)
-    return run_main(lambda: _run(args, beam_args), log)
-
-
-def _run(args: argparse.Namespace, beam_args: list[str]) -> int:
     if not os.path.isdir(args.model):
-        raise UsageError(f"model directory not found: {args.model}")
+        log.error("model directory not found: %s", args.model)
+        return 2
     if args.num_shards < 1:
-        raise UsageError("--num-shards must be >= 1")
+        log.error("--num-shards must be >= 1")
+        return 2
     matched = [m.path for pat in args.input for m in FileSystems.match([pat])[0].metadata_list]
     if not matched:
-        raise UsageError(f"no input matches {args.input}")
-    require_columns(matched, ["text"])
+        log.error("no input matches %s", args.input)
+        return 2
+    try:
+        require_columns(matched, ["text"])  # Parquet without `text`: not a store of dimension 0
+    except UsageError as e:
+        return usage_error(e, log)
     if "://" not in args.output:
         os.makedirs(args.output, exist_ok=True)
     options = pipeline_options(beam_args)

@@ -34,8 +34,7 @@ from labse_common.cli import (
     add_config_options,
     add_log_level_option,
     add_output_option,
-    one_line,
-    run_main,
+    usage_error,
 )
 from labse_common.logs import setup_logging
 from mining.__main__ import _print_stats, add_scoring_options, mining_config
@@ -222,26 +221,21 @@ def run(argv: Sequence[str] | None = None) -> int:
     args, beam_args = build_parser().parse_known_args(argv)
     setup_logging(args.log_level)
     try:
-        return run_main(lambda: _run(args, beam_args), log)
-    except ValueError as exc:  # the library's checks on inputs (dimensions, row counts, ...)
-        log.error("%s", one_line(exc))
-        return 2
-
-
-def _run(args: argparse.Namespace, beam_args: list[str]) -> int:
-    cfg, section = mining_config(args)
-    report = run_beam_mine(
-        args.src_emb,
-        args.trg_emb,
-        args.output,
-        cfg,
-        beam_args,
-        section.shard_rows,
-        args.src_text,
-        args.trg_text,
-        args.src_lang,
-        args.trg_lang,
-    )
+        cfg, section = mining_config(args)  # typed: shard_rows >= 1, k >= 1, no NaN, ...
+        report = run_beam_mine(
+            args.src_emb,
+            args.trg_emb,
+            args.output,
+            cfg,
+            beam_args,
+            section.shard_rows,
+            args.src_text,
+            args.trg_text,
+            args.src_lang,
+            args.trg_lang,
+        )
+    except (FileNotFoundError, ValueError, UsageError) as exc:
+        return usage_error(exc, log)
     _print_stats(report)
     return 0
 

@@ -30,11 +30,12 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.transforms.window import GlobalWindows
 
 from labse_common.cli import (
+    USAGE_ERRORS,
     add_config_options,
     add_log_level_option,
     add_output_option,
     load_config,
-    run_main,
+    usage_error,
 )
 from labse_common.config import to_dict
 from labse_common.logs import setup_logging
@@ -386,14 +387,13 @@ def run(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args, beam_args = parser.parse_known_args(argv)
     setup_logging(args.log_level)
-    return run_main(lambda: _run(args, beam_args), log)
-
-
-def _run(args: argparse.Namespace, beam_args: list[str]) -> int:
-    cfg = resolve_config(args)
-    langs, files = discover_inputs(args.input)
-    require_columns([path for _, path in files], ["text"])
-    check_vocab_size(cfg, langs, files)
+    try:
+        cfg = resolve_config(args)
+        langs, files = discover_inputs(args.input)
+        require_columns([path for _, path in files], ["text"])
+        check_vocab_size(cfg, langs, files)
+    except USAGE_ERRORS as e:
+        return usage_error(e, log)
     output = args.output
     log.info("vocab: %d languages, %d files -> %s", len(langs), len(files), output)
     with beam.Pipeline(options=pipeline_options(beam_args)) as p:
@@ -429,8 +429,8 @@ def _run(args: argparse.Namespace, beam_args: list[str]) -> int:
     try:
         finish_vocab(words, counts, _params(cfg), output, counter, heldout, summary, extra)
     except VocabTooSmall as e:  # the sample missed characters the whole corpus has
-        raise UsageError(f"{e} (the counts are kept: rerun only the learner with "
-                         f"python -m labse_model.vocab --counts {output}/{COUNTS_FILE})") from None  # fmt: skip
+        return usage_error(f"{e} (the counts are kept: rerun only the learner with python -m "
+                           f"labse_model.vocab --counts {output}/{COUNTS_FILE})", log)  # fmt: skip
     print_report(output)
     return 0
 

@@ -115,6 +115,8 @@ def test_malformed_and_missing_files(tmp_path):
     with pytest.raises(ConfigFileNotFound) as e:
         load("corpus", tmp_path / "missing.yaml")
     assert isinstance(e.value, FileNotFoundError) and "missing.yaml" in str(e.value)
+    # Every CLI's `except UsageError` (exit 2) catches a config error too.
+    assert isinstance(e.value, UsageError) and issubclass(ConfigError, ValueError)
     assert config_main(["--check", str(bad)]) == 2
 
 
