@@ -182,3 +182,14 @@ def test_cli_parquet_labels_via_python_m(tmp_path):
     )  # fmt: skip
     assert res.returncode == 0, res.stderr
     assert json.loads((tmp_path / "c" / "threshold.json").read_text())["threshold"] == 0.2
+
+
+def test_cli_tsv_labels_with_header_line(tmp_path, capsys):
+    scored = _scored(tmp_path)
+    lab = tmp_path / "labels.tsv"
+    lab.write_text("src\ttrg\tlabel\n" + "".join(f"{s}\t{t}\t{g.lower()}\n" for s, t, g in _label_rows()),
+                   encoding="utf-8")  # fmt: skip
+    rc = calibrate_main(["--scored", str(scored), "--labels", str(lab), "--output", str(tmp_path / "c"), *SMALL])
+    assert rc == 0, capsys.readouterr().err
+    doc = json.loads((tmp_path / "c" / "threshold.json").read_text())
+    assert doc["threshold"] == 0.5 and doc["labelled"] == 10
