@@ -193,3 +193,18 @@ def test_cli_tsv_labels_with_header_line(tmp_path, capsys):
     assert rc == 0, capsys.readouterr().err
     doc = json.loads((tmp_path / "c" / "threshold.json").read_text())
     assert doc["threshold"] == 0.5 and doc["labelled"] == 10
+
+
+def test_cli_unscored_labelled_pairs_are_counted(tmp_path, capsys):
+    src = [f"quelle {i}" for i in range(10)]
+    scores = list(SCORES)
+    scores[9] = float("nan")  # a pair the scorer could not score
+    pq.write_table(pa.table({"src": src, "trg": [f"target {i}" for i in range(10)], "cds_score": scores}),
+                   tmp_path / "scored.parquet")  # fmt: skip
+    lab = _labels(tmp_path, _label_rows())
+    rc = calibrate_main(["--scored", str(tmp_path / "scored.parquet"), "--labels", str(lab),
+                         "--output", str(tmp_path / "c"), *SMALL])  # fmt: skip
+    assert rc == 0, capsys.readouterr().err
+    stats = json.loads((tmp_path / "c" / "stats.json").read_text())
+    assert stats["counts"]["labelled_pairs"] == {"in": 10, "out": 9, "dropped": {"no_score": 1}}
+    assert json.loads((tmp_path / "c" / "threshold.json").read_text())["threshold"] == 0.5
