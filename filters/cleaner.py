@@ -20,6 +20,7 @@ from filters.quality import QualityFilter, QualityScorer
 from filters.splitter import split_sentences
 from filters.steps import Chain, Step
 from filters.text import clean_text
+from labse_common.sections.corpus import CorpusConfig
 from labse_common.stats import StageCounter
 
 SENTENCE_COLUMNS = ("text", "lang", "lang_score", "quality_score", "source", "doc_id", "url_or_title")
@@ -33,20 +34,9 @@ class Document:
     url_or_title: str
 
 
-@dataclass
-class CleanerConfig:
-    min_chars: int = 10
-    max_chars: int = 5000
-    lid_model: str | None = None
-    lid_threshold: float = 0.5
-    langs: list[str] | None = None
-    quality_model: str | None = None
-    quality_threshold: float = 0.5
-
-    @classmethod
-    def from_dict(cls, d: dict) -> CleanerConfig:
-        known = {k: d[k] for k in cls.__dataclass_fields__ if k in d}
-        return cls(**known)
+# The cleaner's settings are the `corpus` config section: one dataclass, validated by
+# labse_common.config.load (CLIs) and constructible directly (libraries, benchmarks).
+CleanerConfig = CorpusConfig
 
 
 @dataclass
