@@ -67,6 +67,7 @@ class Context:
     cfg: dict
     python: str = sys.executable
     available: dict[str, bool] = field(default_factory=dict)
+    soft_failed: dict[str, str] = field(default_factory=dict)  # optional stage -> its error
 
     def d(self, stage: str) -> Path:
         return self.out / stage
@@ -100,6 +101,10 @@ class Stage:
     commands: Callable[[Context], list[Command]]
     needs: Callable[[Context], str | None] = lambda ctx: None  # None, or why it cannot run here
     resumable: bool = False  # keep a half-finished output folder (the CLI resumes from it)
+    # A refinement the bitext can do without (the filters): when it fails (e.g. calibrate finds
+    # no threshold reaching its target on this sample), the run goes on without it and the
+    # stages after it fall back, and the plan and report say why.
+    optional: bool = False
 
 
 def _py(ctx: Context, module: str, *args: object) -> Command:
@@ -253,13 +258,13 @@ STAGES: list[Stage] = [
                               _py(c, "pipelines.e2e_tasks", "concat",
                                   *[c.d("rules") / p / "kept.parquet" for p in c.pairs],
                                   "--output", c.d("rules") / "kept_all.parquet")],
-          needs=_needs_filters("rules")),
+          needs=_needs_filters("rules"), optional=True),
     Stage("cds_train", "CDS scorer: noisy candidates vs trusted pairs", ("cds",),
           deps=lambda c: ["rules", "prepare", "vocab"], files=lambda c: [], outputs=lambda c: ["stats.json"],
           commands=lambda c: [_py(c, "filters", "cds-train", "--noisy", c.d("rules") / "kept_all.parquet",
                                   "--trusted", c.d("prepare") / "train_pairs.tsv", "--vocab", c.d("vocab"),
                                   "--output", c.d("cds_train"), "--overwrite", *_cfg_cmd(c))],
-          needs=_needs_filters("cds-train")),
+          needs=_needs_filters("cds-train"), optional=True),
     Stage("cds_score", "CDS scores of the rule-filtered pairs and of the labelled sample", ("cds",),
           deps=lambda c: ["rules", "cds_train", "prepare"], files=lambda c: [],
           outputs=lambda c: ["scored.parquet", "labelled.parquet"],
@@ -269,7 +274,7 @@ STAGES: list[Stage] = [
                               _py(c, "filters", "cds-score", "--model", c.d("cds_train"),
                                   "--pairs", c.d("prepare") / "labelled_pairs.tsv", "--layout", "src-trg",
                                   "--output", c.d("cds_score") / "labelled.parquet", *_cfg_cmd(c))],
-          needs=_needs_filters("cds-score")),
+          needs=_needs_filters("cds-score"), optional=True),
     Stage("calibrate", "threshold keeping cds.calibrate.target (0.8) GOOD on the labelled held-out sample",
           ("cds",),
           deps=lambda c: ["cds_score", "prepare"], files=lambda c: [],
@@ -277,14 +282,14 @@ STAGES: list[Stage] = [
           commands=lambda c: [_py(c, "filters", "calibrate", "--scored", c.d("cds_score") / "labelled.parquet",
                                   "--labels", c.d("prepare") / "labelled.tsv",
                                   "--output", c.d("calibrate"), *_cfg_cmd(c))],
-          needs=_needs_filters("calibrate")),
+          needs=_needs_filters("calibrate"), optional=True),
     Stage("apply", "apply the calibrated threshold: kept, rejected with reasons, Moses export", ("cds",),
           deps=lambda c: ["cds_score", "calibrate", "rules"], files=lambda c: [],
           outputs=lambda c: ["kept.parquet", "stats.json"],
           commands=lambda c: [_py(c, "filters", "apply", "--scored", c.d("cds_score") / "scored.parquet",
                                   "--threshold", c.d("calibrate") / "threshold.json",
                                   "--output", c.d("apply"), "--write-rejected", "--overwrite", *_cfg_cmd(c))],
-          needs=_needs_filters("apply")),
+          needs=_needs_filters("apply"), optional=True),
     Stage("bitext", "the final NMT-ready bitext (Parquet, TSV.gz, Moses)", ("run.min_margin",),
           deps=lambda c: ["mine"] + (["rules"] if c.available.get("rules") else [])
           + (["apply"] if _filters_used(c) else []), files=lambda c: [],
@@ -401,9 +406,19 @@ def _why_rerun(old: dict | None, parts: dict, key: str, d: Path) -> str | None:
     return None
 
 
+def _unavailable(s: Stage, ctx: Context) -> str | None:
+    if s.name in ctx.soft_failed:
+        return f"failed in this run (optional stage, skipped): {ctx.soft_failed[s.name]}"
+    why = s.needs(ctx)
+    if why:
+        return why
+    gone = [d for d in s.deps(ctx) if not ctx.available.get(d, False)]
+    return f"needs {', '.join(gone)}, which is unavailable" if gone else None
+
+
 def make_plan(ctx: Context, start: str | None = None, only: str | None = None) -> list[Plan]:
-    for s in STAGES:
-        ctx.available[s.name] = s.needs(ctx) is None
+    for s in STAGES:  # in order: a stage's availability may depend on its upstream stages'
+        ctx.available[s.name] = _unavailable(s, ctx) is None
     keys: dict[str, str] = {}
     plans: list[Plan] = []
     rerun: set[str] = set()
@@ -414,7 +429,7 @@ def make_plan(ctx: Context, start: str | None = None, only: str | None = None) -
     if only:
         forced = {only}
     for s in STAGES:
-        why_not = s.needs(ctx)
+        why_not = _unavailable(s, ctx)
         if why_not:
             plans.append(Plan(s, "unavailable", why_not))
             continue
@@ -598,19 +613,37 @@ def main(argv: list[str] | None = None) -> int:
     from tqdm import tqdm
 
     bar = tqdm(total=len(todo), desc="stages", unit="stage", disable=not sys.stderr.isatty())
-    for n, p in enumerate(todo, 1):
-        log.info("[%d/%d] %s: running (%s) — %s", n, len(todo), p.stage.name, p.reason, p.stage.what)
+    done: set[str] = set()
+    n = 0
+    while todo:
+        p = todo.pop(0)
+        n += 1
+        total = n + len(todo)
+        log.info("[%d/%d] %s: running (%s) — %s", n, total, p.stage.name, p.reason, p.stage.what)
         try:
-            m = run_stage(p, ctx, n, len(todo))
+            m = run_stage(p, ctx, n, total)
         except StageFailed as e:
-            bar.close()
             log.error("%s", e)
             for line in e.tail:
                 log.error("  | %s", line)
-            history["failed"] = p.stage.name
+            if not p.stage.optional:
+                bar.close()
+                history["failed"] = p.stage.name
+                _write_run(ctx, history)
+                return 1
+            # Go on without it: plan the rest again (the stages after it fall back).
+            errs = [ln for ln in e.tail if "error" in ln.lower()] or e.tail[-1:]
+            ctx.soft_failed[p.stage.name] = errs[-1].strip() if errs else str(e)
+            log.warning("%s is optional: continuing without it", p.stage.name)
+            plans = make_plan(ctx, args.start, args.only)
+            history["plan"] = [{"stage": q.stage.name, "action": q.action, "reason": q.reason} for q in plans]
+            history.setdefault("soft_failed", {})[p.stage.name] = ctx.soft_failed[p.stage.name]
             _write_run(ctx, history)
-            return 1
-        log.info("[%d/%d] %s: done in %.1f s, peak RSS %.0f MB", n, len(todo), p.stage.name,
+            todo = [q for q in plans if q.action == "run" and q.stage.name not in done]
+            bar.total = n + len(todo)
+            continue
+        done.add(p.stage.name)
+        log.info("[%d/%d] %s: done in %.1f s, peak RSS %.0f MB", n, total, p.stage.name,
                  m["seconds"], m["peak_rss_mb"])  # fmt: skip
         history.setdefault("ran", []).append(p.stage.name)
         _write_run(ctx, history)
