@@ -309,10 +309,15 @@ class Report:
             return
         kept = pq.read_table(b / "bitext.parquet").slice(0, n).to_pylist()
         rej = pq.read_table(b / "rejected.parquet").slice(0, n).to_pylist()
-        self.add("table", ["kept: margin", "source", "target"],
-                 [[f"{r['margin']:.3f}", r["src"], r["trg"]] for r in kept if r.get("src")])  # fmt: skip
-        self.add("table", ["rejected: margin", "reason", "source", "target"],
-                 [[f"{r.get('margin', 0):.3f}", r.get("reason", ""), r.get("src", ""), r.get("trg", "")]
+
+        def cds(r: dict) -> str:
+            v = r.get("cds_score")
+            return "–" if v is None else f"{v:.3f}"
+
+        self.add("table", ["kept: margin", "CDS score", "source", "target"],
+                 [[f"{r['margin']:.3f}", cds(r), r["src"], r["trg"]] for r in kept if r.get("src")])  # fmt: skip
+        self.add("table", ["rejected: margin", "CDS score", "reason", "source", "target"],
+                 [[f"{r.get('margin', 0):.3f}", cds(r), r.get("reason", ""), r.get("src", ""), r.get("trg", "")]
                   for r in rej])  # fmt: skip
 
     def build(self, n_examples: int) -> None:
