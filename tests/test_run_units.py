@@ -184,3 +184,22 @@ def test_bitext_from_filter_outputs_names_each_drop_reason(tmp_path: Path):
     # Without the filter stages: the mined pairs above the margin floor.
     rep = bitext(tmp_path / "mine", None, 1.25, tmp_path / "out2")
     assert rep["counts"]["pairs"]["dropped"] == {"below_min_margin": 3}
+
+
+def test_a_refused_optional_stage_makes_the_rest_fall_back(tmp_path: Path):
+    ctx = runner.Context(out=tmp_path, data=tmp_path / "synthetic", synthetic=True,
+                         config_file=tmp_path / "_config.yaml",
+                         cfg=runner.effective_config("demo", []))  # fmt: skip
+    plans = {p.stage.name: p for p in runner.make_plan(ctx)}
+    if plans["calibrate"].action == "unavailable":
+        pytest.skip("the CDS commands are not in this checkout")
+    bitext_cmd = runner.BY_NAME["bitext"].commands(ctx)[0]
+    assert "--filtered" in bitext_cmd
+    assert runner.BY_NAME["calibrate"].optional and not runner.BY_NAME["train"].optional
+    ctx.soft_failed["calibrate"] = "error: no threshold keeps a set that is 80% GOOD"
+    plans = {p.stage.name: p for p in runner.make_plan(ctx)}
+    assert plans["calibrate"].action == "unavailable" and "80% GOOD" in plans["calibrate"].reason
+    assert plans["apply"].action == "unavailable" and "calibrate" in plans["apply"].reason
+    assert plans["bitext"].action == "run" and plans["rules"].action == "run"
+    bitext_cmd = runner.BY_NAME["bitext"].commands(ctx)[0]
+    assert "--filtered" not in bitext_cmd and "--rules" in bitext_cmd
