@@ -10,6 +10,7 @@ from typing import Any
 
 from labse_common.config import apply_overrides, load_section
 from labse_common.logs import setup_logging
+from labse_common.output_dir import exclusive_output
 from mining.knn import KnnConfig
 from mining.mine import MineConfig
 from mining.retrieval import MODES
@@ -118,6 +119,12 @@ def _add_mining_options(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_overwrite(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace a non-empty output folder (old files are removed at the end; "
+                   "without it a non-empty folder is an error, exit 2)")
+
+
 def _mining_cfg(args: argparse.Namespace) -> tuple[MineConfig, dict[str, Any]]:
     section = apply_overrides(load_section(args.config, "mining"), args.set)
     unknown = set(section) - set(DEFAULTS) - {"pairs"}
@@ -165,20 +172,21 @@ def cmd_mine(args: argparse.Namespace) -> int:
         raise ValueError("give either --model DIR or both --src-emb and --trg-emb")
     if not args.model and not (args.src_emb and args.trg_emb):
         raise ValueError("give both --src-emb and --trg-emb")
-    report = run_mine(
-        args.src_text,
-        args.trg_text,
-        args.out,
-        cfg,
-        src_emb=args.src_emb,
-        trg_emb=args.trg_emb,
-        model=args.model,
-        src_lang=args.src_lang,
-        trg_lang=args.trg_lang,
-        batch_size=int(c["batch_size"]),
-        workers=int(c["workers"]),
-        shard_rows=c["shard_rows"],
-    )
+    with exclusive_output(args.out, args.overwrite) as out:  # written under OUT/_tmp-<id>/
+        report = run_mine(
+            args.src_text,
+            args.trg_text,
+            out.tmp,
+            cfg,
+            src_emb=args.src_emb,
+            trg_emb=args.trg_emb,
+            model=args.model,
+            src_lang=args.src_lang,
+            trg_lang=args.trg_lang,
+            batch_size=int(c["batch_size"]),
+            workers=int(c["workers"]),
+            shard_rows=c["shard_rows"],
+        )
     _print_stats(report)
     return 0
 
@@ -192,15 +200,16 @@ def cmd_mine_many(args: argparse.Namespace) -> int:
         raise ValueError("no language pairs: give --pairs de-en fr-en ... or mining.pairs")
     if not args.model and not args.emb:
         raise ValueError("give --model DIR or --emb PATTERN")
-    reports = run_many(
-        [tuple(p.split("-", 1)) if isinstance(p, str) else tuple(p) for p in pairs],
-        args.corpus,
-        args.out,
-        cfg,
-        emb_pattern=args.emb,
-        model=args.model,
-        batch_size=int(c["batch_size"]),
-    )
+    with exclusive_output(args.out, args.overwrite) as out:
+        reports = run_many(
+            [tuple(p.split("-", 1)) if isinstance(p, str) else tuple(p) for p in pairs],
+            args.corpus,
+            out.tmp,
+            cfg,
+            emb_pattern=args.emb,
+            model=args.model,
+            batch_size=int(c["batch_size"]),
+        )
     for pair, rep in reports.items():
         print(f"== {pair}")
         _print_stats(rep)
@@ -209,16 +218,18 @@ def cmd_mine_many(args: argparse.Namespace) -> int:
 
 def cmd_embed(args: argparse.Namespace) -> int:
     from mining.corpus import read_corpus
-    from mining.embeddings import StoreWriter
+    from mining.embeddings import EmbeddingStore, StoreWriter
     from mining.mine import encode_corpus
 
     corpus = read_corpus(args.text, args.lang)
     vecs = encode_corpus(args.model, corpus.texts, args.batch_size)
-    w = StoreWriter(
-        args.out, dim=vecs.shape[1], dtype=args.dtype, rows_per_shard=args.rows_per_shard
-    )
-    w.add(vecs, corpus.meta["id"], text=corpus.texts)
-    store = w.close()
+    with exclusive_output(args.out, args.overwrite) as out:
+        w = StoreWriter(
+            out.tmp, dim=vecs.shape[1], dtype=args.dtype, rows_per_shard=args.rows_per_shard
+        )
+        w.add(vecs, corpus.meta["id"], text=corpus.texts)
+        w.close()
+    store = EmbeddingStore(args.out)
     print(f"wrote {len(store)} vectors (dim {store.dim}, {len(store.shards)} shards) to {args.out}")
     return 0
 
@@ -309,6 +320,7 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--out", required=True, help="output directory")
     _add_mining_options(m)
     _add_config(m)
+    _add_overwrite(m)
     m.set_defaults(func=cmd_mine)
 
     mm = sub.add_parser(
@@ -327,6 +339,7 @@ def build_parser() -> argparse.ArgumentParser:
     mm.add_argument("--out", required=True, help="output directory")
     _add_mining_options(mm)
     _add_config(mm)
+    _add_overwrite(mm)
     mm.set_defaults(func=cmd_mine_many)
 
     e = sub.add_parser(
@@ -343,6 +356,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--dtype", choices=["float16", "float32"], default="float16", help="stored precision"
     )
     e.add_argument("--rows-per-shard", type=int, default=100_000, help="rows per shard file")
+    _add_overwrite(e)
     e.add_argument("--batch-size", type=int, default=64, help="encoding batch size")
     e.set_defaults(func=cmd_embed)
 

@@ -15,7 +15,7 @@ from labse_common.config import resolve_section
 from labse_common.logs import setup_logging
 from pipelines.inputs import expand_inputs
 from pipelines.options import UsageError, pipeline_options
-from pipelines.outputs import prepare_output
+from pipelines.outputs import claim_output
 from pipelines.stats_io import report_and_exit
 
 log = logging.getLogger(__name__)
@@ -110,15 +110,22 @@ def run_cli(build, argv: Sequence[str] | None, parser: argparse.ArgumentParser, 
         cfg = resolve_config(args)
         validate_models(cfg)
         inputs = expand_inputs(args.input, getattr(args, "paths_prefix", "") or "")
-        prepare_output(args.output, args.overwrite)
         opts = pipeline_options(beam_args)
+        out = claim_output(args.output, args.overwrite)
     except UsageError as e:
         log.error("%s", e)
         return 2
     log.info("%s: %d input file(s) -> %s", stage, len(inputs), args.output)
-    with beam.Pipeline(options=opts) as p:
-        build(p, inputs, args, cfg)
-    return report_and_exit(args.output, stage)
+    # The job writes under OUTPUT/_tmp-<job id>/; the files move into OUTPUT at the end.
+    try:
+        with beam.Pipeline(options=opts) as p:
+            build(p, inputs, argparse.Namespace(**{**vars(args), "output": out.tmp}), cfg)
+        code = report_and_exit(out.tmp, stage)
+    except BaseException:
+        out.abort()
+        raise
+    out.commit()
+    return code
 
 
 def main_wrapper(fn) -> None:

@@ -7,7 +7,7 @@ Each worker loads the PyTorch encoder once (RunInference's model handler), batch
 and emits one unit vector per sentence. Sentences are keyed by id (the Parquet ``id`` column,
 else ``doc_id:url_or_title:sha1(text)``, else ``sha1(text)`` for text input), hashed into
 ``--num-shards`` groups, and each group is written as ``shard_NNNNN.npy`` + ``.parquet``
-(sorted by id); ``store.json`` lists them, so ``mining.embeddings.EmbeddingStore`` reads the
+(sorted by id); ``store.json`` lists them, so ``labse_common.embedding_store.EmbeddingStore`` reads the
 result and ``python -m mining mine --src-text STORE --src-emb STORE`` mines it.
 """
 
@@ -26,7 +26,6 @@ from typing import Any
 import apache_beam as beam
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.ml.inference.base import (
     KeyedModelHandler,
@@ -35,9 +34,11 @@ from apache_beam.ml.inference.base import (
     RunInference,
 )
 
+from labse_common import embedding_store as store_format
 from labse_common.logs import setup_logging
-from labse_common.stats import StageCounter, check_balanced, merge_counts, to_report, write_report
-from pipelines.options import pipeline_options
+from labse_common.stats import StageCounter, check_balanced, merge_counts, to_report
+from pipelines.options import UsageError, pipeline_options
+from pipelines.outputs import claim_output
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +114,8 @@ class ToKeyed(beam.DoFn):
 
 
 class WriteShard(beam.DoFn):
-    """One group of (id, (text, url), vector) -> shard_NNNNN.npy + .parquet; yields (name, rows)."""
+    """One group of (id, (text, url), vector) -> a store shard (``labse_common.embedding_store``);
+    yields (name, rows, dim)."""
 
     def __init__(self, output: str, dtype: str) -> None:
         self.output = output
@@ -122,7 +124,6 @@ class WriteShard(beam.DoFn):
     def process(self, kv: tuple[int, Iterable[tuple[str, tuple, np.ndarray]]]) -> Iterator[Any]:
         shard, items = kv
         items = sorted(items, key=lambda it: it[0])
-        name = f"shard_{shard:05d}"
         vecs = np.stack([it[2] for it in items]).astype(self.dtype)
         table = pa.table(
             {
@@ -131,11 +132,8 @@ class WriteShard(beam.DoFn):
                 "url_or_title": [it[1][1] for it in items],
             }
         )
-        with FileSystems.create(f"{self.output}/{name}.npy") as f:
-            np.save(f, vecs)
-        with FileSystems.create(f"{self.output}/{name}.parquet") as f:
-            pq.write_table(table, f)
-        yield name, len(items), int(vecs.shape[1])
+        info = store_format.write_shard(self.output, store_format.shard_name(shard), vecs, table)
+        yield info.name, info.rows, int(vecs.shape[1])
 
 
 def write_manifest(shards: list[tuple[str, int, int]], output: str, dtype: str) -> None:
@@ -143,13 +141,8 @@ def write_manifest(shards: list[tuple[str, int, int]], output: str, dtype: str) 
     dims = {d for _, _, d in shards}
     if len(dims) > 1:
         raise ValueError(f"shards disagree on dimension: {dims}")
-    manifest = {
-        "dim": dims.pop() if dims else 0,
-        "dtype": dtype,
-        "shards": [{"name": n, "rows": r} for n, r, _ in shards],
-    }
-    with FileSystems.create(f"{output}/store.json") as f:
-        f.write(json.dumps(manifest, indent=2).encode("utf-8"))
+    store_format.write_manifest(output, dims.pop() if dims else 0, dtype,
+                                [store_format.ShardInfo(n, r) for n, r, _ in shards])  # fmt: skip
 
 
 def build_pipeline(
@@ -208,11 +201,8 @@ def _write_stats(counts: dict[str, int], output: str) -> None:
     problems = check_balanced(report)
     if problems:
         raise RuntimeError(f"unbalanced stats: {problems}")
-    if "://" in output:
-        with FileSystems.create(f"{output}/stats.json") as f:
-            f.write(json.dumps(report, indent=2).encode("utf-8"))
-    else:
-        write_report(os.path.join(output, "stats.json"), report)
+    with FileSystems.create(FileSystems.join(output, "stats.json")) as f:
+        f.write(json.dumps(report, indent=2).encode("utf-8"))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -239,6 +229,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument(
         "--device", default=None, help="torch device on workers (default: cuda if present)"
     )
+    ap.add_argument("--overwrite", action="store_true",
+                    help="replace a non-empty --output (old files are removed at the end)")
     ap.add_argument("--log-level", default=None, help="logging level")
     return ap
 
@@ -256,20 +248,28 @@ def run(argv: Sequence[str] | None = None) -> int:
     if not matched:
         log.error("no input matches %s", args.input)
         return 2
-    if "://" not in args.output:
-        os.makedirs(args.output, exist_ok=True)
     options = pipeline_options(beam_args)
-    with beam.Pipeline(options=options) as p:
-        build_pipeline(
-            p,
-            sorted(matched),
-            args.model,
-            args.output,
-            args.num_shards,
-            args.dtype,
-            args.batch_size,
-            args.device,
-        )
+    try:
+        out = claim_output(args.output, args.overwrite)
+    except UsageError as e:
+        log.error("%s", e)
+        return 2
+    try:  # the job writes under OUTPUT/_tmp-<job id>/, committed at the end
+        with beam.Pipeline(options=options) as p:
+            build_pipeline(
+                p,
+                sorted(matched),
+                args.model,
+                out.tmp,
+                args.num_shards,
+                args.dtype,
+                args.batch_size,
+                args.device,
+            )
+    except BaseException:
+        out.abort()
+        raise
+    out.commit()
     log.info("embedding store written to %s", args.output)
     return 0
 

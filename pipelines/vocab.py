@@ -46,6 +46,7 @@ from labse_model.vocab.build import (
 from labse_model.vocab.counting import WORDS, sentence_words
 from labse_model.vocab.smoothing import language_weights
 from pipelines.options import UsageError, pipeline_options
+from pipelines.outputs import claim_output
 
 log = logging.getLogger(__name__)
 
@@ -331,6 +332,8 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="override any `vocab` config key, e.g. --set learner.max_unique_chars=30000",
     )
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace an existing non-empty DIR (the old files are removed at the end)")
     p.add_argument("--log-level", default=None, help="DEBUG, INFO (default), WARNING")
     return p  # fmt: skip
 
@@ -376,11 +379,23 @@ def run(argv: Sequence[str] | None = None) -> int:
     try:
         cfg = resolve_config(args)
         langs, files = discover_inputs(args.input)
+        out = claim_output(args.output, args.overwrite)
     except UsageError as e:
         log.error("%s", e)
         return 2
-    output = args.output
-    log.info("vocab: %d languages, %d files -> %s", len(langs), len(files), output)
+    log.info("vocab: %d languages, %d files -> %s", len(langs), len(files), args.output)
+    try:
+        _run_into(out.tmp, langs, files, cfg, beam_args)  # OUTPUT/_tmp-<job id>/
+    except BaseException:
+        out.abort()
+        raise
+    out.commit()
+    print_report(args.output)
+    return 0
+
+
+def _run_into(output: str, langs: list[str], files: list[tuple[str, str]], cfg: dict,
+              beam_args: Sequence[str]) -> None:  # fmt: skip
     with beam.Pipeline(options=pipeline_options(beam_args)) as p:
         build_pipeline(p, files, output, cfg)
 
@@ -413,8 +428,6 @@ def run(argv: Sequence[str] | None = None) -> int:
     params = learner_params(int(cfg["vocab_size"]), cfg.get("learner"))
     extra = {k: cfg[k] for k in ("smoothing", "min_count", "max_word_length", "heldout_fraction")}
     finish_vocab(words, counts, params, output, counter, heldout, summary, extra)
-    print_report(output)
-    return 0
 
 
 def print_report(output: str) -> None:
