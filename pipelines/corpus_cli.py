@@ -14,7 +14,7 @@ from filters.quality import QualityScorer
 from labse_common.config import resolve_section
 from labse_common.logs import setup_logging
 from pipelines.inputs import expand_inputs
-from pipelines.options import UsageError, pipeline_options
+from pipelines.options import UsageError, pipeline_options, run_pipeline
 from pipelines.outputs import claim_output
 from pipelines.stats_io import report_and_exit
 
@@ -118,8 +118,9 @@ def run_cli(build, argv: Sequence[str] | None, parser: argparse.ArgumentParser, 
     log.info("%s: %d input file(s) -> %s", stage, len(inputs), args.output)
     # The job writes under OUTPUT/_tmp-<job id>/; the files move into OUTPUT at the end.
     try:
-        with beam.Pipeline(options=opts) as p:
-            build(p, inputs, argparse.Namespace(**{**vars(args), "output": out.tmp}), cfg)
+        p = beam.Pipeline(options=opts)
+        build(p, inputs, argparse.Namespace(**{**vars(args), "output": out.tmp}), cfg)
+        run_pipeline(p)
         code = report_and_exit(out.tmp, stage)
     except BaseException:
         out.abort()

@@ -26,3 +26,15 @@ def pipeline_options(beam_args: Sequence[str]) -> PipelineOptions:
     if not direct.direct_num_workers:
         direct.direct_num_workers = os.cpu_count() or 1
     return opts
+
+
+def run_pipeline(p) -> None:
+    """Run ``p`` to the end; a worker's error is raised here. Closes a DaskRunner's client, whose
+    connection would otherwise outlive the job (and retry once the cluster is gone)."""
+    result = p.run()
+    try:
+        result.wait_until_finish()
+    finally:
+        client = getattr(result, "client", None)
+        if client is not None:
+            client.close()

@@ -1,0 +1,70 @@
+"""The corpus jobs run unchanged on Beam's DaskRunner against a real dask.distributed cluster
+(a scheduler and two worker processes on 127.0.0.1) and give the DirectRunner's output."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from tests.corpus_util import assert_balanced, read_stats
+from tests.scaleout_util import dask_args, dask_available, dask_cluster
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLES = ROOT / "pipelines" / "sample_data"
+DIRECT = ["--direct_running_mode", "in_memory", "--direct_num_workers", "1"]
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    why = dask_available()
+    if why:
+        pytest.skip(why)
+    with dask_cluster(2, tmp_path_factory.mktemp("dask-logs")) as addr:
+        yield addr
+
+
+def tree(out: Path) -> dict[str, list[dict]]:
+    """Relative path -> rows of every Parquet file (names are deterministic per shard)."""
+    got = {}
+    for dirpath, _, files in os.walk(out):
+        for f in files:
+            if f.endswith(".parquet"):
+                p = Path(dirpath) / f
+                got[str(p.relative_to(out))] = pq.read_table(p).to_pylist()
+    return got
+
+
+def _same(direct: Path, dask: Path) -> None:
+    a, b = read_stats(direct), read_stats(dask)
+    assert_balanced(b)
+    assert a["counts"] == b["counts"]
+    ta, tb = tree(direct), tree(dask)
+    assert ta and sorted(ta) == sorted(tb)
+    for name in ta:
+        assert ta[name] == tb[name], name
+    assert not [n for n in os.listdir(dask) if n.startswith("_tmp-") or n == "_CLAIM.json"]
+
+
+def test_commoncrawl_on_dask_equals_direct(cluster, tmp_path):
+    from pipelines import commoncrawl
+
+    args = ["--input", str(SAMPLES / "sample.warc.wet.gz"), "--write-dropped"]
+    assert commoncrawl.main([*args, "--output", str(tmp_path / "direct"), *DIRECT]) == 0
+    assert commoncrawl.main([*args, "--output", str(tmp_path / "dask"), *dask_args(cluster)]) == 0
+    _same(tmp_path / "direct", tmp_path / "dask")
+    assert (tmp_path / "dask" / "_dropped").is_dir()
+
+
+def test_wikipedia_on_dask_equals_direct(cluster, tmp_path):
+    from pipelines import wikipedia
+
+    args = ["--input", str(SAMPLES / "enwiki-sample-15pages.xml.bz2")]
+    assert wikipedia.main([*args, "--output", str(tmp_path / "direct"), *DIRECT]) == 0
+    assert wikipedia.main([*args, "--output", str(tmp_path / "dask"), *dask_args(cluster)]) == 0
+    _same(tmp_path / "direct", tmp_path / "dask")
+    assert read_stats(tmp_path / "dask")["counts"]["documents"]["out"] > 0
