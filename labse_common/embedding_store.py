@@ -51,9 +51,9 @@ DTYPES = ("float16", "float32")
 
 
 def _fs():
-    from apache_beam.io.filesystems import FileSystems  # lazy: local stores work without Beam
+    from labse_common.filesystems import filesystems  # lazy: local paths work without Beam
 
-    return FileSystems
+    return filesystems()
 
 
 def read_bytes(path: str) -> bytes:

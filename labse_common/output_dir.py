@@ -62,9 +62,9 @@ def is_remote(path: str) -> bool:
 
 
 def _fs():
-    from apache_beam.io.filesystems import FileSystems  # lazy: libraries work without Beam
+    from labse_common.filesystems import filesystems  # lazy: local paths work without Beam
 
-    return FileSystems
+    return filesystems()
 
 
 def join(base: str, *parts: str) -> str:

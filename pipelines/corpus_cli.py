@@ -109,8 +109,8 @@ def run_cli(build, argv: Sequence[str] | None, parser: argparse.ArgumentParser, 
     try:
         cfg = resolve_config(args)
         validate_models(cfg)
+        opts = pipeline_options(beam_args)  # first: it gives FileSystems the S3/GCS options
         inputs = expand_inputs(args.input, getattr(args, "paths_prefix", "") or "")
-        opts = pipeline_options(beam_args)
         out = claim_output(args.output, args.overwrite)
     except UsageError as e:
         log.error("%s", e)

@@ -150,6 +150,7 @@ def run_beam_mine(
     """
     if cfg.knn.index != "flat":
         raise UsageError("the Beam job searches exactly: use --set index=flat (the default)")
+    opts = pipeline_options(beam_args)  # first: it gives FileSystems the S3/GCS options
     for path in (src_emb, trg_emb):
         if not exists(path) and not exists(join(path, MANIFEST)):
             raise FileNotFoundError(f"embeddings not found: {path}")
@@ -160,7 +161,6 @@ def run_beam_mine(
     refs = {"src": shard_refs(src_emb, shard_rows), "trg": shard_refs(trg_emb, shard_rows)}
     reps = {"src": inp.src.representative(), "trg": inp.trg.representative()}
     k_all = {d: min(cfg.k, len(reps[b])) for d, (_, b) in DIRECTIONS.items()}
-    opts = pipeline_options(beam_args)
     temp = opts.view_as(GoogleCloudOptions).temp_location
     nb_dir = join(temp, f"{NB_DIR}-{os.path.basename(out.rstrip('/'))}") if temp else join(
         out, NB_DIR)  # fmt: skip

@@ -378,6 +378,7 @@ def run(argv: Sequence[str] | None = None) -> int:
     setup_logging(args.log_level)
     try:
         cfg = resolve_config(args)
+        opts = pipeline_options(beam_args)  # first: it gives FileSystems the S3/GCS options
         langs, files = discover_inputs(args.input)
         out = claim_output(args.output, args.overwrite)
     except UsageError as e:
@@ -385,7 +386,7 @@ def run(argv: Sequence[str] | None = None) -> int:
         return 2
     log.info("vocab: %d languages, %d files -> %s", len(langs), len(files), args.output)
     try:
-        _run_into(out.tmp, langs, files, cfg, beam_args)  # OUTPUT/_tmp-<job id>/
+        _run_into(out.tmp, langs, files, cfg, opts)  # OUTPUT/_tmp-<job id>/
     except BaseException:
         out.abort()
         raise
@@ -395,8 +396,8 @@ def run(argv: Sequence[str] | None = None) -> int:
 
 
 def _run_into(output: str, langs: list[str], files: list[tuple[str, str]], cfg: dict,
-              beam_args: Sequence[str]) -> None:  # fmt: skip
-    with beam.Pipeline(options=pipeline_options(beam_args)) as p:
+              opts) -> None:  # fmt: skip
+    with beam.Pipeline(options=opts) as p:
         build_pipeline(p, files, output, cfg)
 
     beam_dir = FileSystems.join(output, BEAM_DIR)
