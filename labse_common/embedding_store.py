@@ -51,14 +51,14 @@ DTYPES = ("float16", "float32")
 
 
 def _fs():
-    from labse_common.filesystems import filesystems  # lazy: local paths work without Beam
+    from labse_common import filesystems  # lazy: local stores work without Beam
 
-    return filesystems()
+    return filesystems
 
 
 def read_bytes(path: str) -> bytes:
     if is_remote(path):
-        with _fs().open(path) as f:
+        with _fs().open_read(path) as f:
             return f.read()
     with open(path, "rb") as f:
         return f.read()

@@ -41,3 +41,52 @@ def filesystems():
     if FileSystems._pipeline_options is None:  # noqa: SLF001 - Beam has no public getter
         configure()
     return FileSystems
+
+
+# Beam builds a new filesystem object (for S3: a new boto3 client, ~0.5 s) on every
+# FileSystems call; these helpers keep one per scheme and per options.
+_CACHE: dict[tuple[str, int], object] = {}
+
+
+def filesystem(path: str):
+    """The (cached) Beam filesystem object that serves ``path``."""
+    fss = filesystems()
+    key = (path.split("://", 1)[0], id(fss._pipeline_options))  # noqa: SLF001
+    fs = _CACHE.get(key)
+    if fs is None:
+        fs = _CACHE[key] = fss.get_filesystem(path)
+    return fs
+
+
+def open_read(path: str):
+    from apache_beam.io.filesystem import CompressionTypes
+
+    return filesystem(path).open(path, compression_type=CompressionTypes.UNCOMPRESSED)
+
+
+def create(path: str):
+    from apache_beam.io.filesystem import CompressionTypes
+
+    return filesystem(path).create(path, compression_type=CompressionTypes.UNCOMPRESSED)
+
+
+def match(pattern: str) -> list[str]:
+    return [m.path for m in filesystem(pattern).match([pattern])[0].metadata_list]
+
+
+def exists(path: str) -> bool:
+    return filesystem(path).exists(path)
+
+
+def delete(paths: list[str]) -> None:
+    if paths:
+        filesystem(paths[0]).delete(paths)
+
+
+def rename(srcs: list[str], dsts: list[str]) -> None:
+    if srcs:
+        filesystem(srcs[0]).rename(srcs, dsts)
+
+
+def join(base: str, *parts: str) -> str:
+    return filesystem(base).join(base, *parts)

@@ -62,9 +62,9 @@ def is_remote(path: str) -> bool:
 
 
 def _fs():
-    from labse_common.filesystems import filesystems  # lazy: local paths work without Beam
+    from labse_common import filesystems  # lazy: local paths work without Beam
 
-    return filesystems()
+    return filesystems
 
 
 def join(base: str, *parts: str) -> str:
@@ -76,8 +76,7 @@ def join(base: str, *parts: str) -> str:
 
 def _remote_files(prefix: str) -> list[str]:
     fs = _fs()
-    pattern = fs.join(prefix.rstrip("/"), "**")
-    return [m.path for m in fs.match([pattern])[0].metadata_list]
+    return fs.match(fs.join(prefix.rstrip("/"), "**"))
 
 
 def _top_entry(output: str, path: str) -> str:
@@ -115,7 +114,7 @@ class OutputDir:
     def _read_claim(self) -> str:
         try:
             if is_remote(self.output):
-                with _fs().open(self.claim_path) as f:
+                with _fs().open_read(self.claim_path) as f:
                     return f.read().decode("utf-8", "replace").strip()
             with open(self.claim_path, encoding="utf-8", errors="replace") as f:
                 return f.read().strip()
