@@ -177,7 +177,7 @@ def _worker_argv(args: argparse.Namespace) -> list[str]:
     """The train command line each torchrun worker runs (without the launcher options)."""
     argv = ["train", "--config", args.config, "--output", args.output]
     for p in args.pairs:
-        argv += ["--pairs", os.path.abspath(p)]
+        argv += ["--pairs", p if "://" in p else os.path.abspath(p)]  # s3://, gs:// kept
     for flag, value in (("--vocab", args.vocab), ("--init", args.init)):
         if value:
             argv += [flag, os.path.abspath(value)]

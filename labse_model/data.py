@@ -19,6 +19,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from labse_common import filesystems
+from labse_common.output_dir import is_remote
 from labse_common.stats import StageCounter
 
 log = logging.getLogger(__name__)
@@ -29,9 +31,22 @@ FILE_UNIT = "files"
 
 def _open_text(path: str) -> io.TextIOBase:
     # errors="replace": a stray invalid byte costs one character, not the whole file.
+    raw = _open_binary(path)
     if path.endswith(".gz"):
-        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8", errors="replace")
-    return open(path, encoding="utf-8", errors="replace", newline="\n")
+        raw = gzip.open(raw, "rb")
+    return io.TextIOWrapper(raw, encoding="utf-8", errors="replace", newline="\n")
+
+
+def _open_binary(path: str):
+    """Local files directly; s3://, gs:// ... through Beam's FileSystems (configured from
+    ``LABSE_BEAM_OPTIONS`` or the AWS environment, see labse_common/filesystems.py)."""
+    if is_remote(path):
+        return filesystems.open_read(path)
+    return open(path, "rb")
+
+
+def _is_file(path: str) -> bool:
+    return filesystems.exists(path) if is_remote(path) else os.path.isfile(path)
 
 
 def _read_tsv(path: str, counter: StageCounter) -> pa.Table:
@@ -59,6 +74,9 @@ def _read_tsv(path: str, counter: StageCounter) -> pa.Table:
 
 
 def _read_parquet(path: str, counter: StageCounter) -> pa.Table:
+    if is_remote(path):
+        with _open_binary(path) as f:
+            path = io.BytesIO(f.read())  # type: ignore[assignment]
     schema = pq.read_schema(path)
     missing = {"src", "trg"} - set(schema.names)
     if missing:
@@ -85,7 +103,7 @@ def read_pairs(paths: Sequence[str], counter: StageCounter) -> pa.Table:
         raise ValueError("no pair files given (--pairs FILE)")
     tables = []
     for path in paths:
-        if not os.path.isfile(path):
+        if not _is_file(path):
             raise FileNotFoundError(f"pair file not found: {path}")
         counter.add_in(FILE_UNIT)
         if path.endswith(".parquet"):
