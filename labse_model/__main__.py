@@ -194,8 +194,10 @@ def run_train(args: argparse.Namespace) -> int:
     # Validate config and paths before starting any worker.
     model_cfg = apply_overrides(load_section(args.config, "model"), model_ov)
     train_cfg = apply_overrides(load_section(args.config, "train"), train_ov)
+    from labse_model.data import pair_file_exists
+
     for p in args.pairs:
-        if not os.path.isfile(p):
+        if not pair_file_exists(p):  # local, or s3://, gs:// through Beam's FileSystems
             raise FileNotFoundError(f"pair file not found: {p}")
     for what, path in (("vocabulary directory", args.vocab), ("--init checkpoint", args.init)):
         if path and not os.path.isdir(path):

@@ -45,7 +45,7 @@ def _open_binary(path: str):
     return open(path, "rb")
 
 
-def _is_file(path: str) -> bool:
+def pair_file_exists(path: str) -> bool:
     return filesystems.exists(path) if is_remote(path) else os.path.isfile(path)
 
 
@@ -103,7 +103,7 @@ def read_pairs(paths: Sequence[str], counter: StageCounter) -> pa.Table:
         raise ValueError("no pair files given (--pairs FILE)")
     tables = []
     for path in paths:
-        if not _is_file(path):
+        if not pair_file_exists(path):
             raise FileNotFoundError(f"pair file not found: {path}")
         counter.add_in(FILE_UNIT)
         if path.endswith(".parquet"):

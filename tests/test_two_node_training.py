@@ -63,8 +63,15 @@ def s3_pairs(tmp_path_factory):
 
 
 def _cmd(pairs: str, out: Path, *extra: str) -> list[str]:
+    # One vocabulary for both runs: WordPiece learning breaks ties differently run to run.
+    vocab = out.parent / "vocab"
+    if not (vocab / "tokenizer.json").exists():
+        from labse_model.tiny import train_wordpiece
+
+        texts = [t for line in _pairs().splitlines() for t in line.split("\t")]
+        train_wordpiece(texts, str(vocab), vocab_size=400)
     return [sys.executable, "-m", "labse_model", "train", "--config", "demo", "--pairs", pairs,
-            "--output", str(out), *extra, *TRAIN]  # fmt: skip
+            "--output", str(out), "--vocab", str(vocab), *extra, *TRAIN]  # fmt: skip
 
 
 def _node(pairs, out, rank: int, port: int, rdzv_id: str, extra_env: dict, log: Path):
