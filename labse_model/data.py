@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from labse_common import filesystems
+from labse_common.formats import PAIR_REQUIRED
 from labse_common.output_dir import is_remote
 from labse_common.stats import StageCounter
 
@@ -78,7 +79,7 @@ def _read_parquet(path: str, counter: StageCounter) -> pa.Table:
         with _open_binary(path) as f:
             path = io.BytesIO(f.read())  # type: ignore[assignment]
     schema = pq.read_schema(path)
-    missing = {"src", "trg"} - set(schema.names)
+    missing = set(PAIR_REQUIRED) - set(schema.names)
     if missing:
         raise ValueError(f"{path}: Parquet pair file lacks column(s) {sorted(missing)}")
     table = pq.read_table(path, columns=["src", "trg"])
