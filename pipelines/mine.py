@@ -47,7 +47,7 @@ from mining.shards import (
     search_pair,
     shard_refs,
 )
-from pipelines.options import UsageError, pipeline_options
+from pipelines.options import UsageError, pipeline_options, run_pipeline
 from pipelines.outputs import claim_output
 
 log = logging.getLogger(__name__)
@@ -178,8 +178,9 @@ def run_beam_mine(
         cfg.margin,
         cfg.mode,
     )
-    with beam.Pipeline(options=opts) as p:
-        build_pipeline(p, tasks, nb_dir, spans, k_all, cfg.knn)
+    p = beam.Pipeline(options=opts)
+    build_pipeline(p, tasks, nb_dir, spans, k_all, cfg.knn)
+    run_pipeline(p)
 
     def lists(direction: str) -> tuple[np.ndarray, np.ndarray]:
         q_side = DIRECTIONS[direction][0]

@@ -68,3 +68,19 @@ def test_wikipedia_on_dask_equals_direct(cluster, tmp_path):
     assert wikipedia.main([*args, "--output", str(tmp_path / "dask"), *dask_args(cluster)]) == 0
     _same(tmp_path / "direct", tmp_path / "dask")
     assert read_stats(tmp_path / "dask")["counts"]["documents"]["out"] > 0
+
+
+def test_beam_mining_on_dask_equals_direct(cluster, tmp_path):
+    """The sharded mining job: tasks, neighbour lists and scores identical to the DirectRunner."""
+    from pipelines.mine import run as beam_mine
+    from tests.test_mine_pipeline import _stores
+
+    src, trg = _stores(tmp_path)
+    common = ["--src-emb", str(src), "--trg-emb", str(trg), "--shard-rows", "20"]
+    assert beam_mine([*common, "--out", str(tmp_path / "direct"), *DIRECT]) == 0
+    assert beam_mine([*common, "--out", str(tmp_path / "dask"), *dask_args(cluster)]) == 0
+    a = pq.read_table(tmp_path / "direct" / "mined.parquet")
+    b = pq.read_table(tmp_path / "dask" / "mined.parquet")
+    assert a.num_rows > 40 and a.equals(b)
+    assert sorted(os.listdir(tmp_path / "dask" / "neighbours")) == sorted(
+        os.listdir(tmp_path / "direct" / "neighbours"))
