@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import io
 import json
 import logging
 import os
@@ -26,6 +27,8 @@ from typing import Any
 import apache_beam as beam
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
+from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.ml.inference.base import (
     KeyedModelHandler,
@@ -37,8 +40,9 @@ from apache_beam.ml.inference.base import (
 from labse_common import embedding_store as store_format
 from labse_common.logs import setup_logging
 from labse_common.stats import StageCounter, check_balanced, merge_counts, to_report
-from pipelines.options import UsageError, pipeline_options
+from pipelines.options import UsageError, pipeline_options, run_pipeline
 from pipelines.outputs import claim_output
+from pipelines.tagged import join_sinks, with_outputs
 
 log = logging.getLogger(__name__)
 
@@ -155,22 +159,16 @@ def build_pipeline(
     batch_size: int,
     device: str | None,
 ) -> None:
-    parquet = all(i.endswith(".parquet") for i in inputs)
-    if parquet:
-        records = [
-            p | f"Read{i}" >> beam.io.ReadFromParquet(path, columns=None)
-            for i, path in enumerate(inputs)
-        ]
-    else:
-        records = [
-            p | f"Read{i}" >> beam.io.ReadFromText(path, strip_trailing_newlines=True)
-            for i, path in enumerate(inputs)
-        ]
-    keyed = (
-        tuple(records)
-        | "Flatten" >> beam.Flatten()
-        | "Key" >> beam.ParDo(ToKeyed()).with_outputs(STATS, main="keyed")
+    # Files are read by a ParDo through FileSystems (not ReadFromParquet/ReadFromText, whose
+    # Read sources the DaskRunner does not translate); with_outputs and join_sinks keep the job
+    # runnable there too (pipelines/tagged.py).
+    records = (
+        p
+        | "Files" >> beam.Create(list(inputs))
+        | "Spread" >> beam.Reshuffle()
+        | "Read" >> beam.FlatMap(read_records)
     )
+    keyed = with_outputs(records, "Key", ToKeyed(), STATS, main="keyed")
     handler = KeyedModelHandler(LabseModelHandler(model_dir, batch_size, device))
     embedded = (
         keyed.keyed
@@ -184,16 +182,32 @@ def build_pipeline(
         | "Group" >> beam.GroupByKey()
         | "Write" >> beam.ParDo(WriteShard(output, dtype))
     )
-    _ = (
+    manifest = (
         shards
-        | "AllShards" >> beam.combiners.ToList()
-        | "Manifest" >> beam.Map(write_manifest, output, dtype)
+        | "OneKey" >> beam.Map(lambda s: (None, s))
+        | "AllShards" >> beam.GroupByKey()
+        | "Manifest" >> beam.Map(lambda kv: write_manifest(list(kv[1]), output, dtype))
     )
-    _ = (
+    stats = (
         keyed[STATS]
-        | "SumStats" >> beam.CombineGlobally(merge_counts)
+        | "SumStats" >> beam.CombineGlobally(merge_counts).without_defaults()
         | "WriteStats" >> beam.Map(_write_stats, output)
     )
+    join_sinks([manifest, stats])
+
+
+def read_records(path: str) -> Iterator[Any]:
+    """Rows of a Parquet file (dicts) or lines of a text file, through FileSystems."""
+    with FileSystems.open(path, compression_type=CompressionTypes.AUTO) as f:
+        data = f.read()
+    if path.endswith(".parquet"):
+        yield from pq.read_table(io.BytesIO(data)).to_pylist()
+        return
+    lines = data.decode("utf-8", errors="replace").split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()  # the final newline ends the last line; it is not an empty line
+    for line in lines:
+        yield line.rstrip("\r")
 
 
 def _write_stats(counts: dict[str, int], output: str) -> None:
@@ -255,17 +269,10 @@ def run(argv: Sequence[str] | None = None) -> int:
         log.error("%s", e)
         return 2
     try:  # the job writes under OUTPUT/_tmp-<job id>/, committed at the end
-        with beam.Pipeline(options=options) as p:
-            build_pipeline(
-                p,
-                sorted(matched),
-                args.model,
-                out.tmp,
-                args.num_shards,
-                args.dtype,
-                args.batch_size,
-                args.device,
-            )
+        p = beam.Pipeline(options=options)
+        build_pipeline(p, sorted(matched), args.model, out.tmp, args.num_shards, args.dtype,
+                       args.batch_size, args.device)  # fmt: skip
+        run_pipeline(p)
     except BaseException:
         out.abort()
         raise

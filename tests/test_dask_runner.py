@@ -11,6 +11,7 @@ import pytest
 
 from tests.corpus_util import assert_balanced, read_stats
 from tests.scaleout_util import dask_args, dask_available, dask_cluster
+from tests.test_embed_pipeline import tiny_model  # noqa: F401,F811 - fixture
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "pipelines" / "sample_data"
@@ -84,3 +85,26 @@ def test_beam_mining_on_dask_equals_direct(cluster, tmp_path):
     assert a.num_rows > 40 and a.equals(b)
     assert sorted(os.listdir(tmp_path / "dask" / "neighbours")) == sorted(
         os.listdir(tmp_path / "direct" / "neighbours"))
+
+
+def test_beam_embedding_on_dask_equals_direct(cluster, tmp_path, tiny_model):  # noqa: F811
+    """RunInference on dask workers: the same store (ids, texts, vectors) as the DirectRunner."""
+    import numpy as np
+    import pyarrow as pa
+
+    from labse_common.embedding_store import EmbeddingStore
+    from pipelines.embed import run as embed
+
+    texts = [f"sentence number {i} about topic {i % 7}" for i in range(30)] + [""]
+    pq.write_table(pa.table({"text": texts, "id": [f"s{i}" for i in range(31)]}),
+                   tmp_path / "in.parquet")  # fmt: skip
+    common = ["--input", str(tmp_path / "in.parquet"), "--model", tiny_model, "--num-shards", "2",
+              "--dtype", "float32"]  # fmt: skip
+    assert embed([*common, "--output", str(tmp_path / "direct"), *DIRECT]) == 0
+    assert embed([*common, "--output", str(tmp_path / "dask"), *dask_args(cluster)]) == 0
+    a, b = EmbeddingStore(tmp_path / "direct"), EmbeddingStore(tmp_path / "dask")
+    assert len(a) == len(b) == 30
+    assert a.all_metadata().equals(b.all_metadata())
+    np.testing.assert_allclose(np.concatenate(b.all_vectors()), np.concatenate(a.all_vectors()),
+                               atol=1e-6)  # fmt: skip
+    assert read_stats(tmp_path / "dask")["counts"] == read_stats(tmp_path / "direct")["counts"]
