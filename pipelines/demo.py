@@ -137,7 +137,8 @@ def main(argv: list[str] | None = None) -> int:
             ("vocab", lambda: (build_vocab_input(tatoeba, [out / "wikipedia", out / "commoncrawl_q"],
                                                  out / "sentences"),
                                _run("pipelines.vocab", "--input", str(out / "sentences"),
-                                    "--output", str(out / "vocab"), "--preset", "demo"))[1]),
+                                    "--output", str(out / "vocab"), "--preset", "demo",
+                                    "--overwrite"))[1]),
             ("pairs", lambda: 0 if write_pairs(tatoeba, out / "pairs.tsv") else 1),
             ("train", lambda: _run("labse_model", "train", "--config", "demo",
                                    "--pairs", str(out / "pairs.tsv"), "--vocab", str(out / "vocab"),
@@ -148,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
             ("mine", lambda: _run("mining", "mine", "--model", str(model / "model"),
                                   "--src-text", str(tatoeba / "dev.deu-eng.deu"),
                                   "--trg-text", str(tatoeba / "dev.deu-eng.eng"),
-                                  "--out", str(out / "mined"))),
+                                  "--out", str(out / "mined"), "--overwrite")),
         ]  # fmt: skip
     elif not args.corpus_only:
         log.warning("%s not found: skipping the vocabulary, training and mining steps", tatoeba)
