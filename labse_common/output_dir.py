@@ -131,8 +131,13 @@ class OutputDir:
             with fs.create(self.claim_path) as f:
                 f.write(data)
             # Read back: of two writers racing, the one whose claim was overwritten stops.
-            if json.loads(self._read_claim() or "{}").get("job_id") != self.job_id:
-                raise self._busy(self._read_claim())
+            back = self._read_claim()
+            try:
+                holder = json.loads(back).get("job_id")
+            except ValueError:
+                holder = None
+            if holder != self.job_id:
+                raise self._busy(back)
         else:
             if os.path.exists(self.output) and not os.path.isdir(self.output):
                 raise OutputError(f"output {self.output!r} exists and is not a folder")
@@ -175,7 +180,7 @@ class OutputDir:
                 _fs().delete([self.claim_path])
             else:
                 os.unlink(self.claim_path)
-        except (OSError, Exception) as e:  # noqa: BLE001 - Beam raises BeamIOError
+        except Exception as e:  # noqa: BLE001 - OSError locally, BeamIOError remotely
             log.warning("could not release %s: %s", self.claim_path, e)
 
     # -- commit / abort ----------------------------------------------------------------------

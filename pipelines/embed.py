@@ -1,14 +1,15 @@
-"""Beam job: embed sentences with a LaBSE checkpoint through RunInference into an embedding store.
+"""Beam job: embed sentences with a LaBSE checkpoint into an embedding store.
 
     python -m pipelines.embed --input 'sentences/de/*.parquet' --model DIR --output emb/de \
         [--num-shards 8] [--dtype float16] [--batch-size 64] [beam options, e.g. --runner ...]
 
-Each worker loads the PyTorch encoder once (RunInference's model handler), batches sentences,
-and emits one unit vector per sentence. Sentences are keyed by id (the Parquet ``id`` column,
+Each worker loads the PyTorch encoder once (a RunInference ``ModelHandler``, called from a
+plain ParDo so that the DaskRunner runs the job too), embeds the sentences in the batches they
+were read in, and emits one unit vector per sentence. Sentences are keyed by id (the Parquet ``id`` column,
 else ``doc_id:url_or_title:sha1(text)``, else ``sha1(text)`` for text input), hashed into
 ``--num-shards`` groups, and each group is written as ``shard_NNNNN.npy`` + ``.parquet``
-(sorted by id); ``store.json`` lists them, so ``labse_common.embedding_store.EmbeddingStore`` reads the
-result and ``python -m mining mine --src-text STORE --src-emb STORE`` mines it.
+(sorted by id); ``store.json`` lists them, so ``labse_common.embedding_store.EmbeddingStore``
+reads the result and ``python -m mining mine --src-text STORE --src-emb STORE`` mines it.
 """
 
 from __future__ import annotations
@@ -31,10 +32,8 @@ import pyarrow.parquet as pq
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.ml.inference.base import (
-    KeyedModelHandler,
     ModelHandler,
     PredictionResult,
-    RunInference,
 )
 
 from labse_common import embedding_store as store_format
@@ -47,6 +46,7 @@ from pipelines.tagged import join_sinks, with_outputs
 log = logging.getLogger(__name__)
 
 STATS = "stats"
+READ_BATCH = 512  # sentences read and embedded together (one RunInference element)
 UNIT = "sentences"
 
 
@@ -75,13 +75,19 @@ class LabseModelHandler(ModelHandler[str, PredictionResult, Any]):
         )
 
     def run_inference(
-        self, batch: Sequence[str], model: Any, inference_args: dict | None = None
+        self, batch: Sequence[list], model: Any, inference_args: dict | None = None
     ) -> Iterable[PredictionResult]:
-        vecs = model.encode(list(batch), batch_size=self._batch_size)
-        return [PredictionResult(t, v) for t, v in zip(batch, vecs)]
+        # Each element is already a batch: a list of (id, (text, url)) read together.
+        texts = [text for chunk in batch for _, (text, _) in chunk]
+        vecs = model.encode(texts, batch_size=self._batch_size)
+        out, at = [], 0
+        for chunk in batch:
+            out.append(PredictionResult(chunk, vecs[at : at + len(chunk)]))
+            at += len(chunk)
+        return out
 
     def batch_elements_kwargs(self) -> dict[str, int]:
-        return {"min_batch_size": 1, "max_batch_size": self._max_batch_size}
+        return {"min_batch_size": 1, "max_batch_size": 1}  # elements are batches already
 
     def get_metrics_namespace(self) -> str:
         return "labse_embed"
@@ -91,30 +97,53 @@ def _sha1(text: str) -> str:
     return hashlib.sha1(text.encode("utf-8")).hexdigest()[:20]
 
 
-class ToKeyed(beam.DoFn):
-    """Record -> (id, text); empty or non-string text is dropped and counted."""
+class EmbedBatches(beam.DoFn):
+    """Runs the model handler on each pre-built batch; the model loads once per DoFn instance.
 
-    def process(self, rec: Any) -> Iterator[Any]:
+    The same handler works with ``RunInference``; the job calls it from a plain ParDo because
+    Beam 2.77's DaskRunner cannot run RunInference (its multi-output exception handling and its
+    batching's finish_bundle outputs are lost there), and the batches are already built.
+    """
+
+    def __init__(self, handler: LabseModelHandler) -> None:
+        self.handler = handler
+        self.model = None
+
+    def setup(self) -> None:
+        self.model = self.handler.load_model()
+
+    def process(self, chunk: list) -> Iterator[PredictionResult]:
+        yield from self.handler.run_inference([chunk], self.model)
+
+
+class ToKeyed(beam.DoFn):
+    """A list of records -> one list of (id, (text, url)); empty or non-string text is dropped
+    and counted."""
+
+    def process(self, recs: list) -> Iterator[Any]:
         counter = StageCounter()
-        counter.add_in(UNIT)
-        if isinstance(rec, dict):
-            text = rec.get("text")
-            meta = {k: rec.get(k) for k in ("id", "doc_id", "url_or_title")}
-        else:
-            text, meta = rec, {}
-        if not isinstance(text, str) or not text.strip():
-            counter.add_dropped(UNIT, "empty_text")
-            yield beam.pvalue.TaggedOutput(STATS, counter.drain())
-            return
-        if meta.get("id") is not None:
-            key = str(meta["id"])
-        elif meta.get("doc_id") is not None:
-            key = f"{meta['doc_id']}:{meta.get('url_or_title') or ''}:{_sha1(text)}"
-        else:
-            key = _sha1(text)
-        counter.add_out(UNIT)
+        keyed = []
+        for rec in recs:
+            counter.add_in(UNIT)
+            if isinstance(rec, dict):
+                text = rec.get("text")
+                meta = {k: rec.get(k) for k in ("id", "doc_id", "url_or_title")}
+            else:
+                text, meta = rec, {}
+            if not isinstance(text, str) or not text.strip():
+                counter.add_dropped(UNIT, "empty_text")
+                continue
+            if meta.get("id") is not None:
+                key = str(meta["id"])
+            elif meta.get("doc_id") is not None:
+                key = f"{meta['doc_id']}:{meta.get('url_or_title') or ''}:{_sha1(text)}"
+            else:
+                key = _sha1(text)
+            counter.add_out(UNIT)
+            keyed.append((key, (text, meta.get("url_or_title"))))
         yield beam.pvalue.TaggedOutput(STATS, counter.drain())
-        yield key, (text, meta.get("url_or_title"))
+        if keyed:
+            yield keyed
 
 
 class WriteShard(beam.DoFn):
@@ -166,15 +195,15 @@ def build_pipeline(
         p
         | "Files" >> beam.Create(list(inputs))
         | "Spread" >> beam.Reshuffle()
-        | "Read" >> beam.FlatMap(read_records)
+        | "Read" >> beam.FlatMap(read_records, READ_BATCH)
     )
     keyed = with_outputs(records, "Key", ToKeyed(), STATS, main="keyed")
-    handler = KeyedModelHandler(LabseModelHandler(model_dir, batch_size, device))
+    handler = LabseModelHandler(model_dir, batch_size, device)
     embedded = (
         keyed.keyed
-        | "Texts" >> beam.Map(lambda kv: (kv, kv[1][0]))
-        | "Embed" >> RunInference(handler)
-        | "Unpack" >> beam.Map(lambda kr: (kr[0][0], kr[0][1], kr[1].inference))
+        | "Embed" >> beam.ParDo(EmbedBatches(handler))
+        | "Unpack" >> beam.FlatMap(
+            lambda r: ((k, meta, v) for (k, meta), v in zip(r.example, r.inference)))
     )
     shards = (
         embedded
@@ -196,18 +225,22 @@ def build_pipeline(
     join_sinks([manifest, stats])
 
 
-def read_records(path: str) -> Iterator[Any]:
-    """Rows of a Parquet file (dicts) or lines of a text file, through FileSystems."""
+def read_records(path: str, batch_rows: int = 512) -> Iterator[list]:
+    """Lists of at most ``batch_rows`` rows of a Parquet file (dicts) or lines of a text file,
+    streamed through FileSystems: each list is embedded as one batch."""
     with FileSystems.open(path, compression_type=CompressionTypes.AUTO) as f:
-        data = f.read()
-    if path.endswith(".parquet"):
-        yield from pq.read_table(io.BytesIO(data)).to_pylist()
-        return
-    lines = data.decode("utf-8", errors="replace").split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()  # the final newline ends the last line; it is not an empty line
-    for line in lines:
-        yield line.rstrip("\r")
+        if path.endswith(".parquet"):
+            for batch in pq.ParquetFile(f).iter_batches(batch_size=batch_rows):
+                yield batch.to_pylist()
+            return
+        chunk: list[str] = []
+        for line in io.TextIOWrapper(f, encoding="utf-8", errors="replace", newline="\n"):
+            chunk.append(line.rstrip("\r\n"))
+            if len(chunk) == batch_rows:
+                yield chunk
+                chunk = []
+        if chunk:
+            yield chunk
 
 
 def _write_stats(counts: dict[str, int], output: str) -> None:
