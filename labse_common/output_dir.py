@@ -39,13 +39,15 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from labse_common.errors import UsageError
+
 log = logging.getLogger(__name__)
 
 CLAIM = "_CLAIM.json"
 TMP_PREFIX = "_tmp-"
 
 
-class OutputError(ValueError):
+class OutputError(UsageError, ValueError):
     """The output folder cannot be used; CLIs report it in one line and exit with status 2."""
 
 

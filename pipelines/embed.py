@@ -37,9 +37,12 @@ from apache_beam.ml.inference.base import (
 )
 
 from labse_common import embedding_store as store_format
+from labse_common.cli import UsageError, add_log_level_option, add_output_option, usage_error
 from labse_common.logs import setup_logging
 from labse_common.stats import StageCounter, check_balanced, merge_counts, to_report
-from pipelines.options import UsageError, pipeline_options, run_pipeline
+from labse_common.textio import strip_bom
+from pipelines.inputs import require_columns
+from pipelines.options import pipeline_options, run_pipeline
 from pipelines.outputs import claim_output
 from pipelines.tagged import join_sinks, with_outputs
 
@@ -129,7 +132,7 @@ class ToKeyed(beam.DoFn):
                 text = rec.get("text")
                 meta = {k: rec.get(k) for k in ("id", "doc_id", "url_or_title")}
             else:
-                text, meta = rec, {}
+                text, meta = (strip_bom(rec) if isinstance(rec, str) else rec), {}  # BOM
             if not isinstance(text, str) or not text.strip():
                 counter.add_dropped(UNIT, "empty_text")
                 continue
@@ -267,7 +270,7 @@ def build_parser() -> argparse.ArgumentParser:
         "or text files with one sentence per line",
     )
     ap.add_argument("--model", required=True, help="LaBSE checkpoint directory (HF format)")
-    ap.add_argument("--output", required=True, help="store directory to write")
+    add_output_option(ap, "store directory to write")
     ap.add_argument("--num-shards", type=int, default=1, help="store shards (default 1)")
     ap.add_argument(
         "--dtype", choices=["float16", "float32"], default="float16", help="stored precision"
@@ -278,7 +281,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ap.add_argument("--overwrite", action="store_true",
                     help="replace a non-empty --output (old files are removed at the end)")
-    ap.add_argument("--log-level", default=None, help="logging level")
+    add_log_level_option(ap)
     return ap
 
 
@@ -297,10 +300,10 @@ def run(argv: Sequence[str] | None = None) -> int:
         log.error("no input matches %s", args.input)
         return 2
     try:
+        require_columns(matched, ["text"])  # Parquet without `text`: not a store of dimension 0
         out = claim_output(args.output, args.overwrite)
     except UsageError as e:
-        log.error("%s", e)
-        return 2
+        return usage_error(e, log)
     try:  # the job writes under OUTPUT/_tmp-<job id>/, committed at the end
         p = beam.Pipeline(options=options)
         build_pipeline(p, sorted(matched), args.model, out.tmp, args.num_shards, args.dtype,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import apache_beam as beam
 
 from labse_common.formats import DROPPED_SCHEMA
+from labse_common.sections.corpus import CorpusConfig
 from pipelines.clean import CleanDocuments
 from pipelines.dedup import DedupShard
 from pipelines.parquet_io import WriteParquet, WriteSentenceShard
@@ -13,14 +14,13 @@ from pipelines.tagged import join_sinks, with_outputs
 from pipelines.tags import DROPPED, STATS
 
 
-def finish_sentences(docs, output: str, cfg: dict, stats: list, stage: str, extra: dict) -> None:
+def finish_sentences(docs, output: str, cfg: CorpusConfig, stats: list, stage: str, extra: dict) -> None:
     """Clean -> dedup per (language, shard) -> Parquet per language; stats -> DIR/stats.json."""
     cleaned = with_outputs(docs, "Clean", CleanDocuments(cfg), STATS, DROPPED, main="kept")
-    keep_dropped = bool(cfg.get("write_dropped"))
-    deduped = cleaned.kept | "Dedup" >> beam.CombinePerKey(
-        DedupShard(bool(cfg.get("dedup", True)), keep_dropped))
+    keep_dropped = cfg.write_dropped
+    deduped = cleaned.kept | "Dedup" >> beam.CombinePerKey(DedupShard(cfg.dedup, keep_dropped))
     written = with_outputs(deduped, "WriteSentences",
-                           WriteSentenceShard(output, int(cfg.get("rows_per_file", 100_000))),
+                           WriteSentenceShard(output, cfg.rows_per_file),
                            STATS, DROPPED, main="files")  # fmt: skip
     stats = [*stats, cleaned[STATS], written[STATS]]
     sinks = [written.files]
@@ -29,7 +29,7 @@ def finish_sentences(docs, output: str, cfg: dict, stats: list, stage: str, extr
             (cleaned[DROPPED], written[DROPPED])
             | "AllDropped" >> beam.Flatten()
             | "WriteDropped" >> WriteParquet(
-                output, DROPPED_SCHEMA, int(cfg.get("rows_per_file", 100_000)), 1,
+                output, DROPPED_SCHEMA, cfg.rows_per_file, 1,
                 subdir="_dropped")
         )  # fmt: skip
     sinks.append(write_stats(stats, output, stage, extra))

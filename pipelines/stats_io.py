@@ -68,5 +68,6 @@ def report_and_exit(output: str, stage: str) -> int:
 
 BAD_INPUT_REASONS = frozenset(
     {"truncated_archive", "corrupt_archive", "empty_file", "not_warc", "not_xml", "unreadable",
-     "malformed_record", "malformed_page_xml", "parser_error", "parser_timeout", "page_too_large"}
+     "malformed_record", "malformed_page_xml", "parser_error", "parser_timeout", "page_too_large",
+     "corrupt_member", "corrupt_block"}
 )  # fmt: skip

@@ -12,15 +12,22 @@ shared cleaning chain, dedup and per-language Parquet output.
 from __future__ import annotations
 
 import argparse
+import bz2
 import logging
+import re
 from collections.abc import Sequence
 
 import apache_beam as beam
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
+from labse_common.cli import usage_error
+from labse_common.config import to_dict
+from labse_common.logs import setup_logging
+from labse_common.sections.corpus import CorpusConfig
 from labse_common.stats import StageCounter
 from pipelines.corpus_cli import base_parser, main_wrapper, run_cli
+from pipelines.options import UsageError
 from pipelines.readers.wikidump import PageConverter, iter_range_pages, plan_ranges
 from pipelines.sentences import finish_sentences
 from pipelines.tagged import with_outputs
@@ -107,7 +114,9 @@ class ConvertPages(beam.DoFn):
             self.converter.close()
 
 
-def build(p: beam.Pipeline, inputs: list[str], args: argparse.Namespace, cfg: dict) -> None:
+def build(
+    p: beam.Pipeline, inputs: list[str], args: argparse.Namespace, cfg: CorpusConfig
+) -> None:
     # with_outputs (pipelines/tagged.py): multi-output ParDos that the DaskRunner runs too.
     plan = with_outputs(p | "Paths" >> beam.Create(inputs), "Plan",
                         PlanRanges(args.index, args.streams_per_range), STATS, main="ranges")
@@ -119,11 +128,10 @@ def build(p: beam.Pipeline, inputs: list[str], args: argparse.Namespace, cfg: di
     spread = pages[SPREAD] | "SpreadPages" >> beam.Reshuffle()
     docs = with_outputs(
         (pages.pages, spread) | "AllPages" >> beam.Flatten(), "Parse",
-        ConvertPages(float(cfg.get("page_timeout_s", 5.0)),
-                     int(cfg.get("max_page_chars", 2_000_000))),
+        ConvertPages(cfg.page_timeout_s, cfg.max_page_chars),
         STATS, main="docs")  # fmt: skip
     finish_sentences(docs.docs, args.output, cfg, [plan[STATS], pages[STATS], docs[STATS]],
-                     "wikipedia", {"inputs": len(inputs), "config": cfg})  # fmt: skip
+                     "wikipedia", {"inputs": len(inputs), "config": to_dict(cfg)})  # fmt: skip
 
 
 def parser() -> argparse.ArgumentParser:
@@ -139,12 +147,33 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def check_index(path: str) -> None:
+    """An explicit --index must exist and look like a multistream index (``offset:id:title``).
+
+    Otherwise every dump would be counted ``unreadable`` and the job would end with nothing.
+    """
+    if not FileSystems.exists(path):
+        raise UsageError(f"--index not found: {path!r}")
+    try:
+        with _open_raw(path) as raw:
+            head = bz2.BZ2File(raw).read(4096)
+    except (OSError, EOFError) as e:
+        raise UsageError(f"--index {path!r} is not a bz2 multistream index: {e}") from e
+    if not re.match(rb"\d+:\d+:", head):
+        raise UsageError(f"--index {path!r} is not a multistream index (lines offset:id:title)")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = parser()
     args, _ = p.parse_known_args(argv)
-    if args.page_timeout is not None:
-        argv = [*(argv or __import__("sys").argv[1:]), "--set", f"page_timeout_s={args.page_timeout}"]
-    return run_cli(build, argv, p, "wikipedia")
+    if args.index:
+        try:
+            check_index(args.index)
+        except UsageError as e:
+            setup_logging(args.log_level)
+            return usage_error(e, log)
+    return run_cli(build, argv, p, "wikipedia",
+                   lambda args: {"page_timeout_s": args.page_timeout})  # fmt: skip
 
 
 if __name__ == "__main__":
