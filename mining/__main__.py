@@ -303,7 +303,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ev.add_argument("task", choices=["tatoeba", "bucc", "un"], help="which evaluation")
     ev.add_argument("--model", help="LaBSE checkpoint directory")
-    ev.add_argument("--emb-dir", help="directory of precomputed <text file name>.npy")
+    ev.add_argument("--emb-dir", help="directory of precomputed <text file name>.npy (or embedding stores <text file name>.emb/)")
     ev.add_argument("--data", help="data directory (tatoeba, bucc)")
     ev.add_argument("--langs", nargs="+", help="tatoeba languages (default: every one found)")
     ev.add_argument(
