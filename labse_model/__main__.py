@@ -109,8 +109,9 @@ def _encode_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--output",
         required=True,
-        metavar="EMB.npy",
-        help="output .npy (or shard prefix with --shard-size)",
+        metavar="EMB.npy|DIR",
+        help="a .npy file, or an embedding store folder (any path not ending in .npy; read by "
+        "`mining mine --src-emb DIR` and load_vectors)",
     )
     p.add_argument(
         "--fp16",
@@ -133,9 +134,14 @@ def _encode_parser(sub: argparse._SubParsersAction) -> None:
         "--shard-size",
         type=int,
         default=0,
-        help="rows per output shard <stem>.NNNNN.npy; 0 = one file (default: 0)",
+        help="rows per shard of the embedding store --output DIR (default 100000)",
     )
     p.add_argument("--device", help="cpu, cuda, cuda:1 ... (default: cuda if available)")
+    p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace a non-empty store folder (without it: an error, exit 2)",
+    )
     p.add_argument(
         "--stats",
         metavar="FILE",
@@ -172,7 +178,7 @@ def _worker_argv(args: argparse.Namespace) -> list[str]:
     for item in args.set:
         argv += ["--set", item]
     for p in args.pairs:
-        argv += ["--pairs", os.path.abspath(p)]
+        argv += ["--pairs", p if "://" in p else os.path.abspath(p)]  # s3://, gs:// kept
     for flag, value in (("--vocab", args.vocab), ("--init", args.init)):
         if value:
             argv += [flag, os.path.abspath(value)]
@@ -190,8 +196,10 @@ def run_train(args: argparse.Namespace) -> int:
     # keys, wrong types, NaN and out-of-range values, naming the key (exit status 2).
     model_cfg = to_dict(load("model", args.config, model_ov))
     train_cfg = to_dict(load("train", args.config, train_ov))
+    from labse_model.data import pair_file_exists
+
     for p in args.pairs:
-        if not os.path.isfile(p):
+        if not pair_file_exists(p):  # local, or s3://, gs:// through Beam's FileSystems
             raise FileNotFoundError(f"pair file not found: {p}")
     for what, path in (("vocabulary directory", args.vocab), ("--init checkpoint", args.init)):
         if path and not os.path.isdir(path):
@@ -257,6 +265,7 @@ def run_encode(args: argparse.Namespace) -> int:
         shard_size=args.shard_size,
         stats_path=args.stats,
         show_progress=not args.no_progress,
+        overwrite=args.overwrite,
     )
     c = report["counts"]["sentences"]
     print(f"{'sentences':<12}{'in':>10}{'out':>10}  events")

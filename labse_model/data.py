@@ -19,6 +19,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from labse_common import filesystems
+from labse_common.formats import PAIR_REQUIRED
+from labse_common.output_dir import is_remote
 from labse_common.stats import StageCounter
 
 log = logging.getLogger(__name__)
@@ -29,9 +32,22 @@ FILE_UNIT = "files"
 
 def _open_text(path: str) -> io.TextIOBase:
     # errors="replace": a stray invalid byte costs one character, not the whole file.
+    raw = _open_binary(path)
     if path.endswith(".gz"):
-        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8", errors="replace")
-    return open(path, encoding="utf-8", errors="replace", newline="\n")
+        raw = gzip.open(raw, "rb")
+    return io.TextIOWrapper(raw, encoding="utf-8", errors="replace", newline="\n")
+
+
+def _open_binary(path: str):
+    """Local files directly; s3://, gs:// ... through Beam's FileSystems (configured from
+    ``LABSE_BEAM_OPTIONS`` or the AWS environment, see labse_common/filesystems.py)."""
+    if is_remote(path):
+        return filesystems.open_read(path)
+    return open(path, "rb")
+
+
+def pair_file_exists(path: str) -> bool:
+    return filesystems.exists(path) if is_remote(path) else os.path.isfile(path)
 
 
 def _read_tsv(path: str, counter: StageCounter) -> pa.Table:
@@ -59,8 +75,11 @@ def _read_tsv(path: str, counter: StageCounter) -> pa.Table:
 
 
 def _read_parquet(path: str, counter: StageCounter) -> pa.Table:
+    if is_remote(path):
+        with _open_binary(path) as f:
+            path = io.BytesIO(f.read())  # type: ignore[assignment]
     schema = pq.read_schema(path)
-    missing = {"src", "trg"} - set(schema.names)
+    missing = set(PAIR_REQUIRED) - set(schema.names)
     if missing:
         raise ValueError(f"{path}: Parquet pair file lacks column(s) {sorted(missing)}")
     table = pq.read_table(path, columns=["src", "trg"])
@@ -85,7 +104,7 @@ def read_pairs(paths: Sequence[str], counter: StageCounter) -> pa.Table:
         raise ValueError("no pair files given (--pairs FILE)")
     tables = []
     for path in paths:
-        if not os.path.isfile(path):
+        if not pair_file_exists(path):
             raise FileNotFoundError(f"pair file not found: {path}")
         counter.add_in(FILE_UNIT)
         if path.endswith(".parquet"):
