@@ -358,7 +358,7 @@ def embed(sentences_dir: Path, langs: list[str], model: str, out: Path, batch_si
         src = sentences_dir / lang
         if not src.exists():
             raise UsageError(f"{src}: no sentences for language {lang!r}")
-        ns = argparse.Namespace(text=str(src), lang=lang, model=model, out=str(out / lang), output=str(out / lang),
+        ns = argparse.Namespace(text=str(src), lang=lang, model=model, out=str(out / lang), output=str(out / lang), overwrite=True,
                                 dtype="float16", rows_per_shard=100_000, batch_size=batch_size)  # fmt: skip
         cmd_embed(ns)
 

@@ -92,7 +92,7 @@ class Report:
         self.run = run
         self.blocks: list[Block] = []
         self.plan = {p["stage"]: p for p in (_read_json(run / "_run.json") or {}).get("plan", [])}
-        self.manifests = {s: _read_json(run / s / "_manifest.json") for s in self.plan}
+        self.manifests = {s: _read_json(run / "_state" / f"{s}.manifest.json") for s in self.plan}
 
     def add(self, *block) -> None:
         self.blocks.append(block)

@@ -7,7 +7,7 @@ Every stage is declared once (below, in ``STAGES``): its name, the config sectio
 stages and files it reads, the files it must leave, and the command line(s) that run it. Each
 stage runs as a child process through its own CLI (so a stage's memory is returned when it ends
 and a kill is what it would be in production), writes into ``OUTPUT/<stage>/``, and on success
-the runner writes ``OUTPUT/<stage>/_manifest.json``: a hash of the stage's config sections and of
+the runner writes ``OUTPUT/_state/<stage>.manifest.json``: a hash of the stage's config sections and of
 its command, the fingerprints of its inputs (an upstream stage's hash; size, mtime and content
 hash of a data file) and the list of files it wrote. A rerun skips a stage only when its manifest
 matches and its files are all there; a stage that reruns makes every stage after it that reads
@@ -47,8 +47,17 @@ from labse_common.logs import setup_logging
 log = logging.getLogger("pipelines.run")
 
 ROOT = Path(__file__).resolve().parent.parent
-MANIFEST = "_manifest.json"
-IN_PROGRESS = "_in_progress.json"
+# Kept beside the stage folders, not in them: a stage's CLI owns its output folder (it may refuse
+# a non-empty one or replace it whole).
+STATE = "_state"
+
+
+def manifest_path(out: Path, stage: str) -> Path:
+    return out / STATE / f"{stage}.manifest.json"
+
+
+def progress_path(out: Path, stage: str) -> Path:
+    return out / STATE / f"{stage}.in_progress.json"
 SMALL_FILE = 64 << 20  # data files up to this size are content-hashed; larger: size + mtime
 
 
@@ -218,7 +227,7 @@ STAGES: list[Stage] = [
           deps=lambda c: ["sentences"], files=lambda c: [],
           outputs=lambda c: ["vocab.txt", "tokenizer.json", "vocab_stats.json", "stats.json"],
           commands=lambda c: [_py(c, "pipelines.vocab", "--input", c.d("sentences") / "vocab",
-                                  "--output", c.d("vocab"), *_cfg_cmd(c))]),
+                                  "--output", c.d("vocab"), *_cfg_cmd(c), "--overwrite")]),
     Stage("pretrain", "MLM + TLM pretraining with progressive stacking", ("model", "pretrain"),
           deps=lambda c: ["sentences", "prepare", "vocab"], files=lambda c: [],
           outputs=lambda c: ["model"],
@@ -247,7 +256,7 @@ STAGES: list[Stage] = [
           commands=lambda c: [_py(c, "mining", "mine-many", "--pairs", *c.pairs,
                                   "--corpus", str(c.d("sentences") / "mine" / "{lang}"),
                                   "--emb", str(c.d("embed") / "{lang}"),
-                                  "--output", c.d("mine"), *_cfg_cmd(c))]),
+                                  "--output", c.d("mine"), *_cfg_cmd(c), "--overwrite")]),
     Stage("rules", "bitext hard rules on the mined pairs (kept, dropped with reasons)", ("pair_rules",),
           deps=lambda c: ["mine"], files=lambda c: [],
           outputs=lambda c: [f"{p}/kept.parquet" for p in c.pairs] + ["kept_all.parquet"],
@@ -347,7 +356,7 @@ def _relative(obj: object, out: Path) -> object:
 def _listing(d: Path) -> list[list]:
     files = []
     for p in sorted(d.rglob("*")):
-        if p.is_file() and p.name not in (MANIFEST, IN_PROGRESS):
+        if p.is_file():
             files.append([str(p.relative_to(d)), p.stat().st_size])
     return files
 
@@ -382,9 +391,9 @@ def stage_parts(stage: Stage, ctx: Context, keys: dict[str, str]) -> dict:
     }
 
 
-def read_manifest(d: Path) -> dict | None:
+def read_manifest(out: Path, stage: str) -> dict | None:
     try:
-        return json.loads((d / MANIFEST).read_text(encoding="utf-8"))
+        return json.loads(manifest_path(out, stage).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
 
@@ -437,7 +446,7 @@ def make_plan(ctx: Context, start: str | None = None, only: str | None = None) -
         key = _sha(parts)
         keys[s.name] = key
         d = ctx.d(s.name)
-        reason = _why_rerun(read_manifest(d), parts, key, d)
+        reason = _why_rerun(read_manifest(ctx.out, s.name), parts, key, d)
         up = [u for u in s.deps(ctx) if u in rerun]
         if s.name in forced:
             reason = "--only" if only else "--from"
@@ -475,12 +484,14 @@ def run_stage(plan: Plan, ctx: Context, idx: int, total: int) -> dict:
     d = ctx.d(s.name)
     logs = ctx.out / "_logs"
     logs.mkdir(parents=True, exist_ok=True)
-    prog = read_manifest_file(d / IN_PROGRESS)
+    (ctx.out / STATE).mkdir(exist_ok=True)
+    prog = read_manifest_file(progress_path(ctx.out, s.name))
     if d.exists() and not (s.resumable and prog and prog.get("key") == plan.key):
         shutil.rmtree(d)
     d.mkdir(parents=True, exist_ok=True)
-    (d / MANIFEST).unlink(missing_ok=True)
-    (d / IN_PROGRESS).write_text(json.dumps({"key": plan.key, "started": time.time()}), encoding="utf-8")
+    manifest_path(ctx.out, s.name).unlink(missing_ok=True)
+    progress_path(ctx.out, s.name).write_text(json.dumps({"key": plan.key, "started": time.time()}),
+                                              encoding="utf-8")  # fmt: skip
     t0 = time.time()
     peak_kb, cpu = 0, 0.0
     with open(logs / f"{s.name}.log", "a", encoding="utf-8") as logf:
@@ -506,10 +517,10 @@ def run_stage(plan: Plan, ctx: Context, idx: int, total: int) -> dict:
                 "commands": _relative(s.commands(ctx), ctx.out), "outputs": _listing(d),
                 "seconds": round(time.time() - t0, 2), "cpu_seconds": round(cpu, 2),
                 "peak_rss_mb": round(peak_kb / 1024, 1), "finished": time.time()}  # fmt: skip
-    tmp = d / (MANIFEST + ".tmp")
+    tmp = manifest_path(ctx.out, s.name).with_suffix(".tmp")
     tmp.write_text(json.dumps(manifest, indent=1), encoding="utf-8")
-    os.replace(tmp, d / MANIFEST)
-    (d / IN_PROGRESS).unlink(missing_ok=True)
+    os.replace(tmp, manifest_path(ctx.out, s.name))
+    progress_path(ctx.out, s.name).unlink(missing_ok=True)
     return manifest
 
 

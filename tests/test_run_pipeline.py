@@ -80,7 +80,7 @@ def test_every_stage_outputs_balanced_stats_and_report(demo: Path):
     for s in ("synthetic", "prepare", "wikipedia", "commoncrawl", "sentences", "vocab", "train", "embed",
               "mine", "bitext", "eval", "report"):  # fmt: skip
         assert s in done, plan[s]
-        m = json.loads((demo / s / "_manifest.json").read_text())
+        m = json.loads((demo / "_state" / f"{s}.manifest.json").read_text())
         assert m["outputs"] and m["seconds"] >= 0 and m["peak_rss_mb"] > 10, (s, m)
     for s in STAGES:
         if plan[s]["action"] == "unavailable":
@@ -138,7 +138,7 @@ def test_killed_run_resumes_to_the_same_bitext(demo: Path, tmp_path: Path):
                              "--from", "embed"], env=ENV, cwd=ROOT, start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
     deadline = time.time() + 300
-    started = out / "embed" / "_in_progress.json"
+    started = out / "_state" / "embed.in_progress.json"
     # Kill while the embedding stage runs (the runner cleared its folder, marked it in progress
     # and started the child): mid-stage, with a partial or no store written.
     while time.time() < deadline and not started.is_file():
@@ -147,7 +147,7 @@ def test_killed_run_resumes_to_the_same_bitext(demo: Path, tmp_path: Path):
     time.sleep(0.5)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
-    assert not (out / "embed" / "_manifest.json").exists() and started.exists()
+    assert not (out / "_state" / "embed.manifest.json").exists() and started.exists()
     p = run(out, "--dry-run")
     plan = {ln.split()[0]: ln for ln in p.stdout.splitlines()}
     assert "no manifest" in plan["embed"] and " skip " in plan["train"], p.stdout
