@@ -125,6 +125,9 @@ def prepare(data: Path, out: Path, cfg) -> dict:
                 by_lang.setdefault("en", []).append(t)
         counter.add_out("pairs", kept)
     (out / "train_pairs.tsv").write_text("".join("\t".join(p) + "\n" for p in pairs), encoding="utf-8")
+    # The CDS scorer's trusted data: an even sample, so its training time stays bounded.
+    step = max(1, -(-len(pairs) // cfg.cds_trusted_pairs))
+    (out / "trusted_pairs.tsv").write_text("".join("\t".join(p) + "\n" for p in pairs[::step]), encoding="utf-8")
     # Calibration sample in the calibrate command's format, and its bare pairs to score.
     (out / "labelled.tsv").write_text(
         "".join(f"{s}\t{t}\t{'GOOD' if y else 'BAD'}\n" for s, t, _, _, y in labelled), encoding="utf-8")

@@ -36,6 +36,9 @@ class RunConfig:
     synthetic_seed: int = option(0, help="seed of the embedded synthetic sample")
     synthetic_train: int = option(300, min=10, help="synthetic training pairs per language")
     synthetic_dev: int = option(100, min=10, help="synthetic dev pairs per language (mined)")
+    cds_trusted_pairs: int = option(
+        2000, min=100, help="trusted pairs the CDS scorer trains on (an even sample of the training pairs)"
+    )
     embed_batch_size: int = option(64, min=1, help="batch size of the embedding stage")
     report_examples: int = option(5, min=1, help="kept and rejected pairs shown in the report")
 
