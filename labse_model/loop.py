@@ -430,17 +430,14 @@ def run(
                 window_t, window_samples, window_tokens = time.perf_counter(), 0, 0
                 gather_timer.reset()
             bar.update(1)
-            if state.step % cfg.save_every == 0 or state.step == cfg.halt_at:
-                save(state.step)
-            if state.step < cfg.halt_at and objective.after_step(state):
-                # Progressive stacking replaced the model: rewrap, and restart the producer
-                # (its batches do not depend on the model, but its position must be exact).
-                batches.close()
-                state.cursors = _merge_cursors(_gather_objects(cursors, info))
-                cursors = state.cursors
+            if state.step < cfg.total_steps and objective.after_step(state):
+                # Progressive stacking replaced the model (before any checkpoint of this step,
+                # so a resume finds the new stage): rewrap it. The producer runs on: its
+                # batches do not depend on the model.
                 model = wrap(state.model)
                 model.train()
-                batches = Prefetcher(objective.batches(state), cfg.prefetch)
+            if state.step % cfg.save_every == 0 or state.step == cfg.halt_at:
+                save(state.step)
     finally:
         batches.close()
         bar.close()

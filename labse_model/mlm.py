@@ -57,7 +57,11 @@ class MaskedLM(nn.Module):
         token_type_ids: torch.Tensor,
         labels: torch.Tensor,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """(mean cross-entropy over masked positions, correct predictions, masked positions)."""
+        """Per masked position: (cross-entropy, 1.0 where predicted right, batch row).
+
+        ``labels`` is -100 where nothing is predicted. The vocabulary projection runs on the
+        masked positions only: (n_masked, vocab) logits, never (batch, length, vocab).
+        """
         hidden = self.bert(
             input_ids=input_ids,
             attention_mask=attention_mask,
@@ -65,11 +69,11 @@ class MaskedLM(nn.Module):
             return_dict=True,
         ).last_hidden_state
         sel = labels != -100
-        logits = self.head(hidden[sel])  # (n_masked, vocab): never (batch, length, vocab)
+        logits = self.head(hidden[sel])
         target = labels[sel]
-        loss = F.cross_entropy(logits.float(), target)
-        correct = (logits.argmax(-1) == target).sum()
-        return loss, correct, sel.sum()
+        losses = F.cross_entropy(logits.float(), target, reduction="none")
+        correct = (logits.argmax(-1) == target).float()
+        return losses, correct, sel.nonzero()[:, 0]
 
 
 def head_state(model: MaskedLM) -> dict[str, torch.Tensor]:

@@ -89,7 +89,7 @@ def _is_data_file(path: str) -> bool:
     return not name.startswith(("_", ".")) and name.endswith(DATA_SUFFIXES)
 
 
-def expand_inputs(specs: Sequence[str]) -> dict[str, list[str]]:
+def expand_inputs(specs: Sequence[str], what: str = "input file") -> dict[str, list[str]]:
     """FILE, GLOB or DIR arguments -> ``{group: [files]}``.
 
     A directory holding ``<lang>/`` folders (the corpus jobs' layout) gives one group per
@@ -118,7 +118,7 @@ def expand_inputs(specs: Sequence[str]) -> dict[str, list[str]]:
                 raise FileNotFoundError(f"no data files match {spec}")
         else:
             if not path_exists(spec):
-                raise FileNotFoundError(f"input file not found: {spec}")
+                raise FileNotFoundError(f"{what} not found: {spec}")
             files = [spec]
         groups.setdefault(DEFAULT_GROUP, []).extend(files)
     return {g: sorted(dict.fromkeys(fs)) for g, fs in groups.items()}
