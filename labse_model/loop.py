@@ -96,8 +96,10 @@ def param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
 
 def make_optimizer(model: torch.nn.Module, lr: float, weight_decay: float, eps: float,
                    device: torch.device) -> torch.optim.Optimizer:  # fmt: skip
+    # foreach on CPU too: one kernel per op over all tensors instead of a Python loop.
+    cuda = device.type == "cuda"
     return torch.optim.AdamW(param_groups(model, weight_decay), lr=lr, eps=eps,
-                             fused=device.type == "cuda")  # fmt: skip
+                             fused=cuda, foreach=not cuda)  # fmt: skip
 
 
 # --- state -------------------------------------------------------------------------------------

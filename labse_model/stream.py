@@ -268,11 +268,15 @@ class _Validator:
         return rec
 
 
+class SchemaError(ValueError):
+    """A Parquet shard without the columns a stage needs: the user's mistake, not damage."""
+
+
 def _parquet_columns(kind: str, names: Sequence[str], path: str) -> list[str]:
     need = ["src", "trg"] if kind == PAIRS else ["text"]
     missing = [c for c in need if c not in names]
     if missing:
-        raise ValueError(f"{path}: Parquet {kind} file lacks column(s) {missing}")
+        raise SchemaError(f"{path}: Parquet {kind} file lacks column(s) {missing}")
     return need
 
 
@@ -365,7 +369,7 @@ def scan(
             part = ScanResult()
             try:
                 _scan_file(path, kind, group, block_rows, heldout_fraction, max_heldout, part, sub)
-            except ValueError:
+            except SchemaError:
                 raise  # a wrong schema is the user's error, not a damaged shard
             except Exception as e:  # pyarrow/IO raise many types on a damaged shard
                 log.error("unreadable %s file skipped: %s (%s)", kind, path, e)
