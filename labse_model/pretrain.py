@@ -164,10 +164,12 @@ class PretrainObjective:
             labels = np.full_like(arrays["input_ids"], -100)
             ids = arrays["input_ids"].copy()
             # One mask stream per (micro-batch, lane, objective): independent of the rank layout.
-            for k, (a, b, j) in enumerate(rows_by_lane):
+            # Each lane's rows are masked at their own width, not the rank's padded width.
+            for a, b, j in rows_by_lane:
                 rng = np.random.default_rng([cfg.seed, 7, micro, j, parts[a]])
-                ids[a:b], labels[a:b] = mask_tokens(arrays["input_ids"][a:b], arrays["real"][a:b], self.spec, rng)
-                del k
+                w = int(arrays["attention_mask"][a:b].sum(1).max())
+                ids[a:b, :w], labels[a:b, :w] = mask_tokens(
+                    arrays["input_ids"][a:b, :w], arrays["real"][a:b, :w], self.spec, rng)
             tensors = {
                 "input_ids": torch.from_numpy(ids),
                 "token_type_ids": torch.from_numpy(arrays["token_type_ids"]),
