@@ -56,11 +56,14 @@ class MaskedLM(nn.Module):
         attention_mask: torch.Tensor,
         token_type_ids: torch.Tensor,
         labels: torch.Tensor,
+        masked_index: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Per masked position: (cross-entropy, 1.0 where predicted right, batch row).
 
-        ``labels`` is -100 where nothing is predicted. The vocabulary projection runs on the
-        masked positions only: (n_masked, vocab) logits, never (batch, length, vocab).
+        ``labels`` is -100 where nothing is predicted; ``masked_index`` (flat positions of the
+        predicted tokens, computed by the data producer on the CPU) spares the accelerator a
+        host sync. The vocabulary projection runs on the masked positions only: (n_masked,
+        vocab) logits, never (batch, length, vocab).
         """
         hidden = self.bert(
             input_ids=input_ids,
@@ -68,12 +71,14 @@ class MaskedLM(nn.Module):
             token_type_ids=token_type_ids,
             return_dict=True,
         ).last_hidden_state
-        sel = labels != -100
-        logits = self.head(hidden[sel])
-        target = labels[sel]
+        if masked_index is None:
+            masked_index = (labels.reshape(-1) != -100).nonzero()[:, 0]
+        picked = hidden.reshape(-1, hidden.shape[-1]).index_select(0, masked_index)
+        target = labels.reshape(-1).index_select(0, masked_index)
+        logits = self.head(picked)
         losses = F.cross_entropy(logits.float(), target, reduction="none")
         correct = (logits.argmax(-1) == target).float()
-        return losses, correct, sel.nonzero()[:, 0]
+        return losses, correct, masked_index // labels.shape[1]
 
 
 def head_state(model: MaskedLM) -> dict[str, torch.Tensor]:

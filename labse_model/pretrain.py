@@ -175,6 +175,7 @@ class PretrainObjective:
                 "token_type_ids": torch.from_numpy(arrays["token_type_ids"]),
                 "attention_mask": torch.from_numpy(arrays["attention_mask"]),
                 "labels": torch.from_numpy(labels),
+                "masked_index": torch.from_numpy(np.flatnonzero(labels.reshape(-1) != -100)),
                 "part": torch.tensor(parts),
             }
             micro += 1
@@ -186,7 +187,8 @@ class PretrainObjective:
 
     def train_step(self, model: torch.nn.Module, batch: Batch):
         t = {k: v.to(self.device, non_blocking=True) for k, v in batch.tensors.items()}
-        losses, correct, rows = model(t["input_ids"], t["attention_mask"], t["token_type_ids"], t["labels"])
+        losses, correct, rows = model(t["input_ids"], t["attention_mask"], t["token_type_ids"],
+                                      t["labels"], t["masked_index"])  # fmt: skip
         part = t["part"][rows]
         loss = torch.zeros((), device=self.device)
         out: dict[str, torch.Tensor] = {}

@@ -112,6 +112,15 @@ def expand_inputs(specs: Sequence[str], what: str = "input file") -> dict[str, l
             if not found:
                 raise FileNotFoundError(f"no data files or <lang>/ folders in {spec}")
             continue
+        if _is_remote(spec) and not any(c in spec for c in "*?[") and not path_exists(spec):
+            # A remote folder (object stores have no directories): <lang>/ objects under it.
+            found = [f for f in _match(spec + "/*/*") if _is_data_file(f)]
+            for f in found:
+                lang = f.rsplit("/", 2)[-2]
+                if not lang.startswith(("_", ".")):
+                    groups.setdefault(lang, []).append(f)
+            if found:
+                continue
         if any(c in spec for c in "*?["):
             files = [f for f in _match(spec) if _is_data_file(f)]
             if not files:
