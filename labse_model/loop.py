@@ -378,6 +378,11 @@ def run(
     window_t, window_samples, window_tokens = time.perf_counter(), 0, 0
     gather_timer.reset()
     batches = Prefetcher(objective.batches(state), cfg.prefetch)
+    if cfg.eval_every and state.step == 0:
+        # The held-out starting point of the learning curve.
+        if info.is_main:
+            metrics.write({"step": 0, "stage": state.stage, **objective.evaluate(state)})
+        barrier()
     try:
         while state.step < cfg.halt_at:
             t0 = time.perf_counter()

@@ -25,7 +25,7 @@ FT_STEPS = 150
 @pytest.fixture(autouse=True)
 def _threads():
     n = torch.get_num_threads()
-    torch.set_num_threads(2)
+    torch.set_num_threads(1)
     yield
     torch.set_num_threads(n)
 
@@ -38,12 +38,13 @@ def test_pretrained_init_beats_random_init(tmp_path):
     pcfg = load_section("demo", "pretrain")
     pcfg.update(mlm_batch_size=16, tlm_batch_size=16, max_seq_length=32, lr=2e-3, warmup_steps=30,
                 eval_every=50, log_every=10, save_every=1000, progress=False, tensorboard=False,
-                threads=2)  # fmt: skip
+                threads=1)  # fmt: skip
     pre = tmp_path / "pre"
     summary = pretrain(MODEL, pcfg, [inputs["sentences"]], [inputs["pairs"]], str(pre),
                        vocab=inputs["vocab"], stage_steps=PRE_STEPS)  # fmt: skip
     assert summary["stage"] == 1 and summary["model"] == str(pre / "model")
     evals = [r for r in map(json.loads, open(pre / "metrics.jsonl")) if "eval_mlm_loss" in r]
+    assert evals[0]["step"] == 0 and evals[-1]["step"] == sum(PRE_STEPS)
     assert evals[-1]["eval_mlm_loss"] < evals[0]["eval_mlm_loss"] - 1.0, evals
     assert evals[-1]["eval_tlm_accuracy"] > evals[0]["eval_tlm_accuracy"]
     report = read_report(str(pre / "stats.json"))
@@ -51,7 +52,7 @@ def test_pretrained_init_beats_random_init(tmp_path):
     assert report["counts"]["languages"]["out"] == 17
 
     tcfg = load_section("demo", "train")
-    tcfg.update(batch_size=32, progress=False, tensorboard=False, threads=2, save_every=1000)
+    tcfg.update(batch_size=32, progress=False, tensorboard=False, threads=1, save_every=1000)
     acc = {}
     for name, kw in (("pretrained", {"init": str(pre / "model")}), ("random", {"vocab": inputs["vocab"]})):
         out = tmp_path / f"ft-{name}"
