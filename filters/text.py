@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 import unicodedata
 
+from labse_common.textio import sniff_bom
+
 # C0/C1 controls except tab/newline, plus lone surrogates (from lenient decoders) and U+FFFE/FFFF.
 _CONTROL_RE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
 _SPACE_RE = re.compile(r"[ \t\u00a0\u2000-\u200a\u202f\u205f\u3000]+")
@@ -13,10 +15,13 @@ _SPACE_RE = re.compile(r"[ \t\u00a0\u2000-\u200a\u202f\u205f\u3000]+")
 def decode_bytes(data: bytes, declared: str | None = None) -> tuple[str, bool]:
     """Decode bytes to text; returns (text, used_fallback).
 
-    UTF-8 first (CommonCrawl WET is UTF-8), then the declared charset, then a detected one
-    (resiliparse's detector, a maintained C implementation), and last UTF-8 with replacement, so
-    decoding never raises.
+    A byte-order mark decides the encoding and is removed. Otherwise UTF-8 first (CommonCrawl
+    WET is UTF-8), then the declared charset, then a detected one (resiliparse's detector, a
+    maintained C implementation), and last UTF-8 with replacement, so decoding never raises.
     """
+    bom_enc, n = sniff_bom(data[:4])
+    if bom_enc:
+        return data[n:].decode(bom_enc, errors="replace"), False
     try:
         return data.decode("utf-8"), False
     except UnicodeDecodeError:

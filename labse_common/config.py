@@ -19,6 +19,8 @@ import dataclasses
 import importlib
 import math
 import os
+import sys
+import sysconfig
 import types
 import typing
 from collections.abc import Iterable, Mapping
@@ -27,7 +29,21 @@ from typing import Any, Literal, TypeVar, Union, get_args, get_origin
 
 import yaml
 
-CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
+
+def _config_dir() -> Path:
+    """configs/ beside the sources (a checkout, an editable install), else where a wheel puts the
+    presets (pyproject's data-files: ``<prefix>/share/labse-pipeline/configs``)."""
+    beside = Path(__file__).resolve().parent.parent / "configs"
+    if beside.is_dir():
+        return beside
+    for prefix in (sysconfig.get_path("data"), sys.prefix):
+        installed = Path(prefix) / "share" / "labse-pipeline" / "configs"
+        if installed.is_dir():
+            return installed
+    return beside
+
+
+CONFIG_DIR = _config_dir()
 PRESETS = ("demo", "paper")
 
 T = TypeVar("T")

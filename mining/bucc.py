@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from labse_common.stats import StageCounter
+from labse_common.textio import open_text
 from mining.corpus import expand_pairs, prepare_side
 from mining.evaluate import Embedder
 from mining.mine import MineConfig, mine_vectors
@@ -30,7 +31,7 @@ IdPair = tuple[str, str]
 def read_bucc(path: str | os.PathLike, counter: StageCounter | None = None) -> tuple[list, list]:
     """``ID<TAB>sentence`` lines -> (ids, sentences); malformed lines are counted and skipped."""
     ids, texts = [], []
-    with open(path, encoding="utf-8", errors="replace") as f:
+    with open_text(path) as f:
         for line in f:
             if counter is not None:
                 counter.add_in("bucc_lines")
@@ -48,7 +49,7 @@ def read_bucc(path: str | os.PathLike, counter: StageCounter | None = None) -> t
 
 def read_gold(path: str | os.PathLike) -> set[IdPair]:
     gold = set()
-    with open(path, encoding="utf-8") as f:
+    with open_text(path) as f:
         for line in f:
             parts = line.split()
             if len(parts) == 2:

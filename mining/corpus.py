@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from labse_common.stats import StageCounter
+from labse_common.textio import read_lines
 from mining.embeddings import MANIFEST, EmbeddingStore, normalized, valid_mask
 
 log = logging.getLogger(__name__)
@@ -46,8 +47,7 @@ def read_corpus(path: str | os.PathLike, lang: str = "") -> Corpus:
         if not lang and "lang" in table.column_names and table.num_rows:
             lang = str(table.column("lang")[0].as_py() or "")
     else:
-        with open(p, encoding="utf-8", errors="replace", newline="\n") as f:
-            texts = [line.rstrip("\n").rstrip("\r") for line in f]
+        texts = read_lines(p)
         meta = {}
     meta["id"] = [str(v) for v in meta.get("id", range(len(texts)))]
     return Corpus(texts, meta, lang)

@@ -10,11 +10,13 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
 
+from labse_common.textio import read_lines
 from mining.embeddings import normalized, valid_mask
 from mining.knn import KnnConfig, knn
 from mining.margin import neighbourhood_mean, score_candidates
@@ -53,11 +55,6 @@ def npy_embedder(emb_dir: str | None = None) -> Embedder:
     return embed
 
 
-def read_lines(path: Path) -> list[str]:
-    with open(path, encoding="utf-8", errors="replace") as f:
-        return [line.rstrip("\n").rstrip("\r") for line in f]
-
-
 def _clean(x: np.ndarray) -> np.ndarray:
     # Invalid vectors become zeros: they can never be retrieved nor retrieve (counted as misses).
     x = np.asarray(x, dtype=np.float32)
@@ -93,6 +90,37 @@ def accuracy(pred: np.ndarray, texts_pred: Sequence[str], gold_texts: Sequence[s
     return float(np.mean(hits))
 
 
+def tatoeba_languages(d: Path, prefix: str, langs: Sequence[str] | None = None) -> list[str]:
+    """Languages to evaluate: the requested ones, or every one with a file in ``d``.
+
+    Each must have both sides, ``{prefix}.xxx-eng.xxx`` and ``{prefix}.xxx-eng.eng``: a language
+    with one side missing is an error naming the file, not a silent drop (``langs`` can leave it
+    out on purpose). No file at all for the prefix is an error too, never an average of 0.
+    """
+    if not d.is_dir():
+        raise FileNotFoundError(f"Tatoeba data directory not found: {d}")
+    pat = re.compile(rf"{re.escape(prefix)}\.([^.]+)-eng\.([^.]+)")
+    sides: dict[str, set[str]] = {}
+    for p in d.iterdir():
+        m = pat.fullmatch(p.name)
+        if m and m.group(2) in (m.group(1), "eng"):
+            sides.setdefault(m.group(1), set()).add(m.group(2))
+    if not sides:
+        raise FileNotFoundError(f"no {prefix}.xxx-eng.{{xxx,eng}} files in {d} (--prefix {prefix})")
+    wanted = list(langs) if langs else sorted(sides)
+    absent = [lang for lang in wanted if lang not in sides]
+    if absent:
+        raise FileNotFoundError(f"no {prefix}.xxx-eng files in {d} for: {', '.join(absent)}")
+    for lang in wanted:
+        lost = [f"{prefix}.{lang}-eng.{s}" for s in (lang, "eng") if s not in sides[lang]]
+        if lost:
+            raise FileNotFoundError(
+                f"language {lang}: {', '.join(lost)} missing in {d} "
+                "(pass --langs without it to evaluate the others)"
+            )
+    return wanted
+
+
 def evaluate_tatoeba(
     data_dir: str | os.PathLike,
     embed: Embedder,
@@ -103,19 +131,15 @@ def evaluate_tatoeba(
 ) -> dict:
     """Accuracy both ways per language on ``{prefix}.xxx-eng.{xxx,eng}`` files, plus average."""
     d = Path(data_dir)
-    if not d.is_dir():
-        raise FileNotFoundError(f"Tatoeba data directory not found: {d}")
-    found = sorted(p.name.split(".")[1].split("-")[0] for p in d.glob(f"{prefix}.*-eng.eng"))
-    langs = list(langs) if langs else found
-    missing = [lang for lang in langs if lang not in found]
-    if missing:
-        raise FileNotFoundError(f"no {prefix}.xxx-eng files in {d} for: {', '.join(missing)}")
+    langs = tatoeba_languages(d, prefix, langs)
     rows = []
     for lang in langs:
         fx, fe = d / f"{prefix}.{lang}-eng.{lang}", d / f"{prefix}.{lang}-eng.eng"
         tx, te = read_lines(fx), read_lines(fe)
         if len(tx) != len(te):
             raise ValueError(f"{fx}: {len(tx)} lines but {fe} has {len(te)}")
+        if not tx:
+            raise ValueError(f"{fx}: no sentences")
         x, e = _clean(embed(tx, fx)), _clean(embed(te, fe))
         to_eng = accuracy(retrieve_top1(x, e, scoring, k), te, te)
         from_eng = accuracy(retrieve_top1(e, x, scoring, k), tx, tx)

@@ -18,8 +18,10 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from labse_common.stats import StageCounter
-from pipelines.common import STATS, base_parser, finish_sentences, main_wrapper, run_cli
+from pipelines.corpus_cli import base_parser, main_wrapper, run_cli
 from pipelines.readers.warc import iter_warc_documents
+from pipelines.sentences import finish_sentences
+from pipelines.tags import STATS
 
 
 class ReadWarcFile(beam.DoFn):

@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 
 from labse_common.logs import setup_logging
+from labse_common.textio import read_lines
 
 log = logging.getLogger("demo")
 
@@ -45,7 +46,7 @@ TATOEBA_LANGS = {"ara": "ar", "cmn": "zh", "deu": "de", "ell": "el", "fra": "fr"
 
 
 def _lines(path: Path) -> list[str]:
-    return path.read_text(encoding="utf-8").splitlines()
+    return read_lines(path)
 
 
 def build_vocab_input(tatoeba: Path, corpora: list[Path], out: Path) -> None:

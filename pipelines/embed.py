@@ -37,6 +37,7 @@ from apache_beam.ml.inference.base import (
 
 from labse_common.logs import setup_logging
 from labse_common.stats import StageCounter, check_balanced, merge_counts, to_report, write_report
+from labse_common.textio import strip_bom
 from pipelines.options import pipeline_options
 
 log = logging.getLogger(__name__)
@@ -96,7 +97,7 @@ class ToKeyed(beam.DoFn):
             text = rec.get("text")
             meta = {k: rec.get(k) for k in ("id", "doc_id", "url_or_title")}
         else:
-            text, meta = rec, {}
+            text, meta = (strip_bom(rec) if isinstance(rec, str) else rec), {}  # a file's BOM
         if not isinstance(text, str) or not text.strip():
             counter.add_dropped(UNIT, "empty_text")
             yield beam.pvalue.TaggedOutput(STATS, counter.drain())

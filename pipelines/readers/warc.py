@@ -94,6 +94,15 @@ def iter_warc_documents(raw: BinaryIO, path: str, counter: StageCounter) -> Iter
                 counter.add_in("documents")
                 counter.add_dropped("documents", "malformed_record")
             log.warning("%s: malformed WARC record, resynchronising (%s)", path, str(e)[:120])
+    damage = stream.damage
+    if damage is not None and damage.regions:
+        # Each damaged region lost at least one record (its header is unreadable, so how many
+        # is unknown): counted as one dropped document per region, and the bytes skipped.
+        counter.add_in("documents", damage.regions)
+        counter.add_dropped("documents", "corrupt_member", damage.regions)
+        counter.add_event("files", "bytes_skipped", damage.bytes_skipped)
+        log.warning("%s: %d damaged gzip region(s), %d bytes skipped (%s); %d member(s) intact",
+                    path, damage.regions, damage.bytes_skipped, damage.detail, damage.members_ok)
     if stream.error:
         counter.add_dropped("files", stream.error)
         log.warning("%s: %s after %d records (%s)", path, stream.error, n_records,

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import bz2
 import codecs
+import dataclasses
 import logging
 import re
 import xml.etree.ElementTree as ET
@@ -23,11 +24,16 @@ from dataclasses import dataclass
 from typing import BinaryIO
 
 from labse_common.stats import StageCounter
+from labse_common.textio import sniff_bom
+from pipelines.readers.bz2_blocks import GAP, BlockRecovery, recover_blocks
 
 log = logging.getLogger(__name__)
 
 _BZ2_STREAM_MAGIC = re.compile(rb"BZh[1-9]1AY&SY")
 _CHUNK = 1 << 20
+# Compressed bytes kept behind the decompressor: enough to hold the start of the block being
+# decoded when damage is found (a bz2 block is at most ~1 MB compressed).
+_KEEP_COMPRESSED = 2 << 20
 
 
 @dataclass(frozen=True)
@@ -36,6 +42,7 @@ class ByteRange:
     start: int
     end: int | None  # None: to the end of the file
     compression: str  # "bz2" | "none"
+    encoding: str | None = None  # the dump's text encoding; None: sniffed from the range's head
 
 
 @dataclass
@@ -98,7 +105,27 @@ def plan_ranges(path: str, raw: BinaryIO, index: BinaryIO | None, streams_per_ra
     offsets = read_index_offsets(index) if index is not None else scan_stream_offsets(raw)
     if len(offsets) <= 1:
         return [ByteRange(path, 0, None, "bz2")]
-    return ranges_from_offsets(path, offsets, streams_per_range)
+    ranges = ranges_from_offsets(path, offsets, streams_per_range)
+    # A range after the first has no XML declaration to read its encoding from.
+    enc = _dump_encoding(raw)
+    if enc != "utf-8":
+        ranges = [dataclasses.replace(r, encoding=enc) for r in ranges]
+    return ranges
+
+
+def _dump_encoding(raw: BinaryIO) -> str:
+    """The encoding declared at the head of a bz2 dump (its first stream)."""
+    raw.seek(0)
+    dec, out = bz2.BZ2Decompressor(), b""
+    try:
+        while len(out) < 256 and not dec.eof:
+            b = raw.read(1 << 16)
+            if not b:
+                break
+            out += dec.decompress(b)
+    except OSError:
+        pass
+    return sniff_xml_encoding(out)[0]
 
 
 class _RangeReader:
@@ -122,55 +149,161 @@ class _RangeReader:
 
 
 class DecodeState:
-    """What went wrong while decompressing a range (None when it ended cleanly)."""
+    """What went wrong while decompressing a range (None when it ended cleanly), and what block
+    recovery skipped in a damaged bz2 stream."""
 
     def __init__(self) -> None:
         self.error: str | None = None
         self.detail = ""
+        self.recovery = BlockRecovery()
 
 
-def _decompress_bz2(chunks: Iterable[bytes], state: DecodeState) -> Iterator[bytes]:
-    """Decompress concatenated bz2 streams (multistream), recording truncation/corruption."""
+def _decompress_bz2(chunks: Iterable[bytes], state: DecodeState) -> Iterator[bytes | object]:
+    """Decompress concatenated bz2 streams (multistream), recording truncation; on damage,
+    go on block by block from the first block not yet passed on (``GAP`` marks a loss)."""
+    chunks = iter(chunks)
     dec = bz2.BZ2Decompressor()
     fed = False  # has the current decompressor seen any bytes of its stream?
+    window = bytearray()  # the last compressed bytes, to find block starts after a failure
+    base = 0  # absolute offset of window[0]
+    pos = 0  # absolute offset of the next chunk
+    emitted = False
     for chunk in chunks:
+        if len(window) > _KEEP_COMPRESSED:
+            cut = len(window) - _KEEP_COMPRESSED
+            del window[:cut]
+            base += cut
+        window.extend(chunk)
+        at, pos = pos, pos + len(chunk)
         while chunk:
             fed = True
             try:
                 out = dec.decompress(chunk)
             except OSError as e:
-                state.error, state.detail = "corrupt_archive", str(e)
+                state.detail = str(e)
+                log.warning("damaged bz2 data near byte %d (%s): recovering block by block", at, e)
+                yield from recover_blocks(window, base, at, chunks, state.recovery)
+                if state.recovery.truncated:
+                    state.error = "truncated_archive"
+                elif state.recovery.blocks_ok == 0 and not emitted:
+                    state.error = "corrupt_archive"
                 return
             if out:
+                emitted = True
                 yield out
             if not dec.eof:
                 break
+            at += len(chunk) - len(dec.unused_data)
             chunk = dec.unused_data
             dec, fed = bz2.BZ2Decompressor(), False
     if fed and not dec.eof:
         state.error, state.detail = "truncated_archive", "bz2 stream ended early"
 
 
+_XML_DECL_ENCODING = re.compile(rb"\s*<\?xml[^>]*?encoding\s*=\s*[\"']([A-Za-z][\w.:-]*)[\"']")
+# XML 1.0 appendix F: the first four bytes of a document without a byte-order mark.
+_NO_BOM_WIDE = {b"\x00\x00\x00<": "utf-32-be", b"<\x00\x00\x00": "utf-32-le",
+                b"\x00<\x00?": "utf-16-be", b"<\x00?\x00": "utf-16-le"}  # fmt: skip
+
+
+def sniff_xml_encoding(head: bytes) -> tuple[str, int]:
+    """(encoding, bytes to skip) of an XML document from its first bytes: a byte-order mark,
+    the UTF-16/32 layout of ``<?``, or the declaration's ``encoding="..."``; else UTF-8."""
+    enc, skip = sniff_bom(head)
+    if enc:
+        return enc, skip
+    if head[:4] in _NO_BOM_WIDE:
+        return _NO_BOM_WIDE[head[:4]], 0
+    m = _XML_DECL_ENCODING.match(head)
+    if m:
+        try:
+            name = codecs.lookup(m.group(1).decode("ascii")).name
+        except LookupError:
+            log.warning("unknown XML encoding %r: reading as UTF-8", m.group(1))
+            return "utf-8", 0
+        # A UTF-16/32 declaration on ASCII-compatible bytes is wrong; the bytes win.
+        if not name.startswith(("utf-16", "utf-32")):
+            return name, 0
+    return "utf-8", 0
+
+
+def _decode_text(chunks: Iterable[bytes | object], encoding: str | None) -> Iterator[str | object]:
+    """Decompressed bytes -> text in the document's encoding (sniffed from its head when
+    ``encoding`` is None); ``GAP`` passes through and resets a half-read character."""
+    decoder = codecs.getincrementaldecoder(encoding)(errors="replace") if encoding else None
+    head = b""
+    for chunk in chunks:
+        if chunk is GAP:
+            if decoder is not None:
+                decoder.reset()
+            yield GAP
+            continue
+        if decoder is None:
+            head += chunk
+            if len(head) < 256:
+                continue
+            enc, skip = sniff_xml_encoding(head)
+            decoder = codecs.getincrementaldecoder(enc)(errors="replace")
+            chunk, head = head[skip:], b""
+        yield decoder.decode(chunk)
+    if decoder is None:
+        enc, skip = sniff_xml_encoding(head)
+        decoder = codecs.getincrementaldecoder(enc)(errors="replace")
+        yield decoder.decode(head[skip:])
+    yield decoder.decode(b"", final=True)
+
+
 def iter_pages(
-    chunks: Iterable[bytes], counter: StageCounter, state: DecodeState
+    chunks: Iterable[bytes | object],
+    counter: StageCounter,
+    state: DecodeState,
+    encoding: str | None = None,
 ) -> Iterator[Page]:
-    """Cut decompressed dump bytes into pages; malformed page XML is counted, not raised."""
-    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    """Cut decompressed dump bytes into pages; malformed page XML is counted, not raised.
+
+    A page whose end tag is damaged (another ``<page>`` comes first) and a page whose start
+    tag is damaged (a ``</page>`` outside any page) are counted ``malformed_page_xml`` and
+    reading goes on at the next ``<page>``. After a ``GAP`` (data lost to damage) the partial
+    page is dropped: text on both sides of a gap is never joined into one page.
+    """
     buf = ""
     saw_xml = False
-    for chunk in chunks:
-        buf += decoder.decode(chunk)
+    after_gap = False  # the tail of a page cut by a gap is not counted again
+
+    def discard(end: int) -> None:
+        """Text before ``end`` is dropped: a ``</page>`` in it ended a page that never began."""
+        n = buf.count("</page>", 0, end) if not after_gap and end > 0 else 0
+        if n:
+            counter.add_in("documents", n)
+            counter.add_dropped("documents", "malformed_page_xml", n)
+            log.warning("page end without a page start (damaged <page> tag): %d page(s)", n)
+
+    for text in _decode_text(chunks, encoding):
+        if text is GAP:
+            buf, after_gap = "", True
+            continue
+        buf += text
         if not saw_xml and any(t in buf for t in ("<page>", "<mediawiki", "</mediawiki>", "<siteinfo")):
             saw_xml = True
         while True:
             i = buf.find("<page>")
             if i < 0:
+                discard(len(buf) - 16)
                 buf = buf[-16:]  # keep a possible partial tag
                 break
-            j = buf.find("</page>", i)
+            discard(i)
+            after_gap = False
+            j = buf.find("</page>", i + 6)
             if j < 0:
                 buf = buf[i:]
                 break
+            k = buf.find("<page>", i + 6, j)
+            if k >= 0:  # this page's end tag is damaged: drop it, go on at the next page
+                counter.add_in("documents")
+                counter.add_dropped("documents", "malformed_page_xml")
+                log.warning("page without an end tag (damaged </page>): skipped")
+                buf = buf[k:]
+                continue
             xml = buf[i : j + 7]
             buf = buf[j + 7 :]
             page = _parse_page(xml, counter)
@@ -178,6 +311,9 @@ def iter_pages(
                 yield page
     if not saw_xml and state.error is None:
         state.error = "not_xml"
+    elif "<page>" in buf and "</mediawiki>" in buf[buf.rfind("<page>") :]:
+        counter.add_in("documents")  # the last page's end tag is damaged, the dump is whole
+        counter.add_dropped("documents", "malformed_page_xml")
     elif "<page>" in buf and state.error is None:
         state.error = "truncated_archive"
 
@@ -215,7 +351,16 @@ def iter_range_pages(raw: BinaryIO, rng: ByteRange, counter: StageCounter) -> It
     stream: Iterable[bytes] = _prepend(first, chunks)
     if rng.compression == "bz2":
         stream = _decompress_bz2(stream, state)
-    yield from iter_pages(stream, counter, state)
+    yield from iter_pages(stream, counter, state, rng.encoding)
+    rec = state.recovery
+    if rec.regions:
+        # Each run of damaged blocks lost at least one page; which ones is unknowable.
+        counter.add_in("documents", rec.regions)
+        counter.add_dropped("documents", "corrupt_block", rec.regions)
+        counter.add_event("file_ranges", "bytes_skipped", rec.bytes_skipped)
+        log.warning("%s [%s:%s]: %d damaged bz2 region(s), %d compressed bytes skipped, "
+                    "%d block(s) recovered", rng.path, rng.start, rng.end, rec.regions,
+                    rec.bytes_skipped, rec.blocks_ok)  # fmt: skip
     if state.error:
         log.warning("%s [%s:%s]: %s %s", rng.path, rng.start, rng.end, state.error, state.detail)
         counter.add_dropped("file_ranges", state.error)

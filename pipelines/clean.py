@@ -1,0 +1,45 @@
+"""The cleaning DoFn: documents -> kept sentence rows batched per (language, dedup shard)."""
+
+from __future__ import annotations
+
+import apache_beam as beam
+
+from filters.cleaner import CleanerConfig, Document, SentenceCleaner
+from filters.dedup import dedup_key
+from labse_common.formats import SENTENCE_ROW_NAMES as _ROW_NAMES
+from labse_common.stats import StageCounter
+from pipelines.dedup import shard_of
+from pipelines.tags import DROPPED, STATS
+
+
+class CleanDocuments(beam.DoFn):
+    """Document -> kept rows batched per (language, shard); stats and dropped rows as side outputs.
+
+    A kept row leaves as a tuple in a per-document batch keyed ``"<lang>\t<shard>"``, where the
+    shard comes from the row's dedup key: every copy of a sentence lands in the same group, and
+    Beam moves one element per document and group instead of one per sentence (per-element
+    overhead was a third of the Wikipedia job's CPU when rows travelled one by one).
+    """
+
+    def __init__(self, cfg: dict) -> None:
+        self.cfg = cfg
+        self.dedup = bool(cfg.get("dedup", True))
+        self.shards = max(1, int(cfg.get("shards_per_language", 1)))
+        self.cleaner: SentenceCleaner | None = None
+
+    def setup(self) -> None:
+        # Models load once per worker process, not per element.
+        self.cleaner = SentenceCleaner(CleanerConfig.from_dict(self.cfg))
+
+    def process(self, doc: Document):
+        counter = StageCounter()
+        res = self.cleaner.clean(doc, counter, keep_dropped=bool(self.cfg.get("write_dropped")))
+        groups: dict[str, list] = {}
+        for r in res.kept:
+            dkey = dedup_key(r["text"]) if self.dedup else None
+            group = f"{r['lang']}\t{shard_of(dkey, r['text'], self.shards)}"
+            groups.setdefault(group, []).append((dkey, tuple(r[n] for n in _ROW_NAMES)))
+        yield from groups.items()
+        for row in res.dropped:
+            yield beam.pvalue.TaggedOutput(DROPPED, row)
+        yield beam.pvalue.TaggedOutput(STATS, counter.drain())

@@ -1,0 +1,42 @@
+"""Input expansion for Beam jobs: globs on any Beam filesystem and CommonCrawl ``*.paths`` lists."""
+
+from __future__ import annotations
+
+import gzip
+from collections.abc import Iterable
+
+from apache_beam.io.filesystems import FileSystems
+
+from labse_common.textio import strip_bom
+from pipelines.options import UsageError
+
+
+def _read_paths_file(path: str) -> list[str]:
+    with FileSystems.open(path) as f:
+        data = f.read()
+    if path.endswith(".gz"):
+        data = gzip.decompress(data)
+    return [ln.strip() for ln in strip_bom(data.decode("utf-8")).splitlines() if ln.strip()]
+
+
+def expand_inputs(patterns: Iterable[str], paths_prefix: str = "") -> list[str]:
+    """Glob every pattern; a ``*.paths``/``*.paths.gz`` file lists inputs (CommonCrawl style).
+
+    A pattern that matches nothing is a usage error: a typo must not produce an empty corpus.
+    """
+    out: list[str] = []
+    for pat in patterns:
+        if pat.endswith((".paths", ".paths.gz")):
+            listed = [p if "://" in p or p.startswith("/") else paths_prefix + p
+                      for p in _read_paths_file(pat)]  # fmt: skip
+            out.extend(expand_inputs(listed) if listed else [])
+            continue
+        try:
+            res = FileSystems.match([pat])[0]
+        except Exception as e:  # BeamIOError for unknown schemes / permissions
+            raise UsageError(f"cannot list input {pat!r}: {e}") from e
+        found = sorted(m.path for m in res.metadata_list)
+        if not found:
+            raise UsageError(f"input not found: {pat!r} matches no file")
+        out.extend(found)
+    return sorted(set(out))
