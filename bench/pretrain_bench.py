@@ -137,6 +137,9 @@ def stacking(args) -> None:
         per = {r["step"]: r for r in _metrics(out)}
         prev = 0
         for r in m:
+            if r["step"] == 0:
+                clock.append((0, 0.0, r["eval_mlm_loss"]))
+                continue
             steps = r["step"] - prev
             t += steps * per[r["step"]]["step_time_s"]
             prev = r["step"]
