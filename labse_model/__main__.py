@@ -32,8 +32,8 @@ def _train_parser(sub: argparse._SubParsersAction) -> None:
         "--pairs",
         action="append",
         required=True,
-        metavar="FILE",
-        help="pair file: TSV (src<TAB>trg[<TAB>src_lang<TAB>trg_lang], .gz ok) or Parquet (src, trg); repeat for several",
+        metavar="FILE_OR_GLOB",
+        help="pair file: TSV (src<TAB>trg[<TAB>src_lang<TAB>trg_lang], .gz ok) or Parquet (src, trg), a glob, or a folder of <lang>/ shards (streamed, languages mixed by p^alpha); repeat for several",
     )
     p.add_argument(
         "--output",
