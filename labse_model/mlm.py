@@ -44,7 +44,11 @@ class MaskedLM(nn.Module):
             encoder.bert.pooler.requires_grad_(False)
 
     def tie(self) -> None:
-        self.head.predictions.decoder.weight = self.encoder.bert.embeddings.word_embeddings.weight
+        pred = self.head.predictions
+        pred.decoder.weight = self.encoder.bert.embeddings.word_embeddings.weight
+        # One output bias: transformers keeps `predictions.bias` and `decoder.bias` apart until
+        # its own tie_weights() runs; an untied, unused copy would also stall DDP.
+        pred.decoder.bias = pred.bias
 
     @property
     def bert(self):
@@ -85,7 +89,8 @@ def head_state(model: MaskedLM) -> dict[str, torch.Tensor]:
     return {
         k: v.detach().cpu().contiguous()
         for k, v in model.head.state_dict().items()
-        if k != "predictions.decoder.weight"  # the tied embedding matrix lives in the encoder
+        # The tied embedding matrix lives in the encoder; the decoder bias is `predictions.bias`.
+        if k not in ("predictions.decoder.weight", "predictions.decoder.bias")
     }
 
 
@@ -103,7 +108,7 @@ def load_head(model: MaskedLM, directory: str) -> bool:
     from safetensors.torch import load_file
 
     missing, unexpected = model.head.load_state_dict(load_file(path), strict=False)
-    if unexpected or [m for m in missing if m != "predictions.decoder.weight"]:
+    if unexpected or [m for m in missing if m not in ("predictions.decoder.weight", "predictions.decoder.bias")]:
         raise RuntimeError(f"{path} does not match the model: {missing} {unexpected}")
     model.tie()
     return True

@@ -206,3 +206,21 @@ def test_bad_shards_are_counted_and_languages_mixed(tmp_path):
     assert [next(it2) for _ in range(500)] == sample[1000:1500]
     with pytest.raises(FileNotFoundError):
         stream.expand_inputs([str(tmp_path / "nothing-*.parquet")])
+
+
+def test_two_rank_pretraining_stacks_under_ddp(inputs, tmp_path):
+    out = tmp_path / "ddp"
+    r = subprocess.run(
+        [sys.executable, "-m", "labse_model", "pretrain", "--sentences", inputs["sentences"],
+         "--pairs", inputs["pairs"], "--vocab", inputs["vocab"], "--output", str(out),
+         "--nproc-per-node", "2", "--stage-steps", "2,2", "mlm_batch_size=8", "tlm_batch_size=8",
+         "max_seq_length=32", "eval_every=2", "log_every=1", "threads=1", "progress=false",
+         "tensorboard=false", *TINY],
+        env=ENV, cwd=REPO, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr[-3000:]
+    recs = [json.loads(x) for x in open(out / "metrics.jsonl")]
+    assert [x["step"] for x in recs] == [0, 1, 2, 3, 4]
+    assert [x["stage"] for x in recs] == [0, 0, 0, 1, 1]
+    assert all(np.isfinite(x["loss"]) for x in recs[1:]) and "eval_mlm_loss" in recs[-1]
+    assert json.loads((out / "model" / "config.json").read_text())["num_hidden_layers"] == 2
