@@ -7,7 +7,8 @@ import logging
 import os
 import sys
 
-from labse_common.config import apply_overrides, load_section
+from labse_common.cli import add_config_options, add_log_level_option, one_line, run_main
+from labse_common.config import load, to_dict
 from labse_common.logs import setup_logging
 
 log = logging.getLogger("labse_model")
@@ -23,11 +24,8 @@ def _train_parser(sub: argparse._SubParsersAction) -> None:
             "checkpoint under OUTPUT/checkpoints."
         ),
     )
-    p.add_argument(
-        "--config",
-        default="demo",
-        help="preset name (demo, paper) or YAML path; reads its model: and train: sections (default: demo)",
-    )
+    add_config_options(p, "train", "lr=1e-4 (model keys as model.KEY=value)")
+    add_log_level_option(p, subcommand=True)
     p.add_argument(
         "--pairs",
         action="append",
@@ -114,8 +112,8 @@ def _pretrain_parser(sub: argparse._SubParsersAction) -> None:
             "encoder (OUTPUT/model) is what `train --init` starts from."
         ),
     )
-    p.add_argument("--config", default="demo",
-                   help="preset name (demo, paper) or YAML path; reads its model: and pretrain: sections (default: demo)")
+    add_config_options(p, "pretrain", "lr=1e-4 (model keys as model.KEY=value)")
+    add_log_level_option(p, subcommand=True)
     p.add_argument("--sentences", action="append", metavar="DIR_OR_GLOB",
                    help="monolingual sentences: the corpus output folder (<lang>/*.parquet, column text; languages mixed by p^alpha), Parquet/text files or a glob; repeatable")
     p.add_argument("--pairs", action="append", metavar="FILE_OR_GLOB",
@@ -185,13 +183,14 @@ def _encode_parser(sub: argparse._SubParsersAction) -> None:
         help="where to write stats (default: stats.json next to the output)",
     )
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    add_log_level_option(p, subcommand=True)
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="labse-model", description="LaBSE dual-encoder training and encoding."
     )
-    parser.add_argument("--log-level", default=None, help="DEBUG, INFO (default), WARNING ...")
+    add_log_level_option(parser)
     sub = parser.add_subparsers(dest="command", required=True)
     _pretrain_parser(sub)
     _train_parser(sub)
@@ -212,6 +211,8 @@ def _split_overrides(overrides: list[str]) -> tuple[list[str], list[str]]:
 def _worker_argv(args: argparse.Namespace) -> list[str]:
     """The train command line each torchrun worker runs (without the launcher options)."""
     argv = ["train", "--config", args.config, "--output", args.output]
+    for item in args.set:
+        argv += ["--set", item]
     for p in args.pairs:
         argv += ["--pairs", p if "://" in p else os.path.abspath(p)]
     for flag, value in (("--vocab", args.vocab), ("--init", args.init)):
@@ -226,10 +227,11 @@ def _worker_argv(args: argparse.Namespace) -> list[str]:
 def run_train(args: argparse.Namespace) -> int:
     from labse_model import launcher
 
-    model_ov, train_ov = _split_overrides(args.overrides)
-    # Validate config and paths before starting any worker.
-    model_cfg = apply_overrides(load_section(args.config, "model"), model_ov)
-    train_cfg = apply_overrides(load_section(args.config, "train"), train_ov)
+    model_ov, train_ov = _split_overrides([*args.overrides, *args.set])
+    # Validate config and paths before starting any worker: the typed sections reject unknown
+    # keys, wrong types, NaN and out-of-range values, naming the key (exit status 2).
+    model_cfg = to_dict(load("model", args.config, model_ov))
+    train_cfg = to_dict(load("train", args.config, train_ov))
     from labse_model.stream import expand_inputs
 
     expand_inputs(args.pairs, "pair file")  # files, globs or <lang>/ folders; missing: error
@@ -280,6 +282,8 @@ def run_train(args: argparse.Namespace) -> int:
 
 def _pretrain_worker_argv(args: argparse.Namespace) -> list[str]:
     argv = ["pretrain", "--config", args.config, "--output", args.output]
+    for item in args.set:
+        argv += ["--set", item]
     for flag, values in (("--sentences", args.sentences), ("--pairs", args.pairs)):
         for v in values or []:
             argv += [flag, v if "://" in v else os.path.abspath(v)]
@@ -295,20 +299,18 @@ def _pretrain_worker_argv(args: argparse.Namespace) -> list[str]:
 
 def run_pretrain(args: argparse.Namespace) -> int:
     from labse_common.config import from_dict
-    from labse_common.sections.model import ModelConfig
     from labse_common.sections.pretrain import PretrainConfig
     from labse_model import launcher, stream
     from labse_model.model import check_vocab_dir
 
     model_ov, pre_ov = [], []
-    for o in args.overrides:
+    for o in [*args.overrides, *args.set]:
         if o.startswith("model."):
             model_ov.append(o[len("model.") :])
         else:
             pre_ov.append(o[len("pretrain.") :] if o.startswith("pretrain.") else o)
-    model_cfg = apply_overrides(load_section(args.config, "model"), model_ov)
-    from_dict(ModelConfig, model_cfg, prefix="model")
-    pre_cfg = apply_overrides(load_section(args.config, "pretrain"), pre_ov)
+    model_cfg = to_dict(load("model", args.config, model_ov))
+    pre_cfg = to_dict(load("pretrain", args.config, pre_ov))
     stage_steps = None
     if args.stage_steps:
         try:
@@ -387,13 +389,10 @@ def main(argv: list[str] | None = None) -> int:
 
     hf_logging.disable_progress_bar()  # per-file load/save bars drown the training bar
     try:
-        if args.command == "train":
-            return run_train(args)
-        if args.command == "pretrain":
-            return run_pretrain(args)
-        return run_encode(args)
-    except (FileNotFoundError, ValueError, RuntimeError) as e:
-        log.error("%s", e)
+        runners = {"train": run_train, "pretrain": run_pretrain, "encode": run_encode}
+        return run_main(lambda: runners[args.command](args), log)
+    except (ValueError, RuntimeError) as e:
+        log.error("%s", one_line(e))
         return 2
 
 

@@ -3,64 +3,31 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import sys
 from pathlib import Path
-from typing import Any
 
-from labse_common.config import apply_overrides, load_section
+from labse_common.cli import (
+    UsageError,
+    add_config_options,
+    add_log_level_option,
+    add_output_option,
+    load_config,
+    one_line,
+    run_main,
+)
 from labse_common.logs import setup_logging
-from mining.knn import KnnConfig
+from labse_common.sections.eval import EvalConfig
+from labse_common.sections.mining import MiningConfig
 from mining.mine import MineConfig
 from mining.retrieval import MODES
 
 log = logging.getLogger("mining")
 
-DEFAULTS: dict[str, Any] = {
-    "k": 4,
-    "margin": "ratio",
-    "mode": "max",
-    "threshold": None,
-    "unify": False,
-    "index": "flat",
-    "mem_gb": 2.0,
-    "nprobe": 16,
-    "train_size": 200_000,
-    "rerank": 4,
-    "batch_size": 64,
-    "workers": 1,
-    "shard_rows": None,
-}
-EVAL_DEFAULTS: dict[str, Any] = {
-    "scoring": "cosine",
-    "k": 4,
-    "prefix": "tatoeba",
-    "langs": None,
-    "tune_split": "training",
-    "eval_split": "sample",
-    "bucc_pairs": ["de-en", "fr-en", "ru-en", "zh-en"],
-}
-
-
-def _add_config(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--config",
-        default="demo",
-        help="preset name (demo, paper) or YAML file; this command reads its 'mining' / 'eval' "
-        "section (default: demo)",
-    )
-    p.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a config value, e.g. --set k=8 (repeatable)",
-    )
-
-
-def add_config_options(p: argparse.ArgumentParser) -> None:
-    """--config and --set, shared with the Beam mining job (pipelines/mine.py)."""
-    _add_config(p)
+def _add_config(p: argparse.ArgumentParser, section: str = "mining") -> None:
+    add_config_options(p, section, "k=8")
+    add_log_level_option(p, subcommand=True)
 
 
 def add_scoring_options(p: argparse.ArgumentParser):
@@ -118,35 +85,12 @@ def _add_mining_options(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _mining_cfg(args: argparse.Namespace) -> tuple[MineConfig, dict[str, Any]]:
-    section = apply_overrides(load_section(args.config, "mining"), args.set)
-    unknown = set(section) - set(DEFAULTS) - {"pairs"}
-    if unknown:
-        raise ValueError(f"unknown mining config keys: {sorted(unknown)}")
-    c = {**DEFAULTS, **{k: v for k, v in section.items() if k in DEFAULTS}}
-    for key in DEFAULTS:
-        val = getattr(args, key, None)
-        if val is not None:
-            c[key] = val
-    knn_cfg = KnnConfig(
-        index=str(c["index"]),
-        mem_gb=float(c["mem_gb"]),
-        nprobe=int(c["nprobe"]),
-        train_size=int(c["train_size"]),
-        rerank=int(c["rerank"]),
-        use_gpu=getattr(args, "gpu", None),
-        show_progress=True,
-    )
-    cfg = MineConfig(
-        k=int(c["k"]),
-        margin=str(c["margin"]),
-        mode=str(c["mode"]),
-        threshold=None if c["threshold"] is None else float(c["threshold"]),
-        unify=bool(c["unify"]),
-        knn=knn_cfg,
-    )
-    cfg.validate()
-    return cfg, c
+def mining_config(args: argparse.Namespace) -> tuple[MineConfig, MiningConfig]:
+    """The typed ``mining`` section (preset, --set, then flags) and the library's MineConfig."""
+    flags = {f.name: getattr(args, f.name, None) for f in dataclasses.fields(MiningConfig)}
+    section = load_config("mining", args, flags)
+    cfg = MineConfig.from_section(section, use_gpu=getattr(args, "gpu", None), show_progress=True)
+    return cfg, section
 
 
 def _print_stats(report: dict) -> None:
@@ -160,7 +104,7 @@ def _print_stats(report: dict) -> None:
 def cmd_mine(args: argparse.Namespace) -> int:
     from mining.mine import run_mine
 
-    cfg, c = _mining_cfg(args)
+    cfg, c = mining_config(args)
     if bool(args.model) == bool(args.src_emb or args.trg_emb):
         raise ValueError("give either --model DIR or both --src-emb and --trg-emb")
     if not args.model and not (args.src_emb and args.trg_emb):
@@ -168,16 +112,16 @@ def cmd_mine(args: argparse.Namespace) -> int:
     report = run_mine(
         args.src_text,
         args.trg_text,
-        args.out,
+        args.output,
         cfg,
         src_emb=args.src_emb,
         trg_emb=args.trg_emb,
         model=args.model,
         src_lang=args.src_lang,
         trg_lang=args.trg_lang,
-        batch_size=int(c["batch_size"]),
-        workers=int(c["workers"]),
-        shard_rows=c["shard_rows"],
+        batch_size=c.batch_size,
+        workers=c.workers,
+        shard_rows=c.shard_rows,
     )
     _print_stats(report)
     return 0
@@ -186,20 +130,22 @@ def cmd_mine(args: argparse.Namespace) -> int:
 def cmd_mine_many(args: argparse.Namespace) -> int:
     from mining.many import run_many
 
-    cfg, c = _mining_cfg(args)
-    pairs = args.pairs or load_section(args.config, "mining").get("pairs") or []
-    if not pairs:
-        raise ValueError("no language pairs: give --pairs de-en fr-en ... or mining.pairs")
+    cfg, c = mining_config(args)
+    if not c.pairs:
+        raise UsageError("no language pairs: give --pairs de-en fr-en ... or mining.pairs")
+    bad = [p for p in c.pairs if len(p.split("-")) != 2 or not all(p.split("-"))]
+    if bad:
+        raise UsageError(f"mining.pairs: {', '.join(map(repr, bad))} is not SRC-TRG, e.g. de-en")
     if not args.model and not args.emb:
-        raise ValueError("give --model DIR or --emb PATTERN")
+        raise UsageError("give --model DIR or --emb PATTERN")
     reports = run_many(
-        [tuple(p.split("-", 1)) if isinstance(p, str) else tuple(p) for p in pairs],
+        [tuple(p.split("-", 1)) for p in c.pairs],
         args.corpus,
-        args.out,
+        args.output,
         cfg,
         emb_pattern=args.emb,
         model=args.model,
-        batch_size=int(c["batch_size"]),
+        batch_size=c.batch_size,
     )
     for pair, rep in reports.items():
         print(f"== {pair}")
@@ -215,22 +161,17 @@ def cmd_embed(args: argparse.Namespace) -> int:
     corpus = read_corpus(args.text, args.lang)
     vecs = encode_corpus(args.model, corpus.texts, args.batch_size)
     w = StoreWriter(
-        args.out, dim=vecs.shape[1], dtype=args.dtype, rows_per_shard=args.rows_per_shard
+        args.output, dim=vecs.shape[1], dtype=args.dtype, rows_per_shard=args.rows_per_shard
     )
     w.add(vecs, corpus.meta["id"], text=corpus.texts)
     store = w.close()
-    print(f"wrote {len(store)} vectors (dim {store.dim}, {len(store.shards)} shards) to {args.out}")
+    print(f"wrote {len(store)} vectors (dim {store.dim}, {len(store.shards)} shards) to {args.output}")
     return 0
 
 
-def _eval_cfg(args: argparse.Namespace) -> dict[str, Any]:
-    section = apply_overrides(load_section(args.config, "eval"), args.set)
-    c = {**EVAL_DEFAULTS, **section}
-    for key in EVAL_DEFAULTS:
-        val = getattr(args, key, None)
-        if val is not None:
-            c[key] = val
-    return c
+def _eval_cfg(args: argparse.Namespace) -> EvalConfig:
+    flags = {f.name: getattr(args, f.name, None) for f in dataclasses.fields(EvalConfig)}
+    return load_config("eval", args, flags)
 
 
 def _embedder(args: argparse.Namespace):
@@ -259,23 +200,19 @@ def cmd_eval(args: argparse.Namespace) -> int:
         log.info("no --model/--emb-dir: reading <text file>.npy beside each text file")
     embed = _embedder(args)
     if args.task == "tatoeba":
-        rep = evaluate.evaluate_tatoeba(
-            args.data, embed, c["langs"], c["prefix"], c["scoring"], int(c["k"])
-        )
-        return _finish(rep, evaluate.tatoeba_markdown(rep), args.out, f"tatoeba_{c['prefix']}")
+        rep = evaluate.evaluate_tatoeba(args.data, embed, c.langs, c.prefix, c.scoring, c.k)
+        return _finish(rep, evaluate.tatoeba_markdown(rep), args.output, f"tatoeba_{c.prefix}")
     if args.task == "bucc":
-        cfg = MineConfig(k=int(c["k"]), margin="ratio", mode="max", unify=True)
-        rep = bucc.evaluate_bucc(
-            args.data, c["bucc_pairs"], embed, c["tune_split"], c["eval_split"], cfg
-        )
-        return _finish(rep, bucc.bucc_markdown(rep), args.out, "bucc")
-    rep = evaluate.evaluate_pool(args.src_text, args.trg_text, embed, c["scoring"], int(c["k"]))
+        cfg = MineConfig(k=c.k, margin="ratio", mode="max", unify=True)
+        rep = bucc.evaluate_bucc(args.data, c.bucc_pairs, embed, c.tune_split, c.eval_split, cfg)
+        return _finish(rep, bucc.bucc_markdown(rep), args.output, "bucc")
+    rep = evaluate.evaluate_pool(args.src_text, args.trg_text, embed, c.scoring, c.k)
     md = (
         f"| pool | scoring | P@1 src→trg | P@1 trg→src |\n| ---: | --- | ---: | ---: |\n"
         f"| {rep['pool']} | {rep['scoring']} | {rep['p_at_1_src_to_trg']:.2f} | "
         f"{rep['p_at_1_trg_to_src']:.2f} |"
     )
-    return _finish(rep, md, args.out, "un_pool")
+    return _finish(rep, md, args.output, "un_pool")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -284,7 +221,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Bitext mining with FAISS kNN and margin scoring (LASER-compatible), "
         "embedding stores, and retrieval evaluation (Tatoeba, BUCC, UN-style pools).",
     )
-    ap.add_argument("--log-level", default=None, help="DEBUG, INFO (default), WARNING")
+    add_log_level_option(ap)
     sub = ap.add_subparsers(dest="command", required=True)
 
     m = sub.add_parser(
@@ -306,7 +243,7 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--trg-emb", help="target embeddings: .npy or store directory")
     m.add_argument("--src-lang", default="", help="source language code written in the output")
     m.add_argument("--trg-lang", default="", help="target language code written in the output")
-    m.add_argument("--out", required=True, help="output directory")
+    add_output_option(m, "output directory")
     _add_mining_options(m)
     _add_config(m)
     m.set_defaults(func=cmd_mine)
@@ -324,7 +261,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     mm.add_argument("--emb", help="embeddings path pattern with {lang} (.npy or store)")
     mm.add_argument("--model", help="LaBSE checkpoint directory (instead of --emb)")
-    mm.add_argument("--out", required=True, help="output directory")
+    add_output_option(mm, "output directory: OUT/<src>-<trg>/ per pair, OUT/embeddings/<lang>/")
     _add_mining_options(mm)
     _add_config(mm)
     mm.set_defaults(func=cmd_mine_many)
@@ -337,7 +274,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     e.add_argument("--text", required=True, help="sentences: text file or Parquet with 'text'")
     e.add_argument("--model", required=True, help="LaBSE checkpoint directory")
-    e.add_argument("--out", required=True, help="store directory to write")
+    add_output_option(e, "store directory to write")
+    add_log_level_option(e, subcommand=True)
     e.add_argument("--lang", default="", help="language code (metadata)")
     e.add_argument(
         "--dtype", choices=["float16", "float32"], default="float16", help="stored precision"
@@ -376,8 +314,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--src-text", help="un: source file (line i translates target line i)")
     ev.add_argument("--trg-text", help="un: target file (the pool)")
     ev.add_argument("--batch-size", type=int, default=64, help="encoding batch size")
-    ev.add_argument("--out", help="directory for the report (.md and .json)")
-    _add_config(ev)
+    add_output_option(ev, "directory for the report (.md and .json)", required=False)
+    _add_config(ev, "eval")
     ev.set_defaults(func=cmd_eval)
     return ap
 
@@ -389,12 +327,12 @@ def main(argv: list[str] | None = None) -> int:
         need = ["data"] if args.task in ("tatoeba", "bucc") else ["src_text", "trg_text"]
         missing = [f"--{n.replace('_', '-')}" for n in need if not getattr(args, n)]
         if missing:
-            print(f"error: eval {args.task} needs {' '.join(missing)}", file=sys.stderr)
+            log.error("eval %s needs %s", args.task, " ".join(missing))
             return 2
     try:
-        return args.func(args)
-    except (FileNotFoundError, ValueError) as exc:
-        log.error("%s", exc)
+        return run_main(lambda: args.func(args), log)
+    except ValueError as exc:  # the library's checks on inputs (dimensions, row counts, ...)
+        log.error("%s", one_line(exc))
         return 2
 
 

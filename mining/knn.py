@@ -16,6 +16,8 @@ import faiss
 import numpy as np
 from tqdm import tqdm
 
+from labse_common.sections.mining import MiningConfig as _Section
+
 log = logging.getLogger(__name__)
 
 GIB = 1 << 30
@@ -23,11 +25,14 @@ GIB = 1 << 30
 
 @dataclass
 class KnnConfig:
-    index: str = "flat"  # flat | ivf | ivfsq | ivfpq | opq | a FAISS factory string
-    mem_gb: float = 2.0  # working-set budget of the exact search (blocks of queries and base)
-    nprobe: int = 16  # IVF lists visited per query
-    train_size: int = 200_000  # rows sampled to train an approximate index
-    rerank: int = 4  # approximate search fetches k * rerank candidates, re-scored exactly
+    """The search part of the ``mining`` section (labse_common/sections/mining.py, which holds
+    the defaults and their documentation) plus run-time choices."""
+
+    index: str = _Section.index  # flat | ivf | ivfsq | ivfpq | opq | a FAISS factory string
+    mem_gb: float = _Section.mem_gb  # working-set budget of the exact search
+    nprobe: int = _Section.nprobe  # IVF lists visited per query
+    train_size: int = _Section.train_size  # rows sampled to train an approximate index
+    rerank: int = _Section.rerank  # approximate search fetches k * rerank candidates
     use_gpu: bool | None = None  # None = GPU when faiss sees one
     seed: int = 0
     show_progress: bool = False

@@ -31,24 +31,53 @@ def _renamed(counts: dict[str, int], unit: str) -> dict[str, int]:
     return {unit + k[len("sentences") :]: v for k, v in counts.items()}
 
 
+def read_inputs(
+    langs: Sequence[str], corpus_pattern: str, emb_pattern: str | None, model: str | None
+) -> dict[str, tuple[Corpus, list[np.ndarray] | None]]:
+    """Every language's corpus (and mapped embeddings), read before any language is embedded.
+
+    A missing or unusable input of the last language fails in seconds, not after the first
+    languages were encoded; every language's problem is named in one error.
+    """
+    if model and not Path(model).is_dir():
+        raise FileNotFoundError(f"model directory not found: {model}")
+    if not model and not emb_pattern:
+        raise ValueError("give a model or an embeddings pattern")
+    out: dict[str, tuple[Corpus, list[np.ndarray] | None]] = {}
+    problems: list[str] = []
+    for lang in langs:
+        try:
+            corpus = read_corpus(corpus_pattern.format(lang=lang), lang)
+            blocks = None if model else load_vectors(emb_pattern.format(lang=lang))
+            if blocks is not None and sum(len(b) for b in blocks) != len(corpus.texts):
+                raise ValueError(
+                    f"{len(corpus.texts)} sentences but {sum(len(b) for b in blocks)} "
+                    "embedding rows (row i = line i)"
+                )
+            out[lang] = (corpus, blocks)
+        except (FileNotFoundError, ValueError) as e:
+            problems.append(f"{lang}: {e}")
+    if problems:
+        raise ValueError(
+            f"{len(problems)} of {len(langs)} language(s) have unusable input, nothing was "
+            f"embedded: {'; '.join(problems)}"
+        )
+    return out
+
+
 def prepare_language(
     lang: str,
-    corpus_pattern: str,
+    corpus: Corpus,
+    blocks: list[np.ndarray] | None,
     cfg: MineConfig,
-    emb_pattern: str | None,
     model: str | None,
     out: Path,
     batch_size: int,
 ) -> Language:
-    corpus = read_corpus(corpus_pattern.format(lang=lang), lang)
-    if model:
+    if blocks is None:
         vecs = encode_corpus(model, corpus.texts, batch_size)
         save_store(out / "embeddings" / lang, vecs, corpus)
         blocks = [vecs]
-    elif emb_pattern:
-        blocks = load_vectors(emb_pattern.format(lang=lang))
-    else:
-        raise ValueError("give a model or an embeddings pattern")
     counter = StageCounter()
     side = prepare_side(corpus.texts, blocks, cfg.unify, counter, "sentences")
     index = build_index(side.x, cfg.knn) if cfg.knn.index != "flat" and len(side.x) else None
@@ -69,14 +98,13 @@ def run_many(
     if "{lang}" not in corpus_pattern or (emb_pattern and "{lang}" not in emb_pattern):
         raise ValueError("corpus and embedding patterns must contain {lang}")
     out = Path(out_dir)
+    order = list(dict.fromkeys(lang for pair in pairs for lang in pair))
+    inputs = read_inputs(order, corpus_pattern, emb_pattern, model)
     langs: dict[str, Language] = {}
-    for src, trg in pairs:
-        for lang in (src, trg):
-            if lang not in langs:
-                log.info("preparing language %s", lang)
-                langs[lang] = prepare_language(
-                    lang, corpus_pattern, cfg, emb_pattern, model, out, batch_size
-                )
+    for lang in order:
+        log.info("preparing language %s", lang)
+        corpus, blocks = inputs.pop(lang)  # dropped as it goes: each language held once
+        langs[lang] = prepare_language(lang, corpus, blocks, cfg, model, out, batch_size)
     dims = {lang: L.side.x.shape[1] for lang, L in langs.items() if len(L.side.x)}
     if len(set(dims.values())) > 1:
         raise ValueError(f"embedding dimensions differ between languages: {dims}")

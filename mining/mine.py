@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from labse_common.sections.mining import MiningConfig
 from labse_common.stats import StageCounter, check_balanced, write_report
 from mining.corpus import Corpus, Side, expand_pairs, prepare_side, read_corpus
 from mining.embeddings import StoreWriter, blocks_dim, load_vectors
@@ -27,12 +28,25 @@ STAGE = "mining"
 
 @dataclass
 class MineConfig:
-    k: int = 4
-    margin: str = "ratio"
-    mode: str = "max"
-    threshold: float | None = None
-    unify: bool = False
+    """What the mining library needs; defaults and documentation are the ``mining`` section's
+    (labse_common/sections/mining.py), which CLIs load and check with labse_common.config."""
+
+    k: int = MiningConfig.k
+    margin: str = MiningConfig.margin
+    mode: str = MiningConfig.mode
+    threshold: float | None = MiningConfig.threshold
+    unify: bool = MiningConfig.unify
     knn: KnnConfig = field(default_factory=KnnConfig)
+
+    @classmethod
+    def from_section(
+        cls, s: MiningConfig, use_gpu: bool | None = None, show_progress: bool = False
+    ) -> MineConfig:
+        """From the typed ``mining`` section (already validated by the loader)."""
+        knn = KnnConfig(index=s.index, mem_gb=s.mem_gb, nprobe=s.nprobe, train_size=s.train_size,
+                        rerank=s.rerank, use_gpu=use_gpu, show_progress=show_progress)  # fmt: skip
+        return cls(k=s.k, margin=s.margin, mode=s.mode, threshold=s.threshold, unify=s.unify,
+                   knn=knn)  # fmt: skip
 
     def validate(self) -> None:
         if self.k < 1:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import apache_beam as beam
 
-from filters.cleaner import CleanerConfig, Document, SentenceCleaner
+from filters.cleaner import Document, SentenceCleaner
 from filters.dedup import dedup_key
 from labse_common.formats import SENTENCE_ROW_NAMES as _ROW_NAMES
+from labse_common.sections.corpus import CorpusConfig
 from labse_common.stats import StageCounter
 from pipelines.dedup import shard_of
 from pipelines.tags import DROPPED, STATS
@@ -21,23 +22,22 @@ class CleanDocuments(beam.DoFn):
     overhead was a third of the Wikipedia job's CPU when rows travelled one by one).
     """
 
-    def __init__(self, cfg: dict) -> None:
+    def __init__(self, cfg: CorpusConfig) -> None:
+        # The typed, validated section travels to the workers as is (a picklable dataclass).
         self.cfg = cfg
-        self.dedup = bool(cfg.get("dedup", True))
-        self.shards = max(1, int(cfg.get("shards_per_language", 1)))
         self.cleaner: SentenceCleaner | None = None
 
     def setup(self) -> None:
         # Models load once per worker process, not per element.
-        self.cleaner = SentenceCleaner(CleanerConfig.from_dict(self.cfg))
+        self.cleaner = SentenceCleaner(self.cfg)
 
     def process(self, doc: Document):
         counter = StageCounter()
-        res = self.cleaner.clean(doc, counter, keep_dropped=bool(self.cfg.get("write_dropped")))
+        res = self.cleaner.clean(doc, counter, keep_dropped=self.cfg.write_dropped)
         groups: dict[str, list] = {}
         for r in res.kept:
-            dkey = dedup_key(r["text"]) if self.dedup else None
-            group = f"{r['lang']}\t{shard_of(dkey, r['text'], self.shards)}"
+            dkey = dedup_key(r["text"]) if self.cfg.dedup else None
+            group = f"{r['lang']}\t{shard_of(dkey, r['text'], self.cfg.shards_per_language)}"
             groups.setdefault(group, []).append((dkey, tuple(r[n] for n in _ROW_NAMES)))
         yield from groups.items()
         for row in res.dropped:

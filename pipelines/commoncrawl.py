@@ -17,6 +17,8 @@ import apache_beam as beam
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
+from labse_common.config import to_dict
+from labse_common.sections.corpus import CorpusConfig
 from labse_common.stats import StageCounter
 from pipelines.corpus_cli import base_parser, main_wrapper, run_cli
 from pipelines.readers.warc import iter_warc_documents
@@ -42,7 +44,9 @@ class ReadWarcFile(beam.DoFn):
         yield beam.pvalue.TaggedOutput(STATS, counter.drain())
 
 
-def build(p: beam.Pipeline, inputs: list[str], args: argparse.Namespace, cfg: dict) -> None:
+def build(
+    p: beam.Pipeline, inputs: list[str], args: argparse.Namespace, cfg: CorpusConfig
+) -> None:
     read = (
         p
         | "Paths" >> beam.Create(inputs)
@@ -50,7 +54,7 @@ def build(p: beam.Pipeline, inputs: list[str], args: argparse.Namespace, cfg: di
         | "Read" >> beam.ParDo(ReadWarcFile()).with_outputs(STATS, main="docs")
     )
     finish_sentences(read.docs, args.output, cfg, [read[STATS]], "commoncrawl",
-                     {"inputs": len(inputs), "config": cfg})  # fmt: skip
+                     {"inputs": len(inputs), "config": to_dict(cfg)})  # fmt: skip
 
 
 def parser() -> argparse.ArgumentParser:

@@ -11,8 +11,17 @@ import apache_beam as beam
 
 from filters.langid import default_lid_model_path, load_fasttext_model
 from filters.quality import QualityScorer
-from labse_common.config import resolve_section
+from labse_common.cli import (
+    USAGE_ERRORS,
+    add_config_options,
+    add_log_level_option,
+    add_output_option,
+    add_overwrite_option,
+    load_config,
+    usage_error,
+)
 from labse_common.logs import setup_logging
+from labse_common.sections.corpus import CorpusConfig
 from pipelines.inputs import expand_inputs
 from pipelines.options import UsageError, pipeline_options
 from pipelines.outputs import prepare_output
@@ -36,12 +45,8 @@ def base_parser(prog: str, description: str) -> argparse.ArgumentParser:
     )
     p.add_argument("--input", action="append", required=True, metavar="PATTERN",
                    help="input glob or Beam filesystem path (gs://, s3://, hdfs://); repeatable")
-    p.add_argument("--output", required=True, metavar="DIR",
-                   help="output folder: DIR/<lang>/*.parquet and DIR/stats.json")
-    p.add_argument("--config", default="demo", metavar="PRESET|FILE",
-                   help="preset (demo, paper) or YAML file; its `corpus` section gives defaults")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="override any `corpus` config key, e.g. --set lid_threshold=0.3")
+    add_output_option(p, "output folder: DIR/<lang>/*.parquet and DIR/stats.json")
+    add_config_options(p, "corpus", "lid_threshold=0.3")
     p.add_argument("--lid-model", metavar="PATH",
                    help="fastText LID model (default: lid.176.ftz shipped in filters/models/)")
     p.add_argument("--lid-threshold", type=float, metavar="P",
@@ -62,14 +67,15 @@ def base_parser(prog: str, description: str) -> argparse.ArgumentParser:
     p.add_argument("--shards-per-language", type=int,
                    help="dedup/write groups per language; one group's distinct rows are held "
                    "by one worker, so use about rows-per-language / 1M at scale")
-    p.add_argument("--overwrite", action="store_true",
-                   help="replace existing output in DIR instead of refusing to run")
-    p.add_argument("--log-level", default=None, help="DEBUG, INFO (default), WARNING")
+    add_overwrite_option(p, "output in DIR")
+    add_log_level_option(p)
     return p
 
 
-def resolve_config(args: argparse.Namespace) -> dict:
-    """Preset section, then --set overrides, then explicit flags (flags win)."""
+def resolve_config(args: argparse.Namespace, extra_flags: dict | None = None) -> CorpusConfig:
+    """The typed ``corpus`` section: preset, then --set overrides, then explicit flags (flags
+    win). A bad value (``lid_threshold=abc``, ``min_chars=-5``, unknown keys, NaN) is a
+    ConfigError naming the key, raised here, before any worker starts."""
     flags = {
         "lid_model": args.lid_model,
         "lid_threshold": args.lid_threshold,
@@ -80,41 +86,43 @@ def resolve_config(args: argparse.Namespace) -> dict:
         "max_chars": args.max_chars,
         "rows_per_file": args.rows_per_file,
         "shards_per_language": args.shards_per_language,
+        "dedup": False if args.no_dedup else None,
+        "write_dropped": True if args.write_dropped else None,
+        **(extra_flags or {}),
     }
-    try:
-        cfg = resolve_section(args.config, "corpus", args.set, flags)
-    except (FileNotFoundError, ValueError) as e:
-        raise UsageError(str(e)) from e
-    if args.no_dedup:
-        cfg["dedup"] = False
-    if args.write_dropped:
-        cfg["write_dropped"] = True
-    return cfg
+    return load_config("corpus", args, flags)
 
 
-def validate_models(cfg: dict) -> None:
+def validate_models(cfg: CorpusConfig) -> None:
     """Load the models once on the driver: a wrong path fails here, not on 1000 workers."""
     try:
-        load_fasttext_model(cfg.get("lid_model") or default_lid_model_path())
-        if cfg.get("quality_model"):
-            QualityScorer(cfg["quality_model"])
+        load_fasttext_model(cfg.lid_model or default_lid_model_path())
+        if cfg.quality_model:
+            QualityScorer(cfg.quality_model)
     except (FileNotFoundError, ValueError) as e:
         raise UsageError(str(e)) from e
 
 
-def run_cli(build, argv: Sequence[str] | None, parser: argparse.ArgumentParser, stage: str) -> int:
-    """Parse, validate, build and run a corpus job; map usage errors to exit status 2."""
+def run_cli(
+    build,
+    argv: Sequence[str] | None,
+    parser: argparse.ArgumentParser,
+    stage: str,
+    extra_flags=None,
+) -> int:
+    """Parse, validate, build and run a corpus job; usage and config errors are exit status 2.
+
+    ``extra_flags(args)`` gives the job's own flags for config keys (e.g. --page-timeout)."""
     args, beam_args = parser.parse_known_args(argv)
     setup_logging(args.log_level)
     try:
-        cfg = resolve_config(args)
+        cfg = resolve_config(args, extra_flags(args) if extra_flags else None)
         validate_models(cfg)
         inputs = expand_inputs(args.input, getattr(args, "paths_prefix", "") or "")
         prepare_output(args.output, args.overwrite)
         opts = pipeline_options(beam_args)
-    except UsageError as e:
-        log.error("%s", e)
-        return 2
+    except USAGE_ERRORS as e:
+        return usage_error(e, log)
     log.info("%s: %d input file(s) -> %s", stage, len(inputs), args.output)
     with beam.Pipeline(options=opts) as p:
         build(p, inputs, args, cfg)

@@ -21,6 +21,7 @@ import os
 import sys
 from pathlib import Path
 
+from labse_common.cli import add_log_level_option
 from labse_common.logs import setup_logging
 from labse_common.textio import read_lines
 
@@ -110,8 +111,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cc", help="CommonCrawl WET/WARC glob (default: shared sample or bundled)")
     ap.add_argument("--corpus-only", action="store_true", help="stop after the corpus stages")
     ap.add_argument("--train-steps", type=int, default=300, help="dual-encoder training steps")
+    add_log_level_option(ap)
     args = ap.parse_args(argv)
-    setup_logging()
+    setup_logging(args.log_level)
     from pipelines import commoncrawl, quality, wikipedia
 
     wiki_in, cc_in = default_inputs()
@@ -138,18 +140,18 @@ def main(argv: list[str] | None = None) -> int:
             ("vocab", lambda: (build_vocab_input(tatoeba, [out / "wikipedia", out / "commoncrawl_q"],
                                                  out / "sentences"),
                                _run("pipelines.vocab", "--input", str(out / "sentences"),
-                                    "--output", str(out / "vocab"), "--preset", "demo"))[1]),
+                                    "--output", str(out / "vocab"), "--config", "demo"))[1]),
             ("pairs", lambda: 0 if write_pairs(tatoeba, out / "pairs.tsv") else 1),
             ("train", lambda: _run("labse_model", "train", "--config", "demo",
                                    "--pairs", str(out / "pairs.tsv"), "--vocab", str(out / "vocab"),
                                    "--output", str(model), "--max-steps", str(args.train_steps))),
             ("eval", lambda: _run("mining", "eval", "tatoeba", "--model", str(model / "model"),
                                   "--data", str(tatoeba), "--prefix", "dev",
-                                  "--out", str(out / "eval"))),
+                                  "--output", str(out / "eval"))),
             ("mine", lambda: _run("mining", "mine", "--model", str(model / "model"),
                                   "--src-text", str(tatoeba / "dev.deu-eng.deu"),
                                   "--trg-text", str(tatoeba / "dev.deu-eng.eng"),
-                                  "--out", str(out / "mined"))),
+                                  "--output", str(out / "mined"))),
         ]  # fmt: skip
     elif not args.corpus_only:
         log.warning("%s not found: skipping the vocabulary, training and mining steps", tatoeba)

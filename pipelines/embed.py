@@ -35,9 +35,11 @@ from apache_beam.ml.inference.base import (
     RunInference,
 )
 
+from labse_common.cli import UsageError, add_log_level_option, add_output_option, usage_error
 from labse_common.logs import setup_logging
 from labse_common.stats import StageCounter, check_balanced, merge_counts, to_report, write_report
 from labse_common.textio import strip_bom
+from pipelines.inputs import require_columns
 from pipelines.options import pipeline_options
 
 log = logging.getLogger(__name__)
@@ -231,7 +233,7 @@ def build_parser() -> argparse.ArgumentParser:
         "or text files with one sentence per line",
     )
     ap.add_argument("--model", required=True, help="LaBSE checkpoint directory (HF format)")
-    ap.add_argument("--output", required=True, help="store directory to write")
+    add_output_option(ap, "store directory to write")
     ap.add_argument("--num-shards", type=int, default=1, help="store shards (default 1)")
     ap.add_argument(
         "--dtype", choices=["float16", "float32"], default="float16", help="stored precision"
@@ -240,7 +242,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument(
         "--device", default=None, help="torch device on workers (default: cuda if present)"
     )
-    ap.add_argument("--log-level", default=None, help="logging level")
+    add_log_level_option(ap)
     return ap
 
 
@@ -257,6 +259,10 @@ def run(argv: Sequence[str] | None = None) -> int:
     if not matched:
         log.error("no input matches %s", args.input)
         return 2
+    try:
+        require_columns(matched, ["text"])  # Parquet without `text`: not a store of dimension 0
+    except UsageError as e:
+        return usage_error(e, log)
     if "://" not in args.output:
         os.makedirs(args.output, exist_ok=True)
     options = pipeline_options(beam_args)

@@ -1,6 +1,6 @@
 """Beam job: sharded exact kNN mining between two embedding stores.
 
-    python -m pipelines.mine --src-emb emb/de --trg-emb emb/en --out mined/de-en \
+    python -m pipelines.mine --src-emb emb/de --trg-emb emb/en --output mined/de-en \
         [--k 4] [--margin ratio] [--mode max] [--threshold T] [--shard-rows R] [--mem-gb G] \
         [beam options, e.g. --runner FlinkRunner ...]
 
@@ -30,8 +30,14 @@ from typing import Any
 import apache_beam as beam
 import numpy as np
 
+from labse_common.cli import (
+    add_config_options,
+    add_log_level_option,
+    add_output_option,
+    usage_error,
+)
 from labse_common.logs import setup_logging
-from mining.__main__ import _mining_cfg, _print_stats, add_config_options, add_scoring_options
+from mining.__main__ import _print_stats, add_scoring_options, mining_config
 from mining.knn import KnnConfig, Neighbours
 from mining.mine import MineConfig, finish_sharded, prepare_inputs
 from mining.shards import (
@@ -197,7 +203,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ap.add_argument("--src-emb", required=True, help="source embeddings: store directory or .npy")
     ap.add_argument("--trg-emb", required=True, help="target embeddings: store directory or .npy")
-    ap.add_argument("--out", required=True, help="output directory")
+    add_output_option(ap, "output directory")
     ap.add_argument(
         "--src-text",
         help="source sentences (text or Parquet; default: the texts inside the --src-emb store)",
@@ -206,8 +212,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--src-lang", default="", help="source language code written in the output")
     ap.add_argument("--trg-lang", default="", help="target language code written in the output")
     add_scoring_options(ap)
-    add_config_options(ap)
-    ap.add_argument("--log-level", default=None, help="DEBUG, INFO (default), WARNING")
+    add_config_options(ap, "mining", "k=8")
+    add_log_level_option(ap)
     return ap
 
 
@@ -215,25 +221,21 @@ def run(argv: Sequence[str] | None = None) -> int:
     args, beam_args = build_parser().parse_known_args(argv)
     setup_logging(args.log_level)
     try:
-        cfg, c = _mining_cfg(args)
-        shard_rows = c["shard_rows"]
-        if shard_rows is not None and int(shard_rows) < 1:
-            raise UsageError("--shard-rows must be >= 1")
+        cfg, section = mining_config(args)  # typed: shard_rows >= 1, k >= 1, no NaN, ...
         report = run_beam_mine(
             args.src_emb,
             args.trg_emb,
-            args.out,
+            args.output,
             cfg,
             beam_args,
-            None if shard_rows is None else int(shard_rows),
+            section.shard_rows,
             args.src_text,
             args.trg_text,
             args.src_lang,
             args.trg_lang,
         )
     except (FileNotFoundError, ValueError, UsageError) as exc:
-        log.error("%s", exc)
-        return 2
+        return usage_error(exc, log)
     _print_stats(report)
     return 0
 

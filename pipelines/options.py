@@ -7,9 +7,9 @@ from collections.abc import Sequence
 
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions
 
+from labse_common.cli import UsageError
 
-class UsageError(Exception):
-    """A wrong path or argument: reported clearly, exit status 2."""
+__all__ = ["UsageError", "pipeline_options"]
 
 
 def pipeline_options(beam_args: Sequence[str]) -> PipelineOptions:

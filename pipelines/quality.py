@@ -33,6 +33,7 @@ import pyarrow.parquet as pq
 
 from filters.boilerplate import heuristic_quality
 from filters.quality import QualityScorer, train_quality_model
+from labse_common.cli import add_log_level_option, add_output_option
 from labse_common.logs import setup_logging
 
 log = logging.getLogger(__name__)
@@ -74,13 +75,15 @@ def parser() -> argparse.ArgumentParser:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    add_log_level_option(p)
     sub = p.add_subparsers(dest="cmd", required=True)
     t = sub.add_parser("train", help="train the classifier from corpus-job output folders")
     t.add_argument("--positive", action="append", required=True, metavar="DIR",
                    help="corpus output folder whose kept sentences are content (repeatable)")
     t.add_argument("--negative", action="append", required=True, metavar="DIR",
                    help="corpus output folder whose _dropped rows give boilerplate (repeatable)")
-    t.add_argument("--output", required=True, metavar="MODEL", help="where to write the model")
+    add_output_option(t, "where to write the model", metavar="MODEL")
+    add_log_level_option(t, subcommand=True)
     t.add_argument("--negative-reasons", default="low_quality,lang_low_confidence",
                    metavar="R1,R2", help="drop reasons whose rows may be boilerplate "
                    "(default: low_quality,lang_low_confidence)")
@@ -98,12 +101,13 @@ def parser() -> argparse.ArgumentParser:
     s = sub.add_parser("score", help="print content scores of lines with a trained model")
     s.add_argument("--model", help="model path (default: the rule-based scorer)")
     s.add_argument("lines", nargs="+", help="lines to score")
+    add_log_level_option(s, subcommand=True)
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    setup_logging()
+    setup_logging(args.log_level)
     try:
         if args.cmd == "score":
             scorer = QualityScorer(args.model)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import apache_beam as beam
 
 from labse_common.formats import DROPPED_SCHEMA
+from labse_common.sections.corpus import CorpusConfig
 from pipelines.clean import CleanDocuments
 from pipelines.dedup import DedupShard
 from pipelines.parquet_io import WriteParquet, WriteSentenceShard
@@ -12,17 +13,17 @@ from pipelines.stats_io import write_stats
 from pipelines.tags import DROPPED, STATS
 
 
-def finish_sentences(docs, output: str, cfg: dict, stats: list, stage: str, extra: dict) -> None:
+def finish_sentences(docs, output: str, cfg: CorpusConfig, stats: list, stage: str, extra: dict) -> None:
     """Clean -> dedup per (language, shard) -> Parquet per language; stats -> DIR/stats.json."""
     cleaned = docs | "Clean" >> beam.ParDo(CleanDocuments(cfg)).with_outputs(
         STATS, DROPPED, main="kept"
     )
-    keep_dropped = bool(cfg.get("write_dropped"))
+    keep_dropped = cfg.write_dropped
     written = (
         cleaned.kept
-        | "Dedup" >> beam.CombinePerKey(DedupShard(bool(cfg.get("dedup", True)), keep_dropped))
+        | "Dedup" >> beam.CombinePerKey(DedupShard(cfg.dedup, keep_dropped))
         | "WriteSentences" >> beam.ParDo(
-            WriteSentenceShard(output, int(cfg.get("rows_per_file", 100_000)))
+            WriteSentenceShard(output, cfg.rows_per_file)
         ).with_outputs(STATS, DROPPED, main="files")
     )  # fmt: skip
     stats = [*stats, cleaned[STATS], written[STATS]]
@@ -31,7 +32,7 @@ def finish_sentences(docs, output: str, cfg: dict, stats: list, stage: str, extr
             (cleaned[DROPPED], written[DROPPED])
             | "AllDropped" >> beam.Flatten()
             | "WriteDropped" >> WriteParquet(
-                output, DROPPED_SCHEMA, int(cfg.get("rows_per_file", 100_000)), 1,
+                output, DROPPED_SCHEMA, cfg.rows_per_file, 1,
                 subdir="_dropped")
         )  # fmt: skip
     write_stats(stats, output, stage, extra)

@@ -1,7 +1,7 @@
 """Beam job: smoothed word counts from the monolingual corpora, then the wordpiece learner.
 
     python -m pipelines.vocab --input SENTENCES_DIR --output DIR --vocab-size N \
-        [--smoothing 0.3] [--preset demo|paper] [any Beam option]
+        [--smoothing 0.3] [--config demo|paper|FILE] [--set KEY=VALUE] [any Beam option]
 
 SENTENCES_DIR is the corpus jobs' layout, ``<lang>/*.parquet`` with a ``text`` column; the
 folder name is the language. The job pre-tokenises every sentence (cased BERT rules), counts
@@ -29,8 +29,17 @@ import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.transforms.window import GlobalWindows
 
-from labse_common.config import resolve_section
+from labse_common.cli import (
+    USAGE_ERRORS,
+    add_config_options,
+    add_log_level_option,
+    add_output_option,
+    load_config,
+    usage_error,
+)
+from labse_common.config import to_dict
 from labse_common.logs import setup_logging
+from labse_common.sections.vocab import VocabConfig
 from labse_common.stats import StageCounter, merge_counts
 from labse_model.vocab.build import (
     COUNTS_FILE,
@@ -40,11 +49,14 @@ from labse_model.vocab.build import (
     finish_vocab,
     language_summary,
     learner_params,
+    min_vocab_size_from_sample,
     read_counts,
     read_heldout,
 )
 from labse_model.vocab.counting import WORDS, sentence_words
+from labse_model.vocab.learner import LearnerParams, VocabTooSmall
 from labse_model.vocab.smoothing import language_weights
+from pipelines.inputs import require_columns
 from pipelines.options import UsageError, pipeline_options
 
 log = logging.getLogger(__name__)
@@ -55,6 +67,9 @@ FILES = "files"
 # A worker flushes its per-file word counter when it grows past this many keys (bounded memory).
 FLUSH_KEYS = 500_000
 BEAM_DIR = "_beam"
+# The driver's alphabet check reads this many sentences before counting (first rows of files).
+SAMPLE_ROWS = 50_000
+SAMPLE_ROWS_PER_FILE = 5_000
 
 COUNTS_SCHEMA = pa.schema(
     [("word", pa.string()), ("count", pa.float64()), ("raw_count", pa.int64())]
@@ -150,9 +165,9 @@ class SplitByMinCount(beam.DoFn):
 
 
 def build_pipeline(
-    p: beam.Pipeline, files: list[tuple[str, str]], output: str, cfg: dict[str, Any]
+    p: beam.Pipeline, files: list[tuple[str, str]], output: str, cfg: VocabConfig
 ) -> None:
-    alpha = float(cfg["smoothing"])
+    alpha = cfg.smoothing
     beam_dir = FileSystems.join(output, BEAM_DIR)
     results = (
         p
@@ -160,7 +175,7 @@ def build_pipeline(
         | "Spread" >> beam.Reshuffle()
         | "Count"
         >> beam.ParDo(
-            CountFileWords(int(cfg["max_word_length"]), float(cfg["heldout_fraction"]))
+            CountFileWords(cfg.max_word_length, cfg.heldout_fraction)
         ).with_outputs(STATS, HELDOUT, "sentences", main="words")
     )
     per_lang = results.words | "SumPerLangWord" >> beam.CombinePerKey(sum)
@@ -185,7 +200,7 @@ def build_pipeline(
         | "Smooth" >> beam.Map(_smooth, weights=beam.pvalue.AsSingleton(weights))
         | "SumPerWord" >> beam.CombinePerKey(_sum_pairs)
         | "MinCount"
-        >> beam.ParDo(SplitByMinCount(float(cfg["min_count"]))).with_outputs(STATS, main="rows")
+        >> beam.ParDo(SplitByMinCount(cfg.min_count)).with_outputs(STATS, main="rows")
     )
     _ = smoothed.rows | "WriteCounts" >> beam.io.WriteToParquet(
         FileSystems.join(output, COUNTS_FILE),
@@ -195,7 +210,7 @@ def build_pipeline(
     )
     _ = (
         results[HELDOUT]
-        | "SampleHeldout" >> beam.combiners.Sample.FixedSizePerKey(int(cfg["max_heldout_per_lang"]))
+        | "SampleHeldout" >> beam.combiners.Sample.FixedSizePerKey(cfg.max_heldout_per_lang)
         | "HeldoutRows" >> beam.FlatMap(lambda kv: ({"lang": kv[0], "text": t} for t in kv[1]))
         | "WriteHeldout"
         >> beam.io.WriteToParquet(
@@ -278,11 +293,9 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SENTENCES_DIR",
         help="corpus output folder holding <lang>/*.parquet with a `text` column",
     )
-    p.add_argument(
-        "--output",
-        required=True,
-        metavar="DIR",
-        help="writes DIR/vocab.txt, tokenizer.json, vocab_stats.json, stats.json, "
+    add_output_option(
+        p,
+        "writes DIR/vocab.txt, tokenizer.json, vocab_stats.json, stats.json, "
         "word_counts.parquet, heldout.parquet, languages.json",
     )
     p.add_argument(
@@ -297,12 +310,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="ALPHA",
         help="language smoothing exponent in [0, 1]: 1 = raw counts, 0.3 = LaBSE",
     )
-    p.add_argument(
-        "--preset",
-        default="demo",
-        metavar="demo|paper|FILE",
-        help="preset or YAML file whose `vocab` section gives the defaults (demo)",
-    )
+    add_config_options(p, "vocab", "learner.max_unique_chars=30000")
     p.add_argument(
         "--min-count", type=float, metavar="C", help="drop words whose smoothed count is below C"
     )
@@ -324,18 +332,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="at most N held-out sentences per language are evaluated",
     )
-    p.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override any `vocab` config key, e.g. --set learner.max_unique_chars=30000",
-    )
-    p.add_argument("--log-level", default=None, help="DEBUG, INFO (default), WARNING")
+    add_log_level_option(p)
     return p  # fmt: skip
 
 
-def resolve_config(args: argparse.Namespace) -> dict[str, Any]:
+def resolve_config(args: argparse.Namespace) -> VocabConfig:
+    """The typed ``vocab`` section: preset, then --set, then explicit flags (flags win)."""
     flags = {
         "vocab_size": args.vocab_size,
         "smoothing": args.smoothing,
@@ -344,29 +346,41 @@ def resolve_config(args: argparse.Namespace) -> dict[str, Any]:
         "heldout_fraction": args.heldout_fraction,
         "max_heldout_per_lang": args.max_heldout_per_lang,
     }
-    try:
-        cfg = resolve_section(args.preset, "vocab", args.set, flags)
-    except (FileNotFoundError, ValueError) as e:
-        raise UsageError(str(e)) from e
-    defaults = {"smoothing": 0.3, "min_count": 1.0, "max_word_length": 100,
-                "heldout_fraction": 0.0, "max_heldout_per_lang": 2000, "learner": {}}  # fmt: skip
-    for k, v in defaults.items():
-        cfg.setdefault(k, v)
-    if not cfg.get("vocab_size") or int(cfg["vocab_size"]) <= 0:
+    return load_config("vocab", args, flags)
+
+
+def _params(cfg: VocabConfig) -> LearnerParams:
+    return learner_params(cfg.vocab_size, to_dict(cfg.learner))
+
+
+def _sample_texts(files: list[tuple[str, str]]) -> Iterator[str]:
+    """Up to SAMPLE_ROWS sentences, the first rows of each file in turn (first row group only)."""
+    left = SAMPLE_ROWS
+    for _, path in files:
+        try:
+            with FileSystems.open(path) as f:
+                batch = next(pq.ParquetFile(f).iter_batches(
+                    batch_size=min(left, SAMPLE_ROWS_PER_FILE), columns=["text"]), None)  # fmt: skip
+        except Exception:  # a damaged file is the job's to count, not the sample's
+            continue
+        if batch is not None:
+            yield from (t for t in batch.column(0).to_pylist() if isinstance(t, str))
+            left -= batch.num_rows
+        if left <= 0:
+            return
+
+
+def check_vocab_size(cfg: VocabConfig, langs: list[str], files: list[tuple[str, str]]) -> None:
+    """Fail before counting when vocab_size cannot hold the alphabet a sample already needs."""
+    need, n_chars = min_vocab_size_from_sample(
+        _sample_texts(files), len(langs), _params(cfg), cfg.smoothing, cfg.min_count,
+        cfg.max_word_length, cfg.heldout_fraction)  # fmt: skip
+    if cfg.vocab_size < need:
         raise UsageError(
-            "--vocab-size must be a positive integer (or set vocab_size in the preset)"
+            f"vocab.vocab_size={cfg.vocab_size} cannot hold the alphabet: a sample of the input "
+            f"already has {n_chars} characters, which with their ## forms and the reserved tokens "
+            f"need at least {need} entries; raise vocab_size or lower learner.max_unique_chars"
         )
-    if not 0.0 <= float(cfg["smoothing"]) <= 1.0:
-        raise UsageError(f"--smoothing must be in [0, 1], got {cfg['smoothing']}")
-    if not 0.0 <= float(cfg["heldout_fraction"]) < 1.0:
-        raise UsageError(f"--heldout-fraction must be in [0, 1), got {cfg['heldout_fraction']}")
-    if int(cfg["max_word_length"]) < 1:
-        raise UsageError("--max-word-length must be at least 1")
-    try:
-        learner_params(int(cfg["vocab_size"]), cfg.get("learner"))
-    except (TypeError, ValueError) as e:
-        raise UsageError(str(e)) from e
-    return cfg
 
 
 def run(argv: Sequence[str] | None = None) -> int:
@@ -376,9 +390,10 @@ def run(argv: Sequence[str] | None = None) -> int:
     try:
         cfg = resolve_config(args)
         langs, files = discover_inputs(args.input)
-    except UsageError as e:
-        log.error("%s", e)
-        return 2
+        require_columns([path for _, path in files], ["text"])
+        check_vocab_size(cfg, langs, files)
+    except USAGE_ERRORS as e:
+        return usage_error(e, log)
     output = args.output
     log.info("vocab: %d languages, %d files -> %s", len(langs), len(files), output)
     with beam.Pipeline(options=pipeline_options(beam_args)) as p:
@@ -403,16 +418,19 @@ def run(argv: Sequence[str] | None = None) -> int:
         totals,
         {lang: t.get("sentences", 0) for lang, t in tables.items()},
         {lang: t.get("types", 0) for lang, t in tables.items()},
-        float(cfg["smoothing"]),
+        cfg.smoothing,
     )
     with FileSystems.create(FileSystems.join(output, SUMMARY_FILE)) as f:
         f.write((json.dumps(summary, indent=2) + "\n").encode("utf-8"))
 
     words, counts = read_counts(FileSystems.join(output, COUNTS_FILE))
     heldout = read_heldout(FileSystems.join(output, HELDOUT_FILE))
-    params = learner_params(int(cfg["vocab_size"]), cfg.get("learner"))
-    extra = {k: cfg[k] for k in ("smoothing", "min_count", "max_word_length", "heldout_fraction")}
-    finish_vocab(words, counts, params, output, counter, heldout, summary, extra)
+    extra = {k: getattr(cfg, k) for k in ("smoothing", "min_count", "max_word_length", "heldout_fraction")}
+    try:
+        finish_vocab(words, counts, _params(cfg), output, counter, heldout, summary, extra)
+    except VocabTooSmall as e:  # the sample missed characters the whole corpus has
+        return usage_error(f"{e} (the counts are kept: rerun only the learner with python -m "
+                           f"labse_model.vocab --counts {output}/{COUNTS_FILE})", log)  # fmt: skip
     print_report(output)
     return 0
 

@@ -21,7 +21,10 @@ import apache_beam as beam
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
+from labse_common.cli import usage_error
+from labse_common.config import to_dict
 from labse_common.logs import setup_logging
+from labse_common.sections.corpus import CorpusConfig
 from labse_common.stats import StageCounter
 from pipelines.corpus_cli import base_parser, main_wrapper, run_cli
 from pipelines.options import UsageError
@@ -110,7 +113,9 @@ class ConvertPages(beam.DoFn):
             self.converter.close()
 
 
-def build(p: beam.Pipeline, inputs: list[str], args: argparse.Namespace, cfg: dict) -> None:
+def build(
+    p: beam.Pipeline, inputs: list[str], args: argparse.Namespace, cfg: CorpusConfig
+) -> None:
     plan = (
         p
         | "Paths" >> beam.Create(inputs)
@@ -130,12 +135,11 @@ def build(p: beam.Pipeline, inputs: list[str], args: argparse.Namespace, cfg: di
         (pages.pages, spread)
         | "AllPages" >> beam.Flatten()
         | "Parse" >> beam.ParDo(
-            ConvertPages(float(cfg.get("page_timeout_s", 5.0)),
-                         int(cfg.get("max_page_chars", 2_000_000)))
+            ConvertPages(cfg.page_timeout_s, cfg.max_page_chars)
         ).with_outputs(STATS, main="docs")
     )  # fmt: skip
     finish_sentences(docs.docs, args.output, cfg, [plan[STATS], pages[STATS], docs[STATS]],
-                     "wikipedia", {"inputs": len(inputs), "config": cfg})  # fmt: skip
+                     "wikipedia", {"inputs": len(inputs), "config": to_dict(cfg)})  # fmt: skip
 
 
 def parser() -> argparse.ArgumentParser:
@@ -175,11 +179,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             check_index(args.index)
         except UsageError as e:
             setup_logging(args.log_level)
-            log.error("%s", e)
-            return 2
-    if args.page_timeout is not None:
-        argv = [*(argv or __import__("sys").argv[1:]), "--set", f"page_timeout_s={args.page_timeout}"]
-    return run_cli(build, argv, p, "wikipedia")
+            return usage_error(e, log)
+    return run_cli(build, argv, p, "wikipedia",
+                   lambda args: {"page_timeout_s": args.page_timeout})  # fmt: skip
 
 
 if __name__ == "__main__":

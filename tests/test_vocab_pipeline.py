@@ -132,6 +132,6 @@ def test_cli_usage_errors_and_help(corpus, tmp_path):
     r = subprocess.run([sys.executable, "-m", "pipelines.vocab", "--help"], cwd=ROOT,
                        capture_output=True, text=True, timeout=120)  # fmt: skip
     assert r.returncode == 0
-    for opt in ("--input", "--output", "--vocab-size", "--smoothing", "--preset", "--min-count",
-                "--max-word-length", "--heldout-fraction", "--runner"):  # fmt: skip
+    for opt in ("--input", "--output", "--vocab-size", "--smoothing", "--config", "--min-count",
+                "--max-word-length", "--heldout-fraction", "--set", "--log-level", "--runner"):  # fmt: skip
         assert opt in r.stdout, opt

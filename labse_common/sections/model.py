@@ -9,13 +9,13 @@ from labse_common.config import option
 
 @dataclass
 class ModelConfig:
-    hidden_size: int = option(128, min=1)
-    num_hidden_layers: int = option(2, min=1)
-    num_attention_heads: int = option(4, min=1)
-    intermediate_size: int = option(512, min=1)
-    max_position_embeddings: int = option(128, min=2)
-    initializer_range: float = option(0.02, min=0.0, min_exclusive=True)
-    dropout: float = option(0.1, min=0.0, max=1.0)
+    hidden_size: int = option(128, min=1, help="width of the encoder (BERT-base: 768)")
+    num_hidden_layers: int = option(2, min=1, help="transformer layers (BERT-base: 12)")
+    num_attention_heads: int = option(4, min=1, help="attention heads; must divide hidden_size")
+    intermediate_size: int = option(512, min=1, help="feed-forward width (BERT-base: 3072)")
+    max_position_embeddings: int = option(128, min=2, help="longest input in tokens")
+    initializer_range: float = option(0.02, min=0.0, min_exclusive=True, help="std of the random initial weights")
+    dropout: float = option(0.1, min=0.0, max=1.0, help="hidden and attention dropout")
 
     def validate(self) -> None:
         if self.hidden_size % self.num_attention_heads:

@@ -12,10 +12,21 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from labse_common.config import apply_overrides, load_section
+import pyarrow as pa
+
+from labse_common.cli import (
+    UsageError,
+    add_config_options,
+    add_log_level_option,
+    add_output_option,
+    load_config,
+    run_main,
+)
+from labse_common.config import to_dict
 from labse_common.logs import setup_logging
 from labse_common.stats import StageCounter
 from labse_model.vocab.build import finish_vocab, learner_params, read_counts, read_heldout
+from labse_model.vocab.learner import VocabTooSmall
 
 log = logging.getLogger("labse_model.vocab")
 
@@ -32,7 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="PARQUET",
         help="word_counts.parquet (columns word, count) from pipelines.vocab",
     )
-    p.add_argument("--output", required=True, metavar="DIR", help="output folder")
+    add_output_option(p, "output folder")
     p.add_argument("--vocab-size", type=int, metavar="N", help="target size (preset: vocab_size)")
     p.add_argument(
         "--heldout",
@@ -40,48 +51,37 @@ def build_parser() -> argparse.ArgumentParser:
         help="held-out sentences (columns lang, text) for vocab_stats.json; default: "
         "heldout.parquet next to --counts when present",
     )
-    p.add_argument(
-        "--preset",
-        default="demo",
-        metavar="demo|paper|FILE",
-        help="preset or YAML file whose `vocab.learner` section gives the defaults",
-    )
-    p.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a `vocab` key, e.g. --set learner.num_iterations=3",
-    )
-    p.add_argument("--log-level", default=None, help="DEBUG, INFO (default), WARNING")
+    add_config_options(p, "vocab", "learner.num_iterations=3")
+    add_log_level_option(p)
     return p  # fmt: skip
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     setup_logging(args.log_level)
+    return run_main(lambda: _run(args), log)
+
+
+def _run(args: argparse.Namespace) -> int:
     counts_path = Path(args.counts)
     if not counts_path.is_file():
-        log.error("counts file not found: %s", counts_path)
-        return 2
-    try:
-        cfg = apply_overrides(load_section(args.preset, "vocab"), args.set)
-        size = args.vocab_size or cfg.get("vocab_size")
-        if not size or int(size) <= 0:
-            raise ValueError("--vocab-size must be a positive integer")
-        params = learner_params(int(size), cfg.get("learner"))
-    except (FileNotFoundError, ValueError, TypeError) as e:
-        log.error("%s", e)
-        return 2
-    words, counts = read_counts(counts_path)
+        raise UsageError(f"counts file not found: {counts_path}")
+    cfg = load_config("vocab", args, {"vocab_size": args.vocab_size})
+    params = learner_params(cfg.vocab_size, to_dict(cfg.learner))
     heldout_path = Path(args.heldout) if args.heldout else counts_path.parent / "heldout.parquet"
     if args.heldout and not heldout_path.is_file():
-        log.error("held-out file not found: %s", heldout_path)
-        return 2
+        raise UsageError(f"held-out file not found: {heldout_path}")
+    try:
+        words, counts = read_counts(counts_path)
+    except (KeyError, pa.ArrowException) as e:
+        raise UsageError(f"{counts_path}: not a word-count table (columns word, count): {e}") from None
     heldout = read_heldout(heldout_path)
     summary_path = counts_path.parent / "languages.json"
     summary = json.loads(summary_path.read_text("utf-8")) if summary_path.is_file() else None
-    out = finish_vocab(words, counts, params, args.output, StageCounter(), heldout, summary)
+    try:
+        out = finish_vocab(words, counts, params, args.output, StageCounter(), heldout, summary)
+    except VocabTooSmall as e:  # checked on the table before any learning
+        raise UsageError(str(e)) from None
     stats = json.loads((out / "vocab_stats.json").read_text("utf-8"))
     print(f"vocab: {stats['vocab_size']} tokens in {stats['learn_seconds']:.1f}s -> {out}")
     return 0

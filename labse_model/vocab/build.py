@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import logging
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
@@ -23,7 +23,7 @@ from labse_common.stats import StageCounter, check_balanced, write_report
 from labse_model.vocab.counting import WORDS, sentence_words
 from labse_model.vocab.evaluate import coverage_by_lang
 from labse_model.vocab.export import save_tokenizer
-from labse_model.vocab.learner import LearnerParams, learn_vocab
+from labse_model.vocab.learner import LearnerParams, char_tokens, learn_vocab
 from labse_model.vocab.smoothing import language_weights
 
 log = logging.getLogger(__name__)
@@ -46,6 +46,47 @@ def learner_params(vocab_size: int, cfg: Mapping[str, Any] | None = None) -> Lea
     if "reserved_tokens" in cfg:
         cfg["reserved_tokens"] = tuple(cfg["reserved_tokens"])
     return LearnerParams(**cfg)
+
+
+def min_vocab_size_from_sample(
+    sample: Iterable[str],
+    n_langs: int,
+    params: LearnerParams,
+    smoothing: float,
+    min_count: float,
+    max_word_length: int,
+    heldout_fraction: float = 0.0,
+) -> tuple[int, int]:
+    """A lower bound of the vocabulary size the learner will need for the whole corpus, from a
+    sample of its sentences: (reserved + alphabet tokens, characters surely in the alphabet).
+
+    Checked before counting, so a vocab_size that cannot hold the alphabet fails in seconds,
+    not after the whole corpus was counted. Sound (never above the true need): a character is
+    counted only if the sample alone guarantees it into the alphabet. Every smoothed weight
+    w_l = p_l**(alpha-1) / sum_k p_k**alpha is at least n_langs**(alpha-1) (p_l <= 1, and the
+    sum is largest for equal shares), and full-corpus counts are at least the sample's, so a
+    word's smoothed count is at least w_min * its sample count: words reaching ``min_count``
+    that way are surely learned from, and their characters whose count so bounded reaches
+    ``char_min_count`` are surely in the alphabet (at most ``max_unique_chars`` of them).
+    """
+    w_min = max(1, n_langs) ** (smoothing - 1.0)
+    words: Counter[str] = Counter()
+    scratch = StageCounter()
+    for text in sample:
+        kind, value = sentence_words(text, scratch, max_word_length, heldout_fraction)
+        if kind == "count":
+            words.update(value)  # type: ignore[arg-type]
+    reserved = set(params.reserved_tokens)
+    chars: Counter[str] = Counter()
+    for word, n in words.items():
+        if w_min * n >= min_count and len(word) <= params.max_token_length and word not in reserved:
+            for ch in word:
+                chars[ch] += n
+    sure = sorted(ord(ch) for ch, n in chars.items() if w_min * n >= params.char_min_count)
+    n_res = len(params.reserved_tokens)
+    if len(sure) > params.max_unique_chars:  # which ones make the cut is unknown: 1 token each
+        return n_res + params.max_unique_chars, params.max_unique_chars
+    return n_res + char_tokens(np.array(sure, dtype=np.uint32), params), len(sure)
 
 
 def language_summary(

@@ -59,6 +59,16 @@ RESERVED_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 JOINER = "##"
 
 
+class VocabTooSmall(ValueError):
+    """vocab_size cannot hold the reserved tokens and the alphabet (a usage error)."""
+
+
+def char_tokens(code_points: np.ndarray, params: LearnerParams) -> int:
+    """Tokens the alphabet ``code_points`` takes: each character and its ``##`` form, less the
+    ``##`` forms that can never be looked up."""
+    return 2 * len(code_points) - int(_isolated(code_points, params).sum())
+
+
 @dataclass
 class LearnerParams:
     vocab_size: int
@@ -368,10 +378,10 @@ def learn_vocab(
     words, counts_arr, alphabet = _prepare_input(list(words), np.asarray(counts), params, stats)
     n_res = len(params.reserved_tokens)
     isolated = _isolated(alphabet, params)
-    n_char_tokens = 2 * len(alphabet) - int(isolated.sum())
+    n_char_tokens = char_tokens(alphabet, params)
     min_size = n_res + n_char_tokens
     if params.vocab_size < min_size:
-        raise ValueError(
+        raise VocabTooSmall(
             f"vocab_size {params.vocab_size} is smaller than the reserved tokens plus the "
             f"alphabet with its ## forms ({min_size}); raise vocab_size or lower max_unique_chars"
         )

@@ -1,0 +1,86 @@
+"""What the cds-train, cds-score, calibrate and apply commands share: config flags, errors."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import shutil
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from filters.calibrate import CalibrationError
+from filters.pair_io import PairFileError
+from labse_common.config import ConfigError, load
+from labse_common.logs import setup_logging
+from labse_common.sections.cds import CdsConfig
+
+# Errors that mean "the user gave something unusable": one line on stderr and exit status 2.
+USAGE_ERRORS = (ConfigError, PairFileError, CalibrationError, FileNotFoundError,
+                NotADirectoryError, FileExistsError, ValueError)  # fmt: skip
+
+
+def add_config_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", default="demo",
+                   help="preset (demo, paper) or YAML file; its cds: section (default demo)")  # fmt: skip
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a cds: key, e.g. --set noisy_epochs=4 or --set model.d_model=64 "
+                   "(repeatable)")  # fmt: skip
+    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="same as --set")
+
+
+def load_config(args: argparse.Namespace, flags: dict | None = None) -> CdsConfig:
+    return load("cds", args.config, [*args.set, *args.overrides], flags or {})
+
+
+def quiet_transformers() -> None:
+    """transformers' own bars on every save/load would drown ours."""
+    try:
+        from transformers.utils import logging as tlog
+
+        tlog.disable_progress_bar()
+        tlog.set_verbosity_error()
+    except ImportError:  # pragma: no cover - transformers is a dependency
+        pass
+
+
+def prepare_output_dir(path: str, overwrite: bool) -> Path:
+    """A fresh sibling temp dir for ``path``; refuse a non-empty ``path`` without overwrite."""
+    out = Path(path)
+    if out.exists() and not out.is_dir():
+        raise NotADirectoryError(f"--output exists and is not a directory: {out}")
+    if out.is_dir() and any(out.iterdir()) and not overwrite:
+        raise FileExistsError(f"--output {out} is not empty (pass --overwrite to replace it)")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    return tmp
+
+
+def commit_output_dir(tmp: Path, path: str) -> None:
+    """Move the finished temp dir to ``path`` (replacing what was there)."""
+    out = Path(path)
+    if out.exists():
+        shutil.rmtree(out)
+    os.replace(tmp, out)
+
+
+def run_cli(name: str, body: Callable[[], int], models: bool = False) -> int:
+    """Run a command body: usage errors are one line on stderr and status 2. ``models``: the
+    command loads transformers models (their own progress bars are turned off)."""
+    setup_logging()
+    if models:
+        quiet_transformers()
+    try:
+        return body()
+    except USAGE_ERRORS as e:
+        print(f"error: filters {name}: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"filters {name}: interrupted", file=sys.stderr)
+        return 130
+
+
+log = logging.getLogger(__name__)

@@ -1,0 +1,155 @@
+"""What every command line shares: the common flags, the typed config, one error path.
+
+Every CLI spells its common options the same way:
+
+``--config PRESET|FILE``  a preset (demo, paper) or a YAML file; the CLI reads its own section
+``--set KEY=VALUE``       override a key of that section (repeatable; ``a.b=v`` reaches nested keys)
+``--output DIR``          where the results go
+``--overwrite``           replace existing output (where the CLI writes a folder)
+``--log-level LEVEL``     DEBUG, INFO (default), WARNING
+
+Older spellings (``--preset``, ``--out``, ``--output-dir``) still parse but are hidden from
+``--help``. Explicit flags win over ``--set``, which wins over the preset.
+
+A wrong path, argument or configuration value ends the command with one line on stderr and
+exit status 2, never a traceback: :func:`run_main` maps :class:`UsageError`,
+:class:`~labse_common.config.ConfigError` and :class:`FileNotFoundError` to that.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import logging
+import sys
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, TypeVar
+
+from labse_common.config import PRESETS, ConfigError, load
+from labse_common.errors import UsageError
+
+T = TypeVar("T")
+
+EXIT_USAGE = 2
+
+log = logging.getLogger(__name__)
+
+
+#: The errors a CLI reports in one line with exit status 2.
+USAGE_ERRORS: tuple[type[BaseException], ...] = (UsageError, ConfigError, FileNotFoundError)
+
+
+# --- flags ---------------------------------------------------------------------------------
+
+
+class _HiddenAliasesMixin:
+    """Help formatter mixin: an option's hidden aliases parse but are not listed in --help."""
+
+    def _format_action_invocation(self, action: argparse.Action) -> str:
+        hidden = getattr(action, "hidden_aliases", ())
+        if hidden:
+            action = copy.copy(action)
+            action.option_strings = [s for s in action.option_strings if s not in hidden]
+        return super()._format_action_invocation(action)  # type: ignore[misc]
+
+
+def _hide_aliases(parser: argparse.ArgumentParser, action: argparse.Action, aliases: Iterable[str]):
+    action.hidden_aliases = tuple(aliases)  # type: ignore[attr-defined]
+    fmt = parser.formatter_class
+    if not (isinstance(fmt, type) and issubclass(fmt, _HiddenAliasesMixin)):
+        parser.formatter_class = type(
+            f"HiddenAliases{getattr(fmt, '__name__', 'Formatter')}", (_HiddenAliasesMixin, fmt), {}
+        )
+    return action
+
+
+def add_config_options(
+    parser: argparse.ArgumentParser, section: str, example: str = "", default: str = "demo"
+) -> None:
+    """``--config`` (alias ``--preset``) and repeatable ``--set KEY=VALUE`` for ``section``."""
+    action = parser.add_argument(
+        "--config", "--preset", dest="config", default=default, metavar="PRESET|FILE",
+        help=f"preset ({', '.join(PRESETS)}) or YAML file whose `{section}` section gives the "
+        f"defaults (default: {default})",
+    )  # fmt: skip
+    _hide_aliases(parser, action, ["--preset"])
+    eg = f", e.g. --set {example}" if example else ""
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", dest="set",
+        help=f"override a `{section}` config key (repeatable; values are YAML){eg}; "
+        "explicit flags win over --set",
+    )  # fmt: skip
+
+
+def add_output_option(
+    parser: argparse.ArgumentParser,
+    help: str,
+    required: bool = True,
+    metavar: str = "DIR",
+    aliases: Sequence[str] = ("--out", "--output-dir"),
+) -> argparse.Action:
+    """``--output`` with hidden aliases (``--out``, ``--output-dir``)."""
+    action = parser.add_argument(
+        "--output", *aliases, dest="output", required=required, metavar=metavar, help=help
+    )
+    return _hide_aliases(parser, action, aliases)
+
+
+def add_overwrite_option(parser: argparse.ArgumentParser, what: str = "the output folder") -> None:
+    parser.add_argument(
+        "--overwrite", action="store_true", help=f"replace existing {what} instead of refusing to run"
+    )
+
+
+def add_log_level_option(parser: argparse.ArgumentParser, subcommand: bool = False) -> None:
+    """``--log-level``; on a subcommand too, without overwriting the value given before it."""
+    parser.add_argument(
+        "--log-level", metavar="LEVEL", default=argparse.SUPPRESS if subcommand else None,
+        help="DEBUG, INFO (default), WARNING",
+    )  # fmt: skip
+
+
+# --- configuration -------------------------------------------------------------------------
+
+
+def load_config(
+    section: str | type[T],
+    args: argparse.Namespace,
+    flags: Mapping[str, Any] | None = None,
+    overrides: Iterable[str] = (),
+) -> T:
+    """The CLI's typed section: ``--config``, then ``overrides`` and ``--set``, then ``flags``
+    (those not None). A bad value raises ConfigError naming the key."""
+    sets = [*overrides, *(getattr(args, "set", None) or [])]
+    return load(section, getattr(args, "config", "demo"), sets, flags)
+
+
+# --- the one error path --------------------------------------------------------------------
+
+
+def one_line(exc: BaseException) -> str:
+    """The error's message on one line (YAML errors span several)."""
+    msg = " ".join(str(exc).split())
+    if isinstance(exc, FileNotFoundError) and exc.filename and not msg:
+        msg = f"not found: {exc.filename}"
+    return msg or type(exc).__name__
+
+
+def usage_error(exc: BaseException | str, logger: logging.Logger | str | None = None) -> int:
+    """Report ``exc`` as one error line; the exit status 2, for ``except USAGE_ERRORS`` blocks."""
+    lg = logging.getLogger(logger) if isinstance(logger, str) or logger is None else logger
+    lg.error("%s", one_line(exc))
+    return EXIT_USAGE
+
+
+def run_main(body: Callable[[], int | None], logger: logging.Logger | str | None = None) -> int:
+    """Run a CLI body; a usage, config or missing-file error is one line on stderr, status 2."""
+    try:
+        return int(body() or 0)
+    except USAGE_ERRORS as e:
+        return usage_error(e, logger)
+
+
+def exit_with(main: Callable[[], int]) -> None:
+    """``if __name__ == "__main__": exit_with(main)``."""
+    sys.exit(main())

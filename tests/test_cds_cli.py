@@ -1,0 +1,151 @@
+"""``python -m filters cds-train`` and ``cds-score``: outputs, stats, and bad input (exit 2)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from filters.cli_cds_score import main as score_main
+from filters.cli_cds_train import main as train_main
+from labse_common.stats import check_balanced
+from tests.test_cds_model import TINY, toy_pairs
+
+ROOT = Path(__file__).resolve().parents[1]
+SETS = [a for kv in TINY for a in ("--set", kv)]
+
+
+def _tsv(path: Path, src, trg, extra_lines: str = "") -> Path:
+    path.write_text("".join(f"{s}\t{t}\n" for s, t in zip(src, trg)) + extra_lines, encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    d = tmp_path_factory.mktemp("cli")
+    src, trg = toy_pairs(100, 7)
+    # Noisy file: a malformed line (three fields among two-field lines) and an empty side.
+    noisy = _tsv(d / "noisy.tsv", src[:70], trg[:70], "bad\tline\thas three\n \tempty source\n")
+    # Trusted file gzipped and cut short: the readable part is used, the cut counted.
+    blob = gzip.compress("".join(f"{s}\t{t}\n" for s, t in zip(src[70:], trg[70:])).encode())
+    trusted = d / "trusted.tsv.gz"
+    trusted.write_bytes(blob[: len(blob) - 12])
+    model = d / "model"
+    rc = train_main(["--noisy", str(noisy), "--trusted", str(trusted), "--output", str(model),
+                     "--bidirectional", "--threads", "1", *SETS])  # fmt: skip
+    assert rc == 0
+    return d, model
+
+
+def test_train_outputs_and_stats(trained):
+    _, model = trained
+    stats = json.loads((model / "stats.json").read_text())
+    assert not check_balanced(stats)
+    c = stats["counts"]
+    assert c["noisy_pairs"] == {"in": 71, "out": 70, "dropped": {"empty_side": 1},
+                                "events": c["noisy_pairs"].get("events", {})}  # fmt: skip
+    assert c["noisy_pairs_lines"]["dropped"] == {"malformed": 1}
+    assert c["trusted_pairs_lines"]["events"]["truncated_gzip"] == 1
+    assert 25 <= c["trusted_pairs"]["out"] <= 30
+    assert stats["directions"] == ["fwd", "bwd"]
+    meta = json.loads((model / "cds.json").read_text())
+    assert meta["config"]["bidirectional"] is True and meta["noisy_pairs"] == 70
+
+
+def test_score_keeps_columns_and_text(trained, capsys):
+    d, model = trained
+    src, trg = toy_pairs(30, 9)
+    src[0] = "  le chat .  "  # scored text stays exactly as given
+    table = pa.table({"src": src, "trg": trg, "margin": pa.array(np.linspace(1, 2, 30), pa.float32()),
+                      "src_lang": ["fr"] * 30})  # fmt: skip
+    pq.write_table(table, d / "pairs.parquet")
+    out = d / "scored" / "scored.parquet"
+    rc = score_main(["--model", str(model), "--pairs", str(d / "pairs.parquet"), "--output", str(out),
+                     "--batch-rows", "7", "--threads", "1", "--set", "progress=false"])  # fmt: skip
+    assert rc == 0, capsys.readouterr().err
+    scored = pq.read_table(out)
+    assert scored.column_names == ["src", "trg", "margin", "src_lang", "cds_score", "xent_clean",
+                                   "cds_score_bwd", "xent_clean_bwd", "dual_xent"]  # fmt: skip
+    assert scored.column("src").to_pylist() == src and scored.column("trg").to_pylist() == trg
+    dx = scored.column("dual_xent").to_numpy()
+    assert np.isfinite(scored.column("cds_score").to_numpy()).all() and ((dx > 0) & (dx <= 1)).all()
+    stats = json.loads((out.parent / "stats.json").read_text())
+    assert stats["counts"]["pairs"]["in"] == stats["counts"]["pairs"]["out"] == 30
+
+
+def test_trusted_set_too_small_is_exit_2(tmp_path, capsys):
+    src, trg = toy_pairs(40, 3)
+    noisy = _tsv(tmp_path / "n.tsv", src[:30], trg[:30])
+    trusted = _tsv(tmp_path / "t.tsv", src[30:], trg[30:])
+    rc = train_main(["--noisy", str(noisy), "--trusted", str(trusted), "--output", str(tmp_path / "m"),
+                     *SETS, "--set", "min_trusted=20"])  # fmt: skip
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert "trusted set has 10 usable pairs; at least 20" in err and "Traceback" not in err
+    assert not (tmp_path / "m").exists()
+
+
+@pytest.mark.parametrize("problem", ["missing_pairs", "missing_model", "not_a_model", "bad_config"])
+def test_score_bad_input_is_exit_2(trained, tmp_path, capsys, problem):
+    d, model = trained
+    pairs = _tsv(tmp_path / "p.tsv", ["a"], ["b"])
+    args = {"--model": str(model), "--pairs": str(pairs), "--output": str(tmp_path / "s.parquet")}
+    extra = []
+    if problem == "missing_pairs":
+        args["--pairs"] = str(tmp_path / "none.tsv")
+    elif problem == "missing_model":
+        args["--model"] = str(tmp_path / "no_model")
+    elif problem == "not_a_model":
+        args["--model"] = str(d)
+    else:
+        extra = ["--set", "score_batch_size=0"]
+    rc = score_main([x for kv in args.items() for x in kv] + extra)
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: filters cds-score:") and "Traceback" not in err
+    assert not (tmp_path / "s.parquet").exists()
+
+
+def test_help_via_python_m():
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    for cmd in ("cds-train", "cds-score", "calibrate", "apply"):
+        res = subprocess.run([sys.executable, "-m", "filters", cmd, "--help"], capture_output=True,
+                             text=True, env=env, cwd=ROOT, timeout=120)  # fmt: skip
+        assert res.returncode == 0 and "--output" in res.stdout, res.stderr
+
+
+def test_train_from_a_local_pretrained_checkpoint(trained, tmp_path):
+    """--init: any local seq2seq checkpoint dir with its tokenizer is the starting point."""
+    import shutil
+
+    _, model = trained
+    init = tmp_path / "pretrained"
+    shutil.copytree(model / "fwd" / "clean", init)
+    for f in model.iterdir():
+        if f.is_file() and f.name not in ("cds.json", "stats.json"):
+            shutil.copy(f, init / f.name)
+    src, trg = toy_pairs(40, 13)
+    noisy = _tsv(tmp_path / "n.tsv", src[:25], trg[:25])
+    trusted = _tsv(tmp_path / "t.tsv", src[25:], trg[25:])
+    out = tmp_path / "m"
+    rc = train_main(["--noisy", str(noisy), "--trusted", str(trusted), "--output", str(out), "--init", str(init),
+                     *SETS, "--set", "noisy_epochs=1"])  # fmt: skip
+    assert rc == 0
+    meta = json.loads((out / "cds.json").read_text())
+    assert meta["config"]["init"] == str(init)
+    base = json.loads((init / "config.json").read_text())
+    got = json.loads((out / "fwd" / "noisy" / "config.json").read_text())
+    assert (got["d_model"], got["vocab_size"]) == (base["d_model"], base["vocab_size"])
+    from filters.cds.model import load_tokenizer
+
+    assert load_tokenizer(str(out)).get_vocab() == load_tokenizer(str(init)).get_vocab()
+    assert train_main(["--noisy", str(noisy), "--trusted", str(trusted), "--output", str(tmp_path / "m2"),
+                       "--init", str(tmp_path / "missing"), *SETS]) == 2  # fmt: skip
