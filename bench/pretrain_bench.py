@@ -1,6 +1,6 @@
 """Pretraining benchmarks (figures in bench/README.md).
 
-    .venv/bin/python bench/pretrain_bench.py ablation [--stage-steps 600,1200] [--ft-steps 300]
+    .venv/bin/python bench/pretrain_bench.py ablation [--stage-steps 300,600] [--ft-steps 300]
     .venv/bin/python bench/pretrain_bench.py stacking [--steps 300]
     .venv/bin/python bench/pretrain_bench.py logits-memory
     .venv/bin/python bench/pretrain_bench.py reader-memory [--sizes 1000000,10000000]
@@ -239,7 +239,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
     a = sub.add_parser("ablation", help="pretrained vs random init, dev accuracy curves")
-    a.add_argument("--stage-steps", default="600,1200")
+    a.add_argument("--stage-steps", default="300,600")
     a.add_argument("--ft-steps", type=int, default=300)
     a.add_argument("--curve-every", type=int, default=50)
     s = sub.add_parser("stacking", help="time to a held-out MLM loss, stacking vs full depth")
