@@ -20,3 +20,45 @@ SENTENCE_ROW_FIELDS = [
 SENTENCE_ROW_NAMES = tuple(n for n, _ in SENTENCE_ROW_FIELDS)
 SENTENCE_SCHEMA = pa.schema([*SENTENCE_ROW_FIELDS, ("dup_count", pa.int32())])
 DROPPED_SCHEMA = pa.schema([*SENTENCE_ROW_FIELDS, ("reason", pa.string()), ("unit", pa.string())])
+
+
+# Translation pairs (training input; the Parquet form of `labse_model train --pairs`).
+PAIR_FIELDS = [
+    ("src", pa.string()),
+    ("trg", pa.string()),
+    ("src_lang", pa.string()),
+    ("trg_lang", pa.string()),
+]
+PAIR_SCHEMA = pa.schema(PAIR_FIELDS)
+PAIR_REQUIRED = ("src", "trg")
+
+# Mined pairs (`mining mine`: mined.parquet, by decreasing margin); per side optionally
+# ``{side}_url_or_title``, ``{side}_source``, ``{side}_doc_id`` when the corpus has them.
+MINED_PAIR_FIELDS = [
+    *PAIR_FIELDS,
+    ("margin", pa.float32()),
+    ("src_id", pa.string()),
+    ("trg_id", pa.string()),
+    ("cosine", pa.float32()),
+]
+MINED_PAIR_OPTIONAL = [(f"{side}_{name}", pa.string()) for side in ("src", "trg")
+                       for name in ("url_or_title", "source", "doc_id")]  # fmt: skip
+MINED_PAIR_SCHEMA = pa.schema([*MINED_PAIR_FIELDS, *MINED_PAIR_OPTIONAL])
+MINED_PAIR_REQUIRED = tuple(n for n, _ in MINED_PAIR_FIELDS)
+
+# Scored pairs (the CDS filter's output): mined pairs plus their CDS score.
+SCORED_PAIR_SCHEMA = pa.schema([*MINED_PAIR_FIELDS, ("cds_score", pa.float32()),
+                                *MINED_PAIR_OPTIONAL])  # fmt: skip
+SCORED_PAIR_REQUIRED = (*MINED_PAIR_REQUIRED, "cds_score")
+
+
+def conform(table: pa.Table, schema: pa.Schema, required: tuple[str, ...]) -> pa.Table:
+    """``table`` with ``schema``'s column types and order (its other columns after them);
+    a missing required column is a ValueError naming it."""
+    missing = [n for n in required if n not in table.column_names]
+    if missing:
+        raise ValueError(f"table lacks required column(s) {missing} (has {table.column_names})")
+    known = [f for f in schema if f.name in table.column_names]
+    extra = [n for n in table.column_names if n not in schema.names]
+    cols = [table.column(f.name).cast(f.type) for f in known] + [table.column(n) for n in extra]
+    return pa.table(cols, names=[f.name for f in known] + extra)

@@ -150,8 +150,9 @@ def _encode_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--output",
         required=True,
-        metavar="EMB.npy",
-        help="output .npy (or shard prefix with --shard-size)",
+        metavar="EMB.npy|DIR",
+        help="a .npy file, or an embedding store folder (any path not ending in .npy; read by "
+        "`mining mine --src-emb DIR` and load_vectors)",
     )
     p.add_argument(
         "--fp16",
@@ -174,9 +175,14 @@ def _encode_parser(sub: argparse._SubParsersAction) -> None:
         "--shard-size",
         type=int,
         default=0,
-        help="rows per output shard <stem>.NNNNN.npy; 0 = one file (default: 0)",
+        help="rows per shard of the embedding store --output DIR (default 100000)",
     )
     p.add_argument("--device", help="cpu, cuda, cuda:1 ... (default: cuda if available)")
+    p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace a non-empty store folder (without it: an error, exit 2)",
+    )
     p.add_argument(
         "--stats",
         metavar="FILE",
@@ -374,6 +380,7 @@ def run_encode(args: argparse.Namespace) -> int:
         shard_size=args.shard_size,
         stats_path=args.stats,
         show_progress=not args.no_progress,
+        overwrite=args.overwrite,
     )
     c = report["counts"]["sentences"]
     print(f"{'sentences':<12}{'in':>10}{'out':>10}  events")

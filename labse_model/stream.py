@@ -50,29 +50,27 @@ _CHOICE_CHUNK = 4096
 # --- file access through Beam FileSystems (local, s3://, gs:// ...) -------------------------
 
 
-def _fs():
-    from apache_beam.io.filesystems import FileSystems  # lazy: Beam is slow to import
-
-    return FileSystems
-
-
 def _is_remote(path: str) -> bool:
     return "://" in path
 
 
 def open_binary(path: str):
-    """A seekable binary file for ``path`` (no automatic decompression)."""
+    """A seekable binary file for ``path`` (no automatic decompression); remote paths through
+    Beam's FileSystems, configured by labse_common/filesystems.py (imported lazily: Beam is
+    slow to import)."""
     if not _is_remote(path):
         return open(path, "rb")
-    from apache_beam.io.filesystem import CompressionTypes
+    from labse_common import filesystems
 
-    return _fs().open(path, compression_type=CompressionTypes.UNCOMPRESSED)
+    return filesystems.open_read(path)
 
 
 def path_exists(path: str) -> bool:
     if not _is_remote(path):
         return os.path.exists(path)
-    return _fs().exists(path)
+    from labse_common import filesystems
+
+    return filesystems.exists(path)
 
 
 def _match(pattern: str) -> list[str]:
@@ -80,8 +78,9 @@ def _match(pattern: str) -> list[str]:
         import glob
 
         return sorted(glob.glob(pattern))
-    res = _fs().match([pattern])[0]
-    return sorted(m.path for m in res.metadata_list)
+    from labse_common import filesystems
+
+    return sorted(filesystems.match(pattern))
 
 
 def _is_data_file(path: str) -> bool:

@@ -13,11 +13,13 @@ from labse_common.cli import (
     add_config_options,
     add_log_level_option,
     add_output_option,
+    add_overwrite_option,
     load_config,
     one_line,
     run_main,
 )
 from labse_common.logs import setup_logging
+from labse_common.output_dir import exclusive_output
 from labse_common.sections.eval import EvalConfig
 from labse_common.sections.mining import MiningConfig
 from mining.mine import MineConfig
@@ -109,20 +111,21 @@ def cmd_mine(args: argparse.Namespace) -> int:
         raise ValueError("give either --model DIR or both --src-emb and --trg-emb")
     if not args.model and not (args.src_emb and args.trg_emb):
         raise ValueError("give both --src-emb and --trg-emb")
-    report = run_mine(
-        args.src_text,
-        args.trg_text,
-        args.output,
-        cfg,
-        src_emb=args.src_emb,
-        trg_emb=args.trg_emb,
-        model=args.model,
-        src_lang=args.src_lang,
-        trg_lang=args.trg_lang,
-        batch_size=c.batch_size,
-        workers=c.workers,
-        shard_rows=c.shard_rows,
-    )
+    with exclusive_output(args.output, args.overwrite) as out:  # written under OUT/_tmp-<id>/
+        report = run_mine(
+            args.src_text,
+            args.trg_text,
+            out.tmp,
+            cfg,
+            src_emb=args.src_emb,
+            trg_emb=args.trg_emb,
+            model=args.model,
+            src_lang=args.src_lang,
+            trg_lang=args.trg_lang,
+            batch_size=c.batch_size,
+            workers=c.workers,
+            shard_rows=c.shard_rows,
+        )
     _print_stats(report)
     return 0
 
@@ -138,15 +141,16 @@ def cmd_mine_many(args: argparse.Namespace) -> int:
         raise UsageError(f"mining.pairs: {', '.join(map(repr, bad))} is not SRC-TRG, e.g. de-en")
     if not args.model and not args.emb:
         raise UsageError("give --model DIR or --emb PATTERN")
-    reports = run_many(
-        [tuple(p.split("-", 1)) for p in c.pairs],
-        args.corpus,
-        args.output,
-        cfg,
-        emb_pattern=args.emb,
-        model=args.model,
-        batch_size=c.batch_size,
-    )
+    with exclusive_output(args.output, args.overwrite) as out:
+        reports = run_many(
+            [tuple(p.split("-", 1)) for p in c.pairs],
+            args.corpus,
+            out.tmp,
+            cfg,
+            emb_pattern=args.emb,
+            model=args.model,
+            batch_size=c.batch_size,
+        )
     for pair, rep in reports.items():
         print(f"== {pair}")
         _print_stats(rep)
@@ -155,16 +159,18 @@ def cmd_mine_many(args: argparse.Namespace) -> int:
 
 def cmd_embed(args: argparse.Namespace) -> int:
     from mining.corpus import read_corpus
-    from mining.embeddings import StoreWriter
+    from mining.embeddings import EmbeddingStore, StoreWriter
     from mining.mine import encode_corpus
 
     corpus = read_corpus(args.text, args.lang)
     vecs = encode_corpus(args.model, corpus.texts, args.batch_size)
-    w = StoreWriter(
-        args.output, dim=vecs.shape[1], dtype=args.dtype, rows_per_shard=args.rows_per_shard
-    )
-    w.add(vecs, corpus.meta["id"], text=corpus.texts)
-    store = w.close()
+    with exclusive_output(args.output, args.overwrite) as out:
+        w = StoreWriter(
+            out.tmp, dim=vecs.shape[1], dtype=args.dtype, rows_per_shard=args.rows_per_shard
+        )
+        w.add(vecs, corpus.meta["id"], text=corpus.texts)
+        w.close()
+    store = EmbeddingStore(args.output)
     print(f"wrote {len(store)} vectors (dim {store.dim}, {len(store.shards)} shards) to {args.output}")
     return 0
 
@@ -244,6 +250,7 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--src-lang", default="", help="source language code written in the output")
     m.add_argument("--trg-lang", default="", help="target language code written in the output")
     add_output_option(m, "output directory")
+    add_overwrite_option(m, "a non-empty output folder (old files are removed at the end)")
     _add_mining_options(m)
     _add_config(m)
     m.set_defaults(func=cmd_mine)
@@ -262,6 +269,7 @@ def build_parser() -> argparse.ArgumentParser:
     mm.add_argument("--emb", help="embeddings path pattern with {lang} (.npy or store)")
     mm.add_argument("--model", help="LaBSE checkpoint directory (instead of --emb)")
     add_output_option(mm, "output directory: OUT/<src>-<trg>/ per pair, OUT/embeddings/<lang>/")
+    add_overwrite_option(mm, "a non-empty output folder (old files are removed at the end)")
     _add_mining_options(mm)
     _add_config(mm)
     mm.set_defaults(func=cmd_mine_many)
@@ -275,6 +283,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--text", required=True, help="sentences: text file or Parquet with 'text'")
     e.add_argument("--model", required=True, help="LaBSE checkpoint directory")
     add_output_option(e, "store directory to write")
+    add_overwrite_option(e, "a non-empty store folder (old files are removed at the end)")
     add_log_level_option(e, subcommand=True)
     e.add_argument("--lang", default="", help="language code (metadata)")
     e.add_argument(
@@ -294,7 +303,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ev.add_argument("task", choices=["tatoeba", "bucc", "un"], help="which evaluation")
     ev.add_argument("--model", help="LaBSE checkpoint directory")
-    ev.add_argument("--emb-dir", help="directory of precomputed <text file name>.npy")
+    ev.add_argument("--emb-dir", help="directory of precomputed <text file name>.npy (or embedding stores <text file name>.emb/)")
     ev.add_argument("--data", help="data directory (tatoeba, bucc)")
     ev.add_argument("--langs", nargs="+", help="tatoeba languages (default: every one found)")
     ev.add_argument(

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 
+from labse_common.output_dir import is_remote
 from labse_common.stats import StageCounter
 from labse_common.textio import read_lines
 from mining.embeddings import MANIFEST, EmbeddingStore, normalized, valid_mask
@@ -34,12 +35,17 @@ class Corpus:
 
 def read_corpus(path: str | os.PathLike, lang: str = "") -> Corpus:
     """Read one sentence per line (``.txt``, any other suffix) or a Parquet with ``text``."""
-    p = Path(path)
-    if not p.exists():
-        raise FileNotFoundError(f"corpus not found: {p}")
-    if p.is_dir() or p.suffix == ".parquet":
+    if is_remote(os.fspath(path)):  # an embedding store on s3://, gs://: its shard Parquets
+        table, p = EmbeddingStore(os.fspath(path)).all_metadata(), Path("store")
+    else:
+        p = Path(path)
+        if not p.exists():
+            raise FileNotFoundError(f"corpus not found: {p}")
+    if is_remote(os.fspath(path)) or p.is_dir() or p.suffix == ".parquet":
         # An embedding store directory carries its sentences in its shard Parquets.
-        table = EmbeddingStore(p).all_metadata() if (p / MANIFEST).is_file() else pq.read_table(p)
+        if not is_remote(os.fspath(path)):
+            table = (EmbeddingStore(p).all_metadata() if (p / MANIFEST).is_file()
+                     else pq.read_table(p))  # fmt: skip
         if "text" not in table.column_names:
             raise ValueError(f"{p}: Parquet corpus needs a 'text' column, has {table.column_names}")
         texts = ["" if t is None else str(t) for t in table.column("text").to_pylist()]

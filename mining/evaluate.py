@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from labse_common.textio import read_lines
-from mining.embeddings import normalized, valid_mask
+from mining.embeddings import MANIFEST, load_vectors, normalized, valid_mask
 from mining.knn import KnnConfig, knn
 from mining.margin import neighbourhood_mean, score_candidates
 
@@ -41,13 +41,18 @@ def model_embedder(model_dir: str, batch_size: int = 64) -> Embedder:
 
 
 def npy_embedder(emb_dir: str | None = None) -> Embedder:
-    """Read ``<name>.npy`` (row i = line i) from ``emb_dir`` or beside the text file."""
+    """Read ``<name>.npy`` (row i = line i), or an embedding store folder ``<name>`` (as
+    ``labse_model encode --output DIR`` writes), from ``emb_dir`` or beside the text file."""
 
     def embed(texts: list[str], path: Path) -> np.ndarray:
-        p = (Path(emb_dir) / path.name if emb_dir else path).with_name(path.name + ".npy")
-        if not p.is_file():
+        base = Path(emb_dir) / path.name if emb_dir else path
+        p = base.with_name(path.name + ".npy")
+        if not p.is_file() and (base.with_name(path.name + ".emb") / MANIFEST).is_file():
+            p = base.with_name(path.name + ".emb")
+        if not p.exists():
             raise FileNotFoundError(f"embeddings not found for {path}: {p}")
-        arr = np.load(p)
+        arr = np.concatenate([np.asarray(b) for b in load_vectors(p)]) if p.is_dir() else (
+            np.load(p))  # fmt: skip
         if len(arr) != len(texts):
             raise ValueError(f"{p}: {len(arr)} rows for {len(texts)} sentences")
         return arr

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from labse_common.formats import MINED_PAIR_REQUIRED, MINED_PAIR_SCHEMA, conform
 from labse_common.sections.mining import MiningConfig
 from labse_common.stats import StageCounter, check_balanced, write_report
 from mining.corpus import Corpus, Side, expand_pairs, prepare_side, read_corpus
@@ -153,7 +154,7 @@ def pairs_table(
         for name in ("url_or_title", "source", "doc_id"):
             if name in c.meta:
                 cols[f"{side}_{name}"] = [c.meta[name][i] for i in rows]
-    return pa.table(cols)
+    return conform(pa.table(cols), MINED_PAIR_SCHEMA, MINED_PAIR_REQUIRED)
 
 
 @dataclass

@@ -10,18 +10,27 @@ cluster (each task is independent; only the small (rows, k) lists come back).
 from __future__ import annotations
 
 import dataclasses
+import io
 import logging
 import multiprocessing
 import os
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 from tqdm import tqdm
 
-from mining.embeddings import EmbeddingStore, normalized
+from labse_common.embedding_store import (
+    MANIFEST,
+    EmbeddingStore,
+    exists,
+    load_npy,
+    read_bytes,
+    write_bytes,
+)
+from labse_common.output_dir import is_remote, join
+from mining.embeddings import normalized
 from mining.knn import KnnConfig, Neighbours, merge_topk, search_flat
 
 log = logging.getLogger(__name__)
@@ -39,20 +48,20 @@ class ShardRef:
 
 def shard_refs(path: str | os.PathLike, shard_rows: int | None = None) -> list[ShardRef]:
     """Shards of a store directory, or a ``.npy`` cut into ``shard_rows`` row ranges."""
-    p = Path(path)
+    p = os.fspath(path)
     refs: list[ShardRef] = []
-    if p.is_dir():
+    if exists(join(p, MANIFEST)) or (not is_remote(p) and os.path.isdir(p)):
         store, offset = EmbeddingStore(p), 0
-        for s in store.shards:
-            file = str(p / f"{s.name}.npy")
+        for i, s in enumerate(store.shards):
+            file = store.shard_path(i)
             step = shard_rows or max(s.rows, 1)
             for a in range(0, s.rows, step):
                 refs.append(ShardRef(file, a, min(a + step, s.rows), offset + a))
             offset += s.rows
         return refs
-    n = len(np.load(p, mmap_mode="r"))
+    n = len(load_npy(p))
     step = shard_rows or max(n, 1)
-    return [ShardRef(str(p), a, min(a + step, n), a) for a in range(0, n, step)]
+    return [ShardRef(p, a, min(a + step, n), a) for a in range(0, n, step)]
 
 
 def reps_in(ref: ShardRef, reps: np.ndarray) -> tuple[np.ndarray, int]:
@@ -64,7 +73,7 @@ def reps_in(ref: ShardRef, reps: np.ndarray) -> tuple[np.ndarray, int]:
 
 def load_slice(ref: ShardRef, rows: np.ndarray, lo: int) -> tuple[np.ndarray, np.ndarray]:
     """Unit vectors of global ``rows`` (from :func:`reps_in`) and their compact indices."""
-    arr = np.load(ref.path, mmap_mode="r")
+    arr = load_npy(ref.path)  # mmap locally, streamed from object stores
     local = rows - ref.offset + ref.start
     return normalized(arr[local]), np.arange(lo, lo + len(rows), dtype=np.int64)
 
@@ -112,9 +121,10 @@ def merge_parts(
 def save_neighbour_part(
     path: str | os.PathLike, q_pos: np.ndarray, sims: np.ndarray, inds: np.ndarray
 ) -> None:
-    """One query shard's merged lists, as written by a distributed (Beam) run."""
-    with open(path, "wb") as f:
-        np.savez(f, q_pos=q_pos, sims=sims, inds=inds)
+    """One query shard's merged lists, as written by a distributed (Beam) run (any filesystem)."""
+    buf = io.BytesIO()
+    np.savez(buf, q_pos=q_pos, sims=sims, inds=inds)
+    write_bytes(os.fspath(path), buf.getvalue())
 
 
 def load_neighbour_parts(
@@ -126,7 +136,7 @@ def load_neighbour_parts(
     inds = np.full((n_queries, k_all), -1, np.int64)
     seen = np.zeros(n_queries, bool)
     for p in paths:
-        with np.load(p) as z:
+        with np.load(io.BytesIO(read_bytes(os.fspath(p)))) as z:
             q_pos = z["q_pos"]
             if seen[q_pos].any():
                 raise ValueError(f"{p}: query rows covered twice")
@@ -211,7 +221,7 @@ def gather_unit_rows(refs: Sequence[ShardRef], rows: np.ndarray) -> np.ndarray:
     for ref in refs:
         lo, hi = np.searchsorted(sorted_rows, [ref.offset, ref.offset + ref.stop - ref.start])
         if hi > lo:
-            arr = np.load(ref.path, mmap_mode="r")
+            arr = load_npy(ref.path)  # mmap locally, streamed from object stores
             parts.append(normalized(arr[sorted_rows[lo:hi] - ref.offset + ref.start]))
     out = np.empty_like(np.concatenate(parts))
     out[order] = np.concatenate(parts)

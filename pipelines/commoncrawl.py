@@ -23,6 +23,7 @@ from labse_common.stats import StageCounter
 from pipelines.corpus_cli import base_parser, main_wrapper, run_cli
 from pipelines.readers.warc import iter_warc_documents
 from pipelines.sentences import finish_sentences
+from pipelines.tagged import with_outputs
 from pipelines.tags import STATS
 
 
@@ -47,12 +48,9 @@ class ReadWarcFile(beam.DoFn):
 def build(
     p: beam.Pipeline, inputs: list[str], args: argparse.Namespace, cfg: CorpusConfig
 ) -> None:
-    read = (
-        p
-        | "Paths" >> beam.Create(inputs)
-        | "Spread" >> beam.Reshuffle()
-        | "Read" >> beam.ParDo(ReadWarcFile()).with_outputs(STATS, main="docs")
-    )
+    paths = p | "Paths" >> beam.Create(inputs) | "Spread" >> beam.Reshuffle()
+    # with_outputs (pipelines/tagged.py): a multi-output ParDo that the DaskRunner runs too.
+    read = with_outputs(paths, "Read", ReadWarcFile(), STATS, main="docs")
     finish_sentences(read.docs, args.output, cfg, [read[STATS]], "commoncrawl",
                      {"inputs": len(inputs), "config": to_dict(cfg)})  # fmt: skip
 

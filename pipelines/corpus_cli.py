@@ -23,8 +23,8 @@ from labse_common.cli import (
 from labse_common.logs import setup_logging
 from labse_common.sections.corpus import CorpusConfig
 from pipelines.inputs import expand_inputs
-from pipelines.options import UsageError, pipeline_options
-from pipelines.outputs import prepare_output
+from pipelines.options import UsageError, pipeline_options, run_pipeline
+from pipelines.outputs import claim_output
 from pipelines.stats_io import report_and_exit
 
 log = logging.getLogger(__name__)
@@ -118,15 +118,23 @@ def run_cli(
     try:
         cfg = resolve_config(args, extra_flags(args) if extra_flags else None)
         validate_models(cfg)
+        opts = pipeline_options(beam_args)  # first: it gives FileSystems the S3/GCS options
         inputs = expand_inputs(args.input, getattr(args, "paths_prefix", "") or "")
-        prepare_output(args.output, args.overwrite)
-        opts = pipeline_options(beam_args)
+        out = claim_output(args.output, args.overwrite)
     except USAGE_ERRORS as e:
         return usage_error(e, log)
     log.info("%s: %d input file(s) -> %s", stage, len(inputs), args.output)
-    with beam.Pipeline(options=opts) as p:
-        build(p, inputs, args, cfg)
-    return report_and_exit(args.output, stage)
+    # The job writes under OUTPUT/_tmp-<job id>/; the files move into OUTPUT at the end.
+    try:
+        p = beam.Pipeline(options=opts)
+        build(p, inputs, argparse.Namespace(**{**vars(args), "output": out.tmp}), cfg)
+        run_pipeline(p)
+        code = report_and_exit(out.tmp, stage)
+    except BaseException:
+        out.abort()
+        raise
+    out.commit()
+    return code
 
 
 def main_wrapper(fn) -> None:

@@ -140,7 +140,8 @@ def main(argv: list[str] | None = None) -> int:
             ("vocab", lambda: (build_vocab_input(tatoeba, [out / "wikipedia", out / "commoncrawl_q"],
                                                  out / "sentences"),
                                _run("pipelines.vocab", "--input", str(out / "sentences"),
-                                    "--output", str(out / "vocab"), "--config", "demo"))[1]),
+                                    "--output", str(out / "vocab"), "--config", "demo",
+                                    "--overwrite"))[1]),
             ("pairs", lambda: 0 if write_pairs(tatoeba, out / "pairs.tsv") else 1),
             ("train", lambda: _run("labse_model", "train", "--config", "demo",
                                    "--pairs", str(out / "pairs.tsv"), "--vocab", str(out / "vocab"),
@@ -151,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
             ("mine", lambda: _run("mining", "mine", "--model", str(model / "model"),
                                   "--src-text", str(tatoeba / "dev.deu-eng.deu"),
                                   "--trg-text", str(tatoeba / "dev.deu-eng.eng"),
-                                  "--output", str(out / "mined"))),
+                                  "--output", str(out / "mined"), "--overwrite")),
         ]  # fmt: skip
     elif not args.corpus_only:
         log.warning("%s not found: skipping the vocabulary, training and mining steps", tatoeba)

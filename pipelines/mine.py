@@ -12,15 +12,15 @@ margin-scores them with the library (``mining.mine.finish_sharded``), exactly as
 ``python -m mining mine --shard-rows R`` does, and writes mined.parquet, mined.tsv.gz,
 score_hist.png and stats.json.
 
-Elements carry only paths and shard numbers; the selected rows of each side are saved once to
-``OUT/neighbours/{src,trg}_rows.npy``. On a cluster, the stores and OUT must therefore be on a
-filesystem every worker sees.
+Elements carry shard paths, shard numbers and the selected rows of their two shards; workers
+read the stores and write the neighbour lists through Beam's FileSystems, so on a cluster the
+stores live on any filesystem every worker reads (``s3://``, ``gs://``) and the lists go to
+``--temp_location`` when one is given. The final outputs are written by the driver into --out.
 """
 
 from __future__ import annotations
 
 import argparse
-import glob
 import logging
 import os
 import sys
@@ -29,6 +29,8 @@ from typing import Any
 
 import apache_beam as beam
 import numpy as np
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.options.pipeline_options import GoogleCloudOptions
 
 from labse_common.cli import (
     add_config_options,
@@ -36,7 +38,9 @@ from labse_common.cli import (
     add_output_option,
     usage_error,
 )
+from labse_common.embedding_store import MANIFEST, exists
 from labse_common.logs import setup_logging
+from labse_common.output_dir import join
 from mining.__main__ import _print_stats, add_scoring_options, mining_config
 from mining.knn import KnnConfig, Neighbours
 from mining.mine import MineConfig, finish_sharded, prepare_inputs
@@ -49,7 +53,8 @@ from mining.shards import (
     search_pair,
     shard_refs,
 )
-from pipelines.options import UsageError, pipeline_options
+from pipelines.options import UsageError, pipeline_options, run_pipeline
+from pipelines.outputs import claim_output
 
 log = logging.getLogger(__name__)
 
@@ -57,64 +62,55 @@ NB_DIR = "neighbours"
 # Per direction: (query side, base side). fwd = each source row's targets.
 DIRECTIONS = {"fwd": ("src", "trg"), "bwd": ("trg", "src")}
 
-Task = tuple[str, int, int, ShardRef, ShardRef, int]
-
-
-def _rows_path(nb_dir: str, side: str) -> str:
-    return os.path.join(nb_dir, f"{side}_rows.npy")
-
-
-def _slice(nb_dir: str, side: str, ref: ShardRef) -> tuple[np.ndarray, int]:
-    # mmap: a worker copies only its shard's part of the selected rows.
-    rows = np.load(_rows_path(nb_dir, side), mmap_mode="r")
-    sel, lo = reps_in(ref, rows)
-    return np.asarray(sel), lo
+# (direction, q, b, q_ref, b_ref, k, (q_rows, q_lo), (b_rows, b_lo)): the selected rows of both
+# shards travel with the task, so a worker needs no file but the two shards themselves.
+Task = tuple[str, int, int, ShardRef, ShardRef, int, tuple, tuple]
 
 
 class SearchShardPair(beam.DoFn):
-    """(direction, q, b, q_ref, b_ref, k) -> ((direction, q), (b, sims, inds) or (b, None))."""
+    """A task -> ((direction, q), (b, sims, inds) or (b, None))."""
 
-    def __init__(self, nb_dir: str, knn_cfg: KnnConfig) -> None:
-        self.nb_dir = nb_dir
+    def __init__(self, knn_cfg: KnnConfig) -> None:
         self.knn_cfg = knn_cfg
 
     def process(self, task: Task) -> Iterator[tuple[tuple[str, int], tuple[int, Any]]]:
-        direction, qi, bi, q_ref, b_ref, k_all = task
-        q_side, b_side = DIRECTIONS[direction]
-        q_rows, q_lo = _slice(self.nb_dir, q_side, q_ref)
-        b_rows, b_lo = _slice(self.nb_dir, b_side, b_ref)
+        direction, qi, bi, q_ref, b_ref, k_all, (q_rows, q_lo), (b_rows, b_lo) = task
         res = search_pair(q_ref, q_rows, q_lo, b_ref, b_rows, b_lo, k_all, self.knn_cfg)
         yield (direction, qi), (bi, None if res is None else (res[1], res[2]))
 
 
 class MergeAndWrite(beam.DoFn):
-    """All base-shard parts of one query shard -> merged lists -> ``{direction}_{q:05d}.npz``."""
+    """All base-shard parts of one query shard -> merged lists -> ``{direction}_{q:05d}.npz``
+    in ``nb_dir``, through FileSystems (the job's output or ``--temp_location``)."""
 
-    def __init__(self, nb_dir: str, refs: dict[str, list[ShardRef]], k_all: dict[str, int]):
+    def __init__(self, nb_dir: str, spans: dict[str, list[tuple[int, int]]],
+                 k_all: dict[str, int]) -> None:  # fmt: skip
         self.nb_dir = nb_dir
-        self.refs = refs
+        self.spans = spans
         self.k_all = k_all
 
     def process(self, kv: tuple[tuple[str, int], Iterable[tuple[int, Any]]]) -> Iterator[str]:
         (direction, qi), parts = kv
-        q_side = DIRECTIONS[direction][0]
-        q_rows, q_lo = _slice(self.nb_dir, q_side, self.refs[q_side][qi])
-        q_pos = np.arange(q_lo, q_lo + len(q_rows), dtype=np.int64)
+        q_lo, q_n = self.spans[DIRECTIONS[direction][0]][qi]
+        q_pos = np.arange(q_lo, q_lo + q_n, dtype=np.int64)
         # Base-shard order, as the local task merges: ties then resolve identically.
         ordered = [p for _, p in sorted(parts, key=lambda bp: bp[0])]
         q_pos, sims, inds = merge_parts(q_pos, self.k_all[direction], ordered)
-        path = os.path.join(self.nb_dir, f"{direction}_{qi:05d}.npz")
+        path = join(self.nb_dir, f"{direction}_{qi:05d}.npz")
         save_neighbour_part(path, q_pos, sims, inds)
         yield path
 
 
-def make_tasks(refs: dict[str, list[ShardRef]], k_all: dict[str, int]) -> list[Task]:
-    """Every (direction, query shard, base shard) pair; only paths and numbers, no vectors."""
+def make_tasks(refs: dict[str, list[ShardRef]], k_all: dict[str, int],
+               reps: dict[str, np.ndarray]) -> list[Task]:  # fmt: skip
+    """Every (direction, query shard, base shard) pair with the selected rows of both shards."""
+    sel = {side: [reps_in(r, reps[side]) for r in refs[side]] for side in refs}
     tasks: list[Task] = []
     for direction, (q_side, b_side) in DIRECTIONS.items():
         for qi, q_ref in enumerate(refs[q_side]):
             for bi, b_ref in enumerate(refs[b_side]):
-                tasks.append((direction, qi, bi, q_ref, b_ref, k_all[direction]))
+                tasks.append((direction, qi, bi, q_ref, b_ref, k_all[direction],
+                              sel[q_side][qi], sel[b_side][bi]))  # fmt: skip
     return tasks
 
 
@@ -122,7 +118,7 @@ def build_pipeline(
     p: beam.Pipeline,
     tasks: Sequence[Task],
     nb_dir: str,
-    refs: dict[str, list[ShardRef]],
+    spans: dict[str, list[tuple[int, int]]],
     k_all: dict[str, int],
     knn_cfg: KnnConfig,
 ) -> None:
@@ -130,10 +126,14 @@ def build_pipeline(
         p
         | "Tasks" >> beam.Create(list(tasks))
         | "Spread" >> beam.Reshuffle()  # fan the tasks out over workers
-        | "Search" >> beam.ParDo(SearchShardPair(nb_dir, knn_cfg))
+        | "Search" >> beam.ParDo(SearchShardPair(knn_cfg))
         | "PerQueryShard" >> beam.GroupByKey()
-        | "MergeWrite" >> beam.ParDo(MergeAndWrite(nb_dir, refs, k_all))
+        | "MergeWrite" >> beam.ParDo(MergeAndWrite(nb_dir, spans, k_all))
     )
+
+
+def _list(pattern: str) -> list[str]:
+    return sorted(m.path for m in FileSystems.match([pattern])[0].metadata_list)
 
 
 def run_beam_mine(
@@ -148,11 +148,17 @@ def run_beam_mine(
     src_lang: str = "",
     trg_lang: str = "",
 ) -> dict:
-    """Run the kNN as a Beam job, then score and write outputs with the library; the report."""
+    """Run the kNN as a Beam job, then score and write outputs with the library; the report.
+
+    ``out`` is this job's (temporary) output folder; the neighbour lists go to
+    ``out/neighbours/``, or under Beam's ``--temp_location`` when one is given (a bucket every
+    worker can write), from where the driver reads them back.
+    """
     if cfg.knn.index != "flat":
         raise UsageError("the Beam job searches exactly: use --set index=flat (the default)")
+    opts = pipeline_options(beam_args)  # first: it gives FileSystems the S3/GCS options
     for path in (src_emb, trg_emb):
-        if not os.path.exists(path):
+        if not exists(path) and not exists(join(path, MANIFEST)):
             raise FileNotFoundError(f"embeddings not found: {path}")
     src_text, trg_text = src_text or src_emb, trg_text or trg_emb
     inp = prepare_inputs(
@@ -161,13 +167,12 @@ def run_beam_mine(
     refs = {"src": shard_refs(src_emb, shard_rows), "trg": shard_refs(trg_emb, shard_rows)}
     reps = {"src": inp.src.representative(), "trg": inp.trg.representative()}
     k_all = {d: min(cfg.k, len(reps[b])) for d, (_, b) in DIRECTIONS.items()}
-    nb_dir = os.path.join(out, NB_DIR)
-    os.makedirs(nb_dir, exist_ok=True)
-    for stale in glob.glob(os.path.join(nb_dir, "*.npz")):
-        os.remove(stale)  # a rerun with other shards must not read old lists
-    for side in ("src", "trg"):
-        np.save(_rows_path(nb_dir, side), reps[side])
-    tasks = make_tasks(refs, k_all)
+    temp = opts.view_as(GoogleCloudOptions).temp_location
+    nb_dir = join(temp, f"{NB_DIR}-{os.path.basename(out.rstrip('/'))}") if temp else join(
+        out, NB_DIR)  # fmt: skip
+    tasks = make_tasks(refs, k_all, reps)
+    spans = {side: [(lo, len(rows)) for rows, lo in (reps_in(r, reps[side]) for r in refs[side])]
+             for side in refs}  # fmt: skip
     log.info(
         "mining %d x %d sentences as %d Beam tasks (%d x %d shards, k=%d, %s, %s)",
         len(reps["src"]),
@@ -179,15 +184,18 @@ def run_beam_mine(
         cfg.margin,
         cfg.mode,
     )
-    with beam.Pipeline(options=pipeline_options(beam_args)) as p:
-        build_pipeline(p, tasks, nb_dir, refs, k_all, cfg.knn)
+    p = beam.Pipeline(options=opts)
+    build_pipeline(p, tasks, nb_dir, spans, k_all, cfg.knn)
+    run_pipeline(p)
 
     def lists(direction: str) -> tuple[np.ndarray, np.ndarray]:
         q_side = DIRECTIONS[direction][0]
-        paths = sorted(glob.glob(os.path.join(nb_dir, f"{direction}_*.npz")))
+        paths = _list(join(nb_dir, f"{direction}_*.npz"))
         return load_neighbour_parts(paths, len(reps[q_side]), k_all[direction])
 
     nb = Neighbours(*lists("fwd"), *lists("bwd"))
+    if temp:
+        FileSystems.delete(_list(join(nb_dir, "*.npz")))
     extra = {"src_text": str(src_text), "trg_text": str(trg_text), "runner": "beam"}
     return finish_sharded(inp, nb, refs["src"], refs["trg"], cfg, extra)
 
@@ -213,6 +221,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--trg-lang", default="", help="target language code written in the output")
     add_scoring_options(ap)
     add_config_options(ap, "mining", "k=8")
+    ap.add_argument("--overwrite", action="store_true",
+                    help="replace a non-empty --output (old files are removed at the end)")
     add_log_level_option(ap)
     return ap
 
@@ -222,10 +232,14 @@ def run(argv: Sequence[str] | None = None) -> int:
     setup_logging(args.log_level)
     try:
         cfg, section = mining_config(args)  # typed: shard_rows >= 1, k >= 1, no NaN, ...
+        out = claim_output(args.output, args.overwrite)
+    except (FileNotFoundError, ValueError, UsageError) as exc:
+        return usage_error(exc, log)
+    try:
         report = run_beam_mine(
             args.src_emb,
             args.trg_emb,
-            args.output,
+            out.tmp,
             cfg,
             beam_args,
             section.shard_rows,
@@ -235,7 +249,12 @@ def run(argv: Sequence[str] | None = None) -> int:
             args.trg_lang,
         )
     except (FileNotFoundError, ValueError, UsageError) as exc:
+        out.abort()
         return usage_error(exc, log)
+    except BaseException:
+        out.abort()
+        raise
+    out.commit()
     _print_stats(report)
     return 0
 

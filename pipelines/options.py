@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
-from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
 
 from labse_common.cli import UsageError
 
@@ -20,9 +21,60 @@ def pipeline_options(beam_args: Sequence[str]) -> PipelineOptions:
     multi_processing with one worker per core.
     """
     opts = PipelineOptions(list(beam_args), save_main_session=False)
+    # The driver's own FileSystems calls (input globbing, output claim, stats) use the job's
+    # S3/GCS options too; Dask workers get them from a worker plugin (below).
+    FileSystems.set_options(opts)
+    _give_dask_workers_options(opts, beam_args)
     direct = opts.view_as(DirectOptions)
     if "--direct_running_mode" not in " ".join(beam_args):
         direct.direct_running_mode = "multi_processing"
     if not direct.direct_num_workers:
         direct.direct_num_workers = os.cpu_count() or 1
     return opts
+
+
+def run_pipeline(p) -> None:
+    """Run ``p`` to the end; a worker's error is raised here. Closes a DaskRunner's client, whose
+    connection would otherwise outlive the job (and retry once the cluster is gone)."""
+    result = p.run()
+    try:
+        result.wait_until_finish()
+    finally:
+        client = getattr(result, "client", None)
+        if client is not None:
+            client.close()
+
+
+try:  # dask is optional (the `dev` extra); only the DaskRunner needs it
+    from distributed import WorkerPlugin as _WorkerPlugin
+except ImportError:  # pragma: no cover
+    _WorkerPlugin = object
+
+
+class _FileSystemOptions(_WorkerPlugin):
+    """A dask ``WorkerPlugin``: gives each worker's FileSystems the job's options (Beam ships
+    options to Flink/Dataflow workers itself; its DaskRunner does not)."""
+
+    name = "labse-beam-filesystem-options"
+
+    def __init__(self, args: list[str]) -> None:
+        self.args = args
+
+    def setup(self, worker) -> None:
+        from labse_common.filesystems import configure
+
+        configure(self.args)
+
+
+def _give_dask_workers_options(opts: PipelineOptions, beam_args: Sequence[str]) -> None:
+    runner = str(opts.view_as(StandardOptions).runner or "")
+    if not runner.endswith("DaskRunner"):
+        return
+    from apache_beam.runners.dask.dask_runner import DaskOptions
+    from distributed import Client
+
+    address = opts.view_as(DaskOptions).address
+    if not address:
+        return  # a LocalCluster of this process: FileSystems is already configured
+    with Client(address, timeout=60) as client:
+        client.register_plugin(_FileSystemOptions(list(beam_args)))

@@ -9,6 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 
+from labse_common import filesystems
 from labse_common.formats import SENTENCE_ROW_FIELDS as _ROW_FIELDS
 from labse_common.formats import SENTENCE_ROW_NAMES as _ROW_NAMES
 from labse_common.formats import SENTENCE_SCHEMA
@@ -51,7 +52,7 @@ class WriteSentenceShard(beam.DoFn):
 def write_table(table: pa.Table, path: str) -> str:
     buf = io.BytesIO()
     pq.write_table(table, buf, compression="zstd")
-    with FileSystems.create(path) as f:
+    with filesystems.create(path) as f:  # one cached filesystem object per worker
         f.write(buf.getvalue())
     return path
 

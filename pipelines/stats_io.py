@@ -41,7 +41,9 @@ def write_stats(stats_pcolls: list, output: str, stage: str, extra: dict):
     return (
         stats_pcolls
         | "FlattenStats" >> beam.Flatten()
-        | "SumStats" >> beam.CombineGlobally(_StatsCombine())
+        # without_defaults: the default-injecting form needs a side input, which the
+        # DaskRunner evaluates by recomputing its producer; every job has stats anyway.
+        | "SumStats" >> beam.CombineGlobally(_StatsCombine()).without_defaults()
         | "WriteStats" >> beam.Map(_write)
     )
 

@@ -58,6 +58,7 @@ from labse_model.vocab.learner import LearnerParams, VocabTooSmall
 from labse_model.vocab.smoothing import language_weights
 from pipelines.inputs import require_columns
 from pipelines.options import UsageError, pipeline_options
+from pipelines.outputs import claim_output
 
 log = logging.getLogger(__name__)
 
@@ -332,6 +333,8 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="at most N held-out sentences per language are evaluated",
     )
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace an existing non-empty DIR (the old files are removed at the end)")
     add_log_level_option(p)
     return p  # fmt: skip
 
@@ -389,14 +392,30 @@ def run(argv: Sequence[str] | None = None) -> int:
     setup_logging(args.log_level)
     try:
         cfg = resolve_config(args)
+        opts = pipeline_options(beam_args)  # first: it gives FileSystems the S3/GCS options
         langs, files = discover_inputs(args.input)
         require_columns([path for _, path in files], ["text"])
         check_vocab_size(cfg, langs, files)
+        out = claim_output(args.output, args.overwrite)
     except USAGE_ERRORS as e:
         return usage_error(e, log)
-    output = args.output
-    log.info("vocab: %d languages, %d files -> %s", len(langs), len(files), output)
-    with beam.Pipeline(options=pipeline_options(beam_args)) as p:
+    log.info("vocab: %d languages, %d files -> %s", len(langs), len(files), args.output)
+    try:
+        problem = _run_into(out.tmp, args.output, langs, files, cfg, opts)  # OUTPUT/_tmp-<id>/
+    except BaseException:
+        out.abort()
+        raise
+    out.commit()  # also when the learner failed: the counts are kept for a rerun
+    if problem:
+        return usage_error(problem, log)
+    print_report(args.output)
+    return 0
+
+
+def _run_into(output: str, final: str, langs: list[str], files: list[tuple[str, str]], cfg,
+              opts) -> str | None:  # fmt: skip
+    """The job and the learner, writing into ``output``; a learner problem as a message."""
+    with beam.Pipeline(options=opts) as p:
         build_pipeline(p, files, output, cfg)
 
     beam_dir = FileSystems.join(output, BEAM_DIR)
@@ -429,10 +448,9 @@ def run(argv: Sequence[str] | None = None) -> int:
     try:
         finish_vocab(words, counts, _params(cfg), output, counter, heldout, summary, extra)
     except VocabTooSmall as e:  # the sample missed characters the whole corpus has
-        return usage_error(f"{e} (the counts are kept: rerun only the learner with python -m "
-                           f"labse_model.vocab --counts {output}/{COUNTS_FILE})", log)  # fmt: skip
-    print_report(output)
-    return 0
+        return (f"{e} (the counts are kept: rerun only the learner with python -m "
+                f"labse_model.vocab --counts {final}/{COUNTS_FILE})")  # fmt: skip
+    return None
 
 
 def print_report(output: str) -> None:

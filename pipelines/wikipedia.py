@@ -30,6 +30,7 @@ from pipelines.corpus_cli import base_parser, main_wrapper, run_cli
 from pipelines.options import UsageError
 from pipelines.readers.wikidump import PageConverter, iter_range_pages, plan_ranges
 from pipelines.sentences import finish_sentences
+from pipelines.tagged import with_outputs
 from pipelines.tags import STATS
 
 log = logging.getLogger(__name__)
@@ -116,28 +117,19 @@ class ConvertPages(beam.DoFn):
 def build(
     p: beam.Pipeline, inputs: list[str], args: argparse.Namespace, cfg: CorpusConfig
 ) -> None:
-    plan = (
-        p
-        | "Paths" >> beam.Create(inputs)
-        | "Plan" >> beam.ParDo(PlanRanges(args.index, args.streams_per_range)).with_outputs(
-            STATS, main="ranges")
-    )  # fmt: skip
-    pages = (
-        plan.ranges
-        | "SpreadRanges" >> beam.Reshuffle()
-        | "Read" >> beam.ParDo(ReadRange()).with_outputs(STATS, SPREAD, main="pages")
-    )
+    # with_outputs (pipelines/tagged.py): multi-output ParDos that the DaskRunner runs too.
+    plan = with_outputs(p | "Paths" >> beam.Create(inputs), "Plan",
+                        PlanRanges(args.index, args.streams_per_range), STATS, main="ranges")
+    pages = with_outputs(plan.ranges | "SpreadRanges" >> beam.Reshuffle(), "Read", ReadRange(),
+                         STATS, SPREAD, main="pages")  # fmt: skip
     # Only single-range dumps pay for a page-level shuffle: on a cluster, shuffling every page
     # of a multistream dump would move all of its uncompressed wikitext (~90 GB for enwiki)
     # for no gain in parallelism, since its thousands of ranges already spread the work.
     spread = pages[SPREAD] | "SpreadPages" >> beam.Reshuffle()
-    docs = (
-        (pages.pages, spread)
-        | "AllPages" >> beam.Flatten()
-        | "Parse" >> beam.ParDo(
-            ConvertPages(cfg.page_timeout_s, cfg.max_page_chars)
-        ).with_outputs(STATS, main="docs")
-    )  # fmt: skip
+    docs = with_outputs(
+        (pages.pages, spread) | "AllPages" >> beam.Flatten(), "Parse",
+        ConvertPages(cfg.page_timeout_s, cfg.max_page_chars),
+        STATS, main="docs")  # fmt: skip
     finish_sentences(docs.docs, args.output, cfg, [plan[STATS], pages[STATS], docs[STATS]],
                      "wikipedia", {"inputs": len(inputs), "config": to_dict(cfg)})  # fmt: skip
 

@@ -62,7 +62,7 @@ def test_encode_parquet_fp16_shards(tiny, tmp_path):
     texts = LINES * 3 + [None]
     inp = tmp_path / "in.parquet"
     pq.write_table(pa.table({"text": texts, "lang": ["x"] * len(texts)}), inp)
-    out = tmp_path / "y.npy"
+    out = tmp_path / "y"
     rc = main(
         [
             "encode",
@@ -79,13 +79,17 @@ def test_encode_parquet_fp16_shards(tiny, tmp_path):
         ]
     )
     assert rc == 0
-    shards = [tmp_path / f"y.{i:05d}.npy" for i in range(3)]
-    parts = [np.load(p) for p in shards]
+    # An embedding store (labse_common.embedding_store) that mining's load_vectors reads.
+    from mining.embeddings import EmbeddingStore, load_vectors
+
+    parts = load_vectors(out)
     assert [len(p) for p in parts] == [7, 7, 2] and parts[0].dtype == np.float16
+    assert EmbeddingStore(out).all_metadata().column("text").to_pylist()[:3] == [
+        t or "" for t in texts[:3]]
     emb = np.concatenate(parts)
     ref = Encoder.from_pretrained(tiny, device="cpu").encode([t or "" for t in texts])
     np.testing.assert_allclose(emb.astype(np.float32), ref, atol=2e-3)
-    events = read_report(str(tmp_path / "stats.json"))["counts"]["sentences"]["events"]
+    events = read_report(str(out / "stats.json"))["counts"]["sentences"]["events"]
     assert events["null"] == 1 and events["empty"] == 4
 
 

@@ -202,5 +202,6 @@ def test_first_mined_sentence_has_no_bom(tmp_path):
 def test_embed_job_text_input_strips_bom():
     from pipelines.embed import ToKeyed
 
-    *_, (key, (text, _)) = ToKeyed().process("\ufeffHallo Welt, ein Satz.")
+    # ToKeyed takes the batch of lines read together and emits one list of (id, (text, url)).
+    *_, [(key, (text, _))] = ToKeyed().process(["\ufeffHallo Welt, ein Satz."])
     assert text == "Hallo Welt, ein Satz."

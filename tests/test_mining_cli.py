@@ -110,7 +110,7 @@ def test_empty_and_one_sentence_corpora(tmp_path: Path) -> None:
     stats = json.loads((out / "stats.json").read_text())
     assert stats["rows_written"] == 0 and check_balanced(stats) == []
     s = write_side(tmp_path, "s1", ["un seul"], np.ones((1, 8)))
-    rc, out = run_mine(tmp_path, s, t, "--k", "16", "--mode", "intersect")
+    rc, out = run_mine(tmp_path, s, t, "--k", "16", "--mode", "intersect", "--overwrite")
     table = pq.read_table(out / "mined.parquet")
     assert rc == 0 and table.num_rows == 1
     assert table.column("margin")[0].as_py() == pytest.approx(1.0)

@@ -1,0 +1,130 @@
+"""The Beam jobs read from and write to an S3-compatible server (moto, started here on
+127.0.0.1) through Beam's S3 filesystem options, with the same results as on local disk."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from tests.scaleout_util import (
+    dask_args,
+    dask_available,
+    dask_cluster,
+    s3_args,
+    s3_available,
+    s3_client,
+    s3_server,
+)
+from tests.test_dask_runner import tree
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLE = ROOT / "pipelines" / "sample_data" / "sample.warc.wet.gz"
+DIRECT = ["--direct_running_mode", "in_memory", "--direct_num_workers", "1"]
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def s3(tmp_path_factory):
+    why = s3_available()
+    if why:
+        pytest.skip(why)
+    with s3_server(tmp_path_factory.mktemp("moto-logs")) as endpoint:
+        client = s3_client(endpoint)
+        client.create_bucket(Bucket="corpus")
+        client.upload_file(str(SAMPLE), "corpus", "in/sample.warc.wet.gz")
+        yield endpoint, client
+
+
+@pytest.fixture(scope="module")
+def local_cc(tmp_path_factory) -> Path:
+    from pipelines import commoncrawl
+
+    out = tmp_path_factory.mktemp("local") / "cc"
+    assert commoncrawl.main(["--input", str(SAMPLE), "--output", str(out), *DIRECT]) == 0
+    return out
+
+
+def download(client, prefix: str) -> dict[str, bytes]:
+    keys = client.list_objects_v2(Bucket="corpus", Prefix=prefix).get("Contents", [])
+    return {k["Key"][len(prefix):]: client.get_object(Bucket="corpus", Key=k["Key"])["Body"]
+            .read() for k in keys}  # fmt: skip
+
+
+def assert_same_as_local(files: dict[str, bytes], local: Path) -> None:
+    assert "_CLAIM.json" not in files and not [k for k in files if k.startswith("_tmp-")]
+    stats = json.loads(files["stats.json"])
+    assert stats["counts"] == json.loads((local / "stats.json").read_text())["counts"]
+    remote = {k: pq.read_table(io.BytesIO(v)).to_pylist() for k, v in files.items()
+              if k.endswith(".parquet")}  # fmt: skip
+    assert remote and remote == tree(local)
+
+
+def test_commoncrawl_reads_and_writes_s3(s3, local_cc):
+    from pipelines import commoncrawl
+
+    endpoint, client = s3
+    argv = ["--input", "s3://corpus/in/*.warc.wet.gz", "--output", "s3://corpus/out/cc",
+            *DIRECT, *s3_args(endpoint)]  # fmt: skip
+    assert commoncrawl.main(argv) == 0
+    assert_same_as_local(download(client, "out/cc/"), local_cc)
+    # The output is exclusive on the object store too: not empty -> exit 2, files untouched.
+    assert commoncrawl.main(argv) == 2
+    client.put_object(Bucket="corpus", Key="out/cc/de/part-99999-00000.parquet", Body=b"old")
+    assert commoncrawl.main([*argv, "--overwrite"]) == 0
+    assert_same_as_local(download(client, "out/cc/"), local_cc)  # the stale shard is gone
+
+
+def test_commoncrawl_on_dask_with_s3(s3, local_cc, tmp_path):
+    """Dask workers get the job's S3 options (a worker plugin) and write to the bucket."""
+    from pipelines import commoncrawl
+
+    why = dask_available()
+    if why:
+        pytest.skip(why)
+    endpoint, client = s3
+    with dask_cluster(2, tmp_path / "dask-logs") as addr:
+        assert commoncrawl.main(["--input", "s3://corpus/in/*.warc.wet.gz", "--output",
+                                 "s3://corpus/out/dask", *dask_args(addr),
+                                 *s3_args(endpoint)]) == 0  # fmt: skip
+    assert_same_as_local(download(client, "out/dask/"), local_cc)
+
+
+def test_embedding_store_and_beam_mining_on_s3(s3, tmp_path):
+    """A store written to the bucket reads back identically; the Beam mining job reads the
+    stores from the bucket and mines exactly what it mines from local copies."""
+    from labse_common.embedding_store import StoreWriter, load_vectors
+    from labse_common.filesystems import configure
+    from pipelines.mine import run as beam_mine
+
+    endpoint, _ = s3
+    configure(s3_args(endpoint))
+    rng = np.random.default_rng(3)
+    centres = rng.normal(size=(40, 16))
+    sides = {"src": centres + 0.1 * rng.normal(size=(40, 16)),
+             "trg": centres[rng.permutation(40)] + 0.1 * rng.normal(size=(40, 16))}  # fmt: skip
+    for name, vecs in sides.items():
+        for root in ("s3://corpus/emb", str(tmp_path)):
+            w = StoreWriter(f"{root}/{name}", dim=16, dtype="float32", rows_per_shard=25)
+            w.add(vecs.astype(np.float32), [f"{name}{i}" for i in range(40)],
+                  text=[f"{name} {i}" for i in range(40)])  # fmt: skip
+            w.close()
+        remote = load_vectors(f"s3://corpus/emb/{name}")
+        assert [len(b) for b in remote] == [25, 15]
+        np.testing.assert_array_equal(np.concatenate(remote), vecs.astype(np.float32))
+    # Beam's S3 filesystem builds a boto3 client per file operation (~0.5 s here): few shards.
+    opts = ["--shard-rows", "25", *DIRECT, *s3_args(endpoint)]
+    assert beam_mine(["--src-emb", "s3://corpus/emb/src", "--trg-emb", "s3://corpus/emb/trg",
+                      "--out", str(tmp_path / "m_s3"), *opts]) == 0  # fmt: skip
+    assert beam_mine(["--src-emb", str(tmp_path / "src"), "--trg-emb", str(tmp_path / "trg"),
+                      "--out", str(tmp_path / "m_local"), *opts]) == 0  # fmt: skip
+    a = pq.read_table(tmp_path / "m_s3" / "mined.parquet")
+    b = pq.read_table(tmp_path / "m_local" / "mined.parquet")
+    assert a.num_rows >= 30 and a.equals(b)
+    assert sorted(os.listdir(tmp_path / "m_s3")) == sorted(os.listdir(tmp_path / "m_local"))
