@@ -1,4 +1,4 @@
-"""Command line: ``python -m labse_model {train,encode}`` (console script ``labse-model``)."""
+"""Command line: ``python -m labse_model {pretrain,train,encode}`` (console script ``labse-model``)."""
 
 from __future__ import annotations
 
@@ -30,8 +30,8 @@ def _train_parser(sub: argparse._SubParsersAction) -> None:
         "--pairs",
         action="append",
         required=True,
-        metavar="FILE",
-        help="pair file: TSV (src<TAB>trg[<TAB>src_lang<TAB>trg_lang], .gz ok) or Parquet (src, trg); repeat for several",
+        metavar="FILE_OR_GLOB",
+        help="pair file: TSV (src<TAB>trg[<TAB>src_lang<TAB>trg_lang], .gz ok) or Parquet (src, trg), a glob, or a folder of <lang>/ shards (streamed, languages mixed by p^alpha); repeat for several",
     )
     p.add_argument(
         "--output",
@@ -86,6 +86,47 @@ def _train_parser(sub: argparse._SubParsersAction) -> None:
         metavar="key=value",
         help="config overrides: train keys (lr=1e-4) or model.KEY=value (model.hidden_size=128)",
     )
+
+
+def _launcher_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--nproc-per-node", type=int, default=1,
+                   help="worker processes per node (GPUs per node, or CPU processes); > 1 launches torchrun (default: 1)")
+    p.add_argument("--nnodes", default="1", help="number of nodes, or MIN:MAX for elastic runs (default: 1)")
+    p.add_argument("--node-rank", type=int, help="this node's rank (static rendezvous only)")
+    p.add_argument("--rdzv-endpoint", metavar="HOST:PORT", help="rendezvous endpoint for multi-node runs")
+    p.add_argument("--rdzv-backend", default="c10d", help="rendezvous backend (default: c10d)")
+    p.add_argument("--rdzv-id", help="job id shared by all nodes (default: random)")
+    p.add_argument("--max-restarts", type=int, default=0,
+                   help="let the elastic agent restart all workers this many times after a failure; they resume from the last checkpoint (default: 0)")
+
+
+def _pretrain_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "pretrain",
+        help="pretrain the encoder with MLM + TLM and progressive stacking (torchrun when --nproc-per-node > 1)",
+        description=(
+            "Pretrain a BERT encoder: masked language modelling on monolingual sentences and "
+            "translation language modelling on pairs, growing the depth by progressive stacking "
+            "(L/4, L/2, L layers with the paper preset). Inputs stream from shards. Resumes "
+            "automatically from the newest valid checkpoint under OUTPUT/checkpoints; the final "
+            "encoder (OUTPUT/model) is what `train --init` starts from."
+        ),
+    )
+    add_config_options(p, "pretrain", "lr=1e-4 (model keys as model.KEY=value)")
+    add_log_level_option(p, subcommand=True)
+    p.add_argument("--sentences", action="append", metavar="DIR_OR_GLOB",
+                   help="monolingual sentences: the corpus output folder (<lang>/*.parquet, column text; languages mixed by p^alpha), Parquet/text files or a glob; repeatable")
+    p.add_argument("--pairs", action="append", metavar="FILE_OR_GLOB",
+                   help="translation pairs for TLM: TSV (src<TAB>trg[...], .gz ok) or Parquet (src, trg), a glob or a <lang>/ folder; repeatable")
+    p.add_argument("--vocab", metavar="DIR", help="BERT tokenizer directory (vocab.txt/tokenizer.json), e.g. the vocab stage output")
+    p.add_argument("--init", metavar="DIR", help="continue from this pretrained encoder (with its mlm_head.safetensors) instead of random weights")
+    p.add_argument("--output", required=True, metavar="DIR",
+                   help="run directory: checkpoints/, model/ (+ mlm_head.safetensors), metrics.jsonl, tb/, stats.json")
+    p.add_argument("--stage-steps", metavar="A,B,C", help="optimizer steps per stacking stage (overrides pretrain.stage_steps and stages)")
+    p.add_argument("--stop-at-step", type=int, help="checkpoint and exit after this step, to continue later")
+    _launcher_options(p)
+    p.add_argument("overrides", nargs="*", metavar="key=value",
+                   help="config overrides: pretrain keys (lr=1e-4) or model.KEY=value")
 
 
 def _encode_parser(sub: argparse._SubParsersAction) -> None:
@@ -157,6 +198,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_log_level_option(parser)
     sub = parser.add_subparsers(dest="command", required=True)
+    _pretrain_parser(sub)
     _train_parser(sub)
     _encode_parser(sub)
     return parser
@@ -178,7 +220,7 @@ def _worker_argv(args: argparse.Namespace) -> list[str]:
     for item in args.set:
         argv += ["--set", item]
     for p in args.pairs:
-        argv += ["--pairs", p if "://" in p else os.path.abspath(p)]  # s3://, gs:// kept
+        argv += ["--pairs", p if "://" in p else os.path.abspath(p)]
     for flag, value in (("--vocab", args.vocab), ("--init", args.init)):
         if value:
             argv += [flag, os.path.abspath(value)]
@@ -196,14 +238,16 @@ def run_train(args: argparse.Namespace) -> int:
     # keys, wrong types, NaN and out-of-range values, naming the key (exit status 2).
     model_cfg = to_dict(load("model", args.config, model_ov))
     train_cfg = to_dict(load("train", args.config, train_ov))
-    from labse_model.data import pair_file_exists
+    from labse_model.stream import expand_inputs
 
-    for p in args.pairs:
-        if not pair_file_exists(p):  # local, or s3://, gs:// through Beam's FileSystems
-            raise FileNotFoundError(f"pair file not found: {p}")
+    expand_inputs(args.pairs, "pair file")  # files, globs or <lang>/ folders; missing: error
     for what, path in (("vocabulary directory", args.vocab), ("--init checkpoint", args.init)):
         if path and not os.path.isdir(path):
             raise FileNotFoundError(f"{what} not found: {path}")
+    if args.vocab:
+        from labse_model.model import check_vocab_dir
+
+        check_vocab_dir(args.vocab)
     if args.nproc_per_node < 1:
         raise ValueError("--nproc-per-node must be >= 1")
     if launcher.needs_launch(args.nproc_per_node, args.nnodes, args.rdzv_endpoint):
@@ -239,6 +283,77 @@ def run_train(args: argparse.Namespace) -> int:
         print(
             f"step {summary['step']}/{summary['total_steps']}  loss {summary['loss']:.4f}  model {summary.get('model', '-')}"
         )
+    return 0
+
+
+def _pretrain_worker_argv(args: argparse.Namespace) -> list[str]:
+    argv = ["pretrain", "--config", args.config, "--output", args.output]
+    for item in args.set:
+        argv += ["--set", item]
+    for flag, values in (("--sentences", args.sentences), ("--pairs", args.pairs)):
+        for v in values or []:
+            argv += [flag, v if "://" in v else os.path.abspath(v)]
+    for flag, value in (("--vocab", args.vocab), ("--init", args.init)):
+        if value:
+            argv += [flag, os.path.abspath(value)]
+    if args.stage_steps:
+        argv += ["--stage-steps", args.stage_steps]
+    if args.stop_at_step is not None:
+        argv += ["--stop-at-step", str(args.stop_at_step)]
+    return argv + list(args.overrides)
+
+
+def run_pretrain(args: argparse.Namespace) -> int:
+    from labse_common.config import from_dict
+    from labse_common.sections.pretrain import PretrainConfig
+    from labse_model import launcher, stream
+    from labse_model.model import check_vocab_dir
+
+    model_ov, pre_ov = [], []
+    for o in [*args.overrides, *args.set]:
+        if o.startswith("model."):
+            model_ov.append(o[len("model.") :])
+        else:
+            pre_ov.append(o[len("pretrain.") :] if o.startswith("pretrain.") else o)
+    model_cfg = to_dict(load("model", args.config, model_ov))
+    pre_cfg = to_dict(load("pretrain", args.config, pre_ov))
+    stage_steps = None
+    if args.stage_steps:
+        try:
+            stage_steps = [int(x) for x in args.stage_steps.split(",") if x.strip()]
+        except ValueError:
+            raise ValueError(f"--stage-steps {args.stage_steps!r} is not a list of integers") from None
+        pre_cfg.update(stage_steps=stage_steps, stages=len(stage_steps))
+    from_dict(PretrainConfig, pre_cfg, prefix="pretrain")  # validate before any worker starts
+    if not (args.sentences or args.pairs):
+        raise ValueError("nothing to pretrain on: give --sentences and/or --pairs")
+    for specs in (args.sentences or [], args.pairs or []):
+        stream.expand_inputs(specs)  # a missing file or empty glob fails here, once
+    if args.vocab:
+        if not os.path.isdir(args.vocab):
+            raise FileNotFoundError(f"vocabulary directory not found: {args.vocab}")
+        check_vocab_dir(args.vocab)
+    if args.init and not os.path.isdir(args.init):
+        raise FileNotFoundError(f"--init checkpoint not found: {args.init}")
+    if args.nproc_per_node < 1:
+        raise ValueError("--nproc-per-node must be >= 1")
+    if launcher.needs_launch(args.nproc_per_node, args.nnodes, args.rdzv_endpoint):
+        return launcher.launch(launcher.torchrun_args(
+            _pretrain_worker_argv(args), args.nproc_per_node, args.nnodes, args.node_rank,
+            args.rdzv_endpoint, args.rdzv_backend, args.rdzv_id, args.max_restarts))  # fmt: skip
+    from labse_model.distributed import shutdown
+    from labse_model.pretrain import pretrain
+
+    try:
+        summary = pretrain(model_cfg, pre_cfg, args.sentences, args.pairs, args.output,
+                           vocab=args.vocab, init=args.init, stop_at_step=args.stop_at_step)  # fmt: skip
+    finally:
+        shutdown()
+    if int(os.environ.get("RANK", "0")) == 0:
+        last = summary.get("last", {})
+        print(f"step {summary['step']}/{summary['total_steps']}  stage {summary['stage']}  "
+              f"loss {summary['loss']:.4f}  eval_mlm_loss {last.get('eval_mlm_loss', float('nan')):.4f}  "
+              f"model {summary.get('model', '-')}")  # fmt: skip
     return 0
 
 
@@ -281,7 +396,8 @@ def main(argv: list[str] | None = None) -> int:
 
     hf_logging.disable_progress_bar()  # per-file load/save bars drown the training bar
     try:
-        return run_main(lambda: run_train(args) if args.command == "train" else run_encode(args), log)
+        runners = {"train": run_train, "pretrain": run_pretrain, "encode": run_encode}
+        return run_main(lambda: runners[args.command](args), log)
     except (ValueError, RuntimeError) as e:
         log.error("%s", one_line(e))
         return 2

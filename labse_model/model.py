@@ -271,7 +271,15 @@ def load_tokenizer(path: str) -> BertTokenizerFast:
     """Any BERT tokenizer directory (vocab.txt and/or tokenizer.json)."""
     if not os.path.isdir(path):
         raise FileNotFoundError(f"vocabulary directory not found: {path}")
+    check_vocab_dir(path)
     return BertTokenizerFast.from_pretrained(path)
+
+
+def check_vocab_dir(path: str) -> None:
+    """A vocabulary directory must hold vocab.txt or tokenizer.json: without them transformers
+    builds a 5-token all-[UNK] tokenizer and training runs on nothing."""
+    if not any(os.path.isfile(os.path.join(path, f)) for f in ("vocab.txt", "tokenizer.json")):
+        raise ValueError(f"vocabulary directory {path} has no vocab.txt or tokenizer.json")
 
 
 # ---------------------------------------------------------------------------------------------

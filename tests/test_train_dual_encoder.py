@@ -181,7 +181,8 @@ def test_bad_pair_input_is_counted(tmp_path, tatoeba_pairs):
     report = read_report(os.path.join(out, "stats.json"))
     assert check_balanced(report) == []
     pairs = report["counts"]["pairs"]
-    assert pairs["dropped"] == {"empty_side": 2, "malformed": 2}
+    # The whitespace-only line is counted too (it used to vanish before `in`).
+    assert pairs["dropped"] == {"blank_line": 1, "empty_side": 2, "malformed": 2}
     assert pairs["out"] == 2 + 700 * len(_langs())
     assert report["counts"]["files"]["dropped"] == {"empty": 1}
     assert pairs["events"]["sentences_truncated"] > 0  # max_seq_length 8 cuts long sentences
@@ -196,8 +197,7 @@ def test_parquet_pairs_are_read_and_counted(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from labse_common.stats import StageCounter
-    from labse_model.data import BatchOrder, read_pairs
+    from labse_model import stream
 
     path = tmp_path / "pairs.parquet"
     pq.write_table(
@@ -211,20 +211,13 @@ def test_parquet_pairs_are_read_and_counted(tmp_path):
         ),
         path,
     )
-    counter = StageCounter()
-    table = read_pairs([str(path)], counter)
-    assert table["src"].to_pylist() == ["Hallo.", "Guten Tag."]
-    assert table["trg"].to_pylist() == ["Hello.", "Good day."]
-    report = counter.to_report("train")
+    res = stream.scan({"all": [str(path)]}, stream.PAIRS)
+    (block,) = res.groups["all"]
+    assert stream.read_block(block, stream.PAIRS, 0.0) == [("Hallo.", "Hello."), ("Guten Tag.", "Good day.")]
+    report = stream.count_dict(res.counts).to_report("train")
     assert check_balanced(report) == []
     assert report["counts"]["pairs"]["dropped"] == {"empty_side": 3}
     bad = tmp_path / "bad.parquet"
     pq.write_table(pa.table({"source": ["a"]}), bad)
     with pytest.raises(ValueError, match="lacks column"):
-        read_pairs([str(bad)], StageCounter())
-    # The batch order is a function of (seed, epoch) only: every rank slices the same batch.
-    order = BatchOrder(10, 4, seed=3)
-    assert order.batches_per_epoch == 2
-    full = order.indices(5)
-    assert list(order.local_indices(5, 0, 2)) + list(order.local_indices(5, 1, 2)) == list(full)
-    assert list(BatchOrder(10, 4, seed=3).indices(5)) == list(full)
+        stream.scan({"all": [str(bad)]}, stream.PAIRS)

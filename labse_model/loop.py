@@ -1,0 +1,472 @@
+"""The one training loop shared by pretraining (MLM/TLM) and dual-encoder training.
+
+Split in three:
+
+* :class:`TrainState`: the model being optimised, its optimizer, the step, the data position
+  (micro-batches consumed and every lane's cursor), the stacking stage and the run-wide event
+  counts; saved and restored with :mod:`labse_model.checkpoint` (plus one RNG file per rank).
+* an **objective** (``train.DualEncoderObjective``, ``pretrain.PretrainObjective``): builds the
+  batches (a prefetching producer thread tokenises and masks ahead), computes ``train_step``,
+  evaluates on held-out data, writes the model, and may change the model between steps
+  (progressive stacking).
+* :func:`run`: DDP, gradient accumulation, clipping, the learning-rate schedule (linear warmup
+  then linear decay over the whole run, across stacking stages), metrics (metrics.jsonl and
+  TensorBoard), the progress bar, checkpoints, and stats.json.
+
+The loop synchronises with the accelerator only at logging steps, or at every step when
+``timing`` is on (honest per-step times cost a sync each).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import queue
+import random
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+import torch
+from torch.nn.parallel import DistributedDataParallel as DDP
+from tqdm import tqdm
+
+from labse_common.stats import StageCounter, check_balanced, write_report
+from labse_model import checkpoint as ckpt
+from labse_model.distributed import DistInfo, all_reduce_mean, barrier, gather_timer
+
+log = logging.getLogger(__name__)
+
+
+# --- seeds and RNG state -----------------------------------------------------------------------
+
+
+def set_seed(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % (2**32))
+    torch.manual_seed(seed)
+
+
+def rng_state() -> dict:
+    state = {"python": random.getstate(), "numpy": np.random.get_state(),
+             "torch": torch.get_rng_state()}  # fmt: skip
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+# --- optimisation helpers ----------------------------------------------------------------------
+
+
+def linear_schedule(warmup: int, total: int) -> Callable[[int], float]:
+    """LR multiplier: linear warmup to 1, then linear decay to 0 at ``total``."""
+
+    def f(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / max(1, warmup)
+        return max(0.0, (total - step) / max(1, total - warmup))
+
+    return f
+
+
+def param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
+    # BERT convention: no decay on biases and LayerNorm weights.
+    decay, no_decay = [], []
+    for name, p in model.named_parameters():
+        if not p.requires_grad:
+            continue
+        (no_decay if p.ndim < 2 or "LayerNorm" in name else decay).append(p)
+    return [{"params": decay, "weight_decay": weight_decay},
+            {"params": no_decay, "weight_decay": 0.0}]  # fmt: skip
+
+
+def make_optimizer(model: torch.nn.Module, lr: float, weight_decay: float, eps: float,
+                   device: torch.device) -> torch.optim.Optimizer:  # fmt: skip
+    # foreach on CPU too: one kernel per op over all tensors instead of a Python loop.
+    cuda = device.type == "cuda"
+    return torch.optim.AdamW(param_groups(model, weight_decay), lr=lr, eps=eps,
+                             fused=cuda, foreach=not cuda)  # fmt: skip
+
+
+# --- state -------------------------------------------------------------------------------------
+
+
+@dataclass
+class TrainState:
+    model: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    step: int = 0
+    micro: int = 0  # micro-batches consumed (the data position of the lanes' batch grid)
+    cursors: dict[str, dict[int, int]] = field(default_factory=dict)  # stream -> lane -> record
+    stage: int = 0
+    events: dict[str, int] = field(default_factory=dict)  # run-wide counts up to ``step``
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def trainer_state(self) -> dict:
+        return {"step": self.step, "micro": self.micro, "cursors": self.cursors,
+                "stage": self.stage, "events": self.events, "extra": self.extra,
+                "optimizer": self.optimizer.state_dict()}  # fmt: skip
+
+
+def read_trainer_state(path: str) -> dict:
+    return torch.load(os.path.join(path, ckpt.TRAINER_STATE), map_location="cpu", weights_only=False)
+
+
+def find_resume(ckpt_root: str, info: DistInfo) -> str | None:
+    """The newest valid checkpoint (corrupt ones reported and skipped), or None for a new run."""
+    if info.is_main:
+        ckpt.clean_tmp(ckpt_root)
+    barrier()
+    resume = ckpt.latest_valid(
+        ckpt_root, on_corrupt=lambda p, e: log.error("corrupt checkpoint kept but skipped: %s", e)
+    )
+    if resume is None and ckpt.list_checkpoints(ckpt_root):
+        raise RuntimeError(f"every checkpoint under {ckpt_root} is corrupt; move them away to start over")
+    return resume
+
+
+def restore_rng(resume: str, info: DistInfo, seed: int, step: int) -> None:
+    rng_path = os.path.join(resume, f"rng-rank{info.rank}.pt")
+    if os.path.exists(rng_path):
+        set_rng_state(torch.load(rng_path, map_location="cpu", weights_only=False))
+    else:
+        log.warning("no RNG state for rank %d (world size changed?): reseeding", info.rank)
+        set_seed(seed + info.rank + step)
+
+
+# --- batches -----------------------------------------------------------------------------------
+
+
+@dataclass
+class Batch:
+    tensors: dict[str, torch.Tensor]
+    cursors: dict[str, dict[int, int]]  # lane cursors after this micro-batch
+    events: dict[str, int] = field(default_factory=dict)  # e.g. truncations in this batch
+    samples: int = 0  # sentences (for rates)
+    tokens: int = 0
+
+
+class Prefetcher:
+    """Runs a batch generator in a producer thread, ``depth`` batches ahead of the step."""
+
+    _END = object()
+
+    def __init__(self, source: Iterator[Batch], depth: int = 4) -> None:
+        self.q: queue.Queue = queue.Queue(maxsize=max(1, depth))
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, args=(source,), daemon=True,
+                                       name="batch-producer")  # fmt: skip
+        self.thread.start()
+
+    def _run(self, source: Iterator[Batch]) -> None:
+        try:
+            for item in source:
+                while not self.stop.is_set():
+                    try:
+                        self.q.put(item, timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if self.stop.is_set():
+                    return
+            self.q.put(self._END)
+        except BaseException as e:  # re-raised in the training thread
+            self.q.put(e)
+
+    def __iter__(self) -> Prefetcher:
+        return self
+
+    def __next__(self) -> Batch:
+        item = self.q.get()
+        if item is self._END:
+            raise StopIteration
+        if isinstance(item, BaseException):
+            raise item
+        return item
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(timeout=5)
+
+
+# --- objectives --------------------------------------------------------------------------------
+
+
+class Objective(Protocol):
+    stage_name: str
+
+    def batches(self, state: TrainState) -> Iterator[Batch]: ...
+
+    def train_step(self, model: torch.nn.Module, batch: Batch) -> tuple[torch.Tensor, dict[str, torch.Tensor]]: ...
+
+    def save_model(self, state: TrainState, directory: str) -> None: ...
+
+    def evaluate(self, state: TrainState) -> dict[str, float]: ...
+
+    def after_step(self, state: TrainState) -> bool: ...
+
+    def lr_scale(self, state: TrainState) -> float: ...
+
+
+# --- metrics -----------------------------------------------------------------------------------
+
+
+class Metrics:
+    """metrics.jsonl and TensorBoard on the main rank."""
+
+    def __init__(self, output: str, resume_step: int, tensorboard: bool, enabled: bool,
+                 prefix: str = "train") -> None:  # fmt: skip
+        self.enabled = enabled
+        self.prefix = prefix
+        self.path = os.path.join(output, "metrics.jsonl")
+        self.tb = None
+        if not enabled:
+            return
+        # Records past the resumed step belong to the crashed run's lost tail: drop them.
+        kept = []
+        if os.path.exists(self.path):
+            with open(self.path, encoding="utf-8") as f:
+                for line in f:
+                    try:
+                        rec = json.loads(line)
+                    except json.JSONDecodeError:
+                        continue  # a line cut by the crash
+                    if rec.get("step", 0) <= resume_step:
+                        kept.append(line if line.endswith("\n") else line + "\n")
+        with open(self.path, "w", encoding="utf-8") as f:
+            f.writelines(kept)
+        self.file = open(self.path, "a", encoding="utf-8")
+        if tensorboard:
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+
+                self.tb = SummaryWriter(os.path.join(output, "tb"), purge_step=resume_step + 1)
+            except ImportError:
+                log.warning("tensorboard is not installed: metrics go to metrics.jsonl only")
+
+    def write(self, rec: dict) -> None:
+        if not self.enabled:
+            return
+        self.file.write(json.dumps(rec) + "\n")
+        self.file.flush()
+        if self.tb is not None:
+            for k, v in rec.items():
+                if k != "step" and isinstance(v, (int, float)):
+                    self.tb.add_scalar(f"{self.prefix}/{k}", v, rec["step"])
+
+    def close(self) -> None:
+        if not self.enabled:
+            return
+        self.file.close()
+        if self.tb is not None:
+            self.tb.close()
+
+
+# --- the loop ----------------------------------------------------------------------------------
+
+
+@dataclass
+class LoopConfig:
+    total_steps: int
+    halt_at: int
+    grad_accum: int = 1
+    clip_norm: float = 1.0
+    lr: float = 1e-3
+    warmup_steps: int = 0
+    save_every: int = 100
+    keep_checkpoints: int = 2
+    log_every: int = 10
+    eval_every: int = 0
+    tensorboard: bool = True
+    progress: bool = True
+    bf16: bool = True
+    timing: bool = False
+    prefetch: int = 4
+    seed: int = 0
+
+
+def _gather_objects(obj: Any, info: DistInfo) -> list:
+    if not info.enabled:
+        return [obj]
+    import torch.distributed as dist
+
+    out: list = [None] * info.world_size
+    dist.all_gather_object(out, obj)
+    return out
+
+
+def _merge_cursors(parts: list[dict]) -> dict[str, dict[int, int]]:
+    merged: dict[str, dict[int, int]] = {}
+    for p in parts:
+        for stream, lanes in p.items():
+            merged.setdefault(stream, {}).update(lanes)
+    return merged
+
+
+def _sum_counts(parts: list[dict]) -> dict[str, int]:
+    c = StageCounter()
+    for p in parts:
+        c.merge(p)
+    return dict(c.counts)
+
+
+def run(
+    objective: Objective,
+    state: TrainState,
+    cfg: LoopConfig,
+    output: str,
+    info: DistInfo,
+    device: torch.device,
+    input_counts: dict[str, int],
+    report_extra: dict | None = None,
+) -> dict:
+    """Train from ``state`` to ``cfg.halt_at``; checkpoints, metrics, final model, stats.json."""
+    ckpt_root = os.path.join(output, "checkpoints")
+    schedule = linear_schedule(cfg.warmup_steps, cfg.total_steps)
+    use_bf16 = bool(cfg.bf16) and device.type == "cuda" and torch.cuda.is_bf16_supported()
+    autocast = (lambda: torch.autocast("cuda", dtype=torch.bfloat16)) if use_bf16 else nullcontext
+    metrics = Metrics(output, state.step, cfg.tensorboard, info.is_main, objective.stage_name)
+    local_events = StageCounter()  # this rank's events since the start/resume
+    cursors = dict(state.cursors)
+
+    def wrap(module: torch.nn.Module) -> torch.nn.Module:
+        if not info.enabled:
+            return module
+        return DDP(module, device_ids=[info.local_rank] if device.type == "cuda" else None)
+
+    def save(at_step: int) -> None:
+        barrier()
+        parts = _gather_objects({"cursors": cursors, "events": dict(local_events.counts)}, info)
+        tmp = ckpt.tmp_dir_for(ckpt_root, at_step)
+        if info.is_main:
+            ckpt.prepare_tmp(ckpt_root, at_step)
+        barrier()
+        torch.save(rng_state(), os.path.join(tmp, f"rng-rank{info.rank}.pt"))
+        barrier()
+        if info.is_main:
+            state.cursors = _merge_cursors([p["cursors"] for p in parts])
+            saved_events = _sum_counts([state.events] + [p["events"] for p in parts])
+            objective.save_model(state, tmp)
+            ts = state.trainer_state()
+            ts["events"] = saved_events
+            ts["world_size"] = info.world_size
+            torch.save(ts, os.path.join(tmp, ckpt.TRAINER_STATE))
+            path = ckpt.finalize(ckpt_root, at_step, cfg.keep_checkpoints,
+                                 {"world_size": info.world_size, "stage": state.stage})  # fmt: skip
+            log.info("checkpoint %s", path)
+        barrier()
+
+    model = wrap(state.model)
+    model.train()
+    bar = tqdm(total=cfg.total_steps, initial=state.step, desc=objective.stage_name, unit="step",
+               disable=not (info.is_main and cfg.progress))  # fmt: skip
+    last: dict[str, float] = {}
+    window_t, window_samples, window_tokens = time.perf_counter(), 0, 0
+    gather_timer.reset()
+    batches = Prefetcher(objective.batches(state), cfg.prefetch)
+    if cfg.eval_every and state.step == 0:
+        # The held-out starting point of the learning curve.
+        if info.is_main:
+            metrics.write({"step": 0, "stage": state.stage, **objective.evaluate(state)})
+        barrier()
+    try:
+        while state.step < cfg.halt_at:
+            t0 = time.perf_counter()
+            sums: dict[str, torch.Tensor] = {}
+            for micro in range(cfg.grad_accum):
+                batch = next(batches)
+                for k, v in batch.events.items():
+                    local_events.counts[k] += v
+                last_micro = micro == cfg.grad_accum - 1
+                sync = model.no_sync() if (info.enabled and not last_micro) else nullcontext()
+                with sync:
+                    with autocast():
+                        loss, parts = objective.train_step(model, batch)
+                    (loss / cfg.grad_accum).backward()
+                for k, v in parts.items():
+                    sums[k] = sums.get(k, 0) + v.detach().float() / cfg.grad_accum
+                cursors = batch.cursors
+                state.micro += 1
+                window_samples += batch.samples
+                window_tokens += batch.tokens
+            params = [p for p in state.model.parameters() if p.requires_grad]
+            grad_norm = torch.nn.utils.clip_grad_norm_(params, cfg.clip_norm)
+            scale = schedule(state.step) * objective.lr_scale(state)
+            for g in state.optimizer.param_groups:
+                g["lr"] = cfg.lr * scale
+            state.optimizer.step()
+            state.optimizer.zero_grad(set_to_none=True)
+            state.step += 1
+            if cfg.timing and device.type == "cuda":
+                torch.cuda.synchronize(device)
+            step_time = time.perf_counter() - t0
+            if state.step % cfg.log_every == 0 or state.step == cfg.halt_at:
+                # The only per-step host sync without timing: reading the logged values.
+                rec: dict[str, Any] = {"step": state.step}
+                for k, v in sums.items():
+                    rec[k] = all_reduce_mean(float(v), device)
+                if not math.isfinite(rec.get("loss", 0.0)):
+                    raise FloatingPointError(f"loss became {rec['loss']} at step {state.step}")
+                elapsed = time.perf_counter() - window_t
+                rec.update(lr=cfg.lr * scale, grad_norm=float(grad_norm),
+                           sentences_per_s=window_samples * info.world_size / max(elapsed, 1e-9),
+                           tokens_per_s=window_tokens * info.world_size / max(elapsed, 1e-9),
+                           step_time_s=step_time, stage=state.stage,
+                           gather_share=gather_timer.total / max(elapsed, 1e-9))  # fmt: skip
+                if cfg.eval_every and state.step % cfg.eval_every == 0 and info.is_main:
+                    rec.update(objective.evaluate(state))
+                barrier()
+                metrics.write(rec)
+                last = rec
+                bar.set_postfix(loss=f"{rec.get('loss', float('nan')):.4f}",
+                                tok_s=f"{rec['tokens_per_s']:.0f}")  # fmt: skip
+                window_t, window_samples, window_tokens = time.perf_counter(), 0, 0
+                gather_timer.reset()
+            bar.update(1)
+            if state.step < cfg.total_steps and objective.after_step(state):
+                # Progressive stacking replaced the model (before any checkpoint of this step,
+                # so a resume finds the new stage): rewrap it. The producer runs on: its
+                # batches do not depend on the model.
+                model = wrap(state.model)
+                model.train()
+            if state.step % cfg.save_every == 0 or state.step == cfg.halt_at:
+                save(state.step)
+    finally:
+        batches.close()
+        bar.close()
+        metrics.close()
+
+    summary: dict[str, Any] = {"step": state.step, "total_steps": cfg.total_steps,
+                               "loss": last.get("loss", float("nan")), "last": last}  # fmt: skip
+    if state.step >= cfg.total_steps and info.is_main:
+        final = os.path.join(output, "model")
+        objective.save_model(state, final)
+        summary["model"] = final
+        log.info("final model written to %s", final)
+    events = _sum_counts([state.events] + _gather_objects(dict(local_events.counts), info))
+    if info.is_main:
+        c = StageCounter()
+        c.merge(input_counts)
+        c.merge(events)
+        report = c.to_report(objective.stage_name, steps=state.step, world_size=info.world_size,
+                             **(report_extra or {}))  # fmt: skip
+        problems = check_balanced(report)
+        if problems:
+            raise RuntimeError(f"unbalanced stats: {problems}")
+        write_report(os.path.join(output, "stats.json"), report)
+    barrier()
+    return summary

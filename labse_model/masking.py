@@ -1,0 +1,138 @@
+"""MLM/TLM inputs: packing sentences, building translation pairs, and BERT masking.
+
+Masking (LaBSE follows BERT): 20% of the real tokens of a sequence, at most 80, each chosen
+position becomes [MASK] (80%), a random token (10%) or stays unchanged (10%). [CLS], [SEP] and
+padding are never chosen. The number of positions is drawn per sequence as
+``floor(0.2 * n + u)`` with ``u ~ U(0, 1)`` (mean exactly 20%), then clamped to ``[1, 80]``: an
+independent Bernoulli draw per token would leave a third of 5-token sentences with nothing to
+predict.
+
+TLM positions are **continuous** across ``[CLS] a [SEP] b [SEP]`` (BERT's two-segment input), not
+reset at ``b`` as XLM's ``reset_positions``. XLM needed the reset because its language
+embeddings, not segments, told the halves apart; LaBSE drops language embeddings and keeps
+BERT's token types (0 for ``a``, 1 for ``b``). Continuous positions keep position ``p`` meaning
+the same thing in MLM, TLM and the fine-tuned single-sentence encoder, and stop the two halves
+from sharing positions that only the token type can separate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+IGNORE = -100
+
+
+@dataclass
+class MaskSpec:
+    rate: float = 0.2
+    max_per_seq: int = 80
+    mask_share: float = 0.8
+    random_share: float = 0.1
+    mask_id: int = 4
+    special_ids: tuple[int, ...] = (0, 1, 2, 3, 4)
+    vocab_size: int = 0
+
+
+def mask_tokens(
+    input_ids: np.ndarray, real: np.ndarray, spec: MaskSpec, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """Mask a (batch, length) id array; ``real`` marks maskable positions (not specials/pad).
+
+    Returns (masked ids, labels) with labels IGNORE where nothing is predicted.
+    """
+    ids = input_ids.copy()
+    labels = np.full_like(ids, IGNORE)
+    n_real = real.sum(1)
+    k = np.floor(spec.rate * n_real + rng.random(len(ids))).astype(np.int64)
+    k = np.minimum(np.maximum(k, 1), spec.max_per_seq)
+    k = np.minimum(k, n_real)  # a sequence without real tokens gets none
+    # Random scores, non-maskable positions pushed last: the k smallest are the chosen ones.
+    scores = rng.random(ids.shape)
+    scores[~real] = 2.0
+    order = np.argsort(scores, axis=1, kind="stable")
+    rank = np.empty_like(order)
+    np.put_along_axis(rank, order, np.arange(ids.shape[1])[None, :].repeat(len(ids), 0), axis=1)
+    chosen = rank < k[:, None]
+    labels[chosen] = ids[chosen]
+    u = rng.random(ids.shape)
+    to_mask = chosen & (u < spec.mask_share)
+    to_rand = chosen & (u >= spec.mask_share) & (u < spec.mask_share + spec.random_share)
+    ids[to_mask] = spec.mask_id
+    if to_rand.any():
+        # Random replacements come from the ordinary tokens only.
+        n_special = max(spec.special_ids) + 1
+        ids[to_rand] = rng.integers(n_special, spec.vocab_size, size=int(to_rand.sum()))
+    return ids, labels
+
+
+@dataclass
+class PackedSeq:
+    ids: list[int]
+    types: list[int]
+    sentences: int = 1
+
+
+def pack_sentences(
+    token_lists: Iterator[list[int]], max_len: int, cls_id: int, sep_id: int, stats: dict
+) -> Iterator[tuple[PackedSeq, int]]:
+    """Greedy packing: ``[CLS] s1 [SEP] s2 [SEP] ...`` up to ``max_len`` tokens.
+
+    ``token_lists`` yields word-piece ids without specials. Yields (sequence, sentences
+    consumed so far): a sentence that does not fit starts the next sequence, so the count is
+    where a resume continues. A sentence longer than ``max_len - 2`` is truncated (counted in
+    ``stats["truncated"]``) and fills a sequence alone.
+    """
+    cur: list[int] = [cls_id]
+    n_in = 0
+    consumed = 0
+    budget = max_len - 2
+    for toks in token_lists:
+        if len(toks) > budget:
+            toks = toks[:budget]
+            stats["truncated"] = stats.get("truncated", 0) + 1
+        if n_in and len(cur) + len(toks) + 1 > max_len:
+            yield PackedSeq(cur, [0] * len(cur), n_in), consumed
+            cur, n_in = [cls_id], 0
+        cur.extend(toks)
+        cur.append(sep_id)
+        n_in += 1
+        consumed += 1
+    if n_in:
+        yield PackedSeq(cur, [0] * len(cur), n_in), consumed
+
+
+def tlm_pair(a: list[int], b: list[int], max_len: int, cls_id: int, sep_id: int) -> tuple[PackedSeq, bool]:
+    """``[CLS] a [SEP] b [SEP]`` with token types 0/1; the longer side is cut first to fit."""
+    budget = max_len - 3
+    truncated = len(a) + len(b) > budget
+    a, b = list(a), list(b)
+    while len(a) + len(b) > budget:
+        if len(a) >= len(b):
+            a.pop()
+        else:
+            b.pop()
+    ids = [cls_id, *a, sep_id, *b, sep_id]
+    types = [0] * (len(a) + 2) + [1] * (len(b) + 1)
+    return PackedSeq(ids, types, 2), truncated
+
+
+def collate(seqs: Sequence[PackedSeq], pad_id: int, special_ids: Sequence[int]) -> dict[str, np.ndarray]:
+    """Right-pad to the longest sequence: ids, token types, attention mask, maskable positions."""
+    width = max(len(s.ids) for s in seqs)
+    ids = np.full((len(seqs), width), pad_id, dtype=np.int64)
+    types = np.zeros_like(ids)
+    att = np.zeros_like(ids)
+    for i, s in enumerate(seqs):
+        ids[i, : len(s.ids)] = s.ids
+        types[i, : len(s.types)] = s.types
+        att[i, : len(s.ids)] = 1
+    real = (att == 1) & ~np.isin(ids, np.asarray(special_ids))
+    return {"input_ids": ids, "token_type_ids": types, "attention_mask": att, "real": real}
+
+
+def to_tensors(batch: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
+    return {k: torch.from_numpy(v) for k, v in batch.items() if k != "real"}

@@ -1,0 +1,381 @@
+"""Encoder pretraining: MLM on monolingual sentences + TLM on translation pairs, with progressive
+stacking, on the shared loop (loop.py) and the streaming reader (stream.py).
+
+Each micro-batch holds ``mlm_batch_size`` packed monolingual sequences and ``tlm_batch_size``
+``[CLS] a [SEP] b [SEP]`` pair sequences (global counts, split over the data lanes and ranks),
+padded together and run through ONE forward call; the loss is the MLM mean plus the TLM mean.
+A producer thread tokenises, packs and masks ahead of the step. Masks are drawn from
+``rng(seed, micro-batch, lane)``, so they do not depend on the number of ranks either.
+
+Progressive stacking: stage ``s`` of ``S`` trains ``L / 2**(S-1-s)`` layers for
+``stage_steps[s]`` steps; at a stage boundary the model is stacked (mlm.stack) and the optimizer
+is rebuilt, its moments reset or duplicated like the layers. The learning-rate schedule runs
+over the sum of the stage steps, unbroken. Checkpoints record the stage (trainer_state.pt and the
+manifest), and the saved model has that stage's depth, so a resume lands in the right stage.
+
+Outputs under ``--output``: ``checkpoints/``, ``model/`` (HF/sentence-transformers encoder plus
+``mlm_head.safetensors``), ``metrics.jsonl`` (loss, mlm_loss, tlm_loss, accuracies, held-out
+``eval_*``, tokens/s, stage), ``tb/``, ``stats.json``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import torch
+from tokenizers import Tokenizer
+
+from labse_common.config import from_dict
+from labse_common.sections.pretrain import PretrainConfig
+from labse_model import stream
+from labse_model.distributed import DistInfo, init_from_env
+from labse_model.loop import (
+    Batch,
+    LoopConfig,
+    TrainState,
+    find_resume,
+    make_optimizer,
+    read_trainer_state,
+    restore_rng,
+    run,
+    set_seed,
+)
+from labse_model.masking import MaskSpec, collate, mask_tokens, pack_sentences, tlm_pair
+from labse_model.mlm import MaskedLM, load_head, save_head, stack, stack_optimizer_state
+from labse_model.model import build_config, load_encoder, load_tokenizer, new_encoder, save_encoder
+from labse_model.train import check_batch_grid, device_for
+
+log = logging.getLogger(__name__)
+
+STAGE = "pretrain"
+MLM, TLM = "mlm", "tlm"
+_TOKENIZE_CHUNK = 256
+
+
+def stage_layers(total_layers: int, stages: int) -> list[int]:
+    """Layers per stage: L/4, L/2, L for three stages."""
+    div = 2 ** (stages - 1)
+    if total_layers % div:
+        raise ValueError(f"model.num_hidden_layers={total_layers} cannot be stacked in {stages} stages (not divisible by {div})")
+    return [total_layers // 2 ** (stages - 1 - s) for s in range(stages)]
+
+
+class PretrainObjective:
+    stage_name = STAGE
+
+    def __init__(self, cfg: PretrainConfig, sents: stream.ScanResult | None,
+                 pairs: stream.ScanResult | None, tokenizer: Any, info: DistInfo,
+                 device: torch.device, max_len: int) -> None:  # fmt: skip
+        self.cfg, self.sents, self.pairs, self.tokenizer = cfg, sents, pairs, tokenizer
+        self.info, self.device, self.max_len = info, device, max_len
+        self.tok = Tokenizer.from_str(tokenizer.backend_tokenizer.to_str())
+        self.tok.no_padding()
+        self.tok.no_truncation()
+        self.cls_id, self.sep_id = tokenizer.cls_token_id, tokenizer.sep_token_id
+        self.pad_id = tokenizer.pad_token_id or 0
+        self.special_ids = tuple(sorted(set(tokenizer.all_special_ids)))
+        self.spec = MaskSpec(cfg.mask_rate, cfg.max_masked, cfg.mask_token_share,
+                             cfg.random_token_share, tokenizer.mask_token_id, self.special_ids,
+                             len(tokenizer))  # fmt: skip
+        self.per_lane = {MLM: cfg.mlm_batch_size // cfg.lanes if sents else 0,
+                         TLM: cfg.tlm_batch_size // cfg.lanes if pairs else 0}  # fmt: skip
+        self.boundaries = list(np.cumsum(cfg.stage_steps))
+        self._eval_batches: list | None = None
+
+    # --- inputs ----------------------------------------------------------------------------
+
+    def _encode(self, texts: list[str]) -> list[list[int]]:
+        return [e.ids for e in self.tok.encode_batch(texts, add_special_tokens=False)]
+
+    def _mlm_lane(self, lane: int, start: int) -> Iterator[tuple]:
+        """(packed sequence, sentence cursor after it, truncated so far) for one lane."""
+        records = stream.Lane(self.sents, stream.SENTENCES, lane, self.cfg.lanes, self.cfg.seed,
+                              self.cfg.shuffle_blocks, self.cfg.mix_alpha,
+                              self.cfg.heldout_fraction).records(start)  # fmt: skip
+
+        def token_lists() -> Iterator[list[int]]:
+            while True:
+                chunk = [next(records) for _ in range(_TOKENIZE_CHUNK)]
+                yield from self._encode(chunk)
+
+        stats: dict[str, int] = {}
+        for seq, consumed in pack_sentences(token_lists(), self.max_len, self.cls_id, self.sep_id, stats):
+            yield seq, start + consumed, stats.get("truncated", 0)
+
+    def _tlm_lane(self, lane: int, start: int) -> Iterator[tuple]:
+        records = stream.Lane(self.pairs, stream.PAIRS, lane, self.cfg.lanes, self.cfg.seed,
+                              self.cfg.shuffle_blocks, self.cfg.mix_alpha,
+                              self.cfg.heldout_fraction).records(start)  # fmt: skip
+        pos = start
+        truncated = 0
+        while True:
+            chunk = [next(records) for _ in range(_TOKENIZE_CHUNK)]
+            enc = self._encode([t for rec in chunk for t in rec])
+            for i in range(len(chunk)):
+                seq, cut = tlm_pair(enc[2 * i], enc[2 * i + 1], self.max_len, self.cls_id, self.sep_id)
+                truncated += int(cut)
+                pos += 1
+                yield seq, pos, truncated
+
+    def _mask(self, seqs: list, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        arrays = collate(seqs, self.pad_id, self.special_ids)
+        arrays["input_ids"], arrays["labels"] = mask_tokens(arrays["input_ids"], arrays["real"], self.spec, rng)
+        return arrays
+
+    def batches(self, state: TrainState) -> Iterator[Batch]:
+        cfg = self.cfg
+        lanes = stream.lanes_of_rank(cfg.lanes, self.info.rank, self.info.world_size)
+        makers = {MLM: self._mlm_lane, TLM: self._tlm_lane}
+        its: dict[str, dict[int, Iterator]] = {}
+        cursors: dict[str, dict[int, int]] = {}
+        seen_trunc: dict[tuple[str, int], int] = {}
+        for kind, n in self.per_lane.items():
+            if not n:
+                continue
+            saved = state.cursors.get(kind, {})
+            cursors[kind] = {j: int(saved.get(j, 0)) for j in lanes}
+            its[kind] = {j: makers[kind](j, cursors[kind][j]) for j in lanes}
+        micro = state.micro
+        while True:
+            seqs, parts, events = [], [], {}
+            rows_by_lane: list[tuple[int, int, int]] = []
+            for kind in (MLM, TLM):
+                if kind not in its:
+                    continue
+                for j in lanes:
+                    first = len(seqs)
+                    for _ in range(self.per_lane[kind]):
+                        seq, cur, trunc = next(its[kind][j])
+                        seqs.append(seq)
+                        parts.append(0 if kind == MLM else 1)
+                    cursors[kind][j] = cur
+                    new = trunc - seen_trunc.get((kind, j), 0)
+                    seen_trunc[(kind, j)] = trunc
+                    if new:
+                        unit = stream.SENTENCES if kind == MLM else stream.PAIRS
+                        key = f"{unit}/event/{'sentences' if kind == MLM else 'pairs'}_truncated"
+                        events[key] = events.get(key, 0) + new
+                    rows_by_lane.append((first, len(seqs), j))
+            arrays = collate(seqs, self.pad_id, self.special_ids)
+            labels = np.full_like(arrays["input_ids"], -100)
+            ids = arrays["input_ids"].copy()
+            # One mask stream per (micro-batch, lane, objective): independent of the rank layout.
+            # Each lane's rows are masked at their own width, not the rank's padded width.
+            for a, b, j in rows_by_lane:
+                rng = np.random.default_rng([cfg.seed, 7, micro, j, parts[a]])
+                w = int(arrays["attention_mask"][a:b].sum(1).max())
+                ids[a:b, :w], labels[a:b, :w] = mask_tokens(
+                    arrays["input_ids"][a:b, :w], arrays["real"][a:b, :w], self.spec, rng)
+            tensors = {
+                "input_ids": torch.from_numpy(ids),
+                "token_type_ids": torch.from_numpy(arrays["token_type_ids"]),
+                "attention_mask": torch.from_numpy(arrays["attention_mask"]),
+                "labels": torch.from_numpy(labels),
+                "masked_index": torch.from_numpy(np.flatnonzero(labels.reshape(-1) != -100)),
+                "part": torch.tensor(parts),
+            }
+            micro += 1
+            yield Batch(tensors, {k: dict(v) for k, v in cursors.items()}, events,
+                        samples=sum(s.sentences for s in seqs),
+                        tokens=int(arrays["attention_mask"].sum()))  # fmt: skip
+
+    # --- step ------------------------------------------------------------------------------
+
+    def train_step(self, model: torch.nn.Module, batch: Batch):
+        t = {k: v.to(self.device, non_blocking=True) for k, v in batch.tensors.items()}
+        losses, correct, rows = model(t["input_ids"], t["attention_mask"], t["token_type_ids"],
+                                      t["labels"], t["masked_index"])  # fmt: skip
+        part = t["part"][rows]
+        loss = torch.zeros((), device=self.device)
+        out: dict[str, torch.Tensor] = {}
+        for name, p in ((MLM, 0), (TLM, 1)):
+            sel = part == p
+            if not bool(self.per_lane[name]):
+                continue
+            n = sel.sum().clamp(min=1)
+            lp = (losses * sel).sum() / n
+            loss = loss + lp
+            out[f"{name}_loss"] = lp.detach()
+            out[f"{name}_accuracy"] = (correct * sel).sum().float() / n
+        out["loss"] = loss.detach()
+        return loss, out
+
+    # --- held-out --------------------------------------------------------------------------
+
+    def _heldout(self) -> list:
+        if self._eval_batches is not None:
+            return self._eval_batches
+        rng = np.random.default_rng([self.cfg.seed, 99])
+        out = []
+        if self.sents is not None and self.sents.heldout:
+            seqs = [s for s, _ in pack_sentences(iter(self._encode(self.sents.heldout)), self.max_len,
+                                                 self.cls_id, self.sep_id, {})]  # fmt: skip
+            for i in range(0, len(seqs), 32):
+                out.append((MLM, self._mask(seqs[i : i + 32], rng)))
+        if self.pairs is not None and self.pairs.heldout:
+            enc = self._encode([t for rec in self.pairs.heldout for t in rec])
+            seqs = [tlm_pair(enc[2 * i], enc[2 * i + 1], self.max_len, self.cls_id, self.sep_id)[0]
+                    for i in range(len(self.pairs.heldout))]  # fmt: skip
+            for i in range(0, len(seqs), 32):
+                out.append((TLM, self._mask(seqs[i : i + 32], rng)))
+        self._eval_batches = out
+        return out
+
+    @torch.no_grad()
+    def evaluate(self, state: TrainState) -> dict[str, float]:
+        """Held-out MLM/TLM loss and accuracy, with fixed masks (comparable across steps)."""
+        model = state.model
+        was = model.training
+        model.eval()
+        sums: dict[str, list[float]] = {}
+        for kind, a in self._heldout():
+            losses, correct, _rows = model(*(torch.from_numpy(a[k]).to(self.device) for k in
+                                             ("input_ids", "attention_mask", "token_type_ids", "labels")))  # fmt: skip
+            s = sums.setdefault(kind, [0.0, 0.0, 0.0])
+            s[0] += float(losses.sum())
+            s[1] += float(correct.sum())
+            s[2] += len(losses)
+        model.train(was)
+        out = {}
+        for kind, (loss, corr, n) in sums.items():
+            out[f"eval_{kind}_loss"] = loss / max(n, 1)
+            out[f"eval_{kind}_accuracy"] = corr / max(n, 1)
+        return out
+
+    # --- model -----------------------------------------------------------------------------
+
+    def save_model(self, state: TrainState, directory: str) -> None:
+        save_encoder(state.model.encoder, self.tokenizer, directory, max_seq_length=self.max_len)
+        save_head(state.model, directory)
+
+    def after_step(self, state: TrainState) -> bool:
+        if state.stage >= self.cfg.stages - 1 or state.step < self.boundaries[state.stage]:
+            return False
+        old_model, old_opt = state.model, state.optimizer
+        new_model = stack(old_model).to(self.device)
+        new_opt = make_optimizer(new_model, self.cfg.lr, self.cfg.weight_decay, self.cfg.adam_eps, self.device)
+        if self.cfg.optimizer_on_stack == "copy":
+            stack_optimizer_state(old_opt, old_model, new_opt, new_model)
+        state.model, state.optimizer = new_model, new_opt
+        state.stage += 1
+        log.info("stacking: stage %d with %d layers from step %d", state.stage,
+                 new_model.bert.config.num_hidden_layers, state.step)  # fmt: skip
+        return True
+
+    def lr_scale(self, state: TrainState) -> float:
+        return 1.0
+
+
+def pretrain(
+    model_cfg: dict[str, Any],
+    pretrain_cfg: dict[str, Any] | PretrainConfig,
+    sentences: list[str] | None,
+    pairs: list[str] | None,
+    output: str,
+    vocab: str | None = None,
+    init: str | None = None,
+    stage_steps: list[int] | None = None,
+    stop_at_step: int | None = None,
+) -> dict:
+    """Pretrain (or resume) an encoder with MLM (sentences) and TLM (pairs); returns a summary."""
+    cfg = pretrain_cfg if isinstance(pretrain_cfg, PretrainConfig) else from_dict(PretrainConfig, pretrain_cfg, "pretrain")
+    if stage_steps is not None:
+        cfg = from_dict(PretrainConfig, {**cfg.__dict__, "stage_steps": stage_steps, "stages": len(stage_steps)}, "pretrain")
+    if not sentences and not pairs:
+        raise ValueError("nothing to pretrain on: give --sentences and/or --pairs")
+    if not sentences:
+        cfg.mlm_batch_size = 0
+    if not pairs:
+        cfg.tlm_batch_size = 0
+    if cfg.mlm_batch_size + cfg.tlm_batch_size == 0:
+        raise ValueError("the inputs given have batch size 0 in the config (mlm_batch_size/tlm_batch_size)")
+    info = init_from_env()
+    for b in (cfg.mlm_batch_size, cfg.tlm_batch_size):
+        if b:
+            check_batch_grid(b, cfg.lanes, info.world_size, "pretrain")
+    if info.enabled:
+        logging.getLogger().setLevel(logging.INFO if info.is_main else logging.WARNING)
+    device = device_for(info, cfg.threads)
+    os.makedirs(os.path.join(output, "checkpoints"), exist_ok=True)
+    layers = stage_layers(int(model_cfg.get("num_hidden_layers", 12)), cfg.stages)
+
+    counts = stream.StageCounter()
+    sents = pair_scan = None
+    if sentences and cfg.mlm_batch_size:
+        groups = stream.expand_inputs(sentences)
+        sents = stream.scan_distributed(groups, stream.SENTENCES, cfg.block_rows, cfg.heldout_fraction, cfg.max_heldout, info)
+        stream.finish_groups(sents, sorted(groups), stream.SENTENCES)
+        if sents.total_rows() == 0:
+            raise ValueError("no usable sentences in the given inputs (all empty or unreadable)")
+        counts.merge(sents.counts)
+    if pairs and cfg.tlm_batch_size:
+        groups = stream.expand_inputs(pairs)
+        pair_scan = stream.scan_distributed(groups, stream.PAIRS, cfg.block_rows, cfg.heldout_fraction, cfg.max_heldout, info)
+        if pair_scan.total_rows() == 0:
+            raise ValueError("no usable pairs in the given inputs (all empty, malformed or unreadable)")
+        c = stream.StageCounter()
+        c.merge({k.replace("files/", "pair_files/"): v for k, v in pair_scan.counts.items()})
+        counts.merge(c.counts)
+
+    resume = find_resume(os.path.join(output, "checkpoints"), info)
+    saved = read_trainer_state(resume) if resume else None
+    source = resume or init
+    if source:
+        enc, tokenizer, _ = load_encoder(source)
+        model = MaskedLM(enc)
+        if not load_head(model, source):
+            if resume:
+                raise RuntimeError(f"{resume} has no MLM head ({source})")
+            log.warning("%s has no MLM head: a new one is initialised", source)
+        if vocab and init and not resume:
+            log.warning("--init given: its own tokenizer is used, --vocab is ignored")
+    else:
+        if not vocab:
+            raise ValueError("no vocabulary: pass --vocab DIR (the vocab stage output) or --init DIR")
+        tokenizer = load_tokenizer(vocab)
+        config = build_config(len(tokenizer), tokenizer.pad_token_id or 0,
+                              **{**model_cfg, "num_hidden_layers": layers[0]})  # fmt: skip
+        model = MaskedLM(new_encoder(config, seed=cfg.seed))
+    model = model.to(device)
+    depth = model.bert.config.num_hidden_layers
+    if depth not in layers:
+        raise ValueError(f"{source} has {depth} layers; the stages have {layers}")
+    max_len = min(cfg.max_seq_length, model.bert.config.max_position_embeddings)
+    state = TrainState(model, make_optimizer(model, cfg.lr, cfg.weight_decay, cfg.adam_eps, device),
+                       stage=layers.index(depth))  # fmt: skip
+    set_seed(cfg.seed + info.rank)
+    fingerprint = {"sentences": sents.total_rows() if sents else 0,
+                   "pairs": pair_scan.total_rows() if pair_scan else 0,
+                   "batch": [cfg.mlm_batch_size, cfg.tlm_batch_size], "lanes": cfg.lanes,
+                   "seed": cfg.seed, "block_rows": cfg.block_rows, "max_len": max_len}  # fmt: skip
+    if saved is not None:
+        was = saved.get("extra", {}).get("data", {})
+        if was != fingerprint:
+            raise RuntimeError(f"{resume} was trained on different data or batching ({was}); now {fingerprint}: not the same run")
+        if int(saved["stage"]) != state.stage:
+            raise RuntimeError(f"{resume}: stage {saved['stage']} but its model has {depth} layers")
+        state.optimizer.load_state_dict(saved["optimizer"])
+        state.step, state.micro = int(saved["step"]), int(saved["micro"])
+        state.cursors, state.events = saved["cursors"], saved["events"]
+        restore_rng(resume, info, cfg.seed, state.step)
+        log.info("resuming from %s (stage %d, %d layers)", resume, state.stage, depth)
+    state.extra["data"] = fingerprint
+
+    total = int(sum(cfg.stage_steps))
+    objective = PretrainObjective(cfg, sents, pair_scan, tokenizer, info, device, max_len)
+    loop_cfg = LoopConfig(
+        total_steps=total, halt_at=min(total, stop_at_step) if stop_at_step else total,
+        grad_accum=cfg.grad_accum, clip_norm=cfg.clip_norm, lr=cfg.lr,
+        warmup_steps=cfg.warmup_steps, save_every=cfg.save_every,
+        keep_checkpoints=cfg.keep_checkpoints, log_every=cfg.log_every,
+        eval_every=cfg.eval_every, tensorboard=cfg.tensorboard, progress=cfg.progress,
+        bf16=cfg.bf16, timing=cfg.timing, prefetch=cfg.prefetch, seed=cfg.seed,
+    )  # fmt: skip
+    summary = run(objective, state, loop_cfg, output, info, device, dict(counts.counts),
+                  {"stages": layers, "stage_steps": cfg.stage_steps})  # fmt: skip
+    summary["stage"] = state.stage
+    return summary

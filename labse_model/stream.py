@@ -1,0 +1,582 @@
+"""Streaming, sharded training input for both stages (pretraining sentences and pairs).
+
+Nothing here holds a corpus in memory. The moving parts:
+
+* **Blocks.** Every input shard (Parquet, TSV/text, ``.gz`` ok, any path Beam's ``FileSystems``
+  opens, so ``s3://`` and ``gs://`` work) is cut into blocks: Parquet row groups, or runs of
+  ``block_rows`` usable lines of a text file. A scan at start-up (each rank scans its share of the
+  shards, the results are exchanged) counts the usable records of every block and the drops per
+  reason, so ``stats.json`` counts each input record once, however many epochs the run makes.
+* **Lanes.** The global micro-batch of ``B`` records is the concatenation of ``S`` lanes (a fixed
+  config value, independent of the number of ranks), each contributing ``B / S`` records. Lane
+  ``j`` is an endless, deterministic record stream; rank ``r`` of ``W`` runs lanes
+  ``[r*S/W, (r+1)*S/W)`` only and so reads only the blocks dealt to them. One rank or eight, the
+  global batch is the same.
+* **Order** is a pure function of (seed, position): in lane epoch ``e`` the blocks of a group are
+  permuted with ``rng(seed, group, e)`` and dealt round-robin to the lanes; a lane reads its
+  blocks in windows of ``shuffle_blocks`` blocks whose records are permuted with
+  ``rng(seed, group, lane, e, window)`` (the bounded shuffle buffer). Languages (groups) are
+  mixed per record with probabilities ``p_lang ** alpha`` (normalised), drawn per position from
+  ``rng(seed, lane, chunk)``. A lane resumes at any record position without replaying the data.
+* **Memory** per lane: one shuffle window per group being read, whatever the corpus size.
+
+Records are ``str`` (sentences) or ``(src, trg)`` tuples (pairs).
+"""
+
+from __future__ import annotations
+
+import gzip
+import logging
+import os
+import zlib
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from labse_common.stats import StageCounter
+
+log = logging.getLogger(__name__)
+
+SENTENCES = "sentences"
+PAIRS = "pairs"
+FILE_UNIT = "files"
+GROUP_UNIT = "languages"
+DEFAULT_GROUP = "all"
+DATA_SUFFIXES = (".parquet", ".tsv", ".tsv.gz", ".txt", ".txt.gz", ".gz")
+_CHOICE_CHUNK = 4096
+
+
+# --- file access through Beam FileSystems (local, s3://, gs:// ...) -------------------------
+
+
+def _is_remote(path: str) -> bool:
+    return "://" in path
+
+
+def open_binary(path: str):
+    """A seekable binary file for ``path`` (no automatic decompression); remote paths through
+    Beam's FileSystems, configured by labse_common/filesystems.py (imported lazily: Beam is
+    slow to import)."""
+    if not _is_remote(path):
+        return open(path, "rb")
+    from labse_common import filesystems
+
+    return filesystems.open_read(path)
+
+
+def path_exists(path: str) -> bool:
+    if not _is_remote(path):
+        return os.path.exists(path)
+    from labse_common import filesystems
+
+    return filesystems.exists(path)
+
+
+def _match(pattern: str) -> list[str]:
+    if not _is_remote(pattern):
+        import glob
+
+        return sorted(glob.glob(pattern))
+    from labse_common import filesystems
+
+    return sorted(filesystems.match(pattern))
+
+
+def _is_data_file(path: str) -> bool:
+    name = path.rsplit("/", 1)[-1]
+    return not name.startswith(("_", ".")) and name.endswith(DATA_SUFFIXES)
+
+
+def expand_inputs(specs: Sequence[str], what: str = "input file") -> dict[str, list[str]]:
+    """FILE, GLOB or DIR arguments -> ``{group: [files]}``.
+
+    A directory holding ``<lang>/`` folders (the corpus jobs' layout) gives one group per
+    language; files and globs go to the group ``all``. A spec that matches nothing is an error.
+    """
+    groups: dict[str, list[str]] = {}
+    for spec in specs:
+        spec = spec.rstrip("/") if len(spec) > 1 else spec
+        if not _is_remote(spec) and os.path.isdir(spec):
+            found = False
+            for name in sorted(os.listdir(spec)):
+                sub = os.path.join(spec, name)
+                if os.path.isdir(sub) and not name.startswith(("_", ".")):
+                    files = [f for f in _match(os.path.join(sub, "*")) if _is_data_file(f)]
+                    groups.setdefault(name, []).extend(files)
+                    found = True  # an empty language folder is counted later, not an error
+                elif _is_data_file(sub):
+                    groups.setdefault(DEFAULT_GROUP, []).append(sub)
+                    found = True
+            if not found:
+                raise FileNotFoundError(f"no data files or <lang>/ folders in {spec}")
+            continue
+        if _is_remote(spec) and not any(c in spec for c in "*?[") and not path_exists(spec):
+            # A remote folder (object stores have no directories): <lang>/ objects under it.
+            found = [f for f in _match(spec + "/*/*") if _is_data_file(f)]
+            for f in found:
+                lang = f.rsplit("/", 2)[-2]
+                if not lang.startswith(("_", ".")):
+                    groups.setdefault(lang, []).append(f)
+            if found:
+                continue
+        if any(c in spec for c in "*?["):
+            files = [f for f in _match(spec) if _is_data_file(f)]
+            if not files:
+                raise FileNotFoundError(f"no data files match {spec}")
+        else:
+            if not path_exists(spec):
+                raise FileNotFoundError(f"{what} not found: {spec}")
+            files = [spec]
+        groups.setdefault(DEFAULT_GROUP, []).extend(files)
+    return {g: sorted(dict.fromkeys(fs)) for g, fs in groups.items()}
+
+
+# --- record parsing --------------------------------------------------------------------------
+
+
+def parse_pair_line(line: str) -> tuple[str, str] | str:
+    """A TSV pair line -> ``(src, trg)`` or the name of the reason it is dropped."""
+    line = line.rstrip("\r\n")
+    if not line.strip():
+        return "blank_line"
+    cols = line.split("\t")
+    if len(cols) not in (2, 4):
+        return "malformed"
+    s, t = cols[0].strip(), cols[1].strip()
+    if not s or not t:
+        return "empty_side"
+    return s, t
+
+
+def parse_sentence_line(line: str) -> str:
+    """A text line (first TSV column) -> the sentence, or ``""`` when there is none."""
+    return line.rstrip("\r\n").split("\t", 1)[0].strip()
+
+
+def _text_lines(path: str, start_offset: int = 0) -> Iterator[tuple[str, int]]:
+    """(line, byte offset of the next line) from ``start_offset``; offsets are -1 in ``.gz``.
+
+    A truncated ``.gz`` raises EOFError (or zlib.error) after its last complete line.
+    """
+    raw = open_binary(path)
+    try:
+        if path.endswith(".gz"):
+            f = gzip.GzipFile(fileobj=raw)
+            for b in f:
+                yield b.decode("utf-8", errors="replace"), -1
+        else:
+            raw.seek(start_offset)
+            pos = start_offset
+            for b in raw:
+                pos += len(b)
+                # errors="replace": a stray invalid byte costs one character, not the file.
+                yield b.decode("utf-8", errors="replace"), pos
+    finally:
+        raw.close()
+
+
+# --- blocks and the scan --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Block:
+    path: str
+    fmt: str  # "parquet" | "text"
+    part: int  # Parquet row group, or block number within a text file
+    rows: int  # usable records in the block
+    line: int = 0  # text: first raw line of the block
+    offset: int = 0  # text: byte offset of that line (0 for .gz, read from the start)
+
+
+@dataclass
+class ScanResult:
+    groups: dict[str, list[Block]] = field(default_factory=dict)
+    counts: dict[str, int] = field(default_factory=dict)
+    heldout: list = field(default_factory=list)
+
+    def merge(self, other: ScanResult) -> None:
+        for g, bl in other.groups.items():
+            self.groups.setdefault(g, []).extend(bl)
+        c = StageCounter()
+        c.merge(self.counts)
+        c.merge(other.counts)
+        self.counts = dict(c.counts)
+        self.heldout.extend(other.heldout)
+
+    def sort(self) -> None:
+        for bl in self.groups.values():
+            bl.sort(key=lambda b: (b.path, b.part))
+
+    def total_rows(self) -> int:
+        return sum(b.rows for bl in self.groups.values() for b in bl)
+
+
+def is_heldout(record, fraction: float) -> bool:
+    """A stable hashed share of the records, kept out of training for held-out metrics."""
+    if fraction <= 0:
+        return False
+    text = record if isinstance(record, str) else "\t".join(record)
+    return (zlib.crc32(text.encode("utf-8")) % 100000) < fraction * 100000
+
+
+@dataclass(frozen=True)
+class _HeldOut:
+    record: object
+
+
+class _Validator:
+    """Applies the per-record rules of a kind, counting drops; used by the scan and readers."""
+
+    def __init__(self, kind: str, unit: str, counter: StageCounter | None, heldout: float):
+        self.kind, self.unit, self.counter, self.heldout = kind, unit, counter, heldout
+
+    def _drop(self, reason: str) -> None:
+        if self.counter is not None:
+            self.counter.add_dropped(self.unit, reason)
+
+    def line(self, line: str):
+        if self.counter is not None:
+            self.counter.add_in(self.unit)
+        if self.kind == PAIRS:
+            rec = parse_pair_line(line)
+            if isinstance(rec, str):
+                self._drop(rec)
+                return None
+        else:
+            rec = parse_sentence_line(line)
+            if not rec:
+                self._drop("blank_line")
+                return None
+        return self._final(rec)
+
+    def value(self, rec):
+        """A Parquet value (str, or (src, trg)); None/blank counts as empty."""
+        if self.counter is not None:
+            self.counter.add_in(self.unit)
+        if self.kind == PAIRS:
+            s, t = ((rec[0] or "").strip(), (rec[1] or "").strip())
+            if not s or not t:
+                self._drop("empty_side")
+                return None
+            rec = (s, t)
+        else:
+            rec = (rec or "").strip()
+            if not rec:
+                self._drop("empty")
+                return None
+        return self._final(rec)
+
+    def _final(self, rec):
+        if is_heldout(rec, self.heldout):
+            self._drop("heldout_for_eval")
+            return _HeldOut(rec)
+        if self.counter is not None:
+            self.counter.add_out(self.unit)
+        return rec
+
+
+class SchemaError(ValueError):
+    """A Parquet shard without the columns a stage needs: the user's mistake, not damage."""
+
+
+def _parquet_columns(kind: str, names: Sequence[str], path: str) -> list[str]:
+    need = ["src", "trg"] if kind == PAIRS else ["text"]
+    missing = [c for c in need if c not in names]
+    if missing:
+        raise SchemaError(f"{path}: Parquet {kind} file lacks column(s) {missing}")
+    return need
+
+
+def _parquet_records(pf, rg: int, cols: list[str], kind: str) -> Iterator:
+    table = pf.read_row_group(rg, columns=cols)
+    if kind == PAIRS:
+        yield from zip(table.column(0).to_pylist(), table.column(1).to_pylist())
+    else:
+        yield from table.column(0).to_pylist()
+
+
+def _scan_file(
+    path: str, kind: str, group: str, block_rows: int, heldout: float, max_heldout: int,
+    res: ScanResult, counter: StageCounter,
+) -> None:  # fmt: skip
+    unit = kind
+    blocks: list[Block] = []
+    if path.endswith(".parquet"):
+        import pyarrow.parquet as pq
+
+        with open_binary(path) as fh:
+            pf = pq.ParquetFile(fh)
+            cols = _parquet_columns(kind, pf.schema_arrow.names, path)
+            v = _Validator(kind, unit, counter, heldout)
+            for rg in range(pf.num_row_groups):
+                n = 0
+                for value in _parquet_records(pf, rg, cols, kind):
+                    rec = v.value(value)
+                    if isinstance(rec, _HeldOut):
+                        if len(res.heldout) < max_heldout:
+                            res.heldout.append(rec.record)
+                    elif rec is not None:
+                        n += 1
+                if n:
+                    blocks.append(Block(path, "parquet", rg, n))
+    else:
+        v = _Validator(kind, unit, counter, heldout)
+        n, line_no, start_line, start_off = 0, 0, 0, 0
+        try:
+            for line, off in _text_lines(path):
+                rec = v.line(line)
+                line_no += 1
+                if isinstance(rec, _HeldOut):
+                    if len(res.heldout) < max_heldout:
+                        res.heldout.append(rec.record)
+                elif rec is not None:
+                    n += 1
+                    if n == block_rows:
+                        blocks.append(Block(path, "text", len(blocks), n, start_line, start_off))
+                        n, start_line, start_off = 0, line_no, max(off, 0)
+        except (EOFError, zlib.error, OSError) as e:
+            # A cut .gz: keep the complete lines before the cut, say so.
+            log.warning("%s is truncated or corrupt after line %d (%s): its readable lines are used", path, line_no, e)
+            counter.add_event(FILE_UNIT, "truncated")
+        if n:
+            blocks.append(Block(path, "text", len(blocks), n, start_line, start_off))
+    if blocks:
+        res.groups.setdefault(group, []).extend(blocks)
+        counter.add_out(FILE_UNIT)
+    else:
+        counter.add_dropped(FILE_UNIT, "empty")
+        log.warning("%s holds no usable %s", path, kind)
+
+
+def scan(
+    groups: dict[str, list[str]],
+    kind: str,
+    block_rows: int = 10000,
+    heldout_fraction: float = 0.0,
+    max_heldout: int = 0,
+    rank: int = 0,
+    world_size: int = 1,
+) -> ScanResult:
+    """Count the usable records of every block of this rank's share of the files.
+
+    Unreadable files are counted (``files`` dropped ``unreadable``) and skipped. Merge the
+    results of all ranks with :meth:`ScanResult.merge` (see :func:`scan_distributed`).
+    """
+    res = ScanResult()
+    counter = StageCounter()
+    k = 0
+    for group in sorted(groups):
+        for path in groups[group]:
+            mine = k % world_size == rank
+            k += 1
+            if not mine:
+                continue
+            counter.add_in(FILE_UNIT)
+            sub = StageCounter()
+            part = ScanResult()
+            try:
+                _scan_file(path, kind, group, block_rows, heldout_fraction, max_heldout, part, sub)
+            except SchemaError:
+                raise  # a wrong schema is the user's error, not a damaged shard
+            except Exception as e:  # pyarrow/IO raise many types on a damaged shard
+                log.error("unreadable %s file skipped: %s (%s)", kind, path, e)
+                counter.add_dropped(FILE_UNIT, "unreadable")
+                continue
+            counter.merge(sub)
+            res.merge(part)
+    res.counts = dict(counter.counts)
+    res.heldout = res.heldout[:max_heldout]
+    return res
+
+
+def scan_distributed(groups, kind, block_rows, heldout_fraction, max_heldout, info) -> ScanResult:
+    """:func:`scan` on every rank's share, exchanged so every rank knows every block."""
+    mine = scan(groups, kind, block_rows, heldout_fraction, max_heldout, info.rank, info.world_size)
+    if info.world_size == 1:
+        mine.sort()
+        return mine
+    import torch.distributed as dist
+
+    parts: list = [None] * info.world_size
+    dist.all_gather_object(parts, asdict(mine))
+    total = ScanResult()
+    for p in parts:
+        total.merge(ScanResult({g: [Block(**b) for b in bl] for g, bl in p["groups"].items()},
+                               p["counts"], p["heldout"]))  # fmt: skip
+    total.heldout = total.heldout[:max_heldout]
+    total.sort()
+    return total
+
+
+def finish_groups(res: ScanResult, all_groups: Sequence[str], kind: str) -> None:
+    """Count the groups (languages): those with no usable record are dropped as ``empty``."""
+    c = StageCounter()
+    c.merge(res.counts)
+    for g in all_groups:
+        c.add_in(GROUP_UNIT)
+        if res.groups.get(g):
+            c.add_out(GROUP_UNIT)
+        else:
+            c.add_dropped(GROUP_UNIT, "empty")
+            log.warning("language %s has no usable %s: skipped", g, kind)
+    res.counts = dict(c.counts)
+
+
+# --- reading one block -----------------------------------------------------------------------
+
+
+def read_block(block: Block, kind: str, heldout_fraction: float) -> list:
+    """The usable records of ``block``, in file order, exactly as the scan counted them."""
+    v = _Validator(kind, kind, None, heldout_fraction)
+    out: list = []
+
+    def keep(rec) -> None:
+        if rec is not None and not isinstance(rec, _HeldOut):
+            out.append(rec)
+
+    if block.fmt == "parquet":
+        import pyarrow.parquet as pq
+
+        with open_binary(block.path) as fh:
+            pf = pq.ParquetFile(fh)
+            cols = _parquet_columns(kind, pf.schema_arrow.names, block.path)
+            for value in _parquet_records(pf, block.part, cols, kind):
+                keep(v.value(value))
+        return out
+    gz = block.path.endswith(".gz")
+    try:
+        for i, (line, _off) in enumerate(_text_lines(block.path, 0 if gz else block.offset)):
+            if gz and i < block.line:
+                continue  # no random access into gzip: skip to the block's first line
+            keep(v.line(line))
+            if len(out) == block.rows:
+                break
+    except (EOFError, zlib.error, OSError):
+        pass  # the cut was seen by the scan; the block ends where the readable lines end
+    if len(out) != block.rows:
+        raise RuntimeError(
+            f"{block.path} changed since the scan (block {block.part}: {len(out)} records, "
+            f"expected {block.rows})"
+        )
+    return out
+
+
+# --- deterministic lanes ---------------------------------------------------------------------
+
+
+def mixing_probabilities(groups: dict[str, list[Block]], alpha: float) -> dict[str, float]:
+    """q_g proportional to (n_g / N) ** alpha over groups with records (LaBSE: alpha = 0.3)."""
+    from labse_model.vocab.smoothing import smoothed_shares
+
+    totals = {g: sum(b.rows for b in bl) for g, bl in groups.items()}
+    return smoothed_shares(totals, alpha)
+
+
+class _GroupLane:
+    """One group's endless record stream for one lane, positioned by record count."""
+
+    def __init__(self, blocks: list[Block], gid: int, lane: int, lanes: int, seed: int,
+                 shuffle_blocks: int, kind: str, heldout: float):  # fmt: skip
+        self.blocks, self.gid, self.lane, self.lanes = blocks, gid, lane, lanes
+        self.seed, self.window, self.kind, self.heldout = seed, shuffle_blocks, kind, heldout
+
+    def _epoch_blocks(self, epoch: int) -> list[Block]:
+        perm = np.random.default_rng([self.seed, 2, self.gid, epoch]).permutation(len(self.blocks))
+        # The deal rotates each epoch, so a group with fewer blocks than lanes still feeds
+        # every lane (its lane-epochs without a block are skipped).
+        return [self.blocks[b] for k, b in enumerate(perm) if (k + epoch) % self.lanes == self.lane]
+
+    def records(self, start: int) -> Iterator:
+        epoch, skip = 0, start
+        while True:
+            eb = self._epoch_blocks(epoch)
+            size = sum(b.rows for b in eb)
+            if skip >= size:
+                skip -= size
+                epoch += 1
+                continue
+            for w in range(0, len(eb), self.window):
+                win = eb[w : w + self.window]
+                n = sum(b.rows for b in win)
+                if skip >= n:
+                    skip -= n
+                    continue
+                recs: list = []
+                for b in win:
+                    recs.extend(read_block(b, self.kind, self.heldout))
+                order = np.random.default_rng(
+                    [self.seed, 3, self.gid, self.lane, epoch, w]
+                ).permutation(len(recs))
+                for i in order[skip:]:
+                    yield recs[i]
+                skip = 0
+                del recs
+            epoch += 1
+
+
+class Lane:
+    """Lane ``lane`` of ``lanes``: the deterministic, endless, language-mixed record stream."""
+
+    def __init__(self, scan_res: ScanResult, kind: str, lane: int, lanes: int, seed: int,
+                 shuffle_blocks: int = 4, alpha: float = 0.3, heldout: float = 0.0):  # fmt: skip
+        names = sorted(g for g, bl in scan_res.groups.items() if bl)
+        if not names:
+            raise ValueError(f"no usable {kind} in the given inputs")
+        probs = mixing_probabilities({g: scan_res.groups[g] for g in names}, alpha)
+        self.names = names
+        self.p = np.array([probs[g] for g in names])
+        self.p = self.p / self.p.sum()
+        self.lane, self.seed = lane, seed
+        self.subs = [
+            _GroupLane(scan_res.groups[g], gid, lane, lanes, seed, shuffle_blocks, kind, heldout)
+            for gid, g in enumerate(names)
+        ]
+
+    def _choices(self, chunk: int) -> np.ndarray:
+        if len(self.names) == 1:
+            return np.zeros(_CHOICE_CHUNK, dtype=np.int64)
+        rng = np.random.default_rng([self.seed, 1, self.lane, chunk])
+        return rng.choice(len(self.names), size=_CHOICE_CHUNK, p=self.p)
+
+    def records(self, start: int = 0) -> Iterator:
+        """Records from lane position ``start`` on (the same ones whatever came before)."""
+        c0, off = divmod(start, _CHOICE_CHUNK)
+        taken = np.zeros(len(self.names), dtype=np.int64)
+        for c in range(c0):
+            taken += np.bincount(self._choices(c), minlength=len(self.names))
+        first = self._choices(c0)
+        taken += np.bincount(first[:off], minlength=len(self.names))
+        iters = [s.records(int(t)) for s, t in zip(self.subs, taken)]
+        chunk, choices = c0, first[off:]
+        while True:
+            for g in choices:
+                yield next(iters[g])
+            chunk += 1
+            choices = self._choices(chunk)
+
+
+def lanes_of_rank(lanes: int, rank: int, world_size: int) -> range:
+    if lanes % world_size:
+        raise ValueError(f"data lanes {lanes} is not divisible by the world size {world_size}")
+    per = lanes // world_size
+    return range(rank * per, (rank + 1) * per)
+
+
+def count_dict(counter_counts: dict[str, int]) -> StageCounter:
+    c = StageCounter()
+    c.merge(counter_counts)
+    return c
+
+
+def iter_all_records(scan_res: ScanResult, kind: str, heldout: float = 0.0) -> Iterator:
+    """Every usable record once, block by block (used to learn a demo vocabulary)."""
+    for g in sorted(scan_res.groups):
+        for b in scan_res.groups[g]:
+            yield from read_block(b, kind, heldout)
+
+
+__all__ = [
+    "Block", "Lane", "ScanResult", "expand_inputs", "finish_groups", "iter_all_records",
+    "lanes_of_rank", "parse_pair_line", "read_block", "scan", "scan_distributed",
+]  # fmt: skip

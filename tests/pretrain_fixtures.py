@@ -1,0 +1,68 @@
+"""Pretraining inputs from ../shared/data/tatoeba: <lang>/ sentence folders, a pair file, a vocab.
+
+Shared by the pretraining tests and bench/pretrain_bench.py. Only the train split is used for
+inputs; the dev split is the held-out retrieval evaluation.
+"""
+
+from __future__ import annotations
+
+import glob
+from pathlib import Path
+
+import numpy as np
+
+DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "tatoeba"
+
+
+def tatoeba_langs(data: Path = DATA) -> list[str]:
+    return sorted(p.split(".")[-2].split("-")[0] for p in glob.glob(str(data / "train.*-eng.eng")))
+
+
+def _lines(path: Path) -> list[str]:
+    return path.read_text(encoding="utf-8").splitlines()
+
+
+def write_tatoeba_inputs(out: Path, vocab_size: int = 8000, data: Path = DATA,
+                         row_group_size: int = 256) -> dict[str, str]:  # fmt: skip
+    """sentences/<lang>/part-0.parquet (both sides of train), pairs.tsv, vocab/ (the project's
+    deterministic learner); returns their paths."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from labse_model.train import learn_vocab_from
+
+    out.mkdir(parents=True, exist_ok=True)
+    eng: list[str] = []
+    rows: list[str] = []
+    texts: list[str] = []
+    for lang in tatoeba_langs(data):
+        src = _lines(data / f"train.{lang}-eng.{lang}")
+        trg = _lines(data / f"train.{lang}-eng.eng")
+        (out / "sentences" / lang).mkdir(parents=True, exist_ok=True)
+        pq.write_table(pa.table({"text": src, "lang": [lang] * len(src)}),
+                       out / "sentences" / lang / "part-0.parquet", row_group_size=row_group_size)  # fmt: skip
+        eng += trg
+        texts += src
+        rows += [f"{s}\t{t}\t{lang}\teng\n" for s, t in zip(src, trg, strict=True)]
+    (out / "sentences" / "eng").mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.table({"text": eng, "lang": ["eng"] * len(eng)}),
+                   out / "sentences" / "eng" / "part-0.parquet", row_group_size=row_group_size)  # fmt: skip
+    (out / "pairs.tsv").write_text("".join(rows), encoding="utf-8")
+    if not (out / "vocab" / "vocab.txt").exists():
+        learn_vocab_from(iter(texts + eng), str(out / "vocab"), vocab_size)
+    return {"sentences": str(out / "sentences"), "pairs": str(out / "pairs.tsv"),
+            "vocab": str(out / "vocab")}  # fmt: skip
+
+
+def dev_accuracy(model_dir: str, data: Path = DATA) -> dict[str, float]:
+    """Tatoeba dev retrieval accuracy (xx -> eng, nearest cosine) per language and on average."""
+    from labse_model.encode import Encoder
+
+    enc = Encoder.from_pretrained(model_dir, device="cpu")
+    accs = {}
+    for lang in tatoeba_langs(data):
+        x = enc.encode(_lines(data / f"dev.{lang}-eng.{lang}"))
+        y = enc.encode(_lines(data / f"dev.{lang}-eng.eng"))
+        accs[lang] = float(((x @ y.T).argmax(1) == np.arange(len(x))).mean())
+    accs["average"] = float(np.mean(list(accs.values())))
+    return accs

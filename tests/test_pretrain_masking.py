@@ -1,0 +1,84 @@
+"""MLM/TLM inputs: masking statistics, packing, TLM layout."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from labse_model.masking import IGNORE, MaskSpec, collate, mask_tokens, pack_sentences, tlm_pair
+
+PAD, UNK, CLS, SEP, MASK = 0, 1, 2, 3, 4
+SPEC = MaskSpec(mask_id=MASK, special_ids=(PAD, UNK, CLS, SEP, MASK), vocab_size=1000)
+
+
+def _random_seqs(rng: np.random.Generator, n: int, max_len: int = 200) -> list:
+    from labse_model.masking import PackedSeq
+
+    seqs = []
+    for _ in range(n):
+        k = int(rng.integers(1, max_len - 2))
+        ids = [CLS, *rng.integers(5, 1000, size=k).tolist(), SEP]
+        seqs.append(PackedSeq(ids, [0] * len(ids)))
+    return seqs
+
+
+def test_masking_statistics_over_many_sequences():
+    rng = np.random.default_rng(0)
+    seqs = _random_seqs(rng, 3000, max_len=500)  # some long enough to hit the 80 cap
+    arrays = collate(seqs, PAD, SPEC.special_ids)
+    ids, labels = mask_tokens(arrays["input_ids"], arrays["real"], SPEC, rng)
+    chosen = labels != IGNORE
+    real = arrays["real"]
+    per_seq = chosen.sum(1)
+    n_real = real.sum(1)
+    # Never a special token or padding; labels hold the original ids.
+    assert not (chosen & ~real).any()
+    assert (labels[chosen] == arrays["input_ids"][chosen]).all()
+    assert (ids[~chosen] == arrays["input_ids"][~chosen]).all()
+    # At least one per sequence, never more than 80.
+    assert per_seq.min() >= 1 and per_seq.max() == 80
+    # 20% of real tokens where the cap and the minimum do not bind.
+    free = (n_real >= 10) & (n_real <= 390)
+    rate = per_seq[free].sum() / n_real[free].sum()
+    assert abs(rate - 0.2) < 0.005, rate
+    # 80 / 10 / 10.
+    orig, new = arrays["input_ids"][chosen], ids[chosen]
+    masked = (new == MASK).mean()
+    same = (new == orig).mean()
+    rand = 1 - masked - same
+    assert abs(masked - 0.8) < 0.01 and abs(rand - 0.1) < 0.01 and abs(same - 0.1) < 0.01
+    # Random replacements are ordinary tokens.
+    replaced = new[(new != MASK) & (new != orig)]
+    assert replaced.min() >= 5
+
+
+def test_short_sentences_always_get_a_mask_and_empty_ones_none():
+    from labse_model.masking import PackedSeq
+
+    rng = np.random.default_rng(1)
+    seqs = [PackedSeq([CLS, 7, SEP], [0, 0, 0])] * 500 + [PackedSeq([CLS, SEP], [0, 0])] * 10
+    arrays = collate(seqs, PAD, SPEC.special_ids)
+    _ids, labels = mask_tokens(arrays["input_ids"], arrays["real"], SPEC, rng)
+    per_seq = (labels != IGNORE).sum(1)
+    assert (per_seq[:500] == 1).all()  # a Bernoulli(0.2) draw would leave ~80% unmasked
+    assert (per_seq[500:] == 0).all()
+
+
+def test_packing_fills_sequences_and_counts_truncation():
+    stats: dict = {}
+    sents = [[10] * 5, [11] * 5, [12] * 5, [13] * 30, [14] * 3]
+    out = list(pack_sentences(iter(sents), 16, CLS, SEP, stats))
+    seqs = [s for s, _ in out]
+    assert seqs[0].ids == [CLS, *[10] * 5, SEP, *[11] * 5, SEP]  # 13 tokens; the third does not fit
+    assert all(len(s.ids) <= 16 for s in seqs)
+    assert seqs[2].ids == [CLS, *[13] * 14, SEP]  # longer than max: truncated, alone
+    assert stats["truncated"] == 1
+    # The cursor after each sequence is the number of sentences it and its predecessors hold.
+    assert [c for _, c in out] == [2, 3, 4, 5]
+
+
+def test_tlm_pair_layout():
+    seq, cut = tlm_pair([10, 11, 12], [20, 21], 16, CLS, SEP)
+    assert seq.ids == [CLS, 10, 11, 12, SEP, 20, 21, SEP] and not cut
+    assert seq.types == [0, 0, 0, 0, 0, 1, 1, 1]
+    seq, cut = tlm_pair([10] * 20, [20] * 4, 16, CLS, SEP)
+    assert cut and len(seq.ids) == 16 and seq.ids.count(20) == 4  # the longer side is cut
