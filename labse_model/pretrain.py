@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 import torch
+import torch.distributed as dist
 from tokenizers import Tokenizer
 
 from labse_common.config import from_dict
@@ -192,11 +193,19 @@ class PretrainObjective:
         part = t["part"][rows]
         loss = torch.zeros((), device=self.device)
         out: dict[str, torch.Tensor] = {}
+        # Each objective is a mean over the GLOBAL batch's predicted tokens: ranks hold different
+        # numbers of them, so a rank's sum is divided by the global count (times the world size,
+        # as DDP and the logged metrics average over ranks); a per-rank mean would weight the
+        # tokens differently from one process holding the whole batch.
+        counts = torch.stack([(part == 0).sum(), (part == 1).sum()]).float()
+        world = self.info.world_size
+        if world > 1:
+            dist.all_reduce(counts)
         for name, p in ((MLM, 0), (TLM, 1)):
             sel = part == p
             if not bool(self.per_lane[name]):
                 continue
-            n = sel.sum().clamp(min=1)
+            n = counts[p].clamp(min=1) / world
             lp = (losses * sel).sum() / n
             loss = loss + lp
             out[f"{name}_loss"] = lp.detach()

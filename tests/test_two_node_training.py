@@ -17,15 +17,8 @@ import numpy as np
 import pytest
 
 from labse_model import checkpoint as ckpt
-from tests.scaleout_util import (
-    env,
-    free_port,
-    kill_group,
-    s3_args,
-    s3_available,
-    s3_client,
-    s3_server,
-)
+from tests.scaleout_util import env, free_port, kill_group
+from tests.two_node_util import read_metrics, s3_objects, start_node, synthetic_pairs, write_vocab
 
 pytestmark = pytest.mark.slow
 
@@ -36,55 +29,21 @@ TRAIN = ["--max-steps", str(STEPS), "batch_size=8", "save_every=4", "log_every=1
          "model.intermediate_size=64", "model.num_hidden_layers=1"]  # fmt: skip
 
 
-def _pairs() -> str:
-    """Synthetic translation pairs: a fixed word mapping, so the task is learnable."""
-    rng = np.random.default_rng(0)
-    src_words = [f"wort{chr(97 + i % 26)}{i}" for i in range(60)]
-    trg_words = [f"word{chr(122 - i % 26)}{i}" for i in range(60)]
-    lines = []
-    for _ in range(160):
-        idx = rng.choice(60, size=int(rng.integers(3, 8)), replace=False)
-        lines.append(" ".join(src_words[i] for i in idx) + "\t" +
-                     " ".join(trg_words[i] for i in idx) + "\n")  # fmt: skip
-    return "".join(lines)
-
-
 @pytest.fixture(scope="module")
 def s3_pairs(tmp_path_factory):
-    why = s3_available()
-    if why:
-        pytest.skip(why)
-    with s3_server(tmp_path_factory.mktemp("moto-logs")) as endpoint:
-        s3_client(endpoint).create_bucket(Bucket="train")
-        s3_client(endpoint).put_object(Bucket="train", Key="pairs/p.tsv", Body=_pairs().encode())
-        # One way for code outside Beam pipelines: Beam flags in LABSE_BEAM_OPTIONS.
-        yield "s3://train/pairs/p.tsv", {"LABSE_BEAM_OPTIONS": " ".join(s3_args(endpoint)),
-                                         "LABSE_DIST_TIMEOUT_S": "30"}  # fmt: skip
+    with s3_objects(tmp_path_factory.mktemp("moto-logs"), "train",
+                    {"pairs/p.tsv": synthetic_pairs().encode()}) as extra_env:  # fmt: skip
+        yield "s3://train/pairs/p.tsv", extra_env
 
 
 def _cmd(pairs: str, out: Path, *extra: str) -> list[str]:
-    # One vocabulary for both runs: WordPiece learning breaks ties differently run to run.
-    vocab = out.parent / "vocab"
-    if not (vocab / "tokenizer.json").exists():
-        from labse_model.tiny import train_wordpiece
-
-        texts = [t for line in _pairs().splitlines() for t in line.split("\t")]
-        train_wordpiece(texts, str(vocab), vocab_size=400)
+    vocab = write_vocab(out.parent / "vocab")
     return [sys.executable, "-m", "labse_model", "train", "--config", "demo", "--pairs", pairs,
-            "--output", str(out), "--vocab", str(vocab), *extra, *TRAIN]  # fmt: skip
+            "--output", str(out), "--vocab", vocab, *extra, *TRAIN]  # fmt: skip
 
 
 def _node(pairs, out, rank: int, port: int, rdzv_id: str, extra_env: dict, log: Path):
-    cmd = _cmd(pairs, out, "--nnodes", "2", "--node-rank", str(rank), "--nproc-per-node", "1",
-               "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-backend", "c10d",
-               "--rdzv-id", rdzv_id)  # fmt: skip
-    with open(log, "ab") as f:
-        return subprocess.Popen(cmd, cwd=ROOT, env=env(**extra_env), stdout=f,
-                                stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
-
-
-def _metrics(out: Path) -> list[dict]:
-    return [json.loads(line) for line in open(out / "metrics.jsonl")]
+    return start_node(_cmd(pairs, out), rank, port, rdzv_id, extra_env, log)
 
 
 def _weights(out: Path) -> dict[str, np.ndarray]:
@@ -130,7 +89,7 @@ def test_two_nodes_equal_one_process_and_resume_after_a_node_is_killed(s3_pairs,
             kill_group(n)
     text = log.read_text()
     assert "resuming from" in text, text[-3000:]
-    m1, m2 = _metrics(one), _metrics(two)
+    m1, m2 = read_metrics(one), read_metrics(two)
     assert [m["step"] for m in m2] == list(range(1, STEPS + 1))  # no step lost or repeated
     np.testing.assert_allclose([m["loss"] for m in m2], [m["loss"] for m in m1], rtol=2e-4)
     np.testing.assert_allclose([m["grad_norm"] for m in m2], [m["grad_norm"] for m in m1],
