@@ -112,6 +112,7 @@ def calibrate(
     confidence: float = 0.95,
     min_labelled: int = 30,
     min_per_label: int = 5,
+    min_kept: int = 10,
     seed: int = 0,
     score_column: str = "cds_score",
 ) -> Calibration:
@@ -145,6 +146,15 @@ def calibrate(
         raise CalibrationError(
             f"no threshold keeps a set that is {target:.0%} GOOD: the best-scoring pairs are "
             f"only {prec.max():.1%} GOOD (the scores do not separate this sample well enough)"
+        )
+    kept_pairs = int(round(float(kept[i]) * n))
+    if kept_pairs < min_kept:
+        # A handful of top-scoring pairs reaching the target says nothing about the scorer: with
+        # scores that do not separate GOOD from BAD, that threshold keeps ~nothing of the corpus.
+        raise CalibrationError(
+            f"the lowest threshold whose kept pairs are {target:.0%} GOOD keeps only {kept_pairs} "
+            f"labelled pair(s) (< cds.calibrate.min_kept={min_kept}; ROC AUC "
+            f"{roc_auc(scores, good):.2f}): the scores do not separate this sample well enough"
         )
     t = float(values[i])
     rng = np.random.default_rng(seed)

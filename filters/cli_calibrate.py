@@ -114,6 +114,7 @@ def main(argv: list[str] | None = None) -> int:
         cal = calibrate(np.array(scores), np.array(labels, dtype=bool), target=cc.target,
                         bootstrap=cc.bootstrap, confidence=cc.confidence,
                         min_labelled=cc.min_labelled, min_per_label=cc.min_per_label,
+                        min_kept=cc.min_kept,
                         seed=cc.seed, score_column=cc.score_column)  # fmt: skip
         finite = all_scores[np.isfinite(all_scores)]
         cal.scored_pairs = int(len(all_scores))

@@ -26,7 +26,7 @@ LABELS = [1, 1, 0, 1, 1, 0, 0, 1, 0, 0]
 
 
 def _cal(scores=SCORES, labels=LABELS, **kw):
-    kw = {"min_labelled": 5, "min_per_label": 2, "bootstrap": 200, **kw}
+    kw = {"min_labelled": 5, "min_per_label": 2, "min_kept": 1, "bootstrap": 200, **kw}
     return calibrate(np.array(scores), np.array(labels, dtype=bool), **kw)
 
 
@@ -41,6 +41,16 @@ def test_hand_computed_threshold():
     assert c.threshold == 0.2 and c.precision == pytest.approx(0.625) and c.retained_share == 0.8
     c = _cal(target=1.0)
     assert c.threshold == 0.8 and c.retained_share == pytest.approx(0.2)
+
+
+def test_a_threshold_keeping_almost_nothing_is_refused():
+    # Scores that do not separate the labels: after the single top pair (GOOD) the kept set is
+    # never more than half GOOD, so only a threshold keeping 1 pair reaches 80%.
+    labels = [1] + [0, 0] + [1, 0] * 20
+    scores = np.linspace(1.0, 0.0, len(labels))
+    assert _cal(scores, labels, target=0.8).retained_share == pytest.approx(1 / len(labels))
+    with pytest.raises(CalibrationError, match="min_kept=10"):
+        _cal(scores, labels, target=0.8, min_kept=10)
 
 
 def test_ties_are_kept_together():
@@ -113,7 +123,8 @@ def _label_rows(labels=LABELS):
     return [(f"quelle {i}", f"target {i}", "GOOD" if g else "BAD") for i, g in enumerate(labels)]
 
 
-SMALL = ["--set", "calibrate.min_labelled=5", "--set", "calibrate.min_per_label=2", "--bootstrap", "100"]
+SMALL = ["--set", "calibrate.min_labelled=5", "--set", "calibrate.min_per_label=2",
+         "--set", "calibrate.min_kept=1", "--bootstrap", "100"]
 
 
 def test_cli_writes_threshold_plot_and_stats(tmp_path, capsys):

@@ -35,6 +35,7 @@ class CalibrateConfig:
     confidence: float = option(0.95, min=0.5, max=0.999, help="two-sided level of the intervals")
     min_labelled: int = option(30, min=2, help="fewer labelled (and scored) pairs is refused")
     min_per_label: int = option(5, min=1, help="fewer GOOD or fewer BAD pairs is refused")
+    min_kept: int = option(10, min=1, help="a threshold that keeps fewer labelled pairs is refused (no separation)")
     score_column: str = option("cds_score", help="the scored Parquet column the threshold applies to")
     seed: int = option(0)
 
