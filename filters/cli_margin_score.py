@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import sys
 import time
@@ -11,8 +10,9 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from filters.pair_io import PairFileError, read_pairs, write_parquet, write_tsv_gz
-from labse_common.config import ConfigError, load
+from filters.cds.cliutil import run_cli
+from filters.pair_io import read_pairs, write_parquet, write_tsv_gz
+from labse_common.config import load
 from labse_common.stats import StageCounter, check_balanced, write_report
 
 STAGE = "margin_score"
@@ -133,15 +133,14 @@ def run(args: argparse.Namespace) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     args = build_parser().parse_args(argv)
     from labse_model.model import CheckpointError
 
-    try:
-        report = run(args)
-    except (ConfigError, PairFileError, CheckpointError, OSError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    return run_cli("margin-score", lambda: _summarise(run(args), args),
+                   errors=(CheckpointError, OSError))  # fmt: skip
+
+
+def _summarise(report: dict, args: argparse.Namespace) -> int:
     c = report["counts"]["pairs"]
     print(
         f"margin-score: {c['in']} pairs scored (k={report['k']}, {report['margin']}) -> {args.output}"

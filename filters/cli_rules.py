@@ -10,8 +10,9 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from filters.cds.cliutil import run_cli
 from filters.pair_io import PairFileError, PairWriter, iter_pair_batches
-from labse_common.config import ConfigError, load, to_dict
+from labse_common.config import load, to_dict
 from labse_common.stats import StageCounter, check_balanced, write_report
 
 log = logging.getLogger("filters.rules")
@@ -121,13 +122,11 @@ def run(args: argparse.Namespace) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     args = build_parser().parse_args(argv)
-    try:
-        report = run(args)
-    except (ConfigError, PairFileError, FileNotFoundError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    return run_cli("rules", lambda: _summarise(run(args), args))
+
+
+def _summarise(report: dict, args: argparse.Namespace) -> int:
     c = report["counts"]["pairs"]
     print(f"rules: {c['in']} pairs in, {c['out']} kept, "
           f"{c['in'] - c['out']} dropped -> {args.output}")  # fmt: skip

@@ -67,15 +67,21 @@ def commit_output_dir(tmp: Path, path: str) -> None:
     os.replace(tmp, out)
 
 
-def run_cli(name: str, body: Callable[[], int], models: bool = False) -> int:
-    """Run a command body: usage errors are one line on stderr and status 2. ``models``: the
-    command loads transformers models (their own progress bars are turned off)."""
+def run_cli(
+    name: str,
+    body: Callable[[], int],
+    models: bool = False,
+    errors: tuple[type[BaseException], ...] = (),
+) -> int:
+    """Run a ``python -m filters`` command body: usage errors (and ``errors``) are one line on
+    stderr and status 2. ``models``: the command loads transformers models (their own progress
+    bars are turned off)."""
     setup_logging()
     if models:
         quiet_transformers()
     try:
         return body()
-    except USAGE_ERRORS as e:
+    except (*USAGE_ERRORS, *errors) as e:
         print(f"error: filters {name}: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
