@@ -1,7 +1,7 @@
 """Pretraining benchmarks (figures in bench/README.md).
 
     .venv/bin/python bench/pretrain_bench.py ablation [--stage-steps 300,600] [--ft-steps 300]
-    .venv/bin/python bench/pretrain_bench.py stacking [--steps 300]
+    .venv/bin/python bench/pretrain_bench.py stacking [--steps 300] [--layers 2 --stages 2]
     .venv/bin/python bench/pretrain_bench.py logits-memory
     .venv/bin/python bench/pretrain_bench.py reader-memory [--sizes 1000000,10000000]
 
@@ -11,8 +11,9 @@
   encoder and from random init on the same vocabulary. Prints the Tatoeba dev accuracy curve of
   both (every ``--curve-every`` steps, from the checkpoints), the wall time of each part, and
   the pretraining tokens/s per stacking stage (ratio stage 1 / stage 2 from the same run).
-* ``stacking``: held-out MLM loss against wall time, progressive stacking (1 then 2 layers)
-  against the full depth from step 0, same steps and data: the time each needs to reach the
+* ``stacking``: held-out MLM loss against wall time, progressive stacking (``--layers`` deep,
+  ``--stages`` stages, steps split as the paper's 400k/800k/1.8M) against the full depth from
+  step 0, same steps and data: the time each needs to reach the
   loss the slower one ends at (the stacking speed-up, a ratio within one run of this script).
 * ``logits-memory``: peak memory of the MLM loss (forward + backward) for the paper's
   501,153-token vocabulary at sequence length 512, logits at the 80 masked positions only
@@ -119,9 +120,14 @@ def ablation(args) -> None:
 def stacking(args) -> None:
     work = Path(args.work or tempfile.mkdtemp(prefix="stacking-bench-"))
     inputs = write_tatoeba_inputs(work / "inputs")
-    half = args.steps // 3
-    runs = {"stacking": ["--stage-steps", f"{half},{args.steps - half}"],
-            "full depth": ["--stage-steps", str(args.steps), "stages=1"]}  # fmt: skip
+    # Steps per stage in the paper's proportions (400k : 800k : 1.8M), the last `stages` of them.
+    weights = [2, 4, 9][-args.stages:] if args.stages <= 3 else [1] * args.stages
+    split = [args.steps * w // sum(weights) for w in weights]
+    split[-1] += args.steps - sum(split)
+    shape = [f"num_hidden_layers={args.layers}"]
+    runs = {"stacking": ["--stage-steps", ",".join(map(str, split)), *shape],
+            "full depth": ["--stage-steps", str(args.steps), "stages=1", *shape]}  # fmt: skip
+    print(f"model: {args.layers} layers; stacking {args.stages} stages, steps {split}")
     curves = {}
     for name, extra in runs.items():
         out = work / name.replace(" ", "-")
@@ -244,6 +250,8 @@ def main() -> None:
     a.add_argument("--curve-every", type=int, default=50)
     s = sub.add_parser("stacking", help="time to a held-out MLM loss, stacking vs full depth")
     s.add_argument("--steps", type=int, default=300)
+    s.add_argument("--layers", type=int, default=2, help="encoder depth (demo: 2; 4 or 8 show more)")
+    s.add_argument("--stages", type=int, default=2, help="stacking stages (layers must divide)")
     sub.add_parser("logits-memory", help="masked-only vs full logits peak memory, 501k vocab")
     r = sub.add_parser("reader-memory", help="streaming reader RSS at 1M and 10M pairs")
     r.add_argument("--sizes", default="1000000,10000000")

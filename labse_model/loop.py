@@ -83,23 +83,40 @@ def linear_schedule(warmup: int, total: int) -> Callable[[int], float]:
     return f
 
 
-def param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
-    # BERT convention: no decay on biases and LayerNorm weights.
-    decay, no_decay = [], []
+WORD_EMBEDDINGS = "embeddings.word_embeddings.weight"
+
+
+def param_groups(model: torch.nn.Module, weight_decay: float, embedding_lr_scale: float = 1.0) -> list[dict]:
+    """AdamW groups; each carries ``lr_mult``, its learning rate relative to the schedule's.
+
+    BERT convention: no decay on biases and LayerNorm weights. The word-embedding matrix (tied
+    to the MLM output projection) has its own group: a row only gets a gradient when its token
+    occurs, so on small data rare tokens barely move at the body's learning rate
+    (bench/README.md measures ``embedding_lr_scale``).
+    """
+    decay, no_decay, emb = [], [], []
     for name, p in model.named_parameters():
         if not p.requires_grad:
             continue
-        (no_decay if p.ndim < 2 or "LayerNorm" in name else decay).append(p)
-    return [{"params": decay, "weight_decay": weight_decay},
-            {"params": no_decay, "weight_decay": 0.0}]  # fmt: skip
+        if name.endswith(WORD_EMBEDDINGS):
+            emb.append(p)
+        else:
+            (no_decay if p.ndim < 2 or "LayerNorm" in name else decay).append(p)
+    groups = [{"params": decay, "weight_decay": weight_decay, "lr_mult": 1.0},
+              {"params": no_decay, "weight_decay": 0.0, "lr_mult": 1.0}]  # fmt: skip
+    if emb:
+        groups.append({"params": emb, "weight_decay": weight_decay, "lr_mult": float(embedding_lr_scale)})
+    return groups
 
 
 def make_optimizer(model: torch.nn.Module, lr: float, weight_decay: float, eps: float,
-                   device: torch.device) -> torch.optim.Optimizer:  # fmt: skip
+                   device: torch.device, embedding_lr_scale: float = 1.0) -> torch.optim.Optimizer:  # fmt: skip
     # foreach on CPU too: one kernel per op over all tensors instead of a Python loop.
     cuda = device.type == "cuda"
-    return torch.optim.AdamW(param_groups(model, weight_decay), lr=lr, eps=eps,
-                             fused=cuda, foreach=not cuda)  # fmt: skip
+    groups = param_groups(model, weight_decay, embedding_lr_scale)
+    for g in groups:
+        g["lr"] = lr * g["lr_mult"]
+    return torch.optim.AdamW(groups, lr=lr, eps=eps, fused=cuda, foreach=not cuda)
 
 
 # --- state -------------------------------------------------------------------------------------
@@ -407,7 +424,7 @@ def run(
             grad_norm = torch.nn.utils.clip_grad_norm_(params, cfg.clip_norm)
             scale = schedule(state.step) * objective.lr_scale(state)
             for g in state.optimizer.param_groups:
-                g["lr"] = cfg.lr * scale
+                g["lr"] = cfg.lr * scale * g.get("lr_mult", 1.0)
             state.optimizer.step()
             state.optimizer.zero_grad(set_to_none=True)
             state.step += 1

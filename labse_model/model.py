@@ -131,11 +131,23 @@ def build_config(vocab_size: int, pad_token_id: int = 0, **model_cfg: Any) -> Be
     )
 
 
-def new_encoder(config: BertConfig, seed: int | None = None) -> SentenceEncoder:
-    """A randomly initialised encoder (BERT init), reproducible when ``seed`` is given."""
+POOLINGS = ("pooler", "cls", "mean")
+
+
+def new_encoder(config: BertConfig, seed: int | None = None, pooling: str = "pooler") -> SentenceEncoder:
+    """A randomly initialised encoder (BERT init), reproducible when ``seed`` is given.
+
+    ``pooling``: ``pooler`` is LaBSE's head ([CLS] through BERT's dense + tanh pooler); ``cls``
+    the bare last-layer [CLS] vector; ``mean`` the mean of the last layer over real tokens.
+    """
+    if pooling not in POOLINGS:
+        raise ValueError(f"model.pooling must be one of {', '.join(POOLINGS)}, got {pooling!r}")
     if seed is not None:
         torch.manual_seed(seed)
-    return SentenceEncoder(BertModel(config, add_pooling_layer=True))
+    bert = BertModel(config, add_pooling_layer=True)
+    if pooling == "pooler":
+        return SentenceEncoder(bert)
+    return SentenceEncoder(bert, pooling, use_pooler=False)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -292,9 +304,15 @@ def save_encoder(
     out_dir: str,
     max_seq_length: int = 128,
 ) -> None:
-    """Write the Hugging Face and sentence-transformers layouts into ``out_dir``."""
-    if not (encoder.use_pooler and encoder.pooling == "cls"):
-        raise ValueError("only the LaBSE head (CLS + pooler) can be exported")
+    """Write the Hugging Face and sentence-transformers layouts into ``out_dir``.
+
+    The LaBSE head (CLS + pooler) is Transformer, CLS Pooling, Dense (the pooler) and Normalize;
+    a bare ``cls`` or ``mean`` head is Transformer, Pooling and Normalize. Only the LaBSE head
+    is the Hugging Face ``pooler_output``: the other two load through ``modules.json``.
+    """
+    labse_head = encoder.use_pooler and encoder.pooling == "cls"
+    if not labse_head and (encoder.use_pooler or encoder.dense is not None):
+        raise ValueError("only the LaBSE head or a bare cls/mean pooling can be exported")
     os.makedirs(out_dir, exist_ok=True)
     encoder.bert.save_pretrained(out_dir, safe_serialization=True)
     tokenizer.save_pretrained(out_dir)
@@ -307,14 +325,16 @@ def save_encoder(
             "path": "1_Pooling",
             "type": "sentence_transformers.models.Pooling",
         },
-        {"idx": 2, "name": "2", "path": "2_Dense", "type": "sentence_transformers.models.Dense"},
     ]
+    if labse_head:
+        modules.append({"idx": 2, "name": "2", "path": "2_Dense", "type": "sentence_transformers.models.Dense"})
     if encoder.normalize:
+        n = len(modules)
         modules.append(
             {
-                "idx": 3,
-                "name": "3",
-                "path": "3_Normalize",
+                "idx": n,
+                "name": str(n),
+                "path": f"{n}_Normalize",
                 "type": "sentence_transformers.models.Normalize",
             }
         )
@@ -327,12 +347,16 @@ def save_encoder(
         os.path.join(out_dir, "1_Pooling", "config.json"),
         {
             "word_embedding_dimension": hidden,
-            "pooling_mode_cls_token": True,
-            "pooling_mode_mean_tokens": False,
+            "pooling_mode_cls_token": encoder.pooling == "cls",
+            "pooling_mode_mean_tokens": encoder.pooling == "mean",
             "pooling_mode_max_tokens": False,
             "pooling_mode_mean_sqrt_len_tokens": False,
         },
     )
+    if encoder.normalize:
+        os.makedirs(os.path.join(out_dir, modules[-1]["path"]), exist_ok=True)
+    if not labse_head:
+        return
     _write_json(
         os.path.join(out_dir, "2_Dense", "config.json"),
         {"in_features": hidden, "out_features": hidden, "bias": True, "activation_function": TANH},
@@ -347,8 +371,6 @@ def save_encoder(
         },
         os.path.join(out_dir, "2_Dense", "model.safetensors"),
     )
-    if encoder.normalize:
-        os.makedirs(os.path.join(out_dir, "3_Normalize"), exist_ok=True)
 
 
 def _write_json(path: str, obj: Any) -> None:

@@ -266,7 +266,8 @@ class PretrainObjective:
             return False
         old_model, old_opt = state.model, state.optimizer
         new_model = stack(old_model).to(self.device)
-        new_opt = make_optimizer(new_model, self.cfg.lr, self.cfg.weight_decay, self.cfg.adam_eps, self.device)
+        new_opt = make_optimizer(new_model, self.cfg.lr, self.cfg.weight_decay, self.cfg.adam_eps, self.device,
+                                 self.cfg.embedding_lr_scale)  # fmt: skip
         if self.cfg.optimizer_on_stack == "copy":
             stack_optimizer_state(old_opt, old_model, new_opt, new_model)
         state.model, state.optimizer = new_model, new_opt
@@ -348,13 +349,14 @@ def pretrain(
         tokenizer = load_tokenizer(vocab)
         config = build_config(len(tokenizer), tokenizer.pad_token_id or 0,
                               **{**model_cfg, "num_hidden_layers": layers[0]})  # fmt: skip
-        model = MaskedLM(new_encoder(config, seed=cfg.seed))
+        model = MaskedLM(new_encoder(config, seed=cfg.seed, pooling=model_cfg.get("pooling") or "pooler"))
     model = model.to(device)
     depth = model.bert.config.num_hidden_layers
     if depth not in layers:
         raise ValueError(f"{source} has {depth} layers; the stages have {layers}")
     max_len = min(cfg.max_seq_length, model.bert.config.max_position_embeddings)
-    state = TrainState(model, make_optimizer(model, cfg.lr, cfg.weight_decay, cfg.adam_eps, device),
+    state = TrainState(model, make_optimizer(model, cfg.lr, cfg.weight_decay, cfg.adam_eps, device,
+                                          cfg.embedding_lr_scale),
                        stage=layers.index(depth))  # fmt: skip
     set_seed(cfg.seed + info.rank)
     fingerprint = {"sentences": sents.total_rows() if sents else 0,

@@ -95,7 +95,7 @@ def _build_model(cfg: TrainConfig, model_cfg: dict, output: str, scan_res: strea
     tokenizer = load_tokenizer(vocab)
     config = build_config(len(tokenizer), tokenizer.pad_token_id or 0, **model_cfg)
     # Same seed on every rank: identical initial weights even before DDP's broadcast.
-    return new_encoder(config, seed=cfg.seed), tokenizer
+    return new_encoder(config, seed=cfg.seed, pooling=model_cfg.get("pooling") or "pooler"), tokenizer
 
 
 def device_for(info: DistInfo, threads: int | None) -> torch.device:
@@ -214,7 +214,8 @@ def train(
     max_len = min(cfg.max_seq_length, encoder.bert.config.max_position_embeddings)
     stok = SentenceTokenizer(tokenizer, max_len)
     encoder.to(device)
-    state = TrainState(encoder, make_optimizer(encoder, cfg.lr, cfg.weight_decay, cfg.adam_eps, device))
+    state = TrainState(encoder, make_optimizer(encoder, cfg.lr, cfg.weight_decay, cfg.adam_eps, device,
+                                                   cfg.embedding_lr_scale))
     set_seed(cfg.seed + info.rank)  # dropout masks differ per rank, reproducibly
     fingerprint = {"num_pairs": n_pairs, "batch_size": cfg.batch_size, "lanes": cfg.lanes,
                    "seed": cfg.seed, "block_rows": cfg.block_rows}  # fmt: skip

@@ -198,3 +198,27 @@ def test_corrupt_or_missing_checkpoint_is_a_clear_error(tiny, tmp_path):
     os.makedirs(tmp_path / "empty")
     with pytest.raises(CheckpointError, match="config.json"):
         Encoder.from_pretrained(str(tmp_path / "empty"))
+
+
+@pytest.mark.parametrize("pooling", ["cls", "mean"])
+def test_bare_pooling_heads_round_trip(tiny, tmp_path, pooling):
+    """model.pooling cls/mean: saved as Transformer + Pooling + Normalize (no Dense), reloaded by
+    our loader and by sentence-transformers to the same vectors, which are not the pooler's."""
+    from sentence_transformers import SentenceTransformer
+
+    from labse_model.model import SentenceEncoder
+
+    enc, tok, _ = load_encoder(tiny)
+    bare = SentenceEncoder(enc.bert, pooling, use_pooler=False)
+    out = str(tmp_path / pooling)
+    save_encoder(bare, tok, out, max_seq_length=64)
+    modules = json.load(open(os.path.join(out, "modules.json")))
+    assert [m["type"].rsplit(".", 1)[1] for m in modules] == ["Transformer", "Pooling", "Normalize"]
+    before = Encoder(bare, tok, max_seq_length=64, device="cpu").encode(SENTS)
+    loaded, _, _ = load_encoder(out)
+    assert (loaded.pooling, loaded.use_pooler) == (pooling, False)
+    after = Encoder.from_pretrained(out, device="cpu", max_seq_length=64).encode(SENTS)
+    np.testing.assert_allclose(before, after, atol=1e-6)
+    np.testing.assert_allclose(SentenceTransformer(out, device="cpu").encode(SENTS), after, atol=2e-6)
+    pooled = Encoder(enc, tok, max_seq_length=64, device="cpu").encode(SENTS)
+    assert np.abs(pooled - after).max() > 1e-2

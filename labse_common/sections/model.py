@@ -16,6 +16,9 @@ class ModelConfig:
     max_position_embeddings: int = option(128, min=2, help="longest input in tokens")
     initializer_range: float = option(0.02, min=0.0, min_exclusive=True, help="std of the random initial weights")
     dropout: float = option(0.1, min=0.0, max=1.0, help="hidden and attention dropout")
+    pooling: str = option("pooler", choices=["pooler", "cls", "mean"],
+                          help="sentence vector of a NEW encoder: pooler = LaBSE ([CLS] through dense + tanh), "
+                          "cls = bare [CLS], mean = mean over tokens; --init/resume keep the checkpoint's head")
 
     def validate(self) -> None:
         if self.hidden_size % self.num_attention_heads:

@@ -27,6 +27,8 @@ class PretrainConfig:
     weight_decay: float = option(0.01, min=0.0)
     clip_norm: float = option(1.0, min=0.0)
     adam_eps: float = option(1e-6, min=0.0, min_exclusive=True)
+    embedding_lr_scale: float = option(1.0, min=0.0, min_exclusive=True,
+                                       help="learning-rate multiplier of the word-embedding matrix (1 = the paper's single rate; small data wants more)")
     grad_accum: int = option(1, min=1)
     bf16: bool = option(True, help="bf16 autocast on a GPU that supports it; ignored on CPU")
     seed: int = option(0)

@@ -19,6 +19,8 @@ class TrainConfig:
     weight_decay: float = option(0.01, min=0.0)
     clip_norm: float = option(1.0, min=0.0)
     adam_eps: float = option(1e-6, min=0.0, min_exclusive=True)
+    embedding_lr_scale: float = option(1.0, min=0.0, min_exclusive=True,
+                                       help="learning-rate multiplier of the word-embedding matrix (1 = the paper's single rate; small data wants more)")
     margin: float = option(0.3, min=0.0, help="additive margin m on the positive's cosine")
     scale: float = option(20.0, min=0.0, min_exclusive=True, help="logit scale")
     reduction: Literal["mean", "sum"] = option("mean")
