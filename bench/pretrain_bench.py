@@ -6,7 +6,9 @@
     .venv/bin/python bench/pretrain_bench.py reader-memory [--sizes 1000000,10000000]
 
 * ``ablation``: the paper's ablation in miniature on ../shared/data/tatoeba. The demo preset
-  pretrains (MLM on both sides of the train split per language, TLM on the train pairs), then
+  pretrains (MLM on both sides of the train split per language, plus with ``--corpus-dev`` the
+  dev sentences shuffled per side as the demo's corpus stages produce them; TLM on the train
+  pairs), then
   the dual encoder is fine-tuned with the demo ``train:`` settings twice, from the pretrained
   encoder and from random init on the same vocabulary. Prints the Tatoeba dev accuracy curve of
   both (every ``--curve-every`` steps, from the checkpoints), the wall time of each part, and
@@ -66,7 +68,7 @@ def _curve(run: Path) -> list[tuple[int, float]]:
 
 def ablation(args) -> None:
     work = Path(args.work or tempfile.mkdtemp(prefix="pretrain-bench-"))
-    inputs = write_tatoeba_inputs(work / "inputs")
+    inputs = write_tatoeba_inputs(work / "inputs", corpus_dev=args.corpus_dev)
     pre = work / "pre"
     common = ["progress=false", f"threads={args.threads}", "tensorboard=false"]
     t_pre = 0.0
@@ -124,9 +126,9 @@ def stacking(args) -> None:
     weights = [2, 4, 9][-args.stages:] if args.stages <= 3 else [1] * args.stages
     split = [args.steps * w // sum(weights) for w in weights]
     split[-1] += args.steps - sum(split)
-    shape = [f"num_hidden_layers={args.layers}"]
+    shape = [f"model.num_hidden_layers={args.layers}"]
     runs = {"stacking": ["--stage-steps", ",".join(map(str, split)), *shape],
-            "full depth": ["--stage-steps", str(args.steps), "stages=1", *shape]}  # fmt: skip
+            "full depth": ["--stage-steps", str(args.steps), *shape]}  # fmt: skip
     print(f"model: {args.layers} layers; stacking {args.stages} stages, steps {split}")
     curves = {}
     for name, extra in runs.items():
@@ -248,6 +250,9 @@ def main() -> None:
     a.add_argument("--stage-steps", default="300,600")
     a.add_argument("--ft-steps", type=int, default=300)
     a.add_argument("--curve-every", type=int, default=50)
+    a.add_argument("--corpus-dev", action="store_true",
+                   help="MLM also reads the dev sentences, each side shuffled (unaligned), as the demo's corpus "
+                   "stages produce them; pairs and vocabulary stay train-only")
     s = sub.add_parser("stacking", help="time to a held-out MLM loss, stacking vs full depth")
     s.add_argument("--steps", type=int, default=300)
     s.add_argument("--layers", type=int, default=2, help="encoder depth (demo: 2; 4 or 8 show more)")

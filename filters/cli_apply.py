@@ -7,7 +7,6 @@ import json
 import logging
 import math
 import os
-import shutil
 import time
 from pathlib import Path
 
@@ -18,14 +17,13 @@ from tqdm import tqdm
 
 from filters.cds.cliutil import (
     add_config_args,
-    commit_output_dir,
     load_config,
-    prepare_output_dir,
     run_cli,
 )
 from filters.pair_io import PairFileError, PairWriter, iter_pair_batches
 from filters.steps import Chain, KeepSummary, Step, chain_report
 from labse_common.config import load
+from labse_common.output_dir import OutputDir
 from labse_common.stats import check_balanced, write_report
 
 log = logging.getLogger("filters.apply")
@@ -176,68 +174,72 @@ def main(argv: list[str] | None = None) -> int:
             tl = t.column("trg_lang").to_pylist() if "trg_lang" in lang_cols else [default[1]] * t.num_rows
             pairs_seen = {(a or default[0], b or default[1]) for a, b in zip(sl, tl)}
         t0 = time.perf_counter()
-        tmp = prepare_output_dir(args.output, args.overwrite)
-        chain = Chain([HasScore(), AtLeast(threshold)], unit=UNIT)
-        # The same length buckets as the rules step, so the two summaries line up.
-        summary = KeepSummary(load("pair_rules", args.config).length_buckets)
-        kept_w = PairWriter(tmp, "kept")
-        rej_w = PairWriter(tmp, "rejected") if args.write_rejected else None
-        moses = MosesExport(tmp, sorted(pairs_seen))
-        ok = False
+        out = OutputDir(args.output, args.overwrite).claim()
+        tmp = Path(out.tmp)
         try:
-            with tqdm(unit=" pairs", desc="apply", disable=not cfg.progress) as bar:
-                for batch in iter_pair_batches(args.scored, batch_rows=65536):
-                    scores = batch.column(batch.schema.names.index(col)).to_pylist()
-                    outcomes = chain.decide(scores)
-                    src = batch.column(0).to_pylist()
-                    trg = batch.column(1).to_pylist()
-                    sl = _langs(batch, "src_lang", default[0])
-                    tl = _langs(batch, "trg_lang", default[1])
-                    summary.add_outcomes(chain.step_names, outcomes, [f"{a}-{b}" for a, b in zip(sl, tl)],
-                                         [min(len(s), len(t)) for s, t in zip(src, trg)])  # fmt: skip
-                    keep = pa.array([o is None for o in outcomes], pa.bool_())
-                    kept = batch.filter(keep)
-                    kept_w.write(kept)
-                    idx = [i for i, o in enumerate(outcomes) if o is None]
-                    moses.write([src[i] for i in idx], [trg[i] for i in idx],
-                                [sl[i] for i in idx], [tl[i] for i in idx])  # fmt: skip
+            chain = Chain([HasScore(), AtLeast(threshold)], unit=UNIT)
+            # The same length buckets as the rules step, so the two summaries line up.
+            summary = KeepSummary(load("pair_rules", args.config).length_buckets)
+            kept_w = PairWriter(tmp, "kept")
+            rej_w = PairWriter(tmp, "rejected") if args.write_rejected else None
+            moses = MosesExport(tmp, sorted(pairs_seen))
+            ok = False
+            try:
+                with tqdm(unit=" pairs", desc="apply", disable=not cfg.progress) as bar:
+                    for batch in iter_pair_batches(args.scored, batch_rows=65536):
+                        scores = batch.column(batch.schema.names.index(col)).to_pylist()
+                        outcomes = chain.decide(scores)
+                        src = batch.column(0).to_pylist()
+                        trg = batch.column(1).to_pylist()
+                        sl = _langs(batch, "src_lang", default[0])
+                        tl = _langs(batch, "trg_lang", default[1])
+                        summary.add_outcomes(chain.step_names, outcomes, [f"{a}-{b}" for a, b in zip(sl, tl)],
+                                             [min(len(s), len(t)) for s, t in zip(src, trg)])  # fmt: skip
+                        keep = pa.array([o is None for o in outcomes], pa.bool_())
+                        kept = batch.filter(keep)
+                        kept_w.write(kept)
+                        idx = [i for i, o in enumerate(outcomes) if o is None]
+                        moses.write([src[i] for i in idx], [trg[i] for i in idx],
+                                    [sl[i] for i in idx], [tl[i] for i in idx])  # fmt: skip
+                        if rej_w is not None:
+                            gone = [o for o in outcomes if o is not None]
+                            rej = batch.filter(pc.invert(keep))
+                            rej = rej.append_column("step", pa.array([o[0] for o in gone], pa.string()))
+                            rej = rej.append_column("reason", pa.array([o[1] for o in gone], pa.string()))
+                            rej_w.write(rej)
+                        bar.update(batch.num_rows)
+                if not chain.counts.get(f"{UNIT}/in"):
+                    raise PairFileError(f"--scored {args.scored}: no pairs")
+                files = [*kept_w.close(), *(rej_w.close() if rej_w is not None else ()),
+                         *moses.close(commit=True)]
+                ok = True
+            finally:
+                if not ok:
+                    kept_w.discard()
                     if rej_w is not None:
-                        gone = [o for o in outcomes if o is not None]
-                        rej = batch.filter(pc.invert(keep))
-                        rej = rej.append_column("step", pa.array([o[0] for o in gone], pa.string()))
-                        rej = rej.append_column("reason", pa.array([o[1] for o in gone], pa.string()))
-                        rej_w.write(rej)
-                    bar.update(batch.num_rows)
-            if not chain.counts.get(f"{UNIT}/in"):
-                raise PairFileError(f"--scored {args.scored}: no pairs")
-            files = [*kept_w.close(), *(rej_w.close() if rej_w is not None else ()),
-                     *moses.close(commit=True)]
-            ok = True
-        finally:
-            if not ok:
-                kept_w.discard()
-                if rej_w is not None:
-                    rej_w.discard()
-                moses.close(commit=False)
-                shutil.rmtree(tmp, ignore_errors=True)
-        flat = dict(chain.counts)
-        if moses.newlines:
-            flat[f"{UNIT}/event/line_break_replaced"] = moses.newlines
-        report = chain_report(STAGE, flat, chain.step_names)
-        report["summary"] = summary.to_dict(chain.step_names)
-        report.update(
-            scored=args.scored, threshold=threshold, score_column=col, threshold_file=args.threshold,
-            outputs=[os.path.join(args.output, os.path.relpath(p, tmp)) for p in files],
-            seconds=round(time.perf_counter() - t0, 3),
-        )
-        if previous is not None:
-            report["previous"] = {"stage": previous.get("stage"), "steps": previous.get("steps"),
-                                  "summary": previous.get("summary")}  # fmt: skip
-        problems = check_balanced(report) + check_balanced({"counts": report["steps"]})
-        if problems:
-            raise RuntimeError("unbalanced counts: " + "; ".join(problems))
-        write_report(str(tmp / "stats.json"), report)
-        commit_output_dir(tmp, args.output)
+                        rej_w.discard()
+                    moses.close(commit=False)
+            flat = dict(chain.counts)
+            if moses.newlines:
+                flat[f"{UNIT}/event/line_break_replaced"] = moses.newlines
+            report = chain_report(STAGE, flat, chain.step_names)
+            report["summary"] = summary.to_dict(chain.step_names)
+            report.update(
+                scored=args.scored, threshold=threshold, score_column=col, threshold_file=args.threshold,
+                outputs=[os.path.join(args.output, os.path.relpath(p, tmp)) for p in files],
+                seconds=round(time.perf_counter() - t0, 3),
+            )
+            if previous is not None:
+                report["previous"] = {"stage": previous.get("stage"), "steps": previous.get("steps"),
+                                      "summary": previous.get("summary")}  # fmt: skip
+            problems = check_balanced(report) + check_balanced({"counts": report["steps"]})
+            if problems:
+                raise RuntimeError("unbalanced counts: " + "; ".join(problems))
+            write_report(str(tmp / "stats.json"), report)
+            out.commit()
+        except BaseException:
+            out.abort()
+            raise
         c = report["counts"][UNIT]
         print(f"apply: {c['in']} pairs in, {c['out']} kept ({c['out'] / max(1, c['in']):.1%}) at "
               f"{col} >= {threshold:.4f} -> {args.output}")  # fmt: skip

@@ -5,20 +5,19 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import shutil
 import time
+from pathlib import Path
 
 import pyarrow.compute as pc
 
 from filters.cds.cliutil import (
     add_config_args,
-    commit_output_dir,
     load_config,
-    prepare_output_dir,
     run_cli,
 )
 from filters.pair_io import read_pairs
 from labse_common.config import to_dict
+from labse_common.output_dir import OutputDir
 from labse_common.stats import StageCounter, check_balanced, write_report
 
 log = logging.getLogger("filters.cds_train")
@@ -96,7 +95,8 @@ def main(argv: list[str] | None = None) -> int:
         counter = StageCounter()
         noisy = read_side(args.noisy, "noisy_pairs", counter, args.layout)
         trusted = read_side(args.trusted, "trusted_pairs", counter, args.layout)
-        tmp = prepare_output_dir(args.output, args.overwrite)
+        out = OutputDir(args.output, args.overwrite).claim()
+        tmp = Path(out.tmp)
         try:
             meta = train_cds(noisy, trusted, cfg, str(tmp), counter)
             report = counter.to_report(
@@ -108,9 +108,9 @@ def main(argv: list[str] | None = None) -> int:
             if problems:
                 raise RuntimeError("unbalanced counts: " + "; ".join(problems))
             write_report(str(tmp / "stats.json"), report)
-            commit_output_dir(tmp, args.output)
+            out.commit()
         except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
+            out.abort()
             raise
         fig = meta["training"]["fwd"]
         print(f"cds-train: theta_noisy on {len(noisy[0])} pairs (loss {fig['noisy']['first_loss']:.3f} -> "

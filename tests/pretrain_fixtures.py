@@ -23,9 +23,15 @@ def _lines(path: Path) -> list[str]:
 
 
 def write_tatoeba_inputs(out: Path, vocab_size: int = 8000, data: Path = DATA,
-                         row_group_size: int = 256) -> dict[str, str]:  # fmt: skip
+                         row_group_size: int = 256, corpus_dev: bool = False) -> dict[str, str]:  # fmt: skip
     """sentences/<lang>/part-0.parquet (both sides of train), pairs.tsv, vocab/ (the project's
-    deterministic learner); returns their paths."""
+    deterministic learner); returns their paths.
+
+    ``corpus_dev``: the monolingual folders also hold the dev sentences, each side shuffled on
+    its own, as the demo's corpus stages produce them (the demo mines the dev split hidden in web
+    text). Pretraining then sees the evaluation sentences as unaligned text, never their pairing;
+    the vocabulary and the pairs stay train-only.
+    """
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -38,10 +44,15 @@ def write_tatoeba_inputs(out: Path, vocab_size: int = 8000, data: Path = DATA,
     for lang in tatoeba_langs(data):
         src = _lines(data / f"train.{lang}-eng.{lang}")
         trg = _lines(data / f"train.{lang}-eng.eng")
+        mono_src, mono_trg = list(src), list(trg)
+        if corpus_dev:
+            rng = np.random.default_rng(len(lang) * 1000 + sum(map(ord, lang)))
+            mono_src += list(rng.permutation(_lines(data / f"dev.{lang}-eng.{lang}")))
+            mono_trg += list(rng.permutation(_lines(data / f"dev.{lang}-eng.eng")))
         (out / "sentences" / lang).mkdir(parents=True, exist_ok=True)
-        pq.write_table(pa.table({"text": src, "lang": [lang] * len(src)}),
+        pq.write_table(pa.table({"text": mono_src, "lang": [lang] * len(mono_src)}),
                        out / "sentences" / lang / "part-0.parquet", row_group_size=row_group_size)  # fmt: skip
-        eng += trg
+        eng += mono_trg
         texts += src
         rows += [f"{s}\t{t}\t{lang}\teng\n" for s, t in zip(src, trg, strict=True)]
     (out / "sentences" / "eng").mkdir(parents=True, exist_ok=True)
@@ -49,7 +60,7 @@ def write_tatoeba_inputs(out: Path, vocab_size: int = 8000, data: Path = DATA,
                    out / "sentences" / "eng" / "part-0.parquet", row_group_size=row_group_size)  # fmt: skip
     (out / "pairs.tsv").write_text("".join(rows), encoding="utf-8")
     if not (out / "vocab" / "vocab.txt").exists():
-        learn_vocab_from(iter(texts + eng), str(out / "vocab"), vocab_size)
+        learn_vocab_from(iter(texts + [t for r in rows for t in r.split("\t")[1:2]]), str(out / "vocab"), vocab_size)
     return {"sentences": str(out / "sentences"), "pairs": str(out / "pairs.tsv"),
             "vocab": str(out / "vocab")}  # fmt: skip
 

@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
-import shutil
 import sys
 from collections.abc import Callable
-from pathlib import Path
 
 from filters.calibrate import CalibrationError
 from filters.pair_io import PairFileError
@@ -43,28 +40,6 @@ def quiet_transformers() -> None:
         tlog.set_verbosity_error()
     except ImportError:  # pragma: no cover - transformers is a dependency
         pass
-
-
-def prepare_output_dir(path: str, overwrite: bool) -> Path:
-    """A fresh sibling temp dir for ``path``; refuse a non-empty ``path`` without overwrite."""
-    out = Path(path)
-    if out.exists() and not out.is_dir():
-        raise NotADirectoryError(f"--output exists and is not a directory: {out}")
-    if out.is_dir() and any(out.iterdir()) and not overwrite:
-        raise FileExistsError(f"--output {out} is not empty (pass --overwrite to replace it)")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
-    return tmp
-
-
-def commit_output_dir(tmp: Path, path: str) -> None:
-    """Move the finished temp dir to ``path`` (replacing what was there)."""
-    out = Path(path)
-    if out.exists():
-        shutil.rmtree(out)
-    os.replace(tmp, out)
 
 
 def run_cli(
