@@ -149,3 +149,28 @@ def test_train_from_a_local_pretrained_checkpoint(trained, tmp_path):
     assert load_tokenizer(str(out)).get_vocab() == load_tokenizer(str(init)).get_vocab()
     assert train_main(["--noisy", str(noisy), "--trusted", str(trusted), "--output", str(tmp_path / "m2"),
                        "--init", str(tmp_path / "missing"), *SETS]) == 2  # fmt: skip
+
+
+def test_train_output_is_exclusive(trained, tmp_path, capsys):
+    """cds-train claims its output like every stage: a folder another job holds, or a non-empty
+    one without --overwrite, is exit 2 and left as it was; --overwrite replaces it whole."""
+    d, _ = trained
+    src, trg = toy_pairs(60, 5)
+    noisy = _tsv(tmp_path / "n.tsv", src[:40], trg[:40])
+    trusted = _tsv(tmp_path / "t.tsv", src[40:], trg[40:])
+    out = tmp_path / "m"
+    out.mkdir()
+    (out / "_CLAIM.json").write_text('{"job_id": "other"}')
+    args = ["--noisy", str(noisy), "--trusted", str(trusted), "--output", str(out), "--threads", "1",
+            *SETS, "--set", "min_trusted=10", "--set", "min_noisy=10"]  # fmt: skip
+    assert train_main(args) == 2
+    assert "being written by another job" in capsys.readouterr().err
+    assert sorted(p.name for p in out.iterdir()) == ["_CLAIM.json"]
+    (out / "_CLAIM.json").unlink()
+    (out / "stale.txt").write_text("old")
+    assert train_main(args) == 2
+    assert "not empty" in capsys.readouterr().err and (out / "stale.txt").exists()
+    assert train_main([*args, "--overwrite"]) == 0
+    names = sorted(p.name for p in out.iterdir())
+    assert "stale.txt" not in names and "stats.json" in names
+    assert not [n for n in names if n.startswith(("_tmp-", "_CLAIM"))]
