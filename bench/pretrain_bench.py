@@ -4,6 +4,7 @@
     .venv/bin/python bench/pretrain_bench.py stacking [--steps 300] [--layers 2 --stages 2]
     .venv/bin/python bench/pretrain_bench.py logits-memory
     .venv/bin/python bench/pretrain_bench.py reader-memory [--sizes 1000000,10000000]
+    .venv/bin/python bench/pretrain_bench.py lexical-baseline
 
 * ``ablation``: the paper's ablation in miniature on ../shared/data/tatoeba. The demo preset
   pretrains (MLM on both sides of the train split per language, plus with ``--corpus-dev`` the
@@ -20,6 +21,8 @@
 * ``logits-memory``: peak memory of the MLM loss (forward + backward) for the paper's
   501,153-token vocabulary at sequence length 512, logits at the 80 masked positions only
   against logits at every position (each in its own process; resident-set high-water mark).
+* ``lexical-baseline``: the ablation's data without any encoder: a word-translation table from
+  Dice co-occurrence on the train pairs scores the dev pairs (what the data supports).
 * ``reader-memory``: resident memory of the streaming reader over Parquet pair shards of 1M and
   10M pairs (scan + 200 global batches of 64 from 4 lanes), each in its own process.
 """
@@ -243,6 +246,42 @@ def reader_memory(args) -> None:
               f"(scan + {n} records from 4 lanes)")  # fmt: skip
 
 
+def lexical_baseline(args) -> None:
+    """No neural model: a word-translation table from Dice co-occurrence on the train pairs."""
+    import collections
+    import math
+    import re
+
+    import numpy as np
+
+    from tests.pretrain_fixtures import _lines, tatoeba_langs
+
+    def words(s: str) -> set[str]:
+        # Han and kana are written without spaces: each character is a word.
+        return set(re.findall(r"[\u3040-\u30ff\u3400-\u9fff]|[^\W\u3040-\u30ff\u3400-\u9fff]+", s.lower()))
+
+    accs = {}
+    for lang in tatoeba_langs(DATA):
+        xs = [words(s) for s in _lines(DATA / f"train.{lang}-eng.{lang}")]
+        ys = [words(s) for s in _lines(DATA / f"train.{lang}-eng.eng")]
+        cx, cy = collections.Counter(w for x in xs for w in x), collections.Counter(w for y in ys for w in y)
+        cxy = collections.Counter((a, b) for x, y in zip(xs, ys, strict=True) for a in x for b in y)
+
+        def dice(a: str, b: str, cxy=cxy, cx=cx, cy=cy) -> float:
+            if (a, b) in cxy:
+                return 2 * cxy[(a, b)] / (cx[a] + cy[b])
+            return 1.0 if a == b else 0.0  # names, numbers
+
+        dx = [words(s) for s in _lines(DATA / f"dev.{lang}-eng.{lang}")]
+        dy = [words(s) for s in _lines(DATA / f"dev.{lang}-eng.eng")]
+        idf = {w: math.log(len(ys) / (1 + cy[w])) for y in dy for w in y}
+        score = np.array([[sum(idf[b] * max((dice(a, b) for a in x), default=0.0) for b in y)
+                           / math.sqrt(1 + sum(idf[b] for b in y)) for y in dy] for x in dx])  # fmt: skip
+        accs[lang] = float((score.argmax(1) == np.arange(len(dx))).mean())
+    print("Tatoeba dev accuracy of a Dice word-translation table from the train pairs (no encoder):")
+    print(", ".join(f"{k} {v:.2f}" for k, v in accs.items()), f"\naverage {np.mean(list(accs.values())):.3f}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -258,16 +297,17 @@ def main() -> None:
     s.add_argument("--layers", type=int, default=2, help="encoder depth (demo: 2; 4 or 8 show more)")
     s.add_argument("--stages", type=int, default=2, help="stacking stages (layers must divide)")
     sub.add_parser("logits-memory", help="masked-only vs full logits peak memory, 501k vocab")
+    sub.add_parser("lexical-baseline", help="dev accuracy of a word-translation table (no encoder)")
     r = sub.add_parser("reader-memory", help="streaming reader RSS at 1M and 10M pairs")
     r.add_argument("--sizes", default="1000000,10000000")
     for p in (a, s, r):
         p.add_argument("--work", help="work directory (reused: finished runs are not redone)")
         p.add_argument("--threads", type=int, default=2)
     args = ap.parse_args()
-    if not DATA.is_dir() and args.cmd in ("ablation", "stacking"):
+    if not DATA.is_dir() and args.cmd in ("ablation", "stacking", "lexical-baseline"):
         raise SystemExit(f"Tatoeba data not found under {DATA}")
     {"ablation": ablation, "stacking": stacking, "logits-memory": logits_memory,
-     "reader-memory": reader_memory}[args.cmd](args)  # fmt: skip
+     "reader-memory": reader_memory, "lexical-baseline": lexical_baseline}[args.cmd](args)  # fmt: skip
 
 
 if __name__ == "__main__":
