@@ -78,6 +78,9 @@ class SentenceEncoder(nn.Module):
         self.bert = bert
         self.pooling = pooling
         self.use_pooler = use_pooler
+        if not use_pooler and bert.pooler is not None:
+            # Unused by a cls/mean head: no gradient, so DDP must not wait for one.
+            bert.pooler.requires_grad_(False)
         self.dense = dense
         self.activation = activation
         self.normalize = normalize
