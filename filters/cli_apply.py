@@ -174,9 +174,9 @@ def main(argv: list[str] | None = None) -> int:
             tl = t.column("trg_lang").to_pylist() if "trg_lang" in lang_cols else [default[1]] * t.num_rows
             pairs_seen = {(a or default[0], b or default[1]) for a, b in zip(sl, tl)}
         t0 = time.perf_counter()
-        out = OutputDir(args.output, args.overwrite).claim()
-        tmp = Path(out.tmp)
-        try:
+        # Claimed now; committed when the block ends, removed if it raises.
+        with OutputDir(args.output, args.overwrite).open() as out:
+            tmp = Path(out.tmp)
             chain = Chain([HasScore(), AtLeast(threshold)], unit=UNIT)
             # The same length buckets as the rules step, so the two summaries line up.
             summary = KeepSummary(load("pair_rules", args.config).length_buckets)
@@ -236,10 +236,6 @@ def main(argv: list[str] | None = None) -> int:
             if problems:
                 raise RuntimeError("unbalanced counts: " + "; ".join(problems))
             write_report(str(tmp / "stats.json"), report)
-            out.commit()
-        except BaseException:
-            out.abort()
-            raise
         c = report["counts"][UNIT]
         print(f"apply: {c['in']} pairs in, {c['out']} kept ({c['out'] / max(1, c['in']):.1%}) at "
               f"{col} >= {threshold:.4f} -> {args.output}")  # fmt: skip

@@ -95,9 +95,9 @@ def main(argv: list[str] | None = None) -> int:
         counter = StageCounter()
         noisy = read_side(args.noisy, "noisy_pairs", counter, args.layout)
         trusted = read_side(args.trusted, "trusted_pairs", counter, args.layout)
-        out = OutputDir(args.output, args.overwrite).claim()
-        tmp = Path(out.tmp)
-        try:
+        # Claimed now; committed when the block ends, removed if it raises.
+        with OutputDir(args.output, args.overwrite).open() as out:
+            tmp = Path(out.tmp)
             meta = train_cds(noisy, trusted, cfg, str(tmp), counter)
             report = counter.to_report(
                 STAGE, noisy=args.noisy, trusted=args.trusted, directions=meta["directions"],
@@ -108,10 +108,6 @@ def main(argv: list[str] | None = None) -> int:
             if problems:
                 raise RuntimeError("unbalanced counts: " + "; ".join(problems))
             write_report(str(tmp / "stats.json"), report)
-            out.commit()
-        except BaseException:
-            out.abort()
-            raise
         fig = meta["training"]["fwd"]
         print(f"cds-train: theta_noisy on {len(noisy[0])} pairs (loss {fig['noisy']['first_loss']:.3f} -> "
               f"{fig['noisy']['last_loss']:.3f}), theta_clean on {len(trusted[0])} trusted pairs "
