@@ -40,7 +40,8 @@ def write_tatoeba_inputs(out: Path, vocab_size: int = 8000, data: Path = DATA,
     out.mkdir(parents=True, exist_ok=True)
     eng: list[str] = []
     rows: list[str] = []
-    texts: list[str] = []
+    texts: list[str] = []  # train only, both sides: what the vocabulary is learned from
+    train_eng: list[str] = []
     for lang in tatoeba_langs(data):
         src = _lines(data / f"train.{lang}-eng.{lang}")
         trg = _lines(data / f"train.{lang}-eng.eng")
@@ -54,13 +55,14 @@ def write_tatoeba_inputs(out: Path, vocab_size: int = 8000, data: Path = DATA,
                        out / "sentences" / lang / "part-0.parquet", row_group_size=row_group_size)  # fmt: skip
         eng += mono_trg
         texts += src
+        train_eng += trg
         rows += [f"{s}\t{t}\t{lang}\teng\n" for s, t in zip(src, trg, strict=True)]
     (out / "sentences" / "eng").mkdir(parents=True, exist_ok=True)
     pq.write_table(pa.table({"text": eng, "lang": ["eng"] * len(eng)}),
                    out / "sentences" / "eng" / "part-0.parquet", row_group_size=row_group_size)  # fmt: skip
     (out / "pairs.tsv").write_text("".join(rows), encoding="utf-8")
     if not (out / "vocab" / "vocab.txt").exists():
-        learn_vocab_from(iter(texts + [t for r in rows for t in r.split("\t")[1:2]]), str(out / "vocab"), vocab_size)
+        learn_vocab_from(iter(texts + train_eng), str(out / "vocab"), vocab_size)
     return {"sentences": str(out / "sentences"), "pairs": str(out / "pairs.tsv"),
             "vocab": str(out / "vocab")}  # fmt: skip
 
