@@ -1,6 +1,6 @@
 """Pretraining benchmarks (figures in bench/README.md).
 
-    .venv/bin/python bench/pretrain_bench.py ablation [--stage-steps 300,600] [--ft-steps 300]
+    .venv/bin/python bench/pretrain_bench.py ablation [--stage-steps 300,600] [--ft-steps 300] [--set KEY=VALUE]
     .venv/bin/python bench/pretrain_bench.py stacking [--steps 300] [--layers 2 --stages 2]
     .venv/bin/python bench/pretrain_bench.py logits-memory
     .venv/bin/python bench/pretrain_bench.py reader-memory [--sizes 1000000,10000000]
@@ -74,12 +74,14 @@ def ablation(args) -> None:
     inputs = write_tatoeba_inputs(work / "inputs", corpus_dev=args.corpus_dev)
     pre = work / "pre"
     common = ["progress=false", f"threads={args.threads}", "tensorboard=false"]
+    pre_set = [x.removeprefix("pretrain.") for x in args.set if not x.startswith("train.")]
+    ft_set = [x.removeprefix("train.") for x in args.set if not x.startswith("pretrain.")]
     t_pre = 0.0
     if not (pre / "model" / "config.json").exists():
         t_pre = _run([PY, "-m", "labse_model", "pretrain", "--config", "demo",
                       "--sentences", inputs["sentences"], "--pairs", inputs["pairs"],
                       "--vocab", inputs["vocab"], "--output", str(pre),
-                      "--stage-steps", args.stage_steps, *common], work / "pre.log")  # fmt: skip
+                      "--stage-steps", args.stage_steps, *common, *pre_set], work / "pre.log")  # fmt: skip
     keep = str(args.ft_steps // args.curve_every + 2)
     times = {}
     for name, init in (("pretrained", ["--init", str(pre / "model")]), ("random", ["--vocab", inputs["vocab"]])):
@@ -87,7 +89,7 @@ def ablation(args) -> None:
         if not (out / "model" / "config.json").exists():
             times[name] = _run([PY, "-m", "labse_model", "train", "--config", "demo", "--pairs", inputs["pairs"],
                                 *init, "--output", str(out), "--max-steps", str(args.ft_steps),
-                                f"save_every={args.curve_every}", f"keep_checkpoints={keep}", *common],
+                                f"save_every={args.curve_every}", f"keep_checkpoints={keep}", *common, *ft_set],
                                work / f"ft-{name}.log")  # fmt: skip
     print(f"work dir: {work}")
     m = _metrics(pre)
@@ -295,6 +297,9 @@ def main() -> None:
     a.add_argument("--corpus-dev", action="store_true",
                    help="MLM also reads the dev sentences, each side shuffled (unaligned), as the demo's corpus "
                    "stages produce them; pairs and vocabulary stay train-only")
+    a.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="config override for the runs (repeatable): model.* for both, pretrain.* for "
+                   "pretraining only, train.* for both fine-tunings only")
     s = sub.add_parser("stacking", help="time to a held-out MLM loss, stacking vs full depth")
     s.add_argument("--steps", type=int, default=300)
     s.add_argument("--layers", type=int, default=2, help="encoder depth (demo: 2; 4 or 8 show more)")
