@@ -9,6 +9,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
 
 from labse_common.cli import UsageError
+from pipelines import local_runner
 
 __all__ = ["UsageError", "pipeline_options"]
 
@@ -17,14 +18,18 @@ def pipeline_options(beam_args: Sequence[str]) -> PipelineOptions:
     """Beam options from the unparsed CLI arguments; locally the DirectRunner uses every core.
 
     Every standard option (--runner FlinkRunner --flink_master ..., --runner DataflowRunner
-    --project ...) passes through unchanged; only the DirectRunner's defaults change, to
-    multi_processing with one worker per core.
+    --project ...) passes through unchanged. With no --runner the job runs on
+    :class:`pipelines.local_runner.LocalRunner` (the DirectRunner's batch engine, no Prism
+    download), in multi_processing mode with one worker per core.
     """
     opts = PipelineOptions(list(beam_args), save_main_session=False)
     # The driver's own FileSystems calls (input globbing, output claim, stats) use the job's
     # S3/GCS options too; Dask workers get them from a worker plugin (below).
     FileSystems.set_options(opts)
     _give_dask_workers_options(opts, beam_args)
+    std = opts.view_as(StandardOptions)
+    if not std.runner:  # Beam's default, the DirectRunner, would first download Prism
+        std.runner = local_runner.NAME
     direct = opts.view_as(DirectOptions)
     if "--direct_running_mode" not in " ".join(beam_args):
         direct.direct_running_mode = "multi_processing"

@@ -1,0 +1,30 @@
+"""The jobs' default runner: Beam's batch engine, never a run-time download of Prism."""
+
+from __future__ import annotations
+
+import logging
+
+import apache_beam as beam
+from apache_beam.options.pipeline_options import DirectOptions, StandardOptions
+from apache_beam.testing.util import assert_that, equal_to
+
+from pipelines import local_runner
+from pipelines.options import pipeline_options, run_pipeline
+
+
+def test_default_runner_is_local_and_explicit_runner_wins() -> None:
+    opts = pipeline_options([])
+    assert opts.view_as(StandardOptions).runner == local_runner.NAME
+    assert opts.view_as(DirectOptions).direct_running_mode == "multi_processing"
+    assert pipeline_options(["--runner", "DirectRunner"]).view_as(StandardOptions).runner == "DirectRunner"
+
+
+def test_local_runner_runs_multi_processing_without_prism(caplog) -> None:
+    caplog.set_level(logging.INFO)
+    p = beam.Pipeline(options=pipeline_options(["--direct_num_workers", "2"]))
+    out = (p | beam.Create(range(20)) | beam.Map(lambda x: (x % 3, x)) | beam.GroupByKey()
+           | beam.MapTuple(lambda k, xs: (k, sum(xs))))  # fmt: skip
+    assert_that(out, equal_to([(0, 63), (1, 70), (2, 57)]))
+    run_pipeline(p)
+    # Beam's DirectRunner logs "Running pipeline with PrismRunner" before it tries the download.
+    assert not [r for r in caplog.records if "prism" in r.getMessage().lower()]
