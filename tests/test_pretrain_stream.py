@@ -24,7 +24,7 @@ from tests.pretrain_fixtures import DATA, write_tatoeba_inputs
 
 REPO = Path(__file__).resolve().parents[1]
 ENV = dict(os.environ, PYTHONPATH=str(REPO), LABSE_DIST_TIMEOUT_S="60")
-TINY = ["model.hidden_size=32", "model.num_attention_heads=2", "model.intermediate_size=64",
+TINY = ["model.hidden_size=32", "model.num_hidden_layers=2", "model.num_attention_heads=2", "model.intermediate_size=64",
         "model.max_position_embeddings=64", "model.dropout=0.1"]  # fmt: skip
 
 

@@ -30,7 +30,7 @@ SMALL = ["run.synthetic_train=120", "run.synthetic_dev=40", "run.heldout=20", "t
          # CDS scorer: one epoch each; its scores then separate the labelled sample less well.
          "cds.noisy_epochs=1", "cds.clean_epochs=1", "cds.calibrate.target=0.5",
          # Pretraining (when `python -m labse_model pretrain` is in the checkout): two tiny stages.
-         "pretrain.stage_steps=[8,8]", "pretrain.warmup_steps=2", "pretrain.save_every=8",
+         "pretrain.stage_steps=[4,4,8]", "pretrain.warmup_steps=2", "pretrain.save_every=8",
          "pretrain.eval_every=8", "pretrain.log_every=4"]  # fmt: skip
 STAGES = ["synthetic", "prepare", "wikipedia", "commoncrawl", "quality", "commoncrawl_q", "sentences",
           "vocab", "pretrain", "train", "embed", "mine", "rules", "cds_train", "cds_score", "calibrate",
