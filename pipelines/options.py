@@ -15,7 +15,7 @@ __all__ = ["UsageError", "pipeline_options"]
 
 
 def pipeline_options(beam_args: Sequence[str]) -> PipelineOptions:
-    """Beam options from the unparsed CLI arguments; locally the DirectRunner uses every core.
+    """Beam options from the unparsed CLI arguments; locally the job uses every core.
 
     Every standard option (--runner FlinkRunner --flink_master ..., --runner DataflowRunner
     --project ...) passes through unchanged. With no --runner the job runs on
