@@ -294,7 +294,10 @@ def run(argv: Sequence[str] | None = None) -> int:
     if args.num_shards < 1:
         log.error("--num-shards must be >= 1")
         return 2
-    options = pipeline_options(beam_args)  # first: it gives FileSystems the S3/GCS options
+    try:
+        options = pipeline_options(beam_args)  # first: it gives FileSystems the S3/GCS options
+    except UsageError as e:
+        return usage_error(e, log)
     matched = [m.path for pat in args.input for m in FileSystems.match([pat])[0].metadata_list]
     if not matched:
         log.error("no input matches %s", args.input)

@@ -39,7 +39,7 @@ from filters.steps import chain_report
 from labse_common.config import ConfigError, load, to_dict
 from labse_common.logs import setup_logging
 from labse_common.stats import StageCounter, check_balanced, merge_counts
-from pipelines.options import pipeline_options
+from pipelines.options import UsageError, pipeline_options
 
 log = logging.getLogger(__name__)
 
@@ -242,16 +242,17 @@ def run(argv: Sequence[str] | None = None) -> int:
         if {"script", "lang"} & set(cfg_obj.steps) and not (args.src_lang and args.trg_lang):
             log.warning("no --src-lang/--trg-lang: the script and lang rules use the input's "
                         "src_lang/trg_lang columns and skip pairs without them")  # fmt: skip
+        opts = pipeline_options(beam_args)  # first: it gives FileSystems the S3/GCS options
         inputs = sorted(
             {m.path for pat in args.input for m in FileSystems.match([pat])[0].metadata_list}
         )
         if not inputs:
             raise FileNotFoundError(f"no input matches {' '.join(args.input)}")
-    except (ConfigError, ValueError, FileNotFoundError) as e:
+    except (ConfigError, ValueError, FileNotFoundError, UsageError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     cfg = to_dict(cfg_obj)
-    with beam.Pipeline(options=pipeline_options(beam_args)) as p:
+    with beam.Pipeline(options=opts) as p:
         build_pipeline(p, inputs, args.output.rstrip("/"), cfg, args.src_lang, args.trg_lang,
                        args.cds_model, args.cds_threshold, args.batch_rows, args.layout)  # fmt: skip
     with FileSystems.open(f"{args.output.rstrip('/')}/stats.json") as f:

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
+from apache_beam.runners.runner import create_runner
 
 from labse_common.cli import UsageError
 from pipelines import local_runner
@@ -30,6 +31,10 @@ def pipeline_options(beam_args: Sequence[str]) -> PipelineOptions:
     std = opts.view_as(StandardOptions)
     if not std.runner:  # Beam's default, the DirectRunner, would first download Prism
         std.runner = local_runner.NAME
+    try:  # a misspelt --runner is a usage error now, not a traceback once the job is built
+        create_runner(std.runner)
+    except (ValueError, ImportError, AttributeError) as e:
+        raise UsageError(f"--runner {std.runner}: {e}") from e
     direct = opts.view_as(DirectOptions)
     if "--direct_running_mode" not in " ".join(beam_args):
         direct.direct_running_mode = "multi_processing"

@@ -28,3 +28,12 @@ def test_local_runner_runs_multi_processing_without_prism(caplog) -> None:
     run_pipeline(p)
     # Beam's DirectRunner logs "Running pipeline with PrismRunner" before it tries the download.
     assert not [r for r in caplog.records if "prism" in r.getMessage().lower()]
+
+
+def test_misspelt_runner_is_a_usage_error() -> None:
+    import pytest
+
+    from labse_common.errors import UsageError
+
+    with pytest.raises(UsageError, match="--runner NoSuchRunner"):
+        pipeline_options(["--runner", "NoSuchRunner"])
