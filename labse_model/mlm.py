@@ -26,6 +26,7 @@ import torch.nn.functional as F
 from torch import nn
 from transformers.models.bert.modeling_bert import BertOnlyMLMHead
 
+from labse_model.masking import segment_attention_mask
 from labse_model.model import SentenceEncoder
 
 HEAD_FILE = "mlm_head.safetensors"
@@ -61,18 +62,26 @@ class MaskedLM(nn.Module):
         token_type_ids: torch.Tensor,
         labels: torch.Tensor,
         masked_index: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        segment_ids: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Per masked position: (cross-entropy, 1.0 where predicted right, batch row).
 
         ``labels`` is -100 where nothing is predicted; ``masked_index`` (flat positions of the
         predicted tokens, computed by the data producer on the CPU) spares the accelerator a
         host sync. The vocabulary projection runs on the masked positions only: (n_masked,
-        vocab) logits, never (batch, length, vocab).
+        vocab) logits, never (batch, length, vocab). ``segment_ids`` (rows packed by
+        ``masking.pack_rows``) keep attention within each segment; ``position_ids`` restart in
+        each.
         """
+        if segment_ids is not None:
+            attention_mask = segment_attention_mask(segment_ids, self.bert.config._attn_implementation,
+                                                    self.bert.embeddings.word_embeddings.weight.dtype)  # fmt: skip
         hidden = self.bert(
             input_ids=input_ids,
             attention_mask=attention_mask,
             token_type_ids=token_type_ids,
+            position_ids=position_ids,
             return_dict=True,
         ).last_hidden_state
         if masked_index is None:

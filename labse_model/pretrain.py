@@ -45,7 +45,7 @@ from labse_model.loop import (
     run,
     set_seed,
 )
-from labse_model.masking import MaskSpec, collate, mask_tokens, pack_sentences, tlm_pair
+from labse_model.masking import MaskSpec, collate, mask_tokens, pack_rows, pack_sentences, tlm_pair
 from labse_model.mlm import MaskedLM, load_head, save_head, stack, stack_optimizer_state
 from labse_model.model import build_config, load_encoder, load_tokenizer, new_encoder, save_encoder
 from labse_model.train import check_batch_grid, device_for
@@ -63,6 +63,25 @@ def stage_layers(total_layers: int, stages: int) -> list[int]:
     if total_layers % div:
         raise ValueError(f"model.num_hidden_layers={total_layers} cannot be stacked in {stages} stages (not divisible by {div})")
     return [total_layers // 2 ** (stages - 1 - s) for s in range(stages)]
+
+
+def _pack_pair_rows(rows: dict[str, np.ndarray], parts: list[int], max_len: int) -> tuple[dict[str, np.ndarray], list[int]]:
+    """The TLM rows (the tail of ``parts``) packed several to a row; MLM rows unchanged, with
+    positions 0.. and one segment each (packed sentences attend to each other, as in BERT)."""
+    first = parts.index(1)
+    packed = pack_rows({k: v[first:] for k, v in rows.items()}, max_len)
+    mono = {k: v[:first] for k, v in rows.items()}
+    width = max(packed["input_ids"].shape[1], mono["input_ids"].shape[1])
+    mono["position_ids"] = np.broadcast_to(np.arange(mono["input_ids"].shape[1]), mono["input_ids"].shape)
+    mono["segment_ids"] = mono["attention_mask"]
+
+    def widen(a: np.ndarray, fill: int) -> np.ndarray:
+        return np.pad(a, ((0, 0), (0, width - a.shape[1])), constant_values=fill)
+
+    out = {k: np.concatenate([widen(mono[k], -100 if k == "labels" else 0),
+                              widen(packed[k], -100 if k == "labels" else 0)])  # fmt: skip
+           for k in packed}
+    return out, [0] * first + [1] * len(packed["input_ids"])
 
 
 class PretrainObjective:
@@ -171,14 +190,14 @@ class PretrainObjective:
                 w = int(arrays["attention_mask"][a:b].sum(1).max())
                 ids[a:b, :w], labels[a:b, :w] = mask_tokens(
                     arrays["input_ids"][a:b, :w], arrays["real"][a:b, :w], self.spec, rng)
-            tensors = {
-                "input_ids": torch.from_numpy(ids),
-                "token_type_ids": torch.from_numpy(arrays["token_type_ids"]),
-                "attention_mask": torch.from_numpy(arrays["attention_mask"]),
-                "labels": torch.from_numpy(labels),
-                "masked_index": torch.from_numpy(np.flatnonzero(labels.reshape(-1) != -100)),
-                "part": torch.tensor(parts),
-            }
+            rows = {"input_ids": ids, "token_type_ids": arrays["token_type_ids"],
+                    "attention_mask": arrays["attention_mask"], "labels": labels}  # fmt: skip
+            if cfg.pack_pairs and parts and parts[-1] == 1:
+                # After masking, so the masks (and the losses) are those of the unpacked rows.
+                rows, parts = _pack_pair_rows(rows, parts, self.max_len)
+            tensors = {k: torch.from_numpy(v) for k, v in rows.items()}
+            tensors["masked_index"] = torch.from_numpy(np.flatnonzero(rows["labels"].reshape(-1) != -100))
+            tensors["part"] = torch.tensor(parts)
             micro += 1
             yield Batch(tensors, {k: dict(v) for k, v in cursors.items()}, events,
                         samples=sum(s.sentences for s in seqs),
@@ -188,8 +207,8 @@ class PretrainObjective:
 
     def train_step(self, model: torch.nn.Module, batch: Batch):
         t = {k: v.to(self.device, non_blocking=True) for k, v in batch.tensors.items()}
-        losses, correct, rows = model(t["input_ids"], t["attention_mask"], t["token_type_ids"],
-                                      t["labels"], t["masked_index"])  # fmt: skip
+        losses, correct, rows = model(t["input_ids"], t["attention_mask"], t["token_type_ids"], t["labels"],
+                                      t["masked_index"], t.get("position_ids"), t.get("segment_ids"))  # fmt: skip
         part = t["part"][rows]
         loss = torch.zeros((), device=self.device)
         out: dict[str, torch.Tensor] = {}

@@ -1,13 +1,23 @@
-"""MLM/TLM inputs: masking statistics, packing, TLM layout."""
+"""MLM/TLM inputs: masking statistics, packing, TLM layout, packed TLM rows."""
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
-from labse_model.masking import IGNORE, MaskSpec, collate, mask_tokens, pack_sentences, tlm_pair
+from labse_model.masking import (
+    IGNORE,
+    MaskSpec,
+    collate,
+    mask_tokens,
+    pack_rows,
+    pack_sentences,
+    tlm_pair,
+)
 
 PAD, UNK, CLS, SEP, MASK = 0, 1, 2, 3, 4
-SPEC = MaskSpec(mask_id=MASK, special_ids=(PAD, UNK, CLS, SEP, MASK), vocab_size=1000)
+SPECIALS = (PAD, UNK, CLS, SEP, MASK)
+SPEC = MaskSpec(mask_id=MASK, special_ids=SPECIALS, vocab_size=1000)
 
 
 def _random_seqs(rng: np.random.Generator, n: int, max_len: int = 200) -> list:
@@ -82,3 +92,62 @@ def test_tlm_pair_layout():
     assert seq.types == [0, 0, 0, 0, 0, 1, 1, 1]
     seq, cut = tlm_pair([10] * 20, [20] * 4, 16, CLS, SEP)
     assert cut and len(seq.ids) == 16 and seq.ids.count(20) == 4  # the longer side is cut
+
+
+def _masked_pairs(n: int, seed: int = 0) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    seqs = [tlm_pair(list(rng.integers(10, 500, rng.integers(1, 20))), list(rng.integers(10, 500, rng.integers(1, 20))),
+                     64, CLS, SEP)[0] for _ in range(n)]  # fmt: skip
+    a = collate(seqs, PAD, SPECIALS)
+    ids, labels = mask_tokens(a["input_ids"], a["real"], MaskSpec(mask_id=MASK, special_ids=SPECIALS, vocab_size=500), rng)
+    return {"input_ids": ids, "token_type_ids": a["token_type_ids"], "attention_mask": a["attention_mask"], "labels": labels}
+
+
+def test_pack_rows_layout():
+    rows = _masked_pairs(20)
+    p = pack_rows(rows, 64)
+    lengths = rows["attention_mask"].sum(1)
+    assert len(p["input_ids"]) < len(lengths) and p["input_ids"].shape[1] <= 64
+    assert int(p["attention_mask"].sum()) == int(lengths.sum())  # no token lost or added
+    # Read back in order, segment by segment: the original rows, positions restarting at 0.
+    got = []
+    for r in range(len(p["input_ids"])):
+        for sid in range(1, int(p["segment_ids"][r].max()) + 1):
+            at = p["segment_ids"][r] == sid
+            assert p["position_ids"][r][at].tolist() == list(range(int(at.sum())))
+            got.append((p["input_ids"][r][at].tolist(), p["labels"][r][at].tolist(), p["token_type_ids"][r][at].tolist()))
+    want = [(rows["input_ids"][i, :n].tolist(), rows["labels"][i, :n].tolist(), rows["token_type_ids"][i, :n].tolist())
+            for i, n in enumerate(lengths)]  # fmt: skip
+    assert got == want
+    # A row full to max_len is never joined by another one.
+    assert all(int(n) <= 64 for n in p["attention_mask"].sum(1))
+
+
+@pytest.mark.parametrize("impl", ["sdpa", "eager"])
+def test_packed_pairs_give_the_unpacked_losses(impl):
+    """Attention kept within each packed pair: the encoder computes what it computes unpacked."""
+    import torch
+    from transformers import BertModel
+
+    from labse_model.mlm import MaskedLM
+    from labse_model.model import SentenceEncoder, build_config
+
+    cfg = build_config(500, pad_token_id=PAD, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                       intermediate_size=64, max_position_embeddings=64, initializer_range=0.1, dropout=0.0)  # fmt: skip
+    cfg._attn_implementation = impl
+    torch.manual_seed(0)
+    model = MaskedLM(SentenceEncoder(BertModel(cfg), pooling="mean", use_pooler=False)).eval()
+    rows = _masked_pairs(24, seed=1)
+    p = pack_rows(rows, 64)
+    t = {k: torch.from_numpy(v) for k, v in rows.items()}
+    tp = {k: torch.from_numpy(v) for k, v in p.items()}
+    with torch.no_grad():
+        flat, _, _ = model(t["input_ids"], t["attention_mask"], t["token_type_ids"], t["labels"])
+        packed, _, _ = model(tp["input_ids"], tp["attention_mask"], tp["token_type_ids"], tp["labels"],
+                             position_ids=tp["position_ids"], segment_ids=tp["segment_ids"])  # fmt: skip
+        # Without the segment mask the pairs would see each other: the losses must differ.
+        leaky, _, _ = model(tp["input_ids"], tp["attention_mask"], tp["token_type_ids"], tp["labels"],
+                            position_ids=tp["position_ids"])  # fmt: skip
+    assert len(flat) == len(packed) > 0
+    assert torch.allclose(flat, packed, atol=1e-5)
+    assert not torch.allclose(flat, leaky, atol=1e-3)

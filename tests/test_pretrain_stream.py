@@ -46,22 +46,29 @@ from labse_model.model import load_tokenizer
 from labse_model.pretrain import PretrainObjective
 sents, pairs, vocab, out = sys.argv[1:5]
 info = init_from_env()
-cfg = from_dict(PretrainConfig, {"mlm_batch_size": 8, "tlm_batch_size": 8, "lanes": 4, "max_seq_length": 32,
-                                 "stages": 1, "stage_steps": [1], "block_rows": 100}, "pretrain")
+pack = len(sys.argv) <= 6 or sys.argv[6] == "pack"
+cfg = from_dict(PretrainConfig, {"mlm_batch_size": 8, "tlm_batch_size": 8, "lanes": 4, "max_seq_length": 64,
+                                 "stages": 1, "stage_steps": [1], "block_rows": 100, "pack_pairs": pack}, "pretrain")
 s = stream.scan_distributed(stream.expand_inputs([sents]), stream.SENTENCES, 100, 0.0, 0, info)
 p = stream.scan_distributed(stream.expand_inputs([pairs]), stream.PAIRS, 100, 0.0, 0, info)
-obj = PretrainObjective(cfg, s, p, load_tokenizer(vocab), info, torch.device("cpu"), 32)
+obj = PretrainObjective(cfg, s, p, load_tokenizer(vocab), info, torch.device("cpu"), 64)
 state = TrainState(None, None, micro=int(sys.argv[5]) if len(sys.argv) > 5 else 0)
 it = obj.batches(state)
-rows = {}
+rows, packed_rows = {}, 0
 for m in range(6):
     b = next(it)
     t = b.tensors
     for i in range(len(t["part"])):
-        keep = t["attention_mask"][i] == 1
-        rows.setdefault((m, int(t["part"][i])), []).append(
-            (t["input_ids"][i][keep].tolist(), t["labels"][i][keep].tolist(), t["token_type_ids"][i][keep].tolist()))
-torch.save({"rows": rows, "cursors": b.cursors, "counts": s.counts}, f"{out}/rank{info.rank}.pt")
+        # One entry per sequence: a packed TLM row holds several (segments 1, 2, ...).
+        seg = t["segment_ids"][i] if "segment_ids" in t else t["attention_mask"][i]
+        packed_rows += int(t["part"][i]) == 1
+        for sid in sorted(set(seg.tolist()) - {0}):
+            keep = seg == sid
+            if "position_ids" in t:
+                assert t["position_ids"][i][keep].tolist() == list(range(int(keep.sum())))
+            rows.setdefault((m, int(t["part"][i])), []).append(
+                (t["input_ids"][i][keep].tolist(), t["labels"][i][keep].tolist(), t["token_type_ids"][i][keep].tolist()))
+torch.save({"rows": rows, "cursors": b.cursors, "counts": s.counts, "tlm_rows": packed_rows}, f"{out}/rank{info.rank}.pt")
 shutdown()
 """
 
@@ -92,6 +99,14 @@ def test_one_and_two_ranks_see_the_same_global_batches(inputs, tmp_path):
     assert a["counts"] == b0["counts"] == b1["counts"]
     # Resuming from a later micro-batch (the cursors of batch 2) gives batches 3.. exactly.
     assert {**b0["cursors"]["mlm"], **b1["cursors"]["mlm"]} == a["cursors"]["mlm"]
+    # Packing (the default) is a layout only: unpacked, the same sequences with the same masks,
+    # in fewer rows.
+    flat = tmp_path / "flat"
+    flat.mkdir()
+    subprocess.run([sys.executable, str(worker), *args, str(flat), "0", "flat"], check=True, env=ENV, cwd=REPO)
+    c = torch.load(flat / "rank0.pt", weights_only=False)
+    assert c["rows"] == a["rows"]
+    assert c["tlm_rows"] == 6 * 8 and a["tlm_rows"] < c["tlm_rows"]
 
 
 def test_kill_9_then_rerun_gives_the_uninterrupted_losses(inputs, tmp_path):

@@ -15,6 +15,8 @@ class PretrainConfig:
     mlm_batch_size: int = option(64, min=0, help="GLOBAL packed MLM sequences per micro-batch (0: no MLM)")
     tlm_batch_size: int = option(64, min=0, help="GLOBAL TLM pair sequences per micro-batch (0: no TLM)")
     max_seq_length: int = option(128, min=8, help="tokens per sequence: sentences are packed up to it (paper: 512)")
+    pack_pairs: bool = option(True, help="pack several TLM pairs into a row, attention and positions kept per pair "
+                                         "(the same losses as one pair per row, without the padding)")
     mask_rate: float = option(0.2, min=0.0, min_exclusive=True, max=1.0, help="share of real tokens predicted")
     max_masked: int = option(80, min=1, help="at most this many predicted tokens per sequence")
     mask_token_share: float = option(0.8, min=0.0, max=1.0, help="predicted tokens replaced by [MASK]")
