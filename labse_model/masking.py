@@ -13,6 +13,12 @@ embeddings, not segments, told the halves apart; LaBSE drops language embeddings
 BERT's token types (0 for ``a``, 1 for ``b``). Continuous positions keep position ``p`` meaning
 the same thing in MLM, TLM and the fine-tuned single-sentence encoder, and stop the two halves
 from sharing positions that only the token type can separate.
+
+Packed TLM rows (``pack_rows``, ``pretrain.pack_pairs``): a pair is ~25 tokens against a 64- or
+512-token row, so one pair per row is mostly padding. Several masked pairs share a row, each with
+its own segment: attention stays inside the pair and its positions start at 0, so every pair
+is encoded exactly as alone (tests/test_pretrain_masking.py). Packed monolingual sentences, as
+in BERT, do attend to each other.
 """
 
 from __future__ import annotations
