@@ -80,35 +80,51 @@ class PackedSeq:
     ids: list[int]
     types: list[int]
     sentences: int = 1
+    segments: list[int] | None = None  # per token: 1, 2, ... per sentence (separate packing)
 
 
 def pack_sentences(
-    token_lists: Iterator[list[int]], max_len: int, cls_id: int, sep_id: int, stats: dict
-) -> Iterator[tuple[PackedSeq, int]]:
+    token_lists: Iterator[list[int]], max_len: int, cls_id: int, sep_id: int, stats: dict,
+    separate: bool = False,
+) -> Iterator[tuple[PackedSeq, int]]:  # fmt: skip
     """Greedy packing: ``[CLS] s1 [SEP] s2 [SEP] ...`` up to ``max_len`` tokens.
 
     ``token_lists`` yields word-piece ids without specials. Yields (sequence, sentences
     consumed so far): a sentence that does not fit starts the next sequence, so the count is
     where a resume continues. A sentence longer than ``max_len - 2`` is truncated (counted in
     ``stats["truncated"]``) and fills a sequence alone.
+
+    ``separate``: ``[CLS] s1 [SEP] [CLS] s2 [SEP] ...``, each sentence its own segment
+    (``PackedSeq.segments``), to be encoded as if alone: the shape the sentence encoder is
+    fine-tuned and used on.
     """
-    cur: list[int] = [cls_id]
+    start = [] if separate else [cls_id]
+    cur: list[int] = list(start)
+    segs: list[int] = []
     n_in = 0
     consumed = 0
     budget = max_len - 2
+    cost = 2 if separate else 1
+
+    def emit() -> PackedSeq:
+        return PackedSeq(cur, [0] * len(cur), n_in, segs if separate else None)
+
     for toks in token_lists:
         if len(toks) > budget:
             toks = toks[:budget]
             stats["truncated"] = stats.get("truncated", 0) + 1
-        if n_in and len(cur) + len(toks) + 1 > max_len:
-            yield PackedSeq(cur, [0] * len(cur), n_in), consumed
-            cur, n_in = [cls_id], 0
+        if n_in and len(cur) + len(toks) + cost > max_len:
+            yield emit(), consumed
+            cur, segs, n_in = list(start), [], 0
+        if separate:
+            cur.append(cls_id)
         cur.extend(toks)
         cur.append(sep_id)
         n_in += 1
+        segs.extend([n_in] * (len(toks) + 2))
         consumed += 1
     if n_in:
-        yield PackedSeq(cur, [0] * len(cur), n_in), consumed
+        yield emit(), consumed
 
 
 def tlm_pair(a: list[int], b: list[int], max_len: int, cls_id: int, sep_id: int) -> tuple[PackedSeq, bool]:
@@ -137,7 +153,19 @@ def collate(seqs: Sequence[PackedSeq], pad_id: int, special_ids: Sequence[int]) 
         types[i, : len(s.types)] = s.types
         att[i, : len(s.ids)] = 1
     real = (att == 1) & ~np.isin(ids, np.asarray(special_ids))
-    return {"input_ids": ids, "token_type_ids": types, "attention_mask": att, "real": real}
+    out = {"input_ids": ids, "token_type_ids": types, "attention_mask": att, "real": real}
+    if any(s.segments is not None for s in seqs):
+        # Rows without segments are one segment; positions restart in each segment.
+        seg = att.copy()
+        pos = np.broadcast_to(np.arange(width), ids.shape).copy()
+        for i, s in enumerate(seqs):
+            if s.segments is not None:
+                sg = np.asarray(s.segments)
+                seg[i, : len(sg)] = sg
+                starts = np.flatnonzero(np.diff(sg, prepend=-1))
+                pos[i, : len(sg)] = np.arange(len(sg)) - np.repeat(starts, np.diff(np.append(starts, len(sg))))
+        out["segment_ids"], out["position_ids"] = seg, pos
+    return out
 
 
 def pack_rows(arrays: dict[str, np.ndarray], max_len: int) -> dict[str, np.ndarray]:

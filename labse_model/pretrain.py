@@ -69,11 +69,13 @@ def _pack_pair_rows(rows: dict[str, np.ndarray], parts: list[int], max_len: int)
     """The TLM rows (the tail of ``parts``) packed several to a row; MLM rows unchanged, with
     positions 0.. and one segment each (packed sentences attend to each other, as in BERT)."""
     first = parts.index(1)
-    packed = pack_rows({k: v[first:] for k, v in rows.items()}, max_len)
+    keys = ("input_ids", "token_type_ids", "attention_mask", "labels")
+    packed = pack_rows({k: rows[k][first:] for k in keys}, max_len)
     mono = {k: v[:first] for k, v in rows.items()}
     width = max(packed["input_ids"].shape[1], mono["input_ids"].shape[1])
-    mono["position_ids"] = np.broadcast_to(np.arange(mono["input_ids"].shape[1]), mono["input_ids"].shape)
-    mono["segment_ids"] = mono["attention_mask"]
+    if "segment_ids" not in mono:
+        mono["position_ids"] = np.broadcast_to(np.arange(mono["input_ids"].shape[1]), mono["input_ids"].shape)
+        mono["segment_ids"] = mono["attention_mask"]
 
     def widen(a: np.ndarray, fill: int) -> np.ndarray:
         return np.pad(a, ((0, 0), (0, width - a.shape[1])), constant_values=fill)
@@ -123,7 +125,8 @@ class PretrainObjective:
                 yield from self._encode(chunk)
 
         stats: dict[str, int] = {}
-        for seq, consumed in pack_sentences(token_lists(), self.max_len, self.cls_id, self.sep_id, stats):
+        for seq, consumed in pack_sentences(token_lists(), self.max_len, self.cls_id, self.sep_id, stats,
+                                            self.cfg.sentence_segments):  # fmt: skip
             yield seq, start + consumed, stats.get("truncated", 0)
 
     def _tlm_lane(self, lane: int, start: int) -> Iterator[tuple]:
@@ -192,6 +195,9 @@ class PretrainObjective:
                     arrays["input_ids"][a:b, :w], arrays["real"][a:b, :w], self.spec, rng)
             rows = {"input_ids": ids, "token_type_ids": arrays["token_type_ids"],
                     "attention_mask": arrays["attention_mask"], "labels": labels}  # fmt: skip
+            for k in ("segment_ids", "position_ids"):
+                if k in arrays:
+                    rows[k] = arrays[k]
             if cfg.pack_pairs and parts and parts[-1] == 1:
                 # After masking, so the masks (and the losses) are those of the unpacked rows.
                 rows, parts = _pack_pair_rows(rows, parts, self.max_len)
@@ -241,7 +247,7 @@ class PretrainObjective:
         out = []
         if self.sents is not None and self.sents.heldout:
             seqs = [s for s, _ in pack_sentences(iter(self._encode(self.sents.heldout)), self.max_len,
-                                                 self.cls_id, self.sep_id, {})]  # fmt: skip
+                                                 self.cls_id, self.sep_id, {}, self.cfg.sentence_segments)]  # fmt: skip
             for i in range(0, len(seqs), 32):
                 out.append((MLM, self._mask(seqs[i : i + 32], rng)))
         if self.pairs is not None and self.pairs.heldout:
@@ -261,8 +267,9 @@ class PretrainObjective:
         model.eval()
         sums: dict[str, list[float]] = {}
         for kind, a in self._heldout():
-            losses, correct, _rows = model(*(torch.from_numpy(a[k]).to(self.device) for k in
-                                             ("input_ids", "attention_mask", "token_type_ids", "labels")))  # fmt: skip
+            t = {k: torch.from_numpy(v).to(self.device) for k, v in a.items() if k != "real"}
+            losses, correct, _rows = model(t["input_ids"], t["attention_mask"], t["token_type_ids"], t["labels"],
+                                           position_ids=t.get("position_ids"), segment_ids=t.get("segment_ids"))  # fmt: skip
             s = sums.setdefault(kind, [0.0, 0.0, 0.0])
             s[0] += float(losses.sum())
             s[1] += float(correct.sum())

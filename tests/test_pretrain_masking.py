@@ -151,3 +151,46 @@ def test_packed_pairs_give_the_unpacked_losses(impl):
     assert len(flat) == len(packed) > 0
     assert torch.allclose(flat, packed, atol=1e-5)
     assert not torch.allclose(flat, leaky, atol=1e-3)
+
+
+def test_separate_sentences_are_encoded_as_if_alone():
+    """``sentence_segments``: [CLS] s1 [SEP] [CLS] s2 [SEP] ..., each sentence its own segment."""
+    import torch
+    from transformers import BertModel
+
+    from labse_model.mlm import MaskedLM
+    from labse_model.model import SentenceEncoder, build_config
+
+    rng = np.random.default_rng(3)
+    sents = [rng.integers(10, 500, int(rng.integers(1, 15))).tolist() for _ in range(30)]
+    packed = [s for s, _ in pack_sentences(iter(sents), 48, CLS, SEP, {}, separate=True)]
+    assert sum(s.sentences for s in packed) == 30 and len(packed) < 30
+    a = collate(packed, PAD, SPECIALS)
+    ids, labels = mask_tokens(a["input_ids"], a["real"], MaskSpec(mask_id=MASK, special_ids=SPECIALS, vocab_size=500), rng)
+    # The same sentences (and masks) one per row: [CLS] s [SEP] at positions 0.. .
+    alone = []
+    for r in range(len(packed)):
+        for sid in range(1, int(a["segment_ids"][r].max()) + 1):
+            at = a["segment_ids"][r] == sid
+            assert a["position_ids"][r][at].tolist() == list(range(int(at.sum())))
+            assert a["input_ids"][r][at][0] == CLS and a["input_ids"][r][at][-1] == SEP
+            alone.append((ids[r][at], labels[r][at]))
+    assert [len(x) - 2 for x, _ in alone] == [len(s) for s in sents]
+    width = max(len(x) for x, _ in alone)
+    ids1 = np.zeros((len(alone), width), dtype=np.int64)
+    lab1 = np.full_like(ids1, IGNORE)
+    for i, (x, y) in enumerate(alone):
+        ids1[i, : len(x)], lab1[i, : len(y)] = x, y
+    att1 = (np.arange(width)[None, :] < np.array([len(x) for x, _ in alone])[:, None]).astype(np.int64)
+
+    cfg = build_config(500, pad_token_id=PAD, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                       intermediate_size=64, max_position_embeddings=64, initializer_range=0.1, dropout=0.0)  # fmt: skip
+    torch.manual_seed(0)
+    model = MaskedLM(SentenceEncoder(BertModel(cfg), pooling="mean", use_pooler=False)).eval()
+    T = torch.from_numpy
+    with torch.no_grad():
+        one, _, _ = model(T(ids1), T(att1), T(np.zeros_like(ids1)), T(lab1))
+        many, _, _ = model(T(ids), T(a["attention_mask"]), T(a["token_type_ids"]), T(labels),
+                           position_ids=T(a["position_ids"]), segment_ids=T(a["segment_ids"]))  # fmt: skip
+    assert len(one) == len(many) > 0
+    assert torch.allclose(one, many, atol=1e-5)
