@@ -59,12 +59,13 @@ for m in range(6):
     b = next(it)
     t = b.tensors
     for i in range(len(t["part"])):
-        # One entry per sequence: a packed TLM row holds several (segments 1, 2, ...).
-        seg = t["segment_ids"][i] if "segment_ids" in t else t["attention_mask"][i]
-        packed_rows += int(t["part"][i]) == 1
+        # One entry per MLM row and per TLM pair: a packed TLM row holds several (segments 1, 2, ...).
+        tlm = int(t["part"][i]) == 1
+        seg = t["segment_ids"][i] if (tlm and "segment_ids" in t) else t["attention_mask"][i]
+        packed_rows += tlm
         for sid in sorted(set(seg.tolist()) - {0}):
             keep = seg == sid
-            if "position_ids" in t:
+            if tlm and "position_ids" in t:
                 assert t["position_ids"][i][keep].tolist() == list(range(int(keep.sum())))
             rows.setdefault((m, int(t["part"][i])), []).append(
                 (t["input_ids"][i][keep].tolist(), t["labels"][i][keep].tolist(), t["token_type_ids"][i][keep].tolist()))

@@ -17,7 +17,7 @@ class PretrainConfig:
     max_seq_length: int = option(128, min=8, help="tokens per sequence: sentences are packed up to it (paper: 512)")
     pack_pairs: bool = option(True, help="pack several TLM pairs into a row, attention and positions kept per pair "
                                          "(the same losses as one pair per row, without the padding)")
-    sentence_segments: bool = option(False, help="MLM rows as [CLS] s1 [SEP] [CLS] s2 [SEP] ..., each sentence attending to "
+    sentence_segments: bool = option(True, help="MLM rows as [CLS] s1 [SEP] [CLS] s2 [SEP] ..., each sentence attending to "
                                                  "itself with positions from 0 (as the sentence encoder sees it); false: "
                                                  "BERT's [CLS] s1 [SEP] s2 [SEP] ..., attending across sentences")
     mask_rate: float = option(0.2, min=0.0, min_exclusive=True, max=1.0, help="share of real tokens predicted")
