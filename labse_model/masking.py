@@ -211,6 +211,8 @@ def segment_attention_mask(segment_ids: torch.Tensor, attn_implementation: str, 
     allowed = (segment_ids[:, :, None] == segment_ids[:, None, :]).unsqueeze(1)
     if attn_implementation == "sdpa":
         return allowed
+    if attn_implementation != "eager":
+        raise ValueError(f"segment-packed rows need sdpa or eager attention, not {attn_implementation!r}")
     return torch.zeros(allowed.shape, dtype=dtype, device=allowed.device).masked_fill(~allowed, torch.finfo(dtype).min)
 
 

@@ -4,6 +4,9 @@ stacking, on the shared loop (loop.py) and the streaming reader (stream.py).
 Each micro-batch holds ``mlm_batch_size`` packed monolingual sequences and ``tlm_batch_size``
 ``[CLS] a [SEP] b [SEP]`` pair sequences (global counts, split over the data lanes and ranks),
 padded together and run through ONE forward call; the loss is the MLM mean plus the TLM mean.
+After masking, the pairs are packed several to a row (``pack_pairs``) and, with
+``sentence_segments``, each packed sentence is its own segment; segments carry their own
+positions and attend only to themselves (masking.pack_rows, mlm.MaskedLM).
 A producer thread tokenises, packs and masks ahead of the step. Masks are drawn from
 ``rng(seed, micro-batch, lane)``, so they do not depend on the number of ranks either.
 
@@ -66,8 +69,8 @@ def stage_layers(total_layers: int, stages: int) -> list[int]:
 
 
 def _pack_pair_rows(rows: dict[str, np.ndarray], parts: list[int], max_len: int) -> tuple[dict[str, np.ndarray], list[int]]:
-    """The TLM rows (the tail of ``parts``) packed several to a row; MLM rows unchanged, with
-    positions 0.. and one segment each (packed sentences attend to each other, as in BERT)."""
+    """The TLM rows (the tail of ``parts``) packed several to a row. MLM rows stay as they are:
+    one segment per sentence with ``sentence_segments``, else one segment per row."""
     first = parts.index(1)
     keys = ("input_ids", "token_type_ids", "attention_mask", "labels")
     packed = pack_rows({k: rows[k][first:] for k in keys}, max_len)
