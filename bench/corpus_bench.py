@@ -166,7 +166,7 @@ def read_wikiextractor(out: Path) -> tuple[int, list[str]]:
 
 
 def bench_wiki(work: Path, repeat: int, workers: int) -> dict:
-    from filters.splitter import split_sentences
+    from filters.mono.splitter import split_sentences
 
     dump = work / f"enwiki-x{repeat}-multistream.xml.bz2"
     info = build_wiki_dump(dump, repeat)
@@ -340,7 +340,7 @@ _SR_DATE = re.compile(r"^\d{1,2}\. \d{2}\. \d{4}\.$")
 
 def worker_ours_cc(wet: str, dump: str) -> dict:
     """Library path, one process: reader + SentenceCleaner, as the Beam DoFn runs them."""
-    from filters.cleaner import CleanerConfig, SentenceCleaner
+    from filters.mono.cleaner import CleanerConfig, SentenceCleaner
     from labse_common.stats import StageCounter
     from pipelines.readers.warc import iter_warc_documents
 
@@ -360,7 +360,7 @@ def worker_ours_cc(wet: str, dump: str) -> dict:
 def worker_ours_wiki_extract(dump: str, out: str) -> dict:
     """Extraction only, one process: read the dump and turn each article's wikitext into text
     (the work wikiextractor does; no splitting, LID, quality, dedup or Parquet)."""
-    from filters.wikitext import wikitext_to_text
+    from filters.mono.wikitext import wikitext_to_text
     from labse_common.stats import StageCounter
     from pipelines.readers.wikidump import iter_range_pages, plan_ranges
 
@@ -468,7 +468,7 @@ def bench_cc(work: Path, repeat: int, beam: bool) -> dict:
     log.info("WET %s: %d documents, %.1f MB text", wet, info["documents"], mb)
     res: dict = {"input": {**info, "path": str(wet)}}
     for side, fn, name in (
-        ("ours", "ours_cc", "filters.cleaner.SentenceCleaner + readers.warc (1 process)"),
+        ("ours", "ours_cc", "filters.mono.cleaner.SentenceCleaner + readers.warc (1 process)"),
         ("peer", "datatrove_cc", "datatrove 0.10.1 WarcReader+split+length+LanguageFilter+C4"),
     ):
         dump = work / f"cc_{side}_kept.json"
@@ -516,8 +516,8 @@ def worker_wikiextractor_filters(wout: str, out: str) -> dict:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from filters.cleaner import CleanerConfig, Document, SentenceCleaner
-    from filters.dedup import dedup_key
+    from filters.mono.cleaner import CleanerConfig, Document, SentenceCleaner
+    from filters.mono.dedup import dedup_key
     from labse_common.stats import StageCounter
 
     cleaner = SentenceCleaner(CleanerConfig())

@@ -9,7 +9,7 @@ misaligned target), repeated ``--repeat`` times. Each language pair is a separat
 systems (the script and language checks are declared per pair), run in this one process, one
 after the other, twice (the first round warms caches; the second is reported).
 
-ours   ``filters.pair_rules.PairRulesRunner`` with the demo preset's 10 rules, batches of 20k
+ours   ``filters.bitext.pair_rules.PairRulesRunner`` with the demo preset's 10 rules, batches of 20k
 peer   OpusFilter 3.3.1 (``opusfilter.filters``), the equivalent filters chained in the same
        order, each filtering the survivors of the previous one (as an OpusFilter ``filter``
        step): LengthFilter(char 3..1000), SimilarityFilter(char, 0.9) for identical/copy,
@@ -131,8 +131,8 @@ def main() -> int:
     except ImportError:
         print("error: pip install opusfilter (the bench extra)", file=sys.stderr)
         return 2
+    from filters.bitext.pair_rules import PairRulesRunner
     from filters.langid import default_lid_model_path
-    from filters.pair_rules import PairRulesRunner
     from labse_common.config import load
 
     cfg = load("pair_rules", "demo")
@@ -185,7 +185,7 @@ def main() -> int:
         "| system | CPU s | pairs/CPU-s (per core) | speed ours/peer | real pairs kept | corrupted pairs dropped |"
     )
     print("|---|---|---|---|---|---|")
-    print(f"| ours: filters.pair_rules (10 rules) | {r['ours_cpu']:.2f} | {ours_ps:,.0f} | "
+    print(f"| ours: filters.bitext.pair_rules (10 rules) | {r['ours_cpu']:.2f} | {ours_ps:,.0f} | "
           f"{ours_ps / opus_ps:.2f}x | {r['ours_real_kept'] / r['real']:.1%} | "
           f"{r['ours_bad_dropped'] / r['bad']:.1%} |")  # fmt: skip
     print(f"| OpusFilter 3.3.1 (8 equivalent filters) | {r['opus_cpu']:.2f} | {opus_ps:,.0f} | 1.00x | "

@@ -1,6 +1,6 @@
 """Command line: ``python -m filters <command> ...`` for bitext filtering.
 
-Each command lives in its own module ``filters/cli_<command>.py`` (dashes become underscores)
+Each command lives in its own module ``filters/bitext/cli_<command>.py`` (dashes become underscores)
 with ``main(argv: list[str]) -> int``, so adding a command touches no shared file.
 """
 
@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     if name not in COMMANDS:
         print(f"error: unknown command {name!r}\n\n{_usage()}", file=sys.stderr)
         return 2
-    module = importlib.import_module(f"filters.cli_{name.replace('-', '_')}")
+    module = importlib.import_module(f"filters.bitext.cli_{name.replace('-', '_')}")
     return int(module.main(rest) or 0)
 
 

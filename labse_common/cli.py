@@ -11,9 +11,19 @@ Every CLI spells its common options the same way:
 Older spellings (``--preset``, ``--out``, ``--output-dir``) still parse but are hidden from
 ``--help``. Explicit flags win over ``--set``, which wins over the preset.
 
-A wrong path, argument or configuration value ends the command with one line on stderr and
-exit status 2, never a traceback: :func:`run_main` maps :class:`UsageError`,
-:class:`~labse_common.config.ConfigError` and :class:`FileNotFoundError` to that.
+One error mapping, in :func:`run_main`, for every command:
+
+* the project's own errors (:class:`~labse_common.errors.UsageError` and its kinds: config,
+  input data, remote store, output claim) and a missing/unreadable file the user named → one
+  line on stderr naming the file or flag, exit status 2;
+* Ctrl-C → exit status 130;
+* anything else (a bug here, in numpy or pyarrow) → not caught: a traceback and exit status 1.
+  Nothing catches bare ``ValueError``: a library bug must not look like a user mistake.
+
+Before the body runs, every ``s3://``/``gs://`` value among the parsed arguments is checked
+(:mod:`labse_common.remote`): missing credentials, endpoint or bucket is one line within seconds.
+User data is read through :mod:`labse_common.datafiles`, which turns damage into an
+:class:`~labse_common.errors.InputError` naming the file.
 """
 
 from __future__ import annotations
@@ -35,8 +45,13 @@ EXIT_USAGE = 2
 log = logging.getLogger(__name__)
 
 
-#: The errors a CLI reports in one line with exit status 2.
-USAGE_ERRORS: tuple[type[BaseException], ...] = (UsageError, ConfigError, FileNotFoundError)
+#: The errors a CLI reports in one line with exit status 2. The OSErrors count only when they
+#: name a file (``exc.filename``): a path the user gave that is missing, a folder, or unreadable.
+USAGE_ERRORS: tuple[type[BaseException], ...] = (
+    UsageError, ConfigError, FileNotFoundError, NotADirectoryError, IsADirectoryError,
+    PermissionError,
+)  # fmt: skip
+EXIT_INTERRUPTED = 130
 
 
 # --- flags ---------------------------------------------------------------------------------
@@ -130,8 +145,9 @@ def load_config(
 def one_line(exc: BaseException) -> str:
     """The error's message on one line (YAML errors span several)."""
     msg = " ".join(str(exc).split())
-    if isinstance(exc, FileNotFoundError) and exc.filename and not msg:
-        msg = f"not found: {exc.filename}"
+    if isinstance(exc, OSError) and exc.filename and not isinstance(exc, UsageError):
+        reason = exc.strerror or type(exc).__name__
+        msg = f"{exc.filename}: {reason}"
     return msg or type(exc).__name__
 
 
@@ -142,11 +158,35 @@ def usage_error(exc: BaseException | str, logger: logging.Logger | str | None = 
     return EXIT_USAGE
 
 
-def run_main(body: Callable[[], int | None], logger: logging.Logger | str | None = None) -> int:
-    """Run a CLI body; a usage, config or missing-file error is one line on stderr, status 2."""
+def is_usage_error(exc: BaseException) -> bool:
+    """True for the errors reported in one line with exit status 2 (see the module docstring)."""
+    if isinstance(exc, UsageError):
+        return True
+    return isinstance(exc, USAGE_ERRORS) and bool(getattr(exc, "filename", None))
+
+
+def run_main(
+    body: Callable[[], int | None],
+    logger: logging.Logger | str | None = None,
+    args: argparse.Namespace | None = None,
+    check_remote: bool = True,
+) -> int:
+    """Run a CLI body under the one error mapping (module docstring).
+
+    ``args``: the parsed arguments; their ``s3://``/``gs://`` values are checked before the body
+    runs (``check_remote=False`` for Beam jobs, which check once their options are parsed)."""
     try:
+        if args is not None and check_remote:
+            from labse_common.remote import check_paths, remote_paths
+
+            check_paths(remote_paths(vars(args).values()))
         return int(body() or 0)
+    except KeyboardInterrupt:
+        logging.getLogger(logger if isinstance(logger, str) else None).error("interrupted")
+        return EXIT_INTERRUPTED
     except USAGE_ERRORS as e:
+        if not is_usage_error(e):
+            raise
         return usage_error(e, logger)
 
 

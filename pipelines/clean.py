@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import apache_beam as beam
 
-from filters.cleaner import Document, SentenceCleaner
-from filters.dedup import dedup_key
+from filters.mono.cleaner import Document, SentenceCleaner
+from filters.mono.dedup import dedup_key
 from labse_common.formats import SENTENCE_ROW_NAMES as _ROW_NAMES
 from labse_common.sections.corpus import CorpusConfig
 from labse_common.stats import StageCounter

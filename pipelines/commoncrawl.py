@@ -4,7 +4,7 @@
 
 Input patterns are globs or any Beam filesystem path; a ``wet.paths.gz`` file lists inputs
 (relative entries get --paths-prefix). Files are spread over workers; each worker reads its
-files with warcio, cleans each document (filters/cleaner.py), and the job deduplicates and writes
+files with warcio, cleans each document (filters/mono/cleaner.py), and the job deduplicates and writes
 ``out/<lang>/*.parquet`` plus ``out/stats.json``.
 """
 

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 import apache_beam as beam
 
 from filters.langid import default_lid_model_path, load_fasttext_model
-from filters.quality import QualityScorer
+from filters.mono.quality import QualityScorer
 from labse_common.cli import (
     USAGE_ERRORS,
     add_config_options,
@@ -54,7 +54,7 @@ def base_parser(prog: str, description: str) -> argparse.ArgumentParser:
     p.add_argument("--langs", metavar="xx,yy", help="keep only these language labels")
     p.add_argument("--quality-model", metavar="PATH",
                    help="fastText content/boilerplate model from `python -m pipelines.quality "
-                   "train` (default: the rule-based scorer in filters/boilerplate.py)")
+                   "train` (default: the rule-based scorer in filters/mono/boilerplate.py)")
     p.add_argument("--quality-threshold", type=float, metavar="P",
                    help="drop sentences whose content probability is below P")
     p.add_argument("--min-chars", type=int, help="minimum line/sentence length in characters")

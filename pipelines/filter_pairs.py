@@ -4,7 +4,7 @@
         [--src-lang de --trg-lang en] [--config demo] [--set max_ratio=2.5] [--write-dropped] \\
         [--cds-model DIR [--cds-threshold T]] [beam options, e.g. --runner FlinkRunner]
 
-Each input file (Parquet or TSV[.gz], the formats of ``filters.pair_io``) is read by one worker
+Each input file (Parquet or TSV[.gz], the formats of ``filters.bitext.pair_io``) is read by one worker
 in record batches, which are reshuffled over the workers; each worker loads the rules (the LID
 model) and the CDS scorer once (``DoFn.setup``) and runs the same ``PairRulesRunner`` as
 ``python -m filters rules``, so the kept pairs and counts are the same. Outputs, through Beam
@@ -34,7 +34,7 @@ import pyarrow.parquet as pq
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from filters.pair_io import PairFileError, iter_pair_batches
+from filters.bitext.pair_io import PairFileError, iter_pair_batches
 from filters.steps import chain_report
 from labse_common.config import ConfigError, load, to_dict
 from labse_common.logs import setup_logging
@@ -86,14 +86,14 @@ class FilterBatch(beam.DoFn):
         self.runner = None
 
     def setup(self) -> None:
-        from filters.pair_rules import CdsStep, PairRulesRunner
+        from filters.bitext.pair_rules import CdsStep, PairRulesRunner
         from labse_common.config import from_dict
         from labse_common.sections.pair_rules import PairRulesConfig
 
         extra = []
         if self.cds_model:
-            # filters.cds (the CDS scorer); torch is imported on the workers only
-            from filters.cds.score import CdsScorer
+            # filters.bitext.cds (the CDS scorer); torch is imported on the workers only
+            from filters.bitext.cds.score import CdsScorer
 
             extra.append(CdsStep(CdsScorer.load(self.cds_model), self.cds_threshold))
         cfg = from_dict(PairRulesConfig, self.cfg, prefix=STAGE)
@@ -236,9 +236,9 @@ def run(argv: Sequence[str] | None = None) -> int:
             if not FileSystems.exists(args.cds_model):
                 raise FileNotFoundError(f"CDS model directory not found: {args.cds_model}")
             try:
-                import filters.cds.score  # noqa: F401
+                import filters.bitext.cds.score  # noqa: F401
             except ImportError as e:
-                raise ValueError(f"--cds-model needs filters.cds (not available: {e})") from None
+                raise ValueError(f"--cds-model needs filters.bitext.cds (not available: {e})") from None
         if {"script", "lang"} & set(cfg_obj.steps) and not (args.src_lang and args.trg_lang):
             log.warning("no --src-lang/--trg-lang: the script and lang rules use the input's "
                         "src_lang/trg_lang columns and skip pairs without them")  # fmt: skip

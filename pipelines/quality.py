@@ -4,7 +4,7 @@ The bootstrap, step by step (each step's output can be opened and read):
 
 1. ``python -m pipelines.wikipedia --input DUMP --output wiki``            Wikipedia sentences
 2. ``python -m pipelines.commoncrawl --input WET --output cc --write-dropped``
-   With no quality model, CommonCrawl lines are scored by the rules in filters/boilerplate.py:
+   With no quality model, CommonCrawl lines are scored by the rules in filters/mono/boilerplate.py:
    kept lines are content-like, ``cc/_dropped`` rows with reason ``low_quality`` are
    boilerplate-like (menus, share buttons, cookie and legal notices, dates).
    Rows dropped because LID was unsure are often boilerplate too ("Skip to main content"), so
@@ -31,8 +31,8 @@ from collections.abc import Iterable, Sequence
 
 import pyarrow.parquet as pq
 
-from filters.boilerplate import heuristic_quality
-from filters.quality import QualityScorer, train_quality_model
+from filters.mono.boilerplate import heuristic_quality
+from filters.mono.quality import QualityScorer, train_quality_model
 from labse_common.cli import add_log_level_option, add_output_option
 from labse_common.logs import setup_logging
 

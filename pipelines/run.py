@@ -126,7 +126,7 @@ def _module_has(path: str, text: str | None = None) -> bool:
 
 
 def _needs_filters(command: str) -> Callable[[Context], str | None]:
-    module = f"filters/cli_{command.replace('-', '_')}.py"
+    module = f"filters/bitext/cli_{command.replace('-', '_')}.py"
 
     def check(ctx: Context) -> str | None:
         if not _module_has(module):

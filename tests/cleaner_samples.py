@@ -20,8 +20,8 @@ N_WIKI_PAGES = 40  # enough real wikitext; keeps the test within its time budget
 
 
 def shared_documents() -> list:
-    from filters.cleaner import Document
-    from filters.wikitext import wikitext_to_text
+    from filters.mono.cleaner import Document
+    from filters.mono.wikitext import wikitext_to_text
     from pipelines.readers.warc import iter_warc_documents
     from pipelines.readers.wikidump import DecodeState, iter_pages
 
@@ -49,7 +49,7 @@ def _digest(rows: list[dict]) -> str:
 
 def clean_digest(docs: list) -> dict:
     """Kept rows in order, counts, and dropped rows (as a sorted multiset) of the default chain."""
-    from filters.cleaner import CleanerConfig, SentenceCleaner
+    from filters.mono.cleaner import CleanerConfig, SentenceCleaner
 
     cleaner = SentenceCleaner(CleanerConfig())
     counter = StageCounter()

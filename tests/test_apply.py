@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from filters.cli_apply import main as apply_main
+from filters.bitext.cli_apply import main as apply_main
 from labse_common.stats import check_balanced
 
 

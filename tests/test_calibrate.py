@@ -13,8 +13,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from filters.calibrate import CalibrationError, calibrate, parse_label, roc_auc
-from filters.cli_calibrate import main as calibrate_main
+from filters.bitext.calibrate import CalibrationError, calibrate, parse_label, roc_auc
+from filters.bitext.cli_calibrate import main as calibrate_main
 
 ROOT = Path(__file__).resolve().parents[1]
 

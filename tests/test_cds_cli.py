@@ -14,8 +14,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from filters.cli_cds_score import main as score_main
-from filters.cli_cds_train import main as train_main
+from filters.bitext.cli_cds_score import main as score_main
+from filters.bitext.cli_cds_train import main as train_main
 from labse_common.stats import check_balanced
 from tests.test_cds_model import TINY, toy_pairs
 
@@ -144,7 +144,7 @@ def test_train_from_a_local_pretrained_checkpoint(trained, tmp_path):
     base = json.loads((init / "config.json").read_text())
     got = json.loads((out / "fwd" / "noisy" / "config.json").read_text())
     assert (got["d_model"], got["vocab_size"]) == (base["d_model"], base["vocab_size"])
-    from filters.cds.model import load_tokenizer
+    from filters.bitext.cds.model import load_tokenizer
 
     assert load_tokenizer(str(out)).get_vocab() == load_tokenizer(str(init)).get_vocab()
     assert train_main(["--noisy", str(noisy), "--trusted", str(trusted), "--output", str(tmp_path / "m2"),

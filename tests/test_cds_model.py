@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 import torch
 
-from filters.cds.fit import TrustedTooSmall, train_cds
-from filters.cds.model import collate, encode_pairs, length_batches, token_logprobs
-from filters.cds.noise import KINDS, make_noisy
-from filters.cds.score import CdsScorer, dual_xent
+from filters.bitext.cds.fit import TrustedTooSmall, train_cds
+from filters.bitext.cds.model import collate, encode_pairs, length_batches, token_logprobs
+from filters.bitext.cds.noise import KINDS, make_noisy
+from filters.bitext.cds.score import CdsScorer, dual_xent
 from labse_common.config import load
 
 torch.set_num_threads(1)

@@ -17,12 +17,12 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
-from filters.calibrate import roc_auc
-from filters.cds.noise import make_noisy, read_tatoeba
-from filters.cli_apply import main as apply_main
-from filters.cli_calibrate import main as calibrate_main
-from filters.cli_cds_score import main as score_main
-from filters.cli_cds_train import main as train_main
+from filters.bitext.calibrate import roc_auc
+from filters.bitext.cds.noise import make_noisy, read_tatoeba
+from filters.bitext.cli_apply import main as apply_main
+from filters.bitext.cli_calibrate import main as calibrate_main
+from filters.bitext.cli_cds_score import main as score_main
+from filters.bitext.cli_cds_train import main as train_main
 
 TATOEBA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "tatoeba"
 LANGS = ("deu", "fra", "spa")

@@ -128,7 +128,7 @@ def test_partial_file_gets_defaults(tmp_path):
 
 
 def test_config_travels_to_workers_and_cleaner_uses_it():
-    from filters.cleaner import CleanerConfig
+    from filters.mono.cleaner import CleanerConfig
 
     cfg = load("corpus", "demo", ["min_chars=11"])
     assert CleanerConfig is CorpusConfig  # one dataclass, no second set of defaults

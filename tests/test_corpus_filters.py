@@ -4,14 +4,14 @@ import time
 
 import pytest
 
-from filters.boilerplate import boilerplate_flags, heuristic_quality
-from filters.dedup import dedup_key
 from filters.langid import LanguageFilter, LanguageIdentifier, LidResult, default_lid_model_path
-from filters.length import LengthFilter
-from filters.quality import QualityFilter, QualityScorer, train_quality_model
-from filters.text import clean_text, decode_bytes
-from filters.timeout import TimeLimitedWorker
-from filters.wikitext import wikitext_to_text
+from filters.mono.boilerplate import boilerplate_flags, heuristic_quality
+from filters.mono.dedup import dedup_key
+from filters.mono.length import LengthFilter
+from filters.mono.quality import QualityFilter, QualityScorer, train_quality_model
+from filters.mono.text import clean_text, decode_bytes
+from filters.mono.timeout import TimeLimitedWorker
+from filters.mono.wikitext import wikitext_to_text
 
 
 def test_length_bounds_and_reasons():

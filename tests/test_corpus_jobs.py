@@ -56,7 +56,7 @@ def test_wikipedia_real_sample_has_little_residue(tmp_path):
     assert len(residue) / len(rows) < 0.005, residue[:5]
     assert all(10 <= len(r["text"]) <= 5000 for r in rows)
     # Exact dedup across the whole job: no normalised duplicate survives.
-    from filters.dedup import dedup_key
+    from filters.mono.dedup import dedup_key
 
     keys = [dedup_key(r["text"]) for r in rows]
     assert len(keys) == len(set(keys))

@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from filters.text import decode_bytes
+from filters.mono.text import decode_bytes
 from labse_common.textio import open_text, read_lines, strip_bom
 from mining.__main__ import main as mining_main
 from mining.bucc import read_bucc

@@ -133,11 +133,11 @@ def test_beam_job_bad_arguments_are_clear_errors(tmp_path, capsys):
 
 def test_beam_job_cds_path(inputs, tmp_path):
     """With a trained CDS scorer directory the kept pairs get cds_score, and --cds-threshold
-    drops as cds_below_threshold (filters.cds is another engineer's module: skipped until it
+    drops as cds_below_threshold (filters.bitext.cds is another engineer's module: skipped until it
     is merged)."""
-    pytest.importorskip("filters.cds.score", reason="filters.cds is not on this branch yet")
+    pytest.importorskip("filters.bitext.cds.score", reason="filters.bitext.cds is not on this branch yet")
     fit = pytest.importorskip(
-        "filters.cds.fit", reason="filters.cds.fit (train_cds) is not on this branch yet"
+        "filters.bitext.cds.fit", reason="filters.bitext.cds.fit (train_cds) is not on this branch yet"
     )
     from labse_common.config import ConfigError, load
 

@@ -12,9 +12,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from filters.__main__ import main as filters_main
-from filters.pair_io import PairFileError, read_pairs, write_pairs
-from filters.pair_rules import RULES, PairRulesRunner, numbers
-from filters.scripts import LengthUnits, base_lang, script_ratio, scripts_of
+from filters.bitext.pair_io import PairFileError, read_pairs, write_pairs
+from filters.bitext.pair_rules import RULES, PairRulesRunner, numbers
+from filters.bitext.scripts import LengthUnits, base_lang, script_ratio, scripts_of
 from labse_common.config import ConfigError, load
 from labse_common.sections.pair_rules import ALL_RULES
 from labse_common.stats import StageCounter, check_balanced
@@ -314,7 +314,7 @@ def _brute_margin(x: np.ndarray, y: np.ndarray, pairs: list[tuple[int, int]], k:
 
 
 def test_margin_of_given_pairs_matches_brute_force():
-    from filters.margin_score import score_vectors
+    from filters.bitext.margin_score import score_vectors
 
     rng = np.random.default_rng(3)
     base = rng.standard_normal((50, 16))

@@ -1,6 +1,6 @@
 import pytest
 
-from filters.splitter import split_sentences
+from filters.mono.splitter import split_sentences
 
 CASES = {
     "latin": (

@@ -110,7 +110,7 @@ def test_sentence_chain_on_steps_gives_the_same_rows_and_counts_as_before():
 
 
 def test_sentence_cleaner_exposes_per_step_counts():
-    from filters.cleaner import CleanerConfig, Document, SentenceCleaner
+    from filters.mono.cleaner import CleanerConfig, Document, SentenceCleaner
 
     cleaner = SentenceCleaner(CleanerConfig())
     counter = StageCounter()

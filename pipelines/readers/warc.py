@@ -21,8 +21,8 @@ from typing import BinaryIO
 from warcio.archiveiterator import ArchiveIterator
 from warcio.exceptions import ArchiveLoadFailed
 
-from filters.cleaner import Document
-from filters.text import decode_bytes
+from filters.mono.cleaner import Document
+from filters.mono.text import decode_bytes
 from labse_common.stats import StageCounter
 from pipelines.readers.streams import GuardedStream, PrefixedStream, open_decompressed
 

@@ -377,14 +377,14 @@ class PageConverter:
     """Page -> Document: namespace/redirect checks, then wikitext -> text under a time limit."""
 
     def __init__(self, timeout_s: float, max_page_chars: int) -> None:
-        from filters.timeout import TimeLimitedWorker
-        from filters.wikitext import wikitext_to_text
+        from filters.mono.timeout import TimeLimitedWorker
+        from filters.mono.wikitext import wikitext_to_text
 
         self.max_page_chars = max_page_chars
         self.worker = TimeLimitedWorker(wikitext_to_text, timeout_s)
 
     def __call__(self, page: Page, counter: StageCounter):
-        from filters.cleaner import Document
+        from filters.mono.cleaner import Document
 
         counter.add_in("documents")
         if page.ns != 0:

@@ -19,7 +19,7 @@ import torch
 from tqdm.auto import tqdm
 from transformers import PreTrainedModel, get_linear_schedule_with_warmup
 
-from filters.cds.model import collate, length_batches
+from filters.bitext.cds.model import collate, length_batches
 
 log = logging.getLogger(__name__)
 

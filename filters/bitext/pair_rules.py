@@ -40,8 +40,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import regex
 
+from filters.bitext.scripts import LengthUnits, base_lang, script_ratio, scripts_of
 from filters.langid import CONFUSABLE_GROUPS, LanguageIdentifier
-from filters.scripts import LengthUnits, base_lang, script_ratio, scripts_of
 from filters.steps import Chain, KeepSummary, Step, chain_report
 from labse_common.sections.pair_rules import PairRulesConfig
 from labse_common.stats import StageCounter
@@ -304,7 +304,7 @@ class Lang(Step):
 
 
 class CdsStep(Step):
-    """Score the pairs that passed the rules with a trained CDS scorer (``filters.cds``'s
+    """Score the pairs that passed the rules with a trained CDS scorer (``filters.bitext.cds``'s
     ``CdsScorer``: ``score(src_list, trg_list) -> list[float]``), batched; with a threshold,
     drop pairs scoring below it as ``cds_below_threshold``."""
 

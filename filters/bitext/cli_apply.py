@@ -15,12 +15,12 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from tqdm import tqdm
 
-from filters.cds.cliutil import (
+from filters.bitext.cds.cliutil import (
     add_config_args,
     load_config,
     run_cli,
 )
-from filters.pair_io import PairFileError, PairWriter, iter_pair_batches
+from filters.bitext.pair_io import PairFileError, PairWriter, iter_pair_batches
 from filters.steps import Chain, KeepSummary, Step, chain_report
 from labse_common.config import load
 from labse_common.output_dir import OutputDir

@@ -18,8 +18,8 @@ import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from filters.boilerplate import heuristic_quality
 from filters.langid import load_fasttext_model
+from filters.mono.boilerplate import heuristic_quality
 
 log = logging.getLogger(__name__)
 

@@ -13,13 +13,13 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 
-from filters.calibrate import CalibrationError, calibrate, parse_label, plot_calibration
-from filters.cds.cliutil import add_config_args, load_config, run_cli
-from filters.pair_io import PairFileError, read_pairs
+from filters.bitext.calibrate import CalibrationError, calibrate, parse_label, plot_calibration
+from filters.bitext.cds.cliutil import add_config_args, load_config, run_cli
+from filters.bitext.pair_io import PairFileError, read_pairs
 from labse_common.config import to_dict
 from labse_common.stats import StageCounter, check_balanced, write_report
 
-log = logging.getLogger("filters.calibrate")
+log = logging.getLogger("filters.bitext.calibrate")
 STAGE = "calibrate"
 UNIT = "labelled_pairs"
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from filters.cds.cliutil import run_cli
-from filters.pair_io import read_pairs, write_parquet, write_tsv_gz
+from filters.bitext.cds.cliutil import run_cli
+from filters.bitext.pair_io import read_pairs, write_parquet, write_tsv_gz
 from labse_common.config import load
 from labse_common.stats import StageCounter, check_balanced, write_report
 
@@ -81,7 +81,7 @@ def _read_lines(path: str | None) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> dict:
-    from filters.margin_score import margin_score_pairs
+    from filters.bitext.margin_score import margin_score_pairs
     from mining.knn import KnnConfig
 
     out = Path(args.output)

@@ -15,11 +15,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from filters.langid import LanguageFilter, LanguageIdentifier, LidResult
-from filters.length import LengthFilter
-from filters.quality import QualityFilter, QualityScorer
-from filters.splitter import split_sentences
+from filters.mono.length import LengthFilter
+from filters.mono.quality import QualityFilter, QualityScorer
+from filters.mono.splitter import split_sentences
+from filters.mono.text import clean_text
 from filters.steps import Chain, Step
-from filters.text import clean_text
 from labse_common.sections.corpus import CorpusConfig
 from labse_common.stats import StageCounter
 

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pyarrow.compute as pc
 
-from filters.cds.cliutil import (
+from filters.bitext.cds.cliutil import (
     add_config_args,
     load_config,
     run_cli,
 )
-from filters.pair_io import read_pairs
+from filters.bitext.pair_io import read_pairs
 from labse_common.config import to_dict
 from labse_common.output_dir import OutputDir
 from labse_common.stats import StageCounter, check_balanced, write_report
@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     def body() -> int:
         import torch
 
-        from filters.cds.fit import train_cds
+        from filters.bitext.cds.fit import train_cds
 
         cfg = load_config(args, {"vocab": args.vocab, "init": args.init, "device": args.device,
                                  "threads": args.threads, "bidirectional": args.bidirectional})  # fmt: skip

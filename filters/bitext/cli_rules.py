@@ -10,8 +10,8 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from filters.cds.cliutil import run_cli
-from filters.pair_io import PairFileError, PairWriter, iter_pair_batches
+from filters.bitext.cds.cliutil import run_cli
+from filters.bitext.pair_io import PairFileError, PairWriter, iter_pair_batches
 from labse_common.config import load, to_dict
 from labse_common.stats import StageCounter, check_balanced, write_report
 
@@ -53,7 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> dict:
-    from filters.pair_rules import PairRulesRunner
+    from filters.bitext.pair_rules import PairRulesRunner
 
     cfg = load(STAGE, args.config, [*args.set, *args.overrides],
                {"write_dropped": args.write_dropped, "lid_model": args.lid_model})  # fmt: skip
@@ -62,11 +62,11 @@ def run(args: argparse.Namespace) -> dict:
     if not Path(args.pairs).exists():
         raise FileNotFoundError(f"pair file not found: {args.pairs}")
     if "script" in cfg.steps:
-        from filters.scripts import scripts_of
+        from filters.bitext.scripts import scripts_of
 
         for flag, lang in (("--src-lang", args.src_lang), ("--trg-lang", args.trg_lang)):
             if lang and scripts_of(lang) is None:
-                log.warning("%s %s: script unknown to filters/scripts.py; the script rule skips that side",
+                log.warning("%s %s: script unknown to filters/bitext/scripts.py; the script rule skips that side",
                             flag, lang)  # fmt: skip
     t0 = time.perf_counter()
     out = Path(args.output)

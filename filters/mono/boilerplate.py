@@ -2,7 +2,7 @@
 
 Two uses: (1) the default quality score when no trained classifier is given, and (2) the
 *bootstrap labeller* that picks positive/negative CommonCrawl lines to train the fastText
-quality classifier (see filters/quality.py). Every rule has a name so a dropped line can be
+quality classifier (see filters/mono/quality.py). Every rule has a name so a dropped line can be
 inspected: ``boilerplate_flags(line)`` returns the names of the rules that fired.
 
 The rules encode what web boilerplate looks like across languages: no sentence-final

@@ -19,9 +19,15 @@ from collections.abc import Sequence
 
 from transformers import PreTrainedTokenizerBase
 
-from filters.cds.model import encode_pairs, load_model, load_tokenizer, new_model, pick_device
-from filters.cds.score import FORMAT, META_FILE
-from filters.cds.train import TrainSettings, fine_tune_copy, train_seq2seq
+from filters.bitext.cds.model import (
+    encode_pairs,
+    load_model,
+    load_tokenizer,
+    new_model,
+    pick_device,
+)
+from filters.bitext.cds.score import FORMAT, META_FILE
+from filters.bitext.cds.train import TrainSettings, fine_tune_copy, train_seq2seq
 from labse_common.config import to_dict
 from labse_common.sections.cds import CdsConfig
 from labse_common.stats import StageCounter

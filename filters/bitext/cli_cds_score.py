@@ -12,8 +12,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from tqdm import tqdm
 
-from filters.cds.cliutil import add_config_args, load_config, run_cli
-from filters.pair_io import PairFileError, iter_pair_batches
+from filters.bitext.cds.cliutil import add_config_args, load_config, run_cli
+from filters.bitext.pair_io import PairFileError, iter_pair_batches
 from labse_common.stats import StageCounter, check_balanced, write_report
 
 log = logging.getLogger("filters.cds_score")
@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     def body() -> int:
         import torch
 
-        from filters.cds.score import CdsScorer
+        from filters.bitext.cds.score import CdsScorer
 
         cfg = load_config(args, {"device": args.device, "threads": args.threads,
                                  "score_batch_size": args.batch_size})  # fmt: skip

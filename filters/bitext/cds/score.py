@@ -30,7 +30,7 @@ import torch
 from tqdm.auto import tqdm
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from filters.cds.model import (
+from filters.bitext.cds.model import (
     collate,
     encode_pairs,
     length_batches,

@@ -7,8 +7,8 @@ import logging
 import sys
 from collections.abc import Callable
 
-from filters.calibrate import CalibrationError
-from filters.pair_io import PairFileError
+from filters.bitext.calibrate import CalibrationError
+from filters.bitext.pair_io import PairFileError
 from labse_common.config import ConfigError, load
 from labse_common.logs import setup_logging
 from labse_common.sections.cds import CdsConfig

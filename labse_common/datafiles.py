@@ -1,0 +1,165 @@
+"""Reading user data: every damaged, empty or wrong-shaped file becomes one :class:`InputError`.
+
+The commands read Parquet tables, JSON reports and manifests, ``.npy`` arrays and text through
+these helpers instead of calling pyarrow/json/numpy directly. pyarrow, numpy and ``json`` raise a
+dozen exception types for damage (``ArrowInvalid``, ``OSError: Corrupt snappy compressed data``,
+``UnicodeDecodeError``, ``ValueError: mmap length is greater than file size``) and none of them
+names the file; here each becomes ``InputError(path, problem, flag)``, which the command
+foundation prints as one line with exit status 2. A stage that survives damage (counts a bad
+file and goes on) catches :class:`InputError` per file.
+
+Reading is whole: a Parquet file is decoded to the end, so damage in the middle (footer intact)
+is found here, not half-way through a stage that already wrote output.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from labse_common.errors import InputError
+
+# What pyarrow, numpy and the codecs raise for a damaged or foreign file.
+_DAMAGE = (pa.ArrowException, OSError, ValueError, EOFError, UnicodeDecodeError)
+
+
+def _missing(path: str, flag: str | None) -> InputError:
+    return InputError(path, "not found", flag)
+
+
+def _check_file(path: str | os.PathLike, flag: str | None) -> str:
+    p = os.fspath(path)
+    if "://" in p:
+        return p  # remote: existence is checked by the read itself
+    if not os.path.exists(p):
+        raise _missing(p, flag)
+    if os.path.isdir(p):
+        raise InputError(p, "is a folder, expected a file", flag)
+    if os.path.getsize(p) == 0:
+        raise InputError(p, "empty file", flag)
+    return p
+
+
+def _open_remote(path: str):
+    from labse_common import filesystems
+
+    return filesystems.open_read(path)
+
+
+def parquet_file(path: str | os.PathLike, flag: str | None = None) -> pq.ParquetFile:
+    """Open a Parquet file (footer read and checked); damage is an InputError."""
+    p = _check_file(path, flag)
+    try:
+        src = _open_remote(p) if "://" in p else p
+        return pq.ParquetFile(src)
+    except FileNotFoundError:
+        raise _missing(p, flag) from None
+    except _DAMAGE as e:
+        raise InputError(p, f"not a readable Parquet file ({_short(e)})", flag) from e
+
+
+def read_parquet(
+    path: str | os.PathLike,
+    columns: Sequence[str] | None = None,
+    flag: str | None = None,
+    required: Sequence[str] = (),
+) -> pa.Table:
+    """The whole table (or ``columns`` of it), decoded to the end; ``required`` columns must be
+    there. Damage anywhere in the file, a missing column: InputError naming the file."""
+    pf = parquet_file(path, flag)
+    names = set(pf.schema_arrow.names)
+    lacking = [c for c in required if c not in names]
+    if lacking:
+        raise InputError(path, f"has no column {', '.join(map(repr, lacking))} "
+                         f"(columns: {', '.join(sorted(names))})", flag)  # fmt: skip
+    cols = [c for c in columns if c in names] if columns is not None else None
+    try:
+        return pf.read(columns=cols)
+    except _DAMAGE as e:
+        raise InputError(path, f"damaged Parquet ({_short(e)})", flag) from e
+
+
+def iter_parquet_batches(
+    path: str | os.PathLike,
+    columns: Sequence[str] | None = None,
+    flag: str | None = None,
+    batch_size: int = 65_536,
+) -> Iterator[pa.RecordBatch]:
+    """Record batches in order; damage raises InputError when it is reached (the batches before
+    it have been yielded: a caller that survives damage counts the rest of the file as lost)."""
+    pf = parquet_file(path, flag)
+    it = pf.iter_batches(batch_size=batch_size, columns=list(columns) if columns else None)
+    while True:
+        try:
+            batch = next(it)
+        except StopIteration:
+            return
+        except _DAMAGE as e:
+            raise InputError(path, f"damaged Parquet ({_short(e)})", flag) from e
+        yield batch
+
+
+def read_text(path: str | os.PathLike, flag: str | None = None) -> str:
+    """A whole UTF-8 text file; bytes that are not UTF-8 are an InputError naming the offset."""
+    p = _check_file(path, flag)
+    try:
+        if "://" in p:
+            with _open_remote(p) as f:
+                data = f.read()
+        else:
+            with open(p, "rb") as f:
+                data = f.read()
+    except FileNotFoundError:
+        raise _missing(p, flag) from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise InputError(p, f"not UTF-8 text (byte {e.start})", flag) from e
+
+
+def read_json(
+    path: str | os.PathLike, flag: str | None = None, expect: type | tuple[type, ...] = dict
+) -> Any:
+    """A JSON document whose top level is ``expect`` (an object by default)."""
+    text = read_text(path, flag)
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise InputError(path, f"not valid JSON ({e.msg}, line {e.lineno})", flag) from e
+    if not isinstance(doc, expect):
+        want = expect.__name__ if isinstance(expect, type) else "/".join(t.__name__ for t in expect)
+        got = type(doc).__name__
+        raise InputError(path, f"JSON of the wrong shape: a {got} where a {_json_name(want)} "
+                         "was expected", flag)  # fmt: skip
+    return doc
+
+
+def _json_name(py: str) -> str:
+    return {"dict": "object", "list": "list"}.get(py, py)
+
+
+def load_npy(path: str | os.PathLike, flag: str | None = None, mmap: bool = True) -> np.ndarray:
+    """A ``.npy`` array (memory-mapped locally); truncation or a foreign file is InputError."""
+    p = _check_file(path, flag)
+    try:
+        if "://" in p:
+            import io
+
+            with _open_remote(p) as f:
+                return np.load(io.BytesIO(f.read()), allow_pickle=False)
+        return np.load(p, mmap_mode="r" if mmap else None, allow_pickle=False)
+    except FileNotFoundError:
+        raise _missing(p, flag) from None
+    except _DAMAGE as e:
+        raise InputError(p, f"not a readable .npy array ({_short(e)})", flag) from e
+
+
+def _short(e: BaseException) -> str:
+    msg = " ".join(str(e).split())
+    return (msg[:200] + "...") if len(msg) > 200 else (msg or type(e).__name__)
