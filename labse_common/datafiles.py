@@ -135,13 +135,14 @@ def read_json(
     if not isinstance(doc, expect):
         want = expect.__name__ if isinstance(expect, type) else "/".join(t.__name__ for t in expect)
         got = type(doc).__name__
-        raise InputError(path, f"JSON of the wrong shape: a {got} where a {_json_name(want)} "
-                         "was expected", flag)  # fmt: skip
+        raise InputError(path, f"JSON of the wrong shape: {_json_name(got)} where "
+                         f"{_json_name(want)} was expected", flag)  # fmt: skip
     return doc
 
 
 def _json_name(py: str) -> str:
-    return {"dict": "object", "list": "list"}.get(py, py)
+    return {"dict": "an object", "list": "a list", "str": "a string", "int": "a number",
+            "float": "a number", "NoneType": "null", "bool": "a boolean"}.get(py, py)  # fmt: skip
 
 
 def load_npy(path: str | os.PathLike, flag: str | None = None, mmap: bool = True) -> np.ndarray:
