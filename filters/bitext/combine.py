@@ -1,0 +1,274 @@
+"""One calibrated pair score from every feature a run has, fitted on labelled mined pairs.
+
+Margin alone reaches the paper's ~80% GOOD only at the very top of a demo run's mined pairs, and
+CDS alone barely separates misaligned pairs; each scorer sees a different error. This module
+combines them the way bicleaner-ai does (one classifier over many features) but keeps the model
+small enough to read and to store as JSON:
+
+* features: every numeric score column present in the pairs table (:data:`SCORE_COLUMNS`:
+  the miner's margin and cosine, CDS in both directions, the dual cross-entropy, language-ID
+  confidences) plus features derived from the text (:data:`DERIVED`: length ratio, digits
+  agreement, copied source) and every boolean rule flag column (``rule_*``);
+* model: standardised features, missing values imputed with the training mean, and a
+  scikit-learn ``LogisticRegression`` — its output is a probability of GOOD, fitted by log loss,
+  so it is calibrated on the labelled sample's distribution; the out-of-fold probabilities
+  (stratified k-fold) are what the threshold is chosen on, so the threshold never sees a pair
+  scored by a model trained on it;
+* threshold: :func:`filters.bitext.calibrate.calibrate` on the out-of-fold probabilities (the
+  lowest threshold whose kept pairs reach the target GOOD share, bootstrap intervals), globally
+  and per language pair where the pair's labelled sample allows it.
+
+One feature alone is the special case ``features=[name]``. The fitted model is plain JSON
+(:meth:`CombinedScorer.to_json`): feature names, means, scales, weights, intercept.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+
+from filters.bitext.calibrate import Calibration, CalibrationError, calibrate, roc_auc
+
+log = logging.getLogger(__name__)
+
+#: Score columns used when present (higher or lower is better: the model learns the sign).
+SCORE_COLUMNS = (
+    "margin", "margin_fwd", "margin_bwd", "cosine",
+    "cds_score", "cds_score_bwd", "dual_xent", "xent_clean", "xent_clean_bwd",
+    "src_lang_score", "trg_lang_score",
+)  # fmt: skip
+
+
+def _lengths(col: Sequence[str]) -> np.ndarray:
+    return np.array([len(s or "") for s in col], dtype=np.float64)
+
+
+def _abs_log_len_ratio(src: Sequence[str], trg: Sequence[str]) -> np.ndarray:
+    return np.abs(np.log((_lengths(src) + 1.0) / (_lengths(trg) + 1.0)))
+
+
+def _digits_agree(src: Sequence[str], trg: Sequence[str]) -> np.ndarray:
+    # Numbers survive translation: a pair whose digit sequences differ is rarely a translation.
+    return np.array([float(_digit_seq(a) == _digit_seq(b)) for a, b in zip(src, trg)])
+
+
+def _digit_seq(text: str | None) -> str:
+    return "".join(ch for ch in (text or "") if ch.isdigit())
+
+
+def _copied(src: Sequence[str], trg: Sequence[str]) -> np.ndarray:
+    return np.array([float((a or "").strip().lower() == (b or "").strip().lower())
+                     for a, b in zip(src, trg)])  # fmt: skip
+
+
+#: Features computed from the two sentences (name -> function of src and trg columns).
+DERIVED: Mapping[str, Callable[[Sequence[str], Sequence[str]], np.ndarray]] = {
+    "abs_log_len_ratio": _abs_log_len_ratio,
+    "digits_agree": _digits_agree,
+    "copied": _copied,
+}
+
+
+def available_features(table: pa.Table) -> list[str]:
+    """The features this table can give, in a stable order."""
+    names = [c for c in SCORE_COLUMNS if c in table.column_names]
+    if "src" in table.column_names and "trg" in table.column_names:
+        names += list(DERIVED)
+    names += sorted(c for c in table.column_names
+                    if c.startswith("rule_") and pa.types.is_boolean(table.schema.field(c).type))  # fmt: skip
+    return names
+
+
+def feature_matrix(table: pa.Table, features: Sequence[str]) -> np.ndarray:
+    """``(rows, features)`` float64; NaN where a score is missing (imputed by the model)."""
+    cols = []
+    src = trg = None
+    for name in features:
+        if name in DERIVED:
+            if src is None:
+                src = table.column("src").to_pylist()
+                trg = table.column("trg").to_pylist()
+            cols.append(DERIVED[name](src, trg))
+        elif name in table.column_names:
+            arr = table.column(name).to_numpy(zero_copy_only=False)
+            cols.append(np.asarray(arr, dtype=np.float64))
+        else:
+            raise KeyError(f"feature {name!r} is not in the pairs table")
+    if not cols:
+        return np.zeros((table.num_rows, 0))
+    x = np.column_stack(cols).astype(np.float64)
+    x[~np.isfinite(x)] = np.nan
+    return x
+
+
+@dataclass
+class CombinedScorer:
+    """A fitted logistic model over named features (means/scales standardise, NaN -> mean)."""
+
+    features: list[str]
+    mean: list[float]
+    scale: list[float]
+    weights: list[float]
+    intercept: float
+
+    def score_matrix(self, x: np.ndarray) -> np.ndarray:
+        mean = np.asarray(self.mean)
+        z = np.where(np.isnan(x), mean, x)
+        z = (z - mean) / np.asarray(self.scale)
+        logit = z @ np.asarray(self.weights) + self.intercept
+        return 1.0 / (1.0 + np.exp(-np.clip(logit, -50, 50)))
+
+    def score(self, table: pa.Table) -> np.ndarray:
+        """P(GOOD) of each pair of ``table``."""
+        return self.score_matrix(feature_matrix(table, self.features))
+
+    def to_json(self) -> dict:
+        return {"features": self.features, "mean": self.mean, "scale": self.scale,
+                "weights": self.weights, "intercept": self.intercept}  # fmt: skip
+
+    @classmethod
+    def from_json(cls, doc: Mapping) -> CombinedScorer:
+        try:
+            s = cls(features=list(doc["features"]), mean=[float(v) for v in doc["mean"]],
+                    scale=[float(v) for v in doc["scale"]],
+                    weights=[float(v) for v in doc["weights"]],
+                    intercept=float(doc["intercept"]))  # fmt: skip
+        except (KeyError, TypeError) as e:
+            raise ValueError(f"not a combined-score model: {e}") from e
+        n = len(s.features)
+        if not (len(s.mean) == len(s.scale) == len(s.weights) == n):
+            raise ValueError(
+                "combined-score model: features, mean, scale and weights differ in length"
+            )
+        return s
+
+
+def _fit(x: np.ndarray, y: np.ndarray, c: float, seed: int) -> CombinedScorer:
+    from sklearn.linear_model import LogisticRegression
+
+    mean = np.nanmean(x, axis=0) if len(x) else np.zeros(x.shape[1])
+    mean = np.where(np.isfinite(mean), mean, 0.0)
+    z = np.where(np.isnan(x), mean, x)
+    scale = z.std(axis=0)
+    scale = np.where(scale > 1e-12, scale, 1.0)  # a constant feature gets weight ~0, not NaN
+    z = (z - mean) / scale
+    model = LogisticRegression(C=c, max_iter=1000, random_state=seed)
+    model.fit(z, y)
+    return CombinedScorer(features=[], mean=mean.tolist(), scale=scale.tolist(),
+                          weights=model.coef_[0].tolist(), intercept=float(model.intercept_[0]))  # fmt: skip
+
+
+def out_of_fold(x: np.ndarray, y: np.ndarray, folds: int, c: float, seed: int) -> np.ndarray:
+    """P(GOOD) of each labelled pair from a model fitted on the other folds (stratified)."""
+    from sklearn.model_selection import StratifiedKFold
+
+    k = max(2, min(folds, int(y.sum()), int((~y).sum())))
+    oof = np.empty(len(y), dtype=np.float64)
+    for train, test in StratifiedKFold(k, shuffle=True, random_state=seed).split(x, y):
+        oof[test] = _fit(x[train], y[train], c, seed).score_matrix(x[test])
+    return oof
+
+
+@dataclass
+class FeatureReport:
+    name: str
+    auc: float  # of the feature alone on the labelled sample (0.5 = no information)
+    weight: float  # standardised weight in the final model
+
+
+@dataclass
+class CombinedFit:
+    scorer: CombinedScorer
+    features: list[FeatureReport]
+    oof_auc: float  # out-of-fold ROC AUC of the combined score
+    oof_brier: float  # out-of-fold Brier score (calibration + sharpness)
+    calibration: Calibration | None  # the global threshold (None: target unreachable)
+    unreachable: str | None  # why no threshold reaches the target, when so
+    per_pair: dict[str, Calibration | str] = field(default_factory=dict)
+    oof_scores: np.ndarray | None = field(default=None, repr=False)
+
+    def to_json(self) -> dict:
+        return {
+            "model": self.scorer.to_json(),
+            "features": [f.__dict__ for f in self.features],
+            "oof_auc": self.oof_auc,
+            "oof_brier": self.oof_brier,
+            "calibration": self.calibration.to_json() if self.calibration else None,
+            "unreachable": self.unreachable,
+            "per_pair": {
+                k: (v.to_json() if isinstance(v, Calibration) else {"unreachable": v})
+                for k, v in self.per_pair.items()
+            },  # fmt: skip
+        }
+
+
+def fit_combined(
+    table: pa.Table,
+    good: np.ndarray,
+    features: Sequence[str] | None = None,
+    target: float = 0.8,
+    folds: int = 5,
+    c: float = 1.0,
+    bootstrap: int = 1000,
+    confidence: float = 0.9,
+    min_labelled: int = 30,
+    min_per_label: int = 5,
+    min_kept: int = 10,
+    pair_column: str | None = "src_lang",
+    seed: int = 0,
+) -> CombinedFit:
+    """Fit the combined score on a labelled sample and choose its threshold(s).
+
+    ``good``: bool per row of ``table``. Per-language-pair thresholds are chosen for the values
+    of ``pair_column`` whose labelled rows allow a calibration on their own; the others use the
+    global one. Raises :class:`CalibrationError` for a sample that cannot be fitted at all.
+    """
+    good = np.asarray(good, dtype=bool)
+    if len(good) != table.num_rows:
+        raise ValueError("labels and table differ in length")
+    names = list(features) if features is not None else available_features(table)
+    if not names:
+        raise CalibrationError("the labelled pairs have no score column to combine")
+    if good.all() or not good.any():
+        raise CalibrationError("the labelled sample needs both GOOD and BAD pairs")
+    x = feature_matrix(table, names)
+    oof = out_of_fold(x, good, folds, c, seed)
+    final = _fit(x, good, c, seed)
+    final.features = names
+    reports = []
+    for j, name in enumerate(names):
+        col = x[:, j]
+        ok = ~np.isnan(col)
+        auc = roc_auc(col[ok], good[ok]) if ok.any() else float("nan")
+        reports.append(FeatureReport(name, auc, final.weights[j]))
+    cal, why = None, None
+    kw = dict(target=target, bootstrap=bootstrap, confidence=confidence, min_per_label=min_per_label,
+              min_kept=min_kept, seed=seed, score_column="combined_score")  # fmt: skip
+    try:
+        cal = calibrate(oof, good, min_labelled=min_labelled, **kw)
+    except CalibrationError as e:
+        why = str(e)
+    per_pair: dict[str, Calibration | str] = {}
+    if pair_column and pair_column in table.column_names:
+        keys = np.asarray(table.column(pair_column).to_pylist(), dtype=object)
+        for key in sorted(set(keys.tolist()), key=str):
+            m = keys == key
+            try:
+                per_pair[str(key)] = calibrate(oof[m], good[m], min_labelled=min_labelled, **kw)
+            except CalibrationError as e:
+                per_pair[str(key)] = str(e)
+    brier = float(np.mean((oof - good) ** 2))
+    return CombinedFit(final, reports, roc_auc(oof, good), brier, cal, why, per_pair, oof)
+
+
+def thresholds_for(fit: CombinedFit, keys: Sequence[object]) -> np.ndarray:
+    """The threshold each row gets: its language pair's own where calibrated, else the global
+    one (NaN where neither exists: such rows cannot be kept at the target)."""
+    glob = fit.calibration.threshold if fit.calibration else math.nan
+    own = {k: v.threshold for k, v in fit.per_pair.items() if isinstance(v, Calibration)}
+    return np.array([own.get(str(k), glob) for k in keys], dtype=np.float64)

@@ -1,0 +1,179 @@
+"""A labelled sample drawn from the mined pairs, as the paper's annotators labelled them.
+
+The threshold of the final filter must be chosen on pairs like the ones it will judge: mined
+candidates, with the miner's errors, not held-out translations with random partners. So:
+
+1. :func:`draw_sample` draws a stratified sample of the mined candidates: strata are the
+   language pair and margin quantile buckets within it, and each stratum gets a share of the
+   sample proportional to its size (largest remainder), so the sample is self-weighting: its
+   GOOD share estimates the GOOD share of the candidates it was drawn from, while every margin
+   range is represented. Each row keeps ``stratum`` and ``weight`` (candidates per sampled row).
+2. :func:`write_for_labelling` writes it as a TSV a person labels (``label`` column: GOOD/BAD),
+   and :func:`read_labels` reads it back, refusing anything but GOOD/BAD or blank (blank rows
+   are counted as unlabelled and left out).
+3. Where the true alignment is known (the demo's planted pairs), :func:`split_halves` assigns
+   every source sentence to half 0 or 1 by a stable hash, :func:`auto_label` labels a sample
+   from it, and only candidates of the calibration half are sampled: the other half is kept for
+   the final evaluation, never seen by training or calibration.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import os
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from filters.bitext.calibrate import BAD, GOOD
+from labse_common.errors import InputError
+
+LABEL = "label"
+#: Columns of the labelling TSV, in order (the text columns last: they are the long ones).
+TSV_COLUMNS = ("sample_id", "src_lang", "trg_lang", "margin", "stratum", "weight", LABEL,
+               "src", "trg")  # fmt: skip
+
+
+def half_of(text: str) -> int:
+    """0 or 1, stable across runs and machines (not Python's salted ``hash``)."""
+    return hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest()[0] & 1
+
+
+def split_halves(texts: Iterable[str]) -> np.ndarray:
+    return np.fromiter((half_of(t) for t in texts), dtype=np.int8)
+
+
+def _buckets(margin: np.ndarray, n: int) -> np.ndarray:
+    if len(margin) == 0 or n <= 1:
+        return np.zeros(len(margin), dtype=np.int64)
+    edges = np.quantile(margin, np.linspace(0, 1, n + 1)[1:-1])
+    return np.searchsorted(edges, margin, side="right")
+
+
+def _allocate(sizes: np.ndarray, n: int) -> np.ndarray:
+    """Largest-remainder proportional allocation of ``n`` over strata of ``sizes``."""
+    total = int(sizes.sum())
+    if total == 0:
+        return np.zeros_like(sizes)
+    n = min(n, total)
+    exact = sizes * (n / total)
+    take = np.floor(exact).astype(np.int64)
+    rest = n - int(take.sum())
+    order = np.argsort(-(exact - take), kind="stable")
+    take[order[:rest]] += 1
+    return np.minimum(take, sizes)
+
+
+def draw_sample(
+    table: pa.Table,
+    n: int,
+    margin_buckets: int = 4,
+    pair_columns: Sequence[str] = ("src_lang", "trg_lang"),
+    seed: int = 0,
+) -> pa.Table:
+    """``n`` rows of ``table`` (mined pairs), stratified by language pair and margin bucket.
+
+    Adds ``sample_id`` (row index in ``table``), ``stratum`` and ``weight``."""
+    if n <= 0:
+        raise ValueError("the sample size must be positive")
+    cols = [c for c in pair_columns if c in table.column_names]
+    keys = (["|".join(str(v) for v in row) for row in zip(*(table.column(c).to_pylist() for c in cols))]
+            if cols else ["all"] * table.num_rows)  # fmt: skip
+    margin = (np.asarray(table.column("margin").to_numpy(zero_copy_only=False), dtype=np.float64)
+              if "margin" in table.column_names else np.zeros(table.num_rows))  # fmt: skip
+    keys_arr = np.asarray(keys, dtype=object)
+    strata = np.empty(table.num_rows, dtype=object)
+    for key in set(keys):
+        m = np.flatnonzero(keys_arr == key)
+        b = _buckets(margin[m], margin_buckets)
+        for i, bi in zip(m, b):
+            strata[i] = f"{key}|m{int(bi)}"
+    names = sorted(set(strata.tolist()))
+    sizes = np.array([(strata == s).sum() for s in names], dtype=np.int64)
+    take = _allocate(sizes, n)
+    rng = np.random.default_rng(seed)
+    rows, stratum, weight = [], [], []
+    for s, size, k in zip(names, sizes, take):
+        if k == 0:
+            continue
+        members = np.flatnonzero(strata == s)
+        pick = np.sort(rng.choice(members, size=int(k), replace=False))
+        rows += pick.tolist()
+        stratum += [s] * int(k)
+        weight += [float(size) / float(k)] * int(k)
+    order = np.argsort(rows, kind="stable")
+    rows = np.asarray(rows, dtype=np.int64)[order]
+    out = table.take(pa.array(rows))
+    out = out.append_column("sample_id", pa.array(rows))
+    out = out.append_column("stratum", pa.array(np.asarray(stratum, dtype=object)[order].tolist()))
+    return out.append_column("weight", pa.array(np.asarray(weight)[order]))
+
+
+def auto_label(sample: pa.Table, planted: Iterable[tuple[str, str]]) -> pa.Table:
+    """Label each sampled pair GOOD when (src, trg) is a planted pair, else BAD."""
+    gold = set(planted)
+    labels = [GOOD if (s, t) in gold else BAD
+              for s, t in zip(sample.column("src").to_pylist(), sample.column("trg").to_pylist())]  # fmt: skip
+    if LABEL in sample.column_names:
+        sample = sample.drop_columns([LABEL])
+    return sample.append_column(LABEL, pa.array(labels))
+
+
+def _cell(v: object) -> str:
+    return "" if v is None else str(v).replace("\t", " ").replace("\n", " ").replace("\r", " ")
+
+
+def write_for_labelling(sample: pa.Table, path: str | os.PathLike) -> None:
+    """A TSV with a header for a person to fill the ``label`` column (GOOD or BAD)."""
+    cols = [c for c in TSV_COLUMNS if c in sample.column_names or c == LABEL]
+    data = {c: (sample.column(c).to_pylist() if c in sample.column_names else [""] * sample.num_rows)
+            for c in cols}  # fmt: skip
+    with open(path, "w", encoding="utf-8", newline="") as f:
+        f.write("\t".join(cols) + "\n")
+        for i in range(sample.num_rows):
+            f.write("\t".join(_cell(data[c][i]) for c in cols) + "\n")
+
+
+def read_labels(path: str | os.PathLike) -> tuple[pa.Table, int]:
+    """The labelled rows of a labelling TSV (label GOOD/BAD) and the count of blank ones."""
+    try:
+        with open(path, encoding="utf-8", newline="") as f:
+            text = f.read()
+    except UnicodeDecodeError as e:
+        raise InputError(path, f"not UTF-8 text (byte {e.start})") from e
+    rows = list(csv.reader(io.StringIO(text), delimiter="\t", quoting=csv.QUOTE_NONE))
+    if not rows:
+        raise InputError(path, "empty labelling file")
+    header = rows[0]
+    for need in ("src", "trg", LABEL):
+        if need not in header:
+            raise InputError(path, f"no {need!r} column in the header {header}")
+    cols: dict[str, list] = {h: [] for h in header}
+    blank = 0
+    for lineno, row in enumerate(rows[1:], start=2):
+        if len(row) != len(header):
+            raise InputError(
+                path, f"line {lineno}: {len(row)} fields, the header has {len(header)}"
+            )
+        lab = row[header.index(LABEL)].strip().upper()
+        if not lab:
+            blank += 1
+            continue
+        if lab not in (GOOD, BAD):
+            raise InputError(path, f"line {lineno}: label {lab!r} is not GOOD, BAD or blank")
+        for h, v in zip(header, row):
+            cols[h].append(lab if h == LABEL else v)
+    table = pa.table(cols)
+    for num in ("margin", "weight"):
+        if num in table.column_names:
+            table = table.set_column(table.column_names.index(num), num,
+                                     pc.cast(table.column(num), pa.float64()))  # fmt: skip
+    return table, blank
+
+
+def labels_bool(table: pa.Table) -> np.ndarray:
+    return np.asarray([v == GOOD for v in table.column(LABEL).to_pylist()], dtype=bool)
