@@ -107,3 +107,55 @@ def test_stratified_sample_is_proportional_and_labels_round_trip(tmp_path):
     path.write_text("\n".join([lines[0], "\t".join(cells), *lines[2:]]) + "\n", encoding="utf-8")
     with pytest.raises(InputError, match="line 2: label 'MAYBE'"):
         read_labels(path)
+
+
+def _run(module, argv: list[str]) -> int:
+    return module.main([*argv, "--log-level", "WARNING"])
+
+
+def test_sample_and_combine_commands(tmp_path):
+    import pyarrow.parquet as pq
+
+    from filters.bitext import cli_combine, cli_sample
+    from labse_common.stats import check_balanced, read_report
+
+    table, planted = mined_candidates(n=3000, seed=11)
+    pairs = tmp_path / "scored.parquet"
+    pq.write_table(table, pairs)
+    gold = tmp_path / "planted.tsv"
+    gold.write_text("".join(f"{s}\t{t}\n" for s, t in sorted(planted)), encoding="utf-8")
+    smp = tmp_path / "sample"
+    assert _run(cli_sample, ["--pairs", str(pairs), "--planted", str(gold), "--output", str(smp),
+                             "--n", "400"]) == 0  # fmt: skip
+    stats = read_report(smp / "stats.json")
+    assert not check_balanced(stats)
+    assert stats["counts"]["pairs"]["out"] == 400
+    assert stats["counts"]["pairs"]["dropped"]["other_half"] > 1000  # the evaluation half
+    out = tmp_path / "combined"
+    assert _run(cli_combine, ["--pairs", str(pairs), "--labels", str(smp / "sample.tsv"),
+                              "--output", str(out), "--set", "bootstrap=100"]) == 0  # fmt: skip
+    scored = pq.read_table(out / "scored.parquet")
+    assert scored.num_rows == table.num_rows
+    keep = np.asarray(scored.column("keep").to_pylist())
+    truth = np.array([(s, t) in planted for s, t in zip(table.column("src").to_pylist(),
+                                                        table.column("trg").to_pylist())])  # fmt: skip
+    assert 0.7 <= truth[keep].mean() <= 0.95
+    report = read_report(out / "stats.json")
+    assert not check_balanced(report)
+    assert report["counts"]["pairs"]["out"] == int(keep.sum())
+    assert {"margin", "cds_score"} <= set(report["features"])
+    # A target no threshold reaches: stop (exit 2, nothing written) or continue (nothing kept).
+    stop = tmp_path / "stop"
+    assert _run(cli_combine, ["--pairs", str(pairs), "--labels", str(smp / "sample.tsv"),
+                              "--output", str(stop), "--target", "0.999", "--set", "bootstrap=50", "--set", "min_kept=150"]) == 2  # fmt: skip
+    assert not stop.exists()
+    cont = tmp_path / "continue"
+    assert _run(cli_combine, ["--pairs", str(pairs), "--labels", str(smp / "sample.tsv"),
+                              "--output", str(cont), "--target", "0.999", "--set", "bootstrap=50", "--set", "min_kept=150",
+                              "--set", "on_unreachable=continue"]) == 0  # fmt: skip
+    assert not any(pq.read_table(cont / "scored.parquet").column("keep").to_pylist())
+    # Labels from another pairs table are refused, naming the file.
+    other = tmp_path / "other.parquet"
+    pq.write_table(table.slice(0, 100), other)
+    assert _run(cli_combine, ["--pairs", str(other), "--labels", str(smp / "sample.tsv"),
+                              "--output", str(tmp_path / "x")]) == 2  # fmt: skip

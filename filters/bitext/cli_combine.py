@@ -1,0 +1,203 @@
+"""fit the combined pair score on a labelled sample of the mined pairs and choose its threshold
+
+``python -m filters combine --pairs SCORED.parquet --labels DIR/sample.tsv --output OUT``
+
+Every score column the pairs have (margin, cosine, CDS both ways, dual cross-entropy, language-ID
+confidence), the derived text features and the rule flags are combined by a logistic regression
+fitted on the labelled sample (``filters sample``); the threshold for ``combine.target`` GOOD is
+chosen on out-of-fold probabilities with bootstrap intervals, per language pair where its
+labelled pairs allow it (:mod:`filters.bitext.combine`). Writes:
+
+* ``OUT/scored.parquet``: every pair with ``combined_score``, ``combined_threshold`` and ``keep``;
+* ``OUT/model.json``: the fitted model (features, means, scales, weights, intercept);
+* ``OUT/combined.json``: per-feature ROC AUC and weight, out-of-fold AUC and Brier score, the
+  global and per-pair calibration (threshold, precision and retained share with intervals),
+  or why the target is unreachable and the best precision that was reachable;
+* ``OUT/calibration.png`` and ``OUT/stats.json``.
+
+When no threshold reaches the target: ``combine.on_unreachable=stop`` (the default) ends with one
+line naming the reachable precision and exit 2, writing nothing; ``continue`` writes everything
+with every pair marked not kept.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from filters.bitext.calibrate import (
+    Calibration,
+    CalibrationError,
+    plot_calibration,
+    precision_curve,
+)
+from filters.bitext.combine import fit_combined, thresholds_for
+from filters.bitext.sample import labels_bool, read_labels
+from labse_common.cli import (
+    add_config_options,
+    add_log_level_option,
+    add_output_option,
+    add_overwrite_option,
+    load_config,
+    run_main,
+)
+from labse_common.config import to_dict
+from labse_common.datafiles import read_parquet
+from labse_common.errors import InputError, UsageError
+from labse_common.logs import setup_logging
+from labse_common.output_dir import OutputDir
+from labse_common.stats import StageCounter, check_balanced, to_report, write_report
+
+log = logging.getLogger("filters.bitext.combine")
+STAGE = "combine"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m filters combine",
+        description=__doc__.split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--pairs", required=True, metavar="PAIRS.parquet",
+                   help="the pairs table the sample was drawn from (its sample_id column indexes "
+                   "this table's rows); every pair of it is scored")  # fmt: skip
+    p.add_argument(
+        "--labels",
+        required=True,
+        metavar="SAMPLE.tsv",
+        help="the labelled sample (`filters sample` output with the label column filled)",
+    )
+    add_output_option(p, "output folder (scored.parquet, model.json, combined.json, stats.json)")
+    add_overwrite_option(p)
+    p.add_argument("--target", type=float, help="GOOD share to reach (default combine.target)")
+    add_config_options(p, "combine", example="on_unreachable=continue")
+    add_log_level_option(p)
+    return p
+
+
+def labelled_rows(table: pa.Table, labels: pa.Table, path: str) -> np.ndarray:
+    """Row indices into ``table`` of the labelled pairs; their texts must match."""
+    if "sample_id" not in labels.column_names:
+        raise InputError(path, "no sample_id column: label the sample.tsv written by `filters sample`",
+                         "--labels")  # fmt: skip
+    try:
+        ids = np.asarray([int(v) for v in labels.column("sample_id").to_pylist()], dtype=np.int64)
+    except ValueError:
+        raise InputError(path, "sample_id values must be row numbers", "--labels") from None
+    if len(ids) and (ids.min() < 0 or ids.max() >= table.num_rows):
+        raise InputError(path, f"sample_id out of range for a pairs table of {table.num_rows} rows: "
+                         "was the sample drawn from another --pairs file?", "--labels")  # fmt: skip
+    src, trg = table.column("src").to_pylist(), table.column("trg").to_pylist()
+    lsrc, ltrg = labels.column("src").to_pylist(), labels.column("trg").to_pylist()
+    for k, i in enumerate(ids):
+        # The TSV replaced tabs and newlines by spaces; compare on the same footing.
+        if _flat(src[i]) != lsrc[k] or _flat(trg[i]) != ltrg[k]:
+            raise InputError(path, f"sample_id {i}: its pair differs from row {i} of --pairs: was "
+                             "the sample drawn from another file?", "--labels")  # fmt: skip
+    return ids
+
+
+def _flat(text: str | None) -> str:
+    return "" if text is None else text.replace("\t", " ").replace("\n", " ").replace("\r", " ")
+
+
+def _reachable(scores: np.ndarray, good: np.ndarray, min_kept: int) -> tuple[float, float]:
+    """The best precision a threshold keeping at least ``min_kept`` labelled pairs reaches, and
+    the retained share there."""
+    _, prec, kept = precision_curve(scores, good)
+    ok = kept * len(scores) >= min_kept
+    if not ok.any():
+        return float("nan"), float("nan")
+    i = int(np.flatnonzero(ok)[np.argmax(prec[ok])])
+    return float(prec[i]), float(kept[i])
+
+
+def run(args: argparse.Namespace) -> dict:
+    cfg = load_config("combine", args, {"target": args.target})
+    table = read_parquet(args.pairs, flag="--pairs", required=("src", "trg"))
+    labels, blank = read_labels(args.labels)
+    if labels.num_rows == 0:
+        raise InputError(args.labels, f"no labelled pair ({blank} blank labels)", "--labels")
+    ids = labelled_rows(table, labels, args.labels)
+    good = labels_bool(labels)
+    sample = table.take(pa.array(ids))
+    try:
+        fit = fit_combined(
+        sample, good, features=cfg.features, target=cfg.target, folds=cfg.folds, c=cfg.c,
+        bootstrap=cfg.bootstrap, confidence=cfg.confidence, min_labelled=cfg.min_labelled,
+        min_per_label=cfg.min_per_label, min_kept=cfg.min_kept,
+        pair_column="src_lang" if cfg.per_pair else None, seed=cfg.seed,
+        )  # fmt: skip
+    except CalibrationError as e:  # a sample that cannot be fitted: all one label, no features
+        raise UsageError(f"--labels {args.labels}: {e}") from e
+    summary = fit.to_json()
+    for f in fit.features:
+        log.info("feature %-18s AUC %.3f  weight %+.3f", f.name, f.auc, f.weight)
+    log.info("combined score: out-of-fold AUC %.3f, Brier %.3f", fit.oof_auc, fit.oof_brier)
+    if fit.calibration is None:
+        best, kept = _reachable(fit.oof_scores, good, cfg.min_kept)
+        summary["reachable_precision"] = best
+        summary["reachable_retained_share"] = kept
+        msg = (f"target {cfg.target:.0%} GOOD is not reachable on the labelled sample: the best "
+               f"threshold keeping >= {cfg.min_kept} labelled pairs reaches {best:.1%} GOOD "
+               f"(retaining {kept:.1%}); {fit.unreachable}")  # fmt: skip
+        if cfg.on_unreachable == "stop":
+            raise UsageError(f"--labels {args.labels}: {msg} (combine.on_unreachable=stop; set "
+                             "it to continue to write the scores anyway)")  # fmt: skip
+        log.warning("%s; combine.on_unreachable=continue: no pair is kept", msg)
+    scores = fit.scorer.score(table)
+    keys = (
+        table.column("src_lang").to_pylist()
+        if "src_lang" in table.column_names
+        else [None] * table.num_rows
+    )
+    thr = thresholds_for(fit, keys)
+    keep = np.isfinite(thr) & (scores >= np.nan_to_num(thr, nan=np.inf))
+    counter = StageCounter()
+    counter.add_in("pairs", table.num_rows)
+    counter.add_out("pairs", int(keep.sum()))
+    counter.add_dropped("pairs", "below_threshold", int((np.isfinite(thr) & ~keep).sum()))
+    counter.add_dropped("pairs", "target_unreachable", int((~np.isfinite(thr)).sum()))
+    counter.add_in("labelled_pairs", labels.num_rows + blank)
+    counter.add_out("labelled_pairs", labels.num_rows)
+    counter.add_dropped("labelled_pairs", "unlabelled", blank)
+    report = to_report(STAGE, counter.counts, config=to_dict(cfg),
+                       oof_auc=fit.oof_auc, features={f.name: {"auc": f.auc, "weight": f.weight}
+                                                      for f in fit.features})  # fmt: skip
+    problems = check_balanced(report)
+    if problems:  # a bug here, not the user's input
+        raise RuntimeError(f"combine: unbalanced counts {problems}")
+    out_table = (table.append_column("combined_score", pa.array(scores.astype(np.float32)))
+                 .append_column("combined_threshold", pa.array(thr.astype(np.float32)))
+                 .append_column("keep", pa.array(keep)))  # fmt: skip
+    with OutputDir(args.output, args.overwrite).open() as out:
+        pq.write_table(out_table, os.path.join(out.tmp, "scored.parquet"))
+        for name, doc in (("model.json", fit.scorer.to_json()), ("combined.json", summary)):
+            with open(os.path.join(out.tmp, name), "w", encoding="utf-8") as f:
+                json.dump(doc, f, indent=2, default=_json_default)
+        if isinstance(fit.calibration, Calibration):
+            plot_calibration(fit.calibration, os.path.join(out.tmp, "calibration.png"))
+        write_report(os.path.join(out.tmp, "stats.json"), report)
+    log.info("kept %d of %d pairs (threshold %s) -> %s", int(keep.sum()), table.num_rows,
+             f"{fit.calibration.threshold:.3f}" if fit.calibration else "none", args.output)  # fmt: skip
+    return report
+
+
+def _json_default(v: object) -> object:
+    if isinstance(v, (np.floating, np.integer)):
+        return v.item()
+    if isinstance(v, np.ndarray):
+        return v.tolist()
+    raise TypeError(type(v).__name__)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    setup_logging(args.log_level)
+    return run_main(lambda: run(args) and 0, log, args=args)
