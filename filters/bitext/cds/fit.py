@@ -21,7 +21,7 @@ from transformers import PreTrainedTokenizerBase
 
 from filters.bitext.cds.model import (
     encode_pairs,
-    load_model,
+    load_init_model,
     load_tokenizer,
     new_model,
     pick_device,
@@ -88,8 +88,10 @@ def train_cds(
     figures: dict = {}
     for d in directions:
         if cfg.init:
-            base = load_model(cfg.init)
-            max_length = min(max_length, int(getattr(base.config, "max_position_embeddings", max_length)))
+            base = load_init_model(cfg.init, tok)
+            max_length = min(
+                max_length, int(getattr(base.config, "max_position_embeddings", max_length))
+            )
         else:
             base = new_model(tok, cfg.model, seed=cfg.seed)
         flip = d == "bwd"
@@ -100,17 +102,28 @@ def train_cds(
         for unit, enc in (("noisy_pairs", enc_noisy), ("trusted_pairs", enc_trusted)):
             counter.add_event(unit, f"truncated_input_{d}", enc.truncated_inputs)
             counter.add_event(unit, f"truncated_target_{d}", enc.truncated_targets)
-        common = {"batch_size": cfg.batch_size, "warmup_steps": cfg.warmup_steps,
-                  "weight_decay": cfg.weight_decay, "clip_norm": cfg.clip_norm,
-                  "seed": cfg.seed, "progress": cfg.progress}
+        common = {
+            "batch_size": cfg.batch_size,
+            "warmup_steps": cfg.warmup_steps,
+            "weight_decay": cfg.weight_decay,
+            "clip_norm": cfg.clip_norm,
+            "seed": cfg.seed,
+            "progress": cfg.progress,
+        }
         noisy_fig = train_seq2seq(
-            base, enc_noisy.inputs, enc_noisy.targets,
-            TrainSettings(epochs=cfg.noisy_epochs, lr=cfg.lr, **common), device,
+            base,
+            enc_noisy.inputs,
+            enc_noisy.targets,
+            TrainSettings(epochs=cfg.noisy_epochs, lr=cfg.lr, **common),
+            device,
             desc=f"theta_noisy {d}",
         )
         clean, clean_fig = fine_tune_copy(
-            base, enc_trusted.inputs, enc_trusted.targets,
-            TrainSettings(epochs=cfg.clean_epochs, lr=cfg.clean_lr, **common), device,
+            base,
+            enc_trusted.inputs,
+            enc_trusted.targets,
+            TrainSettings(epochs=cfg.clean_epochs, lr=cfg.clean_lr, **common),
+            device,
             desc=f"theta_clean {d}",
         )
         base.save_pretrained(os.path.join(out_dir, d, "noisy"))

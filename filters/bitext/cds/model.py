@@ -89,6 +89,45 @@ def load_model(path: str) -> PreTrainedModel:
     return AutoModelForSeq2SeqLM.from_pretrained(path, local_files_only=True)
 
 
+def init_kind(path: str) -> str:
+    """What a ``cds.init`` checkpoint is: ``seq2seq`` (Marian, M2M, NLLB, BART: used as it is) or
+    ``bert`` (an encoder such as the project's MLM+TLM checkpoint: both halves of a new
+    encoder-decoder start from it). Anything else is an InputError naming the folder."""
+    from labse_common.datafiles import read_json
+    from labse_common.errors import InputError
+
+    if not os.path.isdir(path):
+        raise InputError(path, "not a checkpoint folder", "--init")
+    cfg = read_json(os.path.join(path, "config.json"), flag="--init")
+    if cfg.get("is_encoder_decoder"):
+        return "seq2seq"
+    if cfg.get("model_type") == "bert":
+        return "bert"
+    raise InputError(path, f"model_type {cfg.get('model_type')!r} is neither an encoder-decoder "
+                     "(Marian, M2M, NLLB, BART) nor a BERT encoder", "--init")  # fmt: skip
+
+
+def load_init_model(path: str, tokenizer: PreTrainedTokenizerBase) -> PreTrainedModel:
+    """The starting point of a CDS model from a local checkpoint (see :func:`init_kind`).
+
+    A BERT encoder becomes a BERT2BERT ``EncoderDecoderModel``: the encoder and the decoder
+    (self-attention, feed-forward, embeddings, and the MLM head as its output layer when the
+    checkpoint has one) are copied from it; only the decoder's cross-attention starts random. It
+    saves and reloads like any seq2seq checkpoint (``AutoModelForSeq2SeqLM``)."""
+    if init_kind(path) == "seq2seq":
+        return load_model(path)
+    from transformers import EncoderDecoderModel
+
+    model = EncoderDecoderModel.from_encoder_decoder_pretrained(
+        path, path, encoder_local_files_only=True, decoder_local_files_only=True
+    )
+    model.config.decoder_start_token_id = _special_id(tokenizer, "cls", "bos")
+    model.config.pad_token_id = _special_id(tokenizer, "pad")
+    model.config.eos_token_id = _special_id(tokenizer, "sep", "eos")
+    model.config.vocab_size = model.config.decoder.vocab_size
+    return model
+
+
 def load_tokenizer(path: str) -> PreTrainedTokenizerBase:
     """The tokenizer saved in ``path`` (BERT WordPiece, Marian SentencePiece, BART BPE)."""
     if not os.path.isdir(path):
@@ -134,7 +173,9 @@ def encode_pairs(
 
 
 def length_batches(
-    lengths: np.ndarray, batch_size: int, rng: np.random.Generator | None = None,
+    lengths: np.ndarray,
+    batch_size: int,
+    rng: np.random.Generator | None = None,
     chunk: int = 50,
 ) -> list[np.ndarray]:
     """Index batches of similar length (little padding).
