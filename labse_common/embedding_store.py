@@ -20,7 +20,13 @@ time by :meth:`EmbeddingStore.iter_vectors` (``all_vectors`` on a remote store h
 Also read wherever a store is accepted: a plain ``.npy`` (row i = line i of the text), and the
 older numbered shards ``<stem>.00000.npy, <stem>.00001.npy, ...`` that ``labse_model encode
 --shard-size`` wrote before it wrote stores (pass ``<stem>.npy``); ``python -m
-labse_common.embedding_store convert OLD NEW`` turns either into a store.
+labse_common.embedding_store convert OLD NEW`` turns either into a store. Numbered shards must
+run from ``00000`` without a gap: a missing one would shift every later row off its line, so it is
+an error naming the shard.
+
+Damaged or inconsistent stores (a manifest that is not JSON, a shard of the wrong shape, a
+truncated ``.npy``) raise :class:`~labse_common.errors.InputError` naming the file; the classes
+below are also ``FileNotFoundError``/``ValueError`` so older callers that catch those still do.
 """
 
 from __future__ import annotations
@@ -40,14 +46,31 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from labse_common import datafiles
+from labse_common.errors import InputError
 from labse_common.output_dir import is_remote, join
 
-log = logging.getLogger(__name__)
+# Named, not __name__: under `python -m` the module is __main__, whose logs are muted.
+log = logging.getLogger("labse_common.embedding_store")
 
 MANIFEST = "store.json"
 FORMAT = "labse-embedding-store"
 VERSION = 1
 DTYPES = ("float16", "float32")
+
+
+class StoreNotFound(InputError, FileNotFoundError):
+    """No store (no ``store.json``), no ``.npy``, or a numbered shard missing."""
+
+    def __reduce__(self):  # InputError's arguments, so the error crosses process boundaries
+        return type(self), (self.path, self.problem, self.flag)
+
+
+class StoreDamaged(InputError, ValueError):
+    """A store or array that cannot be used: bad manifest, wrong shape, dimensions disagree."""
+
+    def __reduce__(self):
+        return type(self), (self.path, self.problem, self.flag)
 
 
 def _fs():
@@ -81,11 +104,10 @@ def exists(path: str) -> bool:
     return _fs().exists(path) if is_remote(path) else os.path.exists(path)
 
 
-def load_npy(path: str, mmap: bool = True) -> np.ndarray:
-    """A ``.npy`` array: memory-mapped when local (and ``mmap``), read into memory when remote."""
-    if is_remote(path):
-        return np.load(io.BytesIO(read_bytes(path)), allow_pickle=False)
-    return np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
+def load_npy(path: str, mmap: bool = True, flag: str | None = None) -> np.ndarray:
+    """A ``.npy`` array: memory-mapped when local (and ``mmap``), read into memory when remote;
+    a truncated or foreign file is an InputError naming it (:func:`labse_common.datafiles.load_npy`)."""
+    return datafiles.load_npy(path, flag, mmap=mmap)
 
 
 def npy_bytes(arr: np.ndarray) -> bytes:
@@ -127,18 +149,27 @@ def write_manifest(store: str, dim: int, dtype: str, shards: Sequence[ShardInfo]
 class EmbeddingStore:
     """Read access to a store folder (local or any Beam filesystem)."""
 
-    def __init__(self, path: str | os.PathLike) -> None:
+    def __init__(self, path: str | os.PathLike, flag: str | None = None) -> None:
         self.path = os.fspath(path)
+        self.flag = flag
         manifest = join(self.path, MANIFEST)
         if not exists(manifest):
-            raise FileNotFoundError(f"not an embedding store (no {MANIFEST}): {self.path}")
-        meta = json.loads(read_bytes(manifest).decode("utf-8"))
+            raise StoreNotFound(self.path, f"not an embedding store (no {MANIFEST})", flag)
+        try:
+            meta = json.loads(read_bytes(manifest).decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise StoreDamaged(manifest, f"not a store manifest ({e})", flag) from e
+        if not isinstance(meta, dict):
+            raise StoreDamaged(manifest, "not a store manifest (not a JSON object)", flag)
         if meta.get("format", FORMAT) != FORMAT or int(meta.get("version", 1)) > VERSION:
-            raise ValueError(f"{manifest}: unsupported store format {meta.get('format')!r} "
-                             f"version {meta.get('version')!r}")  # fmt: skip
-        self.dim = int(meta["dim"])
-        self.dtype = str(meta["dtype"])
-        self.shards = [ShardInfo(s["name"], int(s["rows"])) for s in meta["shards"]]
+            raise StoreDamaged(manifest, f"unsupported store format {meta.get('format')!r} "
+                               f"version {meta.get('version')!r}", flag)  # fmt: skip
+        try:
+            self.dim = int(meta["dim"])
+            self.dtype = str(meta["dtype"])
+            self.shards = [ShardInfo(str(s["name"]), int(s["rows"])) for s in meta["shards"]]
+        except (KeyError, TypeError, ValueError) as e:
+            raise StoreDamaged(manifest, f"not a store manifest (bad or missing {e})", flag) from e
 
     @property
     def remote(self) -> bool:
@@ -152,16 +183,15 @@ class EmbeddingStore:
 
     def vectors(self, i: int, mmap: bool = True) -> np.ndarray:
         """Vectors of shard ``i``: memory-mapped when local (no copy until used)."""
-        arr = load_npy(self.shard_path(i), mmap=mmap)
+        path = self.shard_path(i)
+        arr = load_npy(path, mmap=mmap, flag=self.flag)
         if arr.ndim != 2 or arr.shape[1] != self.dim or len(arr) != self.shards[i].rows:
-            raise ValueError(
-                f"{self.path}: shard {i} has shape {arr.shape}, manifest says "
-                f"({self.shards[i].rows}, {self.dim})")
+            raise StoreDamaged(path, f"shard {i} has shape {arr.shape}, manifest says "
+                               f"({self.shards[i].rows}, {self.dim})", self.flag)  # fmt: skip
         return arr
 
     def metadata(self, i: int) -> pa.Table:
-        path = self.shard_path(i, "parquet")
-        return pq.read_table(io.BytesIO(read_bytes(path)) if self.remote else path)
+        return datafiles.read_parquet(self.shard_path(i, "parquet"), flag=self.flag)
 
     def iter_vectors(self) -> Iterator[np.ndarray]:
         for i in range(len(self.shards)):
@@ -176,6 +206,19 @@ class EmbeddingStore:
             return pa.table({"row": pa.array([], pa.int64()), "id": pa.array([], pa.string())})
         tables = [self.metadata(i) for i in range(len(self.shards))]
         return pa.concat_tables(tables, promote_options="default")
+
+
+def write_pieces(store: str, index: int, vecs: Sequence[np.ndarray],
+                 columns: Sequence[dict[str, list]], dtype: str) -> ShardInfo:  # fmt: skip
+    """Shard ``index`` from consecutive pieces (vectors + row-table columns, same keys in each):
+    how :class:`StoreWriter` and the Beam embed job's workers write a shard, so both give the
+    same bytes for the same rows."""
+    merged: dict[str, list] = {}
+    for m in columns:
+        for k, v in m.items():
+            merged.setdefault(k, []).extend(v)
+    arr = np.concatenate(vecs).astype(dtype, copy=False)
+    return write_shard(store, shard_name(index), arr, pa.table(merged))
 
 
 class StoreWriter:
@@ -224,13 +267,8 @@ class StoreWriter:
     def _flush(self) -> None:
         if not self._pending:
             return
-        vecs = np.concatenate(self._vecs).astype(self.dtype, copy=False)
-        merged: dict[str, list] = {}
-        for m in self._meta:
-            for k, v in m.items():
-                merged.setdefault(k, []).extend(v)
-        self.shards.append(write_shard(self.path, shard_name(len(self.shards)), vecs,
-                                       pa.table(merged)))  # fmt: skip
+        self.shards.append(write_pieces(self.path, len(self.shards), self._vecs, self._meta,
+                                        self.dtype))  # fmt: skip
         self._vecs, self._meta, self._pending = [], [], 0
 
     def close(self) -> EmbeddingStore:
@@ -242,45 +280,61 @@ class StoreWriter:
 _NUMBERED = re.compile(r"\.(\d{5})\.npy$")
 
 
-def legacy_shards(path: str) -> list[str]:
-    """``<stem>.00000.npy, ...`` for ``<stem>.npy`` (the old ``encode --shard-size`` output)."""
+def legacy_shards(path: str, flag: str | None = None) -> list[str]:
+    """``<stem>.00000.npy, ...`` for ``<stem>.npy`` (the old ``encode --shard-size`` output).
+
+    The numbers must run from 00000 without a gap: row i is line i only when every shard is
+    there, so a missing one is a :class:`StoreNotFound` naming it."""
     if is_remote(path) or not path.endswith(".npy"):
         return []
     found = sorted(glob.glob(glob.escape(path[:-4]) + ".[0-9][0-9][0-9][0-9][0-9].npy"))
-    return [p for p in found if _NUMBERED.search(p)]
+    found = [p for p in found if _NUMBERED.search(p)]
+    for want, p in enumerate(found):
+        got = int(_NUMBERED.search(p).group(1))
+        if got != want:
+            missing = f"{path[:-4]}.{want:05d}.npy"
+            raise StoreNotFound(missing, f"numbered shard missing (found {len(found)} shards, "
+                                f"the next is {os.path.basename(p)}); rows after it would no "
+                                "longer match their lines", flag)  # fmt: skip
+    return found
 
 
-def load_vectors(path: str | os.PathLike, mmap: bool = True) -> list[np.ndarray]:
+def load_vectors(path: str | os.PathLike, mmap: bool = True,
+                 flag: str | None = None) -> list[np.ndarray]:  # fmt: skip
     """A store folder, a ``.npy`` file or old numbered ``.npy`` shards, as a list of blocks."""
     p = os.fspath(path)
     if exists(join(p, MANIFEST)):
-        return EmbeddingStore(p).all_vectors()
+        return EmbeddingStore(p, flag).all_vectors()
     if not is_remote(p) and os.path.isdir(p):
-        raise FileNotFoundError(f"not an embedding store (no {MANIFEST}): {p}")
+        raise StoreNotFound(p, f"not an embedding store (no {MANIFEST})", flag)
     if not exists(p):
-        old = legacy_shards(p)
+        old = legacy_shards(p, flag)
         if old:
-            return [_check_2d(load_npy(s, mmap), s) for s in old]
-        raise FileNotFoundError(f"embeddings not found: {p}")
+            return [_check_2d(load_npy(s, mmap, flag), s, flag) for s in old]
+        raise StoreNotFound(p, "embeddings not found", flag)
     if not p.endswith(".npy"):
-        raise ValueError(f"embeddings must be a .npy file or a store folder ({MANIFEST}): {p}")
-    return [_check_2d(load_npy(p, mmap), p)]
+        raise StoreDamaged(p, f"embeddings must be a .npy file or a store folder ({MANIFEST})",
+                           flag)  # fmt: skip
+    return [_check_2d(load_npy(p, mmap, flag), p, flag)]
 
 
-def _check_2d(arr: np.ndarray, path: str) -> np.ndarray:
+def _check_2d(arr: np.ndarray, path: str, flag: str | None = None) -> np.ndarray:
     if arr.ndim == 1 and arr.size == 0:
         arr = arr.reshape(0, 0)
     if arr.ndim != 2:
-        raise ValueError(f"{path}: embeddings must be 2-D (rows, dim), got shape {arr.shape}")
+        raise StoreDamaged(path, f"embeddings must be 2-D (rows, dim), got shape {arr.shape}",
+                           flag)  # fmt: skip
     return arr
 
 
-def convert(src: str, dst: str, rows_per_shard: int = 100_000) -> EmbeddingStore:
-    """Any layout :func:`load_vectors` reads -> a store (ids = row numbers)."""
-    blocks = load_vectors(src)
+def convert(src: str, dst: str, rows_per_shard: int = 100_000,
+            flag: str | None = None) -> EmbeddingStore:  # fmt: skip
+    """Any layout :func:`load_vectors` reads -> a store (ids = row numbers) written in ``dst``
+    (a folder this call may fill; the CLI passes its claimed temporary folder)."""
+    blocks = load_vectors(src, flag=flag)
     dims = {b.shape[1] for b in blocks if len(b)}
     if len(dims) > 1:
-        raise ValueError(f"{src}: blocks disagree on dimension {sorted(dims)}")
+        raise StoreDamaged(src, f"blocks disagree on dimension {sorted(dims)}", flag)
     dim = dims.pop() if dims else (blocks[0].shape[1] if blocks else 0)
     dtype = "float16" if blocks and blocks[0].dtype == np.float16 else "float32"
     w = StoreWriter(dst, dim, dtype, rows_per_shard)
@@ -291,29 +345,46 @@ def convert(src: str, dst: str, rows_per_shard: int = 100_000) -> EmbeddingStore
     return w.close()
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    from labse_common.cli import add_log_level_option, add_overwrite_option
+
     ap = argparse.ArgumentParser(
         prog="python -m labse_common.embedding_store",
         description="Convert a .npy or the old numbered <stem>.NNNNN.npy shards into an "
-        "embedding store folder (store.json + shard_NNNNN.npy/.parquet).")
+        "embedding store folder (store.json + shard_NNNNN.npy/.parquet).",
+    )
+    add_log_level_option(ap)
     sub = ap.add_subparsers(dest="command", required=True)
     c = sub.add_parser("convert", help="old layout -> store")
     c.add_argument("src", help="a .npy, or <stem>.npy for <stem>.00000.npy ... shards")
     c.add_argument("dst", help="store folder to write (must not exist or be empty)")
-    c.add_argument("--rows-per-shard", type=int, default=100_000)
-    args = ap.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
-    from labse_common.output_dir import exclusive_output
+    c.add_argument("--rows-per-shard", type=int, default=100_000, help="rows per shard file")
+    add_overwrite_option(c, "a non-empty store folder (old files are removed at the end)")
+    add_log_level_option(c, subcommand=True)
+    return ap
 
-    try:
-        with exclusive_output(args.dst) as out:
-            store = convert(args.src, out.tmp, args.rows_per_shard)
-            n, dim = len(store), store.dim
-    except (FileNotFoundError, ValueError) as e:
-        log.error("%s", e)
-        return 2
-    print(f"wrote {n} vectors (dim {dim}) to {args.dst}")
+
+def _cmd_convert(args: argparse.Namespace) -> int:
+    from labse_common.errors import UsageError
+    from labse_common.output_dir import OutputDir
+
+    if args.rows_per_shard < 1:
+        raise UsageError(f"--rows-per-shard {args.rows_per_shard}: must be >= 1")
+    legacy_shards(args.src, "src")  # a gap in the numbering fails before the claim
+    with OutputDir(args.dst, args.overwrite).open() as out:  # claim, write in tmp, commit
+        store = convert(args.src, out.tmp, args.rows_per_shard, flag="src")
+        n, dim = len(store), store.dim
+    log.info("wrote %d vectors (dim %d) to %s", n, dim, args.dst)
     return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from labse_common.cli import run_main
+    from labse_common.logs import setup_logging
+
+    args = build_parser().parse_args(argv)
+    setup_logging(args.log_level)
+    return run_main(lambda: _cmd_convert(args), log, args=args)
 
 
 if __name__ == "__main__":

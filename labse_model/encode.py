@@ -2,11 +2,18 @@
 
 ``encode`` tokenises everything once, sorts by exact token length so each batch pads to almost
 nothing, runs under ``torch.inference_mode`` and writes rows back in input order.
+
+:func:`cached_encoder` is the one encoder cache: every embedding path (``labse_model encode``,
+``mining embed``/``mine --model``, the Beam embed job's workers, the stage runner) loads a model
+through it, so a process loads each checkpoint once however many files or languages it embeds.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
+import os
+import threading
 from collections.abc import Sequence
 
 import numpy as np
@@ -45,6 +52,9 @@ class Encoder:
         self.dim: int = model.dim
         # Counters of the last encode() call, for callers that report stats.
         self.last_truncated = 0
+        # One cached encoder is shared by the threads of a process (Beam's DirectRunner runs
+        # DoFns in threads): one forward pass at a time, which is what one device can do anyway.
+        self._lock = threading.Lock()
 
     @classmethod
     def from_pretrained(
@@ -62,6 +72,24 @@ class Encoder:
         show_progress: bool = False,
     ) -> np.ndarray:
         """Embed ``sentences``: (n, dim) float32 (float16 if ``fp16``), in input order."""
+        out, self.last_truncated = self.encode_counted(sentences, batch_size, fp16, show_progress)
+        return out
+
+    def encode_counted(
+        self,
+        sentences: Sequence[str],
+        batch_size: int = 64,
+        fp16: bool = False,
+        show_progress: bool = False,
+    ) -> tuple[np.ndarray, int]:
+        """:meth:`encode` plus how many sentences were truncated; keeps no state, so threads that
+        share this encoder each get their own count."""
+        with self._lock:
+            return self._encode(sentences, batch_size, fp16, show_progress)
+
+    def _encode(
+        self, sentences: Sequence[str], batch_size: int, fp16: bool, show_progress: bool
+    ) -> tuple[np.ndarray, int]:
         if isinstance(sentences, str):
             raise TypeError("encode() takes a sequence of sentences, not one string")
         if batch_size < 1:
@@ -69,9 +97,8 @@ class Encoder:
         n = len(sentences)
         out = np.empty((n, self.dim), dtype=np.float16 if fp16 else np.float32)
         if n == 0:
-            self.last_truncated = 0
-            return out
-        ids, self.last_truncated = self.sentence_tokenizer.encode(
+            return out, 0
+        ids, truncated = self.sentence_tokenizer.encode(
             [s if isinstance(s, str) else "" for s in sentences]
         )
         lengths = np.fromiter((len(x) for x in ids), dtype=np.int64, count=n)
@@ -97,4 +124,16 @@ class Encoder:
                 out[idx] = emb.to(torch.float16 if fp16 else torch.float32).cpu().numpy()
                 bar.update(len(idx))
         bar.close()
-        return out
+        return out, truncated
+
+
+@functools.lru_cache(maxsize=2)
+def _cached(path: str, device: str | None, max_seq_length: int) -> Encoder:
+    return Encoder.from_pretrained(path, device=device, max_seq_length=max_seq_length)
+
+
+def cached_encoder(path: str, device: str | None = None, max_seq_length: int = 128) -> Encoder:
+    """The encoder of ``path``, loaded once per process (two checkpoints kept: a full LaBSE is
+    ~2 GB). Every embedding entry point goes through here."""
+    local = "://" not in str(path)
+    return _cached(os.path.abspath(path) if local else str(path), device, max_seq_length)
