@@ -16,6 +16,10 @@ SENTENCE_ROW_FIELDS = [
     ("source", pa.string()),
     ("doc_id", pa.string()),
     ("url_or_title", pa.string()),
+    # Where in the source file the document is: "<file>@<byte offset of its WARC record in the
+    # decompressed WARC>" for CommonCrawl, "<dump file>" for Wikipedia (page id and title are
+    # doc_id and url_or_title); empty when unknown (e.g. records after a damaged region).
+    ("locator", pa.string()),
 ]
 SENTENCE_ROW_NAMES = tuple(n for n, _ in SENTENCE_ROW_FIELDS)
 SENTENCE_SCHEMA = pa.schema([*SENTENCE_ROW_FIELDS, ("dup_count", pa.int32())])
@@ -32,6 +36,9 @@ PAIR_FIELDS = [
 PAIR_SCHEMA = pa.schema(PAIR_FIELDS)
 PAIR_REQUIRED = ("src", "trg")
 
+# The provenance of a sentence, carried per side through mining and filtering as src_*/trg_*.
+PROVENANCE_COLUMNS = ("url_or_title", "source", "doc_id", "locator")
+
 # Mined pairs (`mining mine`: mined.parquet, by decreasing margin); per side optionally
 # ``{side}_url_or_title``, ``{side}_source``, ``{side}_doc_id`` when the corpus has them.
 MINED_PAIR_FIELDS = [
@@ -42,7 +49,7 @@ MINED_PAIR_FIELDS = [
     ("cosine", pa.float32()),
 ]
 MINED_PAIR_OPTIONAL = [(f"{side}_{name}", pa.string()) for side in ("src", "trg")
-                       for name in ("url_or_title", "source", "doc_id")]  # fmt: skip
+                       for name in PROVENANCE_COLUMNS]  # fmt: skip
 MINED_PAIR_SCHEMA = pa.schema([*MINED_PAIR_FIELDS, *MINED_PAIR_OPTIONAL])
 MINED_PAIR_REQUIRED = tuple(n for n, _ in MINED_PAIR_FIELDS)
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 
+from labse_common.formats import PROVENANCE_COLUMNS
 from labse_common.output_dir import is_remote
 from labse_common.stats import StageCounter
 from labse_common.textio import read_lines
@@ -23,13 +24,13 @@ from mining.embeddings import MANIFEST, EmbeddingStore, normalized, valid_mask
 
 log = logging.getLogger(__name__)
 
-META_COLUMNS = ("id", "url_or_title", "source", "doc_id")
+META_COLUMNS = ("id", *PROVENANCE_COLUMNS)
 
 
 @dataclass
 class Corpus:
     texts: list[str]
-    meta: dict[str, list]  # always has "id"; optional url_or_title, source, doc_id
+    meta: dict[str, list]  # always has "id"; optional provenance (url_or_title, source, ...)
     lang: str = ""
 
 

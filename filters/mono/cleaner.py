@@ -23,7 +23,8 @@ from filters.steps import Chain, Step
 from labse_common.sections.corpus import CorpusConfig
 from labse_common.stats import StageCounter
 
-SENTENCE_COLUMNS = ("text", "lang", "lang_score", "quality_score", "source", "doc_id", "url_or_title")
+SENTENCE_COLUMNS = ("text", "lang", "lang_score", "quality_score", "source", "doc_id", "url_or_title",
+                    "locator")  # fmt: skip
 
 
 @dataclass
@@ -32,6 +33,7 @@ class Document:
     source: str  # "commoncrawl" | "wikipedia"
     doc_id: str
     url_or_title: str
+    locator: str = ""  # where in the source file (labse_common.formats: the locator column)
 
 
 # The cleaner's settings are the `corpus` config section: one dataclass, validated by
@@ -139,7 +141,8 @@ class SentenceCleaner:
         self, doc: Document, counter: StageCounter, keep_dropped: bool = False
     ) -> CleanResult:
         res = CleanResult()
-        base = {"source": doc.source, "doc_id": doc.doc_id, "url_or_title": doc.url_or_title}
+        base = {"source": doc.source, "doc_id": doc.doc_id, "url_or_title": doc.url_or_title,
+                "locator": doc.locator}  # fmt: skip
 
         def drop_line(line: str, step: str, reason: str) -> None:
             if step != "empty":  # an empty line has nothing to write out; it is only counted

@@ -74,12 +74,19 @@ def iter_warc_documents(raw: BinaryIO, path: str, counter: StageCounter) -> Iter
         return
     n_records = 0
     source: GuardedStream | PrefixedStream = stream
+    name = path.rsplit("/", 1)[-1]
     while source is not None:
         it = ArchiveIterator(source, check_digests=False)
+        # Offsets are exact until the first resynchronisation; after damage the position in the
+        # file is unknown and the record id (doc_id) alone locates the record.
+        exact = source is stream
         try:
             for rec in it:
                 n_records += 1
                 doc = _record_to_document(rec, path, counter)
+                if doc is not None:
+                    # Only once the content is read: warcio reads to the record's end to know it.
+                    doc.locator = f"{name}@{it.get_record_offset()}" if exact else name
                 if doc is not None:
                     yield doc
             source = None
@@ -101,8 +108,14 @@ def iter_warc_documents(raw: BinaryIO, path: str, counter: StageCounter) -> Iter
         counter.add_in("documents", damage.regions)
         counter.add_dropped("documents", "corrupt_member", damage.regions)
         counter.add_event("files", "bytes_skipped", damage.bytes_skipped)
-        log.warning("%s: %d damaged gzip region(s), %d bytes skipped (%s); %d member(s) intact",
-                    path, damage.regions, damage.bytes_skipped, damage.detail, damage.members_ok)
+        log.warning(
+            "%s: %d damaged gzip region(s), %d bytes skipped (%s); %d member(s) intact",
+            path,
+            damage.regions,
+            damage.bytes_skipped,
+            damage.detail,
+            damage.members_ok,
+        )
     if stream.error:
         counter.add_dropped("files", stream.error)
         log.warning("%s: %s after %d records (%s)", path, stream.error, n_records,

@@ -52,13 +52,16 @@ class Page:
     page_id: str
     redirect: bool
     text: str
+    locator: str = ""  # "<dump file>@<offset of the bz2 byte range holding the page>"
 
 
 def compression_of(path: str) -> str:
     return "bz2" if path.endswith(".bz2") else "none"
 
 
-def ranges_from_offsets(path: str, offsets: Iterable[int], streams_per_range: int) -> list[ByteRange]:
+def ranges_from_offsets(
+    path: str, offsets: Iterable[int], streams_per_range: int
+) -> list[ByteRange]:
     offs = sorted(set(offsets))
     if not offs or offs[0] != 0:
         offs = [0, *offs]
@@ -98,7 +101,9 @@ def scan_stream_offsets(raw: BinaryIO) -> list[int]:
     return offsets
 
 
-def plan_ranges(path: str, raw: BinaryIO, index: BinaryIO | None, streams_per_range: int) -> list[ByteRange]:
+def plan_ranges(
+    path: str, raw: BinaryIO, index: BinaryIO | None, streams_per_range: int
+) -> list[ByteRange]:
     """Cut one dump into independently readable byte ranges."""
     if compression_of(path) != "bz2":
         return [ByteRange(path, 0, None, "none")]
@@ -283,7 +288,9 @@ def iter_pages(
             buf, after_gap = "", True
             continue
         buf += text
-        if not saw_xml and any(t in buf for t in ("<page>", "<mediawiki", "</mediawiki>", "<siteinfo")):
+        if not saw_xml and any(
+            t in buf for t in ("<page>", "<mediawiki", "</mediawiki>", "<siteinfo")
+        ):
             saw_xml = True
         while True:
             i = buf.find("<page>")
@@ -351,7 +358,10 @@ def iter_range_pages(raw: BinaryIO, rng: ByteRange, counter: StageCounter) -> It
     stream: Iterable[bytes] = _prepend(first, chunks)
     if rng.compression == "bz2":
         stream = _decompress_bz2(stream, state)
-    yield from iter_pages(stream, counter, state, rng.encoding)
+    locator = f"{rng.path.rsplit('/', 1)[-1]}@{rng.start}"
+    for page in iter_pages(stream, counter, state, rng.encoding):
+        page.locator = locator
+        yield page
     rec = state.recovery
     if rec.regions:
         # Each run of damaged blocks lost at least one page; which ones is unknowable.
@@ -405,7 +415,8 @@ class PageConverter:
         if not text.strip():
             counter.add_dropped("documents", "empty_text")
             return None
-        return Document(text=text, source="wikipedia", doc_id=page.page_id, url_or_title=page.title)
+        return Document(text=text, source="wikipedia", doc_id=page.page_id, url_or_title=page.title,
+                        locator=page.locator)  # fmt: skip
 
     def close(self) -> None:
         self.worker.close()
