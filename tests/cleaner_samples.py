@@ -57,8 +57,9 @@ def clean_digest(docs: list) -> dict:
     for d in docs:
         counter.add_in("documents")
         res = cleaner.clean(d, counter, keep_dropped=True)
-        kept.extend(res.kept)
-        dropped.extend(res.dropped)
+        # The recorded digests predate the provenance locator (empty for these documents).
+        kept.extend({k: v for k, v in r.items() if k != "locator"} for r in res.kept)
+        dropped.extend({k: v for k, v in r.items() if k != "locator"} for r in res.dropped)
     dropped_keys = sorted(
         json.dumps(r, sort_keys=True, ensure_ascii=False, default=str) for r in dropped
     )
