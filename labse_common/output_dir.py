@@ -261,3 +261,90 @@ def exclusive_output(output: str | os.PathLike, overwrite: bool = False) -> Iter
     """``with exclusive_output(path, overwrite) as out:`` write under ``out.tmp``."""
     with OutputDir(output, overwrite).open() as out:
         yield out
+
+
+def _held_elsewhere(claim: str) -> bool:
+    """Whether the process that wrote ``claim`` may still run: True unless the claim names a
+    process of this host that is gone (or cannot be read, so nothing can be said)."""
+    try:
+        info = json.loads(claim)
+        host, pid = info["host"], int(info["pid"])
+    except (ValueError, KeyError, TypeError):
+        return True
+    if host != socket.gethostname():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, another user's
+        return True
+    return True
+
+
+@contextmanager
+def resumable_claim(output: str | os.PathLike) -> Iterator[OutputDir]:
+    """Hold ``OUTPUT/_CLAIM.json`` while a resumable writer updates the folder in place (the
+    stage runner reruns into its own earlier output and keeps what is up to date): no temporary
+    place and no refusal of existing files, but the same exclusive claim, so a second writer
+    gets :class:`OutputBusy`. Released at the end, on an exception and on Ctrl-C. Local only.
+
+    The holder keeps an ``flock`` on the claim file, which the kernel drops when the process
+    ends however it ends (SIGKILL too). A claim nobody holds the lock of, written by a process
+    of this host that is gone, is stale: it is taken over (logged) so a killed run resumes
+    without the user deleting the file. An :class:`OutputDir` claim (no lock) of a live
+    process, or of another host, stays busy."""
+    import fcntl  # POSIX only: imported here so the rest of the module imports anywhere
+
+    od = OutputDir(output)
+    if os.path.exists(od.output) and not os.path.isdir(od.output):
+        raise OutputError(f"output {od.output!r} exists and is not a folder")
+    os.makedirs(od.output, exist_ok=True)
+    data = json.dumps(od._claim_info()).encode("utf-8")
+    while True:
+        # A new claim appears already written and locked: made aside, then linked into place
+        # (link fails if the name exists, like O_EXCL), so nobody sees it unlocked or empty.
+        aside = f"{od.claim_path}.{od.job_id}"
+        fd = os.open(aside, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o644)
+        try:
+            os.write(fd, data)
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            os.link(aside, od.claim_path)
+            break
+        except FileExistsError:
+            os.close(fd)
+        finally:
+            os.unlink(aside)
+        try:
+            fd = os.open(od.claim_path, os.O_RDWR)
+        except FileNotFoundError:
+            continue  # released meanwhile: claim it anew
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise od._busy(od._read_claim()) from None
+        try:
+            same = os.stat(od.claim_path).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:
+            same = False
+        if not same:  # released (unlinked) between our open and our lock: start again
+            os.close(fd)
+            continue
+        old = od._read_claim()
+        if _held_elsewhere(old):
+            os.close(fd)
+            raise od._busy(old)
+        log.warning("taking over the claim of %s: the job that held it is gone (%s)", od.output, old)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, data, 0)
+        break
+    try:
+        yield od
+    finally:
+        # Unlink before unlocking: a writer that opened this file meanwhile sees it is gone.
+        try:
+            os.unlink(od.claim_path)
+        except OSError as e:
+            log.warning("could not release %s: %s", od.claim_path, e)
+        os.close(fd)

@@ -17,13 +17,15 @@ import html
 import io
 import json
 import logging
-import sys
 import time
 from pathlib import Path
 
-import pyarrow.parquet as pq
-
+from labse_common.cli import add_log_level_option, run_main
+from labse_common.datafiles import read_json, read_parquet, read_text
+from labse_common.errors import InputError
 from labse_common.logs import setup_logging
+from pipelines import run as runner
+from pipelines.run import Stage
 
 log = logging.getLogger("pipelines.report")
 
@@ -31,21 +33,33 @@ Block = tuple  # ("h1"|"h2"|"p"|"pre", text) | ("table", header, rows) | ("img",
 
 
 def _read_json(p: Path) -> dict | None:
+    """A JSON object the report can use, or None: a missing or damaged file leaves its section
+    saying so instead of failing the report."""
+    if not p.is_file():
+        return None
     try:
-        return json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        return read_json(p)
+    except InputError as e:
+        log.warning("%s", e)
         return None
 
 
 def _metrics(p: Path) -> list[dict]:
     if not p.is_file():
         return []
+    try:
+        text = read_text(p)
+    except InputError as e:
+        log.warning("%s", e)
+        return []
     rows = []
-    for line in p.read_text(encoding="utf-8").splitlines():
+    for line in text.splitlines():
         try:
-            rows.append(json.loads(line))
-        except ValueError:
+            row = json.loads(line)
+        except json.JSONDecodeError:  # a line cut by a killed writer
             continue
+        if isinstance(row, dict):
+            rows.append(row)
     return rows
 
 
@@ -92,13 +106,17 @@ class Report:
         self.run = run
         self.blocks: list[Block] = []
         self.plan = {p["stage"]: p for p in (_read_json(run / "_run.json") or {}).get("plan", [])}
-        self.manifests = {s: _read_json(run / "_state" / f"{s}.manifest.json") for s in self.plan}
+        self.manifests = {s: _read_json(runner.manifest_path(run, s)) for s in self.plan}
 
     def add(self, *block) -> None:
         self.blocks.append(block)
 
-    def status(self, stage: str) -> tuple[bool, str]:
+    def dir(self, stage: Stage) -> Path:
+        return self.run / stage.name
+
+    def status(self, stage: Stage | str) -> tuple[bool, str]:
         """(has output, sentence for the report)."""
+        stage = stage.name if isinstance(stage, Stage) else stage
         p = self.plan.get(stage)
         if self.manifests.get(stage):
             return True, ""
@@ -112,7 +130,9 @@ class Report:
         info = _read_json(self.run / "_run.json") or {}
         synthetic = info.get("data") == "synthetic"
         self.add("h1", "LaBSE bitext mining run")
-        self.add("p", f"Run folder `{self.run}`, report written {time.strftime('%Y-%m-%d %H:%M:%S')}.")
+        self.add(
+            "p", f"Run folder `{self.run}`, report written {time.strftime('%Y-%m-%d %H:%M:%S')}."
+        )
         if synthetic:
             self.add("p", "**Data: SYNTHETIC.** No `--data` was given, so every stage ran on the embedded "
                           "synthetic sample written by `pipelines/synthetic.py` (template sentences in "
@@ -120,7 +140,7 @@ class Report:
                           "The figures below describe that sample, not real web text.")  # fmt: skip
         else:
             self.add("p", f"Data: `{info.get('data')}` (real inputs).")
-        b = self.run / "bitext"
+        b = self.dir(runner.BITEXT)
         if (b / "bitext.tsv.gz").is_file():
             st = _read_json(b / "stats.json") or {}
             n = st.get("counts", {}).get("pairs", {}).get("out", 0)
@@ -133,11 +153,19 @@ class Report:
         for stage, p in self.plan.items():
             m = self.manifests.get(stage)
             st = stage_stats(self.run / stage) if m else None
-            io_ = "; ".join(f"{u} {c['in']}→{c['out']}" for u, c in (st or {}).get("counts", {}).items())
+            io_ = "; ".join(
+                f"{u} {c['in']}→{c['out']}" for u, c in (st or {}).get("counts", {}).items()
+            )
             if m:
-                state = "ran" if stage in (_read_json(self.run / "_run.json") or {}).get("ran", []) else "cached"
-                rows.append([stage, state, f"{m['seconds']:.1f}", f"{m['peak_rss_mb']:.0f}", io_ or "–"])
-            elif stage == "report":
+                state = (
+                    "ran"
+                    if stage in (_read_json(self.run / "_run.json") or {}).get("ran", [])
+                    else "cached"
+                )
+                rows.append(
+                    [stage, state, f"{m['seconds']:.1f}", f"{m['peak_rss_mb']:.0f}", io_ or "–"]
+                )
+            elif stage == runner.REPORT.name:
                 rows.append([stage, "running", "–", "–", "this report"])
             else:
                 rows.append([stage, p["action"], "–", "–", p["reason"]])
@@ -161,12 +189,18 @@ class Report:
         for stage in self.plan:
             st = stage_stats(self.run / stage) if self.manifests.get(stage) else None
             for unit, c in (st or {}).get("counts", {}).items():
-                reasons = ", ".join(f"{k} {v}" for k, v in sorted(c["dropped"].items(), key=lambda kv: -kv[1]))
+                reasons = ", ".join(
+                    f"{k} {v}" for k, v in sorted(c["dropped"].items(), key=lambda kv: -kv[1])
+                )
                 ok = c["in"] == c["out"] + sum(c["dropped"].values())
-                rows.append([stage, unit, c["in"], c["out"], reasons or "–", "yes" if ok else "**NO**"])
+                rows.append(
+                    [stage, unit, c["in"], c["out"], reasons or "–", "yes" if ok else "**NO**"]
+                )
                 if c["in"]:
                     bars.append((f"{stage}: {unit}", c))
-        self.add("table", ["stage", "unit", "in", "out", "dropped (reason count)", "balanced"], rows)
+        self.add(
+            "table", ["stage", "unit", "in", "out", "dropped (reason count)", "balanced"], rows
+        )
         if bars:
             plt = _plt()
             fig, ax = plt.subplots(figsize=(10, 0.32 * len(bars) + 1.5))
@@ -186,9 +220,9 @@ class Report:
 
     def languages(self) -> None:
         self.add("h2", "Sentences per language")
-        st = _read_json(self.run / "sentences" / "stats.json")
+        st = _read_json(self.dir(runner.SENTENCES) / "stats.json")
         if not st:
-            self.add("p", self.status("sentences")[1])
+            self.add("p", self.status(runner.SENTENCES)[1])
             return
         mine, voc = st.get("sentences_per_language", {}), st.get("vocab_sentences_per_language", {})
         langs = sorted(set(mine) | set(voc), key=lambda k: -voc.get(k, mine.get(k, 0)))
@@ -205,14 +239,16 @@ class Report:
 
     def vocab(self) -> None:
         self.add("h2", "Vocabulary")
-        vs = _read_json(self.run / "vocab" / "vocab_stats.json")
+        vs = _read_json(self.dir(runner.VOCAB) / "vocab_stats.json")
         if not vs:
-            self.add("p", self.status("vocab")[1])
+            self.add("p", self.status(runner.VOCAB)[1])
             return
         self.add("p", f"{vs.get('vocab_size')} wordpieces learned (requested {vs.get('requested_vocab_size')}); "
                       f"language smoothing α = {vs.get('smoothing')}, frequency threshold {vs.get('threshold')}.")  # fmt: skip
         rows = []
-        for lang, v in sorted(vs.get("languages", {}).items(), key=lambda kv: -kv[1].get("sentences", 0)):
+        for lang, v in sorted(
+            vs.get("languages", {}).items(), key=lambda kv: -kv[1].get("sentences", 0)
+        ):
             h = v.get("heldout") or {}
             rows.append([lang, v.get("sentences"), v.get("word_types"), f"{v.get('raw_share', 0):.3f}",
                          f"{v.get('smoothed_share', 0):.3f}", f"{h.get('unk_rate', 0):.4f}",
@@ -220,18 +256,22 @@ class Report:
         self.add("table", ["language", "sentences", "word types", "raw share", "smoothed share",
                            "held-out unk rate", "wordpieces/word"], rows)  # fmt: skip
 
-    def curves(self, stage: str, title: str) -> None:
+    def curves(self, stage: Stage, title: str) -> None:
         self.add("h2", title)
-        rows = _metrics(self.run / stage / "metrics.jsonl")
+        rows = _metrics(self.dir(stage) / "metrics.jsonl")
         has, why = self.status(stage)
         if not has:
             self.add("p", why)
             return
         rows = [r for r in rows if "step" in r and "loss" in r]
         if not rows:
-            self.add("p", f"`{stage}` wrote no metrics.jsonl with step/loss rows.")
+            self.add("p", f"`{stage.name}` wrote no metrics.jsonl with step/loss rows.")
             return
-        keys = [k for k in ("loss", "accuracy", "mlm_loss", "tlm_loss", "lr") if any(k in r for r in rows)]
+        keys = [
+            k
+            for k in ("loss", "accuracy", "mlm_loss", "tlm_loss", "lr")
+            if any(k in r for r in rows)
+        ]
         plt = _plt()
         fig, axes = plt.subplots(1, len(keys), figsize=(3.4 * len(keys), 2.8))
         for ax, k in zip(axes if len(keys) > 1 else [axes], keys):
@@ -239,23 +279,27 @@ class Report:
             ax.plot([p[0] for p in pts], [p[1] for p in pts])
             ax.set_title(k)
             ax.set_xlabel("step")
-        self.add("img", f"{stage}_curves", _png(fig), f"{stage} curves")
+        self.add("img", f"{stage.name}_curves", _png(fig), f"{stage.name} curves")
         last = rows[-1]
         self.add("p", f"Last logged step {last['step']}: " + ", ".join(
             f"{k} {last[k]:.4g}" for k in keys if isinstance(last.get(k), (int, float))) + ".")  # fmt: skip
 
     def margins(self) -> None:
         self.add("h2", "Mining: margin scores")
-        mined = sorted((self.run / "mine").glob("*/mined.parquet")) if self.manifests.get("mine") else []
+        mined = (
+            sorted(self.dir(runner.MINE).glob("*/mined.parquet"))
+            if self.manifests.get(runner.MINE.name)
+            else []
+        )
         if not mined:
-            self.add("p", self.status("mine")[1])
+            self.add("p", self.status(runner.MINE)[1])
             return
-        cfg = _read_json(self.run / "bitext" / "stats.json") or {}
+        cfg = _read_json(self.dir(runner.BITEXT) / "stats.json") or {}
         plt = _plt()
         fig, ax = plt.subplots(figsize=(8, 3))
         rows = []
         for f in mined:
-            m = pq.read_table(f, columns=["margin"]).column("margin").to_pylist()
+            m = read_parquet(f, ["margin"], required=["margin"]).column("margin").to_pylist()
             ax.hist(m, bins=40, histtype="step", label=f.parent.name)
             st = (_read_json(f.parent / "stats.json") or {}).get("counts", {})
             cand = st.get("candidates", {})
@@ -268,27 +312,29 @@ class Report:
         ax.set_ylabel("pairs")
         ax.legend(fontsize=8)
         self.add("img", "margins", _png(fig), "margin histogram")
-        self.add("table", ["pair", "mined pairs", "min margin", "max margin", "candidates dropped"], rows)
+        self.add(
+            "table", ["pair", "mined pairs", "min margin", "max margin", "candidates dropped"], rows
+        )
 
     def cds(self) -> None:
         self.add("h2", "CDS filtering: precision / retention and the chosen threshold")
-        has, why = self.status("calibrate")
+        has, why = self.status(runner.CALIBRATE)
         if not has:
             self.add("p", why + " The final bitext was selected by the mining margin instead.")
             return
-        th = _read_json(self.run / "calibrate" / "threshold.json")
+        th = _read_json(self.dir(runner.CALIBRATE) / "threshold.json")
         if th:
             self.add("pre", json.dumps(th, indent=1))
-        for png in sorted((self.run / "calibrate").glob("*.png")):
+        for png in sorted(self.dir(runner.CALIBRATE).glob("*.png")):
             self.add("img", f"cds_{png.stem}", png.read_bytes(), png.stem)
 
     def evaluation(self) -> None:
         self.add("h2", "Evaluation")
-        has, why = self.status("eval")
+        has, why = self.status(runner.EVAL)
         if not has:
             self.add("p", why)
             return
-        pr = _read_json(self.run / "eval" / "mined_pr.json") or {}
+        pr = _read_json(self.dir(runner.EVAL) / "mined_pr.json") or {}
         if pr:
             self.add("p", "Precision and recall of the final bitext against the known alignment of the dev "
                           "pairs hidden, shuffled, in the web text (precision over the kept pairs that touch a "
@@ -297,18 +343,20 @@ class Report:
                                "recall (reachable)"],
                      [[k, r["gold"], r["reachable"], r["kept"], r["judged"], r["correct"], f"{r['precision']:.3f}",
                        f"{r['recall']:.3f}", f"{r['recall_reachable']:.3f}"] for k, r in pr.items()])  # fmt: skip
-        for md in sorted((self.run / "eval" / "tatoeba").glob("*.md")):
-            self.add("p", "Retrieval on the held-out pairs (Tatoeba-style accuracy, both directions):")
+        for md in sorted((self.dir(runner.EVAL) / "tatoeba").glob("*.md")):
+            self.add(
+                "p", "Retrieval on the held-out pairs (Tatoeba-style accuracy, both directions):"
+            )
             self.add("raw_md", md.read_text(encoding="utf-8"))
 
     def examples(self, n: int) -> None:
         self.add("h2", "First kept and first rejected pairs")
-        b = self.run / "bitext"
-        if not self.manifests.get("bitext"):
-            self.add("p", self.status("bitext")[1])
+        b = self.dir(runner.BITEXT)
+        if not self.manifests.get(runner.BITEXT.name):
+            self.add("p", self.status(runner.BITEXT)[1])
             return
-        kept = pq.read_table(b / "bitext.parquet").slice(0, n).to_pylist()
-        rej = pq.read_table(b / "rejected.parquet").slice(0, n).to_pylist()
+        kept = read_parquet(b / "bitext.parquet").slice(0, n).to_pylist()
+        rej = read_parquet(b / "rejected.parquet").slice(0, n).to_pylist()
 
         def cds(r: dict) -> str:
             v = r.get("cds_score")
@@ -326,8 +374,8 @@ class Report:
         self.drops()
         self.languages()
         self.vocab()
-        self.curves("pretrain", "Pretraining (MLM + TLM)")
-        self.curves("train", "Dual-encoder training")
+        self.curves(runner.PRETRAIN, "Pretraining (MLM + TLM)")
+        self.curves(runner.TRAIN, "Dual-encoder training")
         self.margins()
         self.cds()
         self.evaluation()
@@ -348,8 +396,8 @@ class Report:
             elif kind == "raw_md":
                 out.append(b[1].strip())
             elif kind == "table":
-                cells = lambda r: "| " + " | ".join(str(c).replace("|", "\\|").replace("\n", " ") for c in r) + " |"  # noqa: E731
-                out.append("\n".join([cells(b[1]), "|" + "---|" * len(b[1]), *[cells(r) for r in b[2]]]))
+                rows = [_md_row(b[1]), "|" + "---|" * len(b[1]), *[_md_row(r) for r in b[2]]]
+                out.append("\n".join(rows))
             elif kind == "img":
                 img_dir.mkdir(parents=True, exist_ok=True)
                 (img_dir / f"{b[1]}.png").write_bytes(b[2])
@@ -377,7 +425,10 @@ class Report:
                 parts.append(_md_table_html(b[1], inline))
             elif kind == "table":
                 head = "".join(f"<th>{inline(str(c))}</th>" for c in b[1])
-                body = "".join("<tr>" + "".join(f"<td>{inline(str(c))}</td>" for c in r) + "</tr>" for r in b[2])
+                body = "".join(
+                    "<tr>" + "".join(f"<td>{inline(str(c))}</td>" for c in r) + "</tr>"
+                    for r in b[2]
+                )
                 parts.append(f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
             elif kind == "img":
                 data = base64.b64encode(b[2]).decode()
@@ -388,6 +439,10 @@ class Report:
                  "img{max-width:100%}code{background:#f3f3f3;padding:0 3px}")  # fmt: skip
         return (f"<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>LaBSE run report</title>"
                 f"<style>{style}</style></head><body>{''.join(parts)}</body></html>\n")  # fmt: skip
+
+
+def _md_row(cells: list) -> str:
+    return "| " + " | ".join(str(c).replace("|", "\\|").replace("\n", " ") for c in cells) + " |"
 
 
 def _md_table_html(md: str, inline) -> str:
@@ -401,7 +456,9 @@ def _md_table_html(md: str, inline) -> str:
             continue
         if table:
             head = "".join(f"<th>{inline(c)}</th>" for c in table[0])
-            body = "".join("<tr>" + "".join(f"<td>{inline(c)}</td>" for c in r) + "</tr>" for r in table[1:])
+            body = "".join(
+                "<tr>" + "".join(f"<td>{inline(c)}</td>" for c in r) + "</tr>" for r in table[1:]
+            )
             out.append(f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
             table = []
         if line.strip():
@@ -426,16 +483,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--run", required=True, help="run folder of python -m pipelines.run")
     ap.add_argument("--output", required=True, help="folder for report.md, report.html, figures/")
     ap.add_argument("--examples", type=int, default=5, help="kept and rejected pairs shown (5)")
+    add_log_level_option(ap)
     args = ap.parse_args(argv)
-    setup_logging()
-    run = Path(args.run)
-    if not (run / "_run.json").is_file():
-        print(f"error: {run}: not a run folder (no _run.json)", file=sys.stderr)
-        return 2
-    md, page = write(run, Path(args.output), args.examples)
-    log.info("report: %s, %s", md, page)
-    return 0
+    setup_logging(args.log_level)
+
+    def body() -> int:
+        run = Path(args.run)
+        if not (run / "_run.json").is_file():
+            raise InputError(
+                run, "not a run folder of python -m pipelines.run (no _run.json)", "--run"
+            )
+        md, page = write(run, Path(args.output), args.examples)
+        log.info("report: %s, %s", md, page)
+        return 0
+
+    return run_main(body, log)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

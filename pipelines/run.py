@@ -3,21 +3,27 @@
     python -m pipelines.run --config configs/demo.yaml [--data ../shared/data] [--output demo_out]
         [--set section.key=value ...] [--from STAGE | --only STAGE] [--dry-run] [--list]
 
-Every stage is declared once (below, in ``STAGES``): its name, the config sections it reads, the
-stages and files it reads, the files it must leave, and the command line(s) that run it. Each
-stage runs as a child process through its own CLI (so a stage's memory is returned when it ends
-and a kill is what it would be in production), writes into ``OUTPUT/<stage>/``, and on success
-the runner writes ``OUTPUT/_state/<stage>.manifest.json``: a hash of the stage's config sections and of
-its command, the fingerprints of its inputs (an upstream stage's hash; size, mtime and content
-hash of a data file) and the list of files it wrote. A rerun skips a stage only when its manifest
-matches and its files are all there; a stage that reruns makes every stage after it that reads
-it rerun too. A killed or failed run therefore resumes at the stage that did not finish, and a
-changed setting reruns exactly the stages that depend on it.
+Every stage is declared once, below, by a small function under ``@stage(...)``: its name (the
+function's, lower-cased), what it does, the config keys it reads, the stages it reads, the files
+it must leave, and the command line(s) that run it (the function's body). ``--list`` prints the
+declarations. Each stage runs as a child process through its own CLI (so a stage's memory is
+returned when it ends and a kill is what it would be in production), writes into
+``OUTPUT/<stage>/``, and on success the runner writes ``OUTPUT/_state/<stage>.manifest.json``: a
+hash of the config keys the stage reads and of its command, the fingerprints of its inputs (an
+upstream stage's hash; size, mtime and content hash of a data file) and the list of files it
+wrote. A rerun skips a stage only when its manifest matches and its files are all there; a stage
+that reruns makes every stage after it that reads it rerun too. A killed or failed run therefore
+resumes at the stage that did not finish, and a changed setting reruns exactly the stages that
+read it and those downstream of them.
+
+The whole ``OUTPUT`` is claimed while the runner works (``OUTPUT/_CLAIM.json``, as every
+command's output folder): a second runner on the same folder stops with exit status 2 naming
+the claim. The claim of a runner that was killed is taken over by the next run (see
+:func:`labse_common.output_dir.resumable_claim`).
 
 Without ``--data`` the stages run on an embedded synthetic sample (``pipelines/synthetic.py``);
 with ``--data DIR`` (the ../shared/data layout: wikipedia/, commoncrawl/, tatoeba/) on real
-inputs. Stages whose command is not in this checkout (pretraining, the bitext filters) are
-skipped with the reason recorded in the plan and the report.
+inputs, checked before anything runs (also with ``--dry-run``).
 """
 
 from __future__ import annotations
@@ -35,14 +41,19 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 
-from labse_common.config import ConfigError, apply_overrides, load, read_preset
+from labse_common.cli import add_log_level_option, run_main
+from labse_common.config import ConfigError, apply_overrides, from_dict, read_preset, section_class
+from labse_common.datafiles import read_json
+from labse_common.errors import InputError, UsageError
 from labse_common.logs import setup_logging
+from labse_common.output_dir import resumable_claim
+from labse_common.remote import require_local
 
 log = logging.getLogger("pipelines.run")
 
@@ -50,6 +61,11 @@ ROOT = Path(__file__).resolve().parent.parent
 # Kept beside the stage folders, not in them: a stage's CLI owns its output folder (it may refuse
 # a non-empty one or replace it whole).
 STATE = "_state"
+SMALL_FILE = 64 << 20  # data files up to this size are content-hashed; larger: size + mtime
+# Keys that change what a command prints, never what it writes: not part of any stage's hash.
+DISPLAY_ONLY = ("progress",)
+
+Command = list[str]
 
 
 def manifest_path(out: Path, stage: str) -> Path:
@@ -58,28 +74,38 @@ def manifest_path(out: Path, stage: str) -> Path:
 
 def progress_path(out: Path, stage: str) -> Path:
     return out / STATE / f"{stage}.in_progress.json"
-SMALL_FILE = 64 << 20  # data files up to this size are content-hashed; larger: size + mtime
-
-
-class UsageError(Exception):
-    """A wrong argument, path or config value: one line on stderr, exit status 2."""
 
 
 @dataclass
 class Context:
-    """What a stage's command builder may look at: folders, the effective config, availability."""
+    """What a stage's command builder may look at: folders, the effective config, the plan."""
 
     out: Path
     data: Path
     synthetic: bool
     config_file: Path  # the effective config (preset + --set) every stage CLI reads
-    cfg: dict
+    cfg: dict  # as written to config_file
     python: str = sys.executable
-    available: dict[str, bool] = field(default_factory=dict)
+    on: dict[str, bool] = field(default_factory=dict)  # stage -> runs in this plan (not off)
     soft_failed: dict[str, str] = field(default_factory=dict)  # optional stage -> its error
+    _values: dict | None = None
 
-    def d(self, stage: str) -> Path:
-        return self.out / stage
+    @property
+    def values(self) -> dict:
+        """Every section as the typed loader reads it (defaults filled in): what is hashed."""
+        if self._values is None:
+            self._values = typed_config(self.cfg)
+        return self._values
+
+    def d(self, stage: Stage | str) -> Path:
+        return self.out / (stage.name if isinstance(stage, Stage) else stage)
+
+    def py(self, module: str, *args: object) -> Command:
+        return [self.python, "-m", module, *map(str, args)]
+
+    @property
+    def config_args(self) -> list[str]:
+        return ["--config", str(self.config_file)]
 
     @property
     def langs(self) -> list[str]:
@@ -92,238 +118,399 @@ class Context:
         return [f"{lang}-en" for lang in self.langs]
 
     @property
-    def corpus_stage(self) -> str:
-        return "commoncrawl_q" if self.cfg["run"]["quality_bootstrap"] else "commoncrawl"
+    def corpus_stage(self) -> Stage:
+        return COMMONCRAWL_Q if self.on.get(COMMONCRAWL_Q.name) else COMMONCRAWL
 
 
-Command = list[str]
+Paths = Callable[[Context], list[str]]
 
 
-@dataclass
+@dataclass(frozen=True)
 class Stage:
+    """One stage of the run; declared with :func:`stage`."""
+
     name: str
     what: str
-    sections: tuple[str, ...]  # config sections whose values the stage depends on
-    deps: Callable[[Context], list[str]]  # upstream stages it reads
-    files: Callable[[Context], list[str]]  # data files it reads (outside OUTPUT)
-    outputs: Callable[[Context], list[str]]  # paths under OUTPUT/<name>/ that must exist after
+    reads: tuple[str, ...]  # config keys (section, section.key, section.sub.key) it reads
+    inputs: tuple[str, ...]  # upstream stages it needs (one that is off turns this one off)
+    optional_inputs: tuple[str, ...]  # upstream stages it reads when they run
+    outputs: Paths  # paths under OUTPUT/<name>/ that must exist after it ran
+    files: Paths  # data files it reads (outside OUTPUT)
     commands: Callable[[Context], list[Command]]
-    needs: Callable[[Context], str | None] = lambda ctx: None  # None, or why it cannot run here
+    off: Callable[[Context], str | None]  # None, or why the stage does not run in this setup
     resumable: bool = False  # keep a half-finished output folder (the CLI resumes from it)
     # A refinement the bitext can do without (the filters): when it fails (e.g. calibrate finds
-    # no threshold reaching its target on this sample), the run goes on without it and the
-    # stages after it fall back, and the plan and report say why.
+    # no threshold reaching its target on this sample), the run goes on without it, the stages
+    # after it fall back, and the plan and report say why.
     optional: bool = False
 
-
-def _py(ctx: Context, module: str, *args: object) -> Command:
-    return [ctx.python, "-m", module, *map(str, args)]
-
-
-def _module_has(path: str, text: str | None = None) -> bool:
-    p = ROOT / path
-    return p.is_file() and (text is None or text in p.read_text(encoding="utf-8"))
+    def deps(self, ctx: Context) -> list[str]:
+        """The upstream stages this stage reads in this plan."""
+        return [*self.inputs, *(s for s in self.optional_inputs if ctx.on.get(s))]
 
 
-def _needs_filters(command: str) -> Callable[[Context], str | None]:
-    module = f"filters/bitext/cli_{command.replace('-', '_')}.py"
-
-    def check(ctx: Context) -> str | None:
-        if not _module_has(module):
-            return f"stage not available in this checkout (no {module}: `python -m filters {command}`)"
-        return None
-
-    return check
+STAGES: list[Stage] = []
 
 
-def _needs_pretrain(ctx: Context) -> str | None:
-    if not _module_has("labse_model/__main__.py", '"pretrain"'):
-        return "stage not available in this checkout (`python -m labse_model pretrain` is not there)"
-    return None
+def stage(
+    what: str,
+    *,
+    reads: Iterable[str] = (),
+    inputs: Sequence[Stage] = (),
+    optional_inputs: Sequence[Stage] = (),
+    outputs: Sequence[str] | Paths = (),
+    files: Paths = lambda ctx: [],
+    off: Callable[[Context], str | None] = lambda ctx: None,
+    resumable: bool = False,
+    optional: bool = False,
+) -> Callable[[Callable[[Context], list[Command]]], Stage]:
+    """Declare a stage: decorates the function that builds its command lines; the function's
+    name, lower-cased, is the stage's name and the decorated name is the :class:`Stage` (so
+    ``VOCAB.name == "vocab"``, and other modules import the constant, never the string). Stages
+    run in the order they are declared; ``inputs`` are Stage objects, so an upstream stage is
+    always declared first."""
+
+    def declare(build: Callable[[Context], list[Command]]) -> Stage:
+        s = Stage(name=build.__name__.lower(), what=what, reads=tuple(reads),
+                  inputs=tuple(i.name for i in inputs),
+                  optional_inputs=tuple(i.name for i in optional_inputs),
+                  outputs=outputs if callable(outputs) else (lambda ctx, o=list(outputs): list(o)),
+                  files=files, commands=build, off=off, resumable=resumable,
+                  optional=optional)  # fmt: skip
+        if any(t.name == s.name for t in STAGES):
+            raise RuntimeError(f"stage {s.name!r} declared twice")
+        STAGES.append(s)
+        return s
+
+    return declare
 
 
-def _cfg_cmd(ctx: Context) -> list[str]:
-    return ["--config", str(ctx.config_file)]
+def keys(section: str, *, but: Iterable[str] = ()) -> tuple[str, ...]:
+    """Every key of ``section`` (from its dataclass, so a new key is covered) except ``but`` and
+    the display-only ones."""
+    skip = {*but, *DISPLAY_ONLY}
+    return tuple(f"{section}.{f.name}" for f in dataclasses.fields(section_class(section))
+                 if f.name not in skip)  # fmt: skip
 
 
-def _corpus_inputs(ctx: Context, kind: str) -> list[str]:
-    pats = {"wikipedia": ["wikipedia/*.xml.bz2", "wikipedia/*.xml"],
-            "commoncrawl": ["commoncrawl/*.warc.gz", "commoncrawl/*.wet.gz", "commoncrawl/*.warc"]}[kind]  # fmt: skip
+# --- helpers of the declarations -----------------------------------------------------------------
+
+_CORPUS_PATTERNS = {
+    "wikipedia": ["wikipedia/*.xml.bz2", "wikipedia/*.xml"],
+    "commoncrawl": ["commoncrawl/*.warc.gz", "commoncrawl/*.wet.gz", "commoncrawl/*.warc"],
+}
+
+
+def corpus_inputs(ctx: Context, kind: str) -> list[str]:
     if ctx.synthetic:  # known before the synthetic stage has written them (stable cache keys)
         from pipelines.synthetic import data_files
 
         return [str(ctx.data / f) for f in data_files()[kind]]
-    return sorted({f for p in pats for f in glob.glob(str(ctx.data / p))})
+    return sorted({f for p in _CORPUS_PATTERNS[kind] for f in glob.glob(str(ctx.data / p))})
 
 
-def _cc_command(ctx: Context, out: str, extra: list[str]) -> Command:
-    inputs = [a for f in _corpus_inputs(ctx, "commoncrawl") for a in ("--input", f)]
-    inputs += ["--input", str(ctx.d("prepare") / "tatoeba-dev.warc.wet.gz")]
-    return _py(ctx, "pipelines.commoncrawl", *inputs, "--output", ctx.d(out), *_cfg_cmd(ctx),
-               "--overwrite", *extra)  # fmt: skip
+def _real_data_files(kind: str) -> Paths:
+    """Fingerprinted inputs under --data (the synthetic sample is an upstream stage instead)."""
+    return lambda ctx: [] if ctx.synthetic else corpus_inputs(ctx, kind)
 
 
-def _filters_used(ctx: Context) -> bool:
-    return all(ctx.available.get(s, False) for s in FILTER_STAGES)
+def _tatoeba_files(ctx: Context) -> list[str]:
+    return [] if ctx.synthetic else sorted(glob.glob(str(ctx.data / "tatoeba" / "*")))
 
 
-def _final_model(ctx: Context) -> Path:
-    return ctx.d("train") / "model"
+def _quality_off(ctx: Context) -> str | None:
+    return None if ctx.cfg["run"]["quality_bootstrap"] else "run.quality_bootstrap is false"
 
 
-STAGES: list[Stage] = [
-    Stage("synthetic", "embedded synthetic sample (no --data)",
-          ("run.synthetic_seed", "run.synthetic_train", "run.synthetic_dev"),
-          deps=lambda c: [], files=lambda c: [],
-          outputs=lambda c: ["tatoeba", "commoncrawl", "wikipedia", "SYNTHETIC.json"],
-          commands=lambda c: [_py(c, "pipelines.synthetic", "--output", c.d("synthetic"),
-                                  "--seed", c.cfg["run"]["synthetic_seed"],
-                                  "--train", c.cfg["run"]["synthetic_train"],
-                                  "--dev", c.cfg["run"]["synthetic_dev"])],
-          needs=lambda c: None if c.synthetic else "--data given: real inputs are used"),
-    Stage("prepare", "split pairs: train / held-out / dev hidden in web text",
-          ("run.langs", "run.max_train_pairs", "run.heldout", "run.train_languages", "run.doc_sentences",
-           "run.shuffle_seed", "run.cds_trusted_pairs"),
-          deps=lambda c: ["synthetic"] if c.synthetic else [],
-          files=lambda c: [] if c.synthetic else sorted(glob.glob(str(c.data / "tatoeba" / "*"))),
-          outputs=lambda c: ["train_pairs.tsv", "gold.tsv", "labelled.tsv", "labelled_pairs.tsv", "trusted_pairs.tsv", "tatoeba-dev.warc.wet.gz",
-                             "heldout", "train_sentences", "stats.json"],
-          commands=lambda c: [_py(c, "pipelines.e2e_tasks", "prepare", "--data", c.data,
-                                  "--output", c.d("prepare"), *_cfg_cmd(c))]),
-    Stage("wikipedia", "Wikipedia dump -> clean sentences (Beam)", ("corpus",),
-          deps=lambda c: ["synthetic"] if c.synthetic else [],
-          files=lambda c: [] if c.synthetic else _corpus_inputs(c, "wikipedia"),
-          outputs=lambda c: ["stats.json"],
-          commands=lambda c: [_py(c, "pipelines.wikipedia",
-                                  *[a for f in _corpus_inputs(c, "wikipedia") for a in ("--input", f)],
-                                  "--output", c.d("wikipedia"), *_cfg_cmd(c), "--overwrite")]),
-    Stage("commoncrawl", "CommonCrawl WET/WARC + hidden dev text -> sentences (Beam, rule quality)",
-          ("corpus",), deps=lambda c: ["prepare"] + (["synthetic"] if c.synthetic else []),
-          files=lambda c: [] if c.synthetic else _corpus_inputs(c, "commoncrawl"),
-          outputs=lambda c: ["stats.json", "_dropped"],
-          commands=lambda c: [_cc_command(c, "commoncrawl", ["--write-dropped"])]),
-    Stage("quality", "fastText quality classifier bootstrapped from the corpus outputs", (),
-          deps=lambda c: ["wikipedia", "commoncrawl"], files=lambda c: [],
-          outputs=lambda c: ["quality.bin"],
-          commands=lambda c: [_py(c, "pipelines.quality", "train", "--positive", c.d("wikipedia"),
-                                  "--positive", c.d("commoncrawl"), "--negative", c.d("commoncrawl"),
-                                  "--output", c.d("quality") / "quality.bin")],
-          needs=lambda c: None if c.cfg["run"]["quality_bootstrap"] else "run.quality_bootstrap is false"),
-    Stage("commoncrawl_q", "CommonCrawl again with the trained quality classifier (Beam)",
-          ("corpus",), deps=lambda c: ["prepare", "quality"] + (["synthetic"] if c.synthetic else []),
-          files=lambda c: [] if c.synthetic else _corpus_inputs(c, "commoncrawl"),
-          outputs=lambda c: ["stats.json"],
-          commands=lambda c: [_cc_command(c, "commoncrawl_q",
-                                          ["--quality-model", c.d("quality") / "quality.bin"])],
-          needs=lambda c: None if c.cfg["run"]["quality_bootstrap"] else "run.quality_bootstrap is false"),
-    Stage("sentences", "per-language sentences to mine (+ training sentences for the vocabulary)", (),
-          deps=lambda c: ["wikipedia", c.corpus_stage, "prepare"], files=lambda c: [],
-          outputs=lambda c: ["mine", "vocab", "stats.json"],
-          commands=lambda c: [_py(c, "pipelines.e2e_tasks", "sentences", "--corpus", c.d("wikipedia"),
-                                  "--corpus", c.d(c.corpus_stage),
-                                  "--extra", c.d("prepare") / "train_sentences",
-                                  "--output", c.d("sentences"))]),
-    Stage("vocab", "smoothed multilingual wordpiece vocabulary (Beam + learner)", ("vocab",),
-          deps=lambda c: ["sentences"], files=lambda c: [],
-          outputs=lambda c: ["vocab.txt", "tokenizer.json", "vocab_stats.json", "stats.json"],
-          commands=lambda c: [_py(c, "pipelines.vocab", "--input", c.d("sentences") / "vocab",
-                                  "--output", c.d("vocab"), *_cfg_cmd(c), "--overwrite")]),
-    Stage("pretrain", "MLM + TLM pretraining with progressive stacking", ("model", "pretrain"),
-          deps=lambda c: ["sentences", "prepare", "vocab"], files=lambda c: [],
-          outputs=lambda c: ["model"],
-          commands=lambda c: [_py(c, "labse_model", "pretrain", *_cfg_cmd(c),
-                                  "--sentences", c.d("sentences") / "vocab",
-                                  "--pairs", c.d("prepare") / "train_pairs.tsv",
-                                  "--vocab", c.d("vocab"), "--output", c.d("pretrain"))],
-          needs=_needs_pretrain, resumable=True),
-    Stage("train", "dual encoder, additive-margin softmax (torchrun-capable)", ("model", "train"),
-          deps=lambda c: ["prepare", "vocab"] + (["pretrain"] if c.available.get("pretrain") else []),
-          files=lambda c: [], outputs=lambda c: ["model", "metrics.jsonl", "stats.json"],
-          commands=lambda c: [_py(c, "labse_model", "train", *_cfg_cmd(c),
-                                  "--pairs", c.d("prepare") / "train_pairs.tsv",
-                                  "--vocab", c.d("vocab"), "--output", c.d("train"),
-                                  *(["--init", c.d("pretrain") / "model"] if c.available.get("pretrain") else []))],
-          resumable=True),
-    Stage("embed", "embedding store per language", ("run.embed_batch_size",),
-          deps=lambda c: ["sentences", "train"], files=lambda c: [],
-          outputs=lambda c: [*c.langs, "en"],
-          commands=lambda c: [_py(c, "pipelines.e2e_tasks", "embed", "--sentences", c.d("sentences") / "mine",
-                                  "--langs", *c.langs, "en", "--model", _final_model(c),
-                                  "--output", c.d("embed"), "--batch-size", c.cfg["run"]["embed_batch_size"])]),
-    Stage("mine", "FAISS kNN + margin scoring, each language against English", ("mining",),
-          deps=lambda c: ["sentences", "embed"], files=lambda c: [],
-          outputs=lambda c: [f"{p}/mined.parquet" for p in c.pairs],
-          commands=lambda c: [_py(c, "mining", "mine-many", "--pairs", *c.pairs,
-                                  "--corpus", str(c.d("sentences") / "mine" / "{lang}"),
-                                  "--emb", str(c.d("embed") / "{lang}"),
-                                  "--output", c.d("mine"), *_cfg_cmd(c), "--overwrite")]),
-    Stage("rules", "bitext hard rules on the mined pairs (kept, dropped with reasons)", ("pair_rules",),
-          deps=lambda c: ["mine"], files=lambda c: [],
-          outputs=lambda c: [f"{p}/kept.parquet" for p in c.pairs] + ["kept_all.parquet"],
-          commands=lambda c: [*[_py(c, "filters", "rules", "--pairs", c.d("mine") / p / "mined.parquet",
-                                    "--src-lang", p.split("-")[0], "--trg-lang", p.split("-")[1],
-                                    "--output", c.d("rules") / p, "--write-dropped", *_cfg_cmd(c))
-                                for p in c.pairs],
-                              _py(c, "pipelines.e2e_tasks", "concat",
-                                  *[c.d("rules") / p / "kept.parquet" for p in c.pairs],
-                                  "--output", c.d("rules") / "kept_all.parquet")],
-          needs=_needs_filters("rules"), optional=True),
-    Stage("cds_train", "CDS scorer: noisy candidates vs trusted pairs", ("cds",),
-          deps=lambda c: ["rules", "prepare", "vocab"], files=lambda c: [], outputs=lambda c: ["stats.json"],
-          commands=lambda c: [_py(c, "filters", "cds-train", "--noisy", c.d("rules") / "kept_all.parquet",
-                                  "--trusted", c.d("prepare") / "trusted_pairs.tsv", "--vocab", c.d("vocab"),
-                                  "--output", c.d("cds_train"), "--overwrite", *_cfg_cmd(c))],
-          needs=_needs_filters("cds-train"), optional=True),
-    Stage("cds_score", "CDS scores of the rule-filtered pairs and of the labelled sample", ("cds",),
-          deps=lambda c: ["rules", "cds_train", "prepare"], files=lambda c: [],
-          outputs=lambda c: ["scored.parquet", "labelled.parquet"],
-          commands=lambda c: [_py(c, "filters", "cds-score", "--model", c.d("cds_train"),
-                                  "--pairs", c.d("rules") / "kept_all.parquet",
-                                  "--output", c.d("cds_score") / "scored.parquet", *_cfg_cmd(c)),
-                              _py(c, "filters", "cds-score", "--model", c.d("cds_train"),
-                                  "--pairs", c.d("prepare") / "labelled_pairs.tsv", "--layout", "src-trg",
-                                  "--output", c.d("cds_score") / "labelled.parquet", *_cfg_cmd(c))],
-          needs=_needs_filters("cds-score"), optional=True),
-    Stage("calibrate", "threshold keeping cds.calibrate.target (0.8) GOOD on the labelled held-out sample",
-          ("cds",),
-          deps=lambda c: ["cds_score", "prepare"], files=lambda c: [],
-          outputs=lambda c: ["threshold.json", "calibration.png"],
-          commands=lambda c: [_py(c, "filters", "calibrate", "--scored", c.d("cds_score") / "labelled.parquet",
-                                  "--labels", c.d("prepare") / "labelled.tsv",
-                                  "--output", c.d("calibrate"), *_cfg_cmd(c))],
-          needs=_needs_filters("calibrate"), optional=True),
-    Stage("apply", "apply the calibrated threshold: kept, rejected with reasons, Moses export", ("cds",),
-          deps=lambda c: ["cds_score", "calibrate", "rules"], files=lambda c: [],
-          outputs=lambda c: ["kept.parquet", "stats.json"],
-          commands=lambda c: [_py(c, "filters", "apply", "--scored", c.d("cds_score") / "scored.parquet",
-                                  "--threshold", c.d("calibrate") / "threshold.json",
-                                  "--output", c.d("apply"), "--write-rejected", "--overwrite", *_cfg_cmd(c))],
-          needs=_needs_filters("apply"), optional=True),
-    Stage("bitext", "the final NMT-ready bitext (Parquet, TSV.gz, Moses)", ("run.min_margin",),
-          deps=lambda c: ["mine"] + (["rules"] if c.available.get("rules") else [])
-          + (["apply"] if _filters_used(c) else []), files=lambda c: [],
-          outputs=lambda c: ["bitext.parquet", "bitext.tsv.gz", "rejected.parquet", "stats.json"],
-          commands=lambda c: [_py(c, "pipelines.e2e_tasks", "bitext", "--mined", c.d("mine"),
-                                  *(["--filtered", c.d("apply")] if _filters_used(c) else []),
-                                  *(["--rules", c.d("rules")] if c.available.get("rules") else []),
-                                  "--min-margin", c.cfg["run"]["min_margin"], "--output", c.d("bitext"))]),
-    Stage("eval", "Tatoeba-style retrieval on held-out pairs; precision/recall of the bitext", ("eval",),
-          deps=lambda c: ["train", "prepare", "bitext", "sentences"], files=lambda c: [],
-          outputs=lambda c: ["mined_pr.json", "tatoeba"],
-          commands=lambda c: [
-              _py(c, "mining", "eval", "tatoeba", "--model", _final_model(c),
-                  "--data", c.d("prepare") / "heldout", "--prefix", "heldout", "--output", c.d("eval") / "tatoeba",
-                  *_cfg_cmd(c)),
-              _py(c, "pipelines.e2e_tasks", "score", "--bitext", c.d("bitext"), "--gold", c.d("prepare") / "gold.tsv",
-                  "--sentences", c.d("sentences") / "mine", "--output", c.d("eval"))]),
-    Stage("report", "report.md + self-contained report.html", (),
-          deps=lambda c: ["eval", "bitext"], files=lambda c: [],
-          outputs=lambda c: ["report.md", "report.html"],
-          commands=lambda c: [_py(c, "pipelines.report", "--run", c.out, "--output", c.d("report"),
-                                  "--examples", c.cfg["run"]["report_examples"])]),
-]  # fmt: skip
-FILTER_STAGES = ("rules", "cds_train", "cds_score", "calibrate", "apply")
+def _commoncrawl(ctx: Context, stage_name: str, *extra: object) -> Command:
+    inputs = [a for f in corpus_inputs(ctx, "commoncrawl") for a in ("--input", f)]
+    inputs += ["--input", ctx.d(PREPARE) / "tatoeba-dev.warc.wet.gz"]
+    return ctx.py("pipelines.commoncrawl", *inputs, "--output", ctx.d(stage_name), *ctx.config_args,
+                  "--overwrite", *extra)  # fmt: skip
+
+
+# --- the stages, in run order --------------------------------------------------------------------
+
+
+@stage(
+    "embedded synthetic sample (no --data)",
+    reads=("run.synthetic_seed", "run.synthetic_train", "run.synthetic_dev"),
+    outputs=("tatoeba", "commoncrawl", "wikipedia", "SYNTHETIC.json"),
+    off=lambda c: None if c.synthetic else "--data given: real inputs are used",
+)
+def SYNTHETIC(c: Context) -> list[Command]:
+    r = c.cfg["run"]
+    return [c.py("pipelines.synthetic", "--output", c.d(SYNTHETIC), "--seed", r["synthetic_seed"],
+                 "--train", r["synthetic_train"], "--dev", r["synthetic_dev"])]  # fmt: skip
+
+
+@stage(
+    "split pairs: train / held-out / dev hidden in web text",
+    reads=(
+        "run.langs",
+        "run.max_train_pairs",
+        "run.heldout",
+        "run.train_languages",
+        "run.doc_sentences",
+        "run.shuffle_seed",
+        "run.cds_trusted_pairs",
+    ),
+    optional_inputs=(SYNTHETIC,),
+    files=_tatoeba_files,
+    outputs=(
+        "train_pairs.tsv",
+        "gold.tsv",
+        "labelled.tsv",
+        "labelled_pairs.tsv",
+        "trusted_pairs.tsv",
+        "tatoeba-dev.warc.wet.gz",
+        "heldout",
+        "train_sentences",
+        "stats.json",
+    ),
+)
+def PREPARE(c: Context) -> list[Command]:
+    return [c.py("pipelines.e2e_tasks", "prepare", "--data", c.data, "--output", c.d(PREPARE),
+                 *c.config_args)]  # fmt: skip
+
+
+@stage(
+    "Wikipedia dump -> clean sentences (Beam)",
+    reads=keys("corpus"),
+    optional_inputs=(SYNTHETIC,),
+    files=_real_data_files("wikipedia"),
+    outputs=("stats.json",),
+)
+def WIKIPEDIA(c: Context) -> list[Command]:
+    inputs = [a for f in corpus_inputs(c, "wikipedia") for a in ("--input", f)]
+    return [c.py("pipelines.wikipedia", *inputs, "--output", c.d(WIKIPEDIA), *c.config_args,
+                 "--overwrite")]  # fmt: skip
+
+
+@stage(
+    "CommonCrawl WET/WARC + hidden dev text -> sentences (Beam, rule quality)",
+    reads=keys("corpus"),
+    inputs=(PREPARE,),
+    optional_inputs=(SYNTHETIC,),
+    files=_real_data_files("commoncrawl"),
+    outputs=("stats.json", "_dropped"),
+)
+def COMMONCRAWL(c: Context) -> list[Command]:
+    return [_commoncrawl(c, "commoncrawl", "--write-dropped")]
+
+
+@stage(
+    "fastText quality classifier bootstrapped from the corpus outputs",
+    inputs=(WIKIPEDIA, COMMONCRAWL),
+    outputs=("quality.bin",),
+    off=_quality_off,
+)
+def QUALITY(c: Context) -> list[Command]:
+    return [c.py("pipelines.quality", "train", "--positive", c.d(WIKIPEDIA),
+                 "--positive", c.d(COMMONCRAWL), "--negative", c.d(COMMONCRAWL),
+                 "--output", c.d(QUALITY) / "quality.bin")]  # fmt: skip
+
+
+@stage(
+    "CommonCrawl again with the trained quality classifier (Beam)",
+    reads=keys("corpus"),
+    inputs=(PREPARE, QUALITY),
+    optional_inputs=(SYNTHETIC,),
+    files=_real_data_files("commoncrawl"),
+    outputs=("stats.json",),
+    off=_quality_off,
+)
+def COMMONCRAWL_Q(c: Context) -> list[Command]:
+    return [_commoncrawl(c, "commoncrawl_q", "--quality-model", c.d(QUALITY) / "quality.bin")]
+
+
+@stage(
+    "per-language sentences to mine (+ training sentences for the vocabulary)",
+    inputs=(WIKIPEDIA, COMMONCRAWL, PREPARE),
+    optional_inputs=(COMMONCRAWL_Q,),
+    outputs=("mine", "vocab", "stats.json"),
+)
+def SENTENCES(c: Context) -> list[Command]:
+    return [c.py("pipelines.e2e_tasks", "sentences", "--corpus", c.d(WIKIPEDIA),
+                 "--corpus", c.d(c.corpus_stage), "--extra", c.d(PREPARE) / "train_sentences",
+                 "--output", c.d(SENTENCES))]  # fmt: skip
+
+
+@stage(
+    "smoothed multilingual wordpiece vocabulary (Beam + learner)",
+    reads=keys("vocab"),
+    inputs=(SENTENCES,),
+    outputs=("vocab.txt", "tokenizer.json", "vocab_stats.json", "stats.json"),
+)
+def VOCAB(c: Context) -> list[Command]:
+    return [c.py("pipelines.vocab", "--input", c.d(SENTENCES) / "vocab", "--output", c.d(VOCAB),
+                 *c.config_args, "--overwrite")]  # fmt: skip
+
+
+@stage(
+    "MLM + TLM pretraining with progressive stacking",
+    reads=keys("model") + keys("pretrain"),
+    inputs=(SENTENCES, PREPARE, VOCAB),
+    outputs=("model",),
+    resumable=True,
+)
+def PRETRAIN(c: Context) -> list[Command]:
+    return [c.py("labse_model", "pretrain", *c.config_args, "--sentences", c.d(SENTENCES) / "vocab",
+                 "--pairs", c.d(PREPARE) / "train_pairs.tsv", "--vocab", c.d(VOCAB),
+                 "--output", c.d(PRETRAIN))]  # fmt: skip
+
+
+@stage(
+    "dual encoder, additive-margin softmax (torchrun-capable)",
+    reads=keys("model") + keys("train"),
+    inputs=(PREPARE, VOCAB, PRETRAIN),
+    outputs=("model", "metrics.jsonl", "stats.json"),
+    resumable=True,
+)
+def TRAIN(c: Context) -> list[Command]:
+    return [c.py("labse_model", "train", *c.config_args, "--pairs", c.d(PREPARE) / "train_pairs.tsv",
+                 "--vocab", c.d(VOCAB), "--output", c.d(TRAIN), "--init", c.d(PRETRAIN) / "model")]  # fmt: skip
+
+
+@stage(
+    "embedding store per language",
+    reads=("run.embed_batch_size",),
+    inputs=(SENTENCES, TRAIN),
+    outputs=lambda c: [*c.langs, "en"],
+)
+def EMBED(c: Context) -> list[Command]:
+    return [c.py("pipelines.e2e_tasks", "embed", "--sentences", c.d(SENTENCES) / "mine",
+                 "--langs", *c.langs, "en", "--model", c.d(TRAIN) / "model", "--output", c.d(EMBED),
+                 "--batch-size", c.cfg["run"]["embed_batch_size"])]  # fmt: skip
+
+
+@stage(
+    "FAISS kNN + margin scoring, each language against English",
+    reads=keys("mining"),
+    inputs=(SENTENCES, EMBED),
+    outputs=lambda c: [f"{p}/mined.parquet" for p in c.pairs],
+)
+def MINE(c: Context) -> list[Command]:
+    return [c.py("mining", "mine-many", "--pairs", *c.pairs,
+                 "--corpus", str(c.d(SENTENCES) / "mine" / "{lang}"), "--emb", str(c.d(EMBED) / "{lang}"),
+                 "--output", c.d(MINE), *c.config_args, "--overwrite")]  # fmt: skip
+
+
+@stage(
+    "bitext hard rules on the mined pairs (kept, dropped with reasons)",
+    reads=keys("pair_rules"),
+    inputs=(MINE,),
+    outputs=lambda c: [f"{p}/kept.parquet" for p in c.pairs] + ["kept_all.parquet"],
+    optional=True,
+)
+def RULES(c: Context) -> list[Command]:
+    per_pair = [c.py("filters", "rules", "--pairs", c.d(MINE) / p / "mined.parquet",
+                     "--src-lang", p.split("-")[0], "--trg-lang", p.split("-")[1],
+                     "--output", c.d(RULES) / p, "--write-dropped", *c.config_args)
+                for p in c.pairs]  # fmt: skip
+    # The CDS commands take one pair file.
+    concat = c.py("pipelines.e2e_tasks", "concat", *[c.d(RULES) / p / "kept.parquet" for p in c.pairs],
+                  "--output", c.d(RULES) / "kept_all.parquet")  # fmt: skip
+    return [*per_pair, concat]
+
+
+@stage(
+    "CDS scorer: noisy candidates vs trusted pairs",
+    reads=keys("cds", but=("calibrate",)),
+    inputs=(RULES, PREPARE, VOCAB),
+    outputs=("stats.json",),
+    optional=True,
+)
+def CDS_TRAIN(c: Context) -> list[Command]:
+    return [c.py("filters", "cds-train", "--noisy", c.d(RULES) / "kept_all.parquet",
+                 "--trusted", c.d(PREPARE) / "trusted_pairs.tsv", "--vocab", c.d(VOCAB),
+                 "--output", c.d(CDS_TRAIN), "--overwrite", *c.config_args)]  # fmt: skip
+
+
+@stage(
+    "CDS scores of the rule-filtered pairs and of the labelled sample",
+    reads=("cds.device", "cds.threads", "cds.score_batch_size"),  # the rest: from the model
+    inputs=(RULES, CDS_TRAIN, PREPARE),
+    outputs=("scored.parquet", "labelled.parquet"),
+    optional=True,
+)
+def CDS_SCORE(c: Context) -> list[Command]:
+    return [c.py("filters", "cds-score", "--model", c.d(CDS_TRAIN), "--pairs", c.d(RULES) / "kept_all.parquet",
+                 "--output", c.d(CDS_SCORE) / "scored.parquet", *c.config_args),
+            c.py("filters", "cds-score", "--model", c.d(CDS_TRAIN),
+                 "--pairs", c.d(PREPARE) / "labelled_pairs.tsv", "--layout", "src-trg",
+                 "--output", c.d(CDS_SCORE) / "labelled.parquet", *c.config_args)]  # fmt: skip
+
+
+@stage(
+    "threshold keeping cds.calibrate.target GOOD on the labelled held-out sample",
+    reads=("cds.calibrate",),
+    inputs=(CDS_SCORE, PREPARE),
+    outputs=("threshold.json", "calibration.png"),
+    optional=True,
+)
+def CALIBRATE(c: Context) -> list[Command]:
+    return [c.py("filters", "calibrate", "--scored", c.d(CDS_SCORE) / "labelled.parquet",
+                 "--labels", c.d(PREPARE) / "labelled.tsv", "--output", c.d(CALIBRATE),
+                 *c.config_args)]  # fmt: skip
+
+
+@stage(
+    "apply the calibrated threshold: kept, rejected with reasons, Moses export",
+    reads=("pair_rules.length_buckets",),  # its keep summary lines up with the rules'
+    inputs=(CDS_SCORE, CALIBRATE, RULES),
+    outputs=("kept.parquet", "stats.json"),
+    optional=True,
+)
+def APPLY(c: Context) -> list[Command]:
+    return [c.py("filters", "apply", "--scored", c.d(CDS_SCORE) / "scored.parquet",
+                 "--threshold", c.d(CALIBRATE) / "threshold.json", "--output", c.d(APPLY),
+                 "--write-rejected", "--overwrite", *c.config_args)]  # fmt: skip
+
+
+@stage(
+    "the final NMT-ready bitext (Parquet, TSV.gz, Moses), every dropped pair with its reason",
+    reads=("run.min_margin",),
+    inputs=(MINE,),
+    optional_inputs=(RULES, APPLY),
+    outputs=("bitext.parquet", "bitext.tsv.gz", "rejected.parquet", "stats.json"),
+)
+def BITEXT(c: Context) -> list[Command]:
+    filtered = ["--filtered", c.d(APPLY)] if c.on.get(APPLY.name) else []
+    rules = ["--rules", c.d(RULES)] if c.on.get(RULES.name) else []
+    return [c.py("filters", "export", "--mined", c.d(MINE), *filtered, *rules,
+                 "--min-margin", c.cfg["run"]["min_margin"], "--output", c.d(BITEXT), "--overwrite")]  # fmt: skip
+
+
+@stage(
+    "Tatoeba-style retrieval on held-out pairs; precision/recall of the bitext",
+    reads=("eval.scoring", "eval.k", "eval.langs"),  # eval.prefix: given as --prefix
+    inputs=(TRAIN, PREPARE, BITEXT, SENTENCES),
+    outputs=("mined_pr.json", "tatoeba"),
+)
+def EVAL(c: Context) -> list[Command]:
+    return [c.py("mining", "eval", "tatoeba", "--model", c.d(TRAIN) / "model",
+                 "--data", c.d(PREPARE) / "heldout", "--prefix", "heldout",
+                 "--output", c.d(EVAL) / "tatoeba", *c.config_args),
+            c.py("pipelines.e2e_tasks", "score", "--bitext", c.d(BITEXT), "--gold", c.d(PREPARE) / "gold.tsv",
+                 "--sentences", c.d(SENTENCES) / "mine", "--output", c.d(EVAL))]  # fmt: skip
+
+
+# Every stage before it reaches EVAL or BITEXT: a stage that reruns reruns the report too.
+@stage(
+    "report.md + self-contained report.html",
+    reads=("run.report_examples",),
+    inputs=(EVAL, BITEXT),
+    outputs=("report.md", "report.html"),
+)
+def REPORT(c: Context) -> list[Command]:
+    return [c.py("pipelines.report", "--run", c.out, "--output", c.d(REPORT),
+                 "--examples", c.cfg["run"]["report_examples"])]  # fmt: skip
+
+
 BY_NAME = {s.name: s for s in STAGES}
+NAMES = [s.name for s in STAGES]
+FILTER_STAGES = (RULES, CDS_TRAIN, CDS_SCORE, CALIBRATE, APPLY)
 
 
 # --- fingerprints and manifests ----------------------------------------------------------------
@@ -361,99 +548,121 @@ def _listing(d: Path) -> list[list]:
     return files
 
 
+def config_value(values: dict, key: str) -> object:
+    """``section``, ``section.key`` or ``section.sub.key`` of the typed config."""
+    node: object = values
+    for part in key.split("."):
+        if not isinstance(node, dict) or part not in node:
+            raise KeyError(key)
+        node = node[part]
+    return node
+
+
+def stage_reads(stage: Stage, ctx: Context) -> dict[str, object]:
+    """The values of the config keys the stage reads (what its ``config`` hash is made of)."""
+    return {k: config_value(ctx.values, k) for k in stage.reads}
+
+
 @dataclass
 class Plan:
     stage: Stage
-    action: str  # run | skip | unavailable
+    action: str  # run | skip | off | missing
     reason: str
     key: str = ""
     parts: dict = field(default_factory=dict)
 
 
-def _section_value(cfg: dict, name: str) -> object:
-    """``section`` or ``section.key`` of the effective config."""
-    section, _, key = name.partition(".")
-    value = cfg.get(section)
-    return value.get(key) if key and isinstance(value, dict) else value
-
-
 def stage_parts(stage: Stage, ctx: Context, keys: dict[str, str]) -> dict:
     """What a stage's cache key is made of, each part hashed on its own (to say what changed)."""
-    sections = {s: _section_value(ctx.cfg, s) for s in stage.sections}
     cmds = _relative(stage.commands(ctx), ctx.out)
-    # The config file path is in the command, its content in `sections`.
-    cmds = [[a for a in c if a != _relative(str(ctx.config_file), ctx.out)] for c in cmds]
+    # The config file path is in every command; what the stage reads of it is in `config`.
+    cfg_arg = _relative(str(ctx.config_file), ctx.out)
+    cmds = [[a for a in c if a != cfg_arg] for c in cmds]
     return {
-        "config": _sha(sections),
+        "config": _sha(stage_reads(stage, ctx)),
         "command": _sha([c[1:] for c in cmds]),  # not the interpreter's path
         "upstream": {d: keys.get(d, "") for d in stage.deps(ctx)},
         "files": {os.path.basename(f): _sha(file_fingerprint(f)) for f in stage.files(ctx)},
     }
 
 
-def read_manifest(out: Path, stage: str) -> dict | None:
+def read_manifest(out: Path, stage: str) -> tuple[dict | None, str | None]:
+    """(manifest, None), or (None, why there is none usable): a damaged or wrong-shaped
+    manifest means the stage reruns, said in the plan and the log, never a traceback."""
+    p = manifest_path(out, stage)
+    if not p.exists():
+        return None, "no manifest (never finished)"
     try:
-        return json.loads(manifest_path(out, stage).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
+        m = read_json(p, "manifest")
+    except InputError as e:
+        log.warning("%s: rerun: manifest unreadable (%s)", stage, e.problem)
+        return None, f"manifest unreadable ({e.problem})"
+    outputs = m.get("outputs")
+    if not (isinstance(m.get("key"), str) and isinstance(m.get("parts"), dict) and isinstance(outputs, list)
+            and all(isinstance(o, list) and len(o) == 2 for o in outputs)):  # fmt: skip
+        log.warning("%s: rerun: manifest unreadable (%s: not a runner manifest)", stage, p)
+        return None, "manifest unreadable (not a runner manifest)"
+    return m, None
 
 
-def _why_rerun(old: dict | None, parts: dict, key: str, d: Path) -> str | None:
-    if old is None:
-        return "no manifest (never finished)"
+def _why_rerun(old: dict, parts: dict, key: str, d: Path) -> str | None:
     if old.get("key") != key:
-        changed = [k for k in ("config", "command") if old.get("parts", {}).get(k) != parts[k]]
-        for kind in ("upstream", "files"):
-            a, b = old.get("parts", {}).get(kind, {}), parts[kind]
-            changed += [f"{kind[:-1] if kind == 'files' else 'input'} {n}" for n in sorted(set(a) | set(b))
-                        if a.get(n) != b.get(n)]  # fmt: skip
+        before = old["parts"]
+        changed = [k for k in ("config", "command") if before.get(k) != parts[k]]
+        for kind, label in (("upstream", "input"), ("files", "file")):
+            a, b = before.get(kind), parts[kind]
+            a = a if isinstance(a, dict) else {}
+            changed += [f"{label} {n}" for n in sorted(set(a) | set(b)) if a.get(n) != b.get(n)]
         return "changed: " + (", ".join(changed) or "key")
-    for rel, size in old.get("outputs", []):
-        p = d / rel
+    for rel, size in old["outputs"]:
+        p = d / str(rel)
         if not p.is_file() or p.stat().st_size != size:
             return f"output missing or changed: {rel}"
     return None
 
 
-def _unavailable(s: Stage, ctx: Context) -> str | None:
+def _why_off(s: Stage, ctx: Context) -> str | None:
     if s.name in ctx.soft_failed:
         return f"failed in this run (optional stage, skipped): {ctx.soft_failed[s.name]}"
-    why = s.needs(ctx)
+    why = s.off(ctx)
     if why:
         return why
-    gone = [d for d in s.deps(ctx) if not ctx.available.get(d, False)]
-    return f"needs {', '.join(gone)}, which is unavailable" if gone else None
+    gone = [d for d in s.inputs if not ctx.on.get(d, False)]
+    return f"needs {', '.join(gone)}, which is off" if gone else None
 
 
 def make_plan(ctx: Context, start: str | None = None, only: str | None = None) -> list[Plan]:
-    for s in STAGES:  # in order: a stage's availability may depend on its upstream stages'
-        ctx.available[s.name] = _unavailable(s, ctx) is None
+    """Every stage: run (and why), skip (up to date), off (and why) or missing (an input of
+    --from/--only that is not complete)."""
+    ctx.on = {}
+    for s in STAGES:  # in order: whether a stage is on may depend on its upstream stages
+        ctx.on[s.name] = _why_off(s, ctx) is None
     keys: dict[str, str] = {}
     plans: list[Plan] = []
     rerun: set[str] = set()
-    names = [s.name for s in STAGES]
     forced: set[str] = set()
     if start:
-        forced = set(names[names.index(start):])
+        forced = set(NAMES[NAMES.index(start) :])
     if only:
         forced = {only}
     for s in STAGES:
-        why_not = _unavailable(s, ctx)
-        if why_not:
-            plans.append(Plan(s, "unavailable", why_not))
+        why_off = _why_off(s, ctx)
+        if why_off:
+            plans.append(Plan(s, "off", why_off))
             continue
         parts = stage_parts(s, ctx, keys)
         key = _sha(parts)
         keys[s.name] = key
-        d = ctx.d(s.name)
-        reason = _why_rerun(read_manifest(ctx.out, s.name), parts, key, d)
+        old, reason = read_manifest(ctx.out, s.name)
+        if old is not None:
+            reason = _why_rerun(old, parts, key, ctx.d(s))
         up = [u for u in s.deps(ctx) if u in rerun]
         if s.name in forced:
             reason = "--only" if only else "--from"
         elif up:
             reason = reason or f"upstream {', '.join(up)} reruns"
         if forced and s.name not in forced:
-            before = names.index(s.name) < names.index(only or start)
+            before = NAMES.index(s.name) < NAMES.index(only or start)
             if reason and before:  # an input of the forced stages that is not complete
                 plans.append(Plan(s, "missing", reason, key, parts))
             else:
@@ -478,193 +687,321 @@ def _child_env() -> dict[str, str]:
     return env
 
 
-def run_stage(plan: Plan, ctx: Context, idx: int, total: int) -> dict:
-    """Run a stage's commands as children; returns its manifest (raises on failure)."""
+class StageFailed(Exception):
+    def __init__(self, stage: str, rc: int, logfile: Path, tail: list[str]) -> None:
+        super().__init__(f"stage {stage} failed (exit status {rc}); log: {logfile}")
+        self.rc = rc
+        self.tail = tail
+
+
+def _progress_key(out: Path, stage: str) -> str | None:
+    p = progress_path(out, stage)
+    if not p.exists():
+        return None
+    try:
+        return read_json(p).get("key")
+    except InputError:
+        return None
+
+
+def run_stage(plan: Plan, ctx: Context) -> dict:
+    """Run a stage's commands as children; returns its manifest (raises StageFailed)."""
     s = plan.stage
-    d = ctx.d(s.name)
+    d = ctx.d(s)
     logs = ctx.out / "_logs"
     logs.mkdir(parents=True, exist_ok=True)
     (ctx.out / STATE).mkdir(exist_ok=True)
-    prog = read_manifest_file(progress_path(ctx.out, s.name))
-    if d.exists() and not (s.resumable and prog and prog.get("key") == plan.key):
+    if d.exists() and not (s.resumable and _progress_key(ctx.out, s.name) == plan.key):
         shutil.rmtree(d)
     d.mkdir(parents=True, exist_ok=True)
     manifest_path(ctx.out, s.name).unlink(missing_ok=True)
-    progress_path(ctx.out, s.name).write_text(json.dumps({"key": plan.key, "started": time.time()}),
-                                              encoding="utf-8")  # fmt: skip
+    _write_json(progress_path(ctx.out, s.name), {"key": plan.key, "started": time.time()})
     t0 = time.time()
     peak_kb, cpu = 0, 0.0
-    with open(logs / f"{s.name}.log", "a", encoding="utf-8") as logf:
+    logfile = logs / f"{s.name}.log"
+    with open(logfile, "a", encoding="utf-8") as logf:
         for cmd in s.commands(ctx):
             logf.write(f"$ {' '.join(map(str, cmd))}\n")
             logf.flush()
             child = subprocess.Popen(list(map(str, cmd)), stdout=logf, stderr=subprocess.STDOUT,
                                      env=_child_env(), cwd=str(ROOT))  # fmt: skip
-            # wait4 gives this child's own resource use: peak RSS of the child (and of the
-            # grandchildren it waited for), not a high-water mark of the whole run.
-            _, status, usage = os.wait4(child.pid, 0)
+            try:
+                # wait4 gives this child's own resource use: peak RSS of the child (and of the
+                # grandchildren it waited for), not a high-water mark of the whole run.
+                _, status, usage = os.wait4(child.pid, 0)
+            except BaseException:  # Ctrl-C or SIGTERM of the runner alone: stop the child too
+                child.terminate()
+                child.wait()
+                raise
             child.returncode = os.waitstatus_to_exitcode(status)
             peak_kb = max(peak_kb, usage.ru_maxrss)
             cpu += usage.ru_utime + usage.ru_stime
             if child.returncode != 0:
-                tail = (logs / f"{s.name}.log").read_text(encoding="utf-8", errors="replace").splitlines()[-15:]
-                raise StageFailed(s.name, child.returncode, logs / f"{s.name}.log", tail)
+                tail = logfile.read_text(encoding="utf-8", errors="replace").splitlines()[-15:]
+                raise StageFailed(s.name, child.returncode, logfile, tail)
     missing = [o for o in s.outputs(ctx) if not (d / o).exists()]
     if missing:
-        raise StageFailed(s.name, 0, logs / f"{s.name}.log", [f"declared outputs missing: {missing}"])
-    manifest = {"stage": s.name, "key": plan.key, "parts": plan.parts,
-                "sections": {k: _section_value(ctx.cfg, k) for k in s.sections},
+        raise StageFailed(s.name, 1, logfile, [f"declared outputs missing: {missing}"])
+    manifest = {"stage": s.name, "key": plan.key, "parts": plan.parts, "reads": stage_reads(s, ctx),
                 "commands": _relative(s.commands(ctx), ctx.out), "outputs": _listing(d),
                 "seconds": round(time.time() - t0, 2), "cpu_seconds": round(cpu, 2),
                 "peak_rss_mb": round(peak_kb / 1024, 1), "finished": time.time()}  # fmt: skip
-    tmp = manifest_path(ctx.out, s.name).with_suffix(".tmp")
-    tmp.write_text(json.dumps(manifest, indent=1), encoding="utf-8")
-    os.replace(tmp, manifest_path(ctx.out, s.name))
+    _write_json(manifest_path(ctx.out, s.name), manifest)
     progress_path(ctx.out, s.name).unlink(missing_ok=True)
     return manifest
 
 
-def read_manifest_file(p: Path) -> dict | None:
-    try:
-        return json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
+def _write_json(path: Path, doc: dict) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(doc, indent=1), encoding="utf-8")
+    os.replace(tmp, path)
 
 
-class StageFailed(Exception):
-    def __init__(self, stage: str, rc: int, logfile: Path, tail: list[str]) -> None:
-        super().__init__(f"stage {stage} failed (exit status {rc}); log: {logfile}")
-        self.tail = tail
+# --- configuration and inputs --------------------------------------------------------------------
+
+
+def typed_config(cfg: dict) -> dict:
+    """Every known section through its dataclass (defaults filled in, types checked), as data."""
+    from labse_common.config import section_names
+
+    return {name: dataclasses.asdict(from_dict(section_class(name), cfg.get(name) or {}, prefix=name))
+            for name in section_names()}  # fmt: skip
+
+
+def effective_config(preset: str, overrides: list[str]) -> dict:
+    """The preset with --set overrides applied, every section type-checked (ConfigError)."""
+    cfg = apply_overrides(read_preset(preset), overrides)
+    from labse_common.config import section_names
+
+    unknown = sorted(set(cfg) - set(section_names()))
+    if unknown:
+        raise ConfigError(
+            f"unknown config section(s) {', '.join(unknown)}; known: {', '.join(section_names())}"
+        )
+    values = typed_config(cfg)
+    cfg["run"] = values["run"]  # the runner's own section, defaults filled in
+    from pipelines.e2e_tasks import LID_CODE
+
+    for key in ("langs", "train_languages"):
+        bad = [c for c in cfg["run"][key] or [] if c not in LID_CODE or c == "eng"]
+        if bad:
+            raise ConfigError(f"run.{key}: unknown Tatoeba code(s) {', '.join(bad)} "
+                              f"(known: {', '.join(sorted(set(LID_CODE) - {'eng'}))})")  # fmt: skip
+    return cfg
+
+
+def _require_nonempty(path: Path, what: str) -> None:
+    if not path.is_file() or path.stat().st_size == 0:
+        raise InputError(path.parent, f"{what}: no {path.name} (or it is empty)", "--data")
+
+
+def validate_data(data: Path, cfg: dict) -> None:
+    """--data in the ../shared/data layout, checked before anything runs (and with --dry-run):
+    one InputError naming the folder, instead of a stage failing minutes later."""
+    if not data.is_dir():
+        raise InputError(
+            data, "not a folder (expected wikipedia/, commoncrawl/, tatoeba/ inside)", "--data"
+        )
+    tatoeba = data / "tatoeba"
+    if not tatoeba.is_dir():
+        raise InputError(
+            data,
+            "no tatoeba/ folder inside (expected tatoeba/, wikipedia/, commoncrawl/)",
+            "--data",
+        )
+    run = cfg["run"]
+    for code in sorted({*run["langs"], *(run["train_languages"] or [])}):
+        for side in (code, "eng"):
+            _require_nonempty(tatoeba / f"train.{code}-eng.{side}", f"training pairs of {code}")
+    for code in run["langs"]:
+        for side in (code, "eng"):
+            _require_nonempty(
+                tatoeba / f"dev.{code}-eng.{side}", f"dev pairs of {code} (run.langs)"
+            )
+    for kind in ("wikipedia", "commoncrawl"):
+        if not {f for p in _CORPUS_PATTERNS[kind] for f in glob.glob(str(data / p))}:
+            raise InputError(data / kind, f"no input ({' or '.join(p.split('/')[1] for p in _CORPUS_PATTERNS[kind])})",
+                             "--data")  # fmt: skip
+
+
+def validate_synthetic(cfg: dict) -> None:
+    from pipelines.synthetic import LANGS
+
+    for key in ("langs", "train_languages"):
+        bad = [c for c in cfg["run"][key] or [] if c not in LANGS]
+        if bad:
+            raise ConfigError(f"run.{key}: {', '.join(bad)} not in the synthetic sample "
+                              f"({', '.join(c for c in LANGS if c != 'eng')}); give --data for other languages")  # fmt: skip
 
 
 # --- CLI -----------------------------------------------------------------------------------------
 
 
-def effective_config(preset: str, overrides: list[str]) -> dict:
-    """The preset with --set overrides applied, every known section type-checked."""
-    cfg = apply_overrides(read_preset(preset), overrides)
-    for section in cfg:
-        try:
-            load(section, None, flags=cfg[section]) if isinstance(cfg[section], dict) else None
-        except ConfigError as e:
-            if "unknown config section" in str(e):
-                continue  # a section this checkout does not know yet: its stage checks it
-            raise
-    run = dataclasses.asdict(load("run", None, flags=cfg.get("run") or {}))
-    cfg["run"] = run
-    return cfg
-
-
 def build_parser() -> argparse.ArgumentParser:
-    names = [s.name for s in STAGES]
     ap = argparse.ArgumentParser(prog="python -m pipelines.run", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
-                                 epilog="stages, in order: " + " -> ".join(names))  # fmt: skip
-    ap.add_argument("--config", default="demo", metavar="PRESET|FILE",
-                    help="preset (demo, paper) or YAML file; every stage reads its section (demo)")
-    ap.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
-                    help="override a config value, e.g. --set mining.k=8 (repeatable)")
-    ap.add_argument("--data", metavar="DIR",
-                    help="real inputs in the ../shared/data layout (wikipedia/, commoncrawl/, tatoeba/); "
-                    "default: the embedded synthetic sample")
+                                 epilog="stages, in order: " + " -> ".join(NAMES))  # fmt: skip
+    ap.add_argument(
+        "--config",
+        default="demo",
+        metavar="PRESET|FILE",
+        help="preset (demo, paper) or YAML file; every stage reads its section (demo)",
+    )
+    ap.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="SECTION.KEY=VALUE",
+        help="override a config value, e.g. --set mining.k=8 (repeatable)",
+    )
+    ap.add_argument(
+        "--data",
+        metavar="DIR",
+        help="real inputs in the ../shared/data layout (wikipedia/, commoncrawl/, tatoeba/); "
+        "default: the embedded synthetic sample",
+    )
     ap.add_argument("--output", default="demo_out", metavar="DIR", help="run folder (demo_out)")
-    ap.add_argument("--from", dest="start", choices=names, metavar="STAGE",
-                    help="rerun STAGE and every stage after it (earlier ones must be complete)")
-    ap.add_argument("--only", choices=names, metavar="STAGE",
-                    help="rerun STAGE alone (its inputs must be complete)")
-    ap.add_argument("--dry-run", action="store_true", help="print the plan (run/skip and why) and exit")
-    ap.add_argument("--log-level", default=None, help="DEBUG, INFO (default), WARNING")
+    ap.add_argument(
+        "--from",
+        dest="start",
+        choices=NAMES,
+        metavar="STAGE",
+        help="rerun STAGE and every stage after it (earlier ones must be complete)",
+    )
+    ap.add_argument(
+        "--only",
+        choices=NAMES,
+        metavar="STAGE",
+        help="rerun STAGE alone (its inputs must be complete)",
+    )
+    ap.add_argument(
+        "--dry-run", action="store_true", help="print the plan (run/skip and why) and exit"
+    )
+    ap.add_argument(
+        "--list",
+        action="store_true",
+        help="print every stage: what it does, the config keys and stages it reads",
+    )
+    add_log_level_option(ap)
     return ap  # fmt: skip
+
+
+def describe_stages() -> str:
+    lines = []
+    for s in STAGES:
+        lines.append(f"{s.name}: {s.what}")
+        lines.append(f"    reads config: {', '.join(s.reads) or '-'}")
+        ups = [*s.inputs, *(f"{o} (when it runs)" for o in s.optional_inputs)]
+        lines.append(f"    reads stages: {', '.join(ups) or '-'}")
+    return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     setup_logging(args.log_level)
+    return run_main(lambda: _main(args), log)
+
+
+def _main(args: argparse.Namespace) -> int:
+    if args.list:
+        sys.stdout.write(describe_stages())
+        return 0
     if args.start and args.only:
-        print("error: --from and --only exclude each other", file=sys.stderr)
-        return 2
-    try:
-        cfg = effective_config(args.config, args.set)
-    except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        raise UsageError("--from and --only exclude each other")
+    require_local(args.output, "--output", "the stage runner")
+    cfg = effective_config(args.config, args.set)
     out = Path(args.output).resolve()
     if args.data:
+        if "://" in args.data:
+            raise UsageError(f"--data {args.data}: the stage runner reads a local folder")
         data = Path(args.data).resolve()
-        if not (data / "tatoeba").is_dir():
-            print(f"error: --data {args.data}: expected tatoeba/ (and wikipedia/, commoncrawl/) inside",
-                  file=sys.stderr)  # fmt: skip
-            return 2
+        validate_data(data, cfg)
     else:
-        data = out / "synthetic"
-    ctx = Context(out=out, data=data, synthetic=not args.data, config_file=out / "_config.yaml", cfg=cfg)
-    if args.data and not (_corpus_inputs(ctx, "wikipedia") and _corpus_inputs(ctx, "commoncrawl")):
-        print(f"error: --data {args.data}: no wikipedia/*.xml.bz2 or commoncrawl/*.gz inputs", file=sys.stderr)
-        return 2
-    plans = make_plan(ctx, args.start, args.only)
-    width = max(len(s.name) for s in STAGES)
-    lines = [f"{p.stage.name:<{width}}  {p.action:<11} {p.reason}" for p in plans]
+        data = out / SYNTHETIC.name
+        validate_synthetic(cfg)
+    ctx = Context(
+        out=out, data=data, synthetic=not args.data, config_file=out / "_config.yaml", cfg=cfg
+    )
     if args.dry_run:
-        sys.stdout.write("\n".join(lines) + "\n")
+        sys.stdout.write(_plan_lines(make_plan(ctx, args.start, args.only)))
         return 0
+    # The whole run folder is this runner's until it ends (however it ends); a runner killed
+    # outright leaves its claim behind, which the next run takes over.
+    with resumable_claim(out):
+        return _run(ctx, args)
+
+
+def _plan_lines(plans: list[Plan]) -> str:
+    width = max(len(n) for n in NAMES)
+    return "".join(f"{p.stage.name:<{width}}  {p.action:<11} {p.reason}\n" for p in plans)
+
+
+def _run(ctx: Context, args: argparse.Namespace) -> int:
+    plans = make_plan(ctx, args.start, args.only)
     missing = [p for p in plans if p.action == "missing"]
     if missing:
         names = ", ".join(f"{p.stage.name} ({p.reason})" for p in missing)
-        print(f"error: needed stages are not complete: {names}; run without --from/--only", file=sys.stderr)
-        return 2
-    out.mkdir(parents=True, exist_ok=True)
+        raise UsageError(f"needed stages are not complete: {names}; run without --from/--only")
     _write_config(ctx)
     todo = [p for p in plans if p.action == "run"]
-    log.info("run folder %s; data: %s; %d stage(s) to run, %d up to date, %d unavailable", out,
-             "synthetic sample" if ctx.synthetic else data, len(todo),
-             sum(p.action == "skip" for p in plans), sum(p.action == "unavailable" for p in plans))  # fmt: skip
-    history = {"plan": [{"stage": p.stage.name, "action": p.action, "reason": p.reason} for p in plans],
-               "data": "synthetic" if ctx.synthetic else str(data), "started": time.time(), "ran": []}  # fmt: skip
-    _write_run(ctx, history)
+    log.info("run folder %s; data: %s; %d stage(s) to run, %d up to date, %d off", ctx.out,
+             "synthetic sample" if ctx.synthetic else ctx.data, len(todo),
+             sum(p.action == "skip" for p in plans), sum(p.action == "off" for p in plans))  # fmt: skip
+    history = {"plan": _plan_record(plans), "data": "synthetic" if ctx.synthetic else str(ctx.data),
+               "started": time.time(), "ran": []}  # fmt: skip
+    _write_json(ctx.out / "_run.json", history)
     from tqdm import tqdm
 
     bar = tqdm(total=len(todo), desc="stages", unit="stage", disable=not sys.stderr.isatty())
     done: set[str] = set()
     n = 0
-    while todo:
-        p = todo.pop(0)
-        n += 1
-        total = n + len(todo)
-        log.info("[%d/%d] %s: running (%s) — %s", n, total, p.stage.name, p.reason, p.stage.what)
-        try:
-            m = run_stage(p, ctx, n, total)
-        except StageFailed as e:
-            log.error("%s", e)
-            for line in e.tail:
-                log.error("  | %s", line)
-            if not p.stage.optional:
-                bar.close()
-                history["failed"] = p.stage.name
-                _write_run(ctx, history)
-                return 1
-            # Go on without it: plan the rest again (the stages after it fall back).
-            errs = [ln for ln in e.tail if "error" in ln.lower()] or e.tail[-1:]
-            ctx.soft_failed[p.stage.name] = errs[-1].strip() if errs else str(e)
-            log.warning("%s is optional: continuing without it", p.stage.name)
-            plans = make_plan(ctx, args.start, args.only)
-            history["plan"] = [{"stage": q.stage.name, "action": q.action, "reason": q.reason} for q in plans]
-            history.setdefault("soft_failed", {})[p.stage.name] = ctx.soft_failed[p.stage.name]
-            _write_run(ctx, history)
-            todo = [q for q in plans if q.action == "run" and q.stage.name not in done]
-            bar.total = n + len(todo)
-            continue
-        done.add(p.stage.name)
-        log.info("[%d/%d] %s: done in %.1f s, peak RSS %.0f MB", n, total, p.stage.name,
-                 m["seconds"], m["peak_rss_mb"])  # fmt: skip
-        history.setdefault("ran", []).append(p.stage.name)
-        _write_run(ctx, history)
-        bar.update(1)
-    bar.close()
+    try:
+        while todo:
+            p = todo.pop(0)
+            n += 1
+            total = n + len(todo)
+            log.info(
+                "[%d/%d] %s: running (%s) — %s", n, total, p.stage.name, p.reason, p.stage.what
+            )
+            try:
+                m = run_stage(p, ctx)
+            except StageFailed as e:
+                log.error("%s", e)
+                for line in e.tail:
+                    log.error("  | %s", line)
+                if not p.stage.optional:
+                    history["failed"] = p.stage.name
+                    _write_json(ctx.out / "_run.json", history)
+                    # A stage's own usage error (exit 2) is the user's to fix: say so the same way.
+                    return 2 if e.rc == 2 else 1
+                # Go on without it: plan the rest again (the stages after it fall back).
+                errs = [ln for ln in e.tail if "error" in ln.lower()] or e.tail[-1:]
+                ctx.soft_failed[p.stage.name] = errs[-1].strip() if errs else str(e)
+                log.warning("%s is optional: continuing without it", p.stage.name)
+                plans = make_plan(ctx, args.start, args.only)
+                history["plan"] = _plan_record(plans)
+                history.setdefault("soft_failed", {})[p.stage.name] = ctx.soft_failed[p.stage.name]
+                _write_json(ctx.out / "_run.json", history)
+                todo = [q for q in plans if q.action == "run" and q.stage.name not in done]
+                bar.total = n + len(todo)
+                continue
+            done.add(p.stage.name)
+            log.info("[%d/%d] %s: done in %.1f s, peak RSS %.0f MB", n, total, p.stage.name,
+                     m["seconds"], m["peak_rss_mb"])  # fmt: skip
+            history["ran"].append(p.stage.name)
+            _write_json(ctx.out / "_run.json", history)
+            bar.update(1)
+    finally:
+        bar.close()
     history["finished"] = time.time()
-    _write_run(ctx, history)
-    report = ctx.d("report") / "report.html"
-    sys.stdout.write(f"finished: {out}\n  bitext: {ctx.d('bitext') / 'bitext.tsv.gz'}\n  report: {report}\n")
+    _write_json(ctx.out / "_run.json", history)
+    sys.stdout.write(f"finished: {ctx.out}\n  bitext: {ctx.d(BITEXT) / 'bitext.tsv.gz'}\n"
+                     f"  report: {ctx.d(REPORT) / 'report.html'}\n")  # fmt: skip
     return 0
+
+
+def _plan_record(plans: list[Plan]) -> list[dict]:
+    return [{"stage": p.stage.name, "action": p.action, "reason": p.reason} for p in plans]
 
 
 def _write_config(ctx: Context) -> None:
@@ -675,12 +1012,12 @@ def _write_config(ctx: Context) -> None:
         os.replace(tmp, ctx.config_file)
 
 
-def _write_run(ctx: Context, history: dict) -> None:
-    tmp = ctx.out / "_run.json.tmp"
-    tmp.write_text(json.dumps(history, indent=1), encoding="utf-8")
-    os.replace(tmp, ctx.out / "_run.json")
+def _terminate(signum: int, frame: object) -> None:
+    # SIGTERM unwinds like Ctrl-C: the running stage is stopped and the claim released.
+    raise KeyboardInterrupt
 
 
 if __name__ == "__main__":
     signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, _terminate)
     sys.exit(main())

@@ -28,12 +28,32 @@ def test_dry_run_plans_every_stage_and_writes_nothing(tmp_path: Path):
     p = cli("--config", "configs/demo.yaml", "--output", str(out), "--dry-run")
     assert p.returncode == 0, p.stderr
     plan = [line.split(None, 2) for line in p.stdout.splitlines()]
-    assert [row[0] for row in plan] == [s.name for s in runner.STAGES]
-    for name, action, reason in plan:
-        assert action in ("run", "unavailable"), (name, action)
-        if action == "unavailable":
-            assert "not available in this checkout" in reason or "false" in reason
+    assert [row[0] for row in plan] == runner.NAMES
+    assert {action for _, action, _ in plan} == {"run"}, p.stdout  # every stage is in the checkout
     assert not out.exists()
+
+
+def test_data_folders_that_cannot_work_are_refused_up_front(tmp_path: Path):
+    data = tmp_path / "data"
+    (data / "tatoeba").mkdir(parents=True)  # empty
+    (data / "wikipedia").mkdir()
+    (data / "commoncrawl").mkdir()
+    for extra in ([], ["--dry-run"]):
+        p = cli("--output", str(tmp_path / "run"), "--data", str(data), *extra)
+        assert p.returncode == 2, (p.stdout, p.stderr)
+        assert (
+            "--data" in p.stderr
+            and str(data / "tatoeba") in p.stderr
+            and "Traceback" not in p.stderr
+        )
+        assert not (tmp_path / "run").exists()
+    synthetic.generate(data, seed=0, n_train=20, n_dev=10)  # now complete: the plan goes through
+    p = cli("--output", str(tmp_path / "run"), "--data", str(data), "--dry-run")
+    assert p.returncode == 0, p.stderr
+    assert "synthetic      off" in p.stdout
+    (data / "tatoeba" / "dev.fra-eng.fra").write_bytes(b"")
+    p = cli("--output", str(tmp_path / "run"), "--data", str(data), "--dry-run")
+    assert p.returncode == 2 and "dev.fra-eng.fra" in p.stderr, p.stderr
 
 
 @pytest.mark.parametrize("args, message", [
@@ -42,6 +62,9 @@ def test_dry_run_plans_every_stage_and_writes_nothing(tmp_path: Path):
     (["--data", "/nonexistent/data"], "--data"),
     (["--config", "/nonexistent.yaml"], "config file not found"),
     (["--from", "mine", "--only", "mine"], "exclude"),
+    (["--set", "run.langs=[xyz]"], "run.langs"),
+    (["--set", "run.langs=[ita]"], "synthetic sample"),
+    (["--set", "nosection.key=1"], "nosection"),
 ])  # fmt: skip
 def test_bad_arguments_are_one_line_errors(tmp_path: Path, args, message):
     p = cli("--output", str(tmp_path / "run"), "--dry-run", *args)
@@ -65,6 +88,7 @@ def test_stage_declarations_are_consistent(tmp_path: Path):
         for dep in s.deps(ctx):  # upstream stages are declared before the stages that read them
             assert names.index(dep) < i, (s.name, dep)
         assert s.commands(ctx) and s.outputs(ctx), s.name
+        assert runner.BY_NAME[s.name] is s and getattr(runner, s.name.upper()) is s
 
 
 def test_synthetic_sample_is_deterministic_and_real_language(tmp_path: Path):
@@ -112,9 +136,23 @@ def test_dockerfiles_parse_and_copy_existing_sources():
     for path in DOCKERFILES:
         ins = _instructions(path)
         ops = {op for op, _ in ins}
-        assert ops <= {"ARG", "FROM", "WORKDIR", "COPY", "RUN", "ENV", "ENTRYPOINT", "CMD", "LABEL"}, ops
+        assert ops <= {
+            "ARG",
+            "FROM",
+            "WORKDIR",
+            "COPY",
+            "RUN",
+            "ENV",
+            "ENTRYPOINT",
+            "CMD",
+            "LABEL",
+        }, ops
         assert any(op == "FROM" for op, _ in ins)
-        args = {rest.split("=")[0]: rest.split("=", 1)[1] for op, rest in ins if op == "ARG" and "=" in rest}
+        args = {
+            rest.split("=")[0]: rest.split("=", 1)[1]
+            for op, rest in ins
+            if op == "ARG" and "=" in rest
+        }
         for op, rest in ins:
             if op == "FROM":
                 image = re.sub(r"\$\{(\w+)\}", lambda m, a=args: a[m.group(1)], rest.split()[0])
@@ -124,7 +162,9 @@ def test_dockerfiles_parse_and_copy_existing_sources():
                 for src in sources:  # relative to the build context: the repository root
                     assert (ROOT / src).exists(), (path.name, src)
             if op == "RUN" and "pip install" in rest:
-                assert "torch==" in rest.replace('"', "").replace("${TORCH_VERSION}", args.get("TORCH_VERSION", "")), path
+                assert "torch==" in rest.replace('"', "").replace(
+                    "${TORCH_VERSION}", args.get("TORCH_VERSION", "")
+                ), path
 
 
 def test_beam_worker_image_matches_the_launcher_beam_version():
@@ -157,7 +197,10 @@ def test_bitext_from_filter_outputs_names_each_drop_reason(tmp_path: Path):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from pipelines.e2e_tasks import bitext
+    from filters.bitext.export import export_bitext
+
+    def bitext(mined, filtered, min_margin, out, rules=None):
+        return export_bitext(mined, out, filtered=filtered, rules=rules, min_margin=min_margin)
 
     rows = [{"src": f"s{i}", "trg": f"t{i}", "src_lang": "de", "trg_lang": "en", "margin": 1.0 + i / 10}
             for i in range(6)]  # fmt: skip
@@ -167,7 +210,10 @@ def test_bitext_from_filter_outputs_names_each_drop_reason(tmp_path: Path):
     pq.write_table(pa.Table.from_pylist([{**rows[0], "step": "length", "reason": "too_short"}]),
                    tmp_path / "rules" / "de-en" / "dropped.parquet")  # fmt: skip
     (tmp_path / "apply").mkdir()
-    pq.write_table(pa.Table.from_pylist([{**r, "cds_score": 0.5} for r in rows[2:]]), tmp_path / "apply" / "kept.parquet")
+    pq.write_table(
+        pa.Table.from_pylist([{**r, "cds_score": 0.5} for r in rows[2:]]),
+        tmp_path / "apply" / "kept.parquet",
+    )
     pq.write_table(pa.Table.from_pylist([{**rows[1], "cds_score": -2.0, "reason": "below_threshold"}]),
                    tmp_path / "apply" / "rejected.parquet")  # fmt: skip
     rep = bitext(tmp_path / "mine", tmp_path / "apply", 1.05, tmp_path / "out", tmp_path / "rules")
@@ -176,7 +222,12 @@ def test_bitext_from_filter_outputs_names_each_drop_reason(tmp_path: Path):
     assert c["dropped"] == {"rules:too_short": 1, "cds:below_threshold": 1}
     kept = pq.read_table(tmp_path / "out" / "bitext.parquet").to_pylist()
     assert [r["src"] for r in kept] == ["s2", "s3", "s4", "s5"] and kept[0]["cds_score"] == 0.5
-    assert (tmp_path / "out" / "bitext.de-en.de").read_text().splitlines() == ["s2", "s3", "s4", "s5"]
+    assert (tmp_path / "out" / "bitext.de-en.de").read_text().splitlines() == [
+        "s2",
+        "s3",
+        "s4",
+        "s5",
+    ]
     # Rules only: what they kept, above the margin floor.
     pq.write_table(pa.Table.from_pylist(rows[1:]), tmp_path / "rules" / "de-en" / "kept.parquet")
     rep = bitext(tmp_path / "mine", None, 1.25, tmp_path / "out1", tmp_path / "rules")
@@ -191,15 +242,70 @@ def test_a_refused_optional_stage_makes_the_rest_fall_back(tmp_path: Path):
                          config_file=tmp_path / "_config.yaml",
                          cfg=runner.effective_config("demo", []))  # fmt: skip
     plans = {p.stage.name: p for p in runner.make_plan(ctx)}
-    if plans["calibrate"].action == "unavailable":
-        pytest.skip("the CDS commands are not in this checkout")
     bitext_cmd = runner.BY_NAME["bitext"].commands(ctx)[0]
     assert "--filtered" in bitext_cmd
     assert runner.BY_NAME["calibrate"].optional and not runner.BY_NAME["train"].optional
     ctx.soft_failed["calibrate"] = "error: no threshold keeps a set that is 80% GOOD"
     plans = {p.stage.name: p for p in runner.make_plan(ctx)}
-    assert plans["calibrate"].action == "unavailable" and "80% GOOD" in plans["calibrate"].reason
-    assert plans["apply"].action == "unavailable" and "calibrate" in plans["apply"].reason
+    assert plans["calibrate"].action == "off" and "80% GOOD" in plans["calibrate"].reason
+    assert plans["apply"].action == "off" and "calibrate" in plans["apply"].reason
     assert plans["bitext"].action == "run" and plans["rules"].action == "run"
     bitext_cmd = runner.BY_NAME["bitext"].commands(ctx)[0]
     assert "--filtered" not in bitext_cmd and "--rules" in bitext_cmd
+
+
+def test_bitext_export_command_claims_its_output_and_names_bad_inputs(tmp_path: Path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    def export(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "filters", "export", *args], env=ENV, cwd=ROOT,
+                              capture_output=True, text=True, timeout=120)  # fmt: skip
+
+    p = export("--mined", str(tmp_path / "none"), "--output", str(tmp_path / "out"))
+    assert p.returncode == 2 and "--mined" in p.stderr and "Traceback" not in p.stderr
+    (tmp_path / "mine" / "de-en").mkdir(parents=True)
+    mined = tmp_path / "mine" / "de-en" / "mined.parquet"
+    mined.write_bytes(b"PAR1 not really")
+    p = export("--mined", str(tmp_path / "mine"), "--output", str(tmp_path / "out"))
+    assert p.returncode == 2 and str(mined) in p.stderr and "Traceback" not in p.stderr
+    rows = [{"src": f"s{i}", "trg": f"t{i}", "src_lang": "de", "trg_lang": "en", "margin": 1.0 + i / 10}
+            for i in range(4)]  # fmt: skip
+    pq.write_table(pa.Table.from_pylist(rows), mined)
+    p = export(
+        "--mined", str(tmp_path / "mine"), "--min-margin", "1.15", "--output", str(tmp_path / "out")
+    )
+    assert p.returncode == 0, p.stderr
+    assert sorted(os.listdir(tmp_path / "out")) == ["bitext.de-en.de", "bitext.de-en.en", "bitext.parquet",
+                                                   "bitext.tsv.gz", "rejected.parquet", "stats.json"]  # fmt: skip
+    p = export("--mined", str(tmp_path / "mine"), "--output", str(tmp_path / "out"))
+    assert p.returncode == 2 and "--overwrite" in p.stderr
+
+
+def test_a_second_runner_on_the_same_output_stops_naming_the_claim(tmp_path: Path):
+    from labse_common.output_dir import resumable_claim
+
+    out = tmp_path / "run"
+    with resumable_claim(out):
+        p = cli("--output", str(out))
+        assert p.returncode == 2, (p.stdout, p.stderr)
+        assert "_CLAIM.json" in p.stderr and "Traceback" not in p.stderr
+        assert (out / "_CLAIM.json").is_file()  # still the first runner's
+        assert cli("--output", str(out), "--dry-run").returncode == 0  # reading the plan is fine
+    assert not (out / "_CLAIM.json").exists()
+
+
+def test_the_claim_of_a_killed_runner_is_taken_over_and_released_on_failure(tmp_path: Path):
+    import json
+    import socket
+
+    out = tmp_path / "run"
+    out.mkdir()
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    (out / "_CLAIM.json").write_text(json.dumps({"job_id": "killed", "host": socket.gethostname(),
+                                                 "pid": gone.pid, "started": "-"}))  # fmt: skip
+    p = cli("--output", str(out), "--only", "report")  # fails fast: its inputs are not complete
+    assert p.returncode == 2 and "not complete" in p.stderr, p.stderr
+    assert "taking over" in p.stderr
+    assert not (out / "_CLAIM.json").exists()

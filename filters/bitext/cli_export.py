@@ -1,0 +1,55 @@
+"""``python -m filters export``: the final bitext (Parquet, TSV.gz, Moses files), every dropped pair with its reason."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+
+from labse_common.cli import add_log_level_option, add_output_option, add_overwrite_option, run_main
+from labse_common.logs import setup_logging
+
+log = logging.getLogger("filters.export")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m filters export",
+        description="Assemble the final NMT-ready bitext from the mined pairs and what the filters "
+        "kept: with --filtered the apply command's kept pairs; else with --rules the pairs the hard "
+        "rules kept with margin >= --min-margin; else the mined pairs with that margin. Writes "
+        "OUTPUT/bitext.parquet, OUTPUT/bitext.tsv.gz (src, trg, src_lang, trg_lang, margin), Moses "
+        "files OUTPUT/bitext.SRC-TRG.{SRC,TRG}, OUTPUT/rejected.parquet (every other mined pair "
+        "with its reason) and OUTPUT/stats.json (pairs in, out, dropped per reason).",
+    )
+    p.add_argument("--mined", required=True, metavar="DIR",
+                   help="mining mine-many output: <pair>/mined.parquet")  # fmt: skip
+    p.add_argument("--filtered", metavar="DIR",
+                   help="the apply command's output (kept.parquet, rejected.parquet)")  # fmt: skip
+    p.add_argument("--rules", metavar="DIR",
+                   help="the rules command's outputs, one <pair>/ folder each (kept.parquet, dropped.parquet)")  # fmt: skip
+    p.add_argument("--min-margin", type=float, default=1.05,
+                   help="margin floor when --filtered is not given (1.05)")  # fmt: skip
+    add_output_option(p, "folder to write (local)")
+    add_overwrite_option(p)
+    add_log_level_option(p)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    setup_logging(args.log_level)
+
+    def body() -> int:
+        from filters.bitext.export import export_bitext
+
+        rep = export_bitext(args.mined, args.output, filtered=args.filtered, rules=args.rules,
+                            min_margin=args.min_margin, overwrite=args.overwrite)  # fmt: skip
+        c = rep["counts"].get("pairs", {"in": 0, "out": 0})
+        log.info("export: %d of %d pairs kept (%s)", c["out"], c["in"], rep["source"])
+        return 0
+
+    return run_main(body, log, args=args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

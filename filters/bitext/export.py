@@ -1,0 +1,184 @@
+"""The final NMT-ready bitext: the mined pairs that every filter kept, in the formats NMT
+toolkits read, and every other mined pair with the reason it was dropped.
+
+Which pairs are kept, by what ran before:
+
+* ``filtered`` (the ``apply`` command's folder, ``kept.parquet`` + ``rejected.parquet``): the
+  pairs it kept (hard rules + calibrated score threshold);
+* else ``rules`` (the ``rules`` command's output, one ``<pair>/kept.parquet`` +
+  ``dropped.parquet`` per language pair): the pairs the rules kept whose margin is at least
+  ``min_margin``;
+* else the mined pairs whose margin is at least ``min_margin``.
+
+Written into ``output`` (claimed, written aside, committed at the end: :mod:`labse_common.output_dir`):
+
+* ``bitext.parquet``: src, trg, src_lang, trg_lang, margin (+ src_id, trg_id, cosine, cds_score
+  where known); ``bitext.tsv.gz``: ``src<TAB>trg<TAB>src_lang<TAB>trg_lang<TAB>margin``;
+* Moses files ``bitext.SRC-TRG.SRC`` / ``bitext.SRC-TRG.TRG``: line i of one translates line i
+  of the other;
+* ``rejected.parquet``: every other mined pair with ``reason`` (``rules:<reason>``,
+  ``cds:<reason>``, ``below_min_margin``, or ``filtered`` when a filter dropped it without
+  saying why);
+* ``stats.json``: pairs in = out + dropped per reason (balanced), pairs per language pair.
+"""
+
+from __future__ import annotations
+
+import gzip
+import logging
+import os
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from labse_common.datafiles import read_parquet
+from labse_common.errors import InputError
+from labse_common.output_dir import OutputDir
+from labse_common.remote import require_local
+from labse_common.stats import StageCounter, check_balanced, write_report
+
+log = logging.getLogger(__name__)
+
+STAGE = "bitext"
+UNIT = "pairs"
+MINED_COLUMNS = ("src", "trg", "src_lang", "trg_lang", "margin", "src_id", "trg_id", "cosine")
+Key = tuple[str, str]
+
+
+def mined_files(mined: str | os.PathLike) -> list[Path]:
+    """``<pair>/mined.parquet`` under a ``mining mine-many`` output, sorted."""
+    root = Path(mined)
+    if not root.is_dir():
+        raise InputError(root, "not a folder (expected <pair>/mined.parquet inside)", "--mined")
+    files = sorted(root.glob("*/mined.parquet"))
+    if not files:
+        raise InputError(root, "no <pair>/mined.parquet inside (the mine-many output)", "--mined")
+    return files
+
+
+def _drop_reasons(filtered: Path | None, rules: Path | None) -> dict[Key, str]:
+    """Why the filters dropped each pair: ``rules:<reason>`` or ``cds:<reason>``."""
+    why: dict[Key, str] = {}
+    files = [
+        ("rules", f, "--rules") for f in (sorted(rules.glob("*/dropped.parquet")) if rules else [])
+    ]
+    if filtered is not None and (filtered / "rejected.parquet").is_file():
+        files.append(("cds", filtered / "rejected.parquet", "--filtered"))
+    for step, f, flag in files:
+        t = read_parquet(f, ["src", "trg", "reason"], flag, required=("src", "trg"))
+        reasons = (
+            t.column("reason").to_pylist() if "reason" in t.column_names else [None] * t.num_rows
+        )
+        for s, tr, r in zip(t.column("src").to_pylist(), t.column("trg").to_pylist(), reasons):
+            why.setdefault((s, tr), f"{step}:{r or 'dropped'}")
+    return why
+
+
+def _kept_by_filters(
+    filtered: Path | None, rules: Path | None
+) -> tuple[set[Key] | None, dict[Key, float]]:
+    """The pairs the filters kept (None: no filter ran) and their CDS scores."""
+    if filtered is not None:
+        f = filtered / "kept.parquet"
+        if not f.is_file():
+            raise InputError(filtered, "no kept.parquet (the apply command's output)", "--filtered")
+        t = read_parquet(f, ["src", "trg", "cds_score"], "--filtered", required=("src", "trg"))
+        keys = list(zip(t.column("src").to_pylist(), t.column("trg").to_pylist()))
+        scores = (
+            t.column("cds_score").to_pylist()
+            if "cds_score" in t.column_names
+            else [None] * len(keys)
+        )
+        return set(keys), dict(zip(keys, scores))
+    if rules is not None:
+        files = sorted(rules.glob("*/kept.parquet"))
+        if not files:
+            raise InputError(
+                rules, "no <pair>/kept.parquet inside (the rules command's output)", "--rules"
+            )
+        kept: set[Key] = set()
+        for f in files:
+            t = read_parquet(f, ["src", "trg"], "--rules", required=("src", "trg"))
+            kept |= set(zip(t.column("src").to_pylist(), t.column("trg").to_pylist()))
+        return kept, {}
+    return None, {}
+
+
+def export_bitext(
+    mined: str | os.PathLike,
+    output: str | os.PathLike,
+    *,
+    filtered: str | os.PathLike | None = None,
+    rules: str | os.PathLike | None = None,
+    min_margin: float = 1.05,
+    overwrite: bool = False,
+) -> dict:
+    """Write the final bitext into ``output`` (module docstring); returns the stats report."""
+    require_local(os.fspath(output), "--output", "filters export")
+    filtered_p = Path(filtered) if filtered is not None else None
+    rules_p = Path(rules) if rules is not None else None
+    files = mined_files(mined)
+    fkept, scores = _kept_by_filters(filtered_p, rules_p)
+    why = _drop_reasons(filtered_p, rules_p)
+    counter = StageCounter()
+    kept_all: list[dict] = []
+    rejected_all: list[dict] = []
+    for f in files:
+        t = read_parquet(
+            f, MINED_COLUMNS, "--mined", required=("src", "trg", "src_lang", "trg_lang", "margin")
+        )
+        rows = t.select([c for c in MINED_COLUMNS if c in t.column_names]).to_pylist()
+        counter.add_in(UNIT, len(rows))
+        for r in rows:
+            key = (r["src"], r["trg"])
+            if filtered_p is not None:
+                r["cds_score"] = scores.get(key)
+            reason = None
+            if fkept is not None and key not in fkept:
+                reason = why.get(key, "filtered")
+            elif filtered_p is None and r["margin"] < min_margin:
+                reason = "below_min_margin"
+            if reason is None:
+                kept_all.append(r)
+                counter.add_out(UNIT)
+            else:
+                rejected_all.append({**r, "reason": reason})
+                counter.add_dropped(UNIT, reason)
+    by_pair: dict[tuple[str, str], list[dict]] = {}
+    for r in kept_all:
+        by_pair.setdefault((r["src_lang"], r["trg_lang"]), []).append(r)
+    source = ("hard rules + calibrated CDS threshold" if filtered_p else
+              f"hard rules + margin >= {min_margin}" if rules_p else f"margin >= {min_margin}")  # fmt: skip
+    report = counter.to_report(STAGE, source=source,
+                               pairs_per_language_pair={f"{s}-{t}": len(v) for (s, t), v in by_pair.items()})  # fmt: skip
+    problems = check_balanced(report)
+    if problems:  # a bug here, not a user mistake
+        raise RuntimeError(f"unbalanced bitext stats: {problems}")
+    with OutputDir(output, overwrite).open() as out:
+        _write(Path(out.tmp), kept_all, rejected_all, by_pair, report)
+    log.info("bitext: %d of %d mined pairs kept (%s) in %s", len(kept_all),
+             len(kept_all) + len(rejected_all), source, output)  # fmt: skip
+    return report
+
+
+def _write(tmp: Path, kept: list[dict], rejected: list[dict], by_pair: dict, report: dict) -> None:
+    schema_rows = kept or [{"src": "", "trg": "", "src_lang": "", "trg_lang": "", "margin": 0.0}]
+    pq.write_table(pa.Table.from_pylist(kept, schema=pa.Table.from_pylist(schema_rows).schema),
+                   tmp / "bitext.parquet")  # fmt: skip
+    pq.write_table(pa.Table.from_pylist(rejected) if rejected else
+                   pa.table({"src": pa.array([], pa.string()), "reason": pa.array([], pa.string())}),
+                   tmp / "rejected.parquet")  # fmt: skip
+    with gzip.open(tmp / "bitext.tsv.gz", "wt", encoding="utf-8") as f:
+        for r in kept:
+            f.write(
+                f"{r['src']}\t{r['trg']}\t{r['src_lang']}\t{r['trg_lang']}\t{r['margin']:.6f}\n"
+            )
+    for (s, t), rows in by_pair.items():
+        (tmp / f"bitext.{s}-{t}.{s}").write_text(
+            "".join(r["src"] + "\n" for r in rows), encoding="utf-8"
+        )
+        (tmp / f"bitext.{s}-{t}.{t}").write_text(
+            "".join(r["trg"] + "\n" for r in rows), encoding="utf-8"
+        )
+    write_report(str(tmp / "stats.json"), report)
