@@ -33,9 +33,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from filters.bitext.cds.cliutil import quiet_transformers  # noqa: E402
 from filters.bitext.cds.model import new_model  # noqa: E402
 from filters.bitext.cds.score import CdsScorer  # noqa: E402
+from filters.bitext.cliutil import quiet_transformers  # noqa: E402
 from labse_common.config import load  # noqa: E402
 from labse_model.tiny import train_wordpiece  # noqa: E402
 

@@ -1,6 +1,6 @@
 """Beam job: hard rules (and, given a trained CDS scorer, its score) over a large candidate set.
 
-    python -m pipelines.filter_pairs --input 'mined/*/mined.parquet' --output DIR \\
+    python -m pipelines.filter_pairs --input 'mined/*/mined.parquet' --output DIR [--overwrite] \\
         [--src-lang de --trg-lang en] [--config demo] [--set max_ratio=2.5] [--write-dropped] \\
         [--cds-model DIR [--cds-threshold T]] [beam options, e.g. --runner FlinkRunner]
 
@@ -8,14 +8,20 @@ Each input file (Parquet or TSV[.gz], the formats of ``filters.bitext.pair_io``)
 in record batches, which are reshuffled over the workers; each worker loads the rules (the LID
 model) and the CDS scorer once (``DoFn.setup``) and runs the same ``PairRulesRunner`` as
 ``python -m filters rules``, so the kept pairs and counts are the same. Outputs, through Beam
-FileSystems (local, S3, GCS):
+FileSystems (local, S3, GCS), into the claimed folder DIR (``labse_common.output_dir``: written
+under ``DIR/_tmp-<job>/`` and committed when the job has succeeded; a second job on the same DIR
+stops with exit 2):
 
 - ``DIR/kept/part-FFFFF-BBBBB.parquet`` and ``.tsv.gz`` (one pair of files per input batch;
   ``cds_score`` added when ``--cds-model`` is given; with ``--cds-threshold`` pairs scoring
   below it are dropped as ``cds_below_threshold``);
 - ``DIR/dropped/part-*.{parquet,tsv.gz}`` with ``step`` and ``reason`` (``--write-dropped``);
-- ``DIR/stats.json``: lines/pairs in/out/dropped, per-step counts, and what each step kept by
-  language pair and length bucket.
+- ``DIR/stats.json``: files/lines/pairs in/out/dropped, per-step counts, and what each step kept
+  by language pair and length bucket.
+
+A damaged input file (a corrupt Parquet page, a cut gzip, a TSV whose lines mostly do not fit
+one layout) is counted under ``files`` (dropped ``unreadable``) and the job goes on; the pairs
+read before the damage are filtered as usual.
 """
 
 from __future__ import annotations
@@ -25,7 +31,6 @@ import gzip
 import io
 import json
 import logging
-import sys
 from collections.abc import Iterator, Sequence
 
 import apache_beam as beam
@@ -34,22 +39,30 @@ import pyarrow.parquet as pq
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from filters.bitext.pair_io import PairFileError, iter_pair_batches
+from filters.bitext.pair_io import LAYOUTS, iter_pair_batches
 from filters.steps import chain_report
-from labse_common.config import ConfigError, load, to_dict
+from labse_common.cli import (
+    add_config_options,
+    add_log_level_option,
+    add_output_option,
+    add_overwrite_option,
+    exit_with,
+    load_config,
+    run_main,
+)
+from labse_common.config import to_dict
+from labse_common.datafiles import read_json
+from labse_common.errors import InputError, UsageError
 from labse_common.logs import setup_logging
+from labse_common.output_dir import OutputDir
+from labse_common.remote import check_paths, remote_paths
 from labse_common.stats import StageCounter, check_balanced, merge_counts
-from pipelines.options import UsageError, pipeline_options
+from pipelines.options import pipeline_options
 
 log = logging.getLogger(__name__)
 
 STAGE = "pair_rules"
 STATS, SUMMARY = "stats", "summary"
-
-
-def _open_raw(path: str, mode: str = "rb"):
-    # pair_io detects gzip itself (and counts a truncated one), so Beam must not decompress.
-    return FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
 
 
 class ReadPairFile(beam.DoFn):
@@ -64,14 +77,16 @@ class ReadPairFile(beam.DoFn):
         counter.add_in("files")
         try:
             n = 0
+            # pair_io reads remote paths through Beam FileSystems, undecompressed: it detects
+            # gzip itself and counts a truncated one.
             for bi, batch in enumerate(
-                iter_pair_batches(path, counter, self.batch_rows, self.layout, _open_raw)
+                iter_pair_batches(path, counter, self.batch_rows, self.layout, flag="--input")
             ):
                 n += batch.num_rows
                 yield (fi, bi), batch
             counter.add_out("files")
-        except (PairFileError, OSError) as e:  # a bad file is counted, the job goes on
-            log.error("%s: %s", path, e)
+        except (InputError, OSError) as e:  # a bad file is counted, the job goes on
+            log.error("%s", e)
             counter.add_dropped("files", "unreadable")
         yield beam.pvalue.TaggedOutput(STATS, counter.drain())
 
@@ -182,25 +197,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ap.add_argument("--input", required=True, nargs="+",
                     help="pair files/globs: Parquet with src/trg, mining TSV.gz, or TSV src<TAB>trg")  # fmt: skip
-    ap.add_argument(
-        "--output", required=True, help="output directory (local or a Beam FileSystems URL)"
-    )
+    add_output_option(ap, "output folder (local or a Beam FileSystems URL)")
+    add_overwrite_option(ap)
     ap.add_argument("--src-lang", default="", help="source language code (a src_lang column wins)")
     ap.add_argument("--trg-lang", default="", help="target language code (a trg_lang column wins)")
-    ap.add_argument("--config", default="demo", help="preset (demo, paper) or YAML file")
-    ap.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="pair_rules override (repeatable)",
-    )
-    ap.add_argument(
-        "--write-dropped",
-        action="store_true",
-        default=None,
-        help="write the dropped pairs with step and reason",
-    )
+    add_config_options(ap, STAGE, "max_ratio=2.5")
+    ap.add_argument("--write-dropped", action="store_true", default=None,
+                    help="write the dropped pairs with step and reason")  # fmt: skip
     ap.add_argument(
         "--lid-model", help="fastText LID model path on the workers (default lid.176.ftz)"
     )
@@ -210,60 +213,67 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument(
         "--cds-threshold", type=float, help="with --cds-model: drop pairs scoring below this"
     )
-    ap.add_argument(
-        "--layout", choices=["auto", "src-trg", "scored"], default="auto", help="TSV layout"
-    )
+    ap.add_argument("--layout", choices=LAYOUTS, default="auto", help="TSV layout")
     ap.add_argument("--batch-rows", type=int, default=20000, help="pairs per batch (default 20000)")
-    ap.add_argument("--log-level", default=None, help="logging level")
+    add_log_level_option(ap)
     return ap
+
+
+def _check(args: argparse.Namespace, cfg_obj) -> None:
+    if args.batch_rows < 1:
+        raise UsageError(f"--batch-rows must be >= 1 (got {args.batch_rows})")
+    if args.cds_threshold is not None and not args.cds_model:
+        raise UsageError("--cds-threshold needs --cds-model")
+    if args.cds_model:
+        if not FileSystems.exists(args.cds_model):
+            raise InputError(args.cds_model, "CDS model folder not found", "--cds-model")
+        try:
+            import filters.bitext.cds.score  # noqa: F401
+        except ImportError as e:
+            raise UsageError(f"--cds-model needs filters.bitext.cds (not available: {e})") from None
+    if {"script", "lang"} & set(cfg_obj.steps) and not (args.src_lang and args.trg_lang):
+        log.warning("no --src-lang/--trg-lang: the script and lang rules use the input's "
+                    "src_lang/trg_lang columns and skip pairs without them")  # fmt: skip
 
 
 def run(argv: Sequence[str] | None = None) -> int:
     args, beam_args = build_parser().parse_known_args(argv)
     setup_logging(args.log_level)
-    try:
-        cfg_obj = load(
-            STAGE,
-            args.config,
-            args.set,
-            {"write_dropped": args.write_dropped, "lid_model": args.lid_model},
-        )
-        if args.batch_rows < 1:
-            raise ValueError("--batch-rows must be >= 1")
-        if args.cds_threshold is not None and not args.cds_model:
-            raise ValueError("--cds-threshold needs --cds-model")
-        if args.cds_model:
-            if not FileSystems.exists(args.cds_model):
-                raise FileNotFoundError(f"CDS model directory not found: {args.cds_model}")
-            try:
-                import filters.bitext.cds.score  # noqa: F401
-            except ImportError as e:
-                raise ValueError(f"--cds-model needs filters.bitext.cds (not available: {e})") from None
-        if {"script", "lang"} & set(cfg_obj.steps) and not (args.src_lang and args.trg_lang):
-            log.warning("no --src-lang/--trg-lang: the script and lang rules use the input's "
-                        "src_lang/trg_lang columns and skip pairs without them")  # fmt: skip
+
+    def body() -> int:
+        cfg_obj = load_config(STAGE, args, {"write_dropped": args.write_dropped,
+                                            "lid_model": args.lid_model})  # fmt: skip
+        _check(args, cfg_obj)
         opts = pipeline_options(beam_args)  # first: it gives FileSystems the S3/GCS options
+        # With the job's own S3 options: missing credentials/endpoint/bucket is one line now.
+        check_paths(remote_paths([*args.input, args.output, args.cds_model]), opts)
         inputs = sorted(
             {m.path for pat in args.input for m in FileSystems.match([pat])[0].metadata_list}
         )
         if not inputs:
-            raise FileNotFoundError(f"no input matches {' '.join(args.input)}")
-    except (ConfigError, ValueError, FileNotFoundError, UsageError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    cfg = to_dict(cfg_obj)
-    with beam.Pipeline(options=opts) as p:
-        build_pipeline(p, inputs, args.output.rstrip("/"), cfg, args.src_lang, args.trg_lang,
-                       args.cds_model, args.cds_threshold, args.batch_rows, args.layout)  # fmt: skip
-    with FileSystems.open(f"{args.output.rstrip('/')}/stats.json") as f:
-        report = json.loads(f.read())
-    c = report["counts"].get("pairs", {"in": 0, "out": 0})
-    if not c["in"]:
-        print(f"error: no readable pair in {' '.join(inputs)}", file=sys.stderr)
-        return 2
-    print(f"filter_pairs: {c['in']} pairs in, {c['out']} kept -> {args.output}")
-    return 0
+            raise InputError(" ".join(args.input), "no input matches", "--input")
+        cfg = to_dict(cfg_obj)
+        with OutputDir(args.output, args.overwrite).open() as out:
+            with beam.Pipeline(options=opts) as p:
+                build_pipeline(p, inputs, out.tmp.rstrip("/"), cfg, args.src_lang, args.trg_lang,
+                               args.cds_model, args.cds_threshold, args.batch_rows, args.layout)  # fmt: skip
+            report = _read_stats(f"{out.tmp.rstrip('/')}/stats.json")
+            c = report["counts"].get("pairs", {"in": 0, "out": 0})
+            if not c["in"]:
+                raise InputError(" ".join(inputs), "no readable pair", "--input")
+        print(f"filter_pairs: {c['in']} pairs in, {c['out']} kept -> {args.output}")
+        return 0
+
+    # Remote paths are checked in the body, once the Beam options (S3 endpoint, keys) are parsed.
+    return run_main(body, log, args=args, check_remote=False)
+
+
+def _read_stats(path: str) -> dict:
+    if "://" in path:
+        with FileSystems.open(path) as f:
+            return json.loads(f.read())
+    return read_json(path, "stats.json")
 
 
 if __name__ == "__main__":
-    sys.exit(run())
+    exit_with(run)

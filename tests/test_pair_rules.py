@@ -261,7 +261,7 @@ def test_rules_cli_writes_kept_dropped_and_stats(tmp_path, capsys):
         (["--pairs", "{tmp}/ok.tsv", "--config", "{tmp}/none.yaml"], "config file not found"),
     ],
 )
-def test_rules_cli_bad_input_is_a_clear_error(tmp_path, capsys, args, message):
+def test_rules_cli_bad_input_is_a_clear_error(tmp_path, capsys, caplog, args, message):
     (tmp_path / "empty.tsv").write_text("")
     (tmp_path / "ok.tsv").write_text(f"{GOOD[0]}\t{GOOD[1]}\n")
     args = [a.replace("{tmp}", str(tmp_path)) for a in args]
@@ -269,12 +269,12 @@ def test_rules_cli_bad_input_is_a_clear_error(tmp_path, capsys, args, message):
         ["rules", *args, "--src-lang", "en", "--trg-lang", "de", "--output", str(tmp_path / "o")]
     )
     assert rc == 2
-    err = capsys.readouterr().err
+    err = capsys.readouterr().err + caplog.text
     assert message in err and "Traceback" not in err
-    assert not (tmp_path / "o" / "kept.parquet").exists()
+    assert not (tmp_path / "o").exists()  # the claim is released, the folder it made removed
 
 
-def test_rules_cli_needs_languages_for_script_and_lid(tmp_path, capsys):
+def test_rules_cli_needs_languages_for_script_and_lid(tmp_path, caplog):
     (tmp_path / "ok.tsv").write_text(f"{GOOD[0]}\t{GOOD[1]}\n")
     assert (
         filters_main(
@@ -282,9 +282,9 @@ def test_rules_cli_needs_languages_for_script_and_lid(tmp_path, capsys):
         )
         == 2
     )
-    assert "--src-lang" in capsys.readouterr().err
+    assert "--src-lang" in caplog.text
     rc = filters_main(["rules", "--pairs", str(tmp_path / "ok.tsv"), "--output", str(tmp_path / "o"),
-                       "steps=[empty, length]"])  # fmt: skip
+                       "--set", "steps=[empty, length]"])  # fmt: skip
     assert rc == 0
 
 
@@ -328,7 +328,7 @@ def test_margin_of_given_pairs_matches_brute_force():
         [(i, i) for i in range(50)] + [(i, (i + 1) % 50) for i in range(50)] + [(60, 70), (-1, 3)]
     )
     s, t = np.array([p[0] for p in pairs]), np.array([p[1] for p in pairs])
-    margin, cos = score_vectors(x, y, s, t, k=4)
+    margin, cos = score_vectors(x, y, s, t)  # the mining section's defaults: k=4, ratio
     np.testing.assert_allclose(margin[:-1], _brute_margin(x, y, pairs[:-1], 4), rtol=1e-5)
     assert np.isnan(margin[-1]) and np.isnan(cos[-1])
     assert margin[:50].min() > margin[50:100].max()  # true pairs above shifted ones
@@ -341,12 +341,13 @@ def test_margin_score_cli_on_a_real_encoder(tiny_model, tmp_path):
     rows = list(zip(de, en)) + [("", "an empty source side")]
     src = tmp_path / "pairs.tsv"
     src.write_text("".join(f"{a}\t{b}\t{i}\n" for i, (a, b) in enumerate(rows)), encoding="utf-8")
-    out = tmp_path / "scored" / "scored.parquet"
+    out = tmp_path / "scored"
     rc = filters_main(
         ["margin-score", "--model", model, "--pairs", str(src), "--output", str(out), "--k", "3"]
     )
     assert rc == 0
-    t = pq.read_table(out)
+    assert sorted(p.name for p in out.iterdir()) == ["scored.parquet", "scored.tsv.gz", "stats.json"]
+    t = pq.read_table(out / "scored.parquet")
     assert t.column_names == ["src", "trg", "col2", "margin", "cosine"]
     from labse_model.encode import Encoder
 
@@ -361,7 +362,7 @@ def test_margin_score_cli_on_a_real_encoder(tiny_model, tmp_path):
         t.column("cosine").to_numpy()[:-1], np.einsum("nd,nd->n", x, y), atol=1e-4
     )
     assert np.isnan(t.column("margin").to_numpy()[-1])
-    rep = json.loads((out.parent / "stats.json").read_text())
+    rep = json.loads((out / "stats.json").read_text())
     assert rep["counts"]["pairs"] == {
         "in": 61,
         "out": 61,
@@ -373,25 +374,28 @@ def test_margin_score_cli_on_a_real_encoder(tiny_model, tmp_path):
     extra = tmp_path / "more.de"
     more = (TATOEBA / "train.deu-eng.deu").read_text(encoding="utf-8").splitlines()[100:130]
     extra.write_text("\n".join(more) + "\n", encoding="utf-8")
-    out2 = tmp_path / "scored2.parquet"
-    assert filters_main(["margin-score", "--model", model, "--pairs", str(src), "--output", str(out2),
-                         "--k", "3", "--src-sentences", str(extra)]) == 0  # fmt: skip
+    # --overwrite replaces the folder whole: the new stats.json describes the new scores.
+    assert filters_main(["margin-score", "--model", model, "--pairs", str(src), "--output", str(out),
+                         "--k", "3", "--src-sentences", str(extra), "--overwrite"]) == 0  # fmt: skip
     x2 = np.vstack([x, enc.encode([m for m in more if m not in set(de)])])
-    m2 = pq.read_table(out2).column("margin").to_numpy()[:-1]
+    m2 = pq.read_table(out / "scored.parquet").column("margin").to_numpy()[:-1]
     np.testing.assert_allclose(m2, _brute_margin(x2, y, diag, 3), rtol=1e-4)
-    assert json.loads((tmp_path / "stats.json").read_text())["neighbourhood"][
-        "src_sentences"
-    ] == len(x2)
+    assert json.loads((out / "stats.json").read_text())["neighbourhood"]["src_sentences"] == len(x2)
 
 
-def test_margin_score_bad_input_is_a_clear_error(tmp_path, capsys):
+def test_margin_score_bad_input_is_a_clear_error(tmp_path, caplog):
     (tmp_path / "ok.tsv").write_text(f"{GOOD[0]}\t{GOOD[1]}\n")
+    out = str(tmp_path / "s")
     rc = filters_main(["margin-score", "--model", str(tmp_path), "--pairs", str(tmp_path / "ok.tsv"),
-                       "--output", str(tmp_path / "s.parquet")])  # fmt: skip
-    assert rc == 2 and "config.json" in capsys.readouterr().err
+                       "--output", out])  # fmt: skip
+    assert rc == 2 and "config.json" in caplog.text and "--model" in caplog.text
+    caplog.clear()
     rc = filters_main(["margin-score", "--model", str(tmp_path / "no"), "--pairs", str(tmp_path / "ok.tsv"),
-                       "--output", str(tmp_path / "s.parquet")])  # fmt: skip
-    assert rc == 2 and "not found" in capsys.readouterr().err
+                       "--output", out])  # fmt: skip
+    assert rc == 2 and "not found" in caplog.text
+    caplog.clear()
+    # The old form (--output FILE) is refused with the folder to give instead.
     rc = filters_main(["margin-score", "--model", str(tmp_path), "--pairs", str(tmp_path / "ok.tsv"),
-                       "--output", str(tmp_path / "s.csv")])  # fmt: skip
-    assert rc == 2 and ".parquet or .tsv.gz" in capsys.readouterr().err
+                       "--output", str(tmp_path / "s.parquet")])  # fmt: skip
+    assert rc == 2 and "--output is a folder now" in caplog.text
+    assert not (tmp_path / "s").exists() and not (tmp_path / "s.parquet").exists()

@@ -20,14 +20,18 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from labse_common.errors import UsageError
+
 log = logging.getLogger(__name__)
 
 GOOD = "GOOD"
 BAD = "BAD"
 
 
-class CalibrationError(ValueError):
-    """A sample that cannot support a threshold (too small, one label, target unreachable)."""
+class CalibrationError(UsageError, ValueError):
+    """A sample that cannot support a threshold (too small, one label, target unreachable).
+
+    A :class:`~labse_common.errors.UsageError`: the commands report it in one line, exit 2."""
 
 
 def parse_label(value: object, where: str) -> bool:

@@ -1,9 +1,21 @@
-"""``python -m filters apply``: keep the scored pairs at or above the calibrated threshold."""
+"""apply a calibrated threshold: kept pairs, Moses export, rejected with reasons
+
+``python -m filters apply --scored SCORED.parquet --threshold THRESHOLD.json --output DIR``
+
+Applies a calibrated threshold (python -m filters calibrate) to scored pairs (python -m filters
+cds-score). Writes, into the claimed folder DIR (committed at the end): DIR/kept.parquet and
+DIR/kept.tsv.gz (every input column: src, trg, margin, cds_score, ...; TSV without header, src
+and trg first), the Moses two-file export DIR/corpus.<src_lang> and DIR/corpus.<trg_lang> (one
+sentence per line, line i translates line i; with several language pairs one folder
+DIR/<src>-<trg>/ each), with --write-rejected DIR/rejected.{parquet,tsv.gz} (plus step and
+reason columns), and DIR/stats.json: pairs in/out/dropped per reason, each step's counts and
+what it kept by language pair and by length bucket. The score column must be numeric (a column
+stored as text is refused, as calibrate refuses it).
+"""
 
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import math
 import os
@@ -12,19 +24,22 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 from tqdm import tqdm
 
-from filters.bitext.cds.cliutil import (
-    add_config_args,
-    load_config,
-    run_cli,
+from filters.bitext.cliutil import (
+    add_common_options,
+    check_score_type,
+    run_command,
+    score_values,
+    section_config,
+    write_stats,
 )
-from filters.bitext.pair_io import PairFileError, PairWriter, iter_pair_batches
+from filters.bitext.pair_io import PairWriter, iter_pair_batches
 from filters.steps import Chain, KeepSummary, Step, chain_report
 from labse_common.config import load
+from labse_common.datafiles import parquet_file, read_json, read_parquet
+from labse_common.errors import InputError
 from labse_common.output_dir import OutputDir
-from labse_common.stats import check_balanced, write_report
 
 log = logging.getLogger("filters.apply")
 STAGE = "apply"
@@ -55,43 +70,37 @@ class AtLeast(Step):
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m filters apply",
-        description=(
-            "Apply a calibrated threshold (python -m filters calibrate) to scored pairs "
-            "(python -m filters cds-score). Writes DIR/kept.parquet and DIR/kept.tsv.gz (every "
-            "input column: src, trg, margin, cds_score, ...; TSV without header, src and trg "
-            "first), the Moses two-file export DIR/corpus.<src_lang> and DIR/corpus.<trg_lang> "
-            "(one sentence per line, line i translates line i; with several language pairs one "
-            "folder DIR/<src>-<trg>/ each), with --write-rejected DIR/rejected.{parquet,tsv.gz} "
-            "(plus step and reason columns), and DIR/stats.json: pairs in/out/dropped per reason, "
-            "each step's counts and what it kept by language pair and by length bucket."
-        ),
+        description=__doc__.split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--scored", required=True, metavar="SCORED.parquet", help="cds-score output")
     p.add_argument("--threshold", required=True, metavar="THRESHOLD.json",
                    help="calibrate's threshold.json (its threshold and score_column are used)")  # fmt: skip
-    p.add_argument("--output", required=True, metavar="DIR", help="output directory")
-    p.add_argument("--write-rejected", action="store_true", help="also write the rejected pairs with their reason")
+    p.add_argument(
+        "--write-rejected",
+        action="store_true",
+        help="also write the rejected pairs with their reason",
+    )
     p.add_argument("--src-lang", default="", help="source language for the Moses file names when the "
                    "input has no src_lang column (default: src)")  # fmt: skip
     p.add_argument("--trg-lang", default="", help="target language, likewise (default: trg)")
     p.add_argument("--rules-stats", metavar="STATS.json",
                    help="stats.json of the rules step that produced these pairs: its per-step counts "
                    "and summary are carried into this stats.json under 'previous'")  # fmt: skip
-    p.add_argument("--overwrite", action="store_true", help="replace a non-empty DIR")
-    add_config_args(p)
+    add_common_options(p, "cds", "output folder (kept.*, corpus.*, rejected.*, stats.json)")
     return p
 
 
 def read_threshold(path: str) -> tuple[float, str]:
-    if not Path(path).is_file():
-        raise FileNotFoundError(f"--threshold file not found: {path}")
+    """(threshold, score column) of calibrate's threshold.json."""
+    doc = read_json(path, "--threshold", expect=dict)
     try:
-        doc = json.loads(Path(path).read_text(encoding="utf-8"))
         t, col = float(doc["threshold"]), str(doc.get("score_column", "cds_score"))
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        raise ValueError(f"--threshold {path}: not a calibrate threshold.json ({e})") from None
+    except (KeyError, TypeError, ValueError) as e:
+        raise InputError(path, f"not a calibrate threshold.json ({type(e).__name__}: {e})",
+                         "--threshold") from None  # fmt: skip
     if not math.isfinite(t):
-        raise ValueError(f"--threshold {path}: threshold {t} is not finite")
+        raise InputError(path, f"threshold {t} is not finite", "--threshold")
     return t, col
 
 
@@ -148,46 +157,55 @@ class MosesExport:
         return [str(p) for p in self.paths]
 
 
+def _previous(path: str | None) -> dict | None:
+    if not path:
+        return None
+    doc = read_json(path, "--rules-stats", expect=dict)
+    return {"stage": doc.get("stage"), "steps": doc.get("steps"), "summary": doc.get("summary")}
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
 
     def body() -> int:
-        cfg = load_config(args)
+        cfg = section_config("cds", args)
+        # The rules' length buckets (the preset's; --set is for the cds keys), so the two
+        # summaries line up.
+        rules_cfg = load("pair_rules", args.config)
         threshold, col = read_threshold(args.threshold)
-        if not Path(args.scored).is_file():
-            raise FileNotFoundError(f"--scored file not found: {args.scored}")
-        try:
-            schema = pq.read_schema(args.scored)
-        except (pa.ArrowInvalid, OSError) as e:
-            raise PairFileError(f"--scored {args.scored}: not a Parquet file ({e})") from None
-        if col not in schema.names:
-            raise PairFileError(f"--scored {args.scored}: no {col!r} column; run python -m filters cds-score first")
-        previous = None
-        if args.rules_stats:
-            previous = json.loads(Path(args.rules_stats).read_text(encoding="utf-8"))
+        schema = parquet_file(args.scored, "--scored").schema_arrow
+        check_score_type(schema, col, args.scored, "--scored")
+        previous = _previous(args.rules_stats)
         lang_cols = [c for c in ("src_lang", "trg_lang") if c in schema.names]
         default = (args.src_lang or "src", args.trg_lang or "trg")
         pairs_seen = {("src", "trg")}
         if lang_cols:
-            t = pq.read_table(args.scored, columns=lang_cols)
-            sl = t.column("src_lang").to_pylist() if "src_lang" in lang_cols else [default[0]] * t.num_rows
-            tl = t.column("trg_lang").to_pylist() if "trg_lang" in lang_cols else [default[1]] * t.num_rows
+            t = read_parquet(args.scored, lang_cols, "--scored")
+            sl = (
+                t.column("src_lang").to_pylist()
+                if "src_lang" in lang_cols
+                else [default[0]] * t.num_rows
+            )
+            tl = (
+                t.column("trg_lang").to_pylist()
+                if "trg_lang" in lang_cols
+                else [default[1]] * t.num_rows
+            )
             pairs_seen = {(a or default[0], b or default[1]) for a, b in zip(sl, tl)}
         t0 = time.perf_counter()
         # Claimed now; committed when the block ends, removed if it raises.
         with OutputDir(args.output, args.overwrite).open() as out:
             tmp = Path(out.tmp)
             chain = Chain([HasScore(), AtLeast(threshold)], unit=UNIT)
-            # The same length buckets as the rules step, so the two summaries line up.
-            summary = KeepSummary(load("pair_rules", args.config).length_buckets)
+            summary = KeepSummary(rules_cfg.length_buckets)
             kept_w = PairWriter(tmp, "kept")
             rej_w = PairWriter(tmp, "rejected") if args.write_rejected else None
             moses = MosesExport(tmp, sorted(pairs_seen))
             ok = False
             try:
                 with tqdm(unit=" pairs", desc="apply", disable=not cfg.progress) as bar:
-                    for batch in iter_pair_batches(args.scored, batch_rows=65536):
-                        scores = batch.column(batch.schema.names.index(col)).to_pylist()
+                    for batch in iter_pair_batches(args.scored, batch_rows=65536, flag="--scored"):
+                        scores = score_values(batch.column(batch.schema.names.index(col))).tolist()
                         outcomes = chain.decide(scores)
                         src = batch.column(0).to_pylist()
                         trg = batch.column(1).to_pylist()
@@ -204,14 +222,18 @@ def main(argv: list[str] | None = None) -> int:
                         if rej_w is not None:
                             gone = [o for o in outcomes if o is not None]
                             rej = batch.filter(pc.invert(keep))
-                            rej = rej.append_column("step", pa.array([o[0] for o in gone], pa.string()))
-                            rej = rej.append_column("reason", pa.array([o[1] for o in gone], pa.string()))
+                            rej = rej.append_column(
+                                "step", pa.array([o[0] for o in gone], pa.string())
+                            )
+                            rej = rej.append_column(
+                                "reason", pa.array([o[1] for o in gone], pa.string())
+                            )
                             rej_w.write(rej)
                         bar.update(batch.num_rows)
                 if not chain.counts.get(f"{UNIT}/in"):
-                    raise PairFileError(f"--scored {args.scored}: no pairs")
+                    raise InputError(args.scored, "no pairs", "--scored")
                 files = [*kept_w.close(), *(rej_w.close() if rej_w is not None else ()),
-                         *moses.close(commit=True)]
+                         *moses.close(commit=True)]  # fmt: skip
                 ok = True
             finally:
                 if not ok:
@@ -226,16 +248,12 @@ def main(argv: list[str] | None = None) -> int:
             report["summary"] = summary.to_dict(chain.step_names)
             report.update(
                 scored=args.scored, threshold=threshold, score_column=col, threshold_file=args.threshold,
-                outputs=[os.path.join(args.output, os.path.relpath(p, tmp)) for p in files],
+                outputs=[os.path.relpath(p, tmp) for p in files],
                 seconds=round(time.perf_counter() - t0, 3),
-            )
+            )  # fmt: skip
             if previous is not None:
-                report["previous"] = {"stage": previous.get("stage"), "steps": previous.get("steps"),
-                                      "summary": previous.get("summary")}  # fmt: skip
-            problems = check_balanced(report) + check_balanced({"counts": report["steps"]})
-            if problems:
-                raise RuntimeError("unbalanced counts: " + "; ".join(problems))
-            write_report(str(tmp / "stats.json"), report)
+                report["previous"] = previous
+            write_stats(tmp, report)
         c = report["counts"][UNIT]
         print(f"apply: {c['in']} pairs in, {c['out']} kept ({c['out'] / max(1, c['in']):.1%}) at "
               f"{col} >= {threshold:.4f} -> {args.output}")  # fmt: skip
@@ -243,4 +261,4 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {reason:<24} {n}")
         return 0
 
-    return run_cli("apply", body)
+    return run_command(args, body, log, "apply")

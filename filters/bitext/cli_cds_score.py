@@ -1,4 +1,21 @@
-"""``python -m filters cds-score``: add ``cds_score`` (and friends) to every pair."""
+"""score pairs with a trained CDS scorer
+
+``python -m filters cds-score --model MODEL_DIR --pairs PAIRS --output DIR [--labelled PAIRS]``
+
+cds_score = [log p(y|x; clean) - log p(y|x; noisy)] / |y|, higher = more like the trusted data
+(a model folder from ``python -m filters cds-train``). Writes, into the claimed folder DIR
+(committed at the end):
+
+* ``DIR/scored.parquet``: every column of --pairs (src and trg exactly as given) plus
+  cds_score and xent_clean (and, for a bidirectional model, cds_score_bwd, xent_clean_bwd and
+  dual_xent);
+* with ``--labelled``: ``DIR/labelled.parquet``, the same for a labelled sample (what
+  ``filters calibrate --scored`` reads), so one run scores both with one model load;
+* ``DIR/stats.json`` counting both: units ``pairs`` and ``labelled_pairs``, and the reader's
+  line counts of each TSV input.
+
+``--output`` is a folder; the old form ``--output FILE.parquet`` is refused (exit 2).
+"""
 
 from __future__ import annotations
 
@@ -12,38 +29,56 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from tqdm import tqdm
 
-from filters.bitext.cds.cliutil import add_config_args, load_config, run_cli
-from filters.bitext.pair_io import PairFileError, iter_pair_batches
-from labse_common.stats import StageCounter, check_balanced, write_report
+from filters.bitext.cliutil import (
+    add_common_options,
+    add_layout_option,
+    local_input,
+    positive,
+    run_command,
+    section_config,
+    write_stats,
+)
+from filters.bitext.pair_io import iter_pair_batches, no_pairs
+from labse_common.datafiles import read_json
+from labse_common.errors import InputError, UsageError
+from labse_common.output_dir import OutputDir
+from labse_common.stats import StageCounter
 
 log = logging.getLogger("filters.cds_score")
 STAGE = "cds_score"
-UNIT = "pairs"
+#: (flag, stats unit, output file) of each input.
+INPUTS = (
+    ("--pairs", "pairs", "scored.parquet"),
+    ("--labelled", "labelled_pairs", "labelled.parquet"),
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m filters cds-score",
-        description=(
-            "Score pairs with a CDS model directory (python -m filters cds-train): cds_score = "
-            "[log p(y|x; clean) - log p(y|x; noisy)] / |y|, higher = more like the trusted data. "
-            "Writes SCORED.parquet with every input column (src and trg exactly as given) plus "
-            "cds_score and xent_clean (and, for a bidirectional model, cds_score_bwd, "
-            "xent_clean_bwd and dual_xent), and stats.json in the same directory."
-        ),
+        description=__doc__.split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--model", required=True, metavar="MODEL_DIR", help="CDS model directory")
     p.add_argument("--pairs", required=True, metavar="PAIRS",
                    help="mining/rules output (Parquet, TSV.gz) or any TSV src<TAB>trg")  # fmt: skip
-    p.add_argument("--output", required=True, metavar="SCORED.parquet", help="Parquet file to write")
-    p.add_argument("--batch-size", type=int, help="pairs per model batch (default cds.score_batch_size)")
+    p.add_argument("--labelled", metavar="PAIRS",
+                   help="also score these pairs (a labelled sample, same formats) into "
+                   "DIR/labelled.parquet")  # fmt: skip
+    p.add_argument(
+        "--batch-size", type=int, help="pairs per model batch (default cds.score_batch_size)"
+    )
     p.add_argument("--batch-rows", type=int, default=20000,
                    help="pairs read and written per chunk (default 20000)")  # fmt: skip
-    p.add_argument("--device", choices=["auto", "cpu", "cuda"], help="default cds.device (auto = GPU when present)")
+    p.add_argument(
+        "--device",
+        choices=["auto", "cpu", "cuda"],
+        help="default cds.device (auto = GPU when present)",
+    )
     p.add_argument("--threads", type=int, help="torch CPU threads (default cds.threads)")
-    p.add_argument("--layout", choices=["auto", "src-trg", "scored"], default="auto",
-                   help="TSV columns: src<TAB>trg..., margin<TAB>src<TAB>trg... (mining), or auto")  # fmt: skip
-    add_config_args(p)
+    add_layout_option(p, "--pairs and --labelled")
+    add_common_options(p, "cds", "output folder (scored.parquet, labelled.parquet, stats.json)",
+                       "score_batch_size=32")  # fmt: skip
     return p
 
 
@@ -57,65 +92,95 @@ def with_scores(batch: pa.RecordBatch, scores: dict) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(cols, names=names)
 
 
+def check_model_dir(path: str) -> None:
+    """A cds-train output folder: its cds.json is there and of the known format."""
+    from filters.bitext.cds.score import FORMAT, META_FILE
+
+    local_input(path, "--model", "a local CDS model folder")
+    if not os.path.isdir(path):
+        raise InputError(path, "not found (a folder written by filters cds-train)", "--model")
+    meta = os.path.join(path, META_FILE)
+    if not os.path.isfile(meta):
+        raise InputError(path, f"not a CDS model folder (no {META_FILE}; train one with "
+                         "python -m filters cds-train)", "--model")  # fmt: skip
+    doc = read_json(meta, "--model")
+    if doc.get("format") != FORMAT:
+        raise InputError(meta, f"unknown CDS model format {doc.get('format')!r}", "--model")
+
+
+def _check_output(output: str) -> None:
+    if output.endswith((".parquet", ".tsv.gz")) and not os.path.isdir(output):
+        parent = os.path.dirname(output.rstrip("/")) or "."
+        raise UsageError(f"--output {output}: --output is a folder now (DIR/scored.parquet and "
+                         f"DIR/stats.json are written); e.g. --output {parent}")  # fmt: skip
+
+
+def _score_file(scorer, path: str, flag: str, unit: str, dest: Path, args, counter: StageCounter,
+                show: bool) -> None:  # fmt: skip
+    reader = StageCounter()
+    writer = None
+    try:
+        with tqdm(unit=" pairs", desc=f"cds-score {unit}", disable=not show) as bar:
+            for batch in iter_pair_batches(path, reader, args.batch_rows, args.layout, flag=flag):
+                if batch.num_rows == 0:
+                    continue
+                src = batch.column(0).to_pylist()
+                trg = batch.column(1).to_pylist()
+                scored = with_scores(batch, scorer.score_all(src, trg))
+                if writer is None:
+                    writer = pq.ParquetWriter(dest, scored.schema)
+                writer.write_batch(scored)
+                counter.add_in(unit, batch.num_rows)
+                counter.add_out(unit, batch.num_rows)
+                bar.update(batch.num_rows)
+    finally:
+        if writer is not None:
+            writer.close()
+    if writer is None:
+        raise no_pairs(path, flag)
+    for key, n in reader.counts.items():  # the TSV reader's "lines", named per input
+        counter.counts[f"{unit}_{key}"] += n
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
 
     def body() -> int:
+        _check_output(args.output)
+        cfg = section_config("cds", args, {"device": args.device, "threads": args.threads,
+                                           "score_batch_size": args.batch_size})  # fmt: skip
+        positive(args.batch_rows, "--batch-rows")
+        check_model_dir(args.model)
         import torch
 
         from filters.bitext.cds.score import CdsScorer
 
-        cfg = load_config(args, {"device": args.device, "threads": args.threads,
-                                 "score_batch_size": args.batch_size})  # fmt: skip
-        if args.batch_rows < 1:
-            raise ValueError("--batch-rows must be >= 1")
-        if not os.path.isdir(args.model):
-            raise FileNotFoundError(f"--model directory not found: {args.model}")
-        if not Path(args.pairs).exists():
-            raise FileNotFoundError(f"--pairs file not found: {args.pairs}")
+        if cfg.device == "cuda" and not torch.cuda.is_available():
+            raise UsageError("--device cuda (cds.device): no GPU is visible")
         if cfg.threads:
             torch.set_num_threads(cfg.threads)
         t0 = time.perf_counter()
-        scorer = CdsScorer.load(args.model, device=cfg.device, batch_size=cfg.score_batch_size,
-                                progress=False)  # fmt: skip
         counter = StageCounter()
-        out = Path(args.output)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out.with_name(out.name + ".tmp")
-        writer = None
-        try:
-            with tqdm(unit=" pairs", desc="cds-score", disable=not cfg.progress) as bar:
-                for batch in iter_pair_batches(args.pairs, counter, args.batch_rows, args.layout):
-                    src = batch.column(0).to_pylist()
-                    trg = batch.column(1).to_pylist()
-                    scored = with_scores(batch, scorer.score_all(src, trg))
-                    if writer is None:
-                        writer = pq.ParquetWriter(tmp, scored.schema)
-                    writer.write_batch(scored)
-                    counter.add_in(UNIT, batch.num_rows)
-                    counter.add_out(UNIT, batch.num_rows)
-                    bar.update(batch.num_rows)
-            if writer is None:
-                raise PairFileError(f"{args.pairs}: no readable pair (expected Parquet with src/trg or TSV src<TAB>trg)")
-            writer.close()
-            os.replace(tmp, out)
-        except BaseException:
-            if writer is not None:
-                writer.close()
-            tmp.unlink(missing_ok=True)
-            raise
-        counter.add_event(UNIT, "truncated_sides", scorer.truncated)
-        report = counter.to_report(
-            STAGE, pairs_file=args.pairs, model=args.model, output=str(out),
-            bidirectional=scorer.bidirectional, device=str(scorer.device),
-            seconds=round(time.perf_counter() - t0, 3),
-        )
-        problems = check_balanced(report)
-        if problems:
-            raise RuntimeError("unbalanced counts: " + "; ".join(problems))
-        write_report(str(out.parent / "stats.json"), report)
-        n = report["counts"][UNIT]["out"]
-        print(f"cds-score: {n} pairs scored -> {out} ({report['seconds']:.1f}s)")
+        with OutputDir(args.output, args.overwrite).open() as out:
+            scorer = CdsScorer.load(args.model, device=cfg.device, batch_size=cfg.score_batch_size,
+                                    progress=False)  # fmt: skip
+            for flag, unit, name in INPUTS:
+                path = getattr(args, flag[2:])
+                if path is not None:
+                    _score_file(scorer, path, flag, unit, Path(out.tmp) / name, args, counter,
+                                cfg.progress)  # fmt: skip
+            counter.add_event("pairs", "truncated_sides", scorer.truncated)
+            report = counter.to_report(
+                STAGE, pairs_file=args.pairs, labelled_file=args.labelled, model=args.model,
+                outputs=[name for flag, _, name in INPUTS if getattr(args, flag[2:]) is not None],
+                bidirectional=scorer.bidirectional, device=str(scorer.device),
+                seconds=round(time.perf_counter() - t0, 3),
+            )  # fmt: skip
+            write_stats(out.tmp, report)
+        c = report["counts"]
+        extra = f" and {c['labelled_pairs']['out']} labelled" if "labelled_pairs" in c else ""
+        print(f"cds-score: {c['pairs']['out']} pairs{extra} scored -> {args.output} "
+              f"({report['seconds']:.1f}s)")  # fmt: skip
         return 0
 
-    return run_cli("cds-score", body, models=True)
+    return run_command(args, body, log, "cds-score", models=True)

@@ -1,4 +1,13 @@
-"""``python -m filters cds-train``: θ_noisy on the candidate pairs, θ_clean on trusted pairs."""
+"""train the CDS scorer: theta_noisy on candidate pairs, theta_clean on trusted pairs
+
+``python -m filters cds-train --noisy PAIRS --trusted PAIRS --output MODEL_DIR``
+
+A transformers encoder-decoder (a small BART from the cds section, or a local pretrained seq2seq
+checkpoint with --init) is trained on the candidate pairs (theta_noisy), then a copy is
+fine-tuned on the trusted pairs (theta_clean). The claimed folder MODEL_DIR (committed at the
+end) receives cds.json, the tokenizer, fwd/{noisy,clean}/ (and bwd/ with bidirectional=true) in
+Hugging Face format, and stats.json.
+"""
 
 from __future__ import annotations
 
@@ -10,15 +19,19 @@ from pathlib import Path
 
 import pyarrow.compute as pc
 
-from filters.bitext.cds.cliutil import (
-    add_config_args,
-    load_config,
-    run_cli,
+from filters.bitext.cliutil import (
+    add_common_options,
+    add_layout_option,
+    local_input,
+    run_command,
+    section_config,
+    write_stats,
 )
 from filters.bitext.pair_io import read_pairs
 from labse_common.config import to_dict
+from labse_common.errors import InputError, UsageError
 from labse_common.output_dir import OutputDir
-from labse_common.stats import StageCounter, check_balanced, write_report
+from labse_common.stats import StageCounter
 
 log = logging.getLogger("filters.cds_train")
 STAGE = "cds_train"
@@ -27,19 +40,13 @@ STAGE = "cds_train"
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m filters cds-train",
-        description=(
-            "Train the CDS scorer: a transformers encoder-decoder (a small BART from the cds: "
-            "section, or a local pretrained seq2seq checkpoint with --init) is trained on the "
-            "candidate pairs (theta_noisy), then a copy is fine-tuned on the trusted pairs "
-            "(theta_clean). MODEL_DIR receives cds.json, the tokenizer, fwd/{noisy,clean}/ (and "
-            "bwd/ with bidirectional=true) in Hugging Face format, and stats.json."
-        ),
+        description=__doc__.split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--noisy", required=True, metavar="PAIRS",
                    help="candidate pairs: mining output (Parquet, TSV.gz) or TSV src<TAB>trg")  # fmt: skip
     p.add_argument("--trusted", required=True, metavar="PAIRS",
                    help="trusted parallel pairs, same formats (at least cds.min_trusted usable pairs)")  # fmt: skip
-    p.add_argument("--output", required=True, metavar="MODEL_DIR", help="model directory to write")
     p.add_argument("--vocab", metavar="DIR",
                    help="BERT tokenizer dir (e.g. python -m pipelines.vocab output); default cds.vocab, "
                    "else a WordPiece learned from the pairs")  # fmt: skip
@@ -50,17 +57,17 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also train target->source models (cds_score_bwd and dual_xent)")  # fmt: skip
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], help="default cds.device (auto)")
     p.add_argument("--threads", type=int, help="torch CPU threads (default cds.threads)")
-    p.add_argument("--layout", choices=["auto", "src-trg", "scored"], default="auto",
-                   help="TSV columns: src<TAB>trg..., margin<TAB>src<TAB>trg... (mining), or auto")  # fmt: skip
-    p.add_argument("--overwrite", action="store_true", help="replace a non-empty MODEL_DIR")
-    add_config_args(p)
+    add_layout_option(p, "--noisy and --trusted")
+    add_common_options(p, "cds", "model folder to write (MODEL_DIR)", "noisy_epochs=4")
     return p
 
 
-def read_side(path: str, unit: str, counter: StageCounter, layout: str) -> tuple[list[str], list[str]]:
+def read_side(
+    path: str, unit: str, counter: StageCounter, layout: str, flag: str | None = None
+) -> tuple[list[str], list[str]]:
     """(sources, targets) of ``path``; pairs with an empty side are dropped (counted)."""
     reader = StageCounter()
-    table = read_pairs(path, reader, layout=layout)
+    table = read_pairs(path, reader, layout=layout, flag=flag)
     for key, n in reader.counts.items():  # the reader's "lines" unit, renamed per input
         counter.counts[f"{unit}_{key}"] += n
     src = pc.utf8_trim_whitespace(table.column("src"))
@@ -80,38 +87,45 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
 
     def body() -> int:
-        import torch
-
-        from filters.bitext.cds.fit import train_cds
-
-        cfg = load_config(args, {"vocab": args.vocab, "init": args.init, "device": args.device,
+        cfg = section_config("cds", args, {"vocab": args.vocab, "init": args.init, "device": args.device,
                                  "threads": args.threads, "bidirectional": args.bidirectional})  # fmt: skip
         for what, path in (("--vocab", cfg.vocab), ("--init", cfg.init)):
+            local_input(path, what)
             if path is not None and not os.path.isdir(path):
-                raise FileNotFoundError(f"{what} directory not found: {path}")
+                raise InputError(path, "folder not found", what)
+        import torch
+
+        from filters.bitext.cds.fit import TrustedTooSmall, train_cds
+
+        if cfg.device == "cuda" and not torch.cuda.is_available():
+            raise UsageError("--device cuda (cds.device): no GPU is visible")
         if cfg.threads:
             torch.set_num_threads(cfg.threads)
         t0 = time.perf_counter()
         counter = StageCounter()
-        noisy = read_side(args.noisy, "noisy_pairs", counter, args.layout)
-        trusted = read_side(args.trusted, "trusted_pairs", counter, args.layout)
+        noisy = read_side(args.noisy, "noisy_pairs", counter, args.layout, "--noisy")
+        trusted = read_side(args.trusted, "trusted_pairs", counter, args.layout, "--trusted")
         # Claimed now; committed when the block ends, removed if it raises.
         with OutputDir(args.output, args.overwrite).open() as out:
             tmp = Path(out.tmp)
-            meta = train_cds(noisy, trusted, cfg, str(tmp), counter)
+            try:
+                meta = train_cds(noisy, trusted, cfg, str(tmp), counter)
+            except TrustedTooSmall as e:  # the inputs are too small: the user's to fix
+                raise UsageError(f"--noisy {args.noisy} / --trusted {args.trusted}: {e}") from e
             report = counter.to_report(
-                STAGE, noisy=args.noisy, trusted=args.trusted, directions=meta["directions"],
-                training=meta["training"], config=to_dict(cfg),
+                STAGE,
+                noisy=args.noisy,
+                trusted=args.trusted,
+                directions=meta["directions"],
+                training=meta["training"],
+                config=to_dict(cfg),
                 seconds=round(time.perf_counter() - t0, 3),
             )
-            problems = check_balanced(report)
-            if problems:
-                raise RuntimeError("unbalanced counts: " + "; ".join(problems))
-            write_report(str(tmp / "stats.json"), report)
+            write_stats(tmp, report)
         fig = meta["training"]["fwd"]
         print(f"cds-train: theta_noisy on {len(noisy[0])} pairs (loss {fig['noisy']['first_loss']:.3f} -> "
               f"{fig['noisy']['last_loss']:.3f}), theta_clean on {len(trusted[0])} trusted pairs "
               f"(loss -> {fig['clean']['last_loss']:.3f}) -> {args.output}")  # fmt: skip
         return 0
 
-    return run_cli("cds-train", body, models=True)
+    return run_command(args, body, log, "cds-train", models=True)

@@ -37,6 +37,7 @@ from filters.bitext.calibrate import (
     plot_calibration,
     precision_curve,
 )
+from filters.bitext.cliutil import run_command
 from filters.bitext.combine import fit_combined, thresholds_for
 from filters.bitext.sample import labels_bool, read_labels
 from labse_common.cli import (
@@ -45,12 +46,10 @@ from labse_common.cli import (
     add_output_option,
     add_overwrite_option,
     load_config,
-    run_main,
 )
 from labse_common.config import to_dict
 from labse_common.datafiles import read_parquet
 from labse_common.errors import InputError, UsageError
-from labse_common.logs import setup_logging
 from labse_common.output_dir import OutputDir
 from labse_common.stats import StageCounter, check_balanced, to_report, write_report
 
@@ -199,5 +198,4 @@ def _json_default(v: object) -> object:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    setup_logging(args.log_level)
-    return run_main(lambda: run(args) and 0, log, args=args)
+    return run_command(args, lambda: run(args) and 0, log, "combine")

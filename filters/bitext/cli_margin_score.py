@@ -1,31 +1,47 @@
-"""``python -m filters margin-score``: LaBSE margin of given pairs, with mining's kNN and margins."""
+"""LaBSE margin score of given pairs, neighbourhoods from each side's sentences
+
+``python -m filters margin-score --model LABSE_DIR --pairs PAIRS --output DIR``
+
+Scores given pairs with the LaBSE margin: each side's sentences of the pair list (plus optional
+extra sentences) form the kNN neighbourhoods, exactly as when mining. Writes, into the claimed
+folder DIR (committed at the end), DIR/scored.parquet and DIR/scored.tsv.gz with the input
+columns plus margin and cosine (an input margin/cosine column is kept as margin_input/
+cosine_input), and DIR/stats.json. Pairs with an empty side get no score (NaN) and are counted.
+``--output`` is a folder; the old form ``--output FILE.parquet`` is refused (exit 2).
+"""
 
 from __future__ import annotations
 
 import argparse
+import logging
 import os
-import sys
 import time
-from pathlib import Path
 
 import pyarrow as pa
 
-from filters.bitext.cds.cliutil import run_cli
-from filters.bitext.pair_io import read_pairs, write_parquet, write_tsv_gz
-from labse_common.config import load
-from labse_common.stats import StageCounter, check_balanced, write_report
+from filters.bitext.cliutil import (
+    add_common_options,
+    add_layout_option,
+    local_input,
+    run_command,
+    section_config,
+    write_stats,
+)
+from filters.bitext.pair_io import read_pairs, write_pairs
+from labse_common.datafiles import read_text
+from labse_common.errors import InputError, UsageError
+from labse_common.output_dir import OutputDir
+from labse_common.stats import StageCounter
 
+log = logging.getLogger("filters.margin_score")
 STAGE = "margin_score"
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m filters margin-score",
-        description="Score given pairs with the LaBSE margin: each side's sentences of the pair "
-        "list (plus optional extra sentences) form the kNN neighbourhoods, exactly as when mining. "
-        "Writes SCORED (.parquet, or .tsv.gz) with the input columns plus margin and cosine "
-        "(an input margin/cosine column is kept as margin_input/cosine_input), and stats.json "
-        "next to it. Pairs with an empty side get no score (NaN) and are counted.",
+        description=__doc__.split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument(
         "--model", required=True, help="LaBSE checkpoint directory (HF or sentence-transformers)"
@@ -35,15 +51,6 @@ def build_parser() -> argparse.ArgumentParser:
         required=True,
         help="mining output, Parquet with src/trg, or TSV src<TAB>trg (.gz or plain)",
     )
-    p.add_argument("--output", required=True, help="scored pairs: a .parquet or .tsv.gz path")
-    p.add_argument(
-        "--config",
-        default="demo",
-        help="preset (demo, paper) or YAML file; its mining section gives the defaults",
-    )
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a mining key, e.g. --set index=ivf (repeatable)")  # fmt: skip
-    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="same as --set")
     p.add_argument("--k", type=int, help="neighbourhood size (default: mining.k, 4)")
     p.add_argument(
         "--margin",
@@ -59,85 +66,78 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--trg-sentences", help="extra target sentences (one per line) for the neighbourhoods"
     )
-    p.add_argument(
-        "--layout",
-        choices=["auto", "src-trg", "scored"],
-        default="auto",
-        help="TSV layout of --pairs",
-    )
+    add_layout_option(p, "--pairs")
     p.add_argument(
         "--gpu", action="store_true", default=None, help="FAISS on GPU (default: when one is seen)"
     )
+    add_common_options(p, "mining", "output folder (scored.parquet, scored.tsv.gz, stats.json)",
+                       "index=ivf")  # fmt: skip
     return p
 
 
-def _read_lines(path: str | None) -> list[str]:
+def _read_lines(path: str | None, flag: str) -> list[str]:
+    """One sentence per line (not UTF-8: one line naming the file and flag, exit 2)."""
     if not path:
         return []
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"sentence file not found: {path}")
-    with open(path, encoding="utf-8", errors="replace") as f:
-        return [line.rstrip("\r\n") for line in f]
+    lines = read_text(path, flag).split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()  # the final newline ends the last line; it starts no new one
+    return [line.rstrip("\r") for line in lines]
 
 
 def run(args: argparse.Namespace) -> dict:
     from filters.bitext.margin_score import margin_score_pairs
-    from mining.knn import KnnConfig
+    from labse_model.model import CheckpointError
 
-    out = Path(args.output)
-    if not (out.name.endswith(".parquet") or out.name.endswith(".tsv.gz")):
-        raise ValueError(f"--output must end in .parquet or .tsv.gz: {out}")
-    cfg = load("mining", args.config, [*args.set, *args.overrides],
-               {"k": args.k, "margin": args.margin, "batch_size": args.batch_size})  # fmt: skip
+    if args.output.endswith((".parquet", ".tsv.gz")) and not os.path.isdir(args.output):
+        parent = os.path.dirname(args.output.rstrip("/")) or "."
+        raise UsageError(f"--output {args.output}: --output is a folder now (DIR/scored.parquet, "
+                         f"DIR/scored.tsv.gz and DIR/stats.json are written); e.g. --output {parent}")  # fmt: skip
+    cfg = section_config("mining", args, {"k": args.k, "margin": args.margin,
+                                          "batch_size": args.batch_size, "gpu": args.gpu})  # fmt: skip
+    local_input(args.model, "--model", "a local checkpoint folder")
     if not os.path.isdir(args.model):
-        raise FileNotFoundError(f"model directory not found: {args.model}")
+        raise InputError(args.model, "model folder not found", "--model")
     t0 = time.perf_counter()
     counter = StageCounter()
-    table = read_pairs(args.pairs, counter, layout=args.layout)
-    knn_cfg = KnnConfig(index=cfg.index, mem_gb=cfg.mem_gb, nprobe=cfg.nprobe, train_size=cfg.train_size,
-                        rerank=cfg.rerank, use_gpu=args.gpu, show_progress=True)  # fmt: skip
-    res = margin_score_pairs(
-        args.model,
-        table.column("src").to_pylist(),
-        table.column("trg").to_pylist(),
-        k=cfg.k,
-        margin=cfg.margin,
-        knn_cfg=knn_cfg,
-        batch_size=cfg.batch_size,
-        extra_src=_read_lines(args.src_sentences),
-        extra_trg=_read_lines(args.trg_sentences),
-    )
-    for name in ("margin", "cosine"):
-        if name in table.column_names:
-            table = table.rename_columns(
-                [f"{name}_input" if c == name else c for c in table.column_names]
-            )
-    table = table.append_column("margin", pa.array(res.margin, pa.float32()))
-    table = table.append_column("cosine", pa.array(res.cosine, pa.float32()))
-    n = table.num_rows
-    counter.add_in("pairs", n)
-    counter.add_out("pairs", n)  # scoring drops nothing; empty sides are an event (NaN score)
-    if res.empty:
-        counter.add_event("pairs", "empty_side_not_scored", res.empty)
-    (write_parquet if out.name.endswith(".parquet") else write_tsv_gz)(table, out)
-    report = counter.to_report(
-        STAGE, input=str(args.pairs), output=str(out), model=str(args.model), k=cfg.k, margin=cfg.margin,
-        neighbourhood={"src_sentences": res.n_src, "trg_sentences": res.n_trg},
-        seconds=round(time.perf_counter() - t0, 3),
-    )  # fmt: skip
-    problems = check_balanced(report)
-    if problems:
-        raise RuntimeError("unbalanced counts: " + "; ".join(problems))
-    write_report(str(out.parent / "stats.json"), report)
+    with OutputDir(args.output, args.overwrite).open() as out:
+        table = read_pairs(args.pairs, counter, layout=args.layout, flag="--pairs")
+        extra_src = _read_lines(args.src_sentences, "--src-sentences")
+        extra_trg = _read_lines(args.trg_sentences, "--trg-sentences")
+        try:
+            res = margin_score_pairs(
+                args.model, table.column("src").to_pylist(), table.column("trg").to_pylist(),
+                cfg,
+                extra_src=extra_src, extra_trg=extra_trg,
+            )  # fmt: skip
+        except CheckpointError as e:  # a folder that is not a LaBSE checkpoint: the user's to fix
+            raise InputError(args.model, str(e), "--model") from e
+        for name in ("margin", "cosine"):
+            if name in table.column_names:
+                table = table.rename_columns(
+                    [f"{name}_input" if c == name else c for c in table.column_names]
+                )
+        table = table.append_column("margin", pa.array(res.margin, pa.float32()))
+        table = table.append_column("cosine", pa.array(res.cosine, pa.float32()))
+        n = table.num_rows
+        counter.add_in("pairs", n)
+        counter.add_out("pairs", n)  # scoring drops nothing; empty sides are an event (NaN score)
+        if res.empty:
+            counter.add_event("pairs", "empty_side_not_scored", res.empty)
+        write_pairs(table, out.tmp, "scored")
+        report = counter.to_report(
+            STAGE, input=str(args.pairs), outputs=["scored.parquet", "scored.tsv.gz"],
+            model=str(args.model), k=cfg.k, margin=cfg.margin,
+            neighbourhood={"src_sentences": res.n_src, "trg_sentences": res.n_trg},
+            seconds=round(time.perf_counter() - t0, 3),
+        )  # fmt: skip
+        write_stats(out.tmp, report)
     return report
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from labse_model.model import CheckpointError
-
-    return run_cli("margin-score", lambda: _summarise(run(args), args),
-                   errors=(CheckpointError, OSError))  # fmt: skip
+    return run_command(args, lambda: _summarise(run(args), args), log, "margin-score", models=True)
 
 
 def _summarise(report: dict, args: argparse.Namespace) -> int:
@@ -146,7 +146,3 @@ def _summarise(report: dict, args: argparse.Namespace) -> int:
         f"margin-score: {c['in']} pairs scored (k={report['k']}, {report['margin']}) -> {args.output}"
     )
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -30,6 +30,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from filters.bitext.cliutil import run_command
 from filters.bitext.pair_io import read_pairs
 from filters.bitext.sample import auto_label, draw_sample, split_halves, write_for_labelling
 from labse_common.cli import (
@@ -38,12 +39,10 @@ from labse_common.cli import (
     add_output_option,
     add_overwrite_option,
     load_config,
-    run_main,
 )
 from labse_common.config import to_dict
 from labse_common.datafiles import read_parquet
 from labse_common.errors import InputError, UsageError
-from labse_common.logs import setup_logging
 from labse_common.output_dir import OutputDir
 from labse_common.stats import StageCounter, to_report, write_report
 
@@ -75,7 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _planted(path: str) -> set[tuple[str, str]]:
-    table = read_pairs(path, StageCounter())
+    table = read_pairs(path, StageCounter(), flag="--planted")
     pairs = set(zip(table.column("src").to_pylist(), table.column("trg").to_pylist()))
     if not pairs:
         raise InputError(path, "no pairs", "--planted")
@@ -127,5 +126,4 @@ def run(args: argparse.Namespace) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    setup_logging(args.log_level)
-    return run_main(lambda: run(args) and 0, log, args=args)
+    return run_command(args, lambda: run(args) and 0, log, "sample")

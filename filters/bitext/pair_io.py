@@ -2,28 +2,34 @@
 
 API
 ---
-``iter_pair_batches(path, counter=None, batch_rows=65536, layout="auto") -> Iterator[pa.RecordBatch]``
+``iter_pair_batches(path, counter=None, batch_rows=65536, layout="auto", flag=None) -> Iterator[pa.RecordBatch]``
     Stream the pairs of ``path`` as record batches with string columns ``src, trg`` first, then
-    any other columns of the file. ``path`` is one of
+    any other columns of the file. ``path`` (local, or ``s3://``/``gs://`` through Beam
+    FileSystems) is one of
 
     - Parquet (mining output ``mined.parquet`` or any Parquet with ``src`` and ``trg`` columns);
-      a directory reads ``mined.parquet`` when present, else every ``*.parquet`` in it, sorted;
+      a local directory reads ``mined.parquet`` when present, else every ``*.parquet`` in it,
+      sorted;
     - TSV, gzip-compressed or not (detected by magic bytes, not by name), no quoting:
         * ``layout="src-trg"``: ``src<TAB>trg[<TAB>more...]``, extra columns named ``col2, col3...``;
         * ``layout="scored"``: the miner's ``mined.tsv.gz``, ``margin<TAB>src<TAB>trg[<TAB>src_lang
           <TAB>trg_lang<TAB>src_id<TAB>trg_id<TAB>cosine...]`` (LASER's ``score<TAB>src<TAB>trg``);
         * ``layout="auto"`` (default): a first line whose fields include ``src`` and ``trg`` is a
-          header naming the columns; otherwise a first line with >= 3 fields whose first field
-          is a number and second is not means ``scored``; otherwise ``src-trg``.
+          header naming the columns; otherwise ``scored`` when most sampled lines have >= 3
+          fields, a number first and text second; otherwise ``src-trg``.
 
-    Bad input never raises mid-file: a line with fewer than 2 fields, or with a different number
-    of fields than the first data line, is dropped as ``malformed``, a line that is not UTF-8 as ``bad_utf8``, a blank
-    line as ``blank``; a truncated ``.gz`` keeps everything readable, drops the cut last line
-    as ``truncated`` and counts the event ``truncated_gzip``. These go to ``counter`` under
-    the unit ``lines`` (in == out + dropped). A UTF-8 BOM is stripped. Nulls in Parquet
-    ``src``/``trg`` read as empty strings (the rules drop them, counted).
+    The number of fields is decided by the majority of the first :data:`SAMPLE_LINES` data
+    lines, not by the first line alone: one stray line cannot turn every other line into a
+    malformed one. Bad lines do not stop the reading: a line with another number of fields is
+    dropped as ``malformed`` (a warning names the count and the first line number), a line that
+    is not UTF-8 as ``bad_utf8``, a blank line as ``blank``; a truncated ``.gz`` keeps
+    everything readable, drops the cut last line as ``truncated`` and counts the event
+    ``truncated_gzip``. These go to ``counter`` under the unit ``lines`` (in == out + dropped).
+    A file where malformed lines outnumber the good ones is not a pair file of any one layout:
+    :class:`~labse_common.errors.InputError` once the file is read. A UTF-8 BOM is stripped.
+    Nulls in Parquet ``src``/``trg`` read as empty strings (the rules drop them, counted).
 
-``read_pairs(path, counter=None, layout="auto") -> pa.Table``
+``read_pairs(path, counter=None, layout="auto", flag=None) -> pa.Table``
     The whole file as one table (same columns as above).
 
 ``write_pairs(table, out_dir, stem="pairs") -> (parquet_path, tsv_gz_path)``
@@ -32,8 +38,11 @@ API
 ``write_parquet(table, path)`` / ``write_tsv_gz(table, path, columns=None)``: one of the two.
 ``PairWriter(out_dir, stem)``: the same two files, streamed batch by batch (``write``/``close``).
 
-Errors: :class:`PairFileError` (a ValueError) for a missing file, a Parquet file without
-``src``/``trg``, or a file with no readable pair; CLIs print it and exit 2.
+Errors: :class:`PairFileError`, an :class:`~labse_common.errors.InputError` naming the file and
+the flag (``flag``), for a missing file, a damaged Parquet file (anywhere in it: Parquet is read
+through :mod:`labse_common.datafiles`), a Parquet file without ``src``/``trg``, a file with no
+readable pair, or one whose lines mostly do not fit its layout; the command foundation prints it
+in one line with exit status 2.
 """
 
 from __future__ import annotations
@@ -42,7 +51,9 @@ import gzip
 import logging
 import os
 import zlib
-from collections.abc import Callable, Iterator
+from collections import Counter
+from collections.abc import Iterator
+from itertools import chain, islice
 from pathlib import Path
 from typing import BinaryIO
 
@@ -50,6 +61,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from labse_common.datafiles import iter_parquet_batches
+from labse_common.errors import InputError
 from labse_common.stats import StageCounter
 
 log = logging.getLogger(__name__)
@@ -57,17 +70,31 @@ log = logging.getLogger(__name__)
 LINES = "lines"  # the stats unit of the TSV reader
 # The miner's TSV order (mining/output.py); kept here so filters does not import mining.
 SCORED_COLUMNS = ("margin", "src", "trg", "src_lang", "trg_lang", "src_id", "trg_id", "cosine")
+LAYOUTS = ("auto", "src-trg", "scored")
+#: Data lines whose majority decides a TSV's number of fields (and, with auto, its layout).
+SAMPLE_LINES = 1000
 _FLOAT_COLUMNS = {"margin", "cosine", "cds_score", "score"}
 _GZIP_MAGIC = b"\x1f\x8b"
 _BOM = "\ufeff"
-Opener = Callable[[str, str], BinaryIO]
 
 
-class PairFileError(ValueError):
-    """A pair file that cannot be used at all (missing, wrong columns, nothing readable)."""
+class PairFileError(InputError):
+    """A pair file that cannot be used at all (missing, damaged, wrong columns, nothing readable)."""
 
 
 # --- reading -----------------------------------------------------------------------------------
+
+
+def _remote(path: str | os.PathLike) -> bool:
+    return "://" in str(path) and not str(path).startswith("file://")
+
+
+def _open(path: str) -> BinaryIO:
+    if _remote(path):
+        from labse_common import filesystems  # Beam only for remote paths
+
+        return filesystems.open_read(path)
+    return open(path, "rb")
 
 
 def _is_float(s: str) -> bool:
@@ -78,28 +105,32 @@ def _is_float(s: str) -> bool:
     return True
 
 
-def _parquet_files(path: Path) -> list[Path]:
-    if path.is_dir():
-        mined = path / "mined.parquet"
-        files = [mined] if mined.is_file() else sorted(path.glob("*.parquet"))
+def _parquet_files(path: str, flag: str | None) -> list[str]:
+    if not _remote(path) and os.path.isdir(path):
+        mined = os.path.join(path, "mined.parquet")
+        files = [mined] if os.path.isfile(mined) else sorted(map(str, Path(path).glob("*.parquet")))
         if not files:
-            raise PairFileError(f"no Parquet pair file in directory {path}")
+            raise PairFileError(path, "no Parquet pair file in this folder", flag)
         return files
     return [path]
 
 
-def _is_parquet(path: Path, open_fn: Opener) -> bool:
-    if open_fn is open and path.is_dir():
+def _is_parquet(path: str, flag: str | None) -> bool:
+    if not _remote(path) and os.path.isdir(path):
         return True
-    with open_fn(str(path), "rb") as f:
-        return f.read(4) == b"PAR1"
+    try:
+        with _open(path) as f:
+            return f.read(4) == b"PAR1"
+    except FileNotFoundError:
+        raise PairFileError(path, "not found", flag) from None
 
 
-def _normalise_batch(batch: pa.RecordBatch | pa.Table, where: str) -> pa.RecordBatch:
+def _normalise_batch(batch: pa.RecordBatch | pa.Table, where: str, flag: str | None = None):
     names = batch.schema.names
     missing = [c for c in ("src", "trg") if c not in names]
     if missing:
-        raise PairFileError(f"{where}: no {' and '.join(missing)} column (has: {', '.join(names)})")
+        raise PairFileError(where, f"no {' and '.join(missing)} column (has: {', '.join(names)})",
+                            flag)  # fmt: skip
     cols, out_names = [], []
     for name in ["src", "trg"] + [n for n in names if n not in ("src", "trg")]:
         col = batch.column(names.index(name))
@@ -112,21 +143,19 @@ def _normalise_batch(batch: pa.RecordBatch | pa.Table, where: str) -> pa.RecordB
     return pa.RecordBatch.from_arrays(cols, names=out_names)
 
 
-def _iter_parquet(path: Path, batch_rows: int, open_fn: Opener) -> Iterator[pa.RecordBatch]:
-    for f in _parquet_files(path) if open_fn is open else [path]:
-        try:
-            pf = pq.ParquetFile(open_fn(str(f), "rb") if open_fn is not open else f)
-        except (pa.ArrowInvalid, OSError) as e:
-            raise PairFileError(f"{f}: not a readable Parquet file: {e}") from None
-        for batch in pf.iter_batches(batch_size=batch_rows):
-            yield _normalise_batch(batch, str(f))
+def _iter_parquet(path: str, batch_rows: int, flag: str | None) -> Iterator[pa.RecordBatch]:
+    for f in _parquet_files(path, flag):
+        # datafiles turns damage anywhere in the file (a corrupt page, a cut footer) into an
+        # InputError naming the file, when the reading reaches it.
+        for batch in iter_parquet_batches(f, flag=flag, batch_size=batch_rows):
+            yield _normalise_batch(batch, f, flag)
 
 
-def _raw_lines(path: Path, counter: StageCounter, open_fn: Opener) -> Iterator[tuple[bytes, bool]]:
+def _raw_lines(path: str, counter: StageCounter) -> Iterator[tuple[bytes, bool]]:
     """Lines as bytes with ``complete`` (ends in a newline); a truncated gzip ends the stream."""
-    with open_fn(str(path), "rb") as probe:
+    with _open(path) as probe:
         gz = probe.read(2) == _GZIP_MAGIC
-    with open_fn(str(path), "rb") as raw, gzip.GzipFile(fileobj=raw) if gz else raw as f:
+    with _open(path) as raw, gzip.GzipFile(fileobj=raw) if gz else raw as f:
         try:
             for line in f:
                 yield line, line.endswith(b"\n")
@@ -137,25 +166,61 @@ def _raw_lines(path: Path, counter: StageCounter, open_fn: Opener) -> Iterator[t
             yield b"", False  # marks the previous line as possibly cut
 
 
+def _text_rows(path: str, counter: StageCounter) -> Iterator[tuple[int, list[str]]]:
+    """(line number, fields) of each non-blank UTF-8 line; blank, bad and cut lines counted."""
+    pending: tuple[int, list[str], bool] | None = None  # held until we know it is complete
+    lineno = 0
+    for raw, complete in _raw_lines(path, counter):
+        if not raw and not complete:  # truncated gzip: the held line may be cut
+            if pending is not None and not pending[2]:
+                counter.add_dropped(LINES, "truncated")
+                pending = None
+            break
+        if pending is not None:
+            yield pending[0], pending[1]
+            pending = None
+        lineno += 1
+        counter.add_in(LINES)
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            counter.add_dropped(LINES, "bad_utf8")
+            continue
+        if lineno == 1:
+            text = text.removeprefix(_BOM)
+        text = text.rstrip("\r\n")
+        if not text.strip():
+            counter.add_dropped(LINES, "blank")
+            continue
+        pending = (lineno, text.split("\t"), complete)
+    if pending is not None:
+        yield pending[0], pending[1]
+
+
 class _Layout:
     def __init__(self, names: list[str], n_fields: int, header: bool) -> None:
         self.names, self.n_fields, self.header = names, n_fields, header
 
 
-def _detect_layout(fields: list[str], layout: str) -> _Layout:
-    n = len(fields)
-    if layout == "auto" and "src" in fields and "trg" in fields and len(set(fields)) == n:
-        return _Layout(fields, n, header=True)
+def _decide_layout(sample: list[list[str]], layout: str) -> _Layout | None:
+    """The layout most of ``sample`` (the first data lines) has; None without a 2-field line."""
+    if layout not in LAYOUTS:
+        raise ValueError(f"unknown pair file layout {layout!r} ({', '.join(LAYOUTS)})")
+    first = sample[0]
+    if layout == "auto" and "src" in first and "trg" in first and len(set(first)) == len(first):
+        return _Layout(first, len(first), header=True)
+    sizes = Counter(len(f) for f in sample if len(f) >= 2)
+    if not sizes:
+        return None
+    n = sizes.most_common(1)[0][0]  # ties: the size seen first
     if layout == "auto":
-        layout = (
-            "scored" if n >= 3 and _is_float(fields[0]) and not _is_float(fields[1]) else "src-trg"
-        )
+        rows = [f for f in sample if len(f) == n]
+        scored = sum(_is_float(f[0]) and not _is_float(f[1]) for f in rows)
+        layout = "scored" if n >= 3 and 2 * scored > len(rows) else "src-trg"
     if layout == "scored":
         names = list(SCORED_COLUMNS[:n]) + [f"col{i}" for i in range(len(SCORED_COLUMNS), n)]
-    elif layout == "src-trg":
-        names = ["src", "trg"] + [f"col{i}" for i in range(2, n)]
     else:
-        raise ValueError(f"unknown pair file layout {layout!r} (auto, src-trg, scored)")
+        names = ["src", "trg"] + [f"col{i}" for i in range(2, n)]
     return _Layout(names, n, header=False)
 
 
@@ -178,60 +243,49 @@ def _to_float(v: str) -> float | None:
 
 
 def _iter_tsv(
-    path: Path, counter: StageCounter, batch_rows: int, layout: str, open_fn: Opener
+    path: str, counter: StageCounter, batch_rows: int, layout: str, flag: str | None
 ) -> Iterator[pa.RecordBatch]:
+    it = _text_rows(path, counter)
     lay: _Layout | None = None
+    malformed, first_bad, good = 0, 0, 0
+    while lay is None:
+        sample = list(islice(it, SAMPLE_LINES))
+        if not sample:
+            break
+        lay = _decide_layout([f for _, f in sample], layout)
+        if lay is None:  # only one-field lines so far: none of them can be a pair
+            counter.add_dropped(LINES, "malformed", len(sample))
+            malformed += len(sample)
+            first_bad = first_bad or sample[0][0]
+            continue
+        if lay.header:
+            counter.add_dropped(LINES, "header")
+            sample = sample[1:]
+        it = chain(sample, it)
+    if lay is None:
+        return
     rows: list[list[str]] = []
-    pending: list[str] | None = None  # the last parsed row, held until we know it is complete
-    pending_complete = True
-    first = True
-
-    def accept(fields: list[str]) -> None:
-        nonlocal lay
-        if lay is None:
-            if len(fields) < 2:  # a one-field line cannot set the file's column count
-                counter.add_dropped(LINES, "malformed")
-                return
-            lay = _detect_layout(fields, layout)
-            if lay.header:
-                counter.add_dropped(LINES, "header")
-                return
+    for lineno, fields in it:
         if len(fields) != lay.n_fields:
             counter.add_dropped(LINES, "malformed")
-            return
+            malformed += 1
+            first_bad = first_bad or lineno
+            continue
         counter.add_out(LINES)
+        good += 1
         rows.append(fields)
-
-    for raw, complete in _raw_lines(path, counter, open_fn):
-        if not raw and not complete:  # truncated gzip: the held line may be cut
-            if pending is not None and not pending_complete:
-                counter.add_dropped(LINES, "truncated")
-                pending = None
-            break
-        if pending is not None:
-            accept(pending)
-            pending = None
-            if len(rows) >= batch_rows and lay is not None:
-                yield _tsv_batch(rows, lay)
-                rows = []
-        counter.add_in(LINES)
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError:
-            counter.add_dropped(LINES, "bad_utf8")
-            continue
-        if first:
-            text = text.removeprefix(_BOM)
-            first = False
-        text = text.rstrip("\r\n")
-        if not text.strip():
-            counter.add_dropped(LINES, "blank")
-            continue
-        pending, pending_complete = text.split("\t"), complete
-    if pending is not None:
-        accept(pending)
-    if rows and lay is not None:
+        if len(rows) >= batch_rows:
+            yield _tsv_batch(rows, lay)
+            rows = []
+    if rows:
         yield _tsv_batch(rows, lay)
+    if malformed:
+        what = (f"{malformed} of {malformed + good} data lines do not have the {lay.n_fields} "
+                f"tab-separated fields most lines have (first: line {first_bad})")  # fmt: skip
+        if malformed > good:
+            raise PairFileError(path, f"{what}: not a pair file of one layout (pass --layout, "
+                                "or fix the file)", flag)  # fmt: skip
+        log.warning("%s: %s; dropped as malformed (counted in stats.json)", path, what)
 
 
 def iter_pair_batches(
@@ -239,35 +293,41 @@ def iter_pair_batches(
     counter: StageCounter | None = None,
     batch_rows: int = 65536,
     layout: str = "auto",
-    open_fn: Opener = open,
+    flag: str | None = None,
 ) -> Iterator[pa.RecordBatch]:
-    """Stream the pairs of ``path`` (see the module docstring). ``open_fn(path, "rb")`` opens a
-    file (Beam passes ``FileSystems.open``-based openers for remote files; directories are then
-    not expanded)."""
-    p = Path(path) if open_fn is open else path
-    if open_fn is open and not p.exists():
-        raise PairFileError(f"pair file not found: {p}")
+    """Stream the pairs of ``path`` (see the module docstring); ``flag`` names the option that
+    gave it in error messages."""
+    p = str(path)
+    if not _remote(p) and not os.path.exists(p):
+        raise PairFileError(p, "not found", flag)
     counter = counter if counter is not None else StageCounter()
-    if _is_parquet(p, open_fn):
-        yield from _iter_parquet(p, batch_rows, open_fn)
+    if _is_parquet(p, flag):
+        yield from _iter_parquet(p, batch_rows, flag)
     else:
-        yield from _iter_tsv(p, counter, batch_rows, layout, open_fn)
+        yield from _iter_tsv(p, counter, batch_rows, layout, flag)
 
 
 def read_pairs(
-    path: str | os.PathLike, counter: StageCounter | None = None, layout: str = "auto"
+    path: str | os.PathLike,
+    counter: StageCounter | None = None,
+    layout: str = "auto",
+    flag: str | None = None,
 ) -> pa.Table:
     """All pairs of ``path`` as one table; a file with no readable pair is a PairFileError."""
-    batches = list(iter_pair_batches(path, counter, layout=layout))
+    batches = list(iter_pair_batches(path, counter, layout=layout, flag=flag))
     if not batches or sum(b.num_rows for b in batches) == 0:
-        raise PairFileError(
-            f"{path}: no readable pair (expected Parquet with src/trg or TSV src<TAB>trg)"
-        )
+        raise no_pairs(path, flag)
     schemas = {b.schema for b in batches}
     if len(schemas) > 1:  # Parquet parts with different extra columns: keep the common ones
         common = [n for n in batches[0].schema.names if all(n in b.schema.names for b in batches)]
         batches = [b.select(common) for b in batches]
     return pa.Table.from_batches(batches).combine_chunks()
+
+
+def no_pairs(path: str | os.PathLike, flag: str | None = None) -> PairFileError:
+    return PairFileError(
+        path, "no readable pair (expected Parquet with src/trg or TSV src<TAB>trg)", flag
+    )
 
 
 # --- writing -----------------------------------------------------------------------------------
