@@ -130,64 +130,41 @@ def _pretrain_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _encode_parser(sub: argparse._SubParsersAction) -> None:
+    from labse_common.cli import add_output_option, add_overwrite_option
+
     p = sub.add_parser(
         "encode",
-        help="embed a text/Parquet file to .npy",
-        description="Embed sentences with a LaBSE checkpoint; row i of the output is input row i.",
+        help="embed sentences into an embedding store (or one .npy)",
+        description="Embed sentences with a LaBSE checkpoint (labse_model.embed_store, the path "
+        "`mining embed` and `pipelines.embed` share): row i of the output is input row i; blank "
+        "lines keep their row with a zero vector and are counted in stats.json.",
     )
-    p.add_argument(
-        "--model",
-        required=True,
-        metavar="DIR",
-        help="HF BertModel or sentence-transformers directory",
-    )
-    p.add_argument(
-        "--input",
-        required=True,
-        metavar="FILE",
-        help="text file (one sentence per line) or Parquet file",
-    )
-    p.add_argument(
-        "--output",
-        required=True,
-        metavar="EMB.npy|DIR",
-        help="a .npy file, or an embedding store folder (any path not ending in .npy; read by "
-        "`mining mine --src-emb DIR` and load_vectors)",
-    )
-    p.add_argument(
-        "--fp16",
-        action="store_true",
-        help="store float16 embeddings (computed in fp16 on GPU, fp32 on CPU)",
-    )
-    p.add_argument(
-        "--batch-size", type=int, default=64, help="sentences per forward pass (default: 64)"
-    )
-    p.add_argument(
-        "--max-seq-length",
-        type=int,
-        default=128,
-        help="tokens per sentence; longer ones are truncated and counted (default: 128)",
-    )
-    p.add_argument(
-        "--text-column", default="text", help="Parquet column holding the sentences (default: text)"
-    )
-    p.add_argument(
-        "--shard-size",
-        type=int,
-        default=0,
-        help="rows per shard of the embedding store --output DIR (default 100000)",
-    )
+    p.add_argument("--model", required=True, metavar="DIR",
+                   help="HF BertModel or sentence-transformers directory")  # fmt: skip
+    p.add_argument("--input", required=True, metavar="FILE|DIR|GLOB",
+                   help="text file (one sentence per line), Parquet file, folder of Parquet "
+                   "files or embedding store")  # fmt: skip
+    add_output_option(
+        p, "an embedding store folder (any path not ending in .npy; read by `mining mine "
+        "--src-emb DIR` and load_vectors), or a .npy file", metavar="DIR|EMB.npy", aliases=(),
+    )  # fmt: skip
+    p.add_argument("--dtype", choices=["float16", "float32"], default=None,
+                   help="stored precision (default float32)")  # fmt: skip
+    p.add_argument("--fp16", action="store_true",
+                   help="same as --dtype float16 (computed in fp16 on GPU, fp32 on CPU)")  # fmt: skip
+    p.add_argument("--batch-size", type=int, default=64,
+                   help="sentences per forward pass (default: 64)")  # fmt: skip
+    p.add_argument("--max-seq-length", type=int, default=128,
+                   help="tokens per sentence; longer ones are truncated and counted (default: 128)")  # fmt: skip
+    p.add_argument("--text-column", default="text",
+                   help="Parquet column holding the sentences (default: text)")  # fmt: skip
+    p.add_argument("--rows-per-shard", "--shard-size", dest="rows_per_shard", type=int,
+                   default=None, help="rows per shard of the store (default 100000)")  # fmt: skip
     p.add_argument("--device", help="cpu, cuda, cuda:1 ... (default: cuda if available)")
-    p.add_argument(
-        "--overwrite",
-        action="store_true",
-        help="replace a non-empty store folder (without it: an error, exit 2)",
-    )
-    p.add_argument(
-        "--stats",
-        metavar="FILE",
-        help="where to write stats (default: stats.json next to the output)",
-    )
+    add_overwrite_option(p, "a non-empty store folder (old files are removed at the end)")
+    p.add_argument("--stats", metavar="FILE",
+                   help="where to write stats for a .npy output (default: stats.json next to "
+                   "it); a store keeps its stats.json inside")  # fmt: skip
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     add_log_level_option(p, subcommand=True)
 
@@ -358,34 +335,28 @@ def run_pretrain(args: argparse.Namespace) -> int:
 
 
 def run_encode(args: argparse.Namespace) -> int:
-    from labse_model.embed_file import embed_file
-    from labse_model.encode import Encoder
+    from labse_common.errors import UsageError
+    from labse_model import embed_store
 
-    if not os.path.isdir(args.model):
-        raise FileNotFoundError(f"model directory not found: {args.model}")
-    if not os.path.isfile(args.input):
-        raise FileNotFoundError(f"input file not found: {args.input}")
-    if args.batch_size < 1:
-        raise ValueError("--batch-size must be >= 1")
-    encoder = Encoder.from_pretrained(
-        args.model, device=args.device, max_seq_length=args.max_seq_length
-    )
-    report = embed_file(
-        encoder,
-        args.input,
-        args.output,
-        batch_size=args.batch_size,
-        fp16=args.fp16,
-        text_column=args.text_column,
-        shard_size=args.shard_size,
-        stats_path=args.stats,
-        show_progress=not args.no_progress,
-        overwrite=args.overwrite,
-    )
-    c = report["counts"]["sentences"]
-    print(f"{'sentences':<12}{'in':>10}{'out':>10}  events")
-    print(f"{'':<12}{c['in']:>10}{c['out']:>10}  {c.get('events', {})}")
-    print("outputs: " + ", ".join(report["outputs"]))
+    if args.fp16 and args.dtype == "float32":
+        raise UsageError("--fp16 contradicts --dtype float32")
+    dtype = "float16" if args.fp16 else (args.dtype or "float32")
+    common = dict(dtype=dtype, batch_size=args.batch_size, text_column=args.text_column,
+                  device=args.device, max_seq_length=args.max_seq_length,
+                  show_progress=not args.no_progress)  # fmt: skip
+    if str(args.output).endswith(".npy"):
+        if args.rows_per_shard:
+            raise UsageError("--rows-per-shard writes an embedding store folder: give --output "
+                             "DIR (not a .npy file)")  # fmt: skip
+        report = embed_store.embed_to_npy(args.model, args.input, args.output,
+                                          stats_path=args.stats, **common)  # fmt: skip
+    else:
+        report = embed_store.embed_to_store(
+            args.model, args.input, args.output, overwrite=args.overwrite,
+            rows_per_shard=args.rows_per_shard or embed_store.ROWS_PER_SHARD, **common)  # fmt: skip
+        if args.stats:
+            embed_store.write_json(args.stats, report)
+    print(embed_store.describe(report))
     return 0
 
 

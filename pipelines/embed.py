@@ -1,60 +1,66 @@
 """Beam job: embed sentences with a LaBSE checkpoint into an embedding store.
 
     python -m pipelines.embed --input 'sentences/de/*.parquet' --model DIR --output emb/de \
-        [--num-shards 8] [--dtype float16] [--batch-size 64] [beam options, e.g. --runner ...]
+        [--rows-per-shard 100000 | --num-shards 8] [--dtype float16] [--batch-size 64] \
+        [beam options, e.g. --runner ...]
 
-Each worker loads the PyTorch encoder once (a RunInference ``ModelHandler``, called from a
-plain ParDo so that the DaskRunner runs the job too), embeds the sentences in the batches they
-were read in, and emits one unit vector per sentence. Sentences are keyed by id (the Parquet ``id`` column,
-else ``doc_id:url_or_title:sha1(text)``, else ``sha1(text)`` for text input), hashed into
-``--num-shards`` groups, and each group is written as ``shard_NNNNN.npy`` + ``.parquet``
-(sorted by id); ``store.json`` lists them, so ``labse_common.embedding_store.EmbeddingStore``
-reads the result and ``python -m mining mine --src-text STORE --src-emb STORE`` mines it.
+The distributed form of the one embedding path (:mod:`labse_model.embed_store`): the same
+inputs, the same chunks, the same per-chunk function and the same shard writer, so the store is
+byte for byte the one ``python -m labse_model encode`` or ``python -m mining embed`` writes for
+the same sentences. Row i of the store is row i of the inputs (files in sorted order); blank and
+null texts keep their row with a zero vector and are counted.
+
+1. **Read**: each input file is cut into chunks of ``CHUNK_ROWS`` rows (``read_chunks``).
+2. **Embed**: each worker loads the encoder once per process (``cached_encoder``; the
+   :class:`LabseModelHandler` is a RunInference ``ModelHandler`` around it, called from a plain
+   ParDo so that the DaskRunner runs the job too) and runs ``embed_chunk`` on every chunk.
+3. **Place**: the rows per file (a side input) give each chunk its global first row; its rows are
+   cut at shard boundaries and keyed by shard number.
+4. **Write**: each shard's pieces, in row order, are written as ``shard_NNNNN.npy`` +
+   ``.parquet`` by the store's own writer (``write_pieces``).
+5. **Finish**: ``store.json`` and a balanced ``stats.json``, after every shard.
+
+Everything is written under ``OUTPUT/_tmp-<job id>/`` and committed at the end
+(``labse_common.output_dir``).
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
-import io
-import json
 import logging
 import os
 import sys
-import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import apache_beam as beam
 import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
-from apache_beam.io.filesystem import CompressionTypes
-from apache_beam.io.filesystems import FileSystems
-from apache_beam.ml.inference.base import (
-    ModelHandler,
-    PredictionResult,
-)
+from apache_beam.ml.inference.base import ModelHandler, PredictionResult
 
 from labse_common import embedding_store as store_format
-from labse_common.cli import UsageError, add_log_level_option, add_output_option, usage_error
+from labse_common.cli import (
+    UsageError,
+    add_log_level_option,
+    add_output_option,
+    add_overwrite_option,
+    run_main,
+)
 from labse_common.logs import setup_logging
-from labse_common.stats import StageCounter, check_balanced, merge_counts, to_report
-from labse_common.textio import strip_bom
-from pipelines.inputs import require_columns
+from labse_common.remote import check_paths, remote_paths
+from labse_common.stats import merge_counts
+from labse_model import embed_store as lib
 from pipelines.options import pipeline_options, run_pipeline
 from pipelines.outputs import claim_output
 from pipelines.tagged import join_sinks, with_outputs
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("pipelines.embed")
 
 STATS = "stats"
-READ_BATCH = 512  # sentences read and embedded together (one RunInference element)
-UNIT = "sentences"
 
 
-class LabseModelHandler(ModelHandler[str, PredictionResult, Any]):
-    """RunInference handler for the PyTorch LaBSE encoder (tokenisation included)."""
+class LabseModelHandler(ModelHandler[list, PredictionResult, Any]):
+    """RunInference handler for the PyTorch LaBSE encoder: one element is one chunk of texts,
+    its inference ``(vectors, texts, counts)`` from :func:`labse_model.embed_store.embed_chunk`."""
 
     def __init__(
         self,
@@ -62,51 +68,36 @@ class LabseModelHandler(ModelHandler[str, PredictionResult, Any]):
         batch_size: int = 64,
         device: str | None = None,
         max_seq_length: int = 128,
-        max_batch_size: int = 512,
+        dtype: str = "float32",
     ) -> None:
         self._model_dir = model_dir
         self._batch_size = batch_size
         self._device = device
         self._max_seq_length = max_seq_length
-        self._max_batch_size = max_batch_size
+        self._dtype = dtype
 
     def load_model(self) -> Any:
-        from labse_model.encode import Encoder  # torch is imported on the worker only
-
-        return Encoder.from_pretrained(
-            self._model_dir, device=self._device, max_seq_length=self._max_seq_length
-        )
+        # The process-wide cache: the DoFn instances of one worker share one model.
+        return lib.load_model(self._model_dir, self._device, self._max_seq_length)
 
     def run_inference(
         self, batch: Sequence[list], model: Any, inference_args: dict | None = None
     ) -> Iterable[PredictionResult]:
-        # Each element is already a batch: a list of (id, (text, url)) read together.
-        texts = [text for chunk in batch for _, (text, _) in chunk]
-        vecs = model.encode(texts, batch_size=self._batch_size)
-        out, at = [], 0
-        for chunk in batch:
-            out.append(PredictionResult(chunk, vecs[at : at + len(chunk)]))
-            at += len(chunk)
-        return out
+        return [PredictionResult(texts, self.embed(model, texts)) for texts in batch]
+
+    def embed(self, model: Any, texts: list) -> tuple[np.ndarray, list[str], dict[str, int]]:
+        return lib.embed_chunk(model, texts, self._batch_size, self._dtype)
 
     def batch_elements_kwargs(self) -> dict[str, int]:
-        return {"min_batch_size": 1, "max_batch_size": 1}  # elements are batches already
+        return {"min_batch_size": 1, "max_batch_size": 1}  # elements are chunks already
 
     def get_metrics_namespace(self) -> str:
         return "labse_embed"
 
 
-def _sha1(text: str) -> str:
-    return hashlib.sha1(text.encode("utf-8")).hexdigest()[:20]
-
-
-class EmbedBatches(beam.DoFn):
-    """Runs the model handler on each pre-built batch; the model loads once per DoFn instance.
-
-    The same handler works with ``RunInference``; the job calls it from a plain ParDo because
-    Beam 2.77's DaskRunner cannot run RunInference (its multi-output exception handling and its
-    batching's finish_bundle outputs are lost there), and the batches are already built.
-    """
+class EmbedChunks(beam.DoFn):
+    """(file, first row, texts, metadata) -> (file, first row, vectors, texts, metadata), and the
+    chunk's counts under the ``stats`` tag. The model loads once per worker process."""
 
     def __init__(self, handler: LabseModelHandler) -> None:
         self.handler = handler
@@ -115,70 +106,73 @@ class EmbedBatches(beam.DoFn):
     def setup(self) -> None:
         self.model = self.handler.load_model()
 
-    def process(self, chunk: list) -> Iterator[PredictionResult]:
-        yield from self.handler.run_inference([chunk], self.model)
+    def process(self, chunk: tuple) -> Iterator[Any]:
+        file, start, texts, meta = chunk
+        vecs, clean, counts = self.handler.embed(self.model, texts)
+        yield beam.pvalue.TaggedOutput(STATS, counts)
+        yield file, start, vecs, clean, meta
 
 
-class ToKeyed(beam.DoFn):
-    """A list of records -> one list of (id, (text, url)); empty or non-string text is dropped
-    and counted."""
+def read_file(item: tuple[int, str], columns: Sequence[str], text_column: str,
+              chunk_rows: int) -> Iterator[tuple]:  # fmt: skip
+    file, path = item
+    for start, texts, meta in lib.read_chunks(path, columns, text_column, chunk_rows, "--input"):
+        yield file, start, texts, meta
 
-    def process(self, recs: list) -> Iterator[Any]:
-        counter = StageCounter()
-        keyed = []
-        for rec in recs:
-            counter.add_in(UNIT)
-            if isinstance(rec, dict):
-                text = rec.get("text")
-                meta = {k: rec.get(k) for k in ("id", "doc_id", "url_or_title")}
-            else:
-                text, meta = (strip_bom(rec) if isinstance(rec, str) else rec), {}  # BOM
-            if not isinstance(text, str) or not text.strip():
-                counter.add_dropped(UNIT, "empty_text")
-                continue
-            if meta.get("id") is not None:
-                key = str(meta["id"])
-            elif meta.get("doc_id") is not None:
-                key = f"{meta['doc_id']}:{meta.get('url_or_title') or ''}:{_sha1(text)}"
-            else:
-                key = _sha1(text)
-            counter.add_out(UNIT)
-            keyed.append((key, (text, meta.get("url_or_title"))))
-        yield beam.pvalue.TaggedOutput(STATS, counter.drain())
-        if keyed:
-            yield keyed
+
+def place(chunk: tuple, sizes: dict[int, int], columns: Sequence[str], rows_per_shard: int | None,
+          num_shards: int | None) -> Iterator[tuple[int, tuple]]:  # fmt: skip
+    """Cut a chunk at shard boundaries: (shard, (first global row, vectors, row-table columns))."""
+    file, start, vecs, texts, meta = chunk
+    first = sum(n for f, n in sizes.items() if f < file) + start
+    per = lib.shard_rows(sum(sizes.values()), rows_per_shard, num_shards)
+    cols = lib.row_columns(first, texts, meta, columns)
+    at = 0
+    while at < len(texts):
+        shard = (first + at) // per
+        end = min(len(texts), (shard + 1) * per - first)
+        yield shard, (first + at, vecs[at:end], {k: v[at:end] for k, v in cols.items()})
+        at = end
 
 
 class WriteShard(beam.DoFn):
-    """One group of (id, (text, url), vector) -> a store shard (``labse_common.embedding_store``);
-    yields (name, rows, dim)."""
+    """One shard's pieces -> ``shard_NNNNN.npy/.parquet`` with the store's writer; yields
+    ``(shard, rows, dim)``."""
 
     def __init__(self, output: str, dtype: str) -> None:
         self.output = output
         self.dtype = dtype
 
-    def process(self, kv: tuple[int, Iterable[tuple[str, tuple, np.ndarray]]]) -> Iterator[Any]:
-        shard, items = kv
-        items = sorted(items, key=lambda it: it[0])
-        vecs = np.stack([it[2] for it in items]).astype(self.dtype)
-        table = pa.table(
-            {
-                "id": [it[0] for it in items],
-                "text": [it[1][0] for it in items],
-                "url_or_title": [it[1][1] for it in items],
-            }
-        )
-        info = store_format.write_shard(self.output, store_format.shard_name(shard), vecs, table)
-        yield info.name, info.rows, int(vecs.shape[1])
+    def process(self, kv: tuple[int, Iterable[tuple]]) -> Iterator[tuple[int, int, int]]:
+        shard, pieces = kv
+        pieces = sorted(pieces, key=lambda p: p[0])
+        for (a, va, _), (b, _, _) in zip(pieces, pieces[1:]):
+            if a + len(va) != b:  # every row is placed exactly once: a gap is a bug
+                raise RuntimeError(f"shard {shard}: rows {a + len(va)}..{b - 1} missing")
+        info = store_format.write_pieces(self.output, shard, [p[1] for p in pieces],
+                                         [p[2] for p in pieces], self.dtype)  # fmt: skip
+        yield shard, info.rows, int(pieces[0][1].shape[1])
 
 
-def write_manifest(shards: list[tuple[str, int, int]], output: str, dtype: str) -> None:
+def finish(_: Any, shards: list, counts: list, output: str, dtype: str, inputs: list[str],
+           model: tuple[str, str | None, int], name: str) -> None:  # fmt: skip
+    """``store.json`` (shards in order; none may be missing) and ``stats.json``."""
     shards = sorted(shards)
+    if [s for s, _, _ in shards] != list(range(len(shards))):
+        raise RuntimeError(
+            f"store shards are not 0..{len(shards) - 1}: {[s for s, _, _ in shards]}"
+        )
     dims = {d for _, _, d in shards}
     if len(dims) > 1:
-        raise ValueError(f"shards disagree on dimension: {dims}")
-    store_format.write_manifest(output, dims.pop() if dims else 0, dtype,
-                                [store_format.ShardInfo(n, r) for n, r, _ in shards])  # fmt: skip
+        raise RuntimeError(f"shards disagree on dimension: {sorted(dims)}")
+    # No row at all (a compressed text file holding nothing): the manifest still needs the dim.
+    dim = dims.pop() if dims else lib.load_model(*model).dim
+    store_format.write_manifest(output, dim, dtype,
+                                [store_format.ShardInfo(store_format.shard_name(s), r)
+                                 for s, r, _ in shards])  # fmt: skip
+    report = lib.stats_report(merge_counts(counts), dim=dim, dtype=dtype, shards=len(shards),
+                              inputs=inputs, output=name)  # fmt: skip
+    lib.write_json(store_format.join(output, "stats.json"), report)
 
 
 def build_pipeline(
@@ -186,131 +180,112 @@ def build_pipeline(
     inputs: Sequence[str],
     model_dir: str,
     output: str,
-    num_shards: int,
-    dtype: str,
-    batch_size: int,
-    device: str | None,
+    *,
+    columns: Sequence[str] = (),
+    dtype: str = "float16",
+    batch_size: int = 64,
+    device: str | None = None,
+    rows_per_shard: int | None = lib.ROWS_PER_SHARD,
+    num_shards: int | None = None,
+    chunk_rows: int = lib.CHUNK_ROWS,
+    text_column: str = "text",
+    max_seq_length: int = 128,
+    name: str | None = None,
 ) -> None:
+    """The job's graph, writing the store into ``output`` (the claimed temporary folder);
+    ``name``: the output as stats.json reports it (default ``output``)."""
     # Files are read by a ParDo through FileSystems (not ReadFromParquet/ReadFromText, whose
     # Read sources the DaskRunner does not translate); with_outputs and join_sinks keep the job
     # runnable there too (pipelines/tagged.py).
-    records = (
+    chunks = (
         p
-        | "Files" >> beam.Create(list(inputs))
+        | "Files" >> beam.Create(list(enumerate(inputs)))
         | "Spread" >> beam.Reshuffle()
-        | "Read" >> beam.FlatMap(read_records, READ_BATCH)
+        | "Read" >> beam.FlatMap(read_file, list(columns), text_column, chunk_rows)
     )
-    keyed = with_outputs(records, "Key", ToKeyed(), STATS, main="keyed")
-    handler = LabseModelHandler(model_dir, batch_size, device)
-    embedded = (
-        keyed.keyed
-        | "Embed" >> beam.ParDo(EmbedBatches(handler))
-        | "Unpack" >> beam.FlatMap(
-            lambda r: ((k, meta, v) for (k, meta), v in zip(r.example, r.inference)))
+    sizes = beam.pvalue.AsDict(
+        chunks
+        | "ChunkRows" >> beam.Map(lambda c: (c[0], len(c[2])))
+        | "FileRows" >> beam.CombinePerKey(sum)
     )
+    handler = LabseModelHandler(model_dir, batch_size, device, max_seq_length, dtype)
+    embedded = with_outputs(chunks, "Embed", EmbedChunks(handler), STATS, main="vectors")
     shards = (
-        embedded
-        | "Shard" >> beam.Map(lambda it: (zlib.crc32(it[0].encode("utf-8")) % num_shards, it))
+        embedded.vectors
+        | "Place" >> beam.FlatMap(place, sizes, list(columns), rows_per_shard, num_shards)
         | "Group" >> beam.GroupByKey()
         | "Write" >> beam.ParDo(WriteShard(output, dtype))
     )
-    manifest = (
-        shards
-        | "OneKey" >> beam.Map(lambda s: (None, s))
-        | "AllShards" >> beam.GroupByKey()
-        | "Manifest" >> beam.Map(lambda kv: write_manifest(list(kv[1]), output, dtype))
+    done = (
+        p
+        | "Last" >> beam.Create([None])
+        | "Finish"
+        >> beam.Map(
+            finish,
+            beam.pvalue.AsList(shards),
+            beam.pvalue.AsList(embedded[STATS]),
+            output,
+            dtype,
+            list(inputs),
+            (model_dir, device, max_seq_length),
+            name or output,
+        )  # fmt: skip
     )
-    stats = (
-        keyed[STATS]
-        | "SumStats" >> beam.CombineGlobally(merge_counts).without_defaults()
-        | "WriteStats" >> beam.Map(_write_stats, output)
-    )
-    join_sinks([manifest, stats])
-
-
-def read_records(path: str, batch_rows: int = 512) -> Iterator[list]:
-    """Lists of at most ``batch_rows`` rows of a Parquet file (dicts) or lines of a text file,
-    streamed through FileSystems: each list is embedded as one batch."""
-    with FileSystems.open(path, compression_type=CompressionTypes.AUTO) as f:
-        if path.endswith(".parquet"):
-            for batch in pq.ParquetFile(f).iter_batches(batch_size=batch_rows):
-                yield batch.to_pylist()
-            return
-        chunk: list[str] = []
-        for line in io.TextIOWrapper(f, encoding="utf-8", errors="replace", newline="\n"):
-            chunk.append(line.rstrip("\r\n"))
-            if len(chunk) == batch_rows:
-                yield chunk
-                chunk = []
-        if chunk:
-            yield chunk
-
-
-def _write_stats(counts: dict[str, int], output: str) -> None:
-    report = to_report("embed", counts)
-    problems = check_balanced(report)
-    if problems:
-        raise RuntimeError(f"unbalanced stats: {problems}")
-    with FileSystems.create(FileSystems.join(output, "stats.json")) as f:
-        f.write(json.dumps(report, indent=2).encode("utf-8"))
+    join_sinks([done])
 
 
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="python -m pipelines.embed",
-        description="Embed sentences into an embedding store with Beam RunInference (a PyTorch "
-        "LaBSE model handler). Any option not listed here is passed to Beam, e.g. --runner "
-        "FlinkRunner, --direct_num_workers 4.",
+        description="Embed sentences into an embedding store with Beam (a RunInference PyTorch "
+        "LaBSE model handler); the same store as `labse_model encode` and `mining embed`. Any "
+        "option not listed here is passed to Beam, e.g. --runner FlinkRunner, "
+        "--direct_num_workers 4.",
     )
     ap.add_argument(
         "--input",
         required=True,
         nargs="+",
-        help="Parquet files/globs with a 'text' column (optional id, doc_id, url_or_title), "
-        "or text files with one sentence per line",
+        help="Parquet files/globs/folders with a 'text' column (optional id, doc_id, "
+        "url_or_title, source), text files with one sentence per line, or an embedding store",
     )
     ap.add_argument("--model", required=True, help="LaBSE checkpoint directory (HF format)")
     add_output_option(ap, "store directory to write")
-    ap.add_argument("--num-shards", type=int, default=1, help="store shards (default 1)")
-    ap.add_argument(
-        "--dtype", choices=["float16", "float32"], default="float16", help="stored precision"
-    )
+    g = ap.add_mutually_exclusive_group()
+    g.add_argument("--rows-per-shard", type=int, help="rows per shard file (default 100000)")
+    g.add_argument("--num-shards", type=int, help="spread the rows over this many shard files")
+    ap.add_argument("--dtype", choices=list(lib.DTYPES), default="float16", help="stored precision")
     ap.add_argument("--batch-size", type=int, default=64, help="encoder batch size")
     ap.add_argument(
         "--device", default=None, help="torch device on workers (default: cuda if present)"
     )
-    ap.add_argument("--overwrite", action="store_true",
-                    help="replace a non-empty --output (old files are removed at the end)")
+    ap.add_argument("--max-seq-length", type=int, default=128,
+                    help="tokens per sentence; longer ones are truncated and counted (128)")  # fmt: skip
+    add_overwrite_option(ap, "a non-empty --output (old files are removed at the end)")
     add_log_level_option(ap)
     return ap
 
 
-def run(argv: Sequence[str] | None = None) -> int:
-    args, beam_args = build_parser().parse_known_args(argv)
-    setup_logging(args.log_level)
+def _run(args: argparse.Namespace, beam_args: list[str]) -> int:
+    if args.num_shards is not None and args.num_shards < 1:
+        raise UsageError(f"--num-shards {args.num_shards}: must be >= 1")
+    rows_per_shard = args.rows_per_shard if args.rows_per_shard is not None else (
+        None if args.num_shards else lib.ROWS_PER_SHARD)  # fmt: skip
+    lib._check_options(args.dtype, args.batch_size, rows_per_shard or 1, lib.CHUNK_ROWS)
     if not os.path.isdir(args.model):
-        log.error("model directory not found: %s", args.model)
-        return 2
-    if args.num_shards < 1:
-        log.error("--num-shards must be >= 1")
-        return 2
-    try:
-        options = pipeline_options(beam_args)  # first: it gives FileSystems the S3/GCS options
-    except UsageError as e:
-        return usage_error(e, log)
-    matched = [m.path for pat in args.input for m in FileSystems.match([pat])[0].metadata_list]
-    if not matched:
-        log.error("no input matches %s", args.input)
-        return 2
-    try:
-        require_columns(matched, ["text"])  # Parquet without `text`: not a store of dimension 0
-        out = claim_output(args.output, args.overwrite)
-    except UsageError as e:
-        return usage_error(e, log)
+        raise UsageError(f"--model {args.model}: model directory not found")
+    options = pipeline_options(beam_args)  # first: it gives FileSystems the S3/GCS options
+    # With the job's own S3 options: missing credentials/endpoint/bucket is one line now.
+    check_paths(remote_paths([*args.input, args.output]), options)
+    files = lib.expand_inputs(args.input, "--input")
+    columns = lib.check_inputs(files, "text", "--input")  # before the claim: nothing written
+    out = claim_output(args.output, args.overwrite)
     try:  # the job writes under OUTPUT/_tmp-<job id>/, committed at the end
         p = beam.Pipeline(options=options)
-        build_pipeline(p, sorted(matched), args.model, out.tmp, args.num_shards, args.dtype,
-                       args.batch_size, args.device)  # fmt: skip
+        build_pipeline(p, files, args.model, out.tmp, columns=columns, dtype=args.dtype,
+                       batch_size=args.batch_size, device=args.device,
+                       rows_per_shard=rows_per_shard, num_shards=args.num_shards,
+                       max_seq_length=args.max_seq_length, name=args.output)  # fmt: skip
         run_pipeline(p)
     except BaseException:
         out.abort()
@@ -318,6 +293,13 @@ def run(argv: Sequence[str] | None = None) -> int:
     out.commit()
     log.info("embedding store written to %s", args.output)
     return 0
+
+
+def run(argv: Sequence[str] | None = None) -> int:
+    args, beam_args = build_parser().parse_known_args(argv)
+    setup_logging(args.log_level)
+    # Remote paths are checked once the Beam options are parsed (they carry the S3 settings).
+    return run_main(lambda: _run(args, beam_args), log, args=args, check_remote=False)
 
 
 def main() -> None:

@@ -41,15 +41,21 @@ def test_beam_embed_job_writes_a_store(tmp_path: Path, tiny_model: str) -> None:
               "--num-shards", "3", "--dtype", "float32", "--direct_running_mode", "in_memory"])  # fmt: skip
     assert rc == 0
     store = EmbeddingStore(out)
-    assert len(store) == 40 and store.dim == 32 and len(store.shards) <= 3
+    # Row i = input row i: the blank and the null text keep their rows (zero vectors).
+    assert len(store) == 42 and store.dim == 32 and [s.rows for s in store.shards] == [14] * 3
     meta = store.all_metadata()
+    assert meta.column("id").to_pylist() == [f"s{i}" for i in range(42)]
+    assert meta.column("row").to_pylist() == list(range(42))
+    assert meta.column("text").to_pylist() == texts + ["", ""]
+    assert meta.column("url_or_title").to_pylist() == rows["url_or_title"]
     vecs = np.concatenate([np.asarray(v) for v in store.iter_vectors()])
-    ref = Encoder.from_pretrained(tiny_model).encode(meta.column("text").to_pylist())
-    np.testing.assert_allclose(vecs, ref, atol=1e-5)
-    assert sorted(meta.column("id").to_pylist()) == sorted(f"s{i}" for i in range(40))
+    ref = Encoder.from_pretrained(tiny_model).encode(texts)
+    np.testing.assert_allclose(vecs[:40], ref, atol=1e-5)
+    assert not vecs[40:].any()
     stats = json.loads((out / "stats.json").read_text())
     assert check_balanced(stats) == []
-    assert stats["counts"]["sentences"]["dropped"]["empty_text"] == 2
+    c = stats["counts"]["sentences"]
+    assert c["in"] == c["out"] == 42 and c["events"] == {"empty": 2, "null": 1}
 
     # the store is directly minable: its Parquet carries the sentences
     from mining.__main__ import main

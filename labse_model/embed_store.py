@@ -1,0 +1,485 @@
+"""The one embedding path: sentences -> embedding store, in chunks, row i = input line i.
+
+Every entry point goes through here: ``python -m labse_model encode``, ``python -m mining
+embed`` (and ``mine --model``, ``mine-many --model`` for their in-memory vectors), the Beam job
+``pipelines.embed`` (its workers call :func:`read_chunks` and :func:`embed_chunk`, the driver the
+same input checks) and the stage runner's ``embed`` task. So the same sentences give the same
+store, byte for byte, whichever command wrote it.
+
+The contract:
+
+* **Inputs** (:func:`expand_inputs`): a text file (one sentence per line, ``.gz`` ok, a BOM
+  honoured, invalid UTF-8 bytes replaced), a Parquet file with a ``text`` column, a folder of
+  Parquet files (recursively, sorted; names starting with ``_`` or ``.`` skipped), an embedding
+  store folder (its shard Parquets, in order), or a glob; local or ``s3://``/``gs://``.
+* **Rows**: row i of the store is row i of the inputs, in order, always. Empty (blank) lines and
+  null texts keep their row with an all-zero vector: it has no meaning to compare, and mining's
+  cleaning drops zero vectors (``nan_or_zero_vector``/``empty_text``) instead of pairing blank
+  lines. They are counted as events ``empty`` (and ``null``) in ``stats.json``; a sentence longer
+  than ``max_seq_length`` tokens is truncated and counted as ``truncated``.
+* **Chunks**: each input file is read in chunks of :data:`CHUNK_ROWS` rows (boundaries restart at
+  each file) and every chunk is embedded by :func:`embed_chunk`. The encoder sorts a chunk by
+  length before batching, so a sentence's vector depends on its chunk: fixed chunks are what make
+  the entry points agree to the bit.
+* **Row table**: ``row``, ``id`` (the Parquet ``id`` column as text, else the row number),
+  ``text`` (null -> ""), then the metadata columns of :data:`META_COLUMNS` found in the inputs.
+* **Output**: a store (``labse_common.embedding_store``) written under the
+  :class:`~labse_common.output_dir.OutputDir` claim (temporary folder, committed at the end), with
+  a balanced ``stats.json`` inside. An input without any row is an
+  :class:`~labse_common.errors.InputError` (nothing is written).
+* **One encoder per process**: models load through :func:`labse_model.encode.cached_encoder`.
+
+torch is imported only when a model is loaded: the Beam driver imports this module without it.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import logging
+import math
+import os
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+
+from labse_common import datafiles
+from labse_common import embedding_store as es
+from labse_common.errors import InputError, UsageError
+from labse_common.output_dir import OutputDir, is_remote, join
+from labse_common.stats import StageCounter, check_balanced, to_report
+
+if TYPE_CHECKING:
+    from labse_model.encode import Encoder
+
+log = logging.getLogger(__name__)
+
+STAGE = "embed"
+UNIT = "sentences"
+CHUNK_ROWS = 8192  # rows embedded together: enough for length-sorted batches to pad little
+ROWS_PER_SHARD = 100_000
+DTYPES = es.DTYPES
+#: Parquet columns carried into the store's row table (``id`` as text), when an input has them.
+META_COLUMNS = ("id", "url_or_title", "source", "doc_id")
+_GLOB = ("*", "?", "[")
+
+# Chunk = (first row within its file, texts as read (None for a null), metadata columns).
+Chunk = tuple[int, list, dict[str, list]]
+
+
+# --- inputs --------------------------------------------------------------------------------
+
+
+def _fs():
+    from labse_common import filesystems  # lazy: local inputs work without Beam
+
+    return filesystems
+
+
+def _hidden(rel: str) -> bool:
+    return any(part.startswith(("_", ".")) for part in rel.replace("\\", "/").split("/"))
+
+
+def _store_parquets(path: str, flag: str | None) -> list[str]:
+    store = es.EmbeddingStore(path, flag)
+    return [store.shard_path(i, "parquet") for i in range(len(store.shards))]
+
+
+def _expand_local(spec: str, flag: str | None) -> list[str]:
+    if os.path.isdir(spec):
+        if os.path.isfile(os.path.join(spec, es.MANIFEST)):
+            return _store_parquets(spec, flag)
+        found = glob.glob(os.path.join(glob.escape(spec), "**", "*.parquet"), recursive=True)
+        files = sorted(p for p in found if not _hidden(os.path.relpath(p, spec)))
+        if not files:
+            raise InputError(spec, "folder holds no Parquet files (*.parquet)", flag)
+        return files
+    if any(c in spec for c in _GLOB):
+        out: list[str] = []
+        for p in sorted(glob.glob(spec, recursive=True)):
+            out += _expand_local(p, flag) if os.path.isdir(p) else [p]
+        if not out:
+            raise InputError(spec, "matches no file", flag)
+        return out
+    if not os.path.exists(spec):
+        raise InputError(spec, "not found", flag)
+    return [spec]
+
+
+def _expand_remote(spec: str, flag: str | None) -> list[str]:
+    fs = _fs()
+    if any(c in spec for c in _GLOB):
+        found = sorted(fs.match(spec))
+    elif fs.exists(join(spec, es.MANIFEST)):
+        return _store_parquets(spec, flag)
+    elif fs.exists(spec):
+        return [spec]
+    else:  # a "folder": every Parquet object under the prefix
+        prefix = spec.rstrip("/")
+        found = sorted(p for p in fs.match(prefix + "/**")
+                       if p.endswith(".parquet") and not _hidden(p[len(prefix) + 1 :]))  # fmt: skip
+    if not found:
+        raise InputError(spec, "matches no file", flag)
+    return found
+
+
+def expand_inputs(
+    specs: str | os.PathLike | Sequence[str], flag: str | None = "--input"
+) -> list[str]:
+    """The input files, in row order: each spec expanded (sorted), duplicates dropped."""
+    if isinstance(specs, (str, os.PathLike)):
+        specs = [os.fspath(specs)]
+    out: list[str] = []
+    seen: set[str] = set()
+    for spec in map(os.fspath, specs):
+        for p in _expand_remote(spec, flag) if is_remote(spec) else _expand_local(spec, flag):
+            if p not in seen:
+                seen.add(p)
+                out.append(p)
+    return out
+
+
+def is_parquet(path: str) -> bool:
+    return path.endswith(".parquet")
+
+
+def _text_type(t: pa.DataType) -> bool:
+    if pa.types.is_dictionary(t):
+        t = t.value_type
+    return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_null(t)
+
+
+def _schema(path: str, text_column: str, flag: str | None) -> tuple[list[str], int]:
+    pf = datafiles.parquet_file(path, flag)
+    schema = pf.schema_arrow
+    if text_column not in schema.names:
+        raise InputError(path, f"has no column {text_column!r} (columns: "
+                         f"{', '.join(schema.names) or 'none'})", flag)  # fmt: skip
+    t = schema.field(text_column).type
+    if not _text_type(t):
+        raise InputError(path, f"column {text_column!r} holds {t}, not text", flag)
+    return schema.names, pf.metadata.num_rows
+
+
+def check_inputs(files: Sequence[str], text_column: str = "text",
+                 flag: str | None = "--input") -> list[str]:  # fmt: skip
+    """Check every input before anything is embedded; return the metadata columns to carry.
+
+    Parquet files must have a text column (only their footers are read, in parallel); an input
+    with no row at all is an InputError (an empty store is no result)."""
+    parquet = [p for p in files if is_parquet(p)]
+    with ThreadPoolExecutor(max_workers=min(16, max(1, len(parquet)))) as pool:
+        schemas = list(pool.map(lambda p: _schema(p, text_column, flag), parquet))
+    names = {n for cols, _ in schemas for n in cols}
+    rows = sum(n for _, n in schemas)
+    if not rows and not any(_text_size(p) for p in files if not is_parquet(p)):
+        where = files[0] if len(files) == 1 else f"{files[0]} (and {len(files) - 1} more)"
+        raise InputError(where, "no sentences to embed (empty input)", flag)
+    return [c for c in META_COLUMNS if c in names and c != text_column]
+
+
+def _text_size(path: str) -> int:
+    if is_remote(path):
+        from apache_beam.io.filesystems import FileSystems
+
+        return FileSystems.match([path])[0].metadata_list[0].size_in_bytes
+    return os.path.getsize(path)
+
+
+def _open_text(path: str):
+    from labse_common.textio import open_text, wrap_text
+
+    if not is_remote(path):
+        return open_text(path)  # .gz decompressed, BOM honoured, bad bytes replaced
+    from apache_beam.io.filesystem import CompressionTypes
+    from apache_beam.io.filesystems import FileSystems
+
+    return wrap_text(FileSystems.open(path, compression_type=CompressionTypes.AUTO))
+
+
+def read_chunks(path: str, columns: Sequence[str] = (), text_column: str = "text",
+                chunk_rows: int = CHUNK_ROWS, flag: str | None = "--input") -> Iterator[Chunk]:  # fmt: skip
+    """``(first row in the file, texts, metadata)`` of ``chunk_rows`` rows each (the last may be
+    shorter). ``columns``: metadata columns to carry (None where this file lacks one)."""
+    if is_parquet(path):
+        have = datafiles.parquet_file(path, flag).schema_arrow.names
+        meta_cols = [c for c in columns if c in have]
+        texts: list = []
+        meta: dict[str, list] = {c: [] for c in columns}
+        start = 0
+        for batch in datafiles.iter_parquet_batches(path, [text_column, *meta_cols], flag,
+                                                    batch_size=chunk_rows):  # fmt: skip
+            d = batch.to_pydict()
+            texts += d[text_column]
+            for c in columns:
+                meta[c] += d[c] if c in d else [None] * batch.num_rows
+            while len(texts) >= chunk_rows:  # batches can end early at row groups: re-cut
+                yield start, texts[:chunk_rows], {c: v[:chunk_rows] for c, v in meta.items()}
+                texts = texts[chunk_rows:]
+                meta = {c: v[chunk_rows:] for c, v in meta.items()}
+                start += chunk_rows
+        if texts:
+            yield start, texts, meta
+        return
+    try:
+        f = _open_text(path)
+    except FileNotFoundError:
+        raise InputError(path, "not found", flag) from None
+    with f:
+        chunk: list = []
+        start = 0
+        for line in f:
+            chunk.append(line.rstrip("\n").rstrip("\r"))
+            if len(chunk) == chunk_rows:
+                yield start, chunk, {c: [None] * len(chunk) for c in columns}
+                start += len(chunk)
+                chunk = []
+        if chunk:
+            yield start, chunk, {c: [None] * len(chunk) for c in columns}
+
+
+def count_rows(path: str, flag: str | None = "--input") -> int:
+    """Rows of one input: the Parquet footer, or the lines of a text file (read once)."""
+    if is_parquet(path):
+        return datafiles.parquet_file(path, flag).metadata.num_rows
+    return sum(len(texts) for _, texts, _ in read_chunks(path, flag=flag))
+
+
+# --- the per-chunk step ----------------------------------------------------------------------
+
+
+def load_model(model: str, device: str | None = None, max_seq_length: int = 128,
+               flag: str | None = "--model") -> Encoder:  # fmt: skip
+    """The process's cached encoder for ``model``; a missing or unreadable checkpoint folder is an
+    InputError naming it."""
+    from labse_model.encode import cached_encoder
+    from labse_model.model import CheckpointError
+
+    if not os.path.isdir(model):
+        raise InputError(model, "model directory not found", flag)
+    try:
+        return cached_encoder(model, device=device, max_seq_length=max_seq_length)
+    except CheckpointError as e:
+        raise InputError(model, str(e), flag) from e
+
+
+def embed_chunk(encoder: Encoder, texts: Sequence[str | None], batch_size: int = 64,
+                dtype: str = "float32") -> tuple[np.ndarray, list[str], dict[str, int]]:  # fmt: skip
+    """THE embedding step every entry point runs on every chunk.
+
+    Returns ``(vectors in dtype, texts with None -> "", counts)``: one row per input text; blank
+    and null texts get a zero vector and are counted as events (``empty``, ``null``)."""
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {DTYPES}, not {dtype!r}")
+    counter = StageCounter()
+    clean: list[str] = []
+    keep: list[int] = []
+    for i, t in enumerate(texts):
+        if t is None:
+            counter.add_event(UNIT, "null")
+            t = ""
+        if t.strip():
+            keep.append(i)
+        else:
+            counter.add_event(UNIT, "empty")
+        clean.append(t)
+    vecs = np.zeros((len(clean), encoder.dim), dtype=dtype)
+    if keep:
+        emb, truncated = encoder.encode_counted([clean[i] for i in keep], batch_size=batch_size,
+                                                fp16=dtype == "float16")  # fmt: skip
+        vecs[keep] = emb
+        if truncated:
+            counter.add_event(UNIT, "truncated", truncated)
+    counter.add_in(UNIT, len(clean))
+    counter.add_out(UNIT, len(clean))
+    return vecs, clean, counter.drain()
+
+
+def row_columns(first_row: int, texts: Sequence[str], meta: dict[str, list],
+                columns: Sequence[str]) -> dict[str, list]:  # fmt: skip
+    """The row-table columns of one chunk (``row``, ``id``, ``text``, metadata), in the order
+    every writer uses, so the shard Parquet files are the same bytes."""
+    rows = list(range(first_row, first_row + len(texts)))
+    ids = meta.get("id") if "id" in columns else None
+    out: dict[str, list] = {
+        "row": rows,
+        "id": [
+            str(r) if ids is None or ids[k] is None else str(ids[k]) for k, r in enumerate(rows)
+        ],
+        "text": list(texts),
+    }
+    for c in columns:
+        if c != "id":
+            out[c] = list(meta[c])
+    return out
+
+
+def embed_texts(model: str | Encoder, texts: Sequence[str | None], batch_size: int = 64,
+                dtype: str = "float32", chunk_rows: int = CHUNK_ROWS) -> np.ndarray:  # fmt: skip
+    """In-memory vectors of a list of sentences, chunk by chunk as the stores are written (for
+    ``mining mine --model``, which keeps the vectors)."""
+    encoder = load_model(model) if isinstance(model, (str, os.PathLike)) else model
+    parts = [embed_chunk(encoder, texts[s : s + chunk_rows], batch_size, dtype)[0]
+             for s in range(0, len(texts), chunk_rows)]  # fmt: skip
+    return np.concatenate(parts) if parts else np.zeros((0, encoder.dim), dtype)
+
+
+# --- the store -------------------------------------------------------------------------------
+
+
+def stats_report(counts: dict[str, int], *, dim: int, dtype: str, shards: int, inputs: Sequence[str],
+                 output: str) -> dict:  # fmt: skip
+    """The balanced ``stats.json`` of an embedding run (the local and the Beam writers')."""
+    flat = {f"{UNIT}/in": 0, f"{UNIT}/out": 0, **counts}  # the unit is there for 0 rows too
+    report = to_report(STAGE, flat, model_dim=int(dim), dtype=dtype, shards=int(shards),
+                       inputs=list(inputs), outputs=[output])  # fmt: skip
+    problems = check_balanced(report)
+    if problems:
+        raise RuntimeError(f"unbalanced stats: {problems}")
+    return report
+
+
+def write_json(path: str, doc: dict) -> None:
+    es.write_bytes(path, (json.dumps(doc, indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
+
+
+def _check_options(dtype: str, batch_size: int, rows_per_shard: int, chunk_rows: int) -> None:
+    if dtype not in DTYPES:
+        raise UsageError(f"--dtype {dtype}: must be one of {', '.join(DTYPES)}")
+    for flag, v in (("--batch-size", batch_size), ("--rows-per-shard", rows_per_shard),
+                    ("chunk_rows", chunk_rows)):  # fmt: skip
+        if v < 1:
+            raise UsageError(f"{flag} {v}: must be >= 1")
+
+
+def _progress(show: bool):
+    from tqdm import tqdm
+
+    return tqdm(desc="embed", unit="sent", disable=not show)
+
+
+def embed_to_store(
+    model: str | Encoder,
+    inputs: str | Sequence[str],
+    output: str,
+    *,
+    dtype: str = "float32",
+    batch_size: int = 64,
+    rows_per_shard: int = ROWS_PER_SHARD,
+    chunk_rows: int = CHUNK_ROWS,
+    text_column: str = "text",
+    overwrite: bool = False,
+    device: str | None = None,
+    max_seq_length: int = 128,
+    show_progress: bool = False,
+    flag: str | None = "--input",
+) -> dict:
+    """Embed ``inputs`` into the store folder ``output``; return the stats report (also written
+    as ``stats.json`` in the store). See the module docstring for the contract.
+
+    ``model``: a checkpoint folder (loaded once per process) or a loaded Encoder."""
+    _check_options(dtype, batch_size, rows_per_shard, chunk_rows)
+    files = expand_inputs(inputs, flag)
+    columns = check_inputs(files, text_column, flag)
+    encoder = (load_model(model, device, max_seq_length)
+               if isinstance(model, (str, os.PathLike)) else model)  # fmt: skip
+    counter = StageCounter()
+    bar = _progress(show_progress)
+    with OutputDir(output, overwrite).open() as out:  # claim; written in out.tmp; commit
+        w = es.StoreWriter(out.tmp, dim=encoder.dim, dtype=dtype, rows_per_shard=rows_per_shard)
+        row = 0
+        for path in files:
+            for _, texts, meta in read_chunks(path, columns, text_column, chunk_rows, flag):
+                vecs, clean, counts = embed_chunk(encoder, texts, batch_size, dtype)
+                counter.merge(counts)
+                cols = row_columns(row, clean, meta, columns)
+                del cols["row"]  # StoreWriter numbers the rows itself (the same numbers)
+                ids = cols.pop("id")
+                w.add(vecs, ids, **cols)
+                row += len(clean)
+                bar.update(len(clean))
+        store = w.close()
+        report = stats_report(counter.counts, dim=encoder.dim, dtype=dtype,
+                              shards=len(store.shards), inputs=files, output=str(output))  # fmt: skip
+        write_json(join(out.tmp, "stats.json"), report)
+    bar.close()
+    log.info("embedded %d rows from %d file(s) into %s", row, len(files), output)
+    return report
+
+
+def embed_to_npy(
+    model: str | Encoder,
+    inputs: str | Sequence[str],
+    output: str,
+    *,
+    dtype: str = "float32",
+    batch_size: int = 64,
+    chunk_rows: int = CHUNK_ROWS,
+    text_column: str = "text",
+    stats_path: str | None = None,
+    device: str | None = None,
+    max_seq_length: int = 128,
+    show_progress: bool = False,
+    flag: str | None = "--input",
+) -> dict:
+    """The same rows as :func:`embed_to_store`, as one local ``.npy`` (row i = line i; memory-
+    mapped, so outputs larger than RAM work); stats.json beside it or at ``stats_path``. The
+    file is written under a temporary name and renamed when complete."""
+    from labse_common.remote import require_local
+
+    require_local(output, "--output")
+    _check_options(dtype, batch_size, 1, chunk_rows)
+    files = expand_inputs(inputs, flag)
+    columns = check_inputs(files, text_column, flag)
+    encoder = (load_model(model, device, max_seq_length)
+               if isinstance(model, (str, os.PathLike)) else model)  # fmt: skip
+    n = sum(count_rows(p, flag) for p in files)
+    os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
+    tmp = f"{output}.tmp-{os.getpid()}"
+    counter = StageCounter()
+    bar = _progress(show_progress)
+    try:
+        arr = np.lib.format.open_memmap(tmp, mode="w+", dtype=dtype, shape=(n, encoder.dim))
+        row = 0
+        for path in files:
+            for _, texts, _meta in read_chunks(path, columns, text_column, chunk_rows, flag):
+                vecs, clean, counts = embed_chunk(encoder, texts, batch_size, dtype)
+                counter.merge(counts)
+                if row + len(clean) > n:
+                    raise InputError(path, f"changed while it was read ({n} rows counted)", flag)
+                arr[row : row + len(clean)] = vecs
+                row += len(clean)
+                bar.update(len(clean))
+        if row != n:
+            raise InputError(files[-1], f"changed while it was read ({n} rows counted, {row} "
+                             "read)", flag)  # fmt: skip
+        arr.flush()
+        del arr
+        os.replace(tmp, output)
+    finally:
+        bar.close()
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    report = stats_report(counter.counts, dim=encoder.dim, dtype=dtype, shards=0, inputs=files,
+                          output=str(output))  # fmt: skip
+    write_json(stats_path or os.path.join(os.path.dirname(os.path.abspath(output)), "stats.json"),
+               report)  # fmt: skip
+    return report
+
+
+def shard_rows(total: int, rows_per_shard: int | None, num_shards: int | None) -> int:
+    """Rows per shard: given, or ``total`` spread over ``num_shards`` (at least 1)."""
+    if num_shards:
+        return max(1, math.ceil(total / num_shards))
+    return int(rows_per_shard or ROWS_PER_SHARD)
+
+
+def describe(report: dict[str, Any]) -> str:
+    """One line for a command's summary: rows, events, where."""
+    c = report["counts"][UNIT]
+    events = ", ".join(f"{k}={v}" for k, v in sorted(c.get("events", {}).items())) or "none"
+    return (f"{c['out']} rows (dim {report['model_dim']}, {report['dtype']}, {report['shards']} "
+            f"shards) -> {', '.join(report['outputs'])}; events: {events}")  # fmt: skip
