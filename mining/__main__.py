@@ -158,20 +158,14 @@ def cmd_mine_many(args: argparse.Namespace) -> int:
 
 
 def cmd_embed(args: argparse.Namespace) -> int:
-    from mining.corpus import read_corpus
-    from mining.embeddings import EmbeddingStore, StoreWriter
-    from mining.mine import encode_corpus
+    """The one embedding path (labse_model.embed_store): the store `labse_model encode` and
+    `pipelines.embed` write for the same sentences, row i = input row i."""
+    from labse_model.embed_store import describe, embed_to_store
 
-    corpus = read_corpus(args.text, args.lang)
-    vecs = encode_corpus(args.model, corpus.texts, args.batch_size)
-    with exclusive_output(args.output, args.overwrite) as out:
-        w = StoreWriter(
-            out.tmp, dim=vecs.shape[1], dtype=args.dtype, rows_per_shard=args.rows_per_shard
-        )
-        w.add(vecs, corpus.meta["id"], text=corpus.texts)
-        w.close()
-    store = EmbeddingStore(args.output)
-    print(f"wrote {len(store)} vectors (dim {store.dim}, {len(store.shards)} shards) to {args.output}")
+    report = embed_to_store(args.model, args.text, args.output, dtype=args.dtype,
+                            batch_size=args.batch_size, rows_per_shard=args.rows_per_shard,
+                            overwrite=args.overwrite, show_progress=True, flag="--text")  # fmt: skip
+    print(describe(report))
     return 0
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
 import time
@@ -107,26 +106,20 @@ def mine_vectors(
     return pairs, sc
 
 
-@functools.lru_cache(maxsize=2)
 def load_encoder(model_dir: str):
-    """The labse_model Encoder, loaded once per directory (both sides, every language)."""
-    from labse_model.encode import Encoder  # lazy: mining works without torch
+    """The labse_model Encoder, loaded once per process (labse_model.encode.cached_encoder)."""
+    from labse_model.embed_store import load_model  # lazy: mining works without torch
 
-    return Encoder.from_pretrained(model_dir)
+    return load_model(model_dir)
 
 
 def encode_corpus(model_dir: str, texts: list[str], batch_size: int = 64) -> np.ndarray:
-    """Embed texts with a LaBSE checkpoint (torch imported only here); empty lines -> zeros.
+    """Embed texts with a LaBSE checkpoint (torch imported only here): the one embedding path
+    (labse_model.embed_store), chunk by chunk as `mining embed` writes stores, so these vectors
+    are the stored ones; empty lines -> zeros."""
+    from labse_model.embed_store import embed_texts
 
-    Each distinct sentence is encoded once."""
-    enc = load_encoder(model_dir)
-    uniq: dict[str, int] = {}
-    inverse = np.array([uniq.setdefault(t, len(uniq)) if t.strip() else -1 for t in texts])
-    vecs = np.zeros((len(texts), enc.dim), dtype=np.float32)
-    if uniq:
-        emb = enc.encode(list(uniq), batch_size=batch_size, show_progress=True)
-        vecs[inverse >= 0] = emb[inverse[inverse >= 0]]
-    return vecs
+    return embed_texts(load_encoder(model_dir), texts, batch_size, dtype="float32")
 
 
 def save_store(path: Path, vecs: np.ndarray, corpus: Corpus) -> None:

@@ -353,17 +353,18 @@ def concat(inputs: list[Path], out: Path) -> dict:
 
 
 def embed(sentences_dir: Path, langs: list[str], model: str, out: Path, batch_size: int) -> None:
-    """``python -m mining embed`` for several languages in one process: the encoder is loaded
-    (and torch imported) once instead of once per language."""
-    from mining.__main__ import cmd_embed
+    """One store per language (``OUT/<lang>``) through the one embedding path
+    (:func:`labse_model.embed_store.embed_to_store`, what ``mining embed`` runs), in one process:
+    the encoder is loaded (and torch imported) once for every language."""
+    from labse_model.embed_store import embed_to_store, load_model
 
+    missing = [str(sentences_dir / lang) for lang in langs if not (sentences_dir / lang).exists()]
+    if missing:  # every language checked before the first is embedded
+        raise UsageError(f"--sentences {sentences_dir}: no sentences for {', '.join(missing)}")
+    encoder = load_model(model)
     for lang in langs:
-        src = sentences_dir / lang
-        if not src.exists():
-            raise UsageError(f"{src}: no sentences for language {lang!r}")
-        ns = argparse.Namespace(text=str(src), lang=lang, model=model, out=str(out / lang), output=str(out / lang), overwrite=True,
-                                dtype="float16", rows_per_shard=100_000, batch_size=batch_size)  # fmt: skip
-        cmd_embed(ns)
+        embed_to_store(encoder, str(sentences_dir / lang), str(out / lang), dtype="float16",
+                       batch_size=batch_size, overwrite=True, flag="--sentences")  # fmt: skip
 
 
 def build_parser() -> argparse.ArgumentParser:
