@@ -98,10 +98,10 @@ def peer_floor(x: np.ndarray, y: np.ndarray, k: int) -> dict:
 
 
 def peer_ours(x: np.ndarray, y: np.ndarray, k: int, index: str, mem_gb: float, nprobe: int) -> dict:
-    from mining.knn import KnnConfig
-    from mining.mine import MineConfig, mine_vectors
+    from labse_common.sections.mining import MiningConfig
+    from mining.mine import mine_vectors
 
-    cfg = MineConfig(k=k, mode="max", knn=KnnConfig(index=index, mem_gb=mem_gb, nprobe=nprobe))
+    cfg = MiningConfig(k=k, mode="max", index=index, mem_gb=mem_gb, nprobe=nprobe, progress=False)
     pairs, sc = mine_vectors(x, y, cfg)
     n_par = len(x) // 10
     found = int(np.sum((pairs.src == pairs.trg) & (pairs.src < n_par) & (pairs.score > 1.05)))
@@ -113,7 +113,7 @@ def peer_ours(x: np.ndarray, y: np.ndarray, k: int, index: str, mem_gb: float, n
         rng = np.random.default_rng(0)
         q = np.sort(rng.choice(len(x), size=min(2000, len(x)), replace=False))
         t0 = time.perf_counter()
-        _, exact = search_flat(x[q], y, k, KnnConfig(mem_gb=mem_gb))
+        _, exact = search_flat(x[q], y, k, MiningConfig(mem_gb=mem_gb, progress=False))
         out["exact_sample_s"] = time.perf_counter() - t0  # not part of mining: subtracted
         out["sample_queries"] = len(q)
         out["recall_at_k"] = recall_at_k(sc.neighbours.fwd_inds[q], exact)

@@ -39,9 +39,10 @@ LANGS = "ara cmn deu ell fra hin ita jpn kor nld pol por rus spa tur vie".split(
 # OpusFilter's CharacterScoreFilter takes Unicode script names per side.
 SCRIPT = {"ara": "Arabic", "cmn": "Han", "ell": "Greek", "hin": "Devanagari", "jpn": "Han",
           "kor": "Hangul", "rus": "Cyrillic"}  # fmt: skip
-ISO1 = {"ara": "ar", "cmn": "zh", "deu": "de", "ell": "el", "fra": "fr", "hin": "hi", "ita": "it",
-        "jpn": "ja", "kor": "ko", "nld": "nl", "pol": "pl", "por": "pt", "rus": "ru", "spa": "es",
-        "tur": "tr", "vie": "vi"}  # fmt: skip
+
+from labse_common.langs import ISO3_TO_1  # noqa: E402  (after the sys.path line above)
+
+ISO1 = {lang: ISO3_TO_1[lang] for lang in LANGS}
 
 
 def load_pairs(lang: str) -> list[tuple[str, str]]:

@@ -21,9 +21,7 @@ from labse_common.cli import (
 from labse_common.logs import setup_logging
 from labse_common.output_dir import exclusive_output
 from labse_common.sections.eval import EvalConfig
-from labse_common.sections.mining import MiningConfig
-from mining.mine import MineConfig
-from mining.retrieval import MODES
+from labse_common.sections.mining import MARGINS, RETRIEVAL_MODES, MiningConfig
 
 log = logging.getLogger("mining")
 
@@ -38,10 +36,10 @@ def add_scoring_options(p: argparse.ArgumentParser):
     g.add_argument("--k", type=int, help="neighbourhood size k for the margin (default 4)")
     g.add_argument(
         "--margin",
-        choices=["ratio", "distance", "absolute"],
+        choices=MARGINS,
         help="margin(a, b) = a/b, a-b or a (default ratio)",
     )
-    g.add_argument("--mode", choices=MODES, help="retrieval mode (default max)")
+    g.add_argument("--mode", choices=RETRIEVAL_MODES, help="retrieval mode (default max)")
     g.add_argument(
         "--threshold", type=float, help="keep pairs with margin > T, in every mode (default: none)"
     )
@@ -87,12 +85,10 @@ def _add_mining_options(p: argparse.ArgumentParser) -> None:
     )
 
 
-def mining_config(args: argparse.Namespace) -> tuple[MineConfig, MiningConfig]:
-    """The typed ``mining`` section (preset, --set, then flags) and the library's MineConfig."""
+def mining_config(args: argparse.Namespace) -> MiningConfig:
+    """The typed ``mining`` section (preset, --set, then flags): what the library takes."""
     flags = {f.name: getattr(args, f.name, None) for f in dataclasses.fields(MiningConfig)}
-    section = load_config("mining", args, flags)
-    cfg = MineConfig.from_section(section, use_gpu=getattr(args, "gpu", None), show_progress=True)
-    return cfg, section
+    return load_config("mining", args, flags)
 
 
 def _print_stats(report: dict) -> None:
@@ -106,7 +102,7 @@ def _print_stats(report: dict) -> None:
 def cmd_mine(args: argparse.Namespace) -> int:
     from mining.mine import run_mine
 
-    cfg, c = mining_config(args)
+    cfg = mining_config(args)
     if bool(args.model) == bool(args.src_emb or args.trg_emb):
         raise ValueError("give either --model DIR or both --src-emb and --trg-emb")
     if not args.model and not (args.src_emb and args.trg_emb):
@@ -122,9 +118,6 @@ def cmd_mine(args: argparse.Namespace) -> int:
             model=args.model,
             src_lang=args.src_lang,
             trg_lang=args.trg_lang,
-            batch_size=c.batch_size,
-            workers=c.workers,
-            shard_rows=c.shard_rows,
         )
     _print_stats(report)
     return 0
@@ -133,7 +126,7 @@ def cmd_mine(args: argparse.Namespace) -> int:
 def cmd_mine_many(args: argparse.Namespace) -> int:
     from mining.many import run_many
 
-    cfg, c = mining_config(args)
+    cfg = c = mining_config(args)
     if not c.pairs:
         raise UsageError("no language pairs: give --pairs de-en fr-en ... or mining.pairs")
     bad = [p for p in c.pairs if len(p.split("-")) != 2 or not all(p.split("-"))]
@@ -149,7 +142,6 @@ def cmd_mine_many(args: argparse.Namespace) -> int:
             cfg,
             emb_pattern=args.emb,
             model=args.model,
-            batch_size=c.batch_size,
         )
     for pair, rep in reports.items():
         print(f"== {pair}")
@@ -203,7 +195,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
         rep = evaluate.evaluate_tatoeba(args.data, embed, c.langs, c.prefix, c.scoring, c.k)
         return _finish(rep, evaluate.tatoeba_markdown(rep), args.output, f"tatoeba_{c.prefix}")
     if args.task == "bucc":
-        cfg = MineConfig(k=c.k, margin="ratio", mode="max", unify=True)
+        # BUCC mining as the paper's: ratio margin, max retrieval, k from the eval section.
+        cfg = MiningConfig(k=c.k, margin="ratio", mode="max", unify=True, progress=False)
         rep = bucc.evaluate_bucc(args.data, c.bucc_pairs, embed, c.tune_split, c.eval_split, cfg)
         return _finish(rep, bucc.bucc_markdown(rep), args.output, "bucc")
     rep = evaluate.evaluate_pool(args.src_text, args.trg_text, embed, c.scoring, c.k)

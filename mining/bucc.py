@@ -17,11 +17,12 @@ from pathlib import Path
 
 import numpy as np
 
+from labse_common.sections.mining import MiningConfig
 from labse_common.stats import StageCounter
 from labse_common.textio import open_text
 from mining.corpus import expand_pairs, prepare_side
 from mining.evaluate import Embedder
-from mining.mine import MineConfig, mine_vectors
+from mining.mine import mine_vectors
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +104,7 @@ def mine_candidates(
     trg: tuple[Sequence[str], Sequence[str]],
     src_vecs: np.ndarray,
     trg_vecs: np.ndarray,
-    cfg: MineConfig,
+    cfg: MiningConfig,
 ) -> dict[IdPair, float]:
     """Mine (LASER's BUCC setting by default: max, ratio, k=4, unify) -> {(src_id, trg_id): score}."""
     counter = StageCounter()
@@ -135,10 +136,10 @@ def evaluate_bucc(
     embed: Embedder,
     tune_split: str = "training",
     eval_split: str = "sample",
-    cfg: MineConfig | None = None,
+    cfg: MiningConfig | None = None,
 ) -> dict:
     """Per language pair: threshold tuned on ``tune_split``, P/R/F1 on ``eval_split``."""
-    cfg = cfg or MineConfig(k=4, margin="ratio", mode="max", unify=True)
+    cfg = cfg or MiningConfig(k=4, margin="ratio", mode="max", unify=True, progress=False)
     d = Path(data_dir)
     if not d.is_dir():
         raise FileNotFoundError(f"BUCC data directory not found: {d}")

@@ -16,9 +16,10 @@ from pathlib import Path
 
 import numpy as np
 
+from labse_common.sections.mining import MiningConfig
 from labse_common.textio import read_lines
 from mining.embeddings import MANIFEST, load_vectors, normalized, valid_mask
-from mining.knn import KnnConfig, knn
+from mining.knn import knn
 from mining.margin import neighbourhood_mean, score_candidates
 
 log = logging.getLogger(__name__)
@@ -70,11 +71,11 @@ def _clean(x: np.ndarray) -> np.ndarray:
 
 
 def retrieve_top1(
-    x: np.ndarray, y: np.ndarray, scoring: str = "cosine", k: int = 4, cfg: KnnConfig | None = None
+    x: np.ndarray, y: np.ndarray, scoring: str = "cosine", k: int = 4, cfg: MiningConfig | None = None
 ) -> np.ndarray:
     """Index in ``y`` of each row of ``x``'s best match: nearest cosine, or best ratio margin
     among its k neighbours (LASER's search mode). Blocked kNN, so the pool can be large."""
-    cfg = cfg or KnnConfig()
+    cfg = cfg or MiningConfig(progress=False)  # one bar per language would be noise
     if len(x) == 0 or len(y) == 0:
         return np.full(len(x), -1, dtype=np.int64)
     if scoring == "cosine":
@@ -166,7 +167,7 @@ def evaluate_pool(
     embed: Embedder,
     scoring: str = "margin",
     k: int = 4,
-    cfg: KnnConfig | None = None,
+    cfg: MiningConfig | None = None,
 ) -> dict:
     """UN-style P@1: each source line must find its translation (same line) in the whole pool
     of target lines, both directions."""

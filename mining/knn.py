@@ -4,6 +4,9 @@ Exact search is blocked over both queries and base so the working set stays unde
 budget whatever the corpus size; approximate indexes (IVF, PQ, OPQ or any FAISS factory string)
 are trained on a sample. GPU FAISS is used when present, through the same functions. Returned
 scores are always true cosines: approximate candidates are re-scored exactly.
+
+Every function reads the search keys of the ``mining`` section (``index``, ``mem_gb``, ``nprobe``,
+``train_size``, ``rerank``, ``gpu``, ``progress``) from the :class:`MiningConfig` it is given.
 """
 
 from __future__ import annotations
@@ -16,26 +19,15 @@ import faiss
 import numpy as np
 from tqdm import tqdm
 
-from labse_common.sections.mining import MiningConfig as _Section
+from labse_common.sections.mining import MiningConfig
 
 log = logging.getLogger(__name__)
 
 GIB = 1 << 30
 
 
-@dataclass
-class KnnConfig:
-    """The search part of the ``mining`` section (labse_common/sections/mining.py, which holds
-    the defaults and their documentation) plus run-time choices."""
-
-    index: str = _Section.index  # flat | ivf | ivfsq | ivfpq | opq | a FAISS factory string
-    mem_gb: float = _Section.mem_gb  # working-set budget of the exact search
-    nprobe: int = _Section.nprobe  # IVF lists visited per query
-    train_size: int = _Section.train_size  # rows sampled to train an approximate index
-    rerank: int = _Section.rerank  # approximate search fetches k * rerank candidates
-    use_gpu: bool | None = None  # None = GPU when faiss sees one
-    seed: int = 0
-    show_progress: bool = False
+# The sample an approximate index is trained on is drawn with this seed: same data, same index.
+SAMPLE_SEED = 0
 
 
 @dataclass
@@ -53,8 +45,8 @@ def gpu_available() -> bool:
     return hasattr(faiss, "StandardGpuResources") and faiss.get_num_gpus() > 0
 
 
-def _use_gpu(cfg: KnnConfig) -> bool:
-    return gpu_available() if cfg.use_gpu is None else bool(cfg.use_gpu and gpu_available())
+def _use_gpu(cfg: MiningConfig) -> bool:
+    return gpu_available() if cfg.gpu is None else bool(cfg.gpu and gpu_available())
 
 
 def _f32(block: np.ndarray) -> np.ndarray:
@@ -93,14 +85,14 @@ def _flat_search(xq: np.ndarray, xb: np.ndarray, k: int, gpu_res) -> tuple[np.nd
 
 
 def search_flat(
-    xq: np.ndarray, xb: np.ndarray, k: int, cfg: KnnConfig | None = None
+    xq: np.ndarray, xb: np.ndarray, k: int, cfg: MiningConfig | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
     """Exact top-``k`` of every query row in ``xb``, blocked under ``cfg.mem_gb``.
 
     Blocks of the base are visited once each (outer loop) so a memory-mapped base is read once;
     each block's neighbours are merged into a running top-k.
     """
-    cfg = cfg or KnnConfig()
+    cfg = cfg or MiningConfig(progress=False)
     nq, nb = len(xq), len(xb)
     k = min(k, nb)
     sims = np.full((nq, k), -np.inf, dtype=np.float32)
@@ -114,7 +106,7 @@ def search_flat(
     qb = _block_rows(cfg.mem_gb, dim + 6 * k, 0.25)
     gpu_res = faiss.StandardGpuResources() if _use_gpu(cfg) else None
     steps = math.ceil(nb / bb) * math.ceil(nq / qb)
-    with tqdm(total=steps, desc="knn flat", disable=not cfg.show_progress, unit="block") as bar:
+    with tqdm(total=steps, desc="knn flat", disable=not cfg.progress, unit="block") as bar:
         for b0 in range(0, nb, bb):
             base = _f32(xb[b0 : b0 + bb])
             kb = min(k, len(base))
@@ -153,13 +145,13 @@ def factory_string(spec: str, n: int, dim: int) -> str:
     return spec  # a FAISS factory string as given
 
 
-def build_index(xb: np.ndarray, cfg: KnnConfig):
+def build_index(xb: np.ndarray, cfg: MiningConfig):
     """Train an approximate index on a sample of ``xb`` and add every row (in blocks)."""
     n, dim = xb.shape
     fs = factory_string(cfg.index, n, dim)
     index = faiss.index_factory(dim, fs, faiss.METRIC_INNER_PRODUCT)
     if not index.is_trained:
-        rng = np.random.default_rng(cfg.seed)
+        rng = np.random.default_rng(SAMPLE_SEED)
         take = min(n, cfg.train_size)
         sample = np.sort(rng.choice(n, size=take, replace=False)) if take < n else np.arange(n)
         log.info("training %s on %d of %d vectors", fs, take, n)
@@ -167,7 +159,7 @@ def build_index(xb: np.ndarray, cfg: KnnConfig):
     if _use_gpu(cfg):
         index = faiss.index_cpu_to_all_gpus(index)
     step = _block_rows(cfg.mem_gb, dim, 0.25)
-    for b0 in tqdm(range(0, n, step), desc="index add", disable=not cfg.show_progress):
+    for b0 in tqdm(range(0, n, step), desc="index add", disable=not cfg.progress):
         index.add(_f32(xb[b0 : b0 + step]))
     try:
         faiss.ParameterSpace().set_index_parameter(index, "nprobe", cfg.nprobe)
@@ -185,7 +177,7 @@ def exact_scores(xq: np.ndarray, xb: np.ndarray, inds: np.ndarray) -> np.ndarray
 
 
 def search_index(
-    index, xq: np.ndarray, xb: np.ndarray, k: int, cfg: KnnConfig
+    index, xq: np.ndarray, xb: np.ndarray, k: int, cfg: MiningConfig
 ) -> tuple[np.ndarray, np.ndarray]:
     """Approximate top-``k``, with candidates re-scored by their exact cosine."""
     k = min(k, len(xb))
@@ -196,7 +188,7 @@ def search_index(
     if nq == 0 or k == 0:
         return sims, inds
     qb = _block_rows(cfg.mem_gb, xq.shape[1] * (kk + 1), 0.25)
-    for q0 in tqdm(range(0, nq, qb), desc="knn index", disable=not cfg.show_progress):
+    for q0 in tqdm(range(0, nq, qb), desc="knn index", disable=not cfg.progress):
         q = _f32(xq[q0 : q0 + qb])
         _, cand = index.search(q, kk)
         s = exact_scores(q, xb, cand)
@@ -205,14 +197,14 @@ def search_index(
 
 
 def knn(
-    xq: np.ndarray, xb: np.ndarray, k: int, cfg: KnnConfig | None = None, index=None
+    xq: np.ndarray, xb: np.ndarray, k: int, cfg: MiningConfig | None = None, index=None
 ) -> tuple[np.ndarray, np.ndarray]:
     """Top-``k`` neighbours of each row of ``xq`` in ``xb`` (k is clipped to ``len(xb)``).
 
     Returns ``(sims, inds)`` of shape ``(len(xq), min(k, len(xb)))``, sorted by decreasing
     cosine. ``index`` reuses an approximate index already built on ``xb``.
     """
-    cfg = cfg or KnnConfig()
+    cfg = cfg or MiningConfig(progress=False)
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
     if len(xq) and len(xb) and xq.shape[1] != xb.shape[1]:

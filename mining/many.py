@@ -10,11 +10,12 @@ from pathlib import Path
 
 import numpy as np
 
+from labse_common.sections.mining import MiningConfig
 from labse_common.stats import StageCounter
 from mining.corpus import Corpus, Side, prepare_side, read_corpus
 from mining.embeddings import load_vectors
 from mining.knn import build_index
-from mining.mine import MineConfig, encode_corpus, mine_vectors, save_store, write_outputs
+from mining.mine import encode_corpus, mine_vectors, save_store, write_outputs
 
 log = logging.getLogger(__name__)
 
@@ -69,18 +70,17 @@ def prepare_language(
     lang: str,
     corpus: Corpus,
     blocks: list[np.ndarray] | None,
-    cfg: MineConfig,
+    cfg: MiningConfig,
     model: str | None,
     out: Path,
-    batch_size: int,
 ) -> Language:
     if blocks is None:
-        vecs = encode_corpus(model, corpus.texts, batch_size)
+        vecs = encode_corpus(model, corpus.texts, cfg.batch_size)
         save_store(out / "embeddings" / lang, vecs, corpus)
         blocks = [vecs]
     counter = StageCounter()
     side = prepare_side(corpus.texts, blocks, cfg.unify, counter, "sentences")
-    index = build_index(side.x, cfg.knn) if cfg.knn.index != "flat" and len(side.x) else None
+    index = build_index(side.x, cfg) if cfg.index != "flat" and len(side.x) else None
     return Language(corpus, side, dict(counter.counts), index)
 
 
@@ -88,13 +88,13 @@ def run_many(
     pairs: Sequence[tuple[str, str]],
     corpus_pattern: str,
     out_dir: str,
-    cfg: MineConfig,
+    cfg: MiningConfig,
     emb_pattern: str | None = None,
     model: str | None = None,
-    batch_size: int = 64,
 ) -> dict[str, dict]:
-    """Mine each (src, trg) pair into ``out_dir/src-trg``; returns the stats per pair."""
-    cfg.validate()
+    """Mine each (src, trg) pair into ``out_dir/src-trg``; returns the stats per pair.
+
+    ``pairs`` is given (not read from ``cfg.pairs``) because the CLI validates and splits it."""
     if "{lang}" not in corpus_pattern or (emb_pattern and "{lang}" not in emb_pattern):
         raise ValueError("corpus and embedding patterns must contain {lang}")
     out = Path(out_dir)
@@ -104,7 +104,7 @@ def run_many(
     for lang in order:
         log.info("preparing language %s", lang)
         corpus, blocks = inputs.pop(lang)  # dropped as it goes: each language held once
-        langs[lang] = prepare_language(lang, corpus, blocks, cfg, model, out, batch_size)
+        langs[lang] = prepare_language(lang, corpus, blocks, cfg, model, out)
     dims = {lang: L.side.x.shape[1] for lang, L in langs.items() if len(L.side.x)}
     if len(set(dims.values())) > 1:
         raise ValueError(f"embedding dimensions differ between languages: {dims}")

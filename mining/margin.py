@@ -11,8 +11,12 @@ from collections.abc import Callable
 
 import numpy as np
 
+from labse_common.sections.mining import Margin
+
 MarginFn = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
+# One function per name of the config's ``Margin`` Literal (tests/test_registries.py checks both
+# lists are the same).
 MARGINS: dict[str, MarginFn] = {
     "ratio": lambda a, b: a / b,
     "distance": lambda a, b: a - b,
@@ -20,7 +24,7 @@ MARGINS: dict[str, MarginFn] = {
 }
 
 
-def margin_fn(name: str) -> MarginFn:
+def margin_fn(name: Margin) -> MarginFn:
     try:
         return MARGINS[name]
     except KeyError:
@@ -44,7 +48,7 @@ def score_candidates(
     inds: np.ndarray,
     own_mean: np.ndarray,
     other_mean: np.ndarray,
-    margin: str = "ratio",
+    margin: Margin = "ratio",
 ) -> np.ndarray:
     """Margin score of every candidate ``inds[i, j]`` of query ``i``.
 
@@ -70,7 +74,7 @@ def pair_scores(
     trg_idx: np.ndarray,
     fwd_mean: np.ndarray,
     bwd_mean: np.ndarray,
-    margin: str = "ratio",
+    margin: Margin = "ratio",
 ) -> np.ndarray:
     """Margin score of given (src, trg) pairs (LASER's ``--mode score``), vectorised."""
     cos = np.einsum("nd,nd->n", x[src_idx], y[trg_idx])

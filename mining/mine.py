@@ -1,11 +1,16 @@
-"""Mining: kNN both ways, margin scoring, retrieval; and the file-to-file run behind the CLI."""
+"""Mining: kNN both ways, margin scoring, retrieval; and the file-to-file run behind the CLI.
+
+Every function takes the ``mining`` section (:class:`MiningConfig`) as loaded and reads its keys
+there: k, margin, mode, threshold, unify, the search keys (see :mod:`mining.knn`), batch_size,
+workers and shard_rows.
+"""
 
 from __future__ import annotations
 
 import logging
 import os
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -16,47 +21,14 @@ from labse_common.sections.mining import MiningConfig
 from labse_common.stats import StageCounter, check_balanced, write_report
 from mining.corpus import Corpus, Side, expand_pairs, prepare_side, read_corpus
 from mining.embeddings import StoreWriter, blocks_dim, load_vectors
-from mining.knn import KnnConfig, Neighbours, knn
+from mining.knn import Neighbours, knn
 from mining.margin import neighbourhood_mean, score_candidates
 from mining.output import write_histogram, write_pairs
-from mining.retrieval import MODES, Pairs, retrieve
+from mining.retrieval import Pairs, retrieve
 
 log = logging.getLogger(__name__)
 
 STAGE = "mining"
-
-
-@dataclass
-class MineConfig:
-    """What the mining library needs; defaults and documentation are the ``mining`` section's
-    (labse_common/sections/mining.py), which CLIs load and check with labse_common.config."""
-
-    k: int = MiningConfig.k
-    margin: str = MiningConfig.margin
-    mode: str = MiningConfig.mode
-    threshold: float | None = MiningConfig.threshold
-    unify: bool = MiningConfig.unify
-    knn: KnnConfig = field(default_factory=KnnConfig)
-
-    @classmethod
-    def from_section(
-        cls, s: MiningConfig, use_gpu: bool | None = None, show_progress: bool = False
-    ) -> MineConfig:
-        """From the typed ``mining`` section (already validated by the loader)."""
-        knn = KnnConfig(index=s.index, mem_gb=s.mem_gb, nprobe=s.nprobe, train_size=s.train_size,
-                        rerank=s.rerank, use_gpu=use_gpu, show_progress=show_progress)  # fmt: skip
-        return cls(k=s.k, margin=s.margin, mode=s.mode, threshold=s.threshold, unify=s.unify,
-                   knn=knn)  # fmt: skip
-
-    def validate(self) -> None:
-        if self.k < 1:
-            raise ValueError(f"k must be >= 1, got {self.k}")
-        if self.mode not in MODES:
-            raise ValueError(f"unknown mode {self.mode!r}; choose from {MODES}")
-        if self.margin not in ("ratio", "distance", "absolute"):
-            raise ValueError(f"unknown margin {self.margin!r}")
-        if self.knn.mem_gb <= 0:
-            raise ValueError("mem_gb must be > 0")
 
 
 @dataclass
@@ -69,7 +41,7 @@ class Scored:
 
 
 def neighbours(
-    x: np.ndarray, y: np.ndarray, k: int, cfg: KnnConfig, x_index=None, y_index=None
+    x: np.ndarray, y: np.ndarray, k: int, cfg: MiningConfig, x_index=None, y_index=None
 ) -> Neighbours:
     """k nearest neighbours of x in y and of y in x (k clipped to the other side's size)."""
     if len(x) and len(y) and x.shape[1] != y.shape[1]:
@@ -91,14 +63,13 @@ def score(nb: Neighbours, margin: str) -> Scored:
 def mine_vectors(
     x: np.ndarray,
     y: np.ndarray,
-    cfg: MineConfig,
+    cfg: MiningConfig,
     counter: StageCounter | None = None,
     x_index=None,
     y_index=None,
 ) -> tuple[Pairs, Scored]:
     """Mine pairs between unit-norm float32 matrices ``x`` (source) and ``y`` (target)."""
-    cfg.validate()
-    nb = neighbours(x, y, cfg.k, cfg.knn, x_index, y_index)
+    nb = neighbours(x, y, cfg.k, cfg, x_index, y_index)
     sc = score(nb, cfg.margin)
     pairs = retrieve(
         sc.fwd_scores, nb.fwd_inds, sc.bwd_scores, nb.bwd_inds, cfg.mode, cfg.threshold, counter
@@ -169,19 +140,19 @@ def prepare_inputs(
     src_text: str,
     trg_text: str,
     out_dir: str,
-    cfg: MineConfig,
+    cfg: MiningConfig,
     src_emb: str | None = None,
     trg_emb: str | None = None,
     model: str | None = None,
     src_lang: str = "",
     trg_lang: str = "",
-    batch_size: int = 64,
     sharded: bool = False,
 ) -> MineInputs:
-    """Read both corpora and their vectors (or embed them), clean and count both sides.
+    """Read both corpora and their vectors (or embed them with ``cfg.batch_size``), clean and
+    count both sides.
 
     ``sharded`` leaves the vectors on disk: the shards are read by the kNN tasks."""
-    cfg.validate()
+    batch_size = cfg.batch_size
     t0 = time.perf_counter()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -210,7 +181,7 @@ def prepare_inputs(
 
 
 def finish_sharded(
-    inp: MineInputs, nb: Neighbours, src_refs, trg_refs, cfg: MineConfig, extra: dict
+    inp: MineInputs, nb: Neighbours, src_refs, trg_refs, cfg: MiningConfig, extra: dict
 ) -> dict:
     """Margin-score sharded neighbour lists, retrieve pairs and write the outputs; shared by the
     local process pool and the Beam job (``pipelines.mine``), so both give identical files."""
@@ -249,17 +220,17 @@ def run_mine(
     src_text: str,
     trg_text: str,
     out_dir: str,
-    cfg: MineConfig,
+    cfg: MiningConfig,
     src_emb: str | None = None,
     trg_emb: str | None = None,
     model: str | None = None,
     src_lang: str = "",
     trg_lang: str = "",
-    batch_size: int = 64,
-    workers: int = 1,
-    shard_rows: int | None = None,
 ) -> dict:
-    """Mine one corpus pair from files and write mined.parquet/.tsv.gz, histogram, stats.json."""
+    """Mine one corpus pair from files and write mined.parquet/.tsv.gz, histogram, stats.json.
+
+    ``cfg.workers`` > 1 or a ``cfg.shard_rows`` searches shard by shard (exact search only)."""
+    workers, shard_rows = cfg.workers, cfg.shard_rows
     sharded = workers > 1 or bool(shard_rows)
     inp = prepare_inputs(
         src_text,
@@ -271,7 +242,6 @@ def run_mine(
         model,
         src_lang,
         trg_lang,
-        batch_size,
         sharded,
     )
     src, trg, counter = inp.src, inp.trg, inp.counter
@@ -291,7 +261,7 @@ def run_mine(
         src_refs = shard_refs(inp.src_emb, shard_rows)
         trg_refs = shard_refs(inp.trg_emb, shard_rows)
         src_reps, trg_reps = src.representative(), trg.representative()
-        nb = sharded_neighbours(src_refs, src_reps, trg_refs, trg_reps, cfg.k, cfg.knn, workers)
+        nb = sharded_neighbours(src_refs, src_reps, trg_refs, trg_reps, cfg.k, cfg, workers)
         return finish_sharded(inp, nb, src_refs, trg_refs, cfg, extra)
     pairs, _ = mine_vectors(src.x, trg.x, cfg, counter)
     xs, ys = src.x[pairs.src], trg.x[pairs.trg]
@@ -310,7 +280,7 @@ def write_outputs(
     src_c: Corpus,
     trg_c: Corpus,
     counter: StageCounter,
-    cfg: MineConfig,
+    cfg: MiningConfig,
     t0: float,
     extra: dict,
 ) -> dict:

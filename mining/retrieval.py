@@ -12,9 +12,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from labse_common.sections.mining import RETRIEVAL_MODES, RetrievalMode
 from labse_common.stats import StageCounter
 
-MODES = ("fwd", "bwd", "intersect", "max", "union")
+MODES = RETRIEVAL_MODES  # defined once, as the config section's Literal
 UNIT = "candidates"
 
 
@@ -98,7 +99,7 @@ def retrieve(
     fwd_inds: np.ndarray,
     bwd_scores: np.ndarray,
     bwd_inds: np.ndarray,
-    mode: str = "max",
+    mode: RetrievalMode = "max",
     threshold: float | None = None,
     counter: StageCounter | None = None,
 ) -> Pairs:

@@ -30,8 +30,9 @@ from labse_common.embedding_store import (
     write_bytes,
 )
 from labse_common.output_dir import is_remote, join
+from labse_common.sections.mining import MiningConfig
 from mining.embeddings import normalized
-from mining.knn import KnnConfig, Neighbours, merge_topk, search_flat
+from mining.knn import Neighbours, merge_topk, search_flat
 
 log = logging.getLogger(__name__)
 
@@ -92,14 +93,14 @@ def search_pair(
     b_rows: np.ndarray,
     b_lo: int,
     k_all: int,
-    cfg: KnnConfig,
+    cfg: MiningConfig,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """Top-``k_all`` of one query shard in one base shard: ``(q_pos, sims, inds)`` with compact
     indices, or None when either side is empty. Fold the parts of one query shard with
     :func:`merge_parts` in base-shard order to get exactly what :func:`_task` returns."""
     if len(q_rows) == 0 or len(b_rows) == 0 or k_all == 0:
         return None
-    cfg = dataclasses.replace(cfg, show_progress=False)
+    cfg = dataclasses.replace(cfg, progress=False)
     xq, q_pos = load_slice(q_ref, q_rows, q_lo)
     xb, b_pos = load_slice(b_ref, b_rows, b_lo)
     s, i = search_flat(xq, xb, k_all, cfg)
@@ -150,7 +151,7 @@ def load_neighbour_parts(
 def _task(args) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Top-k of one query shard against every base shard (merged)."""
     q_ref, q_reps, b_refs, b_reps, k, cfg = args
-    cfg = dataclasses.replace(cfg, show_progress=False)  # one bar per direction is enough
+    cfg = dataclasses.replace(cfg, progress=False)  # one bar per direction is enough
     xq, q_pos = _load(q_ref, q_reps)
     k_all = min(k, len(b_reps))
     sims = np.full((len(xq), k_all), -np.inf, np.float32)
@@ -172,7 +173,7 @@ def _direction(
     b_refs: Sequence[ShardRef],
     b_reps: np.ndarray,
     k: int,
-    cfg: KnnConfig,
+    cfg: MiningConfig,
     pool: ProcessPoolExecutor | None,
     desc: str,
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -181,7 +182,7 @@ def _direction(
     inds = np.full((len(q_reps), k_all), -1, np.int64)
     tasks = [(r, q_reps, list(b_refs), b_reps, k, cfg) for r in q_refs]
     results = pool.map(_task, tasks) if pool else map(_task, tasks)
-    for q_pos, s, i in tqdm(results, total=len(tasks), desc=desc, disable=not cfg.show_progress):
+    for q_pos, s, i in tqdm(results, total=len(tasks), desc=desc, disable=not cfg.progress):
         sims[q_pos], inds[q_pos] = s, i
     return sims, inds
 
@@ -192,7 +193,7 @@ def sharded_neighbours(
     trg_refs: Sequence[ShardRef],
     trg_reps: np.ndarray,
     k: int,
-    cfg: KnnConfig,
+    cfg: MiningConfig,
     workers: int = 1,
 ) -> Neighbours:
     """Exact kNN both ways over shards; indices are positions in ``src_reps``/``trg_reps``

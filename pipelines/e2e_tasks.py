@@ -32,15 +32,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from labse_common.config import ConfigError, load
+from labse_common.langs import TATOEBA_TO_LID
 from labse_common.logs import setup_logging
 from labse_common.stats import StageCounter, check_balanced, write_report
 
 log = logging.getLogger("pipelines.e2e_tasks")
 
 # Tatoeba's ISO 639-3 codes -> the lid.176 labels the corpus jobs use for folder names.
-LID_CODE = {"ara": "ar", "cmn": "zh", "deu": "de", "ell": "el", "fra": "fr", "hin": "hi",
-            "ita": "it", "jpn": "ja", "kor": "ko", "nld": "nl", "pol": "pl", "por": "pt",
-            "rus": "ru", "spa": "es", "tur": "tr", "vie": "vi", "eng": "en"}  # fmt: skip
+LID_CODE = TATOEBA_TO_LID
 
 
 class UsageError(Exception):

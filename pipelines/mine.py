@@ -41,9 +41,10 @@ from labse_common.cli import (
 from labse_common.embedding_store import MANIFEST, exists
 from labse_common.logs import setup_logging
 from labse_common.output_dir import join
+from labse_common.sections.mining import MiningConfig
 from mining.__main__ import _print_stats, add_scoring_options, mining_config
-from mining.knn import KnnConfig, Neighbours
-from mining.mine import MineConfig, finish_sharded, prepare_inputs
+from mining.knn import Neighbours
+from mining.mine import finish_sharded, prepare_inputs
 from mining.shards import (
     ShardRef,
     load_neighbour_parts,
@@ -70,7 +71,7 @@ Task = tuple[str, int, int, ShardRef, ShardRef, int, tuple, tuple]
 class SearchShardPair(beam.DoFn):
     """A task -> ((direction, q), (b, sims, inds) or (b, None))."""
 
-    def __init__(self, knn_cfg: KnnConfig) -> None:
+    def __init__(self, knn_cfg: MiningConfig) -> None:
         self.knn_cfg = knn_cfg
 
     def process(self, task: Task) -> Iterator[tuple[tuple[str, int], tuple[int, Any]]]:
@@ -120,7 +121,7 @@ def build_pipeline(
     nb_dir: str,
     spans: dict[str, list[tuple[int, int]]],
     k_all: dict[str, int],
-    knn_cfg: KnnConfig,
+    knn_cfg: MiningConfig,
 ) -> None:
     _ = (
         p
@@ -140,9 +141,8 @@ def run_beam_mine(
     src_emb: str,
     trg_emb: str,
     out: str,
-    cfg: MineConfig,
+    cfg: MiningConfig,
     beam_args: Sequence[str],
-    shard_rows: int | None = None,
     src_text: str | None = None,
     trg_text: str | None = None,
     src_lang: str = "",
@@ -154,7 +154,7 @@ def run_beam_mine(
     ``out/neighbours/``, or under Beam's ``--temp_location`` when one is given (a bucket every
     worker can write), from where the driver reads them back.
     """
-    if cfg.knn.index != "flat":
+    if cfg.index != "flat":
         raise UsageError("the Beam job searches exactly: use --set index=flat (the default)")
     opts = pipeline_options(beam_args)  # first: it gives FileSystems the S3/GCS options
     for path in (src_emb, trg_emb):
@@ -164,7 +164,8 @@ def run_beam_mine(
     inp = prepare_inputs(
         src_text, trg_text, out, cfg, src_emb, trg_emb, None, src_lang, trg_lang, sharded=True
     )
-    refs = {"src": shard_refs(src_emb, shard_rows), "trg": shard_refs(trg_emb, shard_rows)}
+    rows = cfg.shard_rows
+    refs = {"src": shard_refs(src_emb, rows), "trg": shard_refs(trg_emb, rows)}
     reps = {"src": inp.src.representative(), "trg": inp.trg.representative()}
     k_all = {d: min(cfg.k, len(reps[b])) for d, (_, b) in DIRECTIONS.items()}
     temp = opts.view_as(GoogleCloudOptions).temp_location
@@ -185,7 +186,7 @@ def run_beam_mine(
         cfg.mode,
     )
     p = beam.Pipeline(options=opts)
-    build_pipeline(p, tasks, nb_dir, spans, k_all, cfg.knn)
+    build_pipeline(p, tasks, nb_dir, spans, k_all, cfg)
     run_pipeline(p)
 
     def lists(direction: str) -> tuple[np.ndarray, np.ndarray]:
@@ -231,7 +232,7 @@ def run(argv: Sequence[str] | None = None) -> int:
     args, beam_args = build_parser().parse_known_args(argv)
     setup_logging(args.log_level)
     try:
-        cfg, section = mining_config(args)  # typed: shard_rows >= 1, k >= 1, no NaN, ...
+        cfg = mining_config(args)  # typed: shard_rows >= 1, k >= 1, no NaN, ...
         out = claim_output(args.output, args.overwrite)
     except (FileNotFoundError, ValueError, UsageError) as exc:
         return usage_error(exc, log)
@@ -242,7 +243,6 @@ def run(argv: Sequence[str] | None = None) -> int:
             out.tmp,
             cfg,
             beam_args,
-            section.shard_rows,
             args.src_text,
             args.trg_text,
             args.src_lang,

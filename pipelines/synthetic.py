@@ -32,10 +32,12 @@ import sys
 from pathlib import Path
 from xml.sax.saxutils import escape
 
+from labse_common.langs import TATOEBA_TO_LID
+
 log = logging.getLogger(__name__)
 
 LANGS = ("eng", "deu", "fra", "spa")  # Tatoeba's ISO 639-3 codes, as ../shared/data uses
-WIKI_CODE = {"eng": "en", "deu": "de", "fra": "fr", "spa": "es"}
+WIKI_CODE = {lang: TATOEBA_TO_LID[lang] for lang in LANGS}
 
 # One row per meaning: (English, German, French, Spanish). Subjects are 3rd person singular so
 # every verb phrase agrees with every subject.

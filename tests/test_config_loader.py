@@ -27,7 +27,6 @@ from labse_common.config import (
 )
 from labse_common.config import main as config_main
 from labse_common.sections.corpus import CorpusConfig
-from labse_common.sections.mining import MiningConfig
 from labse_common.sections.vocab import VocabConfig
 
 
@@ -66,7 +65,12 @@ def test_bad_corpus_values_name_the_key(override, key, what):
 def test_types_are_coerced():
     cfg = load("corpus", "demo", ["min_chars=12", "lid_threshold=1e-1", "dedup=false",
                                   "langs=en,sr", "lid_model=null"])  # fmt: skip
-    assert (cfg.min_chars, cfg.lid_threshold, cfg.dedup, cfg.langs) == (12, 0.1, False, ["en", "sr"])
+    assert (cfg.min_chars, cfg.lid_threshold, cfg.dedup, cfg.langs) == (
+        12,
+        0.1,
+        False,
+        ["en", "sr"],
+    )
     assert isinstance(cfg.min_chars, int) and cfg.lid_model is None
     assert load("corpus", "demo", ["rows_per_file=2.0"]).rows_per_file == 2
     assert load("mining", "demo", ["threshold=1.05"]).threshold == 1.05
@@ -136,17 +140,21 @@ def test_config_travels_to_workers_and_cleaner_uses_it():
     assert again == cfg and to_dict(again)["min_chars"] == 11
 
 
-def test_mining_library_config_comes_from_the_section():
-    from mining.knn import KnnConfig
-    from mining.mine import MineConfig
+def test_mining_library_takes_the_section_itself():
+    """No look-alike config in mining: the loaded section goes straight to the library."""
+    import inspect
 
-    lib, section = MineConfig(), MiningConfig()
-    for key in ("k", "margin", "mode", "threshold", "unify"):
-        assert getattr(lib, key) == getattr(section, key), key
-    for key in ("index", "mem_gb", "nprobe", "train_size", "rerank"):
-        assert getattr(KnnConfig(), key) == getattr(section, key), key
-    cfg = MineConfig.from_section(load("mining", "demo", ["k=7", "index=ivf", "mem_gb=0.5"]))
-    assert (cfg.k, cfg.knn.index, cfg.knn.mem_gb, cfg.unify) == (7, "ivf", 0.5, True)
+    from mining import knn, many, mine
+
+    cfg = load("mining", "demo", ["k=7", "index=ivf", "mem_gb=0.5", "gpu=false"])
+    assert (cfg.k, cfg.index, cfg.mem_gb, cfg.unify, cfg.gpu) == (7, "ivf", 0.5, True, False)
+    for fn in (knn.knn, knn.search_flat, knn.build_index, mine.mine_vectors, mine.run_mine,
+               mine.prepare_inputs, many.run_many):  # fmt: skip
+        hint = str(inspect.signature(fn).parameters["cfg"].annotation)
+        assert "MiningConfig" in hint, (fn.__name__, hint)
+    # Keys the library reads from the section are not repeated as parameters.
+    for fn in (mine.run_mine, mine.prepare_inputs, many.run_many):
+        assert not {"batch_size", "workers", "shard_rows"} & set(inspect.signature(fn).parameters)
 
 
 def test_reference_lists_every_key():
@@ -192,7 +200,8 @@ def test_run_main_maps_usage_errors_to_status_2(caplog):
     with caplog.at_level(logging.ERROR):
         assert run_main(boom(UsageError("bad --thing")), "t") == 2
         assert run_main(boom(ConfigError("a:\n  line two")), "t") == 2
-        assert run_main(boom(FileNotFoundError("nope.txt not found")), "t") == 2
+        # An OSError naming a file is the user's (exit 2); one naming none stays a traceback.
+        assert run_main(boom(FileNotFoundError(2, "No such file", "nope.txt")), "t") == 2
     assert "a: line two" in caplog.text and "nope.txt" in caplog.text
     assert run_main(lambda: 0, "t") == 0
     with pytest.raises(RuntimeError):  # a bug is not a usage error: it keeps its traceback

@@ -8,9 +8,10 @@ import faiss
 import numpy as np
 import pytest
 
+from labse_common.sections.mining import MiningConfig
 from mining.embeddings import EmbeddingStore, StoreWriter, load_vectors, valid_mask
-from mining.knn import KnnConfig, knn, recall_at_k, search_flat
-from mining.mine import MineConfig, mine_vectors, neighbours
+from mining.knn import knn, recall_at_k, search_flat
+from mining.mine import mine_vectors, neighbours
 from mining.shards import ShardRef, shard_refs, sharded_neighbours
 
 
@@ -47,9 +48,9 @@ def test_flat_equals_brute_force(data) -> None:
 
 def test_blocked_equals_unblocked(data) -> None:
     x, y = data
-    s1, i1 = search_flat(x, y, 7, KnnConfig(mem_gb=4.0))
+    s1, i1 = search_flat(x, y, 7, MiningConfig(mem_gb=4.0))
     # ~100 base rows and ~50 query rows per block: many blocks and merges.
-    tiny = KnnConfig(mem_gb=100 * 32 * 4 * 2 / 2**30)
+    tiny = MiningConfig(mem_gb=100 * 32 * 4 * 2 / 2**30)
     s2, i2 = search_flat(x, y, 7, tiny)
     np.testing.assert_array_equal(i1, i2)
     np.testing.assert_allclose(s1, s2, rtol=1e-6)
@@ -64,7 +65,7 @@ def test_approximate_recall_and_true_cosines(data, spec: str, caplog) -> None:
     _, exact = knn(x, y, 4)
     recalls = {}
     for nprobe in (1, 4, 1000):
-        cfg = KnnConfig(index=spec, nprobe=nprobe, rerank=8 if "pq" in spec else 1)
+        cfg = MiningConfig(index=spec, nprobe=nprobe, rerank=8 if "pq" in spec else 1)
         sims, inds = knn(x, y, 4, cfg)
         recalls[nprobe] = recall_at_k(inds, exact)
         valid = inds >= 0
@@ -88,7 +89,7 @@ def test_dimension_mismatch_is_an_error() -> None:
     with pytest.raises(ValueError, match="dimension"):
         knn(np.ones((2, 4), np.float32), np.ones((3, 5), np.float32), 2)
     with pytest.raises(ValueError, match="dimension"):
-        mine_vectors(np.ones((2, 4), np.float32), np.ones((3, 5), np.float32), MineConfig())
+        mine_vectors(np.ones((2, 4), np.float32), np.ones((3, 5), np.float32), MiningConfig())
 
 
 def test_valid_mask() -> None:
@@ -126,7 +127,7 @@ def test_sharded_equals_in_memory(tmp_path, data) -> None:
     xr = shard_refs(tmp_path / "x.npy", shard_rows=160)
     yr = shard_refs(tmp_path / "y", shard_rows=None)
     assert len(xr) == 5 and len(yr) == 4 and isinstance(xr[0], ShardRef)
-    cfg = KnnConfig()
+    cfg = MiningConfig()
     got = sharded_neighbours(xr, keep_x, yr, keep_y, 4, cfg, workers=1)
     ref = neighbours(x[keep_x], y[keep_y], 4, cfg)
     np.testing.assert_array_equal(got.fwd_inds, ref.fwd_inds)
@@ -150,7 +151,7 @@ def test_planted_pairs_recovered() -> None:
     x, y = unit(x[px]), unit(y[py])
     gold = {(int(np.flatnonzero(px == i)[0]), int(np.flatnonzero(py == i)[0])) for i in range(200)}
     for mode in ("max", "intersect", "fwd", "bwd", "union"):
-        pairs, _ = mine_vectors(x, y, MineConfig(mode=mode, threshold=1.5))
+        pairs, _ = mine_vectors(x, y, MiningConfig(mode=mode, threshold=1.5))
         found = set(zip(pairs.src.tolist(), pairs.trg.tolist()))
         p = len(found & gold) / max(len(found), 1)
         r = len(found & gold) / len(gold)
@@ -164,7 +165,7 @@ def test_gpu_search_equals_cpu(data) -> None:
     if not gpu_available():
         pytest.skip("no GPU visible to FAISS (faiss-gpu not installed or no device)")
     x, y = data
-    s_cpu, i_cpu = knn(x, y, 4, KnnConfig(use_gpu=False))
-    s_gpu, i_gpu = knn(x, y, 4, KnnConfig(use_gpu=True))
+    s_cpu, i_cpu = knn(x, y, 4, MiningConfig(gpu=False))
+    s_gpu, i_gpu = knn(x, y, 4, MiningConfig(gpu=True))
     assert (i_cpu[:, 0] == i_gpu[:, 0]).mean() > 0.99
     np.testing.assert_allclose(s_cpu, s_gpu, atol=1e-4)

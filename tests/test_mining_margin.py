@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from labse_common.sections.mining import MiningConfig
 from labse_common.stats import StageCounter, check_balanced
-from mining.knn import KnnConfig
-from mining.mine import MineConfig, mine_vectors
+from mining.mine import mine_vectors
 from mining.retrieval import MODES
 
 
@@ -81,7 +81,7 @@ def laser_reference(x, y, k, margin, mode, threshold):
 
 def ours(x, y, k, margin, mode, threshold, index="flat"):
     counter = StageCounter()
-    cfg = MineConfig(k=k, margin=margin, mode=mode, threshold=threshold, knn=KnnConfig(index))
+    cfg = MiningConfig(k=k, margin=margin, mode=mode, threshold=threshold, index=index)
     pairs, _ = mine_vectors(x, y, cfg, counter)
     got = {(int(i), int(j)): float(s) for i, j, s in zip(pairs.src, pairs.trg, pairs.score)}
     assert len(got) == len(pairs), "a pair was emitted twice"

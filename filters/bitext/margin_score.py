@@ -3,7 +3,7 @@
 The neighbourhood of each sentence is taken from its own side's sentences of the pair list,
 as when mining: ``score(x, y) = margin(cos(x, y), (mean_k cos(x, NN_k^trg(x)) +
 mean_k cos(y, NN_k^src(y))) / 2)`` (LASER's ``--mode score``). The kNN search, neighbourhood means
-and margin functions are ``mining``'s (FAISS, same KnnConfig), the encoder is ``labse_model``'s.
+and margin functions are ``mining``'s (FAISS, the same ``mining`` section), the encoder is ``labse_model``'s.
 Each distinct sentence is encoded and searched once; optional extra monolingual sentences per
 side enlarge the neighbourhoods (a pair list of a few hundred lines makes a thin one).
 """
@@ -16,8 +16,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from labse_common.sections.mining import MiningConfig
 from mining.embeddings import normalized
-from mining.knn import KnnConfig, knn
+from mining.knn import knn
 from mining.margin import neighbourhood_mean, pair_scores
 
 log = logging.getLogger(__name__)
@@ -49,18 +50,19 @@ def score_vectors(
     y: np.ndarray,
     src_rows: np.ndarray,
     trg_rows: np.ndarray,
-    k: int = 4,
-    margin: str = "ratio",
-    knn_cfg: KnnConfig | None = None,
+    cfg: MiningConfig | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Margin and cosine of pairs ``(x[src_rows[i]], y[trg_rows[i]])``; rows -1 give NaN."""
+    """Margin and cosine of pairs ``(x[src_rows[i]], y[trg_rows[i]])``; rows -1 give NaN.
+    ``cfg.k``, ``cfg.margin`` and the search keys come from the ``mining`` section."""
+    cfg = cfg or MiningConfig(progress=False)
+    k, margin = cfg.k, cfg.margin
     x, y = normalized(x), normalized(y)
     ok = (src_rows >= 0) & (trg_rows >= 0)
     marg = np.full(len(src_rows), np.nan, dtype=np.float32)
     cos = np.full(len(src_rows), np.nan, dtype=np.float32)
     if ok.any() and len(x) and len(y):
-        fwd_sims, _ = knn(x, y, k, knn_cfg)
-        bwd_sims, _ = knn(y, x, k, knn_cfg)
+        fwd_sims, _ = knn(x, y, k, cfg)
+        bwd_sims, _ = knn(y, x, k, cfg)
         s, t = src_rows[ok], trg_rows[ok]
         marg[ok] = pair_scores(
             x, y, s, t, neighbourhood_mean(fwd_sims), neighbourhood_mean(bwd_sims), margin
@@ -73,15 +75,15 @@ def margin_score_pairs(
     model_dir: str,
     src: Sequence[str],
     trg: Sequence[str],
-    k: int = 4,
-    margin: str = "ratio",
-    knn_cfg: KnnConfig | None = None,
-    batch_size: int = 64,
+    cfg: MiningConfig,
     extra_src: Sequence[str] = (),
     extra_trg: Sequence[str] = (),
 ) -> MarginScores:
-    """Encode both sides with the checkpoint in ``model_dir`` and margin-score the pairs."""
+    """Encode both sides with the checkpoint in ``model_dir`` (``cfg.batch_size``) and
+    margin-score the pairs (``cfg.k``, ``cfg.margin``, the search keys)."""
     from labse_model.encode import Encoder  # torch only here
+
+    batch_size = cfg.batch_size
 
     src_texts, src_rows = _index(src, extra_src)
     trg_texts, trg_rows = _index(trg, extra_trg)
@@ -98,6 +100,6 @@ def margin_score_pairs(
         else np.zeros((0, enc.dim), np.float32)
     )
     marg, cos = score_vectors(np.asarray(x, np.float32), np.asarray(y, np.float32), src_rows, trg_rows,
-                              k, margin, knn_cfg)  # fmt: skip
+                              cfg)  # fmt: skip
     empty = int(((src_rows < 0) | (trg_rows < 0)).sum())
     return MarginScores(marg, cos, len(src_texts), len(trg_texts), empty)

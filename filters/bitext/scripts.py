@@ -12,25 +12,7 @@ from functools import lru_cache
 
 import regex
 
-# ISO 639-3 / 639-2 codes of the languages below -> their ISO 639-1 code (lid.176 uses 639-1).
-_ISO3_TO_1 = {
-    "eng": "en", "deu": "de", "ger": "de", "fra": "fr", "fre": "fr", "spa": "es", "ita": "it",
-    "por": "pt", "nld": "nl", "dut": "nl", "pol": "pl", "tur": "tr", "vie": "vi", "ind": "id",
-    "msa": "ms", "zsm": "ms", "swe": "sv", "dan": "da", "nor": "no", "nob": "nb", "nno": "nn",
-    "fin": "fi", "est": "et", "lav": "lv", "lit": "lt", "ces": "cs", "cze": "cs", "slk": "sk",
-    "slv": "sl", "hrv": "hr", "bos": "bs", "srp": "sr", "sqi": "sq", "alb": "sq", "ron": "ro",
-    "rum": "ro", "hun": "hu", "cat": "ca", "eus": "eu", "glg": "gl", "afr": "af", "swa": "sw",
-    "swh": "sw", "tgl": "tl", "fil": "tl", "cym": "cy", "gle": "ga", "isl": "is", "mlt": "mt",
-    "aze": "az", "uzb": "uz", "epo": "eo", "lat": "la", "ltz": "lb", "rus": "ru", "ukr": "uk",
-    "bel": "be", "bul": "bg", "mkd": "mk", "kaz": "kk", "kir": "ky", "mon": "mn", "tgk": "tg",
-    "ara": "ar", "arb": "ar", "fas": "fa", "pes": "fa", "per": "fa", "urd": "ur", "pus": "ps",
-    "uig": "ug", "heb": "he", "yid": "yi", "ell": "el", "gre": "el", "hin": "hi", "mar": "mr",
-    "nep": "ne", "npi": "ne", "san": "sa", "ben": "bn", "asm": "as", "pan": "pa", "guj": "gu",
-    "ori": "or", "ory": "or", "tam": "ta", "tel": "te", "kan": "kn", "mal": "ml", "sin": "si",
-    "tha": "th", "lao": "lo", "khm": "km", "mya": "my", "bur": "my", "kat": "ka", "geo": "ka",
-    "hye": "hy", "arm": "hy", "amh": "am", "tir": "ti", "bod": "bo", "tib": "bo", "zho": "zh",
-    "chi": "zh", "cmn": "zh", "yue": "zh", "wuu": "zh", "jpn": "ja", "kor": "ko",
-}  # fmt: skip
+from labse_common.langs import base_lang  # the one code table; pair_rules imports it from here
 
 _LATIN = ("Latin",)
 _SCRIPTS_OF = {
@@ -69,12 +51,6 @@ _ISO15924 = {
 DEFAULT_SCRIPT_UNITS = {"Han": 3.0, "Hiragana": 1.5, "Katakana": 1.5, "Hangul": 2.0}
 
 _LETTER = regex.compile(r"\p{L}")
-
-
-def base_lang(code: str) -> str:
-    """``cmn_Hani`` -> ``zh``, ``zh-Hans`` -> ``zh``, ``eng`` -> ``en``, ``EN`` -> ``en``."""
-    head = code.strip().lower().replace("-", "_").split("_", 1)[0]
-    return _ISO3_TO_1.get(head, head)
 
 
 def scripts_of(code: str) -> tuple[str, ...] | None:
