@@ -40,10 +40,20 @@ def _threshold(tmp_path, t=0.5, column="cds_score"):
 def test_apply_outputs(tmp_path, capsys):
     scored, thr = _scored(tmp_path), _threshold(tmp_path)
     out = tmp_path / "out"
-    rc = apply_main(["--scored", str(scored), "--threshold", str(thr), "--output", str(out), "--write-rejected"])
+    rc = apply_main(
+        ["--scored", str(scored), "--threshold", str(thr), "--output", str(out), "--write-rejected"]
+    )
     assert rc == 0, capsys.readouterr().err
     kept = pq.read_table(out / "kept.parquet")
-    assert kept.column_names == ["src", "trg", "src_lang", "trg_lang", "margin", "src_id", "cds_score"]
+    assert kept.column_names == [
+        "src",
+        "trg",
+        "src_lang",
+        "trg_lang",
+        "margin",
+        "src_id",
+        "cds_score",
+    ]
     assert kept.column("src").to_pylist() == ["Satz 0", "Satz 1"]  # 0.9 and 0.5 (>= t)
     assert kept.column("trg").to_pylist()[1] == "a line\nbreak"  # Parquet keeps text as given
     with gzip.open(out / "kept.tsv.gz", "rt", encoding="utf-8") as f:
@@ -93,17 +103,30 @@ def test_apply_other_score_column_and_unknown_languages(tmp_path):
     pq.write_table(table, tmp_path / "s.parquet")
     thr = _threshold(tmp_path, t=0.5, column="dual_xent")
     out = tmp_path / "o"
-    assert apply_main(["--scored", str(tmp_path / "s.parquet"), "--threshold", str(thr), "--output", str(out)]) == 0
+    assert (
+        apply_main(
+            ["--scored", str(tmp_path / "s.parquet"), "--threshold", str(thr), "--output", str(out)]
+        )
+        == 0
+    )
     assert (out / "corpus.src").read_text().splitlines() == ["a", "c"]
     assert (out / "corpus.trg").read_text().splitlines() == ["x", "z"]
 
 
-@pytest.mark.parametrize("problem", ["missing_scored", "bad_json", "nan_threshold", "no_column", "not_empty"])
-def test_apply_bad_input_is_exit_2(tmp_path, capsys, problem):
+@pytest.mark.parametrize(
+    "problem",
+    ["missing_scored", "bad_json", "nan_threshold", "no_column", "not_empty", "rules_stats_list",
+     "text_scores", "threshold_list"],
+)  # fmt: skip
+def test_apply_bad_input_is_exit_2(tmp_path, capsys, caplog, problem):
     scored, thr = _scored(tmp_path), _threshold(tmp_path)
     out = tmp_path / "out"
+    extra = []
+    named = {"missing_scored": scored, "bad_json": thr, "nan_threshold": thr, "no_column": scored,
+             "rules_stats_list": tmp_path / "rules.json", "text_scores": scored,
+             "threshold_list": thr}.get(problem)  # fmt: skip
     if problem == "missing_scored":
-        scored = tmp_path / "nope.parquet"
+        scored = named = tmp_path / "nope.parquet"
     elif problem == "bad_json":
         thr.write_text("{not json")
     elif problem == "nan_threshold":
@@ -113,9 +136,33 @@ def test_apply_bad_input_is_exit_2(tmp_path, capsys, problem):
     elif problem == "not_empty":
         out.mkdir()
         (out / "something").write_text("x")
-    rc = apply_main(["--scored", str(scored), "--threshold", str(thr), "--output", str(out)])
+    elif problem == "rules_stats_list":
+        named.write_text("[]")
+        extra = ["--rules-stats", str(named)]
+    elif problem == "threshold_list":
+        thr.write_text("[0.5]")
+    elif problem == "text_scores":
+        # Numbers stored as text: refused with the column named, as calibrate refuses it.
+        t = pq.read_table(scored)
+        i = t.column_names.index("cds_score")
+        pq.write_table(
+            t.set_column(i, "cds_score", pa.array(["0.9", "0.5", "0.2", "nan", "0.49", "-1"])),
+            scored,
+        )
+    rc = apply_main(
+        ["--scored", str(scored), "--threshold", str(thr), "--output", str(out), *extra]
+    )
     assert rc == 2
-    err = capsys.readouterr().err
-    assert err.startswith("error: filters apply:") and "Traceback" not in err
-    if problem != "not_empty":
+    err = capsys.readouterr().err + caplog.text
+    lines = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert len(lines) == 1 and "\n" not in lines[0] and "Traceback" not in err
+    if named is not None:
+        assert str(named) in lines[0]
+    if problem == "text_scores":
+        assert "'cds_score'" in lines[0] and "numeric" in lines[0]
+    if problem == "not_empty":
+        assert (out / "something").exists() and sorted(p.name for p in out.iterdir()) == [
+            "something"
+        ]
+    else:
         assert not out.exists()

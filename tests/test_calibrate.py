@@ -109,7 +109,9 @@ def _scored(tmp_path: Path, n_extra: int = 0) -> Path:
     trg = [f"target {i}" for i in range(10 + n_extra)]
     scores = SCORES + [-1.0] * n_extra
     path = tmp_path / "scored.parquet"
-    pq.write_table(pa.table({"src": src, "trg": trg, "cds_score": pa.array(scores, pa.float64())}), path)
+    pq.write_table(
+        pa.table({"src": src, "trg": trg, "cds_score": pa.array(scores, pa.float64())}), path
+    )
     return path
 
 
@@ -123,8 +125,16 @@ def _label_rows(labels=LABELS):
     return [(f"quelle {i}", f"target {i}", "GOOD" if g else "BAD") for i, g in enumerate(labels)]
 
 
-SMALL = ["--set", "calibrate.min_labelled=5", "--set", "calibrate.min_per_label=2",
-         "--set", "calibrate.min_kept=1", "--bootstrap", "100"]
+SMALL = [
+    "--set",
+    "calibrate.min_labelled=5",
+    "--set",
+    "calibrate.min_per_label=2",
+    "--set",
+    "calibrate.min_kept=1",
+    "--bootstrap",
+    "100",
+]
 
 
 def test_cli_writes_threshold_plot_and_stats(tmp_path, capsys):
@@ -156,27 +166,50 @@ def test_cli_writes_threshold_plot_and_stats(tmp_path, capsys):
         (LABELS[:4], "at least 5"),
     ],
 )
-def test_cli_refuses_useless_samples(tmp_path, capsys, labels, message):
+def test_cli_refuses_useless_samples(tmp_path, capsys, caplog, labels, message):
     scored = _scored(tmp_path)
     lab = _labels(tmp_path, _label_rows(labels))
-    rc = calibrate_main(["--scored", str(scored), "--labels", str(lab), "--output", str(tmp_path / "c"), *SMALL])
+    rc = calibrate_main(
+        ["--scored", str(scored), "--labels", str(lab), "--output", str(tmp_path / "c"), *SMALL]
+    )
     assert rc == 2
-    err = capsys.readouterr().err
-    assert message in err and "Traceback" not in err
-    assert not (tmp_path / "c" / "threshold.json").exists()
+    err = capsys.readouterr().err + caplog.text
+    assert message in err and f"--labels {lab}" in err and "Traceback" not in err
+    assert not (tmp_path / "c").exists()
 
 
-def test_cli_bad_label_value_and_missing_file(tmp_path, capsys):
+def test_cli_refuses_a_score_column_stored_as_text(tmp_path, caplog):
+    """The same decision as apply: numbers stored as text are refused, the column named."""
+    path = tmp_path / "scored.parquet"
+    pq.write_table(pa.table({"src": [f"quelle {i}" for i in range(10)],
+                             "trg": [f"target {i}" for i in range(10)],
+                             "cds_score": [str(v) for v in SCORES]}), path)  # fmt: skip
+    lab = _labels(tmp_path, _label_rows())
+    rc = calibrate_main(
+        ["--scored", str(path), "--labels", str(lab), "--output", str(tmp_path / "c"), *SMALL]
+    )
+    assert rc == 2
+    errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert len(errors) == 1 and str(path) in errors[0] and "'cds_score'" in errors[0]
+    assert "numeric" in errors[0] and not (tmp_path / "c").exists()
+
+
+def test_cli_bad_label_value_and_missing_file(tmp_path, caplog):
     scored = _scored(tmp_path)
     rows = _label_rows()
     rows[3] = (rows[3][0], rows[3][1], "maybe")
     lab = _labels(tmp_path, rows)
-    assert calibrate_main(["--scored", str(scored), "--labels", str(lab), "--output", str(tmp_path / "c")]) == 2
-    err = capsys.readouterr().err
-    assert "'maybe' is not GOOD or BAD" in err and "line 4" in err
+    assert (
+        calibrate_main(
+            ["--scored", str(scored), "--labels", str(lab), "--output", str(tmp_path / "c")]
+        )
+        == 2
+    )
+    assert "'maybe' is not GOOD or BAD" in caplog.text and "line 4" in caplog.text
+    caplog.clear()
     assert calibrate_main(["--scored", str(tmp_path / "nope.parquet"), "--labels", str(lab),
                            "--output", str(tmp_path / "c")]) == 2  # fmt: skip
-    assert "not found" in capsys.readouterr().err
+    assert "not found" in caplog.text and "--scored" in caplog.text
 
 
 def test_cli_parquet_labels_via_python_m(tmp_path):
@@ -200,7 +233,9 @@ def test_cli_tsv_labels_with_header_line(tmp_path, capsys):
     lab = tmp_path / "labels.tsv"
     lab.write_text("src\ttrg\tlabel\n" + "".join(f"{s}\t{t}\t{g.lower()}\n" for s, t, g in _label_rows()),
                    encoding="utf-8")  # fmt: skip
-    rc = calibrate_main(["--scored", str(scored), "--labels", str(lab), "--output", str(tmp_path / "c"), *SMALL])
+    rc = calibrate_main(
+        ["--scored", str(scored), "--labels", str(lab), "--output", str(tmp_path / "c"), *SMALL]
+    )
     assert rc == 0, capsys.readouterr().err
     doc = json.loads((tmp_path / "c" / "threshold.json").read_text())
     assert doc["threshold"] == 0.5 and doc["labelled"] == 10

@@ -24,7 +24,9 @@ SETS = [a for kv in TINY for a in ("--set", kv)]
 
 
 def _tsv(path: Path, src, trg, extra_lines: str = "") -> Path:
-    path.write_text("".join(f"{s}\t{t}\n" for s, t in zip(src, trg)) + extra_lines, encoding="utf-8")
+    path.write_text(
+        "".join(f"{s}\t{t}\n" for s, t in zip(src, trg)) + extra_lines, encoding="utf-8"
+    )
     return path
 
 
@@ -67,37 +69,55 @@ def test_score_keeps_columns_and_text(trained, capsys):
     table = pa.table({"src": src, "trg": trg, "margin": pa.array(np.linspace(1, 2, 30), pa.float32()),
                       "src_lang": ["fr"] * 30})  # fmt: skip
     pq.write_table(table, d / "pairs.parquet")
-    out = d / "scored" / "scored.parquet"
-    rc = score_main(["--model", str(model), "--pairs", str(d / "pairs.parquet"), "--output", str(out),
-                     "--batch-rows", "7", "--threads", "1", "--set", "progress=false"])  # fmt: skip
+    # The labelled sample scored in the same run, into the same folder (one model load, one
+    # stats.json counting both).
+    labelled = _tsv(d / "labelled.tsv", src[:12], trg[:12])
+    folder = d / "scored"
+    rc = score_main(["--model", str(model), "--pairs", str(d / "pairs.parquet"), "--output", str(folder),
+                     "--labelled", str(labelled), "--batch-rows", "7", "--threads", "1",
+                     "--set", "progress=false"])  # fmt: skip
     assert rc == 0, capsys.readouterr().err
-    scored = pq.read_table(out)
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "labelled.parquet",
+        "scored.parquet",
+        "stats.json",
+    ]
+    scored = pq.read_table(folder / "scored.parquet")
     assert scored.column_names == ["src", "trg", "margin", "src_lang", "cds_score", "xent_clean",
                                    "cds_score_bwd", "xent_clean_bwd", "dual_xent"]  # fmt: skip
     assert scored.column("src").to_pylist() == src and scored.column("trg").to_pylist() == trg
     dx = scored.column("dual_xent").to_numpy()
     assert np.isfinite(scored.column("cds_score").to_numpy()).all() and ((dx > 0) & (dx <= 1)).all()
-    stats = json.loads((out.parent / "stats.json").read_text())
+    lab = pq.read_table(folder / "labelled.parquet")
+    assert lab.num_rows == 12 and "cds_score" in lab.column_names
+    np.testing.assert_allclose(lab.column("cds_score").to_numpy()[1:],
+                               scored.column("cds_score").to_numpy()[1:12], rtol=1e-4)  # fmt: skip
+    stats = json.loads((folder / "stats.json").read_text())
+    assert not check_balanced(stats)
     assert stats["counts"]["pairs"]["in"] == stats["counts"]["pairs"]["out"] == 30
+    assert stats["counts"]["labelled_pairs"] == {"in": 12, "out": 12, "dropped": {}}
+    assert stats["counts"]["labelled_pairs_lines"]["out"] == 12
 
 
-def test_trusted_set_too_small_is_exit_2(tmp_path, capsys):
+def test_trusted_set_too_small_is_exit_2(tmp_path, capsys, caplog):
     src, trg = toy_pairs(40, 3)
     noisy = _tsv(tmp_path / "n.tsv", src[:30], trg[:30])
     trusted = _tsv(tmp_path / "t.tsv", src[30:], trg[30:])
     rc = train_main(["--noisy", str(noisy), "--trusted", str(trusted), "--output", str(tmp_path / "m"),
                      *SETS, "--set", "min_trusted=20"])  # fmt: skip
     assert rc == 2
-    err = capsys.readouterr().err
+    err = capsys.readouterr().err + caplog.text
     assert "trusted set has 10 usable pairs; at least 20" in err and "Traceback" not in err
     assert not (tmp_path / "m").exists()
 
 
-@pytest.mark.parametrize("problem", ["missing_pairs", "missing_model", "not_a_model", "bad_config"])
-def test_score_bad_input_is_exit_2(trained, tmp_path, capsys, problem):
+@pytest.mark.parametrize(
+    "problem", ["missing_pairs", "missing_model", "not_a_model", "bad_config", "output_file"]
+)
+def test_score_bad_input_is_exit_2(trained, tmp_path, capsys, caplog, problem):
     d, model = trained
     pairs = _tsv(tmp_path / "p.tsv", ["a"], ["b"])
-    args = {"--model": str(model), "--pairs": str(pairs), "--output": str(tmp_path / "s.parquet")}
+    args = {"--model": str(model), "--pairs": str(pairs), "--output": str(tmp_path / "s")}
     extra = []
     if problem == "missing_pairs":
         args["--pairs"] = str(tmp_path / "none.tsv")
@@ -105,13 +125,19 @@ def test_score_bad_input_is_exit_2(trained, tmp_path, capsys, problem):
         args["--model"] = str(tmp_path / "no_model")
     elif problem == "not_a_model":
         args["--model"] = str(d)
+    elif problem == "output_file":  # the old form: --output is a folder now
+        args["--output"] = str(tmp_path / "s.parquet")
     else:
         extra = ["--set", "score_batch_size=0"]
     rc = score_main([x for kv in args.items() for x in kv] + extra)
     assert rc == 2
-    err = capsys.readouterr().err
-    assert err.startswith("error: filters cds-score:") and "Traceback" not in err
-    assert not (tmp_path / "s.parquet").exists()
+    err = capsys.readouterr().err + caplog.text
+    errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert len(errors) == 1 and "Traceback" not in err
+    flag = {"missing_pairs": "--pairs", "missing_model": "--model", "not_a_model": "--model",
+            "bad_config": "score_batch_size", "output_file": "--output"}[problem]  # fmt: skip
+    assert flag in errors[0]
+    assert not (tmp_path / "s").exists() and not (tmp_path / "s.parquet").exists()
 
 
 def test_help_via_python_m():
@@ -151,7 +177,7 @@ def test_train_from_a_local_pretrained_checkpoint(trained, tmp_path):
                        "--init", str(tmp_path / "missing"), *SETS]) == 2  # fmt: skip
 
 
-def test_train_output_is_exclusive(trained, tmp_path, capsys):
+def test_train_output_is_exclusive(trained, tmp_path, caplog):
     """cds-train claims its output like every stage: a folder another job holds, or a non-empty
     one without --overwrite, is exit 2 and left as it was; --overwrite replaces it whole."""
     d, _ = trained
@@ -164,12 +190,13 @@ def test_train_output_is_exclusive(trained, tmp_path, capsys):
     args = ["--noisy", str(noisy), "--trusted", str(trusted), "--output", str(out), "--threads", "1",
             *SETS, "--set", "min_trusted=10", "--set", "min_noisy=10"]  # fmt: skip
     assert train_main(args) == 2
-    assert "being written by another job" in capsys.readouterr().err
+    assert "being written by another job" in caplog.text
     assert sorted(p.name for p in out.iterdir()) == ["_CLAIM.json"]
     (out / "_CLAIM.json").unlink()
     (out / "stale.txt").write_text("old")
+    caplog.clear()
     assert train_main(args) == 2
-    assert "not empty" in capsys.readouterr().err and (out / "stale.txt").exists()
+    assert "not empty" in caplog.text and (out / "stale.txt").exists()
     assert train_main([*args, "--overwrite"]) == 0
     names = sorted(p.name for p in out.iterdir())
     assert "stale.txt" not in names and "stats.json" in names

@@ -23,7 +23,7 @@ import time
 
 import numpy as np
 
-from filters.bitext.calibrate import calibrate, parse_label, plot_calibration
+from filters.bitext.calibrate import CalibrationError, calibrate, parse_label, plot_calibration
 from filters.bitext.cliutil import (
     add_common_options,
     check_score_type,
@@ -124,11 +124,14 @@ def _calibrate(args: argparse.Namespace, cc) -> tuple:
     if missing:
         log.warning("%d of %d labelled pairs have no score in %s (counted in stats.json)",
                     missing, len(src), args.scored)  # fmt: skip
-    cal = calibrate(np.array(scores), np.array(labels, dtype=bool), target=cc.target,
-                    bootstrap=cc.bootstrap, confidence=cc.confidence,
-                    min_labelled=cc.min_labelled, min_per_label=cc.min_per_label,
-                    min_kept=cc.min_kept,
-                    seed=cc.seed, score_column=cc.score_column)  # fmt: skip
+    try:
+        cal = calibrate(np.array(scores), np.array(labels, dtype=bool), target=cc.target,
+                        bootstrap=cc.bootstrap, confidence=cc.confidence,
+                        min_labelled=cc.min_labelled, min_per_label=cc.min_per_label,
+                        min_kept=cc.min_kept,
+                        seed=cc.seed, score_column=cc.score_column)  # fmt: skip
+    except CalibrationError as e:  # name the sample that cannot support a threshold
+        raise CalibrationError(f"--labels {args.labels}: {e}") from e
     finite = all_scores[np.isfinite(all_scores)]
     cal.scored_pairs = int(len(all_scores))
     cal.retained_share_scored = float((finite >= cal.threshold).sum() / max(1, len(all_scores)))

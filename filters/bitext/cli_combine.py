@@ -119,63 +119,65 @@ def _reachable(scores: np.ndarray, good: np.ndarray, min_kept: int) -> tuple[flo
 
 def run(args: argparse.Namespace) -> dict:
     cfg = load_config("combine", args, {"target": args.target})
-    table = read_parquet(args.pairs, flag="--pairs", required=("src", "trg"))
-    labels, blank = read_labels(args.labels)
-    if labels.num_rows == 0:
-        raise InputError(args.labels, f"no labelled pair ({blank} blank labels)", "--labels")
-    ids = labelled_rows(table, labels, args.labels)
-    good = labels_bool(labels)
-    sample = table.take(pa.array(ids))
-    try:
-        fit = fit_combined(
-        sample, good, features=cfg.features, target=cfg.target, folds=cfg.folds, c=cfg.c,
-        bootstrap=cfg.bootstrap, confidence=cfg.confidence, min_labelled=cfg.min_labelled,
-        min_per_label=cfg.min_per_label, min_kept=cfg.min_kept,
-        pair_column="src_lang" if cfg.per_pair else None, seed=cfg.seed,
-        )  # fmt: skip
-    except CalibrationError as e:  # a sample that cannot be fitted: all one label, no features
-        raise UsageError(f"--labels {args.labels}: {e}") from e
-    summary = fit.to_json()
-    for f in fit.features:
-        log.info("feature %-18s AUC %.3f  weight %+.3f", f.name, f.auc, f.weight)
-    log.info("combined score: out-of-fold AUC %.3f, Brier %.3f", fit.oof_auc, fit.oof_brier)
-    if fit.calibration is None:
-        best, kept = _reachable(fit.oof_scores, good, cfg.min_kept)
-        summary["reachable_precision"] = best
-        summary["reachable_retained_share"] = kept
-        msg = (f"target {cfg.target:.0%} GOOD is not reachable on the labelled sample: the best "
-               f"threshold keeping >= {cfg.min_kept} labelled pairs reaches {best:.1%} GOOD "
-               f"(retaining {kept:.1%}); {fit.unreachable}")  # fmt: skip
-        if cfg.on_unreachable == "stop":
-            raise UsageError(f"--labels {args.labels}: {msg} (combine.on_unreachable=stop; set "
-                             "it to continue to write the scores anyway)")  # fmt: skip
-        log.warning("%s; combine.on_unreachable=continue: no pair is kept", msg)
-    scores = fit.scorer.score(table)
-    keys = (
-        table.column("src_lang").to_pylist()
-        if "src_lang" in table.column_names
-        else [None] * table.num_rows
-    )
-    thr = thresholds_for(fit, keys)
-    keep = np.isfinite(thr) & (scores >= np.nan_to_num(thr, nan=np.inf))
-    counter = StageCounter()
-    counter.add_in("pairs", table.num_rows)
-    counter.add_out("pairs", int(keep.sum()))
-    counter.add_dropped("pairs", "below_threshold", int((np.isfinite(thr) & ~keep).sum()))
-    counter.add_dropped("pairs", "target_unreachable", int((~np.isfinite(thr)).sum()))
-    counter.add_in("labelled_pairs", labels.num_rows + blank)
-    counter.add_out("labelled_pairs", labels.num_rows)
-    counter.add_dropped("labelled_pairs", "unlabelled", blank)
-    report = to_report(STAGE, counter.counts, config=to_dict(cfg),
-                       oof_auc=fit.oof_auc, features={f.name: {"auc": f.auc, "weight": f.weight}
-                                                      for f in fit.features})  # fmt: skip
-    problems = check_balanced(report)
-    if problems:  # a bug here, not the user's input
-        raise RuntimeError(f"combine: unbalanced counts {problems}")
-    out_table = (table.append_column("combined_score", pa.array(scores.astype(np.float32)))
-                 .append_column("combined_threshold", pa.array(thr.astype(np.float32)))
-                 .append_column("keep", pa.array(keep)))  # fmt: skip
+    # Claimed first: a second run into the same folder stops at once (exit 2); whatever
+    # fails later leaves nothing behind.
     with OutputDir(args.output, args.overwrite).open() as out:
+        table = read_parquet(args.pairs, flag="--pairs", required=("src", "trg"))
+        labels, blank = read_labels(args.labels)
+        if labels.num_rows == 0:
+            raise InputError(args.labels, f"no labelled pair ({blank} blank labels)", "--labels")
+        ids = labelled_rows(table, labels, args.labels)
+        good = labels_bool(labels)
+        sample = table.take(pa.array(ids))
+        try:
+            fit = fit_combined(
+            sample, good, features=cfg.features, target=cfg.target, folds=cfg.folds, c=cfg.c,
+            bootstrap=cfg.bootstrap, confidence=cfg.confidence, min_labelled=cfg.min_labelled,
+            min_per_label=cfg.min_per_label, min_kept=cfg.min_kept,
+            pair_column="src_lang" if cfg.per_pair else None, seed=cfg.seed,
+            )  # fmt: skip
+        except CalibrationError as e:  # a sample that cannot be fitted: all one label, no features
+            raise UsageError(f"--labels {args.labels}: {e}") from e
+        summary = fit.to_json()
+        for f in fit.features:
+            log.info("feature %-18s AUC %.3f  weight %+.3f", f.name, f.auc, f.weight)
+        log.info("combined score: out-of-fold AUC %.3f, Brier %.3f", fit.oof_auc, fit.oof_brier)
+        if fit.calibration is None:
+            best, kept = _reachable(fit.oof_scores, good, cfg.min_kept)
+            summary["reachable_precision"] = best
+            summary["reachable_retained_share"] = kept
+            msg = (f"target {cfg.target:.0%} GOOD is not reachable on the labelled sample: the best "
+                   f"threshold keeping >= {cfg.min_kept} labelled pairs reaches {best:.1%} GOOD "
+                   f"(retaining {kept:.1%}); {fit.unreachable}")  # fmt: skip
+            if cfg.on_unreachable == "stop":
+                raise UsageError(f"--labels {args.labels}: {msg} (combine.on_unreachable=stop; set "
+                                 "it to continue to write the scores anyway)")  # fmt: skip
+            log.warning("%s; combine.on_unreachable=continue: no pair is kept", msg)
+        scores = fit.scorer.score(table)
+        keys = (
+            table.column("src_lang").to_pylist()
+            if "src_lang" in table.column_names
+            else [None] * table.num_rows
+        )
+        thr = thresholds_for(fit, keys)
+        keep = np.isfinite(thr) & (scores >= np.nan_to_num(thr, nan=np.inf))
+        counter = StageCounter()
+        counter.add_in("pairs", table.num_rows)
+        counter.add_out("pairs", int(keep.sum()))
+        counter.add_dropped("pairs", "below_threshold", int((np.isfinite(thr) & ~keep).sum()))
+        counter.add_dropped("pairs", "target_unreachable", int((~np.isfinite(thr)).sum()))
+        counter.add_in("labelled_pairs", labels.num_rows + blank)
+        counter.add_out("labelled_pairs", labels.num_rows)
+        counter.add_dropped("labelled_pairs", "unlabelled", blank)
+        report = to_report(STAGE, counter.counts, config=to_dict(cfg),
+                           oof_auc=fit.oof_auc, features={f.name: {"auc": f.auc, "weight": f.weight}
+                                                          for f in fit.features})  # fmt: skip
+        problems = check_balanced(report)
+        if problems:  # a bug here, not the user's input
+            raise RuntimeError(f"combine: unbalanced counts {problems}")
+        out_table = (table.append_column("combined_score", pa.array(scores.astype(np.float32)))
+                     .append_column("combined_threshold", pa.array(thr.astype(np.float32)))
+                     .append_column("keep", pa.array(keep)))  # fmt: skip
         pq.write_table(out_table, os.path.join(out.tmp, "scored.parquet"))
         for name, doc in (("model.json", fit.scorer.to_json()), ("combined.json", summary)):
             with open(os.path.join(out.tmp, name), "w", encoding="utf-8") as f:

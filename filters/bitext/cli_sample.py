@@ -83,31 +83,37 @@ def _planted(path: str) -> set[tuple[str, str]]:
 
 def run(args: argparse.Namespace) -> dict:
     cfg = load_config("combine", args, {"sample_size": args.n})
-    table = read_parquet(args.pairs, flag="--pairs", required=("src", "trg"))
-    if table.num_rows == 0:
-        raise InputError(args.pairs, "no pairs to sample from", "--pairs")
-    counter = StageCounter()
-    counter.add_in("pairs", table.num_rows)
-    pool, ids = table, np.arange(table.num_rows)
-    planted = _planted(args.planted) if args.planted else None
-    if planted is not None:
-        half = split_halves(table.column("src").to_pylist())
-        ids = np.flatnonzero(half == args.half)
-        counter.add_dropped("pairs", "other_half", table.num_rows - len(ids))
-        pool = table.take(pa.array(ids))
-        if pool.num_rows == 0:
-            raise UsageError(f"--pairs {args.pairs}: no pair has its source in half {args.half}")
-    sample = draw_sample(pool, cfg.sample_size, margin_buckets=cfg.margin_buckets, seed=cfg.seed)
-    # sample_id indexes the --pairs table, not the half it was drawn from.
-    sid = sample.column_names.index("sample_id")
-    sample = sample.set_column(
-        sid, "sample_id", pa.array(ids[sample.column("sample_id").to_numpy()])
-    )
-    if planted is not None:
-        sample = auto_label(sample, planted)
-    counter.add_out("pairs", sample.num_rows)
-    counter.add_dropped("pairs", "not_sampled", pool.num_rows - sample.num_rows)
+    # Claimed first: a second run into the same folder stops at once (exit 2); whatever
+    # fails later leaves nothing behind.
     with OutputDir(args.output, args.overwrite).open() as out:
+        table = read_parquet(args.pairs, flag="--pairs", required=("src", "trg"))
+        if table.num_rows == 0:
+            raise InputError(args.pairs, "no pairs to sample from", "--pairs")
+        counter = StageCounter()
+        counter.add_in("pairs", table.num_rows)
+        pool, ids = table, np.arange(table.num_rows)
+        planted = _planted(args.planted) if args.planted else None
+        if planted is not None:
+            half = split_halves(table.column("src").to_pylist())
+            ids = np.flatnonzero(half == args.half)
+            counter.add_dropped("pairs", "other_half", table.num_rows - len(ids))
+            pool = table.take(pa.array(ids))
+            if pool.num_rows == 0:
+                raise UsageError(
+                    f"--pairs {args.pairs}: no pair has its source in half {args.half}"
+                )
+        sample = draw_sample(
+            pool, cfg.sample_size, margin_buckets=cfg.margin_buckets, seed=cfg.seed
+        )
+        # sample_id indexes the --pairs table, not the half it was drawn from.
+        sid = sample.column_names.index("sample_id")
+        sample = sample.set_column(
+            sid, "sample_id", pa.array(ids[sample.column("sample_id").to_numpy()])
+        )
+        if planted is not None:
+            sample = auto_label(sample, planted)
+        counter.add_out("pairs", sample.num_rows)
+        counter.add_dropped("pairs", "not_sampled", pool.num_rows - sample.num_rows)
         write_for_labelling(sample, os.path.join(out.tmp, "sample.tsv"))
         pq.write_table(sample, os.path.join(out.tmp, "sample.parquet"))
         source = {"pairs": os.path.abspath(args.pairs), "rows": table.num_rows,
