@@ -201,9 +201,11 @@ def _open_text(path: str):
 
 
 def read_chunks(path: str, columns: Sequence[str] = (), text_column: str = "text",
-                chunk_rows: int = CHUNK_ROWS, flag: str | None = "--input") -> Iterator[Chunk]:  # fmt: skip
-    """``(first row in the file, texts, metadata)`` of ``chunk_rows`` rows each (the last may be
-    shorter). ``columns``: metadata columns to carry (None where this file lacks one)."""
+                chunk_rows: int | None = None, flag: str | None = "--input") -> Iterator[Chunk]:  # fmt: skip
+    """``(first row in the file, texts, metadata)`` of ``chunk_rows`` rows each (default
+    :data:`CHUNK_ROWS`, read when called; the last chunk may be shorter). ``columns``: metadata
+    columns to carry (None where this file lacks one)."""
+    chunk_rows = chunk_rows or CHUNK_ROWS
     if is_parquet(path):
         have = datafiles.parquet_file(path, flag).schema_arrow.names
         meta_cols = [c for c in columns if c in have]
@@ -318,10 +320,11 @@ def row_columns(first_row: int, texts: Sequence[str], meta: dict[str, list],
 
 
 def embed_texts(model: str | Encoder, texts: Sequence[str | None], batch_size: int = 64,
-                dtype: str = "float32", chunk_rows: int = CHUNK_ROWS) -> np.ndarray:  # fmt: skip
+                dtype: str = "float32", chunk_rows: int | None = None) -> np.ndarray:  # fmt: skip
     """In-memory vectors of a list of sentences, chunk by chunk as the stores are written (for
     ``mining mine --model``, which keeps the vectors)."""
     encoder = load_model(model) if isinstance(model, (str, os.PathLike)) else model
+    chunk_rows = chunk_rows or CHUNK_ROWS
     parts = [embed_chunk(encoder, texts[s : s + chunk_rows], batch_size, dtype)[0]
              for s in range(0, len(texts), chunk_rows)]  # fmt: skip
     return np.concatenate(parts) if parts else np.zeros((0, encoder.dim), dtype)
@@ -369,7 +372,7 @@ def embed_to_store(
     dtype: str = "float32",
     batch_size: int = 64,
     rows_per_shard: int = ROWS_PER_SHARD,
-    chunk_rows: int = CHUNK_ROWS,
+    chunk_rows: int | None = None,
     text_column: str = "text",
     overwrite: bool = False,
     device: str | None = None,
@@ -381,6 +384,7 @@ def embed_to_store(
     as ``stats.json`` in the store). See the module docstring for the contract.
 
     ``model``: a checkpoint folder (loaded once per process) or a loaded Encoder."""
+    chunk_rows = chunk_rows or CHUNK_ROWS
     _check_options(dtype, batch_size, rows_per_shard, chunk_rows)
     files = expand_inputs(inputs, flag)
     columns = check_inputs(files, text_column, flag)
@@ -417,7 +421,7 @@ def embed_to_npy(
     *,
     dtype: str = "float32",
     batch_size: int = 64,
-    chunk_rows: int = CHUNK_ROWS,
+    chunk_rows: int | None = None,
     text_column: str = "text",
     stats_path: str | None = None,
     device: str | None = None,
@@ -431,6 +435,7 @@ def embed_to_npy(
     from labse_common.remote import require_local
 
     require_local(output, "--output")
+    chunk_rows = chunk_rows or CHUNK_ROWS
     _check_options(dtype, batch_size, 1, chunk_rows)
     files = expand_inputs(inputs, flag)
     columns = check_inputs(files, text_column, flag)

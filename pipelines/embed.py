@@ -187,7 +187,7 @@ def build_pipeline(
     device: str | None = None,
     rows_per_shard: int | None = lib.ROWS_PER_SHARD,
     num_shards: int | None = None,
-    chunk_rows: int = lib.CHUNK_ROWS,
+    chunk_rows: int | None = None,
     text_column: str = "text",
     max_seq_length: int = 128,
     name: str | None = None,
@@ -201,7 +201,10 @@ def build_pipeline(
         p
         | "Files" >> beam.Create(list(enumerate(inputs)))
         | "Spread" >> beam.Reshuffle()
-        | "Read" >> beam.FlatMap(read_file, list(columns), text_column, chunk_rows)
+        | "Read"
+        >> beam.FlatMap(
+            read_file, list(columns), text_column, chunk_rows or lib.CHUNK_ROWS
+        )  # fmt: skip
     )
     sizes = beam.pvalue.AsDict(
         chunks
