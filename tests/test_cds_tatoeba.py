@@ -71,7 +71,7 @@ def test_cds_ranks_good_above_bad_and_calibrated_threshold_keeps_80_percent(tmp_
 
     scored = tmp_path / "scored" / "scored.parquet"
     rc = score_main(["--model", str(model), "--pairs", str(_write_tsv(tmp_path / "held.tsv", evals.src, evals.trg)),
-                     "--output", str(scored), "--threads", "1", "--set", "progress=false"])  # fmt: skip
+                     "--output", str(scored.parent), "--threads", "1", "--set", "progress=false"])  # fmt: skip
     assert rc == 0, capsys.readouterr().err
     table = pq.read_table(scored)
     assert table.column("src").to_pylist() == evals.src  # exactly as given, in order
