@@ -199,9 +199,11 @@ def test_first_mined_sentence_has_no_bom(tmp_path):
     assert not any("\ufeff" in r["src"] + r["trg"] for r in table)
 
 
-def test_embed_job_text_input_strips_bom():
-    from pipelines.embed import ToKeyed
+def test_embed_job_text_input_strips_bom(tmp_path):
+    from labse_model.embed_store import read_chunks
 
-    # ToKeyed takes the batch of lines read together and emits one list of (id, (text, url)).
-    *_, [(key, (text, _))] = ToKeyed().process(["\ufeffHallo Welt, ein Satz."])
-    assert text == "Hallo Welt, ein Satz."
+    # The embedding path's reader (the Beam embed job's workers use it too) drops the BOM.
+    path = tmp_path / "bom.txt"
+    path.write_bytes("\ufeffHallo Welt, ein Satz.\n".encode())
+    [(_, texts, _)] = read_chunks(str(path))
+    assert texts == ["Hallo Welt, ein Satz."]
