@@ -325,3 +325,24 @@ def test_a_file_whose_lines_mostly_do_not_fit_is_refused(tmp_path, caplog):
     assert rc == 2 and len(errors) == 1 and str(pairs) in errors[0] and "--pairs" in errors[0]
     assert "15 of 25 data lines" in errors[0]
     assert not out.exists()
+
+
+@pytest.mark.parametrize("command", ["rules", "calibrate", "apply"])
+def test_parquet_text_that_is_not_utf8_is_one_line(command, data, tmp_path, caplog):
+    """pyarrow reads such a column without complaint and fails later with a nameless
+    "Invalid UTF8 payload"; here it is one line naming the file, the flag and the column."""
+    bad = tmp_path / "bad.parquet"
+    src = pa.array([b"fine", b"\xff\xfe not utf-8"], pa.binary())
+    pq.write_table(pa.table({"src": src, "trg": ["a", "b"], "cds_score": [0.1, 0.9]}), bad)
+    argv = [str(bad) if a == "DAMAGED" else a for a in _cases(data["dir"], "m")[command][0]]
+    flag = _cases(data["dir"], "m")[command][1]
+    rc = _run(command, [*argv, "--output", str(tmp_path / "out")])
+    errors = _errors(caplog)
+    assert rc == 2 and len(errors) == 1, errors
+    assert (
+        str(bad) in errors[0]
+        and flag in errors[0]
+        and "'src'" in errors[0]
+        and "UTF-8" in errors[0]
+    )
+    assert not (tmp_path / "out").exists()

@@ -32,7 +32,7 @@ from filters.bitext.cliutil import (
     section_config,
     write_stats,
 )
-from filters.bitext.pair_io import read_pairs
+from filters.bitext.pair_io import read_pairs, utf8_column
 from labse_common.config import to_dict
 from labse_common.datafiles import parquet_file, read_parquet
 from labse_common.errors import InputError
@@ -102,9 +102,9 @@ def _calibrate(args: argparse.Namespace, cc) -> tuple:
                           required=["src", "trg"])  # fmt: skip
     all_scores = score_values(scored.column(cc.score_column))
     lookup: dict[tuple[str, str], float] = {}
-    for s, t, v in zip(
-        scored.column("src").to_pylist(), scored.column("trg").to_pylist(), all_scores
-    ):
+    src_col, trg_col = (utf8_column(scored.column(c).combine_chunks(), c, args.scored, "--scored")
+                        for c in ("src", "trg"))  # fmt: skip
+    for s, t, v in zip(src_col.to_pylist(), trg_col.to_pylist(), all_scores):
         lookup.setdefault((s, t), float(v))
     counter = StageCounter()
     src, trg, good = read_labels(args.labels, counter)

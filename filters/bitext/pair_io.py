@@ -135,12 +135,23 @@ def _normalise_batch(batch: pa.RecordBatch | pa.Table, where: str, flag: str | N
     for name in ["src", "trg"] + [n for n in names if n not in ("src", "trg")]:
         col = batch.column(names.index(name))
         if name in ("src", "trg"):
-            col = pc.fill_null(pc.cast(col, pa.string()), "")
+            col = utf8_column(col, name, where, flag)
         cols.append(col)
         out_names.append(name)
     if isinstance(batch, pa.Table):
         return pa.Table.from_arrays(cols, names=out_names).combine_chunks().to_batches()[0]
     return pa.RecordBatch.from_arrays(cols, names=out_names)
+
+
+def utf8_column(col: pa.Array, name: str, where: str, flag: str | None) -> pa.Array:
+    """``col`` as strings, nulls as ""; bytes that are not UTF-8 are an error naming the file
+    (pyarrow does not check string columns when it reads them, and would fail later, nameless)."""
+    try:
+        if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
+            col.validate(full=True)
+        return pc.fill_null(pc.cast(col, pa.string()), "")
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+        raise PairFileError(where, f"column {name!r} is not UTF-8 text ({e})", flag) from None
 
 
 def _iter_parquet(path: str, batch_rows: int, flag: str | None) -> Iterator[pa.RecordBatch]:
