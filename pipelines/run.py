@@ -431,15 +431,14 @@ def CDS_TRAIN(c: Context) -> list[Command]:
     "CDS scores of the rule-filtered pairs and of the labelled sample",
     reads=("cds.device", "cds.threads", "cds.score_batch_size"),  # the rest: from the model
     inputs=(RULES, CDS_TRAIN, PREPARE),
-    outputs=("scored.parquet", "labelled.parquet"),
+    outputs=("scored.parquet", "labelled.parquet", "stats.json"),
     optional=True,
 )
 def CDS_SCORE(c: Context) -> list[Command]:
+    # One model load for both; --layout is for the TSV sample (src, trg, src_lang, trg_lang).
     return [c.py("filters", "cds-score", "--model", c.d(CDS_TRAIN), "--pairs", c.d(RULES) / "kept_all.parquet",
-                 "--output", c.d(CDS_SCORE) / "scored.parquet", *c.config_args),
-            c.py("filters", "cds-score", "--model", c.d(CDS_TRAIN),
-                 "--pairs", c.d(PREPARE) / "labelled_pairs.tsv", "--layout", "src-trg",
-                 "--output", c.d(CDS_SCORE) / "labelled.parquet", *c.config_args)]  # fmt: skip
+                 "--labelled", c.d(PREPARE) / "labelled_pairs.tsv", "--layout", "src-trg",
+                 "--output", c.d(CDS_SCORE), "--overwrite", *c.config_args)]  # fmt: skip
 
 
 @stage(
