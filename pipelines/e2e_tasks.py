@@ -2,7 +2,6 @@
 
     python -m pipelines.e2e_tasks prepare   --data DIR --output DIR [--config C] [--set run.KEY=V]
     python -m pipelines.e2e_tasks sentences --corpus DIR [--corpus DIR] --extra DIR --output DIR
-    python -m pipelines.e2e_tasks bitext    --mined DIR [--filtered DIR] --min-margin M --output DIR
     python -m pipelines.e2e_tasks embed     --sentences DIR --langs de en --model DIR --output DIR
     python -m pipelines.e2e_tasks score     --bitext DIR --gold FILE --sentences DIR --output DIR
 
@@ -11,27 +10,27 @@ prepare: splits the Tatoeba-layout pairs of ``--data`` into training pairs, held
 become one WET file of monolingual web text for the corpus jobs; the dev alignment is kept as
 ``gold.tsv`` to measure the mined pairs. sentences: one canonically ordered Parquet per language
 from the corpus jobs (what is mined) and, with the training sentences added, what the vocabulary
-learns from. bitext: the final NMT-ready bitext (the filter stages' kept pairs when they ran, else
-mined pairs above a margin) in Parquet, TSV.gz and Moses files. score: precision and recall of
-the bitext against the known alignment.
+learns from. score: precision and recall of the final bitext (``python -m filters export``,
+:mod:`filters.bitext.export`) against the known alignment. concat: several pair files as one.
 """
 
 from __future__ import annotations
 
 import argparse
-import gzip
 import io
 import json
 import logging
 import random
-import sys
 from collections import Counter
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from labse_common.config import ConfigError, load
+from labse_common.cli import add_log_level_option, run_main
+from labse_common.config import load
+from labse_common.datafiles import read_parquet, read_text
+from labse_common.errors import InputError, UsageError
 from labse_common.langs import TATOEBA_TO_LID
 from labse_common.logs import setup_logging
 from labse_common.stats import StageCounter, check_balanced, write_report
@@ -42,10 +41,6 @@ log = logging.getLogger("pipelines.e2e_tasks")
 LID_CODE = TATOEBA_TO_LID
 
 
-class UsageError(Exception):
-    """A wrong path or argument: one line on stderr, exit status 2."""
-
-
 def _balanced(report: dict) -> None:
     errors = check_balanced(report)
     if errors:
@@ -54,8 +49,10 @@ def _balanced(report: dict) -> None:
 
 def _lines(path: Path) -> list[str]:
     if not path.is_file():
-        raise UsageError(f"missing input file: {path}")
-    return [s.strip() for s in path.read_text(encoding="utf-8").splitlines()]
+        raise InputError(path, "missing (expected beside the other Tatoeba files)", "--data")
+    return (
+        [s.strip() for s in read_text(path, "--data").splitlines()] if path.stat().st_size else []
+    )
 
 
 def tatoeba_codes(tatoeba: Path, split: str) -> list[str]:
@@ -80,7 +77,9 @@ def _write_wet(path: Path, docs: list[list[str]], url: str) -> None:
 def prepare(data: Path, out: Path, cfg) -> dict:
     tatoeba = data / "tatoeba"
     if not tatoeba.is_dir():
-        raise UsageError(f"{tatoeba}: no tatoeba folder in --data (expected {{train,dev}}.XXX-eng.*)")
+        raise UsageError(
+            f"{tatoeba}: no tatoeba folder in --data (expected {{train,dev}}.XXX-eng.*)"
+        )
     available = tatoeba_codes(tatoeba, "train")
     missing = [c for c in cfg.langs if c not in available or c not in LID_CODE]
     if missing:
@@ -94,19 +93,24 @@ def prepare(data: Path, out: Path, cfg) -> dict:
     labelled = []
     rng = random.Random(cfg.shuffle_seed)
     for code in train_codes:
-        src, trg = _lines(tatoeba / f"train.{code}-eng.{code}"), _lines(tatoeba / f"train.{code}-eng.eng")
+        src, trg = (
+            _lines(tatoeba / f"train.{code}-eng.{code}"),
+            _lines(tatoeba / f"train.{code}-eng.eng"),
+        )
         if len(src) != len(trg):
             raise UsageError(f"train.{code}-eng: {len(src)} vs {len(trg)} lines")
         rows = list(zip(src, trg))
         counter.add_in("pairs", len(rows))
-        held = rows[-cfg.heldout:] if code in cfg.langs else []
+        held = rows[-cfg.heldout :] if code in cfg.langs else []
         rows = rows[: len(rows) - len(held)]
         if held:
             counter.add_dropped("pairs", "held_out", len(held))
             (out / "heldout" / f"heldout.{code}-eng.{code}").write_text(
-                "".join(s + "\n" for s, _ in held), encoding="utf-8")
+                "".join(s + "\n" for s, _ in held), encoding="utf-8"
+            )
             (out / "heldout" / f"heldout.{code}-eng.eng").write_text(
-                "".join(t + "\n" for _, t in held), encoding="utf-8")
+                "".join(t + "\n" for _, t in held), encoding="utf-8"
+            )
             # Calibration sample: true pairs GOOD, each source with another pair's target BAD.
             shifted = [t for _, t in held[1:]] + [held[0][1]]
             labelled += [(s, t, LID_CODE[code], "en", 1) for s, t in held]
@@ -123,15 +127,22 @@ def prepare(data: Path, out: Path, cfg) -> dict:
                 by_lang.setdefault(LID_CODE[code], []).append(s)
                 by_lang.setdefault("en", []).append(t)
         counter.add_out("pairs", kept)
-    (out / "train_pairs.tsv").write_text("".join("\t".join(p) + "\n" for p in pairs), encoding="utf-8")
+    (out / "train_pairs.tsv").write_text(
+        "".join("\t".join(p) + "\n" for p in pairs), encoding="utf-8"
+    )
     # The CDS scorer's trusted data: an even sample, so its training time stays bounded.
     step = max(1, -(-len(pairs) // cfg.cds_trusted_pairs))
-    (out / "trusted_pairs.tsv").write_text("".join("\t".join(p) + "\n" for p in pairs[::step]), encoding="utf-8")
+    (out / "trusted_pairs.tsv").write_text(
+        "".join("\t".join(p) + "\n" for p in pairs[::step]), encoding="utf-8"
+    )
     # Calibration sample in the calibrate command's format, and its bare pairs to score.
     (out / "labelled.tsv").write_text(
-        "".join(f"{s}\t{t}\t{'GOOD' if y else 'BAD'}\n" for s, t, _, _, y in labelled), encoding="utf-8")
+        "".join(f"{s}\t{t}\t{'GOOD' if y else 'BAD'}\n" for s, t, _, _, y in labelled),
+        encoding="utf-8",
+    )
     (out / "labelled_pairs.tsv").write_text(
-        "".join(f"{s}\t{t}\t{sl}\t{tl}\n" for s, t, sl, tl, _ in labelled), encoding="utf-8")
+        "".join(f"{s}\t{t}\t{sl}\t{tl}\n" for s, t, sl, tl, _ in labelled), encoding="utf-8"
+    )
     for lang, texts in by_lang.items():
         (out / "train_sentences" / lang).mkdir(parents=True, exist_ok=True)
         pq.write_table(pa.table({"text": texts, "lang": [lang] * len(texts), "source": ["train"] * len(texts)}),
@@ -139,7 +150,10 @@ def prepare(data: Path, out: Path, cfg) -> dict:
     # The dev pairs become monolingual web text: both sides of every language, shuffled.
     gold, mono = [], []
     for code in cfg.langs:
-        src, trg = _lines(tatoeba / f"dev.{code}-eng.{code}"), _lines(tatoeba / f"dev.{code}-eng.eng")
+        src, trg = (
+            _lines(tatoeba / f"dev.{code}-eng.{code}"),
+            _lines(tatoeba / f"dev.{code}-eng.eng"),
+        )
         for s, t in zip(src, trg):
             counter.add_in("dev_sentences", 2)
             if s and t:
@@ -149,7 +163,7 @@ def prepare(data: Path, out: Path, cfg) -> dict:
             else:
                 counter.add_dropped("dev_sentences", "empty_side", 2)
     rng.shuffle(mono)
-    docs = [mono[i:i + cfg.doc_sentences] for i in range(0, len(mono), cfg.doc_sentences)]
+    docs = [mono[i : i + cfg.doc_sentences] for i in range(0, len(mono), cfg.doc_sentences)]
     _write_wet(out / "tatoeba-dev.warc.wet.gz", docs, "https://tatoeba.example/doc")
     (out / "gold.tsv").write_text("".join("\t".join(g) + "\n" for g in gold), encoding="utf-8")
     report = counter.to_report("prepare", train_languages=list(train_codes), mined_languages=list(cfg.langs),
@@ -161,7 +175,9 @@ def prepare(data: Path, out: Path, cfg) -> dict:
 
 def _canonical(table: pa.Table) -> pa.Table:
     """Rows in one order whatever the file layout the Beam job chose (reruns give equal bytes)."""
-    cols = [c for c in ("text", "lang", "source", "doc_id", "url_or_title") if c in table.column_names]
+    cols = [
+        c for c in ("text", "lang", "source", "doc_id", "url_or_title") if c in table.column_names
+    ]
     table = table.select(cols)
     keys = [(c, "ascending") for c in ("text", "source", "doc_id") if c in cols]
     return table.sort_by(keys)
@@ -174,7 +190,7 @@ def sentences(corpora: list[Path], extra: list[Path], out: Path) -> dict:
         if not (corpus / "stats.json").is_file():
             raise UsageError(f"{corpus}: not a corpus job output (no stats.json)")
         for f in sorted(corpus.glob("[!_]*/*.parquet")):
-            t = pq.read_table(f)
+            t = read_parquet(f, flag="--corpus")
             if "source" not in t.column_names:
                 t = t.append_column("source", pa.array([corpus.name] * t.num_rows))
             per_lang.setdefault(f.parent.name, []).append(t)
@@ -188,8 +204,12 @@ def sentences(corpora: list[Path], extra: list[Path], out: Path) -> dict:
         langs[lang] = t.num_rows
     vocab_langs = dict(langs)
     for lang in sorted(set(langs) | {p.name for e in extra for p in e.iterdir() if p.is_dir()}):
-        parts = [pq.read_table(out / "mine" / lang / "sentences.parquet")] if lang in langs else []
-        parts += [_canonical(pq.read_table(p)) for e in extra for p in sorted((e / lang).glob("*.parquet"))]
+        parts = [read_parquet(out / "mine" / lang / "sentences.parquet")] if lang in langs else []
+        parts += [
+            _canonical(read_parquet(p, flag="--extra"))
+            for e in extra
+            for p in sorted((e / lang).glob("*.parquet"))
+        ]
         t = pa.concat_tables([p.select(["text", "lang"]) for p in parts])
         (out / "vocab" / lang).mkdir(parents=True, exist_ok=True)
         pq.write_table(t, out / "vocab" / lang / "sentences.parquet")
@@ -201,101 +221,26 @@ def sentences(corpora: list[Path], extra: list[Path], out: Path) -> dict:
     return report
 
 
-def _pair_dirs(mined: Path) -> list[Path]:
-    dirs = sorted(p.parent for p in mined.glob("*/mined.parquet"))
-    if not dirs:
-        raise UsageError(f"{mined}: no <pair>/mined.parquet")
-    return dirs
-
-
-def _reasons(filtered: Path | None, rules: Path | None) -> dict[tuple[str, str], str]:
-    """Why the filter stages dropped each pair: ``rules:<rule>`` or ``cds:<reason>``."""
-    why: dict[tuple[str, str], str] = {}
-    files = [("rules", f) for f in (sorted(rules.glob("*/dropped.parquet")) if rules else [])]
-    if filtered is not None and (filtered / "rejected.parquet").is_file():
-        files.append(("cds", filtered / "rejected.parquet"))
-    for step, f in files:
-        for r in pq.read_table(f).to_pylist():
-            why.setdefault((r["src"], r["trg"]), f"{step}:{r.get('reason') or 'dropped'}")
-    return why
-
-
-def bitext(mined: Path, filtered: Path | None, min_margin: float, out: Path, rules: Path | None = None) -> dict:
-    """Kept: the apply stage's pairs (``filtered``); else the pairs the hard rules kept
-    (``rules``) with margin >= ``min_margin``; else the mined pairs with that margin."""
-    counter = StageCounter()
-    kept_all, rejected_all = [], []
-    fkept, scores = None, {}
-    if filtered is not None:
-        if not (filtered / "kept.parquet").is_file():
-            raise UsageError(f"{filtered}: no kept.parquet (the apply stage's output)")
-        kt = pq.read_table(filtered / "kept.parquet").to_pylist()
-        fkept = {(r["src"], r["trg"]) for r in kt}
-        scores = {(r["src"], r["trg"]): r.get("cds_score") for r in kt}
-    elif rules is not None:
-        fkept = set()
-        for f in sorted(rules.glob("*/kept.parquet")):
-            fkept |= {(r["src"], r["trg"]) for r in pq.read_table(f, columns=["src", "trg"]).to_pylist()}
-    why = _reasons(filtered, rules)
-    for d in _pair_dirs(mined):
-        t = pq.read_table(d / "mined.parquet")
-        cols = [c for c in ("src", "trg", "src_lang", "trg_lang", "margin", "src_id", "trg_id", "cosine")
-                if c in t.column_names]  # fmt: skip
-        rows = t.select(cols).to_pylist()
-        counter.add_in("pairs", len(rows))
-        for r in rows:
-            key = (r["src"], r["trg"])
-            if filtered is not None:
-                r["cds_score"] = scores.get(key)
-            reason = None
-            if fkept is not None and key not in fkept:
-                reason = why.get(key, "filtered")
-            elif filtered is None and r["margin"] < min_margin:
-                reason = "below_min_margin"
-            if reason is None:
-                kept_all.append(r)
-                counter.add_out("pairs")
-            else:
-                rejected_all.append({**r, "reason": reason})
-                counter.add_dropped("pairs", reason)
-    out.mkdir(parents=True, exist_ok=True)
-    schema_rows = kept_all or [{"src": "", "trg": "", "src_lang": "", "trg_lang": "", "margin": 0.0}]
-    kept_t = pa.Table.from_pylist(kept_all, schema=pa.Table.from_pylist(schema_rows).schema)
-    pq.write_table(kept_t, out / "bitext.parquet")
-    pq.write_table(pa.Table.from_pylist(rejected_all) if rejected_all else
-                   pa.table({"src": pa.array([], pa.string()), "reason": pa.array([], pa.string())}),
-                   out / "rejected.parquet")  # fmt: skip
-    with gzip.open(out / "bitext.tsv.gz", "wt", encoding="utf-8") as f:
-        for r in kept_all:
-            f.write(f"{r['src']}\t{r['trg']}\t{r['src_lang']}\t{r['trg_lang']}\t{r['margin']:.6f}\n")
-    # Moses layout: one file per language side, line i of one translates line i of the other.
-    by_pair: dict[tuple[str, str], list[dict]] = {}
-    for r in kept_all:
-        by_pair.setdefault((r["src_lang"], r["trg_lang"]), []).append(r)
-    for (s, t), rows in by_pair.items():
-        (out / f"bitext.{s}-{t}.{s}").write_text("".join(r["src"] + "\n" for r in rows), encoding="utf-8")
-        (out / f"bitext.{s}-{t}.{t}").write_text("".join(r["trg"] + "\n" for r in rows), encoding="utf-8")
-    source = ("hard rules + calibrated CDS threshold" if filtered else
-              f"hard rules + margin >= {min_margin}" if rules else f"margin >= {min_margin}")  # fmt: skip
-    report = counter.to_report("bitext", source=source,
-                               pairs_per_language_pair={f"{s}-{t}": len(v) for (s, t), v in by_pair.items()})
-    _balanced(report)
-    write_report(str(out / "stats.json"), report)
-    return report
-
-
 def score(bitext_dir: Path, gold_file: Path, sentences_dir: Path, out: Path) -> dict:
     """Precision: correct pairs among the kept pairs that touch a gold sentence (pairs between
     two web sentences cannot be judged); recall: correct pairs among all gold pairs, and among
     the gold pairs whose two sides both survived the corpus cleaning (``reachable``)."""
-    gold = [tuple(line.split("\t")) for line in gold_file.read_text(encoding="utf-8").splitlines() if line]
+    gold = [tuple(line.split("\t")) for line in read_text(gold_file, "--gold").splitlines() if line]
+    bad = [i for i, g in enumerate(gold, 1) if len(g) != 4]
+    if bad:
+        raise InputError(
+            gold_file, f"line {bad[0]}: expected lang<TAB>lang<TAB>src<TAB>trg", "--gold"
+        )
     gold_set = {(g[0], g[2], g[3]) for g in gold}
     gold_src = {(g[0], g[2]) for g in gold}
     gold_trg = {(g[0], g[3]) for g in gold}
     present: dict[str, set[str]] = {}
     for p in sentences_dir.glob("*/sentences.parquet"):
-        present[p.parent.name] = set(pq.read_table(p, columns=["text"]).column("text").to_pylist())
-    kept = pq.read_table(bitext_dir / "bitext.parquet").to_pylist()
+        present[p.parent.name] = set(
+            read_parquet(p, ["text"], "--sentences", required=["text"]).column("text").to_pylist()
+        )
+    kept = read_parquet(bitext_dir / "bitext.parquet", flag="--bitext",
+                        required=["src", "trg", "src_lang", "trg_lang"]).to_pylist()  # fmt: skip
     per: dict[str, Counter] = {}
     for g in gold:
         c = per.setdefault(f"{g[0]}-{g[1]}", Counter())
@@ -341,9 +286,7 @@ def concat(inputs: list[Path], out: Path) -> dict:
     counter = StageCounter()
     tables = []
     for f in inputs:
-        if not f.is_file():
-            raise UsageError(f"missing input: {f}")
-        tables.append(pq.read_table(f))
+        tables.append(read_parquet(f, flag="inputs"))
         counter.add_in("pairs", tables[-1].num_rows)
         counter.add_out("pairs", tables[-1].num_rows)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -374,23 +317,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data", required=True, help="folder with tatoeba/{train,dev}.XXX-eng.*")
     p.add_argument("--output", required=True, help="folder to write")
     p.add_argument("--config", default="demo", help="preset or YAML file (its run: section)")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a run: key")
+    p.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="override a run: key"
+    )
     s = sub.add_parser("sentences", help="per-language Parquet to mine and to learn the vocabulary")
     s.add_argument("--corpus", action="append", required=True, help="a corpus job's output folder")
-    s.add_argument("--extra", action="append", default=[], help="more <lang>/*.parquet for the vocabulary")
+    s.add_argument(
+        "--extra", action="append", default=[], help="more <lang>/*.parquet for the vocabulary"
+    )
     s.add_argument("--output", required=True, help="folder to write (mine/, vocab/)")
-    b = sub.add_parser("bitext", help="the final bitext: Parquet, TSV.gz, Moses files")
-    b.add_argument("--mined", required=True, help="mine-many output (<pair>/mined.parquet)")
-    b.add_argument("--filtered", help="the apply stage's folder (kept.parquet); else --min-margin")
-    b.add_argument("--rules", help="the rules stage's folder (<pair>/kept.parquet, dropped.parquet)")
-    b.add_argument("--min-margin", type=float, default=1.05, help="margin floor without filters")
-    b.add_argument("--output", required=True, help="folder to write")
     c = sub.add_parser("score", help="precision/recall of the bitext against the known alignment")
-    c.add_argument("--bitext", required=True, help="bitext task output folder")
+    c.add_argument(
+        "--bitext", required=True, help="the final bitext folder (python -m filters export)"
+    )
     c.add_argument("--gold", required=True, help="gold.tsv of the prepare task")
     c.add_argument("--sentences", required=True, help="sentences task's mine/ folder")
     c.add_argument("--output", required=True, help="folder to write mined_pr.{json,md}")
-    k = sub.add_parser("concat", help="several pair Parquet files as one (the filters take one file)")
+    k = sub.add_parser(
+        "concat", help="several pair Parquet files as one (the filters take one file)"
+    )
     k.add_argument("inputs", nargs="+", help="Parquet files with src, trg")
     k.add_argument("--output", required=True, help="Parquet file to write")
     e = sub.add_parser("embed", help="embedding stores of several languages, one encoder load")
@@ -399,34 +344,33 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--model", required=True, help="LaBSE checkpoint directory")
     e.add_argument("--output", required=True, help="folder receiving one store per language")
     e.add_argument("--batch-size", type=int, default=64, help="encoding batch size (64)")
+    add_log_level_option(ap)
     return ap
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    setup_logging()
-    try:
-        if args.task == "prepare":
-            cfg = load("run", args.config, args.set)
-            rep = prepare(Path(args.data), Path(args.output), cfg)
-        elif args.task == "sentences":
-            rep = sentences([Path(c) for c in args.corpus], [Path(e) for e in args.extra], Path(args.output))
-        elif args.task == "bitext":
-            rep = bitext(Path(args.mined), Path(args.filtered) if args.filtered else None,
-                         args.min_margin, Path(args.output), Path(args.rules) if args.rules else None)  # fmt: skip
-        elif args.task == "concat":
-            rep = concat([Path(p) for p in args.inputs], Path(args.output))
-        elif args.task == "embed":
-            embed(Path(args.sentences), args.langs, args.model, Path(args.output), args.batch_size)
-            return 0
-        else:
-            rep = score(Path(args.bitext), Path(args.gold), Path(args.sentences), Path(args.output))
-    except (UsageError, ConfigError, FileNotFoundError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    setup_logging(args.log_level)
+    return run_main(lambda: _run_task(args), log, args=args)
+
+
+def _run_task(args: argparse.Namespace) -> int:
+    if args.task == "prepare":
+        rep = prepare(Path(args.data), Path(args.output), load("run", args.config, args.set))
+    elif args.task == "sentences":
+        rep = sentences(
+            [Path(c) for c in args.corpus], [Path(e) for e in args.extra], Path(args.output)
+        )
+    elif args.task == "concat":
+        rep = concat([Path(p) for p in args.inputs], Path(args.output))
+    elif args.task == "embed":
+        embed(Path(args.sentences), args.langs, args.model, Path(args.output), args.batch_size)
+        return 0
+    else:
+        rep = score(Path(args.bitext), Path(args.gold), Path(args.sentences), Path(args.output))
     log.info("%s: %s", args.task, json.dumps(rep.get("counts", rep))[:300])
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())
