@@ -1,8 +1,9 @@
 """The one embedding store: layout, writer and (memory-mapped) reader.
 
-Every stage that writes or reads sentence embeddings uses this module: ``labse_model encode``
+Every stage that writes or reads sentence embeddings uses this module (writers through the one
+embedding path, ``labse_model.embed_store``): ``labse_model encode``
 (a folder output or ``--shard-size``), ``mining embed``, ``pipelines.embed`` (Beam workers write
-shards, the driver the manifest), ``mining mine``/``pipelines.mine`` and evaluation.
+shards, a last step the manifest), ``mining mine``/``pipelines.mine`` and evaluation.
 
 Layout of a store folder::
 
@@ -359,7 +360,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("src", help="a .npy, or <stem>.npy for <stem>.00000.npy ... shards")
     c.add_argument("dst", help="store folder to write (must not exist or be empty)")
     c.add_argument("--rows-per-shard", type=int, default=100_000, help="rows per shard file")
-    add_overwrite_option(c, "a non-empty store folder (old files are removed at the end)")
+    add_overwrite_option(c, "store folder (old files are removed at the end)")
     add_log_level_option(c, subcommand=True)
     return ap
 

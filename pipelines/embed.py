@@ -264,7 +264,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ap.add_argument("--max-seq-length", type=int, default=128,
                     help="tokens per sentence; longer ones are truncated and counted (128)")  # fmt: skip
-    add_overwrite_option(ap, "a non-empty --output (old files are removed at the end)")
+    add_overwrite_option(ap, "--output folder (old files are removed at the end)")
     add_log_level_option(ap)
     return ap
 
