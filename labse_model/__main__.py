@@ -161,7 +161,7 @@ def _encode_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--rows-per-shard", "--shard-size", dest="rows_per_shard", type=int,
                    default=None, help="rows per shard of the store (default 100000)")  # fmt: skip
     p.add_argument("--device", help="cpu, cuda, cuda:1 ... (default: cuda if available)")
-    add_overwrite_option(p, "a non-empty store folder (old files are removed at the end)")
+    add_overwrite_option(p, "store folder (old files are removed at the end)")
     p.add_argument("--stats", metavar="FILE",
                    help="where to write stats for a .npy output (default: stats.json next to "
                    "it); a store keeps its stats.json inside")  # fmt: skip
@@ -345,7 +345,7 @@ def run_encode(args: argparse.Namespace) -> int:
                   device=args.device, max_seq_length=args.max_seq_length,
                   show_progress=not args.no_progress)  # fmt: skip
     if str(args.output).endswith(".npy"):
-        if args.rows_per_shard:
+        if args.rows_per_shard is not None:
             raise UsageError("--rows-per-shard writes an embedding store folder: give --output "
                              "DIR (not a .npy file)")  # fmt: skip
         report = embed_store.embed_to_npy(args.model, args.input, args.output,
@@ -353,7 +353,8 @@ def run_encode(args: argparse.Namespace) -> int:
     else:
         report = embed_store.embed_to_store(
             args.model, args.input, args.output, overwrite=args.overwrite,
-            rows_per_shard=args.rows_per_shard or embed_store.ROWS_PER_SHARD, **common)  # fmt: skip
+            rows_per_shard=embed_store.ROWS_PER_SHARD if args.rows_per_shard is None
+            else args.rows_per_shard, **common)  # fmt: skip
         if args.stats:
             embed_store.write_json(args.stats, report)
     print(embed_store.describe(report))
