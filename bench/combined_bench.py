@@ -50,10 +50,13 @@ def languages(data: Path, split: str) -> list[str]:
 
 def features_table(noisy, encoder: str, cds: str | None, batch_size: int) -> pa.Table:
     from filters.bitext.margin_score import margin_score_pairs
+    from labse_common.sections.mining import MiningConfig
 
     cols: dict[str, object] = {"src": noisy.src, "trg": noisy.trg, "src_lang": noisy.lang}
     t0 = time.perf_counter()
-    ms = margin_score_pairs(encoder, noisy.src, noisy.trg, batch_size=batch_size)
+    # The mining section's defaults (k=4, ratio margin, exact search), as before.
+    cfg = MiningConfig(batch_size=batch_size, progress=False)
+    ms = margin_score_pairs(encoder, noisy.src, noisy.trg, cfg)
     cols["margin"], cols["cosine"] = ms.margin, ms.cosine
     log.info("margin/cosine of %d pairs in %.1f s", len(noisy), time.perf_counter() - t0)
     if cds:

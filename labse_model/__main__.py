@@ -214,7 +214,7 @@ def run_train(args: argparse.Namespace) -> int:
     # Validate config and paths before starting any worker: the typed sections reject unknown
     # keys, wrong types, NaN and out-of-range values, naming the key (exit status 2).
     model_cfg = to_dict(load("model", args.config, model_ov))
-    train_cfg = to_dict(load("train", args.config, train_ov))
+    train_cfg = load("train", args.config, train_ov)  # the typed section goes to train() as is
     from labse_model.stream import expand_inputs
 
     expand_inputs(args.pairs, "pair file")  # files, globs or <lang>/ folders; missing: error
@@ -281,8 +281,6 @@ def _pretrain_worker_argv(args: argparse.Namespace) -> list[str]:
 
 
 def run_pretrain(args: argparse.Namespace) -> int:
-    from labse_common.config import from_dict
-    from labse_common.sections.pretrain import PretrainConfig
     from labse_model import launcher, stream
     from labse_model.model import check_vocab_dir
 
@@ -293,15 +291,15 @@ def run_pretrain(args: argparse.Namespace) -> int:
         else:
             pre_ov.append(o[len("pretrain.") :] if o.startswith("pretrain.") else o)
     model_cfg = to_dict(load("model", args.config, model_ov))
-    pre_cfg = to_dict(load("pretrain", args.config, pre_ov))
     stage_steps = None
     if args.stage_steps:
         try:
             stage_steps = [int(x) for x in args.stage_steps.split(",") if x.strip()]
         except ValueError:
             raise ValueError(f"--stage-steps {args.stage_steps!r} is not a list of integers") from None
-        pre_cfg.update(stage_steps=stage_steps, stages=len(stage_steps))
-    from_dict(PretrainConfig, pre_cfg, prefix="pretrain")  # validate before any worker starts
+    # The typed section, checked before any worker starts, goes to pretrain() as is.
+    stages = {"stage_steps": stage_steps, "stages": len(stage_steps)} if stage_steps else None
+    pre_cfg = load("pretrain", args.config, pre_ov, stages)
     if not (args.sentences or args.pairs):
         raise ValueError("nothing to pretrain on: give --sentences and/or --pairs")
     for specs in (args.sentences or [], args.pairs or []):

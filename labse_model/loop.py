@@ -296,24 +296,44 @@ class Metrics:
 # --- the loop ----------------------------------------------------------------------------------
 
 
-@dataclass
+class LoopKeys(Protocol):
+    """The keys of a stage's section the loop reads; the ``train:`` and ``pretrain:`` sections
+    (labse_common/sections/) declare them, with their defaults, ranges and help."""
+
+    grad_accum: int
+    clip_norm: float
+    lr: float
+    warmup_steps: int
+    save_every: int
+    keep_checkpoints: int
+    log_every: int
+    tensorboard: bool
+    progress: bool
+    bf16: bool
+    timing: bool
+    prefetch: int
+
+
+@dataclass(frozen=True)
 class LoopConfig:
+    """One run of the loop: the stage's typed section, read as is (no copy of its keys), and
+    this run's step range. Built by :meth:`of`, the one place both stages make it."""
+
+    section: LoopKeys
     total_steps: int
     halt_at: int
-    grad_accum: int = 1
-    clip_norm: float = 1.0
-    lr: float = 1e-3
-    warmup_steps: int = 0
-    save_every: int = 100
-    keep_checkpoints: int = 2
-    log_every: int = 10
-    eval_every: int = 0
-    tensorboard: bool = True
-    progress: bool = True
-    bf16: bool = True
-    timing: bool = False
-    prefetch: int = 4
-    seed: int = 0
+
+    @classmethod
+    def of(cls, section: LoopKeys, total_steps: int, stop_at_step: int | None = None) -> LoopConfig:
+        """``total_steps`` is the schedule's length; ``stop_at_step`` halts earlier with a
+        checkpoint, as a preempted job slice would."""
+        halt_at = min(total_steps, stop_at_step) if stop_at_step else total_steps
+        return cls(section, int(total_steps), int(halt_at))
+
+    @property
+    def eval_every(self) -> int:
+        # Only pretraining evaluates on held-out data; the train: section has no such key.
+        return int(getattr(self.section, "eval_every", 0))
 
 
 def _gather_objects(obj: Any, info: DistInfo) -> list:
@@ -352,11 +372,12 @@ def run(
     report_extra: dict | None = None,
 ) -> dict:
     """Train from ``state`` to ``cfg.halt_at``; checkpoints, metrics, final model, stats.json."""
+    section = cfg.section  # the stage's typed section: its keys are read here, never copied
     ckpt_root = os.path.join(output, "checkpoints")
-    schedule = linear_schedule(cfg.warmup_steps, cfg.total_steps)
-    use_bf16 = bool(cfg.bf16) and device.type == "cuda" and torch.cuda.is_bf16_supported()
+    schedule = linear_schedule(section.warmup_steps, cfg.total_steps)
+    use_bf16 = bool(section.bf16) and device.type == "cuda" and torch.cuda.is_bf16_supported()
     autocast = (lambda: torch.autocast("cuda", dtype=torch.bfloat16)) if use_bf16 else nullcontext
-    metrics = Metrics(output, state.step, cfg.tensorboard, info.is_main, objective.stage_name)
+    metrics = Metrics(output, state.step, section.tensorboard, info.is_main, objective.stage_name)
     local_events = StageCounter()  # this rank's events since the start/resume
     cursors = dict(state.cursors)
 
@@ -382,7 +403,7 @@ def run(
             ts["events"] = saved_events
             ts["world_size"] = info.world_size
             torch.save(ts, os.path.join(tmp, ckpt.TRAINER_STATE))
-            path = ckpt.finalize(ckpt_root, at_step, cfg.keep_checkpoints,
+            path = ckpt.finalize(ckpt_root, at_step, section.keep_checkpoints,
                                  {"world_size": info.world_size, "stage": state.stage})  # fmt: skip
             log.info("checkpoint %s", path)
         barrier()
@@ -390,11 +411,11 @@ def run(
     model = wrap(state.model)
     model.train()
     bar = tqdm(total=cfg.total_steps, initial=state.step, desc=objective.stage_name, unit="step",
-               disable=not (info.is_main and cfg.progress))  # fmt: skip
+               disable=not (info.is_main and section.progress))  # fmt: skip
     last: dict[str, float] = {}
     window_t, window_samples, window_tokens = time.perf_counter(), 0, 0
     gather_timer.reset()
-    batches = Prefetcher(objective.batches(state), cfg.prefetch)
+    batches = Prefetcher(objective.batches(state), section.prefetch)
     if cfg.eval_every and state.step == 0:
         # The held-out starting point of the learning curve.
         if info.is_main:
@@ -404,34 +425,34 @@ def run(
         while state.step < cfg.halt_at:
             t0 = time.perf_counter()
             sums: dict[str, torch.Tensor] = {}
-            for micro in range(cfg.grad_accum):
+            for micro in range(section.grad_accum):
                 batch = next(batches)
                 for k, v in batch.events.items():
                     local_events.counts[k] += v
-                last_micro = micro == cfg.grad_accum - 1
+                last_micro = micro == section.grad_accum - 1
                 sync = model.no_sync() if (info.enabled and not last_micro) else nullcontext()
                 with sync:
                     with autocast():
                         loss, parts = objective.train_step(model, batch)
-                    (loss / cfg.grad_accum).backward()
+                    (loss / section.grad_accum).backward()
                 for k, v in parts.items():
-                    sums[k] = sums.get(k, 0) + v.detach().float() / cfg.grad_accum
+                    sums[k] = sums.get(k, 0) + v.detach().float() / section.grad_accum
                 cursors = batch.cursors
                 state.micro += 1
                 window_samples += batch.samples
                 window_tokens += batch.tokens
             params = [p for p in state.model.parameters() if p.requires_grad]
-            grad_norm = torch.nn.utils.clip_grad_norm_(params, cfg.clip_norm)
+            grad_norm = torch.nn.utils.clip_grad_norm_(params, section.clip_norm)
             scale = schedule(state.step) * objective.lr_scale(state)
             for g in state.optimizer.param_groups:
-                g["lr"] = cfg.lr * scale * g.get("lr_mult", 1.0)
+                g["lr"] = section.lr * scale * g.get("lr_mult", 1.0)
             state.optimizer.step()
             state.optimizer.zero_grad(set_to_none=True)
             state.step += 1
-            if cfg.timing and device.type == "cuda":
+            if section.timing and device.type == "cuda":
                 torch.cuda.synchronize(device)
             step_time = time.perf_counter() - t0
-            if state.step % cfg.log_every == 0 or state.step == cfg.halt_at:
+            if state.step % section.log_every == 0 or state.step == cfg.halt_at:
                 # The only per-step host sync without timing: reading the logged values.
                 rec: dict[str, Any] = {"step": state.step}
                 for k, v in sums.items():
@@ -439,7 +460,7 @@ def run(
                 if not math.isfinite(rec.get("loss", 0.0)):
                     raise FloatingPointError(f"loss became {rec['loss']} at step {state.step}")
                 elapsed = time.perf_counter() - window_t
-                rec.update(lr=cfg.lr * scale, grad_norm=float(grad_norm),
+                rec.update(lr=section.lr * scale, grad_norm=float(grad_norm),
                            sentences_per_s=window_samples * info.world_size / max(elapsed, 1e-9),
                            tokens_per_s=window_tokens * info.world_size / max(elapsed, 1e-9),
                            step_time_s=step_time, stage=state.stage,
@@ -460,7 +481,7 @@ def run(
                 # batches do not depend on the model.
                 model = wrap(state.model)
                 model.train()
-            if state.step % cfg.save_every == 0 or state.step == cfg.halt_at:
+            if state.step % section.save_every == 0 or state.step == cfg.halt_at:
                 save(state.step)
     finally:
         batches.close()

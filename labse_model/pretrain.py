@@ -23,6 +23,7 @@ Outputs under ``--output``: ``checkpoints/``, ``model/`` (HF/sentence-transforme
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 from collections.abc import Iterator
@@ -33,7 +34,7 @@ import torch
 import torch.distributed as dist
 from tokenizers import Tokenizer
 
-from labse_common.config import from_dict
+from labse_common.config import from_dict, to_dict
 from labse_common.sections.pretrain import PretrainConfig
 from labse_model import stream
 from labse_model.distributed import DistInfo, init_from_env
@@ -311,7 +312,7 @@ class PretrainObjective:
 
 def pretrain(
     model_cfg: dict[str, Any],
-    pretrain_cfg: dict[str, Any] | PretrainConfig,
+    cfg: PretrainConfig,
     sentences: list[str] | None,
     pairs: list[str] | None,
     output: str,
@@ -320,16 +321,19 @@ def pretrain(
     stage_steps: list[int] | None = None,
     stop_at_step: int | None = None,
 ) -> dict:
-    """Pretrain (or resume) an encoder with MLM (sentences) and TLM (pairs); returns a summary."""
-    cfg = pretrain_cfg if isinstance(pretrain_cfg, PretrainConfig) else from_dict(PretrainConfig, pretrain_cfg, "pretrain")
+    """Pretrain (or resume) an encoder with MLM (sentences) and TLM (pairs); returns a summary.
+
+    ``cfg`` is the ``pretrain:`` section as loaded; ``stage_steps`` replaces its stages (checked
+    by the loader again). The caller's object is never changed."""
+    if not isinstance(cfg, PretrainConfig):
+        raise TypeError(f"pretrain() takes the typed pretrain section (PretrainConfig), not {type(cfg).__name__}")
     if stage_steps is not None:
-        cfg = from_dict(PretrainConfig, {**cfg.__dict__, "stage_steps": stage_steps, "stages": len(stage_steps)}, "pretrain")
+        cfg = from_dict(PretrainConfig, {**to_dict(cfg), "stage_steps": stage_steps, "stages": len(stage_steps)}, "pretrain")
     if not sentences and not pairs:
         raise ValueError("nothing to pretrain on: give --sentences and/or --pairs")
-    if not sentences:
-        cfg.mlm_batch_size = 0
-    if not pairs:
-        cfg.tlm_batch_size = 0
+    # An objective without input trains nothing: its batch size is 0 for this run.
+    cfg = dataclasses.replace(cfg, mlm_batch_size=cfg.mlm_batch_size if sentences else 0,
+                              tlm_batch_size=cfg.tlm_batch_size if pairs else 0)  # fmt: skip
     if cfg.mlm_batch_size + cfg.tlm_batch_size == 0:
         raise ValueError("the inputs given have batch size 0 in the config (mlm_batch_size/tlm_batch_size)")
     info = init_from_env()
@@ -407,14 +411,7 @@ def pretrain(
 
     total = int(sum(cfg.stage_steps))
     objective = PretrainObjective(cfg, sents, pair_scan, tokenizer, info, device, max_len)
-    loop_cfg = LoopConfig(
-        total_steps=total, halt_at=min(total, stop_at_step) if stop_at_step else total,
-        grad_accum=cfg.grad_accum, clip_norm=cfg.clip_norm, lr=cfg.lr,
-        warmup_steps=cfg.warmup_steps, save_every=cfg.save_every,
-        keep_checkpoints=cfg.keep_checkpoints, log_every=cfg.log_every,
-        eval_every=cfg.eval_every, tensorboard=cfg.tensorboard, progress=cfg.progress,
-        bf16=cfg.bf16, timing=cfg.timing, prefetch=cfg.prefetch, seed=cfg.seed,
-    )  # fmt: skip
+    loop_cfg = LoopConfig.of(cfg, total, stop_at_step)
     summary = run(objective, state, loop_cfg, output, info, device, dict(counts.counts),
                   {"stages": layers, "stage_steps": cfg.stage_steps})  # fmt: skip
     summary["stage"] = state.stage

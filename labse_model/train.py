@@ -21,8 +21,7 @@ from typing import Any
 
 import torch
 
-from labse_common.config import from_dict
-from labse_common.sections.train import TrainConfig as _TrainSection
+from labse_common.sections.train import TrainConfig
 from labse_model import stream
 from labse_model.batching import SentenceTokenizer, pad_batch
 from labse_model.distributed import DistInfo, barrier, init_from_env
@@ -51,14 +50,6 @@ log = logging.getLogger(__name__)
 
 STAGE = "train"
 PAIR_UNIT = stream.PAIRS
-
-
-class TrainConfig(_TrainSection):
-    """The ``train:`` section (labse_common/sections/train.py), built with the typed loader."""
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> TrainConfig:
-        return from_dict(cls, d, prefix="train")
 
 
 def learn_vocab_from(texts: Iterator[str], out_dir: str, vocab_size: int) -> None:
@@ -170,7 +161,7 @@ class DualEncoderObjective:
 
 def train(
     model_cfg: dict[str, Any],
-    train_cfg: dict[str, Any],
+    cfg: TrainConfig,
     pairs: list[str],
     output: str,
     vocab: str | None = None,
@@ -180,10 +171,12 @@ def train(
 ) -> dict:
     """Train (or resume) a dual encoder; returns a summary dict (final step, last loss, paths).
 
+    ``cfg`` is the ``train:`` section as loaded (``labse_common.config.load("train", ...)``).
     ``max_steps`` overrides ``train.steps`` (the schedule length); ``stop_at_step`` halts after
     that step with a checkpoint, as a preempted job slice would, to be resumed later.
     """
-    cfg = TrainConfig.from_dict(train_cfg)
+    if not isinstance(cfg, TrainConfig):
+        raise TypeError(f"train() takes the typed train section (TrainConfig), not {type(cfg).__name__}")
     total_steps = int(max_steps or cfg.steps)
     if not pairs:
         raise ValueError("no pair files given (--pairs FILE)")
@@ -231,13 +224,5 @@ def train(
     state.extra["data"] = fingerprint
 
     objective = DualEncoderObjective(cfg, scan_res, stok, tokenizer, info, device)
-    loop_cfg = LoopConfig(
-        total_steps=total_steps,
-        halt_at=min(total_steps, stop_at_step) if stop_at_step else total_steps,
-        grad_accum=cfg.grad_accum, clip_norm=cfg.clip_norm, lr=cfg.lr,
-        warmup_steps=cfg.warmup_steps, save_every=cfg.save_every,
-        keep_checkpoints=cfg.keep_checkpoints, log_every=cfg.log_every,
-        tensorboard=cfg.tensorboard, progress=cfg.progress, bf16=cfg.bf16, timing=cfg.timing,
-        prefetch=cfg.prefetch, seed=cfg.seed,
-    )  # fmt: skip
+    loop_cfg = LoopConfig.of(cfg, total_steps, stop_at_step)
     return run(objective, state, loop_cfg, output, info, device, scan_res.counts)

@@ -10,7 +10,7 @@ import os
 import pytest
 import torch
 
-from labse_common.config import load_section
+from labse_common.config import load
 from labse_common.stats import check_balanced, read_report
 from labse_model.pretrain import pretrain
 from labse_model.train import train
@@ -35,10 +35,10 @@ def test_pretraining_then_fine_tuning_against_random_init(tmp_path):
     if not DATA.is_dir():
         pytest.skip(f"Tatoeba data not found under {DATA}")
     inputs = write_tatoeba_inputs(tmp_path / "inputs", vocab_size=8000)
-    pcfg = load_section("demo", "pretrain")
-    pcfg.update(mlm_batch_size=16, tlm_batch_size=16, max_seq_length=32, lr=2e-3, warmup_steps=30,
-                eval_every=50, log_every=10, save_every=1000, progress=False, tensorboard=False,
-                threads=1)  # fmt: skip
+    pcfg = load("pretrain", "demo", flags=dict(
+        mlm_batch_size=16, tlm_batch_size=16, max_seq_length=32, lr=2e-3, warmup_steps=30,
+        eval_every=50, log_every=10, save_every=1000, progress=False, tensorboard=False,
+        threads=1))  # fmt: skip
     pre = tmp_path / "pre"
     summary = pretrain(MODEL, pcfg, [inputs["sentences"]], [inputs["pairs"]], str(pre),
                        vocab=inputs["vocab"], stage_steps=PRE_STEPS)  # fmt: skip
@@ -51,8 +51,8 @@ def test_pretraining_then_fine_tuning_against_random_init(tmp_path):
     assert check_balanced(report) == []
     assert report["counts"]["languages"]["out"] == 17
 
-    tcfg = load_section("demo", "train")
-    tcfg.update(batch_size=32, progress=False, tensorboard=False, threads=1, save_every=1000)
+    tcfg = load("train", "demo", flags=dict(batch_size=32, progress=False, tensorboard=False,
+                                            threads=1, save_every=1000))  # fmt: skip
     acc = {}
     for name, kw in (("pretrained", {"init": str(pre / "model")}), ("random", {"vocab": inputs["vocab"]})):
         out = tmp_path / f"ft-{name}"

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 import torch
 
-from labse_common.config import load_section
+from labse_common.config import load
+from labse_common.sections.train import TrainConfig
 from labse_common.stats import check_balanced, read_report
 from labse_model.__main__ import main
 from labse_model.train import train
@@ -41,12 +42,10 @@ def deu_pairs(tmp_path_factory) -> Path:
     return out
 
 
-def _cfg(**kw) -> dict:
-    cfg = load_section("demo", "train")
-    cfg.update(progress=False, threads=1, tensorboard=False, vocab_size=2000, batch_size=16,
-               log_every=1, save_every=1000)  # fmt: skip
-    cfg.update(kw)
-    return cfg
+def _cfg(**kw) -> TrainConfig:
+    flags = {"progress": False, "threads": 1, "tensorboard": False, "vocab_size": 2000,
+             "batch_size": 16, "log_every": 1, "save_every": 1000, **kw}  # fmt: skip
+    return load("train", "demo", flags=flags)
 
 
 def test_vocab_dir_without_vocabulary_is_exit_2(tmp_path, deu_pairs, caplog):

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 import torch
 
-from labse_common.config import load_section
+from labse_common.config import load
+from labse_common.sections.train import TrainConfig
 from labse_common.stats import check_balanced, read_report
 from labse_model import checkpoint as ckpt
 from labse_model.encode import Encoder
@@ -73,11 +74,10 @@ def vocab_dir(tatoeba_pairs, tmp_path_factory) -> str:
     return out
 
 
-def _train_cfg(**kw) -> dict:
-    cfg = load_section("demo", "train")
-    cfg.update(progress=False, threads=1, tensorboard=False, vocab_size=4000)
-    cfg.update(kw)
-    return cfg
+def _train_cfg(**kw) -> TrainConfig:
+    """The demo's train section, as the CLI loads it, with these keys changed."""
+    flags = {"progress": False, "threads": 1, "tensorboard": False, "vocab_size": 4000, **kw}
+    return load("train", "demo", flags=flags)
 
 
 def _dev_accuracy(enc: Encoder) -> float:
@@ -127,8 +127,8 @@ def _curve(out: str) -> list[tuple[int, float]]:
 def test_resume_reproduces_the_uninterrupted_loss_curve(tatoeba_pairs, vocab_dir, tmp_path):
     # Dropout on, so the restored RNG state matters too.
     model = dict(TINY_MODEL, hidden_size=32, dropout=0.1)
-    cfg = _train_cfg(batch_size=16, save_every=4, log_every=1, warmup_steps=3, keep_checkpoints=2)
-    cfg["vocab"] = vocab_dir
+    cfg = _train_cfg(batch_size=16, save_every=4, log_every=1, warmup_steps=3, keep_checkpoints=2,
+                     vocab=vocab_dir)  # fmt: skip
     full = str(tmp_path / "full")
     train(model, cfg, [tatoeba_pairs], full, max_steps=12)
 
@@ -213,7 +213,10 @@ def test_parquet_pairs_are_read_and_counted(tmp_path):
     )
     res = stream.scan({"all": [str(path)]}, stream.PAIRS)
     (block,) = res.groups["all"]
-    assert stream.read_block(block, stream.PAIRS, 0.0) == [("Hallo.", "Hello."), ("Guten Tag.", "Good day.")]
+    assert stream.read_block(block, stream.PAIRS, 0.0) == [
+        ("Hallo.", "Hello."),
+        ("Guten Tag.", "Good day."),
+    ]
     report = stream.count_dict(res.counts).to_report("train")
     assert check_balanced(report) == []
     assert report["counts"]["pairs"]["dropped"] == {"empty_side": 3}

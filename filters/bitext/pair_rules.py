@@ -1,7 +1,9 @@
 """Hard rules for sentence pairs, each a :class:`filters.steps.Step` with named drop reasons.
 
-A rule is one small class registered in :data:`RULES` under the name used in the preset's
-``pair_rules.steps`` list; :func:`build_chain` turns the preset into a :class:`Chain`. Lengths
+A rule is one small :class:`Rule` class whose ``name`` is the one used in the preset's
+``pair_rules.steps`` list and whose ``from_context`` builds it from the config; :data:`RULES` is
+derived from the classes (and the config section's known rules and default order from
+:data:`RULES`), and :func:`build_chain` turns the preset into a :class:`Chain`. Lengths
 are in *length units*: characters, with the characters of the scripts in
 ``pair_rules.script_units`` (Han, kana, Hangul) weighted so that a Chinese sentence is not three
 times "shorter" than its English translation.
@@ -34,7 +36,8 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -43,8 +46,10 @@ import regex
 from filters.bitext.scripts import LengthUnits, base_lang, script_ratio, scripts_of
 from filters.langid import CONFUSABLE_GROUPS, LanguageIdentifier
 from filters.steps import Chain, KeepSummary, Step, chain_report
-from labse_common.sections.pair_rules import PairRulesConfig
 from labse_common.stats import StageCounter
+
+if TYPE_CHECKING:  # the section imports RULES from here: no import cycle at run time
+    from labse_common.sections.pair_rules import PairRulesConfig
 
 UNIT = "pairs"
 
@@ -74,7 +79,18 @@ class Pair:
 # --- the rules ---------------------------------------------------------------------------------
 
 
-class Empty(Step):
+class Rule(Step):
+    """A pair rule: ``name`` is its key in ``pair_rules.steps``; ``from_context`` builds it from
+    the config (rules without settings need no override)."""
+
+    name: str
+
+    @classmethod
+    def from_context(cls, ctx: RuleContext) -> Rule:
+        return cls()
+
+
+class Empty(Rule):
     name = "empty"
 
     def __call__(self, p: Pair) -> str | None:
@@ -92,7 +108,7 @@ def _norm(text: str) -> str:
     return _NON_WORD.sub("", text).casefold()
 
 
-class Identical(Step):
+class Identical(Rule):
     name = "identical"
 
     def __call__(self, p: Pair) -> str | None:
@@ -101,8 +117,12 @@ class Identical(Step):
         return None
 
 
-class Length(Step):
+class Length(Rule):
     name = "length"
+
+    @classmethod
+    def from_context(cls, ctx: RuleContext) -> Length:
+        return cls(ctx.units, ctx.cfg.min_length, ctx.cfg.max_length)
 
     def __init__(self, units: LengthUnits, min_length: float, max_length: float) -> None:
         self.measure, self.lo, self.hi = units, min_length, max_length
@@ -116,8 +136,12 @@ class Length(Step):
         return None
 
 
-class Ratio(Step):
+class Ratio(Rule):
     name = "ratio"
+
+    @classmethod
+    def from_context(cls, ctx: RuleContext) -> Ratio:
+        return cls(ctx.units, ctx.cfg.max_ratio, ctx.cfg.ratio_min_length)
 
     def __init__(self, units: LengthUnits, max_ratio: float, min_length: float) -> None:
         self.measure, self.max_ratio, self.min_length = units, max_ratio, min_length
@@ -142,7 +166,7 @@ _HAS_LETTER = regex.compile(r"\p{L}")
 _MARKUP_HINTS = ("://", "www.", "@", "<", "&", "[[", "{{", "]]", "}}")
 
 
-class Markup(Step):
+class Markup(Rule):
     name = "markup"
 
     def __call__(self, p: Pair) -> str | None:
@@ -169,7 +193,7 @@ def numbers(text: str) -> list[str]:
     return sorted(out)
 
 
-class Numbers(Step):
+class Numbers(Rule):
     name = "numbers"
 
     def __call__(self, p: Pair) -> str | None:
@@ -183,8 +207,12 @@ class Numbers(Step):
         return None
 
 
-class Repeats(Step):
+class Repeats(Rule):
     name = "repeats"
+
+    @classmethod
+    def from_context(cls, ctx: RuleContext) -> Repeats:
+        return cls(ctx.cfg.max_repeats)
 
     def __init__(self, max_repeats: int) -> None:
         self.times = max_repeats + 1
@@ -209,8 +237,12 @@ class Repeats(Step):
 _WORD = regex.compile(r"\w+")
 
 
-class Copy(Step):
+class Copy(Rule):
     name = "copy"
+
+    @classmethod
+    def from_context(cls, ctx: RuleContext) -> Copy:
+        return cls(ctx.cfg.max_overlap, ctx.cfg.copy_min_tokens)
 
     def __init__(self, max_overlap: float, min_tokens: int) -> None:
         self.max_overlap, self.min_tokens = max_overlap, min_tokens
@@ -228,8 +260,12 @@ class Copy(Step):
         return None
 
 
-class Script(Step):
+class Script(Rule):
     name = "script"
+
+    @classmethod
+    def from_context(cls, ctx: RuleContext) -> Script:
+        return cls(ctx.cfg.min_script_ratio)
 
     def __init__(self, min_ratio: float) -> None:
         self.min_ratio = min_ratio
@@ -259,13 +295,18 @@ def same_language(declared: str, predicted: str) -> bool:
     return a == b or (a in _GROUP_OF and b in _GROUP_OF[a])
 
 
-class Lang(Step):
+class Lang(Rule):
     """Batched fastText LID of both sides (annotate), then a per-pair decision: a side is in the
     wrong language when LID's best guess is another language with probability >= ``threshold``
     and the declared language (with its confusable group) gets less than ``declared_min``."""
 
     name = "lang"
     top_k = 5
+
+    @classmethod
+    def from_context(cls, ctx: RuleContext) -> Lang:
+        c = ctx.cfg
+        return cls(ctx.lid, ctx.units, c.lid_threshold, c.lid_declared_min, c.lid_min_length)
 
     def __init__(self, lid: LanguageIdentifier, units: LengthUnits, threshold: float,
                  declared_min: float, min_length: float) -> None:  # fmt: skip
@@ -342,26 +383,17 @@ class RuleContext:
         return self._lid
 
 
-RULES: dict[str, Callable[[RuleContext], Step]] = {
-    "empty": lambda c: Empty(),
-    "identical": lambda c: Identical(),
-    "length": lambda c: Length(c.units, c.cfg.min_length, c.cfg.max_length),
-    "ratio": lambda c: Ratio(c.units, c.cfg.max_ratio, c.cfg.ratio_min_length),
-    "markup": lambda c: Markup(),
-    "numbers": lambda c: Numbers(),
-    "repeats": lambda c: Repeats(c.cfg.max_repeats),
-    "copy": lambda c: Copy(c.cfg.max_overlap, c.cfg.copy_min_tokens),
-    "script": lambda c: Script(c.cfg.min_script_ratio),
-    "lang": lambda c: Lang(
-        c.lid, c.units, c.cfg.lid_threshold, c.cfg.lid_declared_min, c.cfg.lid_min_length
-    ),
-}
+# Every rule, in the default order (cheap ones first, LID last): the one list the registry, the
+# config's known rules and its default ``steps`` all come from.
+RULE_CLASSES: tuple[type[Rule], ...] = (Empty, Identical, Length, Ratio, Markup, Numbers, Repeats,
+                                        Copy, Script, Lang)  # fmt: skip
+RULES: dict[str, type[Rule]] = {rule.name: rule for rule in RULE_CLASSES}
 
 
 def build_chain(cfg: PairRulesConfig) -> Chain:
     """The preset's ``steps`` as a Chain over :class:`Pair` records (unit ``pairs``)."""
     ctx = RuleContext(cfg)
-    return Chain([RULES[name](ctx) for name in cfg.steps], unit=UNIT)
+    return Chain([RULES[name].from_context(ctx) for name in cfg.steps], unit=UNIT)
 
 
 # --- running the chain on record batches ------------------------------------------------------

@@ -4,16 +4,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from filters.bitext.pair_rules import RULES
 from labse_common.config import ConfigError, option
 
-ALL_RULES = ("empty", "identical", "length", "ratio", "markup", "numbers", "repeats", "copy",
-             "script", "lang")  # fmt: skip
+# The known rules and their default order come from the rule classes (filters.bitext.pair_rules).
+ALL_RULES: tuple[str, ...] = tuple(RULES)
 
 
 @dataclass
 class PairRulesConfig:
     steps: list[str] = option(
-        list(ALL_RULES), help="the rules to run, in order (cheap ones first, LID last)"
+        list(ALL_RULES),
+        help="the rules to run, in order (cheap ones first, LID last); known: "
+        + ", ".join(ALL_RULES),
     )
     min_length: float = option(
         3.0, min=0.0, help="a side shorter than this (length units) is dropped"

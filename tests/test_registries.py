@@ -1,0 +1,102 @@
+"""Lists that must agree come from one definition: rule names from the rule classes, retrieval
+modes and margins from the mining section's Literals, language codes from labse_common.langs,
+and each stage's library takes its typed section (no look-alike config classes)."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import typing
+
+import numpy as np
+import pytest
+
+from filters.bitext import pair_rules
+from labse_common.config import ConfigError, load, reference
+from labse_common.langs import ISO3_TO_1, TATOEBA_LANGS, TATOEBA_TO_LID, base_lang
+from labse_common.sections import mining as mining_section
+from labse_common.sections.pair_rules import ALL_RULES, PairRulesConfig
+from labse_common.sections.pretrain import PretrainConfig
+from labse_common.sections.train import TrainConfig
+from mining import margin, retrieval
+
+
+def test_rule_registry_is_built_from_the_rule_classes():
+    names = [cls.name for cls in pair_rules.RULE_CLASSES]
+    assert len(set(names)) == len(names), "two rule classes share a name"
+    assert list(pair_rules.RULES) == names == list(ALL_RULES)
+    assert PairRulesConfig().steps == names  # the default order is the classes' order
+    assert all(issubclass(cls, pair_rules.Rule) for cls in pair_rules.RULES.values())
+    # Every rule the config accepts builds from the config (lang needs a model: not built here).
+    ctx = pair_rules.RuleContext(PairRulesConfig())
+    for name, cls in pair_rules.RULES.items():
+        if name != "lang":
+            step = cls.from_context(ctx)
+            assert isinstance(step, cls) and step.name == name
+    # ... and one the classes do not define is refused, naming it.
+    with pytest.raises(ConfigError, match="unknown rule.*nope"):
+        load("pair_rules", "demo", ["steps=[empty, nope]"])
+    assert "known: " + ", ".join(names) in reference(["pair_rules"])
+
+
+def test_retrieval_modes_and_margins_have_one_definition():
+    hints = typing.get_type_hints(mining_section.MiningConfig)
+    assert typing.get_args(hints["mode"]) == mining_section.RETRIEVAL_MODES == retrieval.MODES
+    assert typing.get_args(hints["margin"]) == mining_section.MARGINS
+    assert set(margin.MARGINS) == set(mining_section.MARGINS)
+    rng = np.random.default_rng(0)
+    sims = rng.random((6, 3)).astype(np.float32)
+    inds = rng.integers(0, 5, (6, 3))
+    for mode in mining_section.RETRIEVAL_MODES:  # every mode the config accepts is implemented
+        pairs = retrieval.retrieve(sims, inds, sims[:5], inds[:5] % 6, mode)
+        assert len(pairs) > 0, mode
+    for name in mining_section.MARGINS:
+        assert margin.margin_fn(name)(np.float32(2.0), np.float32(1.0)) is not None
+    with pytest.raises(ConfigError, match="mining.mode='sideways' is not one of"):
+        load("mining", "demo", ["mode=sideways"])
+    from mining.__main__ import build_parser
+
+    mine = build_parser()._subparsers._group_actions[0].choices["mine"]
+    choices = {a.dest: tuple(a.choices) for a in mine._actions if a.choices}
+    assert choices["mode"] == retrieval.MODES and choices["margin"] == mining_section.MARGINS
+
+
+def test_one_language_code_table():
+    assert set(TATOEBA_TO_LID) == set(TATOEBA_LANGS)
+    assert all(TATOEBA_TO_LID[c] == ISO3_TO_1[c] for c in TATOEBA_LANGS)
+    assert base_lang("cmn_Hani") == "zh" and base_lang("deu") == "de" and base_lang("EN") == "en"
+    from bench import rules_bench
+    from filters.bitext import scripts
+    from pipelines import e2e_tasks, synthetic
+
+    assert scripts.base_lang is base_lang
+    assert e2e_tasks.LID_CODE == TATOEBA_TO_LID
+    assert all(synthetic.WIKI_CODE[c] == TATOEBA_TO_LID[c] for c in synthetic.LANGS)
+    assert all(rules_bench.ISO1[c] == ISO3_TO_1[c] for c in rules_bench.LANGS)
+
+
+def test_libraries_take_the_typed_sections():
+    from labse_model import loop, pretrain, train
+
+    assert inspect.signature(train.train).parameters["cfg"].annotation in (
+        "TrainConfig",
+        TrainConfig,
+    )
+    assert train.TrainConfig is TrainConfig  # not a subclass re-declaring the section
+    assert pretrain.PretrainConfig is PretrainConfig
+    with pytest.raises(TypeError, match="TrainConfig"):
+        train.train({}, {"steps": 3}, ["x.tsv"], "out")
+    # The loop's settings are the section itself, for both stages: nothing copied field by field.
+    keys = set(typing.get_type_hints(loop.LoopKeys))
+    for section in (TrainConfig, PretrainConfig):
+        assert keys <= {f.name for f in dataclasses.fields(section)}, section
+    t = load("train", "demo", ["lr=0.01"])
+    run = loop.LoopConfig.of(t, 10, stop_at_step=4)
+    assert run.section is t and (run.total_steps, run.halt_at, run.eval_every) == (10, 4, 0)
+    p = load("pretrain", "demo", ["eval_every=7"])
+    assert loop.LoopConfig.of(p, 5).eval_every == 7 and loop.LoopConfig.of(p, 5).halt_at == 5
+    assert {f.name for f in dataclasses.fields(loop.LoopConfig)} == {
+        "section",
+        "total_steps",
+        "halt_at",
+    }
