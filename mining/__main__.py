@@ -20,7 +20,7 @@ from labse_common.cli import (
 )
 from labse_common.logs import setup_logging
 from labse_common.output_dir import exclusive_output
-from labse_common.sections.eval import EvalConfig
+from labse_common.sections.eval import SCORINGS, EvalConfig
 from labse_common.sections.mining import MARGINS, RETRIEVAL_MODES, MiningConfig
 
 log = logging.getLogger("mining")
@@ -298,7 +298,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ev.add_argument(
         "--scoring",
-        choices=["cosine", "margin"],
+        choices=SCORINGS,
         help="nearest cosine or best ratio margin among k",
     )
     ev.add_argument("--k", type=int, help="k for margin scoring / BUCC mining (default 4)")

@@ -15,6 +15,7 @@ from filters.bitext import pair_rules
 from labse_common.config import ConfigError, load, reference
 from labse_common.langs import ISO3_TO_1, TATOEBA_LANGS, TATOEBA_TO_LID, base_lang
 from labse_common.sections import mining as mining_section
+from labse_common.sections.eval import EvalConfig
 from labse_common.sections.pair_rules import ALL_RULES, PairRulesConfig
 from labse_common.sections.pretrain import PretrainConfig
 from labse_common.sections.train import TrainConfig
@@ -59,6 +60,13 @@ def test_retrieval_modes_and_margins_have_one_definition():
     mine = build_parser()._subparsers._group_actions[0].choices["mine"]
     choices = {a.dest: tuple(a.choices) for a in mine._actions if a.choices}
     assert choices["mode"] == retrieval.MODES and choices["margin"] == mining_section.MARGINS
+    ev = build_parser()._subparsers._group_actions[0].choices["eval"]
+    scoring = next(a for a in ev._actions if a.dest == "scoring")
+    assert tuple(scoring.choices) == typing.get_args(typing.get_type_hints(EvalConfig)["scoring"])
+    from filters.bitext.cli_margin_score import build_parser as margin_parser
+
+    margin_flag = next(a for a in margin_parser()._actions if a.dest == "margin")
+    assert tuple(margin_flag.choices) == mining_section.MARGINS
 
 
 def test_one_language_code_table():

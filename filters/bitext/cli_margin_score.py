@@ -31,6 +31,7 @@ from filters.bitext.pair_io import read_pairs, write_pairs
 from labse_common.datafiles import read_text
 from labse_common.errors import InputError, UsageError
 from labse_common.output_dir import OutputDir
+from labse_common.sections.mining import MARGINS
 from labse_common.stats import StageCounter
 
 log = logging.getLogger("filters.margin_score")
@@ -54,7 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--k", type=int, help="neighbourhood size (default: mining.k, 4)")
     p.add_argument(
         "--margin",
-        choices=["ratio", "distance", "absolute"],
+        choices=MARGINS,
         help="margin function (default: mining.margin, ratio)",
     )
     p.add_argument(

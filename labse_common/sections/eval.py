@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, get_args
 
 from labse_common.config import option
+
+Scoring = Literal["cosine", "margin"]
+SCORINGS: tuple[str, ...] = get_args(Scoring)  # the CLI's choices, from the one Literal
 
 
 @dataclass
 class EvalConfig:
-    scoring: Literal["cosine", "margin"] = option("cosine", help="nearest cosine, or best ratio margin among k")
+    scoring: Scoring = option("cosine", help="nearest cosine, or best ratio margin among k")
     k: int = option(4, min=1, help="k for margin scoring and BUCC mining")
     prefix: str = option("tatoeba", help="file prefix of the Tatoeba files")
     langs: list[str] | None = option(None, help="null = every language found")
