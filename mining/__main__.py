@@ -313,6 +313,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_output_option(ev, "directory for the report (.md and .json)", required=False)
     _add_config(ev, "eval")
     ev.set_defaults(func=cmd_eval)
+
+    from mining.plan import add_plan_parser  # the planner of bounded-memory mining
+
+    add_plan_parser(sub)
     return ap
 
 

@@ -1,0 +1,519 @@
+"""Mining past RAM: kNN both ways in bounded memory, sharded by base rows, then the margin.
+
+Neither side is ever held whole. A side is read from its embedding store (or ``.npy``) in
+chunks of rows, each memory-mapped, copied to float32 unit rows and unmapped again, so the
+resident set holds one chunk, not the file. Only the neighbour lists (rows x k) are kept.
+
+Exact search (``index="flat"``) is sharded by *target* rows: a shard task walks source chunks
+(outer loop) against its target rows in blocks (inner loop); each block pair serves both
+directions, so a task returns the source rows' top-k among its targets (a partial list) and
+its target rows' complete top-k among all sources. Approximate search (an IVF index, any FAISS
+factory string) trains once per direction on a sample of the base side, then each shard task
+adds its base rows to a copy of the trained index and searches every query chunk: partial
+candidate lists with global ids. Tasks write their lists to files in a work folder (so they
+run the same in a process pool or on other machines), and the merge takes the top-k over the
+shards per query chunk; approximate candidates are then re-scored by their exact cosine, as
+:func:`mining.knn.search_index` does. The merged lists equal a single pass (one shard) on the
+same neighbours: top-k of a union is the top-k of the per-shard top-k lists.
+
+The margin and the retrieval are the in-memory path's own functions (:func:`mining.mine.score`,
+:func:`mining.retrieval.retrieve`) on the merged lists, so on exact search the mined pairs are
+those of :func:`mining.mine.mine_vectors`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import multiprocessing
+import os
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+
+import faiss
+import numpy as np
+
+from labse_common.embedding_store import load_npy
+from labse_common.output_dir import is_remote
+from labse_common.sections.mining import MiningConfig
+from labse_common.stats import StageCounter
+from mining import plan as planner
+from mining.knn import (
+    SAMPLE_SEED,
+    Neighbours,
+    exact_scores,
+    factory_string,
+    gpu_available,
+    merge_topk,
+    search_flat,
+    topk_rows,
+)
+from mining.mine import Scored, score
+from mining.retrieval import Pairs, retrieve
+from mining.shards import ShardRef, shard_refs
+
+log = logging.getLogger(__name__)
+
+
+def even_bounds(start: int, stop: int, max_rows: int) -> list[tuple[int, int]]:
+    """``[start, stop)`` cut into nearly equal ranges of at most ``max_rows``: no tiny tail, so
+    every FAISS call stays on its BLAS path (it switches kernels below 20 queries)."""
+    n = stop - start
+    if n <= 0:
+        return []
+    parts = -(-n // max(1, max_rows))
+    cuts = [start + (n * i) // parts for i in range(parts + 1)]
+    return list(zip(cuts[:-1], cuts[1:]))
+
+
+class VectorSide:
+    """One side of a mining run, read in chunks: a store folder or a ``.npy``.
+
+    ``rows`` (sorted global row numbers) selects the rows mined, e.g. a cleaned side's
+    representatives; compact index ``i`` is ``rows[i]``. Every read returns float32 unit rows.
+    """
+
+    def __init__(self, path: str | os.PathLike, rows: np.ndarray | None = None) -> None:
+        self.path = os.fspath(path)
+        self.refs: list[ShardRef] = shard_refs(self.path)
+        self.total = (
+            self.refs[-1].offset + self.refs[-1].stop - self.refs[-1].start if self.refs else 0
+        )
+        first = self._array(self.refs[0].path) if self.refs else np.zeros((0, 0))
+        if first.ndim != 2:
+            raise ValueError(f"{self.path}: embeddings must be 2-D, got shape {first.shape}")
+        self.dim = int(first.shape[1])
+        self.itemsize = int(first.dtype.itemsize)
+        del first
+        self.rows = None if rows is None else np.asarray(rows, dtype=np.int64)
+        if (
+            self.rows is not None
+            and len(self.rows)
+            and (self.rows[0] < 0 or self.rows[-1] >= self.total or np.any(np.diff(self.rows) <= 0))
+        ):
+            raise ValueError(f"{self.path}: rows must be sorted, unique and < {self.total}")
+        self._cache: tuple[str, np.ndarray] | None = None
+
+    def __len__(self) -> int:
+        return self.total if self.rows is None else len(self.rows)
+
+    def _array(self, path: str) -> np.ndarray:
+        if not is_remote(path):
+            return load_npy(path)  # a fresh memory map: its pages leave the RSS when it goes
+        if self._cache is None or self._cache[0] != path:
+            self._cache = None  # one remote shard in memory at a time
+            self._cache = (path, load_npy(path))
+        return self._cache[1]
+
+    def _global(self, idx: np.ndarray) -> np.ndarray:
+        return idx if self.rows is None else self.rows[idx]
+
+    def _unit(self, block: np.ndarray, where: str) -> np.ndarray:
+        # The same operations as mining.embeddings.normalized, so the rows are bit-identical.
+        x = np.array(block, dtype=np.float32, copy=True)
+        norms = np.linalg.norm(x, axis=1, keepdims=True)
+        bad = ~(np.isfinite(norms[:, 0]) & (norms[:, 0] > 0))
+        if bad.any():
+            raise ValueError(f"{self.path}: NaN/inf/zero vector at {where}; pass rows= to mine "
+                             "only valid rows")  # fmt: skip
+        x /= norms
+        return x
+
+    def read_sorted(self, grows: np.ndarray) -> np.ndarray:
+        """Unit vectors of sorted global rows, read shard by shard."""
+        out = np.empty((len(grows), self.dim), dtype=np.float32)
+        for ref in self.refs:
+            lo, hi = np.searchsorted(grows, [ref.offset, ref.offset + ref.stop - ref.start])
+            if hi <= lo:
+                continue
+            arr = self._array(ref.path)
+            local = grows[lo:hi] - ref.offset + ref.start
+            if local[-1] - local[0] + 1 == len(local):  # contiguous: a slice, no index array
+                block = arr[int(local[0]) : int(local[-1]) + 1]
+            else:
+                block = arr[local]
+            out[lo:hi] = self._unit(block, f"rows {grows[lo]}..{grows[hi - 1]}")
+            del arr, block
+        return out
+
+    def read(self, a: int, b: int) -> np.ndarray:
+        """Compact rows ``[a, b)``."""
+        return self.read_sorted(self._global(np.arange(a, b, dtype=np.int64)))
+
+    def gather(self, idx: np.ndarray) -> np.ndarray:
+        """Compact rows in any order (repeats allowed)."""
+        if len(idx) == 0:
+            return np.zeros((0, self.dim), np.float32)
+        uniq, inv = np.unique(np.asarray(idx, dtype=np.int64), return_inverse=True)
+        return self.read_sorted(self._global(uniq))[inv]
+
+    def sample(self, size: int, seed: int) -> np.ndarray:
+        """The training sample :func:`mining.knn.build_index` takes (same generator and rows)."""
+        n = len(self)
+        take = min(n, size)
+        rng = np.random.default_rng(seed)
+        pick = np.sort(rng.choice(n, size=take, replace=False)) if take < n else np.arange(n)
+        return self.read_sorted(self._global(pick))
+
+
+@dataclass
+class Layout:
+    """How the work is cut: shards per direction, worker processes, chunk sizes, work folder."""
+
+    shards: int = 1
+    workers: int = 1
+    chunk_rows: int | None = None  # query rows per FAISS call (default from mem_gb)
+    block_rows: int | None = None  # base rows per exact block (default from mem_gb)
+    merge_rows: int | None = None  # query rows per merge/re-score step (default from mem_gb)
+    workdir: str | None = None  # where shard tasks write their lists (default: a temp folder)
+    threads: int | None = None  # FAISS threads per worker (default: cores / workers)
+
+
+@dataclass
+class BoundedResult:
+    pairs: Pairs
+    scored: Scored
+    factories: dict[str, str]
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+# ---------------------------------------------------------------------------------------------
+# List files: a .npy header then rows appended chunk by chunk (nothing held, nothing mapped).
+
+
+class _ListWriter:
+    def __init__(self, path: str, rows: int, width: int, dtype: str) -> None:
+        self.path, self.shape, self.dtype = path, (rows, width), np.dtype(dtype)
+        self.f = open(path, "wb")
+        np.lib.format.write_array_header_1_0(
+            self.f, {"descr": np.lib.format.dtype_to_descr(self.dtype), "fortran_order": False,
+                     "shape": self.shape})  # fmt: skip
+        self.written = 0
+
+    def write(self, block: np.ndarray) -> None:
+        block = np.ascontiguousarray(block, dtype=self.dtype)
+        assert block.shape[1:] == self.shape[1:], (block.shape, self.shape)
+        self.f.write(block.tobytes())
+        self.written += len(block)
+
+    def close(self) -> None:
+        self.f.close()
+        if self.written != self.shape[0]:
+            raise RuntimeError(f"{self.path}: wrote {self.written} of {self.shape[0]} rows")
+
+
+def _read_rows(path: str, a: int, b: int) -> np.ndarray:
+    arr = np.load(path, mmap_mode="r")
+    out = np.array(arr[a:b])
+    del arr
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Shard tasks (module-level and given only paths and numbers, so a spawned process runs them).
+
+
+@dataclass(frozen=True)
+class _Task:
+    kind: str  # "flat" or "ann"
+    direction: str  # "fwd" (src queries, trg base) / "bwd"; "both" for flat
+    query_path: str
+    query_rows: np.ndarray | None
+    base_path: str
+    base_rows: np.ndarray | None
+    base_range: tuple[int, int]
+    k: int  # flat: k; ann: k * rerank candidates
+    knn: MiningConfig
+    chunk_rows: int
+    block_rows: int
+    out: dict[str, str]
+    trained: str = ""  # ann: the trained (empty) index file
+    nprobe: int = 16
+    threads: int | None = None
+
+
+def _set_threads(n: int | None) -> None:
+    if n:
+        faiss.omp_set_num_threads(max(1, n))
+
+
+def _exact_cfg(cfg):
+    # One FAISS call per block pair: search_flat must not re-cut our chunks (a tiny tail
+    # would leave FAISS's BLAS path and change the last bits of a few cosines).
+    return dataclasses.replace(cfg, mem_gb=1e9, progress=False)
+
+
+def _flat_task(t: _Task) -> dict[str, str]:
+    """Source chunks (outer) x this shard's target blocks (inner), exact, both directions."""
+    _set_threads(t.threads)
+    src, trg = VectorSide(t.query_path, t.query_rows), VectorSide(t.base_path, t.base_rows)
+    t0, t1 = t.base_range
+    cfg = _exact_cfg(t.knn)
+    k_f, k_b = min(t.k, len(trg)), min(t.k, len(src))
+    bwd_s = np.full((t1 - t0, k_b), -np.inf, np.float32)
+    bwd_i = np.full((t1 - t0, k_b), -1, np.int64)
+    fwd_s_w = _ListWriter(t.out["fwd_sims"], len(src), k_f, "float32")
+    fwd_i_w = _ListWriter(t.out["fwd_inds"], len(src), k_f, "int64")
+    blocks = even_bounds(t0, t1, t.block_rows)
+    for q0, q1 in even_bounds(0, len(src), t.chunk_rows):
+        xq = src.read(q0, q1)
+        fs = np.full((q1 - q0, k_f), -np.inf, np.float32)
+        fi = np.full((q1 - q0, k_f), -1, np.int64)
+        for b0, b1 in blocks:
+            yb = trg.read(b0, b1)
+            s, i = search_flat(xq, yb, min(k_f, b1 - b0), cfg)
+            fs, fi = merge_topk(fs, fi, s, i + b0, k_f)
+            s, i = search_flat(yb, xq, min(k_b, q1 - q0), cfg)
+            r = slice(b0 - t0, b1 - t0)
+            bwd_s[r], bwd_i[r] = merge_topk(bwd_s[r], bwd_i[r], s, i + q0, k_b)
+            del yb
+        fwd_s_w.write(fs)
+        fwd_i_w.write(fi)
+    fwd_s_w.close()
+    fwd_i_w.close()
+    np.save(t.out["bwd_sims"], bwd_s)
+    np.save(t.out["bwd_inds"], bwd_i)
+    return t.out
+
+
+def _load_index(path: str, knn_cfg):
+    index = faiss.read_index(path)
+    use_gpu = gpu_available() if knn_cfg.gpu is None else bool(knn_cfg.gpu and gpu_available())
+    return faiss.index_cpu_to_all_gpus(index) if use_gpu else index
+
+
+def _ann_task(t: _Task) -> dict[str, str]:
+    """Add this shard's base rows to the trained index, search every query chunk."""
+    _set_threads(t.threads)
+    queries, base = VectorSide(t.query_path, t.query_rows), VectorSide(t.base_path, t.base_rows)
+    b0, b1 = t.base_range
+    index = _load_index(t.trained, t.knn)
+    for a, b in even_bounds(b0, b1, t.block_rows):
+        index.add(base.read(a, b))
+    try:
+        faiss.ParameterSpace().set_index_parameter(index, "nprobe", t.nprobe)
+    except RuntimeError:
+        pass  # no inverted lists to probe
+    kk = min(t.k, b1 - b0)
+    sw = _ListWriter(t.out["sims"], len(queries), kk, "float32")
+    iw = _ListWriter(t.out["inds"], len(queries), kk, "int64")
+    for q0, q1 in even_bounds(0, len(queries), t.chunk_rows):
+        d, i = index.search(queries.read(q0, q1), kk)
+        i = np.where(i >= 0, i + b0, -1)
+        sw.write(d)
+        iw.write(i)
+    sw.close()
+    iw.close()
+    del index
+    return t.out
+
+
+def _run_tasks(fn, tasks: Sequence[_Task], workers: int) -> list[dict[str, str]]:
+    if workers <= 1 or len(tasks) <= 1:
+        return [fn(t) for t in tasks]
+    # "spawn": forking a parent whose FAISS/OpenMP threads already ran can deadlock the child.
+    ctx = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=min(workers, len(tasks)), mp_context=ctx) as pool:
+        return list(pool.map(fn, tasks))
+
+
+# ---------------------------------------------------------------------------------------------
+# Merge: top-k over shards per query chunk.
+
+
+def merge_shard_lists(
+    parts: Sequence[tuple[str, str]], n_queries: int, width: int, merge_rows: int
+) -> Iterator[tuple[int, int, np.ndarray, np.ndarray]]:
+    """Per query chunk ``(q0, q1, sims, inds)``: the best ``width`` over the shards' lists
+    (files of ``(sims, inds)`` in shard order), sorted by decreasing score."""
+    for q0, q1 in even_bounds(0, n_queries, merge_rows):
+        sims = np.concatenate([_read_rows(s, q0, q1) for s, _ in parts], axis=1)
+        inds = np.concatenate([_read_rows(i, q0, q1) for _, i in parts], axis=1)
+        yield q0, q1, *topk_rows(sims, inds, width)
+
+
+def _rescore(queries: VectorSide, base: VectorSide, q0: int, q1: int, cand: np.ndarray,
+             k: int) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """Exact cosines of approximate candidates (as mining.knn.search_index), best ``k``."""
+    xq = queries.read(q0, q1)
+    ok = cand >= 0
+    uniq, inv = np.unique(cand[ok], return_inverse=True)
+    local = np.full(cand.shape, -1, np.int64)
+    local[ok] = inv
+    xb = base.gather(uniq) if len(uniq) else np.zeros((1, base.dim), np.float32)
+    s = exact_scores(xq, xb, local)
+    return topk_rows(s, cand, k)
+
+
+# ---------------------------------------------------------------------------------------------
+# Driver.
+
+
+def _index_spec(spec: str, n_src: int, n_trg: int, dim: int, cfg: MiningConfig, layout: Layout):
+    """``(kind, factory_trg, factory_src, nprobe)`` of an index spec: 'auto' asks the planner;
+    a planner kind (flat, ivf_flat, ivf_sq8, opq_ivf_pq) is sized per side; anything else goes
+    through mining.knn.factory_string (ivf, ivfpq, opq, or a FAISS factory string)."""
+    k = cfg
+    if spec == "auto":
+        p = planner.make_plan(n_src, n_trg, dim, k.mem_gb, max(1, layout.workers), bool(k.gpu),
+                              cfg.k, k.rerank, k.train_size)  # fmt: skip
+        return p.kind, p.factory_trg, p.factory_src, p.nprobe or k.nprobe
+    if spec.lower() in ("flat", "flatip"):
+        return "flat", "Flat", "Flat", 0
+    if spec in planner.KINDS:
+        return (spec, planner.factory_for(spec, n_trg, dim, k.train_size),
+                planner.factory_for(spec, n_src, dim, k.train_size), k.nprobe)  # fmt: skip
+    return "ann", factory_string(spec, n_trg, dim), factory_string(spec, n_src, dim), k.nprobe
+
+
+def _train(base: VectorSide, factory: str, knn_cfg, path: str) -> None:
+    index = faiss.index_factory(base.dim, factory, faiss.METRIC_INNER_PRODUCT)
+    if not index.is_trained:
+        sample = base.sample(knn_cfg.train_size, SAMPLE_SEED)
+        log.info("training %s on %d of %d vectors", factory, len(sample), len(base))
+        index.train(sample)
+        del sample
+    faiss.write_index(index, path)
+
+
+def bounded_neighbours(
+    src: VectorSide, trg: VectorSide, cfg: MiningConfig, layout: Layout | None = None
+) -> tuple[Neighbours, dict[str, str], dict[str, float]]:
+    """k-NN lists both ways (as :func:`mining.mine.neighbours`), in bounded memory and shards.
+
+    Returns the lists, the factory strings used per side and the seconds of each phase."""
+    layout = layout or Layout()
+    if layout.shards < 1 or layout.workers < 1:
+        raise ValueError("shards and workers must be >= 1")
+    if len(src) and len(trg) and src.dim != trg.dim:
+        raise ValueError(f"dimension mismatch: source {src.dim} vs target {trg.dim}")
+    kcfg = cfg
+    dim = src.dim
+    kind, f_trg, f_src, nprobe = _index_spec(kcfg.index, len(src), len(trg), dim, cfg, layout)
+    kk = cfg.k if kind == "flat" else cfg.k * max(1, kcfg.rerank)
+    sizes = planner.chunk_sizes(kcfg.mem_gb, dim, cfg.k, kk, layout.shards, nprobe or 16,
+                                max(src.itemsize, trg.itemsize))  # fmt: skip
+    chunk = layout.chunk_rows or sizes.query_rows
+    block = layout.block_rows or sizes.block_rows
+    merge_rows = layout.merge_rows or sizes.merge_rows
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    threads = layout.threads or (
+        max(1, (cpus or 1) // layout.workers) if layout.workers > 1 else None
+    )
+    secs: dict[str, float] = {}
+    tmp = None
+    if layout.workdir:
+        work = layout.workdir
+        os.makedirs(work, exist_ok=True)
+    else:
+        tmp = tempfile.TemporaryDirectory(prefix="bounded-mining-")
+        work = tmp.name
+    try:
+        if kind == "flat":
+            nb = _flat_neighbours(
+                src, trg, cfg, layout, work, chunk, block, merge_rows, threads, secs
+            )
+        else:
+            nb = _ann_neighbours(src, trg, cfg, layout, work, (f_trg, f_src), nprobe, kk, chunk,
+                                 block, merge_rows, threads, secs)  # fmt: skip
+    finally:
+        if tmp is not None:
+            tmp.cleanup()
+    return nb, {"trg": f_trg, "src": f_src}, secs
+
+
+def _flat_neighbours(src, trg, cfg, layout, work, chunk, block, merge_rows, threads, secs):
+    t = time.perf_counter()
+    tasks = []
+    for w, (t0, t1) in enumerate(even_bounds(0, len(trg), -(-len(trg) // layout.shards) or 1)):
+        out = {n: os.path.join(work, f"flat_{w:04d}_{n}.npy")
+               for n in ("fwd_sims", "fwd_inds", "bwd_sims", "bwd_inds")}  # fmt: skip
+        tasks.append(_Task("flat", "both", src.path, src.rows, trg.path, trg.rows, (t0, t1),
+                           cfg.k, cfg, chunk, block, out, threads=threads))  # fmt: skip
+    outs = _run_tasks(_flat_task, tasks, layout.workers)
+    secs["search"] = time.perf_counter() - t
+    t = time.perf_counter()
+    k_f, k_b = min(cfg.k, len(trg)), min(cfg.k, len(src))
+    fs = np.full((len(src), k_f), -np.inf, np.float32)
+    fi = np.full((len(src), k_f), -1, np.int64)
+    if outs:
+        parts = [(o["fwd_sims"], o["fwd_inds"]) for o in outs]
+        for q0, q1, s, i in merge_shard_lists(parts, len(src), k_f, merge_rows):
+            fs[q0:q1], fi[q0:q1] = s, i
+    bs = np.full((len(trg), k_b), -np.inf, np.float32)
+    bi = np.full((len(trg), k_b), -1, np.int64)
+    for task, o in zip(tasks, outs):
+        t0, t1 = task.base_range
+        bs[t0:t1], bi[t0:t1] = np.load(o["bwd_sims"]), np.load(o["bwd_inds"])
+    secs["merge"] = time.perf_counter() - t
+    return Neighbours(fs, fi, bs, bi)
+
+
+def _ann_direction(queries, base, factory, name, cfg, layout, work, nprobe, kk, chunk, block,
+                   merge_rows, threads, secs):  # fmt: skip
+    k = min(cfg.k, len(base))
+    sims = np.full((len(queries), k), -np.inf, np.float32)
+    inds = np.full((len(queries), k), -1, np.int64)
+    if len(queries) == 0 or len(base) == 0:
+        return sims, inds
+    t = time.perf_counter()
+    trained = os.path.join(work, f"{name}_trained.faissindex")
+    _train(base, factory, cfg, trained)
+    secs[f"train_{name}"] = time.perf_counter() - t
+    t = time.perf_counter()
+    shard = -(-len(base) // layout.shards)
+    tasks = []
+    for w, (b0, b1) in enumerate(even_bounds(0, len(base), shard)):
+        out = {n: os.path.join(work, f"{name}_{w:04d}_{n}.npy") for n in ("sims", "inds")}
+        tasks.append(_Task("ann", name, queries.path, queries.rows, base.path, base.rows, (b0, b1),
+                           kk, cfg, chunk, block, out, trained, nprobe, threads))  # fmt: skip
+    outs = _run_tasks(_ann_task, tasks, layout.workers)
+    secs[f"search_{name}"] = time.perf_counter() - t
+    t = time.perf_counter()
+    width = min(kk, len(base))
+    parts = [(o["sims"], o["inds"]) for o in outs]
+    for q0, q1, _, cand in merge_shard_lists(parts, len(queries), width, merge_rows):
+        sims[q0:q1], inds[q0:q1] = _rescore(queries, base, q0, q1, cand, k)
+    secs[f"merge_rescore_{name}"] = time.perf_counter() - t
+    for o in outs:  # the lists are merged: free the disk
+        for p in o.values():
+            os.remove(p)
+    return sims, inds
+
+
+def _ann_neighbours(src, trg, cfg, layout, work, factories, nprobe, kk, chunk, block, merge_rows,
+                    threads, secs):  # fmt: skip
+    f_trg, f_src = factories
+    args = (cfg, layout, work, nprobe, kk, chunk, block, merge_rows, threads, secs)
+    fs, fi = _ann_direction(src, trg, f_trg, "fwd", *args)
+    bs, bi = _ann_direction(trg, src, f_src, "bwd", *args)
+    return Neighbours(fs, fi, bs, bi)
+
+
+def mine_bounded(
+    src: str | os.PathLike | VectorSide,
+    trg: str | os.PathLike | VectorSide,
+    cfg: MiningConfig,
+    layout: Layout | None = None,
+    counter: StageCounter | None = None,
+) -> BoundedResult:
+    """Mine pairs between two stores (or ``.npy`` files) without holding either matrix.
+
+    ``cfg.index``: ``flat`` (exact), ``auto`` (the planner's choice for the sizes and
+    ``cfg.mem_gb``), a planner kind, or anything :func:`mining.knn.factory_string` takes.
+    Pair indices are compact rows of each side (global rows unless ``rows`` were selected).
+    """
+    if cfg.k < 1:
+        raise ValueError(f"k must be >= 1, got {cfg.k}")
+    src = src if isinstance(src, VectorSide) else VectorSide(src)
+    trg = trg if isinstance(trg, VectorSide) else VectorSide(trg)
+    nb, factories, secs = bounded_neighbours(src, trg, cfg, layout)
+    t = time.perf_counter()
+    sc = score(nb, cfg.margin)
+    pairs = retrieve(sc.fwd_scores, nb.fwd_inds, sc.bwd_scores, nb.bwd_inds, cfg.mode,
+                     cfg.threshold, counter)  # fmt: skip
+    secs["margin_retrieval"] = time.perf_counter() - t
+    return BoundedResult(pairs, sc, factories, {a: round(b, 3) for a, b in secs.items()})

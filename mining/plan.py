@@ -1,0 +1,586 @@
+"""Planner for bounded-memory mining: index type, shard count, nprobe, predicted time and memory.
+
+``python -m mining plan --n-src N --n-trg M --dim D --mem-gb G [--workers W] [--gpu] [--json]``
+
+Every figure is a formula over the sizes, printed with the plan. Bytes per worker (one process
+running one shard task at a time; ``G`` is the memory of one worker):
+
+* exact (``Flat``, blocked): a query chunk ``A*d*4`` + a base block ``B*d*4`` (float32 copies)
+  + the memory-mapped pages read for them ``(A+B)*d*s`` (``s`` = store bytes per value) + the
+  backward lists of the shard ``(n_trg/S)*k*(4+8)``; nothing grows with the source side.
+* approximate (IVF): the shard's index ``(n_b/S)*(code+8)`` (codes, int64 ids) + centroids
+  ``nlist*d*4`` (+ OPQ rotation ``d*d*4``, PQ codebooks ``256*d*4``) + the training sample
+  ``T*d*4`` while training + a query chunk ``Q*(d*(4+s) + kk*(4+8) + nprobe*(4+8))``.
+  ``code`` = ``d*4`` (Flat), ``d`` (SQ8), ``m`` (PQm).
+* merge and re-scoring (driver): the merged lists ``(n_src+n_trg)*k*(4+8)`` + their margin
+  scores ``(n_src+n_trg)*k*4`` + retrieval's pooled pairs ``(n_src+n_trg)*(8+8+4)*3`` + one
+  merge chunk ``R*(S*kk*(4+8) + kk*d*4 + d*4)`` (candidate vectors gathered for re-scoring).
+
+Time: operation counts times per-operation cost constants (:class:`Costs`). :data:`MEASURED`
+was measured on the development machine (2 cores, AVX2, FAISS 1.15 CPU) by
+``python -m mining plan --calibrate`` (which times small real FAISS/numpy runs, about 20 s,
+and plans with the fresh figures); the GPU figures are assumptions (no GPU was lent when
+they were written), stated in :data:`GPU_ASSUMED`. A worker is a machine like the one
+calibrated: W workers run ``ceil(S/W)`` rounds of shard tasks in parallel.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import time
+from dataclasses import asdict, dataclass, field
+
+GIB = 1 << 30
+# In order of accuracy; "auto" never picks opq_ivf_pq by itself: on CPUs its training costs
+# ~9 PQ trainings (OPQ alternates 50 rotations with short PQ trainings); ask for it by name.
+KINDS = ("flat", "ivf_flat", "ivf_sq8", "ivf_pq", "opq_ivf_pq")
+AUTO_KINDS = ("ivf_flat", "ivf_sq8", "ivf_pq")
+KMEANS_ITERS = 25  # FAISS ClusteringParameters.niter default, used by IVF and PQ training
+MIN_CHUNK = 64  # rows; keeps every FAISS call on its BLAS path (>= 20 queries)
+MAX_CHUNK = 1 << 18  # larger chunks gain nothing and cost memory
+
+
+@dataclass
+class Costs:
+    """Cost of each operation mining is made of, for ONE core (FAISS run on one thread);
+    a worker with ``c`` cores is assumed ``c`` times faster on the FAISS parts."""
+
+    gemm_flop_s: float  # inner products via BLAS (exact search, k-means, coarse assignment)
+    pq_train_flop_s: float  # PQ codebook k-means (sub-vectors of d/m dims: far below BLAS speed)
+    flat_scan_s: float  # IVF-Flat: seconds per (vector x dimension) scanned
+    sq8_scan_s: float  # IVF-SQ8: seconds per (code x dimension) scanned
+    pq_scan_s: float  # IVF-PQ: seconds per (code x sub-quantizer) scanned
+    encode_s: float  # adding to an index: seconds per (vector x dimension) beyond coarse assignment
+    read_s: float  # reading + normalising store rows: seconds per byte (page cache; numpy, 1 core)
+    gather_s: float  # random row read + exact re-score: seconds per (candidate x dimension)
+    margin_s: float  # margin scoring + retrieval: seconds per neighbour-list entry
+    source: str = "measured"
+
+
+# Measured on the development machine (AVX2, FAISS 1.15.1 CPU, numpy 2.4; FAISS on one thread
+# while other jobs shared its 2 cores, load average ~4.5) by ``python -m mining plan
+# --calibrate``; two runs a minute apart differed by up to 2x, so treat these as +-2x and
+# re-run --calibrate on the machine you plan for.
+MEASURED = Costs(
+    gemm_flop_s=7.4e10,
+    pq_train_flop_s=3.2e9,
+    flat_scan_s=2.7e-10,
+    sq8_scan_s=2.5e-10,
+    pq_scan_s=2.0e-9,
+    encode_s=1.1e-8,
+    read_s=4.5e-9,
+    gather_s=1.15e-8,
+    margin_s=1.9e-7,
+    source="per core, measured on the development machine (AVX2)",
+)
+
+# One H100 per worker (assumed, not measured here: no GPU was lent): ~50 TFLOP/s float32 at
+# ~60% efficiency for faiss-gpu flat search and k-means, IVF scans ~100x one CPU core;
+# host-side costs (reads, re-scoring, margin) as measured. GPU figures are per worker, not
+# per core (``cores`` does not scale them).
+GPU_ASSUMED = dataclasses.replace(
+    MEASURED,
+    gemm_flop_s=3.0e13,
+    pq_train_flop_s=3.0e12,
+    flat_scan_s=MEASURED.flat_scan_s / 100,
+    sq8_scan_s=MEASURED.sq8_scan_s / 100,
+    pq_scan_s=MEASURED.pq_scan_s / 100,
+    encode_s=MEASURED.encode_s / 50,
+    source="assumed H100 per worker (faiss-gpu); host-side costs as measured",
+)
+
+
+@dataclass
+class Sizes:
+    """Rows per chunk, from the per-worker budget (the same rule the miner uses)."""
+
+    query_rows: int  # A / Q: query rows searched per FAISS call
+    block_rows: int  # B: base rows per exact block
+    merge_rows: int  # R: query rows merged and re-scored at once
+
+
+def _rows(budget: float, per_row: float) -> int:
+    return int(min(MAX_CHUNK, max(MIN_CHUNK, budget // max(per_row, 1.0))))
+
+
+def chunk_sizes(mem_gb: float, dim: int, k: int, kk: int, shards: int = 1,
+                nprobe: int = 16, itemsize: int = 4) -> Sizes:  # fmt: skip
+    """A quarter of the budget for each of: query chunk, base block, merge chunk."""
+    q = mem_gb * GIB / 4
+    return Sizes(
+        query_rows=_rows(q, dim * (4 + itemsize) + kk * 12 * 3 + nprobe * 12),
+        block_rows=_rows(q, dim * (4 + itemsize) + k * 12 * 3),
+        merge_rows=min(
+            1 << 16, _rows(q, shards * kk * 12 * 2 + kk * dim * 4 + dim * (4 + itemsize))
+        ),
+    )
+
+
+def pow2_near(x: float) -> int:
+    return 1 << max(0, round(math.log2(max(x, 1.0))))
+
+
+def ivf_lists(n: int, train_size: int) -> int:
+    """~4*sqrt(n) lists (FAISS's rule of thumb), a power of two, with >= 39 training points
+    each (FAISS warns below that) and >= 1."""
+    nlist = pow2_near(4 * math.sqrt(max(n, 1)))
+    cap = max(1, min(n, train_size) // 39)
+    while nlist > cap and nlist > 1:
+        nlist //= 2
+    return nlist
+
+
+def pq_m(dim: int) -> int:
+    """Sub-quantizers: d/8 (8 bytes of a 768-d vector per 64 dims), the largest divisor of d
+    at most d/8 otherwise."""
+    for m in range(max(1, dim // 8), 0, -1):
+        if dim % m == 0:
+            return m
+    return 1
+
+
+def factory_for(kind: str, n: int, dim: int, train_size: int = 200_000) -> str:
+    """The FAISS factory string of an index kind for ``n`` base vectors."""
+    nlist = ivf_lists(n, train_size)
+    m = pq_m(dim)
+    # 8-bit codebooks need ~39*256 training points; fewer get 4-bit codes. "np": no
+    # polysemous training (slow, and only for Hamming filtering, which is not used here).
+    pq = f"PQ{m}{'' if min(n, train_size) >= 39 * 256 else 'x4'}np"
+    if kind == "flat":
+        return "Flat"
+    if kind == "ivf_flat":
+        return f"IVF{nlist},Flat"
+    if kind == "ivf_sq8":
+        return f"IVF{nlist},SQ8"
+    if kind == "ivf_pq":
+        return f"IVF{nlist},{pq}"
+    if kind == "opq_ivf_pq":
+        return f"OPQ{m},IVF{nlist},{pq}"
+    raise ValueError(f"unknown index kind {kind!r}; choose from {KINDS}")
+
+
+def code_bytes(kind: str, dim: int) -> int:
+    m = pq_m(dim)
+    return {"flat": dim * 4, "ivf_flat": dim * 4, "ivf_sq8": dim, "ivf_pq": m,
+            "opq_ivf_pq": m}[kind]  # fmt: skip
+
+
+def default_nprobe(nlist: int) -> int:
+    """16 lists (the ``mining.nprobe`` default), never more than nlist; the bench measures
+    the recall it gives."""
+    return max(1, min(nlist, 16))
+
+
+@dataclass
+class Plan:
+    n_src: int
+    n_trg: int
+    dim: int
+    k: int
+    mem_gb: float
+    workers: int
+    cores: int  # per worker
+    gpu: bool
+    itemsize: int
+    kind: str
+    factory_trg: str  # index over the target side (src -> trg search)
+    factory_src: str  # index over the source side (trg -> src search)
+    nprobe: int
+    rerank: int
+    train_size: int
+    shards: int
+    rounds: int
+    sizes: Sizes
+    memory: dict[str, int] = field(default_factory=dict)  # bytes, per component
+    worker_peak_bytes: int = 0
+    driver_peak_bytes: int = 0
+    seconds: dict[str, float] = field(default_factory=dict)
+    total_seconds: float = 0.0
+    fits: bool = True
+    reason: str = ""
+    costs: str = ""
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def _index_bytes(kind: str, n_shard: int, n_base: int, dim: int, train_size: int) -> int:
+    if kind == "flat":
+        return 0  # streamed in blocks: counted as the base block
+    nlist = ivf_lists(n_base, train_size)
+    extra = nlist * dim * 4 + nlist * 64  # centroids + inverted-list headers
+    if kind in ("ivf_pq", "opq_ivf_pq"):
+        extra += 256 * dim * 4  # codebooks
+    if kind == "opq_ivf_pq":
+        extra += dim * dim * 4  # rotation
+    return n_shard * (code_bytes(kind, dim) + 8) + extra
+
+
+def _scan_cost(kind: str, dim: int, c: Costs) -> float:
+    """Seconds (one core) to scan one stored code of an index kind."""
+    if kind == "ivf_flat":
+        return dim * c.flat_scan_s
+    if kind == "ivf_sq8":
+        return dim * c.sq8_scan_s
+    return pq_m(dim) * c.pq_scan_s
+
+
+def _direction_time(kind: str, n_q: int, n_b: int, p: Plan, c: Costs) -> dict[str, float]:
+    """Seconds of one search direction, summed over its shard tasks, on one worker."""
+    d, s = p.dim, p.shards
+    f = 1 if p.gpu else p.cores  # FAISS parts scale with the worker's cores
+    kk = min(n_b, p.k * p.rerank)
+    t: dict[str, float] = {}
+    t["read"] = (s * n_q + n_b) * d * p.itemsize * c.read_s
+    if kind == "flat":
+        t["search"] = 2.0 * n_q * n_b * d / c.gemm_flop_s / f
+        return t
+    nlist = ivf_lists(n_b, p.train_size)
+    t_rows = min(n_b, p.train_size)
+    train = KMEANS_ITERS * t_rows * nlist * d * 2.0 / c.gemm_flop_s
+    if kind in ("ivf_pq", "opq_ivf_pq"):
+        ksub = 256 if t_rows >= 39 * 256 else 16
+        pq_rows = min(t_rows, 256 * ksub)  # FAISS samples 256 points per centroid
+        pq = KMEANS_ITERS * pq_rows * ksub * d * 2.0 / c.pq_train_flop_s
+        train += pq * (9 if kind == "opq_ivf_pq" else 1)
+    t["train"] = train / f
+    t["add"] = n_b * (nlist * d * 2.0 / c.gemm_flop_s + d * c.encode_s) / f
+    coarse = s * n_q * nlist * d * 2.0 / c.gemm_flop_s  # every shard task assigns all queries
+    scanned = n_q * min(p.nprobe, nlist) * (n_b / nlist)
+    t["search"] = (coarse + scanned * _scan_cost(kind, d, c)) / f
+    t["rerank"] = n_q * kk * d * c.gather_s
+    return t
+
+
+def make_plan(
+    n_src: int,
+    n_trg: int,
+    dim: int,
+    mem_gb: float,
+    workers: int = 1,
+    gpu: bool = False,
+    k: int = 4,
+    rerank: int = 4,
+    train_size: int = 200_000,
+    itemsize: int = 2,
+    exact_hours: float = 1.0,
+    kind: str | None = None,
+    nprobe: int | None = None,
+    costs: Costs | None = None,
+    cores: int | None = None,
+) -> Plan:
+    """Choose the index kind, shards and nprobe for ``n_src x n_trg`` vectors of ``dim``.
+
+    Rule: exact (Flat) when its predicted time is at most ``exact_hours``; otherwise the most
+    accurate of IVF-Flat, IVF-SQ8, IVF-PQ whose shard index fits the worker's memory with one
+    shard per worker; when none fits, IVF-PQ with as many shards as its index needs (a
+    multiple of the worker count; shards beyond the workers run in rounds).
+    """
+    if min(n_src, n_trg, dim, workers, k) < 1 or mem_gb <= 0:
+        raise ValueError("sizes, workers and k must be >= 1 and mem_gb > 0")
+    c = costs or (GPU_ASSUMED if gpu else MEASURED)
+    cores = cores or _local_cores()
+    n_b = max(n_src, n_trg)
+    kk = min(n_b, k * rerank)
+
+    def build(kind_: str, shards: int) -> Plan:
+        nlist = ivf_lists(n_b, train_size)
+        probe = 0 if kind_ == "flat" else min(nlist, nprobe or default_nprobe(nlist))
+        p = Plan(n_src, n_trg, dim, k, mem_gb, workers, cores, gpu, itemsize, kind_,
+                 factory_for(kind_, n_trg, dim, train_size),
+                 factory_for(kind_, n_src, dim, train_size), probe,
+                 1 if kind_ == "flat" else rerank, train_size, shards,
+                 math.ceil(shards / workers),
+                 chunk_sizes(mem_gb, dim, k, kk, shards, probe or 16, itemsize),
+                 costs=c.source)  # fmt: skip
+        _fill(p, c)
+        return p
+
+    if kind is not None:
+        if kind not in KINDS:
+            raise ValueError(f"unknown index kind {kind!r}; choose from {KINDS}")
+        p = build(kind, workers)
+        if kind != "flat" and not p.fits:
+            p = _with_shards(build, kind, p, workers)
+        p.reason = f"index kind {kind} as asked"
+        return p
+    exact = build("flat", workers)
+    if exact.total_seconds <= exact_hours * 3600:
+        exact.reason = (f"exact search predicted {exact.total_seconds / 3600:.2f} h "
+                        f"<= {exact_hours} h (--exact-hours)")  # fmt: skip
+        return exact
+    for kind_ in AUTO_KINDS:
+        p = build(kind_, workers)
+        if p.fits:
+            p.reason = (f"exact predicted {exact.total_seconds / 3600:.1f} h > {exact_hours} h; "
+                        f"{kind_} is the most accurate index whose shard fits {mem_gb} GB")  # fmt: skip
+            return p
+    p = _with_shards(build, "ivf_pq", build("ivf_pq", workers), workers)
+    p.reason = (f"exact predicted {exact.total_seconds / 3600:.1f} h; no index fits {mem_gb} GB "
+                f"with {workers} shard(s): IVF-PQ in {p.shards} shards")  # fmt: skip
+    return p
+
+
+def _local_cores() -> int:
+    import os
+
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def _with_shards(build, kind: str, p: Plan, workers: int) -> Plan:
+    index = p.memory.get("index", 0)
+    room = max(1, p.mem_gb * GIB - (p.worker_peak_bytes - index))
+    shards = workers * max(1, math.ceil(index / room / workers))
+    for _ in range(64):
+        p = build(kind, shards)
+        if p.fits:
+            break
+        shards += workers
+    return p
+
+
+def _fill(p: Plan, c: Costs) -> None:
+    d, k, s, it = p.dim, p.k, p.shards, p.itemsize
+    z = p.sizes
+    kk = min(max(p.n_src, p.n_trg), k * p.rerank)
+    n_b = max(p.n_src, p.n_trg)
+    mem: dict[str, int] = {}
+    if p.kind == "flat":
+        mem["query_chunk"] = z.query_rows * d * (4 + it) + z.query_rows * k * 12 * 3
+        mem["base_block"] = z.block_rows * d * (4 + it) + z.block_rows * k * 12 * 3
+        mem["faiss_block"] = 4096 * 1024 * 4  # FAISS's BLAS tile of inner products
+        mem["shard_lists"] = math.ceil(p.n_trg / s) * k * 12
+    else:
+        mem["index"] = _index_bytes(p.kind, math.ceil(n_b / s), n_b, d, p.train_size)
+        mem["train_sample"] = min(n_b, p.train_size) * d * 4
+        mem["query_chunk"] = z.query_rows * (d * (4 + it) + kk * 12 * 3 + p.nprobe * 12)
+    worker = sum(mem.values())
+    n = p.n_src + p.n_trg
+    drv = {
+        "lists": n * k * 12,
+        "scores": n * k * 4,
+        "retrieval": n * 20 * 3,
+        "merge_chunk": z.merge_rows * (s * kk * 12 * 2 + kk * d * 4 + d * (4 + it)),
+    }
+    p.memory = {**mem, **{f"driver_{a}": b for a, b in drv.items()}}
+    p.worker_peak_bytes = int(worker)
+    p.driver_peak_bytes = int(sum(drv.values()))
+    p.fits = max(worker, p.driver_peak_bytes) <= p.mem_gb * GIB
+
+    secs: dict[str, float] = {}
+    fwd = _direction_time(p.kind, p.n_src, p.n_trg, p, c)
+    bwd = _direction_time(p.kind, p.n_trg, p.n_src, p, c)
+    for key in set(fwd) | set(bwd):
+        secs[key] = fwd.get(key, 0.0) + bwd.get(key, 0.0)
+    # Shard tasks run W at a time; training (once per direction) and re-scoring run on the
+    # driver.
+    par = s / p.rounds if p.rounds else 1
+    for key in ("read", "search", "add"):
+        if key in secs:
+            secs[key] /= par
+    secs["margin_retrieval"] = n * k * c.margin_s
+    p.seconds = {a: round(b, 3) for a, b in sorted(secs.items())}
+    p.total_seconds = round(sum(secs.values()), 3)
+
+
+def fmt_bytes(b: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(b) < 1024 or unit == "TiB":
+            return f"{b:.1f} {unit}" if unit != "B" else f"{int(b)} B"
+        b /= 1024
+    return f"{b:.1f} TiB"
+
+
+def fmt_seconds(s: float) -> str:
+    if s < 120:
+        return f"{s:.1f} s"
+    if s < 7200:
+        return f"{s / 60:.1f} min"
+    return f"{s / 3600:.1f} h"
+
+
+def render(p: Plan) -> str:
+    """The plan as readable text."""
+    lines = [
+        f"mining plan: {p.n_src:,} x {p.n_trg:,} vectors of dim {p.dim}, k={p.k}, "
+        f"{p.workers} worker(s) of {p.mem_gb} GB and {p.cores} core(s)"
+        f"{', one GPU each' if p.gpu else ''}",
+        f"  index        {p.kind}: target index '{p.factory_trg}', source index '{p.factory_src}'",
+        f"  why          {p.reason}",
+        f"  shards       {p.shards} per direction, {p.rounds} round(s) of {p.workers} worker(s)",
+    ]
+    if p.kind != "flat":
+        lines.append(f"  nprobe       {p.nprobe}; candidates k*rerank = {p.k * p.rerank} "
+                     f"re-scored exactly; trained on {min(max(p.n_src, p.n_trg), p.train_size):,}"
+                     " sampled vectors per direction")  # fmt: skip
+    z = p.sizes
+    lines.append(f"  chunks       query {z.query_rows:,} rows, base block {z.block_rows:,} rows, "
+                 f"merge {z.merge_rows:,} rows")  # fmt: skip
+    lines.append(f"  memory       worker peak {fmt_bytes(p.worker_peak_bytes)}, driver peak "
+                 f"{fmt_bytes(p.driver_peak_bytes)} (budget {p.mem_gb} GB"
+                 f"{'' if p.fits else ', DOES NOT FIT'})")  # fmt: skip
+    for name, b in p.memory.items():
+        lines.append(f"    {name:<22}{fmt_bytes(b):>12}")
+    lines.append(f"  time         {fmt_seconds(p.total_seconds)} predicted "
+                 f"({p.costs})")  # fmt: skip
+    for name, s in p.seconds.items():
+        lines.append(f"    {name:<22}{fmt_seconds(s):>12}")
+    lines.append("  formulas     flat: 2*n_q*n_b*d flops per direction / gemm_flop_s; IVF: "
+                 "coarse S*n_q*nlist*d*2 flops + n_q*nprobe*(n_b/nlist) codes * scan cost; "
+                 "index (n/S)*(code+8) B + nlist*d*4 B; lists 2*n*k*(4+8) B")  # fmt: skip
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------
+# Calibration: time small real runs of each operation on this machine.
+
+
+def calibrate(dim: int = 768, seed: int = 0) -> Costs:
+    """Measure :class:`Costs` here, FAISS on one thread (about 15 s on an idle core): a BLAS
+    search, IVF-Flat/SQ8/PQ scans (seconds per code from FAISS's own count of distances),
+    PQ training and encoding, store reads, random gathers and margin retrieval."""
+    import tempfile
+
+    import faiss
+    import numpy as np
+
+    from mining.bounded import VectorSide
+    from mining.embeddings import StoreWriter
+    from mining.knn import Neighbours
+    from mining.mine import score
+    from mining.retrieval import retrieve
+
+    rng = np.random.default_rng(seed)
+    threads = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(1)
+
+    def unit(n: int) -> np.ndarray:
+        a = rng.standard_normal((n, dim), dtype=np.float32)
+        return a / np.linalg.norm(a, axis=1, keepdims=True)
+
+    def timed(fn) -> float:
+        t0 = time.perf_counter()
+        fn()
+        return time.perf_counter() - t0
+
+    try:
+        xq, xb = unit(1024), unit(8192)
+        gemm = 2.0 * len(xq) * len(xb) * dim / timed(
+            lambda: faiss.knn(xq, xb, 4, metric=faiss.METRIC_INNER_PRODUCT))  # fmt: skip
+        scans: dict[str, float] = {}
+        nlist, m, train_rows = 64, pq_m(dim), 4096
+        pq_train = encode = 0.0
+        for kind, fs, per in (("ivf_flat", f"IVF{nlist},Flat", dim),
+                              ("ivf_sq8", f"IVF{nlist},SQ8", dim),
+                              ("ivf_pq", f"IVF{nlist},PQ{m}x4np", m)):  # fmt: skip
+            index = faiss.index_factory(dim, fs, faiss.METRIC_INNER_PRODUCT)
+            t_train = timed(lambda index=index: index.train(xb[:train_rows]))
+            t_add = timed(lambda index=index: index.add(xb))
+            if kind == "ivf_pq":
+                ivf = KMEANS_ITERS * train_rows * nlist * dim * 2.0 / gemm
+                flops = KMEANS_ITERS * train_rows * 16 * dim * 2.0
+                pq_train = flops / max(1e-6, t_train - ivf)
+                encode = max(1e-12, t_add / len(xb) - nlist * dim * 2.0 / gemm) / dim
+            faiss.ParameterSpace().set_index_parameter(index, "nprobe", 8)
+            faiss.cvar.indexIVF_stats.reset()
+            t = timed(lambda index=index: index.search(xq, 16))
+            ndis = max(1, faiss.cvar.indexIVF_stats.ndis)
+            coarse = len(xq) * nlist * dim * 2.0 / gemm
+            scans[kind] = max(1e-13, t - coarse) / ndis / per
+    finally:
+        faiss.omp_set_num_threads(threads)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        w = StoreWriter(tmp + "/s", dim, "float16", rows_per_shard=20_000)
+        for _ in range(3):
+            w.add(unit(20_000), [""] * 20_000)
+        w.close()
+        side = VectorSide(tmp + "/s")
+        read_s = timed(lambda: [side.read(a, a + 10_000) for a in range(0, 60_000, 10_000)])
+        read_s /= 60_000 * dim * 2
+        idx = rng.integers(0, len(side), (2048, 16))
+        xq2, cand = unit(2048), unit(2048 * 16).reshape(2048, 16, dim)
+        gather = timed(lambda: side.gather(idx.ravel()))
+        gather += timed(lambda: np.einsum("qd,qkd->qk", xq2, cand))
+        gather_s = gather / (idx.size * dim)
+
+    n, k = 200_000, 4
+    sims = -np.sort(-rng.random((n, k), dtype=np.float32), axis=1) + 0.5
+    nb = Neighbours(sims, rng.integers(0, n, (n, k)), sims.copy(), rng.integers(0, n, (n, k)))
+
+    def margin() -> None:
+        sc = score(nb, "ratio")
+        retrieve(sc.fwd_scores, nb.fwd_inds, sc.bwd_scores, nb.bwd_inds, "max")
+
+    margin_s = timed(margin) / (2 * n * k)
+    return Costs(gemm_flop_s=gemm, pq_train_flop_s=pq_train, flat_scan_s=scans["ivf_flat"],
+                 sq8_scan_s=scans["ivf_sq8"], pq_scan_s=scans["ivf_pq"], encode_s=encode,
+                 read_s=read_s, gather_s=gather_s, margin_s=margin_s,
+                 source="per core, calibrated now on this machine")  # fmt: skip
+
+
+def add_plan_parser(sub) -> None:
+    """The ``plan`` subcommand of ``python -m mining``."""
+    p = sub.add_parser(
+        "plan",
+        help="plan bounded-memory mining: index, shards, nprobe, predicted time and memory",
+        description="Choose the index type (a FAISS factory string), shard count and nprobe "
+        "for mining N x M vectors within G GB per worker, and predict time and memory from "
+        "per-operation costs measured on the development machine (--calibrate measures them "
+        "here first).",
+    )
+    p.add_argument("--n-src", type=int, required=True, help="source vectors")
+    p.add_argument("--n-trg", type=int, required=True, help="target vectors")
+    p.add_argument("--dim", type=int, default=768, help="vector dimension (default 768)")
+    p.add_argument("--mem-gb", type=float, required=True, help="memory of one worker, GB")
+    p.add_argument("--workers", type=int, default=1, help="workers (processes/machines)")
+    p.add_argument("--cores", type=int, help="cores per worker (default: this machine's)")
+    p.add_argument("--gpu", action="store_true", help="FAISS on a GPU per worker (assumed costs)")
+    p.add_argument("--k", type=int, default=4, help="margin neighbourhood (default 4)")
+    p.add_argument("--rerank", type=int, default=4, help="candidates k*rerank re-scored")
+    p.add_argument("--train-size", type=int, default=200_000, help="index training sample")
+    p.add_argument("--dtype", choices=["float16", "float32"], default="float16",
+                   help="store precision (bytes read per value)")  # fmt: skip
+    p.add_argument("--exact-hours", type=float, default=1.0,
+                   help="choose exact search when predicted at most this long (default 1)")  # fmt: skip
+    p.add_argument("--index", choices=KINDS, help="force an index kind instead of choosing")
+    p.add_argument("--nprobe", type=int, help="force nprobe")
+    p.add_argument("--calibrate", action="store_true", help="measure the cost constants here first")
+    p.add_argument("--json", action="store_true", help="print the plan as JSON")
+    p.set_defaults(func=cmd_plan)
+
+
+def cmd_plan(args) -> int:
+    from labse_common.errors import UsageError
+
+    for name in ("n_src", "n_trg", "dim", "workers", "k", "rerank", "train_size", "cores"):
+        if getattr(args, name) is None:
+            continue
+        if getattr(args, name) < 1:
+            raise UsageError(f"--{name.replace('_', '-')} must be >= 1")
+    if args.mem_gb <= 0:
+        raise UsageError("--mem-gb must be > 0")
+    if args.nprobe is not None and args.nprobe < 1:
+        raise UsageError("--nprobe must be >= 1")
+    costs = calibrate(args.dim) if args.calibrate else None
+    if costs is not None and args.gpu:
+        costs = dataclasses.replace(GPU_ASSUMED, read_s=costs.read_s, gather_s=costs.gather_s,
+                                    margin_s=costs.margin_s)  # fmt: skip
+    p = make_plan(args.n_src, args.n_trg, args.dim, args.mem_gb, args.workers, args.gpu, args.k,
+                  args.rerank, args.train_size, 2 if args.dtype == "float16" else 4,
+                  args.exact_hours, args.index, args.nprobe, costs, args.cores)  # fmt: skip
+    if args.json:
+        out = p.to_json()
+        if costs is not None:
+            out["calibrated_costs"] = asdict(costs)
+        print(json.dumps(out, indent=2))
+    else:
+        if costs is not None:
+            print("calibrated costs: " + ", ".join(f"{a}={b:.3g}" for a, b in asdict(costs).items()
+                                                  if isinstance(b, float)))  # fmt: skip
+        print(render(p))
+    return 0
