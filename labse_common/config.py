@@ -422,22 +422,30 @@ def main(argv: list[str] | None = None) -> int:
                     help="print every section's keys, types, defaults, ranges and help (Markdown)")
     ap.add_argument("--check", metavar="PRESET|FILE",
                     help="load every section of this preset or file with the typed loader")
+    from labse_common.cli import add_log_level_option, run_main
+    from labse_common.logs import setup_logging
+
+    add_log_level_option(ap)
     args = ap.parse_args(argv)
-    if args.check:
-        try:
+    setup_logging(args.log_level)
+
+    def body() -> int:
+        if args.check:
             data = read_preset(args.check)
+            if not data:
+                raise ConfigError(f"{args.check}: empty, no section to check")
             unknown = sorted(set(data) - set(section_names()))
             if unknown:
                 raise ConfigError(f"{args.check}: unknown section(s) {', '.join(unknown)}")
             for name in data:
                 load(name, args.check)
-        except ConfigError as e:
-            print(f"error: {' '.join(str(e).split())}", file=sys.stderr)
-            return 2
-        print(f"{args.check}: {len(data)} section(s) valid")
+            print(f"{args.check}: {len(data)} section(s) valid")
+            return 0
+        sys.stdout.write(reference())
         return 0
-    sys.stdout.write(reference())
-    return 0
+
+    # The one error mapping: a bad preset or file is one line naming it, exit status 2.
+    return run_main(body, "labse_common.config")
 
 
 if __name__ == "__main__":

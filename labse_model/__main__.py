@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import sys
 
-from labse_common.cli import add_config_options, add_log_level_option, one_line, run_main
+from labse_common.cli import (
+    add_config_options,
+    add_log_level_option,
+    add_output_option,
+    run_main,
+)
 from labse_common.config import load, to_dict
+from labse_common.errors import InputError, UsageError
 from labse_common.logs import setup_logging
+from labse_common.remote import require_local
 
 log = logging.getLogger("labse_model")
 
@@ -33,12 +41,7 @@ def _train_parser(sub: argparse._SubParsersAction) -> None:
         metavar="FILE_OR_GLOB",
         help="pair file: TSV (src<TAB>trg[<TAB>src_lang<TAB>trg_lang], .gz ok) or Parquet (src, trg), a glob, or a folder of <lang>/ shards (streamed, languages mixed by p^alpha); repeat for several",
     )
-    p.add_argument(
-        "--output",
-        required=True,
-        metavar="DIR",
-        help="run directory: checkpoints/, model/, metrics.jsonl, tb/, stats.json",
-    )
+    add_output_option(p, "run directory: checkpoints/, model/, metrics.jsonl, tb/, stats.json")
     p.add_argument(
         "--vocab",
         metavar="DIR",
@@ -89,15 +92,27 @@ def _train_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _launcher_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--nproc-per-node", type=int, default=1,
-                   help="worker processes per node (GPUs per node, or CPU processes); > 1 launches torchrun (default: 1)")
-    p.add_argument("--nnodes", default="1", help="number of nodes, or MIN:MAX for elastic runs (default: 1)")
+    p.add_argument(
+        "--nproc-per-node",
+        type=int,
+        default=1,
+        help="worker processes per node (GPUs per node, or CPU processes); > 1 launches torchrun (default: 1)",
+    )
+    p.add_argument(
+        "--nnodes", default="1", help="number of nodes, or MIN:MAX for elastic runs (default: 1)"
+    )
     p.add_argument("--node-rank", type=int, help="this node's rank (static rendezvous only)")
-    p.add_argument("--rdzv-endpoint", metavar="HOST:PORT", help="rendezvous endpoint for multi-node runs")
+    p.add_argument(
+        "--rdzv-endpoint", metavar="HOST:PORT", help="rendezvous endpoint for multi-node runs"
+    )
     p.add_argument("--rdzv-backend", default="c10d", help="rendezvous backend (default: c10d)")
     p.add_argument("--rdzv-id", help="job id shared by all nodes (default: random)")
-    p.add_argument("--max-restarts", type=int, default=0,
-                   help="let the elastic agent restart all workers this many times after a failure; they resume from the last checkpoint (default: 0)")
+    p.add_argument(
+        "--max-restarts",
+        type=int,
+        default=0,
+        help="let the elastic agent restart all workers this many times after a failure; they resume from the last checkpoint (default: 0)",
+    )
 
 
 def _pretrain_parser(sub: argparse._SubParsersAction) -> None:
@@ -114,19 +129,45 @@ def _pretrain_parser(sub: argparse._SubParsersAction) -> None:
     )
     add_config_options(p, "pretrain", "lr=1e-4 (model keys as model.KEY=value)")
     add_log_level_option(p, subcommand=True)
-    p.add_argument("--sentences", action="append", metavar="DIR_OR_GLOB",
-                   help="monolingual sentences: the corpus output folder (<lang>/*.parquet, column text; languages mixed by p^alpha), Parquet/text files or a glob; repeatable")
-    p.add_argument("--pairs", action="append", metavar="FILE_OR_GLOB",
-                   help="translation pairs for TLM: TSV (src<TAB>trg[...], .gz ok) or Parquet (src, trg), a glob or a <lang>/ folder; repeatable")
-    p.add_argument("--vocab", metavar="DIR", help="BERT tokenizer directory (vocab.txt/tokenizer.json), e.g. the vocab stage output")
-    p.add_argument("--init", metavar="DIR", help="continue from this pretrained encoder (with its mlm_head.safetensors) instead of random weights")
-    p.add_argument("--output", required=True, metavar="DIR",
-                   help="run directory: checkpoints/, model/ (+ mlm_head.safetensors), metrics.jsonl, tb/, stats.json")
-    p.add_argument("--stage-steps", metavar="A,B,C", help="optimizer steps per stacking stage (overrides pretrain.stage_steps and stages)")
-    p.add_argument("--stop-at-step", type=int, help="checkpoint and exit after this step, to continue later")
+    p.add_argument(
+        "--sentences",
+        action="append",
+        metavar="DIR_OR_GLOB",
+        help="monolingual sentences: the corpus output folder (<lang>/*.parquet, column text; languages mixed by p^alpha), Parquet/text files or a glob; repeatable",
+    )
+    p.add_argument(
+        "--pairs",
+        action="append",
+        metavar="FILE_OR_GLOB",
+        help="translation pairs for TLM: TSV (src<TAB>trg[...], .gz ok) or Parquet (src, trg), a glob or a <lang>/ folder; repeatable",
+    )
+    p.add_argument(
+        "--vocab",
+        metavar="DIR",
+        help="BERT tokenizer directory (vocab.txt/tokenizer.json), e.g. the vocab stage output",
+    )
+    p.add_argument(
+        "--init",
+        metavar="DIR",
+        help="continue from this pretrained encoder (with its mlm_head.safetensors) instead of random weights",
+    )
+    add_output_option(p, "run directory: checkpoints/, model/ (+ mlm_head.safetensors), "
+                      "metrics.jsonl, tb/, stats.json")  # fmt: skip
+    p.add_argument(
+        "--stage-steps",
+        metavar="A,B,C",
+        help="optimizer steps per stacking stage (overrides pretrain.stage_steps and stages)",
+    )
+    p.add_argument(
+        "--stop-at-step", type=int, help="checkpoint and exit after this step, to continue later"
+    )
     _launcher_options(p)
-    p.add_argument("overrides", nargs="*", metavar="key=value",
-                   help="config overrides: pretrain keys (lr=1e-4) or model.KEY=value")
+    p.add_argument(
+        "overrides",
+        nargs="*",
+        metavar="key=value",
+        help="config overrides: pretrain keys (lr=1e-4) or model.KEY=value",
+    )
 
 
 def _encode_parser(sub: argparse._SubParsersAction) -> None:
@@ -207,26 +248,60 @@ def _worker_argv(args: argparse.Namespace) -> list[str]:
     return argv + list(args.overrides)
 
 
-def run_train(args: argparse.Namespace) -> int:
+def _check_inputs(flag: str, specs: list[str] | None, what: str = "input file") -> None:
+    """Files, globs or <lang>/ folders; a missing one is one line naming it, before any worker."""
+    from labse_model.stream import expand_inputs
+
+    if not specs:
+        return
+    try:
+        expand_inputs(specs, what)
+    except FileNotFoundError as e:  # the stream's own "not found" (no filename attached)
+        raise InputError(None, str(e), flag) from None
+
+
+def _check_dirs(*flag_paths: tuple[str, str | None]) -> None:
+    from labse_model.model import check_vocab_dir
+
+    for flag, path in flag_paths:
+        if path and not os.path.isdir(path):
+            raise InputError(path, "folder not found", flag)
+        if path and flag == "--vocab":
+            check_vocab_dir(path)
+
+
+def _run_claim(args: argparse.Namespace):
+    """Hold OUTPUT/_CLAIM.json while the run writes there: a second run into the same folder
+    stops with exit 2 instead of mixing checkpoints. Held by the process that starts the run
+    (one node: this one; several: the launcher of node rank 0), not by torchrun workers; a run
+    that was killed is resumed by the next, which takes its claim over."""
+    from labse_common.output_dir import resumable_claim
     from labse_model import launcher
+
+    if launcher.is_worker() or (str(args.nnodes) != "1" and args.node_rank != 0):
+        return contextlib.nullcontext()
+    return resumable_claim(args.output)
+
+
+def run_train(args: argparse.Namespace) -> int:
 
     model_ov, train_ov = _split_overrides([*args.overrides, *args.set])
     # Validate config and paths before starting any worker: the typed sections reject unknown
     # keys, wrong types, NaN and out-of-range values, naming the key (exit status 2).
     model_cfg = to_dict(load("model", args.config, model_ov))
     train_cfg = load("train", args.config, train_ov)  # the typed section goes to train() as is
-    from labse_model.stream import expand_inputs
-
-    expand_inputs(args.pairs, "pair file")  # files, globs or <lang>/ folders; missing: error
-    for what, path in (("vocabulary directory", args.vocab), ("--init checkpoint", args.init)):
-        if path and not os.path.isdir(path):
-            raise FileNotFoundError(f"{what} not found: {path}")
-    if args.vocab:
-        from labse_model.model import check_vocab_dir
-
-        check_vocab_dir(args.vocab)
+    require_local(args.output, "--output", "labse_model train (torch checkpoints)")
+    _check_inputs("--pairs", args.pairs, "pair file")
+    _check_dirs(("--vocab", args.vocab), ("--init", args.init))
     if args.nproc_per_node < 1:
-        raise ValueError("--nproc-per-node must be >= 1")
+        raise UsageError("--nproc-per-node must be >= 1")
+    with _run_claim(args):
+        return _train(args, model_cfg, train_cfg)
+
+
+def _train(args: argparse.Namespace, model_cfg: dict, train_cfg) -> int:
+    from labse_model import launcher
+
     if launcher.needs_launch(args.nproc_per_node, args.nnodes, args.rdzv_endpoint):
         return launcher.launch(
             launcher.torchrun_args(
@@ -281,9 +356,6 @@ def _pretrain_worker_argv(args: argparse.Namespace) -> list[str]:
 
 
 def run_pretrain(args: argparse.Namespace) -> int:
-    from labse_model import launcher, stream
-    from labse_model.model import check_vocab_dir
-
     model_ov, pre_ov = [], []
     for o in [*args.overrides, *args.set]:
         if o.startswith("model."):
@@ -295,23 +367,32 @@ def run_pretrain(args: argparse.Namespace) -> int:
     if args.stage_steps:
         try:
             stage_steps = [int(x) for x in args.stage_steps.split(",") if x.strip()]
-        except ValueError:
-            raise ValueError(f"--stage-steps {args.stage_steps!r} is not a list of integers") from None
+        except ValueError:  # int() of the flag's parts
+            raise UsageError(
+                f"--stage-steps {args.stage_steps!r} is not a list of integers"
+            ) from None
     # The typed section, checked before any worker starts, goes to pretrain() as is.
     stages = {"stage_steps": stage_steps, "stages": len(stage_steps)} if stage_steps else None
     pre_cfg = load("pretrain", args.config, pre_ov, stages)
     if not (args.sentences or args.pairs):
-        raise ValueError("nothing to pretrain on: give --sentences and/or --pairs")
-    for specs in (args.sentences or [], args.pairs or []):
-        stream.expand_inputs(specs)  # a missing file or empty glob fails here, once
-    if args.vocab:
-        if not os.path.isdir(args.vocab):
-            raise FileNotFoundError(f"vocabulary directory not found: {args.vocab}")
-        check_vocab_dir(args.vocab)
-    if args.init and not os.path.isdir(args.init):
-        raise FileNotFoundError(f"--init checkpoint not found: {args.init}")
+        raise UsageError("nothing to pretrain on: give --sentences and/or --pairs")
+    require_local(args.output, "--output", "labse_model pretrain (torch checkpoints)")
+    _check_inputs("--sentences", args.sentences)  # a missing file or empty glob fails here, once
+    _check_inputs("--pairs", args.pairs)
+    _check_dirs(("--vocab", args.vocab), ("--init", args.init))
     if args.nproc_per_node < 1:
-        raise ValueError("--nproc-per-node must be >= 1")
+        raise UsageError("--nproc-per-node must be >= 1")
+    from labse_model.pretrain import stage_layers
+
+    # The stacking plan must fit the model: a ConfigError here, not in every worker.
+    stage_layers(int(model_cfg.get("num_hidden_layers", 12)), pre_cfg.stages)
+    with _run_claim(args):
+        return _pretrain(args, model_cfg, pre_cfg)
+
+
+def _pretrain(args: argparse.Namespace, model_cfg: dict, pre_cfg) -> int:
+    from labse_model import launcher
+
     if launcher.needs_launch(args.nproc_per_node, args.nnodes, args.rdzv_endpoint):
         return launcher.launch(launcher.torchrun_args(
             _pretrain_worker_argv(args), args.nproc_per_node, args.nnodes, args.node_rank,
@@ -365,12 +446,9 @@ def main(argv: list[str] | None = None) -> int:
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()  # per-file load/save bars drown the training bar
-    try:
-        runners = {"train": run_train, "pretrain": run_pretrain, "encode": run_encode}
-        return run_main(lambda: runners[args.command](args), log)
-    except (ValueError, RuntimeError) as e:
-        log.error("%s", one_line(e))
-        return 2
+    runners = {"train": run_train, "pretrain": run_pretrain, "encode": run_encode}
+    # One error mapping; every s3:// / gs:// value is preflighted before the command runs.
+    return run_main(lambda: runners[args.command](args), log, args=args)
 
 
 if __name__ == "__main__":

@@ -294,7 +294,9 @@ def check_vocab_dir(path: str) -> None:
     """A vocabulary directory must hold vocab.txt or tokenizer.json: without them transformers
     builds a 5-token all-[UNK] tokenizer and training runs on nothing."""
     if not any(os.path.isfile(os.path.join(path, f)) for f in ("vocab.txt", "tokenizer.json")):
-        raise ValueError(f"vocabulary directory {path} has no vocab.txt or tokenizer.json")
+        from labse_common.errors import InputError
+
+        raise InputError(path, "vocabulary directory has no vocab.txt or tokenizer.json", "--vocab")
 
 
 # ---------------------------------------------------------------------------------------------

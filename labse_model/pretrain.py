@@ -65,7 +65,9 @@ def stage_layers(total_layers: int, stages: int) -> list[int]:
     """Layers per stage: L/4, L/2, L for three stages."""
     div = 2 ** (stages - 1)
     if total_layers % div:
-        raise ValueError(f"model.num_hidden_layers={total_layers} cannot be stacked in {stages} stages (not divisible by {div})")
+        from labse_common.config import ConfigError  # a UsageError: one line, exit 2 on the CLI
+
+        raise ConfigError(f"model.num_hidden_layers={total_layers} cannot be stacked in {stages} stages (not divisible by {div})")
     return [total_layers // 2 ** (stages - 1 - s) for s in range(stages)]
 
 
@@ -353,13 +355,15 @@ def pretrain(
         sents = stream.scan_distributed(groups, stream.SENTENCES, cfg.block_rows, cfg.heldout_fraction, cfg.max_heldout, info)
         stream.finish_groups(sents, sorted(groups), stream.SENTENCES)
         if sents.total_rows() == 0:
-            raise ValueError("no usable sentences in the given inputs (all empty or unreadable)")
+            raise stream.NoUsableInput(None, "no usable sentences in the given inputs (all empty "
+                                       "or unreadable)", "--sentences")  # fmt: skip
         counts.merge(sents.counts)
     if pairs and cfg.tlm_batch_size:
         groups = stream.expand_inputs(pairs)
         pair_scan = stream.scan_distributed(groups, stream.PAIRS, cfg.block_rows, cfg.heldout_fraction, cfg.max_heldout, info)
         if pair_scan.total_rows() == 0:
-            raise ValueError("no usable pairs in the given inputs (all empty, malformed or unreadable)")
+            raise stream.NoUsableInput(None, "no usable pairs in the given inputs (all empty, "
+                                       "malformed or unreadable)", "--pairs")  # fmt: skip
         c = stream.StageCounter()
         c.merge({k.replace("files/", "pair_files/"): v for k, v in pair_scan.counts.items()})
         counts.merge(c.counts)

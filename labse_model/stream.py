@@ -34,6 +34,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from labse_common.errors import InputError
 from labse_common.stats import StageCounter
 
 log = logging.getLogger(__name__)
@@ -86,6 +87,11 @@ def _match(pattern: str) -> list[str]:
 def _is_data_file(path: str) -> bool:
     name = path.rsplit("/", 1)[-1]
     return not name.startswith(("_", ".")) and name.endswith(DATA_SUFFIXES)
+
+
+class NoUsableInput(InputError, ValueError):
+    """The user's files hold nothing to train on: one line and exit 2 on the command line (a
+    ValueError too, for library callers)."""
 
 
 def expand_inputs(specs: Sequence[str], what: str = "input file") -> dict[str, list[str]]:
@@ -380,7 +386,8 @@ def scan(
             except SchemaError:
                 raise  # a wrong schema is the user's error, not a damaged shard
             except Exception as e:  # pyarrow/IO raise many types on a damaged shard
-                log.error("unreadable %s file skipped: %s (%s)", kind, path, e)
+                # Survived and counted: a warning; the command's one error line is its own.
+                log.warning("unreadable %s file skipped: %s (%s)", kind, path, e)
                 counter.add_dropped(FILE_UNIT, "unreadable")
                 continue
             counter.merge(sub)

@@ -192,7 +192,8 @@ def train(
     scan_res = stream.scan_distributed(groups, PAIR_UNIT, cfg.block_rows, 0.0, 0, info)
     n_pairs = scan_res.total_rows()
     if n_pairs == 0:
-        raise ValueError("no usable pairs in the given files (all empty, malformed or unreadable)")
+        raise stream.NoUsableInput(None, "no usable pairs in the given files (all empty, "
+                                   "malformed or unreadable)", "--pairs")  # fmt: skip
     if len(groups) > 1:
         stream.finish_groups(scan_res, sorted(groups), PAIR_UNIT)
     log.info("%d pairs in %d blocks, global batch %d in %d lanes", n_pairs,

@@ -15,15 +15,17 @@ from labse_common.cli import (
     add_output_option,
     add_overwrite_option,
     load_config,
-    one_line,
     run_main,
 )
+from labse_common.errors import InputError
 from labse_common.logs import setup_logging
 from labse_common.output_dir import exclusive_output
+from labse_common.remote import require_local
 from labse_common.sections.eval import SCORINGS, EvalConfig
 from labse_common.sections.mining import MARGINS, RETRIEVAL_MODES, MiningConfig
 
 log = logging.getLogger("mining")
+
 
 def _add_config(p: argparse.ArgumentParser, section: str = "mining") -> None:
     add_config_options(p, section, "k=8")
@@ -104,9 +106,11 @@ def cmd_mine(args: argparse.Namespace) -> int:
 
     cfg = mining_config(args)
     if bool(args.model) == bool(args.src_emb or args.trg_emb):
-        raise ValueError("give either --model DIR or both --src-emb and --trg-emb")
+        raise UsageError("give either --model DIR or both --src-emb and --trg-emb")
     if not args.model and not (args.src_emb and args.trg_emb):
-        raise ValueError("give both --src-emb and --trg-emb")
+        raise UsageError("give both --src-emb and --trg-emb")
+    _require_inputs(("--src-text", args.src_text), ("--trg-text", args.trg_text))
+    require_local(args.output, "--output", "mining mine")  # the library writes local files
     with exclusive_output(args.output, args.overwrite) as out:  # written under OUT/_tmp-<id>/
         report = run_mine(
             args.src_text,
@@ -134,6 +138,7 @@ def cmd_mine_many(args: argparse.Namespace) -> int:
         raise UsageError(f"mining.pairs: {', '.join(map(repr, bad))} is not SRC-TRG, e.g. de-en")
     if not args.model and not args.emb:
         raise UsageError("give --model DIR or --emb PATTERN")
+    require_local(args.output, "--output", "mining mine-many")  # the library writes local files
     with exclusive_output(args.output, args.overwrite) as out:
         reports = run_many(
             [tuple(p.split("-", 1)) for p in c.pairs],
@@ -161,6 +166,14 @@ def cmd_embed(args: argparse.Namespace) -> int:
     return 0
 
 
+def _require_inputs(*flag_paths: tuple[str, str | None]) -> None:
+    """Local inputs the user named exist, before an output is claimed (remote ones were
+    preflighted by run_main)."""
+    for flag, path in flag_paths:
+        if path and "://" not in path and not Path(path).exists():
+            raise InputError(path, "not found", flag)
+
+
 def _eval_cfg(args: argparse.Namespace) -> EvalConfig:
     flags = {f.name: getattr(args, f.name, None) for f in dataclasses.fields(EvalConfig)}
     return load_config("eval", args, flags)
@@ -174,12 +187,14 @@ def _embedder(args: argparse.Namespace):
     return npy_embedder(args.emb_dir)
 
 
-def _finish(report: dict, markdown: str, out: str | None, name: str) -> int:
+def _finish(report: dict, markdown: str, out: str | None, name: str,
+            overwrite: bool = False) -> int:  # fmt: skip
     from mining.evaluate import write_report_files
 
     print(markdown)
     if out:
-        write_report_files(report, markdown, out, name)
+        with exclusive_output(out, overwrite) as claimed:  # claimed, written aside, committed
+            write_report_files(report, markdown, claimed.tmp, name)
         print(f"report written to {Path(out) / name}.md/.json")
     return 0
 
@@ -188,24 +203,34 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from mining import bucc, evaluate
 
     c = _eval_cfg(args)
+    need = ["data"] if args.task in ("tatoeba", "bucc") else ["src_text", "trg_text"]
+    missing = [f"--{n.replace('_', '-')}" for n in need if not getattr(args, n)]
+    if missing:
+        raise UsageError(f"eval {args.task} needs {' '.join(missing)}")
+    _require_inputs(("--data", args.data), ("--src-text", args.src_text),
+                    ("--trg-text", args.trg_text), ("--model", args.model),
+                    ("--emb-dir", args.emb_dir))  # fmt: skip
+    if args.output:
+        require_local(args.output, "--output", "mining eval")
     if not args.model and not args.emb_dir and args.task != "un":
         log.info("no --model/--emb-dir: reading <text file>.npy beside each text file")
     embed = _embedder(args)
     if args.task == "tatoeba":
         rep = evaluate.evaluate_tatoeba(args.data, embed, c.langs, c.prefix, c.scoring, c.k)
-        return _finish(rep, evaluate.tatoeba_markdown(rep), args.output, f"tatoeba_{c.prefix}")
+        return _finish(rep, evaluate.tatoeba_markdown(rep), args.output, f"tatoeba_{c.prefix}",
+                       args.overwrite)  # fmt: skip
     if args.task == "bucc":
         # BUCC mining as the paper's: ratio margin, max retrieval, k from the eval section.
         cfg = MiningConfig(k=c.k, margin="ratio", mode="max", unify=True, progress=False)
         rep = bucc.evaluate_bucc(args.data, c.bucc_pairs, embed, c.tune_split, c.eval_split, cfg)
-        return _finish(rep, bucc.bucc_markdown(rep), args.output, "bucc")
+        return _finish(rep, bucc.bucc_markdown(rep), args.output, "bucc", args.overwrite)
     rep = evaluate.evaluate_pool(args.src_text, args.trg_text, embed, c.scoring, c.k)
     md = (
         f"| pool | scoring | P@1 src→trg | P@1 trg→src |\n| ---: | --- | ---: | ---: |\n"
         f"| {rep['pool']} | {rep['scoring']} | {rep['p_at_1_src_to_trg']:.2f} | "
         f"{rep['p_at_1_trg_to_src']:.2f} |"
     )
-    return _finish(rep, md, args.output, "un_pool")
+    return _finish(rep, md, args.output, "un_pool", args.overwrite)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -290,7 +315,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ev.add_argument("task", choices=["tatoeba", "bucc", "un"], help="which evaluation")
     ev.add_argument("--model", help="LaBSE checkpoint directory")
-    ev.add_argument("--emb-dir", help="directory of precomputed <text file name>.npy (or embedding stores <text file name>.emb/)")
+    ev.add_argument(
+        "--emb-dir",
+        help="directory of precomputed <text file name>.npy (or embedding stores <text file name>.emb/)",
+    )
     ev.add_argument("--data", help="data directory (tatoeba, bucc)")
     ev.add_argument("--langs", nargs="+", help="tatoeba languages (default: every one found)")
     ev.add_argument(
@@ -311,6 +339,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--trg-text", help="un: target file (the pool)")
     ev.add_argument("--batch-size", type=int, default=64, help="encoding batch size")
     add_output_option(ev, "directory for the report (.md and .json)", required=False)
+    add_overwrite_option(ev, "a non-empty report folder")
     _add_config(ev, "eval")
     ev.set_defaults(func=cmd_eval)
 
@@ -323,17 +352,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     setup_logging(args.log_level)
-    if args.command == "eval":
-        need = ["data"] if args.task in ("tatoeba", "bucc") else ["src_text", "trg_text"]
-        missing = [f"--{n.replace('_', '-')}" for n in need if not getattr(args, n)]
-        if missing:
-            log.error("eval %s needs %s", args.task, " ".join(missing))
-            return 2
-    try:
-        return run_main(lambda: args.func(args), log)
-    except ValueError as exc:  # the library's checks on inputs (dimensions, row counts, ...)
-        log.error("%s", one_line(exc))
-        return 2
+    # One error mapping; every s3:// / gs:// value is preflighted before the command runs.
+    return run_main(lambda: args.func(args), log, args=args)
 
 
 if __name__ == "__main__":

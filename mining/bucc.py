@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from labse_common.errors import InputError
 from labse_common.sections.mining import MiningConfig
 from labse_common.stats import StageCounter
 from labse_common.textio import open_text
@@ -127,7 +128,7 @@ def bucc_files(data_dir: Path, pair: str, split: str) -> tuple[Path, Path, Path]
         fs, ft = Path(f"{base}.{src}"), Path(f"{base}.{trg}")
         if fs.is_file() and ft.is_file():
             return fs, ft, Path(f"{base}.gold")
-    raise FileNotFoundError(f"BUCC files {pair}.{split}.{{{src},{trg}}} not found under {data_dir}")
+    raise InputError(None, f"BUCC files {pair}.{split}.{{{src},{trg}}} not found under {data_dir}")
 
 
 def evaluate_bucc(
@@ -142,7 +143,7 @@ def evaluate_bucc(
     cfg = cfg or MiningConfig(k=4, margin="ratio", mode="max", unify=True, progress=False)
     d = Path(data_dir)
     if not d.is_dir():
-        raise FileNotFoundError(f"BUCC data directory not found: {d}")
+        raise InputError(None, f"BUCC data directory not found: {d}")
     rows = []
     for pair in pairs:
         cands, golds = {}, {}
@@ -154,7 +155,7 @@ def evaluate_bucc(
             cands[split] = mine_candidates(s, t, sv, tv, cfg)
             golds[split] = read_gold(fg) if fg.is_file() else set()
         if not golds[tune_split]:
-            raise FileNotFoundError(f"{pair}: the tuning split {tune_split!r} needs a .gold file")
+            raise InputError(None, f"{pair}: the tuning split {tune_split!r} needs a .gold file")
         tuned = optimize_threshold(cands[tune_split], golds[tune_split])
         row = {"pair": pair, "threshold": tuned.threshold, "tune_f1": 100 * tuned.f1}
         if golds[eval_split]:

@@ -16,6 +16,8 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 
+from labse_common.datafiles import read_parquet
+from labse_common.errors import InputError
 from labse_common.formats import PROVENANCE_COLUMNS
 from labse_common.output_dir import is_remote
 from labse_common.stats import StageCounter
@@ -34,21 +36,23 @@ class Corpus:
     lang: str = ""
 
 
-def read_corpus(path: str | os.PathLike, lang: str = "") -> Corpus:
-    """Read one sentence per line (``.txt``, any other suffix) or a Parquet with ``text``."""
+def read_corpus(path: str | os.PathLike, lang: str = "", flag: str | None = None) -> Corpus:
+    """Read one sentence per line (``.txt``, any other suffix) or a Parquet with ``text``;
+    a missing, damaged or foreign file is an InputError naming it (and ``flag``)."""
     if is_remote(os.fspath(path)):  # an embedding store on s3://, gs://: its shard Parquets
         table, p = EmbeddingStore(os.fspath(path)).all_metadata(), Path("store")
     else:
         p = Path(path)
         if not p.exists():
-            raise FileNotFoundError(f"corpus not found: {p}")
+            raise InputError(p, "corpus not found", flag)
     if is_remote(os.fspath(path)) or p.is_dir() or p.suffix == ".parquet":
         # An embedding store directory carries its sentences in its shard Parquets.
         if not is_remote(os.fspath(path)):
             table = (EmbeddingStore(p).all_metadata() if (p / MANIFEST).is_file()
-                     else pq.read_table(p))  # fmt: skip
+                     else read_parquet(p, flag=flag) if p.is_file() else pq.read_table(p))  # fmt: skip
         if "text" not in table.column_names:
-            raise ValueError(f"{p}: Parquet corpus needs a 'text' column, has {table.column_names}")
+            raise InputError(p, f"Parquet corpus needs a 'text' column, has {table.column_names}",
+                             flag)  # fmt: skip
         texts = ["" if t is None else str(t) for t in table.column("text").to_pylist()]
         meta = {c: table.column(c).to_pylist() for c in META_COLUMNS if c in table.column_names}
         if not lang and "lang" in table.column_names and table.num_rows:
@@ -104,7 +108,7 @@ def prepare_side(
     n = len(texts)
     n_vec = sum(len(b) for b in blocks)
     if n_vec != n:
-        raise ValueError(f"{unit}: {n} sentences but {n_vec} embedding rows (row i = line i)")
+        raise InputError(None, f"{unit}: {n} sentences but {n_vec} embedding rows (row i = line i)")
     dim = blocks[0].shape[1] if blocks else 0
     counter.add_in(unit, n)
     nonempty = np.fromiter((bool(t.strip()) for t in texts), dtype=bool, count=n)

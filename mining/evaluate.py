@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from labse_common.errors import InputError
 from labse_common.sections.mining import MiningConfig
 from labse_common.textio import read_lines
 from mining.embeddings import MANIFEST, load_vectors, normalized, valid_mask
@@ -30,7 +31,7 @@ Embedder = Callable[[list[str], Path], np.ndarray]
 def model_embedder(model_dir: str, batch_size: int = 64) -> Embedder:
     """Embed with a LaBSE checkpoint (torch imported only when this is used)."""
     if not os.path.isdir(model_dir):
-        raise FileNotFoundError(f"model directory not found: {model_dir}")
+        raise InputError(None, f"model directory not found: {model_dir}")
     from labse_model.encode import Encoder
 
     enc = Encoder.from_pretrained(model_dir)
@@ -51,11 +52,11 @@ def npy_embedder(emb_dir: str | None = None) -> Embedder:
         if not p.is_file() and (base.with_name(path.name + ".emb") / MANIFEST).is_file():
             p = base.with_name(path.name + ".emb")
         if not p.exists():
-            raise FileNotFoundError(f"embeddings not found for {path}: {p}")
+            raise InputError(None, f"embeddings not found for {path}: {p}")
         arr = np.concatenate([np.asarray(b) for b in load_vectors(p)]) if p.is_dir() else (
             np.load(p))  # fmt: skip
         if len(arr) != len(texts):
-            raise ValueError(f"{p}: {len(arr)} rows for {len(texts)} sentences")
+            raise InputError(None, f"{p}: {len(arr)} rows for {len(texts)} sentences")
         return arr
 
     return embed
@@ -104,7 +105,7 @@ def tatoeba_languages(d: Path, prefix: str, langs: Sequence[str] | None = None) 
     out on purpose). No file at all for the prefix is an error too, never an average of 0.
     """
     if not d.is_dir():
-        raise FileNotFoundError(f"Tatoeba data directory not found: {d}")
+        raise InputError(None, f"Tatoeba data directory not found: {d}")
     pat = re.compile(rf"{re.escape(prefix)}\.([^.]+)-eng\.([^.]+)")
     sides: dict[str, set[str]] = {}
     for p in d.iterdir():
@@ -112,15 +113,15 @@ def tatoeba_languages(d: Path, prefix: str, langs: Sequence[str] | None = None) 
         if m and m.group(2) in (m.group(1), "eng"):
             sides.setdefault(m.group(1), set()).add(m.group(2))
     if not sides:
-        raise FileNotFoundError(f"no {prefix}.xxx-eng.{{xxx,eng}} files in {d} (--prefix {prefix})")
+        raise InputError(None, f"no {prefix}.xxx-eng.{{xxx,eng}} files in {d} (--prefix {prefix})")
     wanted = list(langs) if langs else sorted(sides)
     absent = [lang for lang in wanted if lang not in sides]
     if absent:
-        raise FileNotFoundError(f"no {prefix}.xxx-eng files in {d} for: {', '.join(absent)}")
+        raise InputError(None, f"no {prefix}.xxx-eng files in {d} for: {', '.join(absent)}")
     for lang in wanted:
         lost = [f"{prefix}.{lang}-eng.{s}" for s in (lang, "eng") if s not in sides[lang]]
         if lost:
-            raise FileNotFoundError(
+            raise InputError(None,
                 f"language {lang}: {', '.join(lost)} missing in {d} "
                 "(pass --langs without it to evaluate the others)"
             )
@@ -143,9 +144,9 @@ def evaluate_tatoeba(
         fx, fe = d / f"{prefix}.{lang}-eng.{lang}", d / f"{prefix}.{lang}-eng.eng"
         tx, te = read_lines(fx), read_lines(fe)
         if len(tx) != len(te):
-            raise ValueError(f"{fx}: {len(tx)} lines but {fe} has {len(te)}")
+            raise InputError(None, f"{fx}: {len(tx)} lines but {fe} has {len(te)}")
         if not tx:
-            raise ValueError(f"{fx}: no sentences")
+            raise InputError(None, f"{fx}: no sentences")
         x, e = _clean(embed(tx, fx)), _clean(embed(te, fe))
         to_eng = accuracy(retrieve_top1(x, e, scoring, k), te, te)
         from_eng = accuracy(retrieve_top1(e, x, scoring, k), tx, tx)
@@ -174,7 +175,7 @@ def evaluate_pool(
     fs, ft = Path(src_file), Path(trg_file)
     ts, tt = read_lines(fs), read_lines(ft)
     if len(ts) != len(tt):
-        raise ValueError(f"{fs}: {len(ts)} lines but {ft} has {len(tt)}")
+        raise InputError(None, f"{fs}: {len(ts)} lines but {ft} has {len(tt)}")
     x, y = _clean(embed(ts, fs)), _clean(embed(tt, ft))
     p_fwd = accuracy(retrieve_top1(x, y, scoring, k, cfg), tt, tt)
     p_bwd = accuracy(retrieve_top1(y, x, scoring, k, cfg), ts, ts)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
+from labse_common.errors import InputError, UsageError
 from labse_common.sections.mining import MiningConfig
 from labse_common.stats import StageCounter
 from mining.corpus import Corpus, Side, prepare_side, read_corpus
@@ -41,25 +42,26 @@ def read_inputs(
     languages were encoded; every language's problem is named in one error.
     """
     if model and not Path(model).is_dir():
-        raise FileNotFoundError(f"model directory not found: {model}")
+        raise InputError(model, "model directory not found", "--model")
     if not model and not emb_pattern:
-        raise ValueError("give a model or an embeddings pattern")
+        raise UsageError("give a model or an embeddings pattern")
     out: dict[str, tuple[Corpus, list[np.ndarray] | None]] = {}
     problems: list[str] = []
     for lang in langs:
         try:
-            corpus = read_corpus(corpus_pattern.format(lang=lang), lang)
-            blocks = None if model else load_vectors(emb_pattern.format(lang=lang))
+            corpus = read_corpus(corpus_pattern.format(lang=lang), lang, "--corpus")
+            blocks = None if model else load_vectors(emb_pattern.format(lang=lang), flag="--emb")
             if blocks is not None and sum(len(b) for b in blocks) != len(corpus.texts):
-                raise ValueError(
+                raise InputError(
+                    emb_pattern.format(lang=lang),
                     f"{len(corpus.texts)} sentences but {sum(len(b) for b in blocks)} "
-                    "embedding rows (row i = line i)"
+                    "embedding rows (row i = line i)",
                 )
             out[lang] = (corpus, blocks)
-        except (FileNotFoundError, ValueError) as e:
+        except UsageError as e:  # every language's problem is gathered into one error
             problems.append(f"{lang}: {e}")
     if problems:
-        raise ValueError(
+        raise UsageError(
             f"{len(problems)} of {len(langs)} language(s) have unusable input, nothing was "
             f"embedded: {'; '.join(problems)}"
         )
@@ -96,7 +98,7 @@ def run_many(
 
     ``pairs`` is given (not read from ``cfg.pairs``) because the CLI validates and splits it."""
     if "{lang}" not in corpus_pattern or (emb_pattern and "{lang}" not in emb_pattern):
-        raise ValueError("corpus and embedding patterns must contain {lang}")
+        raise UsageError("--corpus and --emb patterns must contain {lang}")
     out = Path(out_dir)
     order = list(dict.fromkeys(lang for pair in pairs for lang in pair))
     inputs = read_inputs(order, corpus_pattern, emb_pattern, model)
@@ -107,7 +109,7 @@ def run_many(
         langs[lang] = prepare_language(lang, corpus, blocks, cfg, model, out)
     dims = {lang: L.side.x.shape[1] for lang, L in langs.items() if len(L.side.x)}
     if len(set(dims.values())) > 1:
-        raise ValueError(f"embedding dimensions differ between languages: {dims}")
+        raise InputError(None, f"embedding dimensions differ between languages: {dims}", "--emb")
     reports = {}
     for src, trg in pairs:
         t0 = time.perf_counter()

@@ -16,7 +16,13 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from labse_common.formats import MINED_PAIR_REQUIRED, MINED_PAIR_SCHEMA, conform
+from labse_common.errors import InputError, UsageError
+from labse_common.formats import (
+    MINED_PAIR_REQUIRED,
+    MINED_PAIR_SCHEMA,
+    PROVENANCE_COLUMNS,
+    conform,
+)
 from labse_common.sections.mining import MiningConfig
 from labse_common.stats import StageCounter, check_balanced, write_report
 from mining.corpus import Corpus, Side, expand_pairs, prepare_side, read_corpus
@@ -115,7 +121,7 @@ def pairs_table(
         "cosine": pa.array(np.asarray(cosine, np.float32)[pi], pa.float32()),
     }
     for side, c, rows in (("src", src_c, src_rows), ("trg", trg_c, trg_rows)):
-        for name in ("url_or_title", "source", "doc_id"):
+        for name in PROVENANCE_COLUMNS:
             if name in c.meta:
                 cols[f"{side}_{name}"] = [c.meta[name][i] for i in rows]
     return conform(pa.table(cols), MINED_PAIR_SCHEMA, MINED_PAIR_REQUIRED)
@@ -156,10 +162,11 @@ def prepare_inputs(
     t0 = time.perf_counter()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    src_c, trg_c = read_corpus(src_text, src_lang), read_corpus(trg_text, trg_lang)
+    src_c = read_corpus(src_text, src_lang, "--src-text")
+    trg_c = read_corpus(trg_text, trg_lang, "--trg-text")
     if model:
         if not os.path.isdir(model):
-            raise FileNotFoundError(f"model directory not found: {model}")
+            raise InputError(model, "model directory not found", "--model")
         src_blocks = [encode_corpus(model, src_c.texts, batch_size)]
         trg_blocks = [encode_corpus(model, trg_c.texts, batch_size)]
         # Kept for reuse (mine again with other settings without re-encoding).
@@ -169,10 +176,17 @@ def prepare_inputs(
     elif src_emb and trg_emb:
         src_blocks, trg_blocks = load_vectors(src_emb), load_vectors(trg_emb)
     else:
-        raise ValueError("give either --model or both --src-emb and --trg-emb")
+        raise UsageError("give either --model or both --src-emb and --trg-emb")
+    for flag, path, c, blocks, emb in (("--src-text", src_text, src_c, src_blocks, src_emb),
+                                       ("--trg-text", trg_text, trg_c, trg_blocks, trg_emb)):
+        n_vec = sum(len(b) for b in blocks)
+        if n_vec != len(c.texts):  # row i of the embeddings is line i of the text
+            raise InputError(path, f"{len(c.texts)} sentences but {n_vec} embedding rows in "
+                             f"{emb} (row i = line i)", flag)  # fmt: skip
     ds, dt = blocks_dim(src_blocks), blocks_dim(trg_blocks)
     if len(src_c.texts) and len(trg_c.texts) and ds != dt:
-        raise ValueError(f"dimension mismatch: source embeddings {ds} vs target {dt}")
+        raise InputError(trg_emb, f"dimension mismatch: source embeddings {ds} vs target {dt}",
+                         "--trg-emb")  # fmt: skip
 
     counter = StageCounter()
     src = prepare_side(src_c.texts, src_blocks, cfg.unify, counter, "src_sentences", not sharded)

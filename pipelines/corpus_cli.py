@@ -3,28 +3,31 @@
 from __future__ import annotations
 
 import argparse
+import json
 import logging
+import os
 import sys
 from collections.abc import Sequence
 
 import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
 
 from filters.langid import default_lid_model_path, load_fasttext_model
 from filters.mono.quality import QualityScorer
 from labse_common.cli import (
-    USAGE_ERRORS,
     add_config_options,
     add_log_level_option,
     add_output_option,
     add_overwrite_option,
     load_config,
-    usage_error,
+    run_main,
 )
+from labse_common.errors import InputError, UsageError
 from labse_common.logs import setup_logging
+from labse_common.output_dir import OutputDir
 from labse_common.sections.corpus import CorpusConfig
 from pipelines.inputs import expand_inputs
-from pipelines.options import UsageError, pipeline_options, run_pipeline
-from pipelines.outputs import claim_output
+from pipelines.options import check_remote, pipeline_options, run_pipeline
 from pipelines.stats_io import report_and_exit
 
 log = logging.getLogger(__name__)
@@ -43,30 +46,58 @@ def base_parser(prog: str, description: str) -> argparse.ArgumentParser:
             "with one worker per core (--direct_num_workers N to change)."
         ),
     )
-    p.add_argument("--input", action="append", required=True, metavar="PATTERN",
-                   help="input glob or Beam filesystem path (gs://, s3://, hdfs://); repeatable")
+    p.add_argument(
+        "--input",
+        action="append",
+        required=True,
+        metavar="PATTERN",
+        help="input glob or Beam filesystem path (gs://, s3://, hdfs://); repeatable",
+    )
     add_output_option(p, "output folder: DIR/<lang>/*.parquet and DIR/stats.json")
     add_config_options(p, "corpus", "lid_threshold=0.3")
-    p.add_argument("--lid-model", metavar="PATH",
-                   help="fastText LID model (default: lid.176.ftz shipped in filters/models/)")
-    p.add_argument("--lid-threshold", type=float, metavar="P",
-                   help="drop sentences whose top language probability is below P")
+    p.add_argument(
+        "--lid-model",
+        metavar="PATH",
+        help="fastText LID model (default: lid.176.ftz shipped in filters/models/)",
+    )
+    p.add_argument(
+        "--lid-threshold",
+        type=float,
+        metavar="P",
+        help="drop sentences whose top language probability is below P",
+    )
     p.add_argument("--langs", metavar="xx,yy", help="keep only these language labels")
-    p.add_argument("--quality-model", metavar="PATH",
-                   help="fastText content/boilerplate model from `python -m pipelines.quality "
-                   "train` (default: the rule-based scorer in filters/mono/boilerplate.py)")
-    p.add_argument("--quality-threshold", type=float, metavar="P",
-                   help="drop sentences whose content probability is below P")
+    p.add_argument(
+        "--quality-model",
+        metavar="PATH",
+        help="fastText content/boilerplate model from `python -m pipelines.quality "
+        "train` (default: the rule-based scorer in filters/mono/boilerplate.py)",
+    )
+    p.add_argument(
+        "--quality-threshold",
+        type=float,
+        metavar="P",
+        help="drop sentences whose content probability is below P",
+    )
     p.add_argument("--min-chars", type=int, help="minimum line/sentence length in characters")
     p.add_argument("--max-chars", type=int, help="maximum line/sentence length in characters")
-    p.add_argument("--no-dedup", action="store_true",
-                   help="skip the job-wide exact deduplication of normalised sentences")
-    p.add_argument("--write-dropped", action="store_true",
-                   help="also write dropped lines/sentences with their reason to DIR/_dropped/")
+    p.add_argument(
+        "--no-dedup",
+        action="store_true",
+        help="skip the job-wide exact deduplication of normalised sentences",
+    )
+    p.add_argument(
+        "--write-dropped",
+        action="store_true",
+        help="also write dropped lines/sentences with their reason to DIR/_dropped/",
+    )
     p.add_argument("--rows-per-file", type=int, help="rows per output Parquet file")
-    p.add_argument("--shards-per-language", type=int,
-                   help="dedup/write groups per language; one group's distinct rows are held "
-                   "by one worker, so use about rows-per-language / 1M at scale")
+    p.add_argument(
+        "--shards-per-language",
+        type=int,
+        help="dedup/write groups per language; one group's distinct rows are held "
+        "by one worker, so use about rows-per-language / 1M at scale",
+    )
     add_overwrite_option(p, "output in DIR")
     add_log_level_option(p)
     return p
@@ -95,12 +126,21 @@ def resolve_config(args: argparse.Namespace, extra_flags: dict | None = None) ->
 
 def validate_models(cfg: CorpusConfig) -> None:
     """Load the models once on the driver: a wrong path fails here, not on 1000 workers."""
-    try:
-        load_fasttext_model(cfg.lid_model or default_lid_model_path())
-        if cfg.quality_model:
-            QualityScorer(cfg.quality_model)
-    except (FileNotFoundError, ValueError) as e:
-        raise UsageError(str(e)) from e
+    for flag, path in (("--lid-model", cfg.lid_model or default_lid_model_path()),
+                       ("--quality-model", cfg.quality_model)):  # fmt: skip
+        if not path:
+            continue
+        if "://" in path:  # fastText loads a local file, on the driver and on every worker
+            raise UsageError(
+                f"{flag} {path}: fastText models are loaded from a local file; "
+                "copy the model to every worker (e.g. into the container image)"
+            )
+        if not os.path.isfile(path):
+            raise InputError(path, "not found", flag)
+        try:  # fastText reports a foreign or damaged model as ValueError with its C++ message
+            QualityScorer(path) if flag == "--quality-model" else load_fasttext_model(path)
+        except ValueError as e:
+            raise InputError(path, f"not a usable fastText model ({e})", flag) from None
 
 
 def run_cli(
@@ -109,32 +149,52 @@ def run_cli(
     parser: argparse.ArgumentParser,
     stage: str,
     extra_flags=None,
+    check=None,
 ) -> int:
-    """Parse, validate, build and run a corpus job; usage and config errors are exit status 2.
+    """Parse, validate, build and run a corpus job under the one error mapping (run_main).
 
-    ``extra_flags(args)`` gives the job's own flags for config keys (e.g. --page-timeout)."""
+    ``extra_flags(args)`` gives the job's own flags for config keys (e.g. --page-timeout);
+    ``check(args)`` validates the job's own inputs once the filesystems are configured."""
     args, beam_args = parser.parse_known_args(argv)
     setup_logging(args.log_level)
-    try:
-        cfg = resolve_config(args, extra_flags(args) if extra_flags else None)
-        validate_models(cfg)
-        opts = pipeline_options(beam_args)  # first: it gives FileSystems the S3/GCS options
-        inputs = expand_inputs(args.input, getattr(args, "paths_prefix", "") or "")
-        out = claim_output(args.output, args.overwrite)
-    except USAGE_ERRORS as e:
-        return usage_error(e, log)
+    body = lambda: _run(build, args, beam_args, stage, extra_flags, check)  # noqa: E731
+    # Remote paths are checked in _run, with the job's own S3 options once they are parsed.
+    return run_main(body, log, args=args, check_remote=False)
+
+
+def _run(build, args, beam_args, stage: str, extra_flags, check) -> int:
+    cfg = resolve_config(args, extra_flags(args) if extra_flags else None)
+    opts = pipeline_options(beam_args)  # first: it gives FileSystems the S3/GCS options
+    check_remote([*args.input, args.output, getattr(args, "paths_prefix", None),
+                  getattr(args, "index", None), cfg.lid_model, cfg.quality_model], opts)  # fmt: skip
+    validate_models(cfg)
+    if check is not None:
+        check(args)
+    inputs = expand_inputs(args.input, getattr(args, "paths_prefix", "") or "")
     log.info("%s: %d input file(s) -> %s", stage, len(inputs), args.output)
-    # The job writes under OUTPUT/_tmp-<job id>/; the files move into OUTPUT at the end.
-    try:
+    # The job writes under OUTPUT/_tmp-<job id>/; the files move into OUTPUT at the end, and
+    # nothing is left when it fails (a useless input included).
+    with OutputDir(args.output, args.overwrite).open() as out:
         p = beam.Pipeline(options=opts)
         build(p, inputs, argparse.Namespace(**{**vars(args), "output": out.tmp}), cfg)
         run_pipeline(p)
         code = report_and_exit(out.tmp, stage)
-    except BaseException:
-        out.abort()
-        raise
-    out.commit()
+        _require_some_input(out.tmp, inputs)
     return code
+
+
+def _require_some_input(output: str, inputs: list[str]) -> None:
+    """Every input file unreadable (empty, truncated, not WARC/XML): one line, exit 2, nothing
+    written; a job that read its input and kept nothing is a result (stats.json says why)."""
+    with FileSystems.open(FileSystems.join(output, "stats.json")) as f:
+        counts = json.loads(f.read().decode("utf-8"))["counts"]
+    for unit in ("files", "file_ranges"):
+        c = counts.get(unit)
+        if c and c["in"] > 0 and c["out"] == 0:
+            why = ", ".join(f"{r}={n}" for r, n in sorted(c["dropped"].items()))
+            path = inputs[0] if len(inputs) == 1 else None
+            what = "is not readable" if path else f"none of the {len(inputs)} files is readable"
+            raise InputError(path, f"{what}, no sentence written ({why})", "--input")
 
 
 def main_wrapper(fn) -> None:

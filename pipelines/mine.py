@@ -30,17 +30,20 @@ from typing import Any
 import apache_beam as beam
 import numpy as np
 from apache_beam.io.filesystems import FileSystems
-from apache_beam.options.pipeline_options import GoogleCloudOptions
+from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions
 
 from labse_common.cli import (
     add_config_options,
     add_log_level_option,
     add_output_option,
-    usage_error,
+    add_overwrite_option,
+    run_main,
 )
 from labse_common.embedding_store import MANIFEST, exists
+from labse_common.errors import InputError, UsageError
 from labse_common.logs import setup_logging
-from labse_common.output_dir import join
+from labse_common.output_dir import OutputDir, join
+from labse_common.remote import require_local
 from labse_common.sections.mining import MiningConfig
 from mining.__main__ import _print_stats, add_scoring_options, mining_config
 from mining.knn import Neighbours
@@ -54,8 +57,7 @@ from mining.shards import (
     search_pair,
     shard_refs,
 )
-from pipelines.options import UsageError, pipeline_options, run_pipeline
-from pipelines.outputs import claim_output
+from pipelines.options import check_remote, pipeline_options, run_pipeline
 
 log = logging.getLogger(__name__)
 
@@ -147,6 +149,7 @@ def run_beam_mine(
     trg_text: str | None = None,
     src_lang: str = "",
     trg_lang: str = "",
+    opts: PipelineOptions | None = None,
 ) -> dict:
     """Run the kNN as a Beam job, then score and write outputs with the library; the report.
 
@@ -156,10 +159,11 @@ def run_beam_mine(
     """
     if cfg.index != "flat":
         raise UsageError("the Beam job searches exactly: use --set index=flat (the default)")
-    opts = pipeline_options(beam_args)  # first: it gives FileSystems the S3/GCS options
-    for path in (src_emb, trg_emb):
+    if opts is None:
+        opts = pipeline_options(beam_args)  # first: it gives FileSystems the S3/GCS options
+    for flag, path in (("--src-emb", src_emb), ("--trg-emb", trg_emb)):
         if not exists(path) and not exists(join(path, MANIFEST)):
-            raise FileNotFoundError(f"embeddings not found: {path}")
+            raise InputError(path, "embeddings not found", flag)
     src_text, trg_text = src_text or src_emb, trg_text or trg_emb
     inp = prepare_inputs(
         src_text, trg_text, out, cfg, src_emb, trg_emb, None, src_lang, trg_lang, sharded=True
@@ -222,8 +226,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--trg-lang", default="", help="target language code written in the output")
     add_scoring_options(ap)
     add_config_options(ap, "mining", "k=8")
-    ap.add_argument("--overwrite", action="store_true",
-                    help="replace a non-empty --output (old files are removed at the end)")
+    add_overwrite_option(ap, "a non-empty --output (old files are removed at the end)")
     add_log_level_option(ap)
     return ap
 
@@ -231,30 +234,20 @@ def build_parser() -> argparse.ArgumentParser:
 def run(argv: Sequence[str] | None = None) -> int:
     args, beam_args = build_parser().parse_known_args(argv)
     setup_logging(args.log_level)
-    try:
-        cfg = mining_config(args)  # typed: shard_rows >= 1, k >= 1, no NaN, ...
-        out = claim_output(args.output, args.overwrite)
-    except (FileNotFoundError, ValueError, UsageError) as exc:
-        return usage_error(exc, log)
-    try:
-        report = run_beam_mine(
-            args.src_emb,
-            args.trg_emb,
-            out.tmp,
-            cfg,
-            beam_args,
-            args.src_text,
-            args.trg_text,
-            args.src_lang,
-            args.trg_lang,
-        )
-    except (FileNotFoundError, ValueError, UsageError) as exc:
-        out.abort()
-        return usage_error(exc, log)
-    except BaseException:
-        out.abort()
-        raise
-    out.commit()
+    # Remote paths are checked in _run, with the job's own S3 options once they are parsed.
+    return run_main(lambda: _run(args, beam_args), log, args=args, check_remote=False)
+
+
+def _run(args: argparse.Namespace, beam_args: list[str]) -> int:
+    # The driver scores and writes the outputs with local file APIs: say so before any work.
+    require_local(args.output, "--output", "python -m pipelines.mine")
+    cfg = mining_config(args)  # typed: shard_rows >= 1, k >= 1, no NaN, ...
+    opts = pipeline_options(beam_args)  # first: it gives FileSystems the S3/GCS options
+    check_remote([args.src_emb, args.trg_emb, args.src_text, args.trg_text], opts)
+    with OutputDir(args.output, args.overwrite).open() as out:  # written aside, committed
+        report = run_beam_mine(args.src_emb, args.trg_emb, out.tmp, cfg, beam_args,
+                               args.src_text, args.trg_text, args.src_lang, args.trg_lang,
+                               opts=opts)  # fmt: skip
     _print_stats(report)
     return 0
 

@@ -29,12 +29,13 @@ import os
 import sys
 from collections.abc import Iterable, Sequence
 
-import pyarrow.parquet as pq
-
 from filters.mono.boilerplate import heuristic_quality
 from filters.mono.quality import QualityScorer, train_quality_model
-from labse_common.cli import add_log_level_option, add_output_option
+from labse_common.cli import add_log_level_option, add_output_option, run_main
+from labse_common.datafiles import read_parquet
+from labse_common.errors import InputError, UsageError
 from labse_common.logs import setup_logging
+from labse_common.remote import require_local
 
 log = logging.getLogger(__name__)
 
@@ -49,9 +50,10 @@ def read_positive(dirs: Iterable[str], min_score: float) -> list[str]:
         files = [f for f in _parquet_files(os.path.join(d, "*", "*.parquet"))
                  if os.path.basename(os.path.dirname(f)) != "_dropped"]  # fmt: skip
         if not files:
-            raise FileNotFoundError(f"no sentence Parquet under {d}/<lang>/")
+            raise InputError(d, "no sentence Parquet files in <lang>/", "--positive")
         for f in files:
-            t = pq.read_table(f, columns=["text", "quality_score"]).to_pydict()
+            t = read_parquet(f, ["text", "quality_score"], "--positive",
+                             required=["text", "quality_score"]).to_pydict()  # fmt: skip
             texts += [x for x, q in zip(t["text"], t["quality_score"]) if (q or 0) >= min_score]
     return texts
 
@@ -61,9 +63,12 @@ def read_negative(dirs: Iterable[str], reasons: set[str], max_rule_score: float)
     for d in dirs:
         files = _parquet_files(os.path.join(d, "_dropped", "*.parquet"))
         if not files:
-            raise FileNotFoundError(f"no dropped rows under {d}/_dropped/ (run with --write-dropped)")
+            raise InputError(d, "no dropped rows in _dropped/ (run the job with --write-dropped)",
+                             "--negative")  # fmt: skip
         for f in files:
-            t = pq.read_table(f, columns=["text", "reason"]).to_pydict()
+            t = read_parquet(
+                f, ["text", "reason"], "--negative", required=["text", "reason"]
+            ).to_pydict()
             texts += [x for x, r in zip(t["text"], t["reason"])
                       if r in reasons and heuristic_quality(x) <= max_rule_score]  # fmt: skip
     return texts
@@ -78,20 +83,44 @@ def parser() -> argparse.ArgumentParser:
     add_log_level_option(p)
     sub = p.add_subparsers(dest="cmd", required=True)
     t = sub.add_parser("train", help="train the classifier from corpus-job output folders")
-    t.add_argument("--positive", action="append", required=True, metavar="DIR",
-                   help="corpus output folder whose kept sentences are content (repeatable)")
-    t.add_argument("--negative", action="append", required=True, metavar="DIR",
-                   help="corpus output folder whose _dropped rows give boilerplate (repeatable)")
+    t.add_argument(
+        "--positive",
+        action="append",
+        required=True,
+        metavar="DIR",
+        help="corpus output folder whose kept sentences are content (repeatable)",
+    )
+    t.add_argument(
+        "--negative",
+        action="append",
+        required=True,
+        metavar="DIR",
+        help="corpus output folder whose _dropped rows give boilerplate (repeatable)",
+    )
     add_output_option(t, "where to write the model", metavar="MODEL")
     add_log_level_option(t, subcommand=True)
-    t.add_argument("--negative-reasons", default="low_quality,lang_low_confidence",
-                   metavar="R1,R2", help="drop reasons whose rows may be boilerplate "
-                   "(default: low_quality,lang_low_confidence)")
-    t.add_argument("--negative-max-rule-score", type=float, default=0.5, metavar="Q",
-                   help="a dropped row is a negative only if the rule-based score is <= Q, so "
-                   "content dropped for other reasons does not teach the model (default 0.5)")
-    t.add_argument("--positive-min-score", type=float, default=0.0, metavar="Q",
-                   help="only positives whose quality_score >= Q (default 0: all kept sentences)")
+    t.add_argument(
+        "--negative-reasons",
+        default="low_quality,lang_low_confidence",
+        metavar="R1,R2",
+        help="drop reasons whose rows may be boilerplate "
+        "(default: low_quality,lang_low_confidence)",
+    )
+    t.add_argument(
+        "--negative-max-rule-score",
+        type=float,
+        default=0.5,
+        metavar="Q",
+        help="a dropped row is a negative only if the rule-based score is <= Q, so "
+        "content dropped for other reasons does not teach the model (default 0.5)",
+    )
+    t.add_argument(
+        "--positive-min-score",
+        type=float,
+        default=0.0,
+        metavar="Q",
+        help="only positives whose quality_score >= Q (default 0: all kept sentences)",
+    )
     t.add_argument("--max-per-class", type=int, default=500_000, help="cap per class")
     t.add_argument("--epoch", type=int, default=10, help="fastText epochs")
     t.add_argument("--dim", type=int, default=32, help="fastText vector size")
@@ -108,22 +137,43 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     setup_logging(args.log_level)
-    try:
-        if args.cmd == "score":
-            scorer = QualityScorer(args.model)
-            for line, q in zip(args.lines, scorer.score(args.lines)):
-                sys.stdout.write(f"{q:.3f}\t{line}\n")
-            return 0
-        pos = read_positive(args.positive, args.positive_min_score)
-        neg = read_negative(args.negative, set(args.negative_reasons.split(",")),
-                            args.negative_max_rule_score)
-        report = train_quality_model(
-            pos, neg, args.output, max_per_class=args.max_per_class, epoch=args.epoch,
-            dim=args.dim, word_ngrams=args.word_ngrams, quantize=args.quantize, seed=args.seed,
-        )  # fmt: skip
-    except (FileNotFoundError, ValueError) as e:
-        log.error("%s", e)
-        return 2
+    # One error mapping; every s3:// / gs:// value is preflighted before the command runs.
+    return run_main(lambda: _score(args) if args.cmd == "score" else _train(args), log, args=args)
+
+
+def _scorer(path: str | None) -> QualityScorer:
+    if path is None:
+        return QualityScorer(None)
+    require_local(path, "--model", "reading a fastText model")
+    if not os.path.isfile(path):
+        raise InputError(path, "not found", "--model")
+    try:  # fastText reports a foreign or damaged model as ValueError with its C++ message
+        return QualityScorer(path)
+    except ValueError as e:
+        raise InputError(path, f"not a usable quality model ({e})", "--model") from None
+
+
+def _score(args: argparse.Namespace) -> int:
+    scorer = _scorer(args.model)
+    for line, q in zip(args.lines, scorer.score(args.lines)):
+        sys.stdout.write(f"{q:.3f}\t{line}\n")
+    return 0
+
+
+def _train(args: argparse.Namespace) -> int:
+    # fastText writes the model and its report with local file APIs: say so before any work.
+    require_local(args.output, "--output", "python -m pipelines.quality train")
+    pos = read_positive(args.positive, args.positive_min_score)
+    neg = read_negative(args.negative, set(args.negative_reasons.split(",")),
+                        args.negative_max_rule_score)  # fmt: skip
+    for flag, texts in (("--positive", pos), ("--negative", neg)):
+        if not texts:
+            raise UsageError(f"{flag}: no training rows selected (check the folders and the "
+                             "score/reason options)")  # fmt: skip
+    report = train_quality_model(
+        pos, neg, args.output, max_per_class=args.max_per_class, epoch=args.epoch,
+        dim=args.dim, word_ngrams=args.word_ngrams, quantize=args.quantize, seed=args.seed,
+    )  # fmt: skip
     log.info("trained %s", json.dumps(report.__dict__))
     return 0
 

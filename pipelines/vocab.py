@@ -25,20 +25,24 @@ from typing import Any
 
 import apache_beam as beam
 import pyarrow as pa
-import pyarrow.parquet as pq
+from apache_beam.io.filesystem import BeamIOError
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.transforms.window import GlobalWindows
 
 from labse_common.cli import (
-    USAGE_ERRORS,
     add_config_options,
     add_log_level_option,
     add_output_option,
+    add_overwrite_option,
     load_config,
-    usage_error,
+    run_main,
 )
 from labse_common.config import to_dict
+from labse_common.datafiles import iter_parquet_batches, parquet_file
+from labse_common.errors import InputError, UsageError
 from labse_common.logs import setup_logging
+from labse_common.output_dir import OutputDir
+from labse_common.remote import require_local
 from labse_common.sections.vocab import VocabConfig
 from labse_common.stats import StageCounter, merge_counts
 from labse_model.vocab.build import (
@@ -57,8 +61,7 @@ from labse_model.vocab.counting import WORDS, sentence_words
 from labse_model.vocab.learner import LearnerParams, VocabTooSmall
 from labse_model.vocab.smoothing import language_weights
 from pipelines.inputs import require_columns
-from pipelines.options import UsageError, pipeline_options
-from pipelines.outputs import claim_output
+from pipelines.options import check_remote, pipeline_options
 
 log = logging.getLogger(__name__)
 
@@ -97,25 +100,23 @@ class CountFileWords(beam.DoFn):
         words: Counter[str] = Counter()
         n_sent = 0
         try:
-            with FileSystems.open(path) as f:
-                pf = pq.ParquetFile(f)
-                if "text" not in pf.schema_arrow.names:
-                    raise ValueError("no `text` column")
-                for batch in pf.iter_batches(batch_size=self.batch_rows, columns=["text"]):
-                    for text in batch.column(0).to_pylist():
-                        kind, value = sentence_words(
-                            text, counter, self.max_word_length, self.heldout_fraction
-                        )
-                        if kind == "count":
-                            words.update(value)
-                            n_sent += 1
-                        elif kind == "heldout":
-                            yield beam.pvalue.TaggedOutput(HELDOUT, (lang, value))
-                    if len(words) > FLUSH_KEYS:
-                        yield from (((lang, w), n) for w, n in words.items())
-                        words.clear()
-        except Exception as e:  # a corrupt or foreign file is counted, never fatal
-            log.warning("unreadable Parquet file %s: %s", path, e)
+            if "text" not in parquet_file(path, "--input").schema_arrow.names:
+                raise InputError(path, "no `text` column", "--input")
+            for batch in iter_parquet_batches(path, ["text"], "--input", self.batch_rows):
+                for text in batch.column(0).to_pylist():
+                    kind, value = sentence_words(
+                        text, counter, self.max_word_length, self.heldout_fraction
+                    )
+                    if kind == "count":
+                        words.update(value)
+                        n_sent += 1
+                    elif kind == "heldout":
+                        yield beam.pvalue.TaggedOutput(HELDOUT, (lang, value))
+                if len(words) > FLUSH_KEYS:
+                    yield from (((lang, w), n) for w, n in words.items())
+                    words.clear()
+        except InputError as e:  # a damaged or foreign file is counted, never fatal
+            log.warning("%s", e)
             counter = StageCounter()  # rows read before the failure are not kept either
             counter.add_in(FILES)
             counter.add_dropped(FILES, "unreadable")
@@ -175,9 +176,9 @@ def build_pipeline(
         | "Files" >> beam.Create(files)
         | "Spread" >> beam.Reshuffle()
         | "Count"
-        >> beam.ParDo(
-            CountFileWords(cfg.max_word_length, cfg.heldout_fraction)
-        ).with_outputs(STATS, HELDOUT, "sentences", main="words")
+        >> beam.ParDo(CountFileWords(cfg.max_word_length, cfg.heldout_fraction)).with_outputs(
+            STATS, HELDOUT, "sentences", main="words"
+        )
     )
     per_lang = results.words | "SumPerLangWord" >> beam.CombinePerKey(sum)
     totals = (
@@ -200,8 +201,7 @@ def build_pipeline(
         per_lang
         | "Smooth" >> beam.Map(_smooth, weights=beam.pvalue.AsSingleton(weights))
         | "SumPerWord" >> beam.CombinePerKey(_sum_pairs)
-        | "MinCount"
-        >> beam.ParDo(SplitByMinCount(cfg.min_count)).with_outputs(STATS, main="rows")
+        | "MinCount" >> beam.ParDo(SplitByMinCount(cfg.min_count)).with_outputs(STATS, main="rows")
     )
     _ = smoothed.rows | "WriteCounts" >> beam.io.WriteToParquet(
         FileSystems.join(output, COUNTS_FILE),
@@ -253,20 +253,20 @@ def discover_inputs(input_dir: str) -> tuple[list[str], list[tuple[str, str]]]:
     pattern = FileSystems.join(input_dir, "*", "*.parquet")
     try:
         found = FileSystems.match([pattern])[0].metadata_list
-    except Exception as e:  # unknown scheme, permissions
-        raise UsageError(f"cannot list {input_dir!r}: {e}") from e
+    except BeamIOError as e:  # unknown scheme, permissions
+        raise InputError(input_dir, f"cannot be listed ({e})", "--input") from None
     files = sorted(
         (os.path.basename(os.path.dirname(m.path)), m.path) for m in found if m.size_in_bytes >= 0
     )
     langs = {lang for lang, _ in files}
     if "://" not in input_dir:
         if not os.path.isdir(input_dir):
-            raise UsageError(f"input folder not found: {input_dir}")
+            raise InputError(input_dir, "folder not found", "--input")
         # A language folder without Parquet files is an empty language: counted, not an error.
         langs |= {d for d in os.listdir(input_dir) if os.path.isdir(os.path.join(input_dir, d))}
         langs -= {BEAM_DIR}
     if not files:
-        raise UsageError(f"no <lang>/*.parquet files under {input_dir!r}")
+        raise InputError(input_dir, "no <lang>/*.parquet files in it", "--input")
     return sorted(langs), files
 
 
@@ -333,8 +333,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="at most N held-out sentences per language are evaluated",
     )
-    p.add_argument("--overwrite", action="store_true",
-                   help="replace an existing non-empty DIR (the old files are removed at the end)")
+    add_overwrite_option(p, "non-empty DIR (the old files are removed at the end)")
     add_log_level_option(p)
     return p  # fmt: skip
 
@@ -361,10 +360,9 @@ def _sample_texts(files: list[tuple[str, str]]) -> Iterator[str]:
     left = SAMPLE_ROWS
     for _, path in files:
         try:
-            with FileSystems.open(path) as f:
-                batch = next(pq.ParquetFile(f).iter_batches(
-                    batch_size=min(left, SAMPLE_ROWS_PER_FILE), columns=["text"]), None)  # fmt: skip
-        except Exception:  # a damaged file is the job's to count, not the sample's
+            batch = next(iter_parquet_batches(path, ["text"], "--input",
+                                              min(left, SAMPLE_ROWS_PER_FILE)), None)  # fmt: skip
+        except InputError:  # a damaged file is the job's to count, not the sample's
             continue
         if batch is not None:
             yield from (t for t in batch.column(0).to_pylist() if isinstance(t, str))
@@ -390,24 +388,29 @@ def run(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args, beam_args = parser.parse_known_args(argv)
     setup_logging(args.log_level)
-    try:
-        cfg = resolve_config(args)
-        opts = pipeline_options(beam_args)  # first: it gives FileSystems the S3/GCS options
-        langs, files = discover_inputs(args.input)
-        require_columns([path for _, path in files], ["text"])
-        check_vocab_size(cfg, langs, files)
-        out = claim_output(args.output, args.overwrite)
-    except USAGE_ERRORS as e:
-        return usage_error(e, log)
+    # Remote paths are checked in _run, with the job's own S3 options once they are parsed.
+    return run_main(lambda: _run(args, beam_args), log, args=args, check_remote=False)
+
+
+def _run(args: argparse.Namespace, beam_args: list[str]) -> int:
+    # The learner and its reports write with local file APIs: say so before any work.
+    require_local(args.output, "--output", "python -m pipelines.vocab")
+    cfg = resolve_config(args)
+    opts = pipeline_options(beam_args)  # first: it gives FileSystems the S3/GCS options
+    check_remote([args.input], opts)
+    langs, files = discover_inputs(args.input)
+    require_columns([path for _, path in files], ["text"])
+    check_vocab_size(cfg, langs, files)
+    out = OutputDir(args.output, args.overwrite).claim()
     log.info("vocab: %d languages, %d files -> %s", len(langs), len(files), args.output)
     try:
         problem = _run_into(out.tmp, args.output, langs, files, cfg, opts)  # OUTPUT/_tmp-<id>/
     except BaseException:
-        out.abort()
+        out.abort()  # a useless input included: nothing is left
         raise
     out.commit()  # also when the learner failed: the counts are kept for a rerun
     if problem:
-        return usage_error(problem, log)
+        raise UsageError(problem)
     print_report(args.output)
     return 0
 
@@ -421,6 +424,10 @@ def _run_into(output: str, final: str, langs: list[str], files: list[tuple[str, 
     beam_dir = FileSystems.join(output, BEAM_DIR)
     counter = StageCounter()
     counter.merge(json.loads(_read_text(FileSystems.join(beam_dir, "counts.json"))))
+    if not counter.counts[f"{FILES}/out"]:  # every file damaged or foreign: nothing to learn
+        raise InputError(None if len(files) > 1 else files[0][1],
+                         f"no readable Parquet file ({len(files)} unreadable, see the warnings "
+                         "above)", "--input")  # fmt: skip
     rows = [
         json.loads(ln)
         for ln in _read_text(FileSystems.join(beam_dir, "languages.jsonl")).splitlines()
@@ -444,7 +451,10 @@ def _run_into(output: str, final: str, langs: list[str], files: list[tuple[str, 
 
     words, counts = read_counts(FileSystems.join(output, COUNTS_FILE))
     heldout = read_heldout(FileSystems.join(output, HELDOUT_FILE))
-    extra = {k: getattr(cfg, k) for k in ("smoothing", "min_count", "max_word_length", "heldout_fraction")}
+    extra = {
+        k: getattr(cfg, k)
+        for k in ("smoothing", "min_count", "max_word_length", "heldout_fraction")
+    }
     try:
         finish_vocab(words, counts, _params(cfg), output, counter, heldout, summary, extra)
     except VocabTooSmall as e:  # the sample missed characters the whole corpus has

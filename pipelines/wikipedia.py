@@ -21,13 +21,11 @@ import apache_beam as beam
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from labse_common.cli import usage_error
 from labse_common.config import to_dict
-from labse_common.logs import setup_logging
+from labse_common.errors import InputError
 from labse_common.sections.corpus import CorpusConfig
 from labse_common.stats import StageCounter
 from pipelines.corpus_cli import base_parser, main_wrapper, run_cli
-from pipelines.options import UsageError
 from pipelines.readers.wikidump import PageConverter, iter_range_pages, plan_ranges
 from pipelines.sentences import finish_sentences
 from pipelines.tagged import with_outputs
@@ -114,12 +112,15 @@ class ConvertPages(beam.DoFn):
             self.converter.close()
 
 
-def build(
-    p: beam.Pipeline, inputs: list[str], args: argparse.Namespace, cfg: CorpusConfig
-) -> None:
+def build(p: beam.Pipeline, inputs: list[str], args: argparse.Namespace, cfg: CorpusConfig) -> None:
     # with_outputs (pipelines/tagged.py): multi-output ParDos that the DaskRunner runs too.
-    plan = with_outputs(p | "Paths" >> beam.Create(inputs), "Plan",
-                        PlanRanges(args.index, args.streams_per_range), STATS, main="ranges")
+    plan = with_outputs(
+        p | "Paths" >> beam.Create(inputs),
+        "Plan",
+        PlanRanges(args.index, args.streams_per_range),
+        STATS,
+        main="ranges",
+    )
     pages = with_outputs(plan.ranges | "SpreadRanges" >> beam.Reshuffle(), "Read", ReadRange(),
                          STATS, SPREAD, main="pages")  # fmt: skip
     # Only single-range dumps pay for a page-level shuffle: on a cluster, shuffling every page
@@ -136,14 +137,26 @@ def build(
 
 def parser() -> argparse.ArgumentParser:
     p = base_parser("python -m pipelines.wikipedia", __doc__.split("\n\n")[0])
-    p.add_argument("--index", metavar="PATH",
-                   help="multistream index (*-multistream-index.txt.bz2); found automatically "
-                   "next to a *-multistream.xml.bz2 dump when omitted")
-    p.add_argument("--streams-per-range", type=int, default=10, metavar="N",
-                   help="bz2 streams (about 100 pages each) per parallel work item; a dump "
-                   "that is a single range has its pages shuffled across workers instead")
-    p.add_argument("--page-timeout", type=float, metavar="SECONDS",
-                   help="per-page wikitext parse limit (config: page_timeout_s)")
+    p.add_argument(
+        "--index",
+        metavar="PATH",
+        help="multistream index (*-multistream-index.txt.bz2); found automatically "
+        "next to a *-multistream.xml.bz2 dump when omitted",
+    )
+    p.add_argument(
+        "--streams-per-range",
+        type=int,
+        default=10,
+        metavar="N",
+        help="bz2 streams (about 100 pages each) per parallel work item; a dump "
+        "that is a single range has its pages shuffled across workers instead",
+    )
+    p.add_argument(
+        "--page-timeout",
+        type=float,
+        metavar="SECONDS",
+        help="per-page wikitext parse limit (config: page_timeout_s)",
+    )
     return p
 
 
@@ -153,27 +166,20 @@ def check_index(path: str) -> None:
     Otherwise every dump would be counted ``unreadable`` and the job would end with nothing.
     """
     if not FileSystems.exists(path):
-        raise UsageError(f"--index not found: {path!r}")
+        raise InputError(path, "not found", "--index")
     try:
         with _open_raw(path) as raw:
             head = bz2.BZ2File(raw).read(4096)
-    except (OSError, EOFError) as e:
-        raise UsageError(f"--index {path!r} is not a bz2 multistream index: {e}") from e
+    except (OSError, EOFError) as e:  # the bz2 reader's damage: not a compressed index
+        raise InputError(path, f"not a bz2 multistream index ({e})", "--index") from e
     if not re.match(rb"\d+:\d+:", head):
-        raise UsageError(f"--index {path!r} is not a multistream index (lines offset:id:title)")
+        raise InputError(path, "not a multistream index (lines offset:id:title)", "--index")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = parser()
-    args, _ = p.parse_known_args(argv)
-    if args.index:
-        try:
-            check_index(args.index)
-        except UsageError as e:
-            setup_logging(args.log_level)
-            return usage_error(e, log)
-    return run_cli(build, argv, p, "wikipedia",
-                   lambda args: {"page_timeout_s": args.page_timeout})  # fmt: skip
+    return run_cli(build, argv, parser(), "wikipedia",
+                   lambda args: {"page_timeout_s": args.page_timeout},
+                   lambda args: check_index(args.index) if args.index else None)  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -6,26 +6,29 @@ python -m labse_model.vocab --counts DIR/word_counts.parquet --output OUT --voca
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-import pyarrow as pa
+import numpy as np
 
 from labse_common.cli import (
-    UsageError,
     add_config_options,
     add_log_level_option,
     add_output_option,
+    add_overwrite_option,
     load_config,
     run_main,
 )
 from labse_common.config import to_dict
+from labse_common.datafiles import read_json, read_parquet
+from labse_common.errors import InputError, UsageError
 from labse_common.logs import setup_logging
+from labse_common.output_dir import OutputDir
+from labse_common.remote import require_local
 from labse_common.stats import StageCounter
-from labse_model.vocab.build import finish_vocab, learner_params, read_counts, read_heldout
+from labse_model.vocab.build import finish_vocab, learner_params
 from labse_model.vocab.learner import VocabTooSmall
 
 log = logging.getLogger("labse_model.vocab")
@@ -52,6 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
         "heldout.parquet next to --counts when present",
     )
     add_config_options(p, "vocab", "learner.num_iterations=3")
+    add_overwrite_option(p)
     add_log_level_option(p)
     return p  # fmt: skip
 
@@ -59,31 +63,51 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     setup_logging(args.log_level)
-    return run_main(lambda: _run(args), log)
+    return run_main(lambda: _run(args), log, args=args)
+
+
+def _read_counts(path: str) -> tuple[list[str], np.ndarray]:
+    table = read_parquet(path, ["word", "count"], "--counts", required=["word", "count"])
+    if table.num_rows == 0:
+        raise InputError(path, "no words in the table", "--counts")
+    counts = table.column("count").to_numpy(zero_copy_only=False)
+    if not np.issubdtype(counts.dtype, np.number):
+        raise InputError(path, f"column 'count' is not numeric ({table.column('count').type})",
+                         "--counts")  # fmt: skip
+    return table.column("word").to_pylist(), counts.astype(np.float64)
+
+
+def _read_heldout(path: str, flag: str | None) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    table = read_parquet(path, ["lang", "text"], flag, required=["lang", "text"])
+    for lang, text in zip(table.column("lang").to_pylist(), table.column("text").to_pylist()):
+        out.setdefault(lang, []).append(text)
+    return out
 
 
 def _run(args: argparse.Namespace) -> int:
-    counts_path = Path(args.counts)
-    if not counts_path.is_file():
-        raise UsageError(f"counts file not found: {counts_path}")
+    # The learner writes with local file APIs: say so before any work.
+    require_local(args.output, "--output", "python -m labse_model.vocab")
     cfg = load_config("vocab", args, {"vocab_size": args.vocab_size})
     params = learner_params(cfg.vocab_size, to_dict(cfg.learner))
-    heldout_path = Path(args.heldout) if args.heldout else counts_path.parent / "heldout.parquet"
-    if args.heldout and not heldout_path.is_file():
-        raise UsageError(f"held-out file not found: {heldout_path}")
-    try:
-        words, counts = read_counts(counts_path)
-    except (KeyError, pa.ArrowException) as e:
-        raise UsageError(f"{counts_path}: not a word-count table (columns word, count): {e}") from None
-    heldout = read_heldout(heldout_path)
-    summary_path = counts_path.parent / "languages.json"
-    summary = json.loads(summary_path.read_text("utf-8")) if summary_path.is_file() else None
-    try:
-        out = finish_vocab(words, counts, params, args.output, StageCounter(), heldout, summary)
-    except VocabTooSmall as e:  # checked on the table before any learning
-        raise UsageError(str(e)) from None
-    stats = json.loads((out / "vocab_stats.json").read_text("utf-8"))
-    print(f"vocab: {stats['vocab_size']} tokens in {stats['learn_seconds']:.1f}s -> {out}")
+    words, counts = _read_counts(args.counts)
+    beside = Path(args.counts).parent
+    if args.heldout:
+        heldout = _read_heldout(args.heldout, "--heldout")
+    elif "://" not in args.counts and (beside / "heldout.parquet").is_file():
+        heldout = _read_heldout(str(beside / "heldout.parquet"), None)
+    else:
+        heldout = {}
+    summary_path = beside / "languages.json"
+    summary = read_json(summary_path) if "://" not in args.counts and summary_path.is_file() \
+        else None  # fmt: skip
+    try:  # the learner checks the table's alphabet against the size before any learning
+        with OutputDir(args.output, args.overwrite).open() as out:
+            tmp = finish_vocab(words, counts, params, out.tmp, StageCounter(), heldout, summary)
+            stats = read_json(tmp / "vocab_stats.json")
+    except VocabTooSmall as e:  # the table's alphabet does not fit in --vocab-size
+        raise UsageError(f"--vocab-size: {e}") from None
+    print(f"vocab: {stats['vocab_size']} tokens in {stats['learn_seconds']:.1f}s -> {args.output}")
     return 0
 
 

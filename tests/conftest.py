@@ -1,0 +1,51 @@
+"""Fixtures shared by several test modules."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+
+def _write_damaged_parquet(path: Path, table: pa.Table, groups: int = 3) -> Path:
+    """A snappy Parquet of several row groups with bytes flipped inside every column chunk of
+    the middle group: the footer is intact (the file opens), reading fails half-way."""
+    pq.write_table(table, path, compression="snappy", use_dictionary=False,
+                   row_group_size=max(1, table.num_rows // groups))  # fmt: skip
+    meta = pq.ParquetFile(path).metadata
+    group = meta.row_group(meta.num_row_groups // 2)
+    data = bytearray(path.read_bytes())
+    for c in range(group.num_columns):
+        col = group.column(c)
+        start, size = col.data_page_offset, col.total_compressed_size
+        for i in range(start + size // 3, start + 2 * size // 3):
+            data[i] ^= 0x5A
+    path.write_bytes(bytes(data))
+    pq.ParquetFile(path)  # still opens: the damage is in the middle
+    with pytest.raises(OSError):
+        pq.read_table(path)
+    return path
+
+
+def _write_truncated_parquet(path: Path, table: pa.Table) -> Path:
+    """A Parquet file cut in half: no footer."""
+    pq.write_table(table, path)
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    return path
+
+
+@pytest.fixture(scope="session")
+def damaged_parquet() -> Callable[..., Path]:
+    """``damaged_parquet(path, table, groups=3)``: a multi-row-group snappy file, footer intact,
+    bytes flipped in the middle row group's column chunks."""
+    return _write_damaged_parquet
+
+
+@pytest.fixture(scope="session")
+def truncated_parquet() -> Callable[[Path, pa.Table], Path]:
+    """``truncated_parquet(path, table)``: the file's second half (and footer) cut off."""
+    return _write_truncated_parquet
