@@ -136,7 +136,7 @@ def validate_models(cfg: CorpusConfig) -> None:
                 "copy the model to every worker (e.g. into the container image)"
             )
         if not os.path.isfile(path):
-            raise InputError(path, "not found", flag)
+            raise InputError(path, "fastText model not found", flag)
         try:  # fastText reports a foreign or damaged model as ValueError with its C++ message
             QualityScorer(path) if flag == "--quality-model" else load_fasttext_model(path)
         except ValueError as e:
