@@ -8,6 +8,7 @@ import pyarrow as pa
 import pytest
 
 from filters.bitext.combine import CombinedScorer, available_features, fit_combined, thresholds_for
+from filters.bitext.drill import planted_candidates
 from filters.bitext.sample import (
     auto_label,
     draw_sample,
@@ -20,19 +21,7 @@ from labse_common.errors import InputError
 
 
 def mined_candidates(n: int = 6000, seed: int = 7) -> tuple[pa.Table, set[tuple[str, str]]]:
-    """Mined pairs whose truth is known: GOOD ones are planted translations. Margin and CDS each
-    separate them only partly (as in a real run), and they err independently."""
-    rng = np.random.default_rng(seed)
-    lang = rng.choice(["de", "fr"], size=n)
-    good = rng.random(n) < np.where(lang == "de", 0.55, 0.4)
-    margin = np.where(good, rng.normal(1.12, 0.05, n), rng.normal(1.05, 0.05, n))
-    cds = np.where(good, rng.normal(0.4, 0.6, n), rng.normal(-0.2, 0.6, n))
-    src = [f"source sentence {i} " + "x" * int(rng.integers(10, 60)) for i in range(n)]
-    trg = [f"target sentence {i} " + "y" * int(rng.integers(10, 60)) for i in range(n)]
-    table = pa.table({"src": src, "trg": trg, "src_lang": lang.tolist(), "trg_lang": ["en"] * n,
-                      "margin": margin.astype(np.float32), "cds_score": cds.astype(np.float32)})  # fmt: skip
-    planted = {(s, t) for s, t, g in zip(src, trg, good) if g}
-    return table, planted
+    return planted_candidates(n, seed)
 
 
 def test_calibrated_on_one_half_holds_on_the_other():
