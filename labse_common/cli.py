@@ -120,8 +120,16 @@ def add_log_level_option(parser: argparse.ArgumentParser, subcommand: bool = Fal
     """``--log-level``; on a subcommand too, without overwriting the value given before it."""
     parser.add_argument(
         "--log-level", metavar="LEVEL", default=argparse.SUPPRESS if subcommand else None,
-        help="DEBUG, INFO (default), WARNING",
+        type=_log_level, help="DEBUG, INFO (default), WARNING, ERROR",
     )  # fmt: skip
+
+
+def _log_level(value: str) -> str:
+    from labse_common.logs import LEVELS
+
+    if value.upper() not in LEVELS:
+        raise argparse.ArgumentTypeError(f"not one of {', '.join(LEVELS)}")
+    return value.upper()
 
 
 # --- configuration -------------------------------------------------------------------------

@@ -5,13 +5,27 @@ from __future__ import annotations
 import logging
 import os
 
+LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+
 
 def setup_logging(level: str | None = None) -> None:
+    name = (level or os.environ.get("LABSE_LOG_LEVEL", "INFO")).upper()
+    bad = name not in LEVELS  # --log-level is checked by argparse; this is $LABSE_LOG_LEVEL
+    name = "INFO" if bad else name
+    root = logging.getLogger()
+    # Importing Beam logs a warning, which installs a plain stderr handler on the root logger
+    # before ours: replace such handlers (only exact StreamHandlers, so test-capture handlers
+    # stay), else basicConfig would do nothing and the level and format would not apply.
+    for h in list(root.handlers):
+        if type(h) is logging.StreamHandler:
+            root.removeHandler(h)
     logging.basicConfig(
-        level=(level or os.environ.get("LABSE_LOG_LEVEL", "INFO")).upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        datefmt="%H:%M:%S",
+        level=name, format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S"
     )
+    root.setLevel(name)
     # Beam's runner and SDK-harness chatter drowns the job's own messages at INFO.
-    for name in ("apache_beam", "apache_beam.runners", "__main__"):
-        logging.getLogger(name).setLevel(logging.WARNING)
+    for lg in ("apache_beam", "apache_beam.runners", "__main__"):
+        logging.getLogger(lg).setLevel(logging.WARNING)
+    if bad:
+        logging.getLogger(__name__).warning("LABSE_LOG_LEVEL=%s is not one of %s; using INFO",
+                                            os.environ.get("LABSE_LOG_LEVEL"), ", ".join(LEVELS))  # fmt: skip

@@ -45,6 +45,7 @@ from labse_common.cli import (
     add_overwrite_option,
     run_main,
 )
+from labse_common.datafiles import iter_parquet_batches
 from labse_common.logs import setup_logging
 from labse_common.remote import check_paths, remote_paths
 from labse_common.stats import merge_counts
@@ -282,6 +283,13 @@ def _run(args: argparse.Namespace, beam_args: list[str]) -> int:
     check_paths(remote_paths([*args.input, args.output]), options)
     files = lib.expand_inputs(args.input, "--input")
     columns = lib.check_inputs(files, "text", "--input")  # before the claim: nothing written
+    # Row i of the store is row i of the input, so a file damaged half-way cannot be embedded in
+    # part: decode every Parquet text column once here (cheap beside encoding), and damage is one
+    # line naming the file instead of a worker's traceback after the claim.
+    for path in files:
+        if lib.is_parquet(path):
+            for _ in iter_parquet_batches(path, columns=["text"], flag="--input"):
+                pass
     out = claim_output(args.output, args.overwrite)
     try:  # the job writes under OUTPUT/_tmp-<job id>/, committed at the end
         p = beam.Pipeline(options=options)

@@ -612,7 +612,6 @@ _OTHERS = {
 }  # fmt: skip
 # Failures of commands other engineers are fixing now; the lead removes these once that lands.
 XFAIL: dict[tuple[str, str], str] = {
-    ("pipelines.embed", "damaged_parquet"): EMBEDDING_OWNER + ": a traceback from the Beam read",
     ("pipelines.filter_pairs", "truncated_parquet"): FILTERS_OWNER + ": two error lines",
     ("pipelines.filter_pairs", "damaged_parquet"): FILTERS_OWNER + ": two error lines",
     ("pipelines.report", "empty"): RUNNER_OWNER + ": an empty _run.json gives exit 0 and a report",
