@@ -12,6 +12,11 @@ become one WET file of monolingual web text for the corpus jobs; the dev alignme
 from the corpus jobs (what is mined) and, with the training sentences added, what the vocabulary
 learns from. score: precision and recall of the final bitext (``python -m filters export``,
 :mod:`filters.bitext.export`) against the known alignment. concat: several pair files as one.
+
+prepare, sentences, embed and concat claim their output (:class:`~labse_common.output_dir.OutputDir`
+for a folder; a claim beside the file for concat), write it aside and commit it at the end: a
+second writer stops with exit status 2, an existing output needs ``--overwrite``. The runner
+calls them into its freshly emptied stage folders.
 """
 
 from __future__ import annotations
@@ -20,19 +25,33 @@ import argparse
 import io
 import json
 import logging
+import os
 import random
+import socket
+import time
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from labse_common.cli import add_log_level_option, run_main
+from labse_common.cli import add_log_level_option, add_overwrite_option, run_main
 from labse_common.config import load
-from labse_common.datafiles import read_parquet, read_text
+from labse_common.datafiles import read_json, read_parquet, read_text
 from labse_common.errors import InputError, UsageError
 from labse_common.langs import TATOEBA_TO_LID
 from labse_common.logs import setup_logging
+from labse_common.output_dir import (
+    CLAIM,
+    TMP_PREFIX,
+    OutputBusy,
+    OutputDir,
+    OutputError,
+    OutputNotEmpty,
+    new_job_id,
+)
 from labse_common.stats import StageCounter, check_balanced, write_report
 
 log = logging.getLogger("pipelines.e2e_tasks")
@@ -45,6 +64,37 @@ def _balanced(report: dict) -> None:
     errors = check_balanced(report)
     if errors:
         raise RuntimeError(f"unbalanced stats: {errors}")
+
+
+@contextmanager
+def exclusive_file(path: Path, overwrite: bool = False) -> Iterator[Path]:
+    """One output file written the way :class:`OutputDir` writes a folder: claimed by
+    ``FILE._CLAIM.json`` beside it (``O_EXCL``: of two writers exactly one gets it), written as
+    ``_tmp-<job>-FILE`` and renamed into place at the end; an existing file needs ``overwrite``.
+    The folder around it is not claimed: other writers may fill the rest of it (the runner's
+    rules stage writes its per-pair folders beside the concatenated file)."""
+    if path.is_dir():
+        raise OutputError(f"--output {path} is a folder; give the Parquet file to write")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    job = new_job_id()
+    claim = path.with_name(f"{path.name}.{CLAIM}")
+    try:
+        fd = os.open(claim, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+    except FileExistsError:
+        raise OutputBusy(f"--output {path} is being written by another job ({claim} exists); "
+                         f"wait for it, or if no job is running delete {claim}") from None  # fmt: skip
+    tmp = path.with_name(f"{TMP_PREFIX}{job}-{path.name}")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump({"job_id": job, "host": socket.gethostname(), "pid": os.getpid(),
+                       "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, f)  # fmt: skip
+        if path.exists() and not overwrite:
+            raise OutputNotEmpty(f"--output {path} exists; pass --overwrite to replace it")
+        yield tmp
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+        claim.unlink(missing_ok=True)
 
 
 def _lines(path: Path) -> list[str]:
@@ -74,7 +124,7 @@ def _write_wet(path: Path, docs: list[list[str]], url: str) -> None:
     path.write_bytes(buf.getvalue())
 
 
-def prepare(data: Path, out: Path, cfg) -> dict:
+def prepare(data: Path, out: Path, cfg, overwrite: bool = False) -> dict:
     tatoeba = data / "tatoeba"
     if not tatoeba.is_dir():
         raise UsageError(
@@ -86,6 +136,11 @@ def prepare(data: Path, out: Path, cfg) -> dict:
         raise UsageError(f"run.langs {missing} have no train.XXX-eng files in {tatoeba} "
                          f"(found: {', '.join(available) or 'none'})")  # fmt: skip
     train_codes = cfg.train_languages or available
+    with OutputDir(out, overwrite).open() as claimed:  # written aside, committed at the end
+        return _prepare_into(tatoeba, list(train_codes), Path(claimed.tmp), cfg)
+
+
+def _prepare_into(tatoeba: Path, train_codes: list[str], out: Path, cfg) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     counter = StageCounter()
     pairs, by_lang = [], {}
@@ -183,7 +238,12 @@ def _canonical(table: pa.Table) -> pa.Table:
     return table.sort_by(keys)
 
 
-def sentences(corpora: list[Path], extra: list[Path], out: Path) -> dict:
+def sentences(corpora: list[Path], extra: list[Path], out: Path, overwrite: bool = False) -> dict:
+    with OutputDir(out, overwrite).open() as claimed:  # written aside, committed at the end
+        return _sentences_into(corpora, extra, Path(claimed.tmp))
+
+
+def _sentences_into(corpora: list[Path], extra: list[Path], out: Path) -> dict:
     counter = StageCounter()
     per_lang: dict[str, list[pa.Table]] = {}
     for corpus in corpora:
@@ -282,31 +342,47 @@ def score(bitext_dir: Path, gold_file: Path, sentences_dir: Path, out: Path) -> 
     return rows
 
 
-def concat(inputs: list[Path], out: Path) -> dict:
+def concat(inputs: list[Path], out: Path, overwrite: bool = False) -> dict:
     counter = StageCounter()
-    tables = []
-    for f in inputs:
-        tables.append(read_parquet(f, flag="inputs"))
-        counter.add_in("pairs", tables[-1].num_rows)
-        counter.add_out("pairs", tables[-1].num_rows)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(pa.concat_tables(tables, promote_options="default"), out)
+    with exclusive_file(out, overwrite) as tmp:
+        tables = []
+        for f in inputs:
+            tables.append(read_parquet(f, flag="inputs"))
+            counter.add_in("pairs", tables[-1].num_rows)
+            counter.add_out("pairs", tables[-1].num_rows)
+        pq.write_table(pa.concat_tables(tables, promote_options="default"), tmp)
     return counter.to_report("concat")
 
 
-def embed(sentences_dir: Path, langs: list[str], model: str, out: Path, batch_size: int) -> None:
+def embed(sentences_dir: Path, langs: list[str], model: str, out: Path, batch_size: int,
+          overwrite: bool = False) -> None:  # fmt: skip
     """One store per language (``OUT/<lang>``) through the one embedding path
     (:func:`labse_model.embed_store.embed_to_store`, what ``mining embed`` runs), in one process:
-    the encoder is loaded (and torch imported) once for every language."""
+    the encoder is loaded (and torch imported) once for every language. ``OUT`` as a whole is
+    claimed and the stores are written under its temporary folder, so a second run into it
+    stops (exit 2) and a failed run leaves no half set of stores."""
     from labse_model.embed_store import embed_to_store, load_model
 
+    langs = list(dict.fromkeys(langs))  # a language named twice is embedded once
     missing = [str(sentences_dir / lang) for lang in langs if not (sentences_dir / lang).exists()]
     if missing:  # every language checked before the first is embedded
         raise UsageError(f"--sentences {sentences_dir}: no sentences for {', '.join(missing)}")
-    encoder = load_model(model)
-    for lang in langs:
-        embed_to_store(encoder, str(sentences_dir / lang), str(out / lang), dtype="float16",
-                       batch_size=batch_size, overwrite=True, flag="--sentences")  # fmt: skip
+    with OutputDir(out, overwrite).open() as claimed:  # claimed before the slow model load
+        encoder = load_model(model)
+        for lang in langs:
+            store = Path(claimed.tmp) / lang
+            embed_to_store(encoder, str(sentences_dir / lang), str(store), dtype="float16",
+                           batch_size=batch_size, flag="--sentences")  # fmt: skip
+            _name_final_store(store / "stats.json", out / lang)
+
+
+def _name_final_store(stats: Path, final: Path) -> None:
+    """The store's stats.json names where it was written (the temporary folder): name where it
+    will be once committed."""
+    report = read_json(stats)
+    if "output" in report:
+        report["output"] = str(final)
+        write_report(str(stats), report)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -320,12 +396,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", help="override a run: key"
     )
+    add_overwrite_option(p)
     s = sub.add_parser("sentences", help="per-language Parquet to mine and to learn the vocabulary")
     s.add_argument("--corpus", action="append", required=True, help="a corpus job's output folder")
     s.add_argument(
         "--extra", action="append", default=[], help="more <lang>/*.parquet for the vocabulary"
     )
     s.add_argument("--output", required=True, help="folder to write (mine/, vocab/)")
+    add_overwrite_option(s)
     c = sub.add_parser("score", help="precision/recall of the bitext against the known alignment")
     c.add_argument(
         "--bitext", required=True, help="the final bitext folder (python -m filters export)"
@@ -338,12 +416,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     k.add_argument("inputs", nargs="+", help="Parquet files with src, trg")
     k.add_argument("--output", required=True, help="Parquet file to write")
+    add_overwrite_option(k, "the output file")
     e = sub.add_parser("embed", help="embedding stores of several languages, one encoder load")
     e.add_argument("--sentences", required=True, help="folder of <lang>/ Parquet sentences")
     e.add_argument("--langs", nargs="+", required=True, help="languages to embed")
     e.add_argument("--model", required=True, help="LaBSE checkpoint directory")
     e.add_argument("--output", required=True, help="folder receiving one store per language")
     e.add_argument("--batch-size", type=int, default=64, help="encoding batch size (64)")
+    add_overwrite_option(e)
     add_log_level_option(ap)
     return ap
 
@@ -356,15 +436,16 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run_task(args: argparse.Namespace) -> int:
     if args.task == "prepare":
-        rep = prepare(Path(args.data), Path(args.output), load("run", args.config, args.set))
+        cfg = load("run", args.config, args.set)
+        rep = prepare(Path(args.data), Path(args.output), cfg, args.overwrite)
     elif args.task == "sentences":
-        rep = sentences(
-            [Path(c) for c in args.corpus], [Path(e) for e in args.extra], Path(args.output)
-        )
+        rep = sentences([Path(c) for c in args.corpus], [Path(e) for e in args.extra],
+                        Path(args.output), args.overwrite)  # fmt: skip
     elif args.task == "concat":
-        rep = concat([Path(p) for p in args.inputs], Path(args.output))
+        rep = concat([Path(p) for p in args.inputs], Path(args.output), args.overwrite)
     elif args.task == "embed":
-        embed(Path(args.sentences), args.langs, args.model, Path(args.output), args.batch_size)
+        embed(Path(args.sentences), args.langs, args.model, Path(args.output), args.batch_size,
+              args.overwrite)  # fmt: skip
         return 0
     else:
         rep = score(Path(args.bitext), Path(args.gold), Path(args.sentences), Path(args.output))

@@ -493,6 +493,9 @@ def main(argv: list[str] | None = None) -> int:
             raise InputError(
                 run, "not a run folder of python -m pipelines.run (no _run.json)", "--run"
             )
+        # The plan is what every section reads: an empty or damaged one is a wrong --run, not a
+        # report of stages that "are not part of this run".
+        read_json(run / "_run.json", "--run")
         md, page = write(run, Path(args.output), args.examples)
         log.info("report: %s, %s", md, page)
         return 0

@@ -17,7 +17,7 @@ them): a small lexicon of aligned subject phrases, verb phrases and time express
 one template ("SUBJECT VERB-PHRASE TIME."). Every combination is a translation across the four
 languages, so the pairs are exact. Nothing is random except a seeded shuffle.
 
-    python -m pipelines.synthetic --output DIR [--seed 0] [--train 600] [--dev 150]
+    python -m pipelines.synthetic --output DIR [--seed 0] [--train 600] [--dev 150] [--overwrite]
 """
 
 from __future__ import annotations
@@ -32,7 +32,11 @@ import sys
 from pathlib import Path
 from xml.sax.saxutils import escape
 
+from labse_common.cli import add_log_level_option, add_overwrite_option, run_main
+from labse_common.errors import UsageError
 from labse_common.langs import TATOEBA_TO_LID
+from labse_common.logs import setup_logging
+from labse_common.output_dir import OutputDir
 
 log = logging.getLogger(__name__)
 
@@ -119,7 +123,9 @@ def all_sentences() -> list[dict[str, str]]:
     return out
 
 
-def split_sentences(seed: int, n_train: int, n_dev: int) -> dict[str, dict[str, list[dict[str, str]]]]:
+def split_sentences(
+    seed: int, n_train: int, n_dev: int
+) -> dict[str, dict[str, list[dict[str, str]]]]:
     """From one seeded shuffle of the combinations: disjoint train and dev pairs for every
     non-English language (no English sentence serves two languages) and the rest as web text."""
     rows = all_sentences()
@@ -128,9 +134,9 @@ def split_sentences(seed: int, n_train: int, n_dev: int) -> dict[str, dict[str, 
     need = len(others) * (n_train + n_dev)
     if need >= len(rows):
         raise ValueError(f"{len(others)} x (train + dev) must stay below {len(rows)} combinations")
-    train = {lang: rows[i * n_train:(i + 1) * n_train] for i, lang in enumerate(others)}
+    train = {lang: rows[i * n_train : (i + 1) * n_train] for i, lang in enumerate(others)}
     base = len(others) * n_train
-    dev = {lang: rows[base + i * n_dev:base + (i + 1) * n_dev] for i, lang in enumerate(others)}
+    dev = {lang: rows[base + i * n_dev : base + (i + 1) * n_dev] for i, lang in enumerate(others)}
     return {"train": train, "dev": dev, "web": {"all": rows[need:]}}
 
 
@@ -140,18 +146,20 @@ def write_tatoeba(out: Path, splits: dict) -> None:
         for lang in LANGS[1:]:
             for side in (lang, "eng"):
                 lines = [row[side] for row in splits[split][lang]]
-                (out / f"{split}.{lang}-eng.{side}").write_text("\n".join(lines) + "\n", encoding="utf-8")
+                (out / f"{split}.{lang}-eng.{side}").write_text(
+                    "\n".join(lines) + "\n", encoding="utf-8"
+                )
 
 
 def own_rows(web: list[dict[str, str]], lang: str) -> list[dict[str, str]]:
     """Each language's web text is its own share of the combinations, so the web pages of two
     languages are not translations of each other (only the Tatoeba-style dev pairs are)."""
-    return web[LANGS.index(lang)::len(LANGS)]
+    return web[LANGS.index(lang) :: len(LANGS)]
 
 
 def _pages(rows: list[dict[str, str]], lang: str, per_page: int) -> list[list[str]]:
     texts = [r[lang] for r in rows]
-    return [texts[i:i + per_page] for i in range(0, len(texts), per_page)]
+    return [texts[i : i + per_page] for i in range(0, len(texts), per_page)]
 
 
 def write_web(out: Path, web: list[dict[str, str]], seed: int) -> None:
@@ -165,7 +173,9 @@ def write_web(out: Path, web: list[dict[str, str]], seed: int) -> None:
     for lang in LANGS:
         bp = BOILERPLATE[lang]
         rows = own_rows(web, lang)
-        rows = rows[: len(rows) // 2]  # the first half of this language's share; Wikipedia: the rest
+        rows = rows[
+            : len(rows) // 2
+        ]  # the first half of this language's share; Wikipedia: the rest
         half = len(rows) // 2
         for n, page in enumerate(_pages(rows[:half], lang, 6)):
             lines = [bp[0], bp[1], *page[:3], bp[2], *page[3:], bp[3], bp[4], bp[7]]
@@ -175,7 +185,9 @@ def write_web(out: Path, web: list[dict[str, str]], seed: int) -> None:
                                          warc_headers_dict=fixed_headers(url, "conversion"))  # fmt: skip
             wet.write_record(rec)
         for n, page in enumerate(_pages(rows[half:], lang, 6)):
-            paras = "".join(f"<p>{escape(' '.join(page[i:i + 2]))}</p>" for i in range(0, len(page), 2))
+            paras = "".join(
+                f"<p>{escape(' '.join(page[i : i + 2]))}</p>" for i in range(0, len(page), 2)
+            )
             html = (f"<!DOCTYPE html><html lang=\"{WIKI_CODE[lang]}\"><head><meta charset=\"utf-8\">"
                     f"<title>{escape(page[0][:40])}</title></head><body><nav><a href=\"/\">{escape(bp[0])}"
                     f"</a></nav><div class=\"cookie\">{escape(bp[3])}</div><main><article><h1>"
@@ -185,8 +197,14 @@ def write_web(out: Path, web: list[dict[str, str]], seed: int) -> None:
             http = StatusAndHeaders("200 OK", [("Content-Type", "text/html; charset=utf-8")],
                                     protocol="HTTP/1.1")  # fmt: skip
             req = f"GET /html/{n} HTTP/1.1\r\nHost: {WIKI_CODE[lang]}.example.org\r\n\r\n".encode()
-            warc.write_record(warc.create_warc_record(url, "request", payload=io.BytesIO(req),
-                                                      warc_headers_dict=fixed_headers(url, "request")))
+            warc.write_record(
+                warc.create_warc_record(
+                    url,
+                    "request",
+                    payload=io.BytesIO(req),
+                    warc_headers_dict=fixed_headers(url, "request"),
+                )
+            )
             warc.write_record(warc.create_warc_record(url, "response", payload=io.BytesIO(html.encode()),
                                                       http_headers=http,
                                                       warc_headers_dict=fixed_headers(url, "response")))  # fmt: skip
@@ -210,16 +228,16 @@ def _wikitext(title: str, sents: list[str], lang: str, n: int) -> str:
         f"{{{{Short description|{title}}}}}\n{{{{Infobox person\n| name = {title}\n| birth_date = "
         f"{{{{birth date|1950|1|{n % 28 + 1}}}}}\n| occupation = [[Example]]\n}}}}\n"
         f"'''{title}''' — {s[0]}<ref>{{{{cite web|url=https://example.org/{n}|title=Source}}}}</ref> "
-        f"[[Example|{s[1]}]]\n\n== {title} ==\n{s[2]} {s[3]}<ref name=\"a{n}\" />\n\n"
+        f'[[Example|{s[1]}]]\n\n== {title} ==\n{s[2]} {s[3]}<ref name="a{n}" />\n\n'
         f"[[File:Example{n}.jpg|thumb|right|Caption of a picture]]\n"
-        f"{{| class=\"wikitable\"\n|-\n! Column !! Value\n|-\n| a || {n}\n|}}\n\n"
+        f'{{| class="wikitable"\n|-\n! Column !! Value\n|-\n| a || {n}\n|}}\n\n'
         f"=== Notes ===\n* {s[4]}\n* {s[5]}\n\n{{{{Reflist}}}}\n\n"
         f"[[Category:Synthetic {WIKI_CODE[lang]} pages]]\n[[de:Beispiel {n}]]\n"
     )
 
 
 def _page_xml(title: str, ns: int, pid: int, text: str, redirect: str | None = None) -> str:
-    red = f"    <redirect title=\"{escape(redirect)}\" />\n" if redirect else ""
+    red = f'    <redirect title="{escape(redirect)}" />\n' if redirect else ""
     return (f"  <page>\n    <title>{escape(title)}</title>\n    <ns>{ns}</ns>\n    <id>{pid}</id>\n{red}"
             f"    <revision>\n      <id>{pid * 10}</id>\n      <model>wikitext</model>\n"
             f"      <format>text/x-wiki</format>\n      <text xml:space=\"preserve\">{escape(text)}</text>\n"
@@ -231,7 +249,7 @@ def write_wikipedia(out: Path, web: list[dict[str, str]], seed: int) -> None:
     for lang in LANGS:
         code = WIKI_CODE[lang]
         rows = own_rows(web, lang)
-        rows = rows[len(rows) // 2:]  # the other half: no sentence in both sources
+        rows = rows[len(rows) // 2 :]  # the other half: no sentence in both sources
         head = (f"<mediawiki xmlns=\"http://www.mediawiki.org/xml/export-0.10/\" version=\"0.10\" "
                 f"xml:lang=\"{code}\">\n  <siteinfo>\n    <sitename>Synthetic Wikipedia</sitename>\n"
                 f"    <dbname>{code}wiki</dbname>\n  </siteinfo>\n")  # fmt: skip
@@ -244,13 +262,19 @@ def write_wikipedia(out: Path, web: list[dict[str, str]], seed: int) -> None:
                                redirect=f"{code.upper()} Article 0"))  # fmt: skip
         pages.append(_page_xml(f"Talk:{code.upper()} Article 0", 1, 999_002, "A talk page. ~~~~"))
         xml = head + "".join(pages) + "</mediawiki>\n"
-        (out / f"synwiki-{code}-pages-articles.xml.bz2").write_bytes(bz2.compress(xml.encode("utf-8")))
+        (out / f"synwiki-{code}-pages-articles.xml.bz2").write_bytes(
+            bz2.compress(xml.encode("utf-8"))
+        )
 
 
 def data_files() -> dict[str, list[str]]:
     """The corpus files :func:`generate` writes, relative to its output folder."""
-    return {"commoncrawl": ["commoncrawl/synthetic.warc.gz", "commoncrawl/synthetic.warc.wet.gz"],
-            "wikipedia": [f"wikipedia/synwiki-{WIKI_CODE[lang]}-pages-articles.xml.bz2" for lang in LANGS]}
+    return {
+        "commoncrawl": ["commoncrawl/synthetic.warc.gz", "commoncrawl/synthetic.warc.wet.gz"],
+        "wikipedia": [
+            f"wikipedia/synwiki-{WIKI_CODE[lang]}-pages-articles.xml.bz2" for lang in LANGS
+        ],
+    }
 
 
 def generate(out: str | Path, seed: int = 0, n_train: int = 300, n_dev: int = 100) -> dict:
@@ -274,14 +298,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0, help="shuffle seed (default 0)")
     ap.add_argument("--train", type=int, default=300, help="training pairs per language (300)")
     ap.add_argument("--dev", type=int, default=100, help="dev pairs per language (100)")
+    add_overwrite_option(ap)
+    add_log_level_option(ap)
     args = ap.parse_args(argv)
-    try:
-        summary = generate(args.output, args.seed, args.train, args.dev)
-    except ValueError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    print(json.dumps(summary))
-    return 0
+    setup_logging(args.log_level)
+
+    def body() -> int:
+        combos, need = len(all_sentences()), (len(LANGS) - 1) * (args.train + args.dev)
+        if args.train < 0 or args.dev < 0 or need >= combos:
+            raise UsageError(f"--train {args.train} --dev {args.dev}: each at least 0 and "
+                             f"{len(LANGS) - 1} x (train + dev) below {combos}")  # fmt: skip
+        # Claimed, written aside and committed at the end, like every stage's output.
+        with OutputDir(args.output, args.overwrite).open() as out:
+            summary = generate(out.tmp, args.seed, args.train, args.dev)
+        log.info("synthetic sample in %s: %s", args.output, json.dumps(summary))
+        return 0
+
+    return run_main(body, log, args=args)
 
 
 if __name__ == "__main__":

@@ -614,14 +614,6 @@ _OTHERS = {
 XFAIL: dict[tuple[str, str], str] = {
     ("pipelines.filter_pairs", "truncated_parquet"): FILTERS_OWNER + ": two error lines",
     ("pipelines.filter_pairs", "damaged_parquet"): FILTERS_OWNER + ": two error lines",
-    ("pipelines.report", "empty"): RUNNER_OWNER + ": an empty _run.json gives exit 0 and a report",
-    ("pipelines.e2e_tasks prepare", "concurrent"): RUNNER_OWNER + ": no output claim",
-    ("pipelines.e2e_tasks concat", "concurrent"): RUNNER_OWNER + ": no output claim",
-    ("pipelines.e2e_tasks sentences", "concurrent"): RUNNER_OWNER + ": no output claim",
-    ("pipelines.e2e_tasks embed", "concurrent"): RUNNER_OWNER
-    + ": no claim of its --output (each store is written with overwrite): two runs that do "
-    "not overlap both exit 0",
-    ("pipelines.synthetic", "concurrent"): "writes its folder without a claim (no owner yet)",
 }
 
 
