@@ -62,7 +62,7 @@ from pipelines.options import pipeline_options
 log = logging.getLogger(__name__)
 
 STAGE = "pair_rules"
-STATS, SUMMARY = "stats", "summary"
+STATS, SUMMARY, UNREADABLE = "stats", "summary", "unreadable"
 
 
 class ReadPairFile(beam.DoFn):
@@ -86,9 +86,18 @@ class ReadPairFile(beam.DoFn):
                 yield (fi, bi), batch
             counter.add_out("files")
         except (InputError, OSError) as e:  # a bad file is counted, the job goes on
-            log.error("%s", e)
+            # A warning, not an error: the job survives it; if no input was readable at all,
+            # the job's one error line says so (naming the file and this problem).
+            log.warning("%s (counted as unreadable; the job goes on)", e)
             counter.add_dropped("files", "unreadable")
+            yield beam.pvalue.TaggedOutput(UNREADABLE, {"path": path, "problem": _problem(e)})
         yield beam.pvalue.TaggedOutput(STATS, counter.drain())
+
+
+def _problem(e: Exception) -> str:
+    if isinstance(e, InputError):
+        return e.problem
+    return getattr(e, "strerror", None) or str(e)
 
 
 class FilterBatch(beam.DoFn):
@@ -142,11 +151,17 @@ def _write_part(batch: pa.RecordBatch, stem: str) -> None:
 
 
 def _write_stats(
-    counts: dict, summary: dict, output: str, step_order: list[str], extra: dict
+    counts: dict,
+    summary: dict,
+    unreadable: list[dict],
+    output: str,
+    step_order: list[str],
+    extra: dict,
 ) -> dict:
     from filters.steps import KeepSummary
 
     report = chain_report(STAGE, {k: v for k, v in counts.items()}, step_order, **extra)
+    report["unreadable"] = sorted(unreadable, key=lambda u: u["path"])
     s = KeepSummary(extra["config"]["length_buckets"])
     s.merge(summary)
     report["summary"] = s.to_dict(step_order)
@@ -165,7 +180,10 @@ def build_pipeline(p: beam.Pipeline, inputs: Sequence[str], output: str, cfg: di
     read = (
         p
         | "Files" >> beam.Create(list(enumerate(inputs)))
-        | "Read" >> beam.ParDo(ReadPairFile(batch_rows, layout)).with_outputs(STATS, main="batches")
+        | "Read"
+        >> beam.ParDo(ReadPairFile(batch_rows, layout)).with_outputs(
+            STATS, UNREADABLE, main="batches"
+        )
     )
     filtered = (
         read.batches
@@ -184,7 +202,12 @@ def build_pipeline(p: beam.Pipeline, inputs: Sequence[str], output: str, cfg: di
     extra = {"inputs": list(inputs), "config": cfg, "src_lang": src_lang, "trg_lang": trg_lang,
              "cds_model": cds_model, "cds_threshold": cds_threshold}  # fmt: skip
     _ = counts | "WriteStats" >> beam.Map(
-        _write_stats, beam.pvalue.AsSingleton(summary), output, step_order, extra
+        _write_stats,
+        beam.pvalue.AsSingleton(summary),
+        beam.pvalue.AsList(read[UNREADABLE]),
+        output,
+        step_order,
+        extra,
     )
 
 
@@ -260,12 +283,26 @@ def run(argv: Sequence[str] | None = None) -> int:
             report = _read_stats(f"{out.tmp.rstrip('/')}/stats.json")
             c = report["counts"].get("pairs", {"in": 0, "out": 0})
             if not c["in"]:
-                raise InputError(" ".join(inputs), "no readable pair", "--input")
+                raise InputError(" ".join(inputs), _nothing_read(report), "--input")
         print(f"filter_pairs: {c['in']} pairs in, {c['out']} kept -> {args.output}")
         return 0
 
     # Remote paths are checked in the body, once the Beam options (S3 endpoint, keys) are parsed.
     return run_main(body, log, args=args, check_remote=False)
+
+
+def _nothing_read(report: dict) -> str:
+    """Why no pair was read, in one line (the per-file warnings gave the details)."""
+    bad = report.get("unreadable") or []
+    n = report["counts"].get("files", {}).get("in", 0)
+    if not bad:
+        return "no pair in the input"
+    if n == 1:
+        return f"no readable input ({bad[0]['problem']})"
+    return (
+        f"no readable input ({len(bad)} of {n} files unreadable, e.g. {bad[0]['path']}: "
+        f"{bad[0]['problem']})"
+    )
 
 
 def _read_stats(path: str) -> dict:

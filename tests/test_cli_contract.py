@@ -612,8 +612,6 @@ _OTHERS = {
 }  # fmt: skip
 # Failures of commands other engineers are fixing now; the lead removes these once that lands.
 XFAIL: dict[tuple[str, str], str] = {
-    ("pipelines.filter_pairs", "truncated_parquet"): FILTERS_OWNER + ": two error lines",
-    ("pipelines.filter_pairs", "damaged_parquet"): FILTERS_OWNER + ": two error lines",
 }
 
 

@@ -136,7 +136,10 @@ def test_beam_job_survives_a_damaged_file_and_claims_its_output(inputs, tmp_path
     rep = json.loads((out / "stats.json").read_text())
     assert rep["counts"]["files"] == {"in": 2, "out": 1, "dropped": {"unreadable": 1}}
     assert not check_balanced(rep) and not check_balanced({"counts": rep["steps"]})
-    assert any(str(bad) in r.getMessage() for r in caplog.records if r.levelname == "ERROR")
+    # Counted and survived: a warning naming the file, and the file listed in stats.json.
+    assert any(str(bad) in r.getMessage() for r in caplog.records if r.levelname == "WARNING")
+    assert not [r for r in caplog.records if r.levelname == "ERROR"]
+    assert [u["path"] for u in rep["unreadable"]] == [str(bad)]
     kept = [
         r for p in sorted((out / "kept").glob("*.parquet")) for r in pq.read_table(p).to_pylist()
     ]
