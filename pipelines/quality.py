@@ -10,6 +10,9 @@ The bootstrap, step by step (each step's output can be opened and read):
    Rows dropped because LID was unsure are often boilerplate too ("Skip to main content"), so
    they count as negatives when the rules also score them <= --negative-max-rule-score.
 3. ``python -m pipelines.quality train --positive wiki --positive cc --negative cc --output q.bin``
+   The model is claimed by ``q.bin._CLAIM.json`` beside it (a second writer of the same model
+   stops with exit 2) and its files are written under temporary names, renamed into place only
+   when training has succeeded, so a failed run leaves no half model.
    Positives: sentences of the given output folders (``DIR/<lang>/*.parquet``), optionally only
    those with quality_score >= --positive-min-score. Negatives: ``DIR/_dropped`` rows with the
    given reasons. Classes are balanced; 10% is held out and precision/recall are written to
@@ -26,18 +29,25 @@ import glob
 import json
 import logging
 import os
+import socket
 import sys
-from collections.abc import Iterable, Sequence
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 
 from filters.mono.boilerplate import heuristic_quality
-from filters.mono.quality import QualityScorer, train_quality_model
+from filters.mono.quality import QualityScorer, TrainReport, train_quality_model
 from labse_common.cli import add_log_level_option, add_output_option, run_main
 from labse_common.datafiles import read_parquet
 from labse_common.errors import InputError, UsageError
 from labse_common.logs import setup_logging
+from labse_common.output_dir import CLAIM, TMP_PREFIX, OutputBusy, OutputError, new_job_id
 from labse_common.remote import require_local
 
 log = logging.getLogger(__name__)
+
+# What train writes: MODEL plus these files beside it (filters.mono.quality.train_quality_model).
+MODEL_SUFFIXES = (".train.txt", ".test.txt", ".report.json", "")
 
 
 def _parquet_files(pattern: str) -> list[str]:
@@ -160,9 +170,57 @@ def _score(args: argparse.Namespace) -> int:
     return 0
 
 
+@contextmanager
+def claimed_model(output: str) -> Iterator[str]:
+    """Exclusive use of the model path MODEL: claimed by ``MODEL._CLAIM.json`` (``O_EXCL``: of
+    two writers exactly one gets it, the other gets :class:`OutputBusy`). Yields a temporary
+    stem beside it to train into; on success each of its files is renamed onto MODEL's names
+    (the model last, so a model on disk always has its report); on failure they are removed.
+    """
+    if os.path.isdir(output):
+        raise OutputError(f"--output {output} is a folder; give the model file to write")
+    os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
+    job = new_job_id()
+    claim = f"{output}.{CLAIM}"
+    try:
+        fd = os.open(claim, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+    except FileExistsError:
+        raise OutputBusy(f"--output {output} is being written by another job ({claim} exists); "
+                         f"wait for it, or if no job is running delete {claim}") from None  # fmt: skip
+    head, name = os.path.split(output)
+    tmp = os.path.join(head, f"{TMP_PREFIX}{job}-{name}")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump({"job_id": job, "host": socket.gethostname(), "pid": os.getpid(),
+                       "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, f)  # fmt: skip
+        yield tmp
+        for suffix in MODEL_SUFFIXES:
+            if os.path.exists(tmp + suffix):
+                os.replace(tmp + suffix, output + suffix)
+    finally:
+        for suffix in MODEL_SUFFIXES:
+            if os.path.exists(tmp + suffix):
+                os.unlink(tmp + suffix)
+        try:
+            os.unlink(claim)
+        except FileNotFoundError:  # deleted by hand meanwhile: nothing to release
+            pass
+
+
 def _train(args: argparse.Namespace) -> int:
     # fastText writes the model and its report with local file APIs: say so before any work.
     require_local(args.output, "--output", "python -m pipelines.quality train")
+    with claimed_model(args.output) as tmp:
+        report = _train_into(args, tmp)
+        # The report names the model by the path it is renamed to, not the temporary one.
+        report.model = args.output
+        with open(f"{tmp}.report.json", "w", encoding="utf-8") as f:
+            json.dump(report.__dict__, f, indent=2)
+    log.info("trained %s", json.dumps(report.__dict__))
+    return 0
+
+
+def _train_into(args: argparse.Namespace, tmp: str) -> TrainReport:
     pos = read_positive(args.positive, args.positive_min_score)
     neg = read_negative(args.negative, set(args.negative_reasons.split(",")),
                         args.negative_max_rule_score)  # fmt: skip
@@ -170,12 +228,10 @@ def _train(args: argparse.Namespace) -> int:
         if not texts:
             raise UsageError(f"{flag}: no training rows selected (check the folders and the "
                              "score/reason options)")  # fmt: skip
-    report = train_quality_model(
-        pos, neg, args.output, max_per_class=args.max_per_class, epoch=args.epoch,
+    return train_quality_model(
+        pos, neg, tmp, max_per_class=args.max_per_class, epoch=args.epoch,
         dim=args.dim, word_ngrams=args.word_ngrams, quantize=args.quantize, seed=args.seed,
     )  # fmt: skip
-    log.info("trained %s", json.dumps(report.__dict__))
-    return 0
 
 
 if __name__ == "__main__":

@@ -304,10 +304,6 @@ TABLE: dict[str, Cmd] = {
         "lang_dir",
         "{D}/sent",
         na=_na(["non_utf8"], NO_TEXT),
-        xfail={
-            "concurrent": "--output is a model file (MODEL, MODEL.report.json, ...), not a "
-            "folder: it takes no claim yet"
-        },
     ),
     "pipelines.quality score": Cmd(
         ["score", "--model", "{IN}", "a line of text"],
