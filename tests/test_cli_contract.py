@@ -229,9 +229,6 @@ TRAIN_TINY = ["--vocab", "{D}/vocab",
 PRETRAIN_TINY = ["--vocab", "{D}/vocab", *(a for kv in [
     *MODEL_TINY, "model.num_hidden_layers=2", "mlm_batch_size=8", "tlm_batch_size=8", "lanes=2", "max_seq_length=32",
     "warmup_steps=1", "eval_every=0"] for a in ("--set", kv))]  # fmt: skip
-EMBEDDING_OWNER = "embedding commands are being fixed by another engineer"
-FILTERS_OWNER = "filters commands are being fixed by another engineer"
-RUNNER_OWNER = "the runner and its tasks are being fixed by another engineer"
 
 TABLE: dict[str, Cmd] = {
     # --- Beam corpus jobs ------------------------------------------------------------------------
@@ -597,19 +594,6 @@ TABLE: dict[str, Cmd] = {
     ),
 }
 
-# The commands other engineers are fixing: their failures are expected until that work lands.
-_OTHERS = {
-    "pipelines.embed": EMBEDDING_OWNER, "labse_model encode": EMBEDDING_OWNER,
-    "mining embed": EMBEDDING_OWNER, "labse_common.embedding_store convert": EMBEDDING_OWNER,
-    "pipelines.filter_pairs": FILTERS_OWNER, "pipelines.run": RUNNER_OWNER,
-    "pipelines.report": RUNNER_OWNER,
-    **{c: FILTERS_OWNER for c in TABLE if c.startswith("filters ")},
-    **{c: RUNNER_OWNER for c in TABLE if c.startswith("pipelines.e2e_tasks ")},
-}  # fmt: skip
-# Failures of commands other engineers are fixing now; the lead removes these once that lands.
-XFAIL: dict[tuple[str, str], str] = {
-}
-
 
 # --- running a command -----------------------------------------------------------------------------
 
@@ -902,7 +886,7 @@ def _params():
             if cmd is not None:
                 if cmd.applies(case):
                     continue  # declared not applicable: listed by test_not_applicable_declared
-                reason = XFAIL.get((command, case)) or cmd.xfail.get(case)
+                reason = cmd.xfail.get(case)
                 if reason:
                     marks.append(pytest.mark.xfail(strict=False, reason=reason))
                 if case in cmd.slow:
