@@ -27,7 +27,7 @@ demo: $(STAMP)
 	$(BIN)/python -m pipelines.run --config configs/demo.yaml $(DEMO_DATA) --output $(DEMO_OUT)
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q tests
+	$(BIN)/python -m pytest -q -n auto tests
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
