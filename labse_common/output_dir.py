@@ -263,6 +263,50 @@ def exclusive_output(output: str | os.PathLike, overwrite: bool = False) -> Iter
         yield out
 
 
+@contextmanager
+def claimed_file(
+    path: str | os.PathLike, overwrite: bool = False, suffixes: tuple[str, ...] = ("",)
+) -> Iterator[str]:
+    """One output file (or a family of files sharing a stem: ``suffixes``, e.g. a model and its
+    report) written the way :class:`OutputDir` writes a folder: claimed by ``FILE._CLAIM.json``
+    beside it (``O_EXCL``: of two writers exactly one gets it, the other gets
+    :class:`OutputBusy`), written under the yielded temporary stem ``_tmp-<job>-FILE`` and renamed
+    into place at the end in the order of ``suffixes``; on an exception the temporary files are
+    removed. An existing file needs ``overwrite``. The folder around it is not claimed: other
+    writers may fill the rest of it. Local only."""
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        raise OutputError(f"--output {path} is a folder; give the file to write")
+    head, name = os.path.split(os.path.abspath(path))
+    os.makedirs(head, exist_ok=True)
+    job = new_job_id()
+    claim = f"{path}.{CLAIM}"
+    try:
+        fd = os.open(claim, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+    except FileExistsError:
+        raise OutputBusy(f"--output {path} is being written by another job ({claim} exists); "
+                         f"wait for it, or if no job is running delete {claim}") from None  # fmt: skip
+    tmp = os.path.join(head, f"{TMP_PREFIX}{job}-{name}")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump({"job_id": job, "host": socket.gethostname(), "pid": os.getpid(),
+                       "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, f)  # fmt: skip
+        if not overwrite and any(os.path.exists(path + s) for s in suffixes):
+            raise OutputNotEmpty(f"--output {path} exists; pass --overwrite to replace it")
+        yield tmp
+        for s in suffixes:
+            if os.path.exists(tmp + s):
+                os.replace(tmp + s, path + s)
+    finally:
+        for s in suffixes:
+            if os.path.exists(tmp + s):
+                os.unlink(tmp + s)
+        try:
+            os.unlink(claim)
+        except FileNotFoundError:  # deleted by hand meanwhile: nothing to release
+            pass
+
+
 def _held_elsewhere(claim: str) -> bool:
     """Whether the process that wrote ``claim`` may still run: True unless the claim names a
     process of this host that is gone (or cannot be read, so nothing can be said)."""

@@ -25,13 +25,8 @@ import argparse
 import io
 import json
 import logging
-import os
 import random
-import socket
-import time
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pyarrow as pa
@@ -43,15 +38,7 @@ from labse_common.datafiles import read_json, read_parquet, read_text
 from labse_common.errors import InputError, UsageError
 from labse_common.langs import TATOEBA_TO_LID
 from labse_common.logs import setup_logging
-from labse_common.output_dir import (
-    CLAIM,
-    TMP_PREFIX,
-    OutputBusy,
-    OutputDir,
-    OutputError,
-    OutputNotEmpty,
-    new_job_id,
-)
+from labse_common.output_dir import OutputDir, claimed_file
 from labse_common.stats import StageCounter, check_balanced, write_report
 
 log = logging.getLogger("pipelines.e2e_tasks")
@@ -64,37 +51,6 @@ def _balanced(report: dict) -> None:
     errors = check_balanced(report)
     if errors:
         raise RuntimeError(f"unbalanced stats: {errors}")
-
-
-@contextmanager
-def exclusive_file(path: Path, overwrite: bool = False) -> Iterator[Path]:
-    """One output file written the way :class:`OutputDir` writes a folder: claimed by
-    ``FILE._CLAIM.json`` beside it (``O_EXCL``: of two writers exactly one gets it), written as
-    ``_tmp-<job>-FILE`` and renamed into place at the end; an existing file needs ``overwrite``.
-    The folder around it is not claimed: other writers may fill the rest of it (the runner's
-    rules stage writes its per-pair folders beside the concatenated file)."""
-    if path.is_dir():
-        raise OutputError(f"--output {path} is a folder; give the Parquet file to write")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    job = new_job_id()
-    claim = path.with_name(f"{path.name}.{CLAIM}")
-    try:
-        fd = os.open(claim, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-    except FileExistsError:
-        raise OutputBusy(f"--output {path} is being written by another job ({claim} exists); "
-                         f"wait for it, or if no job is running delete {claim}") from None  # fmt: skip
-    tmp = path.with_name(f"{TMP_PREFIX}{job}-{path.name}")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump({"job_id": job, "host": socket.gethostname(), "pid": os.getpid(),
-                       "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, f)  # fmt: skip
-        if path.exists() and not overwrite:
-            raise OutputNotEmpty(f"--output {path} exists; pass --overwrite to replace it")
-        yield tmp
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-        claim.unlink(missing_ok=True)
 
 
 def _lines(path: Path) -> list[str]:
@@ -344,7 +300,7 @@ def score(bitext_dir: Path, gold_file: Path, sentences_dir: Path, out: Path) -> 
 
 def concat(inputs: list[Path], out: Path, overwrite: bool = False) -> dict:
     counter = StageCounter()
-    with exclusive_file(out, overwrite) as tmp:
+    with claimed_file(out, overwrite) as tmp:
         tables = []
         for f in inputs:
             tables.append(read_parquet(f, flag="inputs"))

@@ -29,11 +29,8 @@ import glob
 import json
 import logging
 import os
-import socket
 import sys
-import time
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Sequence
 
 from filters.mono.boilerplate import heuristic_quality
 from filters.mono.quality import QualityScorer, TrainReport, train_quality_model
@@ -41,7 +38,7 @@ from labse_common.cli import add_log_level_option, add_output_option, run_main
 from labse_common.datafiles import read_parquet
 from labse_common.errors import InputError, UsageError
 from labse_common.logs import setup_logging
-from labse_common.output_dir import CLAIM, TMP_PREFIX, OutputBusy, OutputError, new_job_id
+from labse_common.output_dir import claimed_file
 from labse_common.remote import require_local
 
 log = logging.getLogger(__name__)
@@ -170,47 +167,11 @@ def _score(args: argparse.Namespace) -> int:
     return 0
 
 
-@contextmanager
-def claimed_model(output: str) -> Iterator[str]:
-    """Exclusive use of the model path MODEL: claimed by ``MODEL._CLAIM.json`` (``O_EXCL``: of
-    two writers exactly one gets it, the other gets :class:`OutputBusy`). Yields a temporary
-    stem beside it to train into; on success each of its files is renamed onto MODEL's names
-    (the model last, so a model on disk always has its report); on failure they are removed.
-    """
-    if os.path.isdir(output):
-        raise OutputError(f"--output {output} is a folder; give the model file to write")
-    os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
-    job = new_job_id()
-    claim = f"{output}.{CLAIM}"
-    try:
-        fd = os.open(claim, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-    except FileExistsError:
-        raise OutputBusy(f"--output {output} is being written by another job ({claim} exists); "
-                         f"wait for it, or if no job is running delete {claim}") from None  # fmt: skip
-    head, name = os.path.split(output)
-    tmp = os.path.join(head, f"{TMP_PREFIX}{job}-{name}")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump({"job_id": job, "host": socket.gethostname(), "pid": os.getpid(),
-                       "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, f)  # fmt: skip
-        yield tmp
-        for suffix in MODEL_SUFFIXES:
-            if os.path.exists(tmp + suffix):
-                os.replace(tmp + suffix, output + suffix)
-    finally:
-        for suffix in MODEL_SUFFIXES:
-            if os.path.exists(tmp + suffix):
-                os.unlink(tmp + suffix)
-        try:
-            os.unlink(claim)
-        except FileNotFoundError:  # deleted by hand meanwhile: nothing to release
-            pass
-
-
 def _train(args: argparse.Namespace) -> int:
     # fastText writes the model and its report with local file APIs: say so before any work.
     require_local(args.output, "--output", "python -m pipelines.quality train")
-    with claimed_model(args.output) as tmp:
+    # An existing model is replaced (the command always has): overwrite=True.
+    with claimed_file(args.output, overwrite=True, suffixes=MODEL_SUFFIXES) as tmp:
         report = _train_into(args, tmp)
         # The report names the model by the path it is renamed to, not the temporary one.
         report.model = args.output
