@@ -36,8 +36,10 @@ PAIR_FIELDS = [
 PAIR_SCHEMA = pa.schema(PAIR_FIELDS)
 PAIR_REQUIRED = ("src", "trg")
 
-# The provenance of a sentence, carried per side through mining and filtering as src_*/trg_*.
-PROVENANCE_COLUMNS = ("url_or_title", "source", "doc_id", "locator")
+# The provenance of a sentence, carried per side through mining and filtering as src_*/trg_*:
+# where its first copy came from, and how many copies dedup collapsed into it (``dup_count``).
+PROVENANCE_COLUMNS = ("url_or_title", "source", "doc_id", "locator", "dup_count")
+PROVENANCE_TYPES = {"dup_count": pa.int64()}  # the rest are strings
 
 # Mined pairs (`mining mine`: mined.parquet, by decreasing margin); per side optionally
 # ``{side}_url_or_title``, ``{side}_source``, ``{side}_doc_id`` when the corpus has them.
@@ -48,8 +50,8 @@ MINED_PAIR_FIELDS = [
     ("trg_id", pa.string()),
     ("cosine", pa.float32()),
 ]
-MINED_PAIR_OPTIONAL = [(f"{side}_{name}", pa.string()) for side in ("src", "trg")
-                       for name in PROVENANCE_COLUMNS]  # fmt: skip
+MINED_PAIR_OPTIONAL = [(f"{side}_{name}", PROVENANCE_TYPES.get(name, pa.string()))
+                       for side in ("src", "trg") for name in PROVENANCE_COLUMNS]  # fmt: skip
 MINED_PAIR_SCHEMA = pa.schema([*MINED_PAIR_FIELDS, *MINED_PAIR_OPTIONAL])
 MINED_PAIR_REQUIRED = tuple(n for n, _ in MINED_PAIR_FIELDS)
 

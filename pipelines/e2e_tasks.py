@@ -36,6 +36,7 @@ from labse_common.cli import add_log_level_option, add_overwrite_option, run_mai
 from labse_common.config import load
 from labse_common.datafiles import read_json, read_parquet, read_text
 from labse_common.errors import InputError, UsageError
+from labse_common.formats import PROVENANCE_COLUMNS
 from labse_common.langs import TATOEBA_TO_LID
 from labse_common.logs import setup_logging
 from labse_common.output_dir import OutputDir, claimed_file
@@ -93,15 +94,58 @@ def prepare(data: Path, out: Path, cfg, overwrite: bool = False) -> dict:
                          f"(found: {', '.join(available) or 'none'})")  # fmt: skip
     train_codes = cfg.train_languages or available
     with OutputDir(out, overwrite).open() as claimed:  # written aside, committed at the end
-        return _prepare_into(tatoeba, list(train_codes), Path(claimed.tmp), cfg)
+        return _prepare_into(tatoeba, list(train_codes), Path(claimed.tmp), cfg, data)
 
 
-def _prepare_into(tatoeba: Path, train_codes: list[str], out: Path, cfg) -> dict:
+def pud_split(data: Path, codes: list[str], n_planted: int, seed: int) -> tuple[dict, set[int]]:
+    """The PUD pairs of ``codes`` ({code: [(src, eng), ...]}, line order) and the line numbers
+    planted in the web text: one sample of line numbers for every language, because line i is
+    the same English sentence in every PUD file (a planted English sentence trained on through
+    another language would leak)."""
+    pud = data / "pud"
+    pairs = {}
+    for code in codes:
+        if (pud / f"train.{code}-eng.{code}").is_file():
+            src, eng = (
+                _lines(pud / f"train.{code}-eng.{code}"),
+                _lines(pud / f"train.{code}-eng.eng"),
+            )
+            if len(src) != len(eng):
+                raise InputError(pud / f"train.{code}-eng.{code}", f"{len(src)} lines vs {len(eng)} in its .eng",
+                                 "--data")  # fmt: skip
+            pairs[code] = list(zip(src, eng))
+    n = min((len(v) for v in pairs.values()), default=0)
+    planted = set(random.Random(seed).sample(range(n), min(n_planted, n)))
+    return pairs, planted
+
+
+def _ud_sentences(
+    data: Path, codes: list[str], exclude: set[str], counter: StageCounter
+) -> dict[str, list[str]]:
+    """ud/XXX.txt of ``codes`` and English, minus ``exclude`` (sentences that are mined)."""
+    out = {}
+    for code in [*codes, "eng"]:
+        f = data / "ud" / f"{code}.txt"
+        if f.is_file() and code in LID_CODE:
+            lines = _lines(f)
+            counter.add_in("ud_sentences", len(lines))
+            out[LID_CODE[code]] = [t for t in lines if t and t not in exclude]
+            counter.add_dropped("ud_sentences", "empty", sum(1 for t in lines if not t))
+            counter.add_dropped(
+                "ud_sentences", "mined_sentence", sum(1 for t in lines if t and t in exclude)
+            )
+            counter.add_out("ud_sentences", len(out[LID_CODE[code]]))
+    return out
+
+
+def _prepare_into(tatoeba: Path, train_codes: list[str], out: Path, cfg, data: Path) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     counter = StageCounter()
+    pud, pud_planted = (
+        pud_split(data, train_codes, cfg.pud_planted, cfg.shuffle_seed) if cfg.pud else ({}, set())
+    )
     pairs, by_lang = [], {}
     (out / "heldout").mkdir(exist_ok=True)
-    labelled = []
     rng = random.Random(cfg.shuffle_seed)
     for code in train_codes:
         src, trg = (
@@ -122,10 +166,6 @@ def _prepare_into(tatoeba: Path, train_codes: list[str], out: Path, cfg) -> dict
             (out / "heldout" / f"heldout.{code}-eng.eng").write_text(
                 "".join(t + "\n" for _, t in held), encoding="utf-8"
             )
-            # Calibration sample: true pairs GOOD, each source with another pair's target BAD.
-            shifted = [t for _, t in held[1:]] + [held[0][1]]
-            labelled += [(s, t, LID_CODE[code], "en", 1) for s, t in held]
-            labelled += [(s, t, LID_CODE[code], "en", 0) for (s, _), t in zip(held, shifted)]
         kept = 0
         for s, t in rows:
             if not s or not t:
@@ -138,6 +178,21 @@ def _prepare_into(tatoeba: Path, train_codes: list[str], out: Path, cfg) -> dict
                 by_lang.setdefault(LID_CODE[code], []).append(s)
                 by_lang.setdefault("en", []).append(t)
         counter.add_out("pairs", kept)
+    # PUD: the lines not planted train every PUD language (news/Wikipedia, closer to web text).
+    for code, rows in pud.items():
+        counter.add_in("pud_pairs", len(rows))
+        for i, (s, t) in enumerate(rows):
+            if i in pud_planted:
+                counter.add_dropped(
+                    "pud_pairs", "planted" if code in cfg.langs else "planted_elsewhere"
+                )
+            elif not s or not t:
+                counter.add_dropped("pud_pairs", "empty_side")
+            else:
+                counter.add_out("pud_pairs")
+                pairs.append((s, t, LID_CODE[code], "en"))
+                by_lang.setdefault(LID_CODE[code], []).append(s)
+                by_lang.setdefault("en", []).append(t)
     (out / "train_pairs.tsv").write_text(
         "".join("\t".join(p) + "\n" for p in pairs), encoding="utf-8"
     )
@@ -146,14 +201,16 @@ def _prepare_into(tatoeba: Path, train_codes: list[str], out: Path, cfg) -> dict
     (out / "trusted_pairs.tsv").write_text(
         "".join("\t".join(p) + "\n" for p in pairs[::step]), encoding="utf-8"
     )
-    # Calibration sample in the calibrate command's format, and its bare pairs to score.
-    (out / "labelled.tsv").write_text(
-        "".join(f"{s}\t{t}\t{'GOOD' if y else 'BAD'}\n" for s, t, _, _, y in labelled),
-        encoding="utf-8",
-    )
-    (out / "labelled_pairs.tsv").write_text(
-        "".join(f"{s}\t{t}\t{sl}\t{tl}\n" for s, t, sl, tl, _ in labelled), encoding="utf-8"
-    )
+    # UD: real monolingual text of every language for the vocabulary and MLM, never a sentence
+    # that is mined (the dev and planted PUD sentences).
+    mined = {x for code in cfg.langs for x in _lines(tatoeba / f"dev.{code}-eng.{code}")}
+    mined |= {x for code in cfg.langs for x in _lines(tatoeba / f"dev.{code}-eng.eng")}
+    mined |= {x for rows in pud.values() for i, p in enumerate(rows) if i in pud_planted for x in p}
+    ud = _ud_sentences(data, train_codes, mined, counter) if cfg.ud else {}
+    for lang, texts in ud.items():
+        (out / "train_sentences" / lang).mkdir(parents=True, exist_ok=True)
+        pq.write_table(pa.table({"text": texts, "lang": [lang] * len(texts), "source": ["ud"] * len(texts)}),
+                       out / "train_sentences" / lang / "ud.parquet")  # fmt: skip
     for lang, texts in by_lang.items():
         (out / "train_sentences" / lang).mkdir(parents=True, exist_ok=True)
         pq.write_table(pa.table({"text": texts, "lang": [lang] * len(texts), "source": ["train"] * len(texts)}),
@@ -173,10 +230,21 @@ def _prepare_into(tatoeba: Path, train_codes: list[str], out: Path, cfg) -> dict
                 counter.add_out("dev_sentences", 2)
             else:
                 counter.add_dropped("dev_sentences", "empty_side", 2)
+        for i, (s, t) in enumerate(pud.get(code, [])):
+            if i in pud_planted:
+                counter.add_in("pud_planted_sentences", 2)
+                if s and t:
+                    gold.append((LID_CODE[code], "en", s, t))
+                    mono += [s, t]
+                    counter.add_out("pud_planted_sentences", 2)
+                else:
+                    counter.add_dropped("pud_planted_sentences", "empty_side", 2)
     rng.shuffle(mono)
     docs = [mono[i : i + cfg.doc_sentences] for i in range(0, len(mono), cfg.doc_sentences)]
     _write_wet(out / "tatoeba-dev.warc.wet.gz", docs, "https://tatoeba.example/doc")
-    (out / "gold.tsv").write_text("".join("\t".join(g) + "\n" for g in gold), encoding="utf-8")
+    # A header, so every pair reader (`filters sample --planted`, `score`) reads it by name.
+    (out / "gold.tsv").write_text("\t".join(GOLD_HEADER) + "\n" + "".join("\t".join(g) + "\n" for g in gold),
+                                  encoding="utf-8")  # fmt: skip
     report = counter.to_report("prepare", train_languages=list(train_codes), mined_languages=list(cfg.langs),
                                web_documents=len(docs))  # fmt: skip
     _balanced(report)
@@ -186,9 +254,8 @@ def _prepare_into(tatoeba: Path, train_codes: list[str], out: Path, cfg) -> dict
 
 def _canonical(table: pa.Table) -> pa.Table:
     """Rows in one order whatever the file layout the Beam job chose (reruns give equal bytes)."""
-    cols = [
-        c for c in ("text", "lang", "source", "doc_id", "url_or_title") if c in table.column_names
-    ]
+    # Provenance rides along to the mined pairs (src_*/trg_* columns of the final bitext).
+    cols = [c for c in ("text", "lang", *PROVENANCE_COLUMNS) if c in table.column_names]
     table = table.select(cols)
     keys = [(c, "ascending") for c in ("text", "source", "doc_id") if c in cols]
     return table.sort_by(keys)
@@ -237,26 +304,27 @@ def _sentences_into(corpora: list[Path], extra: list[Path], out: Path) -> dict:
     return report
 
 
-def score(bitext_dir: Path, gold_file: Path, sentences_dir: Path, out: Path) -> dict:
-    """Precision: correct pairs among the kept pairs that touch a gold sentence (pairs between
-    two web sentences cannot be judged); recall: correct pairs among all gold pairs, and among
-    the gold pairs whose two sides both survived the corpus cleaning (``reachable``)."""
-    gold = [tuple(line.split("\t")) for line in read_text(gold_file, "--gold").splitlines() if line]
-    bad = [i for i, g in enumerate(gold, 1) if len(g) != 4]
+GOLD_HEADER = ("src_lang", "trg_lang", "src", "trg")
+PR_KEYS = ("gold", "reachable", "kept", "judged", "correct")
+
+
+def read_gold(gold_file: Path) -> list[tuple[str, str, str, str]]:
+    """The planted pairs of ``prepare``: (src_lang, trg_lang, src, trg) per line after the header."""
+    lines = read_text(gold_file, "--gold").splitlines()
+    if lines and tuple(lines[0].split("\t")) == GOLD_HEADER:
+        lines = lines[1:]
+    gold = [tuple(line.split("\t")) for line in lines if line]
+    bad = [i for i, g in enumerate(gold, 2) if len(g) != 4]
     if bad:
-        raise InputError(
-            gold_file, f"line {bad[0]}: expected lang<TAB>lang<TAB>src<TAB>trg", "--gold"
-        )
+        raise InputError(gold_file, f"line {bad[0]}: expected src_lang<TAB>trg_lang<TAB>src<TAB>trg",
+                         "--gold")  # fmt: skip
+    return gold  # type: ignore[return-value]
+
+
+def _pr_rows(gold: list, kept: list[dict], present: dict[str, set[str]]) -> dict:
     gold_set = {(g[0], g[2], g[3]) for g in gold}
     gold_src = {(g[0], g[2]) for g in gold}
     gold_trg = {(g[0], g[3]) for g in gold}
-    present: dict[str, set[str]] = {}
-    for p in sentences_dir.glob("*/sentences.parquet"):
-        present[p.parent.name] = set(
-            read_parquet(p, ["text"], "--sentences", required=["text"]).column("text").to_pylist()
-        )
-    kept = read_parquet(bitext_dir / "bitext.parquet", flag="--bitext",
-                        required=["src", "trg", "src_lang", "trg_lang"]).to_pylist()  # fmt: skip
     per: dict[str, Counter] = {}
     for g in gold:
         c = per.setdefault(f"{g[0]}-{g[1]}", Counter())
@@ -264,8 +332,6 @@ def score(bitext_dir: Path, gold_file: Path, sentences_dir: Path, out: Path) -> 
         if g[2] in present.get(g[0], ()) and g[3] in present.get(g[1], ()):
             c["reachable"] += 1
     for r in kept:
-        if not r.get("src"):
-            continue
         c = per.setdefault(f"{r['src_lang']}-{r['trg_lang']}", Counter())
         c["kept"] += 1
         key = r["src_lang"]
@@ -274,26 +340,61 @@ def score(bitext_dir: Path, gold_file: Path, sentences_dir: Path, out: Path) -> 
             c["judged"] += 1
         elif (key, r["src"]) in gold_src or (key, r["trg"]) in gold_trg:
             c["judged"] += 1
-    rows = {}
-    for pair, c in sorted(per.items()):
-        rows[pair] = {**{k: c[k] for k in ("gold", "reachable", "kept", "judged", "correct")},
-                      "precision": c["correct"] / c["judged"] if c["judged"] else 0.0,
-                      "recall": c["correct"] / c["gold"] if c["gold"] else 0.0,
-                      "recall_reachable": c["correct"] / c["reachable"] if c["reachable"] else 0.0}  # fmt: skip
     tot = Counter()
     for c in per.values():
         tot.update(c)
-    rows["all"] = {**{k: tot[k] for k in ("gold", "reachable", "kept", "judged", "correct")},
-                   "precision": tot["correct"] / tot["judged"] if tot["judged"] else 0.0,
-                   "recall": tot["correct"] / tot["gold"] if tot["gold"] else 0.0,
-                   "recall_reachable": tot["correct"] / tot["reachable"] if tot["reachable"] else 0.0}  # fmt: skip
+    rows = {}
+    for pair, c in [*sorted(per.items()), ("all", tot)]:
+        rows[pair] = {**{k: c[k] for k in PR_KEYS},
+                      "precision": c["correct"] / c["judged"] if c["judged"] else 0.0,
+                      # Kept pairs of two web sentences cannot be judged; counted BAD here.
+                      "precision_strict": c["correct"] / c["kept"] if c["kept"] else 0.0,
+                      "recall": c["correct"] / c["gold"] if c["gold"] else 0.0,
+                      "recall_reachable": c["correct"] / c["reachable"] if c["reachable"] else 0.0}  # fmt: skip
+    return rows
+
+
+def score(
+    bitext_dir: Path, gold_file: Path, sentences_dir: Path, out: Path, half: int | None = 1
+) -> dict:
+    """Precision: correct pairs among the kept pairs that touch a gold sentence (pairs between
+    two web sentences cannot be judged; ``precision_strict`` counts them BAD); recall: correct
+    pairs among all gold pairs, and among the gold pairs whose two sides both survived the corpus
+    cleaning (``reachable``).
+
+    ``half``: only the pairs whose source sentence falls in that half of the stable split of
+    :func:`filters.bitext.sample.half_of` count (the other half labelled the sample the filter was
+    calibrated on, so it cannot measure it); the figures over every pair are kept under
+    ``all_pairs`` for comparison. ``None``: every pair."""
+    from filters.bitext.sample import half_of
+
+    gold = read_gold(gold_file)
+    present: dict[str, set[str]] = {}
+    for p in sentences_dir.glob("*/sentences.parquet"):
+        present[p.parent.name] = set(
+            read_parquet(p, ["text"], "--sentences", required=["text"]).column("text").to_pylist()
+        )
+    kept = read_parquet(bitext_dir / "bitext.parquet", ["src", "trg", "src_lang", "trg_lang"], "--bitext",
+                        required=["src", "trg", "src_lang", "trg_lang"]).to_pylist()  # fmt: skip
+    kept = [r for r in kept if r.get("src")]
+    rows = _pr_rows(gold, kept, present)
+    if half is not None:
+        every = rows
+        rows = _pr_rows([g for g in gold if half_of(g[2]) == half],
+                        [r for r in kept if half_of(r["src"]) == half], present)  # fmt: skip
+        rows["all_pairs"] = every["all"]
+        rows["half"] = half
     out.mkdir(parents=True, exist_ok=True)
     (out / "mined_pr.json").write_text(json.dumps(rows, indent=1), encoding="utf-8")
-    md = ["| pair | gold | reachable | kept | judged | correct | precision | recall | recall (reachable) |",
-          "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
-    for pair, r in rows.items():
+    scope = (f"pairs whose source is in evaluation half {half} (the calibration sample was drawn from the other)"
+             if half is not None else "every pair")  # fmt: skip
+    md = [f"Scope: {scope}.", "",
+          "| pair | gold | reachable | kept | judged | correct | precision | precision (strict) | recall | recall (reachable) |",
+          "|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    table = {k: v for k, v in rows.items() if isinstance(v, dict)}
+    for pair, r in table.items():
         md.append(f"| {pair} | {r['gold']} | {r['reachable']} | {r['kept']} | {r['judged']} | {r['correct']} "
-                  f"| {r['precision']:.3f} | {r['recall']:.3f} | {r['recall_reachable']:.3f} |")  # fmt: skip
+                  f"| {r['precision']:.3f} | {r['precision_strict']:.3f} | {r['recall']:.3f} | {r['recall_reachable']:.3f} |")  # fmt: skip
     (out / "mined_pr.md").write_text("\n".join(md) + "\n", encoding="utf-8")
     return rows
 
@@ -367,6 +468,19 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--gold", required=True, help="gold.tsv of the prepare task")
     c.add_argument("--sentences", required=True, help="sentences task's mine/ folder")
     c.add_argument("--output", required=True, help="folder to write mined_pr.{json,md}")
+    c.add_argument(
+        "--half",
+        type=int,
+        choices=(0, 1),
+        default=1,
+        help="score only the pairs whose source is in this half of the stable split "
+        "(the filter was calibrated on the other; default 1)",
+    )
+    c.add_argument(
+        "--every-pair",
+        action="store_true",
+        help="score every pair (no half): for runs whose filter used no planted sample",
+    )
     k = sub.add_parser(
         "concat", help="several pair Parquet files as one (the filters take one file)"
     )
@@ -404,7 +518,13 @@ def _run_task(args: argparse.Namespace) -> int:
               args.overwrite)  # fmt: skip
         return 0
     else:
-        rep = score(Path(args.bitext), Path(args.gold), Path(args.sentences), Path(args.output))
+        rep = score(
+            Path(args.bitext),
+            Path(args.gold),
+            Path(args.sentences),
+            Path(args.output),
+            None if args.every_pair else args.half,
+        )
     log.info("%s: %s", args.task, json.dumps(rep.get("counts", rep))[:300])
     return 0
 

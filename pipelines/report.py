@@ -316,17 +316,112 @@ class Report:
             "table", ["pair", "mined pairs", "min margin", "max margin", "candidates dropped"], rows
         )
 
-    def cds(self) -> None:
-        self.add("h2", "CDS filtering: precision / retention and the chosen threshold")
-        has, why = self.status(runner.CALIBRATE)
+    def final_filter(self) -> None:
+        self.add("h2", "Final filter: combined pair score, calibrated on a labelled sample of the mined pairs")
+        has, why = self.status(runner.COMBINE)
         if not has:
-            self.add("p", why + " The final bitext was selected by the mining margin instead.")
+            src = (_read_json(self.dir(runner.BITEXT) / "stats.json") or {}).get("source", "the mining margin")
+            self.add("p", f"{why} The final bitext was selected by: {src}.")
             return
-        th = _read_json(self.dir(runner.CALIBRATE) / "threshold.json")
-        if th:
-            self.add("pre", json.dumps(th, indent=1))
-        for png in sorted(self.dir(runner.CALIBRATE).glob("*.png")):
-            self.add("img", f"cds_{png.stem}", png.read_bytes(), png.stem)
+        d = self.dir(runner.COMBINE)
+        summ = _read_json(d / "combined.json") or {}
+        cal, reach = summ.get("calibration"), summ.get("reachable") or {}
+        target = summ.get("target", 0.8)
+        if not summ.get("target_reached", cal is not None):
+            self.add("p", f"**TARGET NOT REACHED.** {summ.get('message', '')} The run went on "
+                          "(combine.on_unreachable=continue) and the bitext holds the pairs at that best "
+                          "threshold: expect their GOOD share below the target.")  # fmt: skip
+            thr, prec, ci = reach.get("threshold"), reach.get("precision"), reach.get("precision_ci") or [None, None]
+        else:
+            thr, prec, ci = cal["threshold"], cal["precision"], cal["precision_ci"]
+            self.add("p", f"Threshold {thr:.3f} on the combined score keeps pairs that are {prec:.1%} GOOD on the "
+                          f"labelled sample ({cal.get('confidence', 0.9):.0%} bootstrap interval {ci[0]:.1%}–{ci[1]:.1%}; "
+                          f"target {target:.0%}), retaining {cal['retained_share']:.1%} of the sampled pairs; "
+                          f"{cal['labelled']} labelled ({cal['good']} GOOD, {cal['bad']} BAD).")  # fmt: skip
+        self.add("p", f"Combined score: out-of-fold ROC AUC {summ.get('oof_auc', float('nan')):.3f}, "
+                      f"Brier {summ.get('oof_brier', float('nan')):.3f}. Each feature alone and its weight "
+                      "(standardised logistic regression):")  # fmt: skip
+        self.add("table", ["feature", "ROC AUC alone", "weight"],
+                 [[f["name"], f"{f['auc']:.3f}", f"{f['weight']:+.3f}"] for f in summ.get("features", [])])  # fmt: skip
+        scored = d / "scored.parquet"
+        sample = self.dir(runner.SAMPLE) / "sample.parquet"
+        if scored.is_file() and sample.is_file() and thr is not None:
+            self._filter_curve(scored, sample, float(thr), target)
+        self._per_pair(summ, prec, ci)
+        self._eval_vs_interval(ci)
+
+    def _labelled(self, scored: Path, sample: Path) -> tuple[list, list, list[dict]]:
+        t = read_parquet(scored, required=["combined_score"])
+        smp = read_parquet(sample, ["sample_id", "label"], required=["sample_id", "label"]).to_pylist()
+        score = t.column("combined_score").to_pylist()
+        labelled = [(score[int(r["sample_id"])], r["label"] == "GOOD") for r in smp if r["label"] in ("GOOD", "BAD")]
+        rows = t.select([c for c in ("src", "trg", "src_lang", "combined_score") if c in t.column_names]).to_pylist()
+        lab = {int(r["sample_id"]): r["label"] for r in smp}
+        for i, r in enumerate(rows):
+            r["label"] = lab.get(i, "")
+        return [s for s, _ in labelled], [g for _, g in labelled], rows
+
+    def _filter_curve(self, scored: Path, sample: Path, thr: float, target: float) -> None:
+        import numpy as np
+
+        s, g, rows = self._labelled(scored, sample)
+        if len(s) < 2:
+            return
+        s, g = np.asarray(s, float), np.asarray(g, bool)
+        grid = np.quantile(s, np.linspace(0, 0.98, 60))
+        rng = np.random.default_rng(0)
+        boot = []
+        for _ in range(300):  # pointwise band: labelled pairs resampled, thresholds fixed
+            j = rng.integers(0, len(s), len(s))
+            boot.append([g[j][s[j] >= v].mean() if (s[j] >= v).any() else np.nan for v in grid])
+        boot = np.asarray(boot)
+        prec = [g[s >= v].mean() for v in grid]
+        kept = [(s >= v).mean() for v in grid]
+        plt = _plt()
+        fig, ax = plt.subplots(figsize=(8, 3.2))
+        ax.fill_between(grid, np.nanquantile(boot, 0.05, axis=0), np.nanquantile(boot, 0.95, axis=0), alpha=0.25,
+                        label="precision, 90% bootstrap band")  # fmt: skip
+        ax.plot(grid, prec, label="precision (labelled sample)")
+        ax.plot(grid, kept, label="retained share of the sample")
+        ax.axhline(target, color="grey", ls=":", label=f"target {target:.0%}")
+        ax.axvline(thr, color="k", ls="--", label=f"threshold {thr:.3f}")
+        ax.set_xlabel("combined score (P(GOOD))")
+        ax.set_ylim(0, 1.02)
+        ax.legend(fontsize=7, loc="lower left")
+        self.add("img", "filter_precision_retention", _png(fig), "precision and retention against the threshold")
+        near = sorted(rows, key=lambda r: abs(r["combined_score"] - thr))[:40]
+        above = sorted([r for r in near if r["combined_score"] >= thr], key=lambda r: r["combined_score"])[:5]
+        below = sorted([r for r in near if r["combined_score"] < thr], key=lambda r: -r["combined_score"])[:5]
+        self.add("p", "Pairs just above and just below the threshold (label: from the labelled sample, blank if not sampled):")
+        self.add("table", ["side", "score", "label", "lang", "source", "target"],
+                 [[side, f"{r['combined_score']:.3f}", r["label"], r.get("src_lang", ""), r["src"], r["trg"]]
+                  for side, group in (("above", above), ("below", below)) for r in group])  # fmt: skip
+
+    def _per_pair(self, summ: dict, prec, ci) -> None:
+        counts = (_read_json(self.dir(runner.BITEXT) / "stats.json") or {}).get("pairs_per_language_pair", {})
+        per = summ.get("per_pair") or {}
+        rows = []
+        for pair, n in sorted(counts.items()):
+            own = per.get(pair.split("-")[0]) or {}
+            if "precision" in own:
+                est = f"{own['precision']:.1%} [{own['precision_ci'][0]:.1%}, {own['precision_ci'][1]:.1%}] (own threshold {own['threshold']:.3f})"
+            else:
+                why = f"; own: {own['unreachable']}" if own.get("unreachable") else ""
+                est = ("–" if prec is None else f"{prec:.1%} [{ci[0]:.1%}, {ci[1]:.1%}] (global threshold{why})")
+            rows.append([pair, n, est])
+        if rows:
+            self.add("p", "Per language pair: pairs kept and their estimated GOOD share (labelled sample, interval):")
+            self.add("table", ["pair", "kept", "estimated GOOD share"], rows)
+
+    def _eval_vs_interval(self, ci) -> None:
+        pr = _read_json(self.dir(runner.EVAL) / "mined_pr.json") or {}
+        a = pr.get("all")
+        if not a or not ci or ci[0] is None:
+            return
+        inside = ci[0] <= a["precision"] <= ci[1]
+        self.add("p", f"Measured on the evaluation half (pairs never used to fit or calibrate the filter): precision "
+                      f"{a['precision']:.3f} ({a['correct']}/{a['judged']} judged pairs), "
+                      f"{'inside' if inside else 'OUTSIDE'} the calibration interval [{ci[0]:.3f}, {ci[1]:.3f}].")  # fmt: skip
 
     def evaluation(self) -> None:
         self.add("h2", "Evaluation")
@@ -336,13 +431,18 @@ class Report:
             return
         pr = _read_json(self.dir(runner.EVAL) / "mined_pr.json") or {}
         if pr:
-            self.add("p", "Precision and recall of the final bitext against the known alignment of the dev "
-                          "pairs hidden, shuffled, in the web text (precision over the kept pairs that touch a "
-                          "dev sentence; `reachable` = both sides survived the corpus cleaning).")  # fmt: skip
-            self.add("table", ["pair", "gold", "reachable", "kept", "judged", "correct", "precision", "recall",
-                               "recall (reachable)"],
+            scope = (f"only the pairs whose source sentence is in evaluation half {pr['half']} of the stable split "
+                     "(the filter's labelled sample came from the other half)" if "half" in pr else "every pair")
+            self.add("p", "Precision and recall of the final bitext against the known alignment of the pairs "
+                          f"hidden, shuffled, in the web text; scope: {scope}. Precision is over the kept pairs "
+                          "that touch a planted sentence (strict: over every kept pair); `reachable` = both "
+                          "sides survived the corpus cleaning.")  # fmt: skip
+            table = {k: v for k, v in pr.items() if isinstance(v, dict)}
+            self.add("table", ["pair", "gold", "reachable", "kept", "judged", "correct", "precision",
+                               "precision (strict)", "recall", "recall (reachable)"],
                      [[k, r["gold"], r["reachable"], r["kept"], r["judged"], r["correct"], f"{r['precision']:.3f}",
-                       f"{r['recall']:.3f}", f"{r['recall_reachable']:.3f}"] for k, r in pr.items()])  # fmt: skip
+                       f"{r.get('precision_strict', float('nan')):.3f}", f"{r['recall']:.3f}",
+                       f"{r['recall_reachable']:.3f}"] for k, r in table.items()])  # fmt: skip
         for md in sorted((self.dir(runner.EVAL) / "tatoeba").glob("*.md")):
             self.add(
                 "p", "Retrieval on the held-out pairs (Tatoeba-style accuracy, both directions):"
@@ -377,7 +477,7 @@ class Report:
         self.curves(runner.PRETRAIN, "Pretraining (MLM + TLM)")
         self.curves(runner.TRAIN, "Dual-encoder training")
         self.margins()
-        self.cds()
+        self.final_filter()
         self.evaluation()
         self.examples(n_examples)
 

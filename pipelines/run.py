@@ -215,7 +215,10 @@ def _real_data_files(kind: str) -> Paths:
 
 
 def _tatoeba_files(ctx: Context) -> list[str]:
-    return [] if ctx.synthetic else sorted(glob.glob(str(ctx.data / "tatoeba" / "*")))
+    """What prepare reads: Tatoeba, and the UD text and PUD pairs when the data has them."""
+    if ctx.synthetic:
+        return []
+    return sorted(f for sub in ("tatoeba", "pud", "ud") for f in glob.glob(str(ctx.data / sub / "*")))
 
 
 def _quality_off(ctx: Context) -> str | None:
@@ -254,14 +257,15 @@ def SYNTHETIC(c: Context) -> list[Command]:
         "run.doc_sentences",
         "run.shuffle_seed",
         "run.cds_trusted_pairs",
+        "run.ud",
+        "run.pud",
+        "run.pud_planted",
     ),
     optional_inputs=(SYNTHETIC,),
     files=_tatoeba_files,
     outputs=(
         "train_pairs.tsv",
         "gold.tsv",
-        "labelled.tsv",
-        "labelled_pairs.tsv",
         "trusted_pairs.tsv",
         "tatoeba-dev.warc.wet.gz",
         "heldout",
@@ -428,56 +432,61 @@ def CDS_TRAIN(c: Context) -> list[Command]:
 
 
 @stage(
-    "CDS scores of the rule-filtered pairs and of the labelled sample",
+    "CDS scores of the rule-filtered pairs",
     reads=("cds.device", "cds.threads", "cds.score_batch_size"),  # the rest: from the model
-    inputs=(RULES, CDS_TRAIN, PREPARE),
-    outputs=("scored.parquet", "labelled.parquet", "stats.json"),
+    inputs=(RULES, CDS_TRAIN),
+    outputs=("scored.parquet", "stats.json"),
     optional=True,
 )
 def CDS_SCORE(c: Context) -> list[Command]:
-    # One model load for both; --layout is for the TSV sample (src, trg, src_lang, trg_lang).
     return [c.py("filters", "cds-score", "--model", c.d(CDS_TRAIN), "--pairs", c.d(RULES) / "kept_all.parquet",
-                 "--labelled", c.d(PREPARE) / "labelled_pairs.tsv", "--layout", "src-trg",
                  "--output", c.d(CDS_SCORE), "--overwrite", *c.config_args)]  # fmt: skip
 
 
+def _candidates(c: Context) -> Path:
+    """The pairs the final filter judges: scored by CDS when it ran, else as the rules kept them."""
+    if c.on.get(CDS_SCORE.name):
+        return c.d(CDS_SCORE) / "scored.parquet"
+    return c.d(RULES) / "kept_all.parquet"
+
+
 @stage(
-    "threshold keeping cds.calibrate.target GOOD on the labelled held-out sample",
-    reads=("cds.calibrate",),
-    inputs=(CDS_SCORE, PREPARE),
-    outputs=("threshold.json", "calibration.png"),
-    optional=True,
+    "labelled sample of the MINED pairs (language pair x margin strata), labelled from half 0 of the planted pairs",
+    reads=("combine.sample_size", "combine.margin_buckets", "combine.seed"),
+    inputs=(RULES, PREPARE),
+    optional_inputs=(CDS_SCORE,),
+    outputs=("sample.tsv", "sample.parquet", "stats.json"),
 )
-def CALIBRATE(c: Context) -> list[Command]:
-    return [c.py("filters", "calibrate", "--scored", c.d(CDS_SCORE) / "labelled.parquet",
-                 "--labels", c.d(PREPARE) / "labelled.tsv", "--output", c.d(CALIBRATE),
-                 *c.config_args)]  # fmt: skip
+def SAMPLE(c: Context) -> list[Command]:
+    # Half 0 of a stable split of the source sentences labels the sample; EVAL measures half 1.
+    return [c.py("filters", "sample", "--pairs", _candidates(c), "--planted", c.d(PREPARE) / "gold.tsv",
+                 "--half", 0, "--output", c.d(SAMPLE), "--overwrite", *c.config_args)]  # fmt: skip
 
 
 @stage(
-    "apply the calibrated threshold: kept, rejected with reasons, Moses export",
-    reads=("pair_rules.length_buckets",),  # its keep summary lines up with the rules'
-    inputs=(CDS_SCORE, CALIBRATE, RULES),
-    outputs=("kept.parquet", "stats.json"),
-    optional=True,
+    "combined pair score fitted on the sample; threshold for combine.target GOOD with its interval",
+    reads=keys("combine", but=("sample_size", "margin_buckets")),
+    inputs=(SAMPLE, RULES),
+    optional_inputs=(CDS_SCORE,),
+    outputs=("scored.parquet", "model.json", "combined.json", "stats.json"),
 )
-def APPLY(c: Context) -> list[Command]:
-    return [c.py("filters", "apply", "--scored", c.d(CDS_SCORE) / "scored.parquet",
-                 "--threshold", c.d(CALIBRATE) / "threshold.json", "--output", c.d(APPLY),
-                 "--write-rejected", "--overwrite", *c.config_args)]  # fmt: skip
+def COMBINE(c: Context) -> list[Command]:
+    # Not optional: an unreachable target stops the run here under combine.on_unreachable=stop.
+    return [c.py("filters", "combine", "--pairs", _candidates(c), "--labels", c.d(SAMPLE) / "sample.tsv",
+                 "--output", c.d(COMBINE), "--overwrite", *c.config_args)]  # fmt: skip
 
 
 @stage(
-    "the final NMT-ready bitext (Parquet, TSV.gz, Moses), every dropped pair with its reason",
+    "the final NMT-ready bitext (Parquet, TSV.gz, Moses, Hugging Face folder), every dropped pair with its reason",
     reads=("run.min_margin",),
     inputs=(MINE,),
-    optional_inputs=(RULES, APPLY),
-    outputs=("bitext.parquet", "bitext.tsv.gz", "rejected.parquet", "stats.json"),
+    optional_inputs=(RULES, COMBINE),
+    outputs=("bitext.parquet", "bitext.tsv.gz", "rejected.parquet", "stats.json", "hf/README.md"),
 )
 def BITEXT(c: Context) -> list[Command]:
-    filtered = ["--filtered", c.d(APPLY)] if c.on.get(APPLY.name) else []
+    combined = ["--combined", c.d(COMBINE)] if c.on.get(COMBINE.name) else []
     rules = ["--rules", c.d(RULES)] if c.on.get(RULES.name) else []
-    return [c.py("filters", "export", "--mined", c.d(MINE), *filtered, *rules,
+    return [c.py("filters", "export", "--mined", c.d(MINE), *combined, *rules,
                  "--min-margin", c.cfg["run"]["min_margin"], "--output", c.d(BITEXT), "--overwrite")]  # fmt: skip
 
 
@@ -509,7 +518,7 @@ def REPORT(c: Context) -> list[Command]:
 
 BY_NAME = {s.name: s for s in STAGES}
 NAMES = [s.name for s in STAGES]
-FILTER_STAGES = (RULES, CDS_TRAIN, CDS_SCORE, CALIBRATE, APPLY)
+FILTER_STAGES = (RULES, CDS_TRAIN, CDS_SCORE, SAMPLE, COMBINE)
 
 
 # --- fingerprints and manifests ----------------------------------------------------------------

@@ -28,8 +28,8 @@ ENV = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
 # Reduced size: a few hundred sentences per language and a few training steps.
 SMALL = ["run.synthetic_train=120", "run.synthetic_dev=40", "run.heldout=20", "train.steps=24",
          "train.warmup_steps=4", "train.save_every=8", "train.log_every=4", "train.batch_size=32",
-         # CDS scorer: one epoch each; its scores then separate the labelled sample less well.
-         "cds.noisy_epochs=1", "cds.clean_epochs=1", "cds.calibrate.target=0.5",
+         # CDS scorer: one epoch each; its scores then separate the sample less well.
+         "cds.noisy_epochs=1", "cds.clean_epochs=1",
          # Pretraining: three tiny stages.
          "pretrain.stage_steps=[4,4,8]", "pretrain.warmup_steps=2", "pretrain.save_every=8",
          "pretrain.eval_every=8", "pretrain.log_every=4"]  # fmt: skip
@@ -60,7 +60,7 @@ def expect(out: Path, stages: list[str]) -> list[str]:
     return [s for s in stages if any(p["stage"] == s and p["action"] != "off" for p in plan)]
 
 
-FILTERS = ["rules", "cds_train", "cds_score", "calibrate", "apply"]
+FILTERS = ["rules", "cds_train", "cds_score", "sample", "combine"]
 
 
 def bitext(out: Path) -> bytes:
@@ -99,8 +99,28 @@ def test_every_stage_outputs_balanced_stats_and_report(demo: Path):
     langs = json.loads((demo / "sentences" / "stats.json").read_text())["sentences_per_language"]
     assert {"de", "fr", "es", "en"} <= set(langs)
     assert len(bitext(demo).splitlines()) > 20
-    pr = json.loads((demo / "eval" / "mined_pr.json").read_text())["all"]
-    assert pr["gold"] == 120 and pr["correct"] > 0 and 0 < pr["precision"] <= 1
+    # Measured on the evaluation half only: the planted pairs whose source is in half 1.
+    from filters.bitext.sample import half_of
+    from pipelines.e2e_tasks import read_gold
+
+    gold = read_gold(demo / "prepare" / "gold.tsv")
+    prs = json.loads((demo / "eval" / "mined_pr.json").read_text())
+    pr = prs["all"]
+    assert prs["half"] == 1 and prs["all_pairs"]["gold"] == len(gold) == 120
+    assert 0 < pr["gold"] == sum(half_of(g[2]) == 1 for g in gold) < 120
+    assert pr["correct"] > 0 and 0 < pr["precision"] <= 1
+    # The final filter: a sample of the mined pairs labelled from half 0, the combined score.
+    sample = (demo / "sample" / "sample.tsv").read_text().splitlines()
+    src_col = sample[0].split("\t").index("src")
+    assert len(sample) > 30 and all(half_of(r.split("\t")[src_col]) == 0 for r in sample[1:])
+    combined = json.loads((demo / "combine" / "combined.json").read_text())
+    assert {f["name"] for f in combined["features"]} >= {"margin", "cosine", "cds_score"}
+    # The Hugging Face folder loads as a dataset with the bitext's rows and provenance columns.
+    import datasets
+
+    ds = datasets.load_dataset(str(demo / "bitext" / "hf"), split="train")
+    assert ds.num_rows == len(bitext(demo).splitlines()) and "src_url_or_title" in ds.column_names
+    assert "estimated GOOD share" in (demo / "bitext" / "hf" / "README.md").read_text()
     md = (demo / "report" / "report.md").read_text()
     html = (demo / "report" / "report.html").read_text()
     assert "SYNTHETIC" in md and "data:image/png;base64," in html and 'src="figures' not in html
@@ -120,6 +140,15 @@ def test_changed_setting_reruns_that_stage_and_downstream_only(demo: Path, tmp_p
     assert ran(out) == expect(out, ["mine", *FILTERS, "bitext", "eval", "report"])
     run(out, "--set", "mining.k=3")
     assert ran(out) == []
+    # A target no threshold can reach: `stop` ends the run at the combine stage with exit 2 and
+    # the reachable precision on the console; `continue` goes on and the report says so.
+    never = ["--set", "mining.k=3", "--set", "combine.min_kept=100000"]
+    p = run(out, *never, "--set", "combine.on_unreachable=stop", check=False)
+    assert p.returncode == 2 and "not reachable" in p.stderr and "GOOD [" in p.stderr, p.stderr[-2000:]
+    assert json.loads((out / "_run.json").read_text())["failed"] == "combine"
+    run(out, *never, "--set", "combine.on_unreachable=continue")
+    assert "TARGET NOT REACHED" in (out / "report" / "report.md").read_text()
+    assert json.loads((out / "bitext" / "stats.json").read_text())["target_reached"] is False
     # How the hidden dev text is cut into web pages: the CommonCrawl jobs and what reads them
     # rerun, not the synthetic sample nor the Wikipedia job.
     p = run(out, "--set", "mining.k=3", "--set", "run.doc_sentences=4", "--dry-run")

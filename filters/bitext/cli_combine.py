@@ -16,8 +16,9 @@ labelled pairs allow it (:mod:`filters.bitext.combine`). Writes:
 * ``OUT/calibration.png`` and ``OUT/stats.json``.
 
 When no threshold reaches the target: ``combine.on_unreachable=stop`` (the default) ends with one
-line naming the reachable precision and exit 2, writing nothing; ``continue`` writes everything
-with every pair marked not kept.
+line naming the best reachable precision, its interval and threshold, and exit 2, writing
+nothing; ``continue`` keeps the pairs at that best threshold (below the target) and says so in
+the log and in ``combined.json`` (``target_reached: false``, ``reachable``, ``message``).
 """
 
 from __future__ import annotations
@@ -106,15 +107,32 @@ def _flat(text: str | None) -> str:
     return "" if text is None else text.replace("\t", " ").replace("\n", " ").replace("\r", " ")
 
 
-def _reachable(scores: np.ndarray, good: np.ndarray, min_kept: int) -> tuple[float, float]:
-    """The best precision a threshold keeping at least ``min_kept`` labelled pairs reaches, and
-    the retained share there."""
-    _, prec, kept = precision_curve(scores, good)
+def _reachable(scores: np.ndarray, good: np.ndarray, min_kept: int, bootstrap: int,
+               confidence: float, seed: int) -> dict:  # fmt: skip
+    """The best precision a threshold keeping at least ``min_kept`` labelled pairs reaches: the
+    threshold, the precision with its bootstrap interval (labelled pairs resampled, the threshold
+    fixed), and the retained share there."""
+    thr, prec, kept = precision_curve(scores, good)
     ok = kept * len(scores) >= min_kept
     if not ok.any():
-        return float("nan"), float("nan")
+        return {"threshold": float("nan"), "precision": float("nan"), "precision_ci": [float("nan")] * 2,
+                "retained_share": float("nan")}  # fmt: skip
     i = int(np.flatnonzero(ok)[np.argmax(prec[ok])])
-    return float(prec[i]), float(kept[i])
+    rng = np.random.default_rng(seed)
+    boot = []
+    for _ in range(bootstrap):
+        j = rng.integers(0, len(scores), len(scores))
+        sel = scores[j] >= thr[i]
+        if sel.any():
+            boot.append(good[j][sel].mean())
+    a = (1 - confidence) / 2
+    ci = (
+        [float(np.quantile(boot, a)), float(np.quantile(boot, 1 - a))]
+        if boot
+        else [float("nan")] * 2
+    )
+    return {"threshold": float(thr[i]), "precision": float(prec[i]), "precision_ci": ci,
+            "retained_share": float(kept[i])}  # fmt: skip
 
 
 def run(args: argparse.Namespace) -> dict:
@@ -142,17 +160,25 @@ def run(args: argparse.Namespace) -> dict:
         for f in fit.features:
             log.info("feature %-18s AUC %.3f  weight %+.3f", f.name, f.auc, f.weight)
         log.info("combined score: out-of-fold AUC %.3f, Brier %.3f", fit.oof_auc, fit.oof_brier)
+        summary["target"] = cfg.target
+        summary["target_reached"] = fit.calibration is not None
+        best = None
         if fit.calibration is None:
-            best, kept = _reachable(fit.oof_scores, good, cfg.min_kept)
-            summary["reachable_precision"] = best
-            summary["reachable_retained_share"] = kept
+            best = _reachable(
+                fit.oof_scores, good, cfg.min_kept, cfg.bootstrap, cfg.confidence, cfg.seed
+            )
+            summary["reachable"] = best
+            lo, hi = best["precision_ci"]
             msg = (f"target {cfg.target:.0%} GOOD is not reachable on the labelled sample: the best "
-                   f"threshold keeping >= {cfg.min_kept} labelled pairs reaches {best:.1%} GOOD "
-                   f"(retaining {kept:.1%}); {fit.unreachable}")  # fmt: skip
+                   f"threshold keeping >= {cfg.min_kept} labelled pairs reaches {best['precision']:.1%} "
+                   f"GOOD [{lo:.1%}, {hi:.1%}] at {best['threshold']:.3f}, retaining "
+                   f"{best['retained_share']:.1%} of the sample; {fit.unreachable}")  # fmt: skip
+            summary["message"] = msg
             if cfg.on_unreachable == "stop":
                 raise UsageError(f"--labels {args.labels}: {msg} (combine.on_unreachable=stop; set "
-                                 "it to continue to write the scores anyway)")  # fmt: skip
-            log.warning("%s; combine.on_unreachable=continue: no pair is kept", msg)
+                                 "it to continue to keep the pairs at that best threshold)")  # fmt: skip
+            log.warning("%s; combine.on_unreachable=continue: the pairs at or above that threshold "
+                        "are kept, BELOW the target", msg)  # fmt: skip
         scores = fit.scorer.score(table)
         keys = (
             table.column("src_lang").to_pylist()
@@ -160,6 +186,8 @@ def run(args: argparse.Namespace) -> dict:
             else [None] * table.num_rows
         )
         thr = thresholds_for(fit, keys)
+        if best is not None and np.isfinite(best["threshold"]):
+            thr = np.full(table.num_rows, best["threshold"])
         keep = np.isfinite(thr) & (scores >= np.nan_to_num(thr, nan=np.inf))
         counter = StageCounter()
         counter.add_in("pairs", table.num_rows)

@@ -15,7 +15,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m filters export",
         description="Assemble the final NMT-ready bitext from the mined pairs and what the filters "
-        "kept: with --filtered the apply command's kept pairs; else with --rules the pairs the hard "
+        "kept: with --combined the combine command's kept pairs; with --filtered the apply "
+        "command's kept pairs; else with --rules the pairs the hard "
         "rules kept with margin >= --min-margin; else the mined pairs with that margin. Writes "
         "OUTPUT/bitext.parquet, OUTPUT/bitext.tsv.gz (src, trg, src_lang, trg_lang, margin), Moses "
         "files OUTPUT/bitext.SRC-TRG.{SRC,TRG}, OUTPUT/rejected.parquet (every other mined pair "
@@ -25,6 +26,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="mining mine-many output: <pair>/mined.parquet")  # fmt: skip
     p.add_argument("--filtered", metavar="DIR",
                    help="the apply command's output (kept.parquet, rejected.parquet)")  # fmt: skip
+    p.add_argument("--combined", metavar="DIR",
+                   help="the combine command's output (scored.parquet with keep, combined.json): "
+                   "the pairs it kept, its scores and estimated GOOD share (the runner's filter)")  # fmt: skip
     p.add_argument("--rules", metavar="DIR",
                    help="the rules command's outputs, one <pair>/ folder each (kept.parquet, dropped.parquet)")  # fmt: skip
     p.add_argument("--min-margin", type=float, default=1.05,
@@ -42,10 +46,13 @@ def main(argv: list[str] | None = None) -> int:
     def body() -> int:
         from filters.bitext.export import export_bitext
 
-        rep = export_bitext(args.mined, args.output, filtered=args.filtered, rules=args.rules,
+        rep = export_bitext(args.mined, args.output, filtered=args.filtered, combined=args.combined,
+                            rules=args.rules,
                             min_margin=args.min_margin, overwrite=args.overwrite)  # fmt: skip
         c = rep["counts"].get("pairs", {"in": 0, "out": 0})
         log.info("export: %d of %d pairs kept (%s)", c["out"], c["in"], rep["source"])
+        if rep.get("warning"):
+            log.warning("export: %s", rep["warning"])
         return 0
 
     return run_main(body, log, args=args)

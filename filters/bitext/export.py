@@ -3,8 +3,11 @@ toolkits read, and every other mined pair with the reason it was dropped.
 
 Which pairs are kept, by what ran before:
 
+* ``combined`` (the ``combine`` command's folder: ``scored.parquet`` with ``keep``, and
+  ``combined.json``): the pairs it kept (hard rules + the combined score's calibrated
+  threshold); its score columns and the estimated GOOD share go into the bitext and its card;
 * ``filtered`` (the ``apply`` command's folder, ``kept.parquet`` + ``rejected.parquet``): the
-  pairs it kept (hard rules + calibrated score threshold);
+  pairs it kept (hard rules + calibrated CDS threshold);
 * else ``rules`` (the ``rules`` command's output, one ``<pair>/kept.parquet`` +
   ``dropped.parquet`` per language pair): the pairs the rules kept whose margin is at least
   ``min_margin``;
@@ -12,13 +15,18 @@ Which pairs are kept, by what ran before:
 
 Written into ``output`` (claimed, written aside, committed at the end: :mod:`labse_common.output_dir`):
 
-* ``bitext.parquet``: src, trg, src_lang, trg_lang, margin (+ src_id, trg_id, cosine, cds_score
-  where known); ``bitext.tsv.gz``: ``src<TAB>trg<TAB>src_lang<TAB>trg_lang<TAB>margin``;
+* ``bitext.parquet``: src, trg, src_lang, trg_lang, margin, every other column of the mined
+  pairs (src_id, trg_id, cosine and the provenance of each side: ``src_url_or_title``,
+  ``src_locator`` (WARC file@offset or dump@stream offset), ``src_doc_id``, ``src_dup_count``...)
+  and the filter's scores where known; ``bitext.tsv.gz``:
+  ``src<TAB>trg<TAB>src_lang<TAB>trg_lang<TAB>margin``;
+* ``hf/``: the same pairs as a Hugging Face ``datasets`` folder (Parquet shards + a dataset card
+  with counts, thresholds, the estimated GOOD share and the sources): ``load_dataset("OUTPUT/hf")``;
 * Moses files ``bitext.SRC-TRG.SRC`` / ``bitext.SRC-TRG.TRG``: line i of one translates line i
   of the other;
 * ``rejected.parquet``: every other mined pair with ``reason`` (``rules:<reason>``,
-  ``cds:<reason>``, ``below_min_margin``, or ``filtered`` when a filter dropped it without
-  saying why);
+  ``cds:<reason>``, ``combined:below_threshold``, ``below_min_margin``, or ``filtered`` when a
+  filter dropped it without saying why);
 * ``stats.json``: pairs in = out + dropped per reason (balanced), pairs per language pair.
 """
 
@@ -32,8 +40,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from labse_common.datafiles import read_parquet
-from labse_common.errors import InputError
+from filters.bitext.hf_dataset import CardInfo, PairGroup, write_hf_dataset
+from labse_common.datafiles import read_json, read_parquet
+from labse_common.errors import InputError, UsageError
 from labse_common.output_dir import OutputDir
 from labse_common.remote import require_local
 from labse_common.stats import StageCounter, check_balanced, write_report
@@ -42,7 +51,6 @@ log = logging.getLogger(__name__)
 
 STAGE = "bitext"
 UNIT = "pairs"
-MINED_COLUMNS = ("src", "trg", "src_lang", "trg_lang", "margin", "src_id", "trg_id", "cosine")
 Key = tuple[str, str]
 
 
@@ -105,39 +113,76 @@ def _kept_by_filters(
     return None, {}
 
 
+COMBINED_COLUMNS = ("combined_score", "combined_threshold", "cds_score", "cds_score_bwd", "dual_xent")
+
+
+def _kept_by_combined(combined: Path) -> tuple[set[Key], dict[Key, dict], dict[Key, str], dict]:
+    """The pairs ``combine`` kept, the score columns of every pair it judged, why it dropped the
+    others, and its summary (combined.json)."""
+    f = combined / "scored.parquet"
+    if not f.is_file():
+        raise InputError(combined, "no scored.parquet (the combine command's output)", "--combined")
+    summary = read_json(combined / "combined.json", "--combined", expect=dict)
+    t = read_parquet(f, ["src", "trg", "keep", *COMBINED_COLUMNS], "--combined",
+                     required=("src", "trg", "keep", "combined_score"))  # fmt: skip
+    cols = [c for c in COMBINED_COLUMNS if c in t.column_names]
+    rows = t.select(["src", "trg", "keep", *cols]).to_pylist()
+    kept, scores, why = set(), {}, {}
+    for r in rows:
+        key = (r.pop("src"), r.pop("trg"))
+        keep = r.pop("keep")
+        scores[key] = r
+        if keep:
+            kept.add(key)
+        else:
+            why.setdefault(key, "combined:below_threshold")
+    return kept, scores, why, summary
+
+
 def export_bitext(
     mined: str | os.PathLike,
     output: str | os.PathLike,
     *,
     filtered: str | os.PathLike | None = None,
+    combined: str | os.PathLike | None = None,
     rules: str | os.PathLike | None = None,
     min_margin: float = 1.05,
     overwrite: bool = False,
 ) -> dict:
     """Write the final bitext into ``output`` (module docstring); returns the stats report."""
     require_local(os.fspath(output), "--output", "filters export")
+    if filtered is not None and combined is not None:
+        raise UsageError("give --filtered (apply) or --combined (combine), not both")
     filtered_p = Path(filtered) if filtered is not None else None
+    combined_p = Path(combined) if combined is not None else None
     rules_p = Path(rules) if rules is not None else None
     files = mined_files(mined)
-    fkept, scores = _kept_by_filters(filtered_p, rules_p)
-    why = _drop_reasons(filtered_p, rules_p)
+    summary: dict = {}
+    if combined_p is not None:
+        fkept, scores, why, summary = _kept_by_combined(combined_p)
+        for k, v in _drop_reasons(None, rules_p).items():
+            why.setdefault(k, v)
+    else:
+        fkept, cds = _kept_by_filters(filtered_p, rules_p)
+        scores = {k: {"cds_score": v} for k, v in cds.items()}
+        why = _drop_reasons(filtered_p, rules_p)
+    judged = filtered_p is not None or combined_p is not None
     counter = StageCounter()
     kept_all: list[dict] = []
     rejected_all: list[dict] = []
     for f in files:
-        t = read_parquet(
-            f, MINED_COLUMNS, "--mined", required=("src", "trg", "src_lang", "trg_lang", "margin")
-        )
-        rows = t.select([c for c in MINED_COLUMNS if c in t.column_names]).to_pylist()
+        # Every column: the provenance of each side travels to the final bitext.
+        t = read_parquet(f, None, "--mined", required=("src", "trg", "src_lang", "trg_lang", "margin"))
+        rows = t.to_pylist()
         counter.add_in(UNIT, len(rows))
         for r in rows:
             key = (r["src"], r["trg"])
-            if filtered_p is not None:
-                r["cds_score"] = scores.get(key)
+            if judged:
+                r.update(scores.get(key) or {})
             reason = None
             if fkept is not None and key not in fkept:
                 reason = why.get(key, "filtered")
-            elif filtered_p is None and r["margin"] < min_margin:
+            elif not judged and r["margin"] < min_margin:
                 reason = "below_min_margin"
             if reason is None:
                 kept_all.append(r)
@@ -148,24 +193,57 @@ def export_bitext(
     by_pair: dict[tuple[str, str], list[dict]] = {}
     for r in kept_all:
         by_pair.setdefault((r["src_lang"], r["trg_lang"]), []).append(r)
-    source = ("hard rules + calibrated CDS threshold" if filtered_p else
+    source = ("hard rules + combined score at its calibrated threshold" if combined_p else
+              "hard rules + calibrated CDS threshold" if filtered_p else
               f"hard rules + margin >= {min_margin}" if rules_p else f"margin >= {min_margin}")  # fmt: skip
-    report = counter.to_report(STAGE, source=source,
+    extra = {}
+    if combined_p is not None:
+        extra["target_reached"] = bool(summary.get("target_reached", summary.get("calibration") is not None))
+        if not extra["target_reached"]:
+            extra["warning"] = summary.get("message", "the combined score did not reach its target")
+    report = counter.to_report(STAGE, source=source, **extra,
                                pairs_per_language_pair={f"{s}-{t}": len(v) for (s, t), v in by_pair.items()})  # fmt: skip
     problems = check_balanced(report)
     if problems:  # a bug here, not a user mistake
         raise RuntimeError(f"unbalanced bitext stats: {problems}")
     with OutputDir(output, overwrite).open() as out:
         _write(Path(out.tmp), kept_all, rejected_all, by_pair, report)
+        write_hf_dataset(_table(kept_all), Path(out.tmp) / "hf", card_info(summary, by_pair, source))
     log.info("bitext: %d of %d mined pairs kept (%s) in %s", len(kept_all),
              len(kept_all) + len(rejected_all), source, output)  # fmt: skip
     return report
 
 
-def _write(tmp: Path, kept: list[dict], rejected: list[dict], by_pair: dict, report: dict) -> None:
+def _table(kept: list[dict]) -> pa.Table:
     schema_rows = kept or [{"src": "", "trg": "", "src_lang": "", "trg_lang": "", "margin": 0.0}]
-    pq.write_table(pa.Table.from_pylist(kept, schema=pa.Table.from_pylist(schema_rows).schema),
-                   tmp / "bitext.parquet")  # fmt: skip
+    return pa.Table.from_pylist(kept, schema=pa.Table.from_pylist(schema_rows).schema)
+
+
+def card_info(summary: dict, by_pair: dict, source: str) -> CardInfo:
+    """What the dataset card says: per language pair the count, the threshold it was kept at and
+    the GOOD share estimated on the labelled sample (with its interval), from combined.json."""
+    cal = summary.get("calibration") or {}
+    reach = summary.get("reachable") or {}
+    per = summary.get("per_pair") or {}
+    groups = {}
+    for (s, t), rows in sorted(by_pair.items()):
+        own = per.get(s) if isinstance(per.get(s), dict) and "threshold" in per.get(s, {}) else None
+        c = own or cal or {}
+        groups[f"{s}-{t}"] = PairGroup(
+            pairs=len(rows),
+            threshold=c.get("threshold", reach.get("threshold")),
+            good_share=c.get("precision", reach.get("precision")),
+            good_share_ci=c.get("precision_ci", reach.get("precision_ci")),
+        )
+    extra = {"filter": source}
+    if summary and not summary.get("target_reached", bool(cal)):
+        extra["WARNING"] = summary.get("message", "target not reached")
+    return CardInfo(target=summary.get("target"), labelled_pairs=cal.get("labelled"), groups=groups,
+                    extra=extra)  # fmt: skip
+
+
+def _write(tmp: Path, kept: list[dict], rejected: list[dict], by_pair: dict, report: dict) -> None:
+    pq.write_table(_table(kept), tmp / "bitext.parquet")
     pq.write_table(pa.Table.from_pylist(rejected) if rejected else
                    pa.table({"src": pa.array([], pa.string()), "reason": pa.array([], pa.string())}),
                    tmp / "rejected.parquet")  # fmt: skip

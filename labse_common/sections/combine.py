@@ -47,7 +47,7 @@ class CombineConfig:
     )
     on_unreachable: Literal["stop", "continue"] = option(
         "stop",
-        help="no threshold reaches the target: stop (exit 2, nothing written) or continue (everything written, every pair marked not kept, the reachable precision reported)",
+        help="no threshold reaches the target: stop (exit 2, nothing written; the run stops there) or continue (the pairs at the threshold with the best reachable precision are kept, and the console, combined.json and the report say the target was not reached and what was)",
     )
     seed: int = option(0)
 
