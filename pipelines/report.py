@@ -317,10 +317,15 @@ class Report:
         )
 
     def final_filter(self) -> None:
-        self.add("h2", "Final filter: combined pair score, calibrated on a labelled sample of the mined pairs")
+        self.add(
+            "h2",
+            "Final filter: combined pair score, calibrated on a labelled sample of the mined pairs",
+        )
         has, why = self.status(runner.COMBINE)
         if not has:
-            src = (_read_json(self.dir(runner.BITEXT) / "stats.json") or {}).get("source", "the mining margin")
+            src = (_read_json(self.dir(runner.BITEXT) / "stats.json") or {}).get(
+                "source", "the mining margin"
+            )
             self.add("p", f"{why} The final bitext was selected by: {src}.")
             return
         d = self.dir(runner.COMBINE)
@@ -331,7 +336,11 @@ class Report:
             self.add("p", f"**TARGET NOT REACHED.** {summ.get('message', '')} The run went on "
                           "(combine.on_unreachable=continue) and the bitext holds the pairs at that best "
                           "threshold: expect their GOOD share below the target.")  # fmt: skip
-            thr, prec, ci = reach.get("threshold"), reach.get("precision"), reach.get("precision_ci") or [None, None]
+            thr, prec, ci = (
+                reach.get("threshold"),
+                reach.get("precision"),
+                reach.get("precision_ci") or [None, None],
+            )
         else:
             thr, prec, ci = cal["threshold"], cal["precision"], cal["precision_ci"]
             self.add("p", f"Threshold {thr:.3f} on the combined score keeps pairs that are {prec:.1%} GOOD on the "
@@ -352,10 +361,18 @@ class Report:
 
     def _labelled(self, scored: Path, sample: Path) -> tuple[list, list, list[dict]]:
         t = read_parquet(scored, required=["combined_score"])
-        smp = read_parquet(sample, ["sample_id", "label"], required=["sample_id", "label"]).to_pylist()
+        smp = read_parquet(
+            sample, ["sample_id", "label"], required=["sample_id", "label"]
+        ).to_pylist()
         score = t.column("combined_score").to_pylist()
-        labelled = [(score[int(r["sample_id"])], r["label"] == "GOOD") for r in smp if r["label"] in ("GOOD", "BAD")]
-        rows = t.select([c for c in ("src", "trg", "src_lang", "combined_score") if c in t.column_names]).to_pylist()
+        labelled = [
+            (score[int(r["sample_id"])], r["label"] == "GOOD")
+            for r in smp
+            if r["label"] in ("GOOD", "BAD")
+        ]
+        rows = t.select(
+            [c for c in ("src", "trg", "src_lang", "combined_score") if c in t.column_names]
+        ).to_pylist()
         lab = {int(r["sample_id"]): r["label"] for r in smp}
         for i, r in enumerate(rows):
             r["label"] = lab.get(i, "")
@@ -388,17 +405,31 @@ class Report:
         ax.set_xlabel("combined score (P(GOOD))")
         ax.set_ylim(0, 1.02)
         ax.legend(fontsize=7, loc="lower left")
-        self.add("img", "filter_precision_retention", _png(fig), "precision and retention against the threshold")
+        self.add(
+            "img",
+            "filter_precision_retention",
+            _png(fig),
+            "precision and retention against the threshold",
+        )
         near = sorted(rows, key=lambda r: abs(r["combined_score"] - thr))[:40]
-        above = sorted([r for r in near if r["combined_score"] >= thr], key=lambda r: r["combined_score"])[:5]
-        below = sorted([r for r in near if r["combined_score"] < thr], key=lambda r: -r["combined_score"])[:5]
-        self.add("p", "Pairs just above and just below the threshold (label: from the labelled sample, blank if not sampled):")
+        above = sorted(
+            [r for r in near if r["combined_score"] >= thr], key=lambda r: r["combined_score"]
+        )[:5]
+        below = sorted(
+            [r for r in near if r["combined_score"] < thr], key=lambda r: -r["combined_score"]
+        )[:5]
+        self.add(
+            "p",
+            "Pairs just above and just below the threshold (label: from the labelled sample, blank if not sampled):",
+        )
         self.add("table", ["side", "score", "label", "lang", "source", "target"],
                  [[side, f"{r['combined_score']:.3f}", r["label"], r.get("src_lang", ""), r["src"], r["trg"]]
                   for side, group in (("above", above), ("below", below)) for r in group])  # fmt: skip
 
     def _per_pair(self, summ: dict, prec, ci) -> None:
-        counts = (_read_json(self.dir(runner.BITEXT) / "stats.json") or {}).get("pairs_per_language_pair", {})
+        counts = (_read_json(self.dir(runner.BITEXT) / "stats.json") or {}).get(
+            "pairs_per_language_pair", {}
+        )
         per = summ.get("per_pair") or {}
         rows = []
         for pair, n in sorted(counts.items()):
@@ -407,10 +438,17 @@ class Report:
                 est = f"{own['precision']:.1%} [{own['precision_ci'][0]:.1%}, {own['precision_ci'][1]:.1%}] (own threshold {own['threshold']:.3f})"
             else:
                 why = f"; own: {own['unreachable']}" if own.get("unreachable") else ""
-                est = ("–" if prec is None else f"{prec:.1%} [{ci[0]:.1%}, {ci[1]:.1%}] (global threshold{why})")
+                est = (
+                    "–"
+                    if prec is None
+                    else f"{prec:.1%} [{ci[0]:.1%}, {ci[1]:.1%}] (global threshold{why})"
+                )
             rows.append([pair, n, est])
         if rows:
-            self.add("p", "Per language pair: pairs kept and their estimated GOOD share (labelled sample, interval):")
+            self.add(
+                "p",
+                "Per language pair: pairs kept and their estimated GOOD share (labelled sample, interval):",
+            )
             self.add("table", ["pair", "kept", "estimated GOOD share"], rows)
 
     def _eval_vs_interval(self, ci) -> None:
@@ -431,8 +469,12 @@ class Report:
             return
         pr = _read_json(self.dir(runner.EVAL) / "mined_pr.json") or {}
         if pr:
-            scope = (f"only the pairs whose source sentence is in evaluation half {pr['half']} of the stable split "
-                     "(the filter's labelled sample came from the other half)" if "half" in pr else "every pair")
+            scope = (
+                f"only the pairs whose source sentence is in evaluation half {pr['half']} of the stable split "
+                "(the filter's labelled sample came from the other half)"
+                if "half" in pr
+                else "every pair"
+            )
             self.add("p", "Precision and recall of the final bitext against the known alignment of the pairs "
                           f"hidden, shuffled, in the web text; scope: {scope}. Precision is over the kept pairs "
                           "that touch a planted sentence (strict: over every kept pair); `reachable` = both "

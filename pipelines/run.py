@@ -218,7 +218,9 @@ def _tatoeba_files(ctx: Context) -> list[str]:
     """What prepare reads: Tatoeba, and the UD text and PUD pairs when the data has them."""
     if ctx.synthetic:
         return []
-    return sorted(f for sub in ("tatoeba", "pud", "ud") for f in glob.glob(str(ctx.data / sub / "*")))
+    return sorted(
+        f for sub in ("tatoeba", "pud", "ud") for f in glob.glob(str(ctx.data / sub / "*"))
+    )
 
 
 def _quality_off(ctx: Context) -> str | None:

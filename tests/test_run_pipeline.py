@@ -144,7 +144,9 @@ def test_changed_setting_reruns_that_stage_and_downstream_only(demo: Path, tmp_p
     # the reachable precision on the console; `continue` goes on and the report says so.
     never = ["--set", "mining.k=3", "--set", "combine.min_kept=100000"]
     p = run(out, *never, "--set", "combine.on_unreachable=stop", check=False)
-    assert p.returncode == 2 and "not reachable" in p.stderr and "GOOD [" in p.stderr, p.stderr[-2000:]
+    assert p.returncode == 2 and "not reachable" in p.stderr and "GOOD [" in p.stderr, p.stderr[
+        -2000:
+    ]
     assert json.loads((out / "_run.json").read_text())["failed"] == "combine"
     run(out, *never, "--set", "combine.on_unreachable=continue")
     assert "TARGET NOT REACHED" in (out / "report" / "report.md").read_text()

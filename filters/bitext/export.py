@@ -113,7 +113,13 @@ def _kept_by_filters(
     return None, {}
 
 
-COMBINED_COLUMNS = ("combined_score", "combined_threshold", "cds_score", "cds_score_bwd", "dual_xent")
+COMBINED_COLUMNS = (
+    "combined_score",
+    "combined_threshold",
+    "cds_score",
+    "cds_score_bwd",
+    "dual_xent",
+)
 
 
 def _kept_by_combined(combined: Path) -> tuple[set[Key], dict[Key, dict], dict[Key, str], dict]:
@@ -172,7 +178,9 @@ def export_bitext(
     rejected_all: list[dict] = []
     for f in files:
         # Every column: the provenance of each side travels to the final bitext.
-        t = read_parquet(f, None, "--mined", required=("src", "trg", "src_lang", "trg_lang", "margin"))
+        t = read_parquet(
+            f, None, "--mined", required=("src", "trg", "src_lang", "trg_lang", "margin")
+        )
         rows = t.to_pylist()
         counter.add_in(UNIT, len(rows))
         for r in rows:
@@ -198,7 +206,9 @@ def export_bitext(
               f"hard rules + margin >= {min_margin}" if rules_p else f"margin >= {min_margin}")  # fmt: skip
     extra = {}
     if combined_p is not None:
-        extra["target_reached"] = bool(summary.get("target_reached", summary.get("calibration") is not None))
+        extra["target_reached"] = bool(
+            summary.get("target_reached", summary.get("calibration") is not None)
+        )
         if not extra["target_reached"]:
             extra["warning"] = summary.get("message", "the combined score did not reach its target")
     report = counter.to_report(STAGE, source=source, **extra,
@@ -208,7 +218,9 @@ def export_bitext(
         raise RuntimeError(f"unbalanced bitext stats: {problems}")
     with OutputDir(output, overwrite).open() as out:
         _write(Path(out.tmp), kept_all, rejected_all, by_pair, report)
-        write_hf_dataset(_table(kept_all), Path(out.tmp) / "hf", card_info(summary, by_pair, source))
+        write_hf_dataset(
+            _table(kept_all), Path(out.tmp) / "hf", card_info(summary, by_pair, source)
+        )
     log.info("bitext: %d of %d mined pairs kept (%s) in %s", len(kept_all),
              len(kept_all) + len(rejected_all), source, output)  # fmt: skip
     return report
