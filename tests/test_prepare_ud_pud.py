@@ -1,0 +1,69 @@
+"""The demo's prepare task on the real samples: UD text trains the vocabulary and MLM, PUD pairs
+train TLM and the dual encoder, and a share of PUD lines is planted in the web text to be mined,
+the same line numbers for every language so no planted sentence is ever trained on."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from labse_common.config import load
+from pipelines.e2e_tasks import prepare as prepare_task
+from pipelines.e2e_tasks import pud_split, read_gold
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+pytestmark = pytest.mark.skipif(
+    not (DATA / "pud").is_dir() or not (DATA / "ud").is_dir(),
+    reason=f"{DATA}/pud and ud/ (the real UD/PUD samples) are not present",
+)
+
+
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("prep") / "prepare"
+    cfg = load("run", "demo", flags={"pud_planted": 100})
+    prepare_task(DATA, out, cfg)
+    return out
+
+
+def _train_texts(out: Path) -> set[str]:
+    texts = set()
+    for f in (out / "train_sentences").glob("*/*.parquet"):
+        texts |= set(pq.read_table(f, columns=["text"]).column("text").to_pylist())
+    for line in (out / "train_pairs.tsv").read_text(encoding="utf-8").splitlines():
+        texts |= set(line.split("\t")[:2])
+    return texts
+
+
+def test_ud_text_and_pud_pairs_train_and_planted_pud_is_mined_only(prepared: Path):
+    cfg = load("run", "demo")
+    codes = sorted(
+        p.name.split(".")[1].split("-")[0] for p in (DATA / "pud").glob("train.*-eng.eng")
+    )
+    pud, planted = pud_split(DATA, codes, 100, cfg.shuffle_seed)
+    assert len(planted) == 100 and len(pud) == 13
+    train = _train_texts(prepared)
+    # UD sentences of a language that is not mined reach the training sentences.
+    ud_ita = (DATA / "ud" / "ita.txt").read_text(encoding="utf-8").splitlines()
+    ud_parquet = pq.read_table(prepared / "train_sentences" / "it" / "ud.parquet")
+    assert set(ud_parquet.column("source").to_pylist()) == {"ud"}
+    assert set(ud_ita) - {""} <= train
+    # PUD lines not planted train every PUD language; planted lines train none.
+    pairs = {
+        tuple(line.split("\t")[:2])
+        for line in (prepared / "train_pairs.tsv").read_text(encoding="utf-8").splitlines()
+    }
+    for code, rows in pud.items():
+        for i, (s, t) in enumerate(rows):
+            assert ((s, t) in pairs) == (i not in planted), (code, i)
+    planted_eng = {rows[i][1] for rows in pud.values() for i in planted}
+    planted_src = {rows[i][0] for rows in pud.values() for i in planted}
+    assert not (planted_eng | planted_src) & train
+    # The planted lines of the mined languages are gold pairs, beside the Tatoeba dev pairs.
+    gold = read_gold(prepared / "gold.tsv")
+    for code in cfg.langs:
+        for i in planted:
+            assert any(g[2] == pud[code][i][0] and g[3] == pud[code][i][1] for g in gold), (code, i)
+    assert len(gold) == 3 * (100 + 100)
