@@ -15,8 +15,8 @@ from labse_common.sections.mining import MiningConfig
 from labse_common.stats import StageCounter
 from mining.corpus import Corpus, Side, prepare_side, read_corpus
 from mining.embeddings import load_vectors
-from mining.knn import build_index
-from mining.mine import encode_corpus, mine_vectors, save_store, write_outputs
+from mining.mine import encode_corpus, save_store, write_outputs
+from mining.retrieval import retrieve
 
 log = logging.getLogger(__name__)
 
@@ -24,9 +24,10 @@ log = logging.getLogger(__name__)
 @dataclass
 class Language:
     corpus: Corpus
-    side: Side
+    side: Side  # rows and duplicates only: the vectors stay in the store
     counts: dict[str, int]  # cleaning counts under unit "sentences"
-    index: object | None  # approximate index over side.x, built once
+    store: str  # the embedding store (or .npy) the bounded miner reads in chunks
+    dim: int
 
 
 def _renamed(counts: dict[str, int], unit: str) -> dict[str, int]:
@@ -75,15 +76,17 @@ def prepare_language(
     cfg: MiningConfig,
     model: str | None,
     out: Path,
+    store: str | None,
 ) -> Language:
     if blocks is None:
         vecs = encode_corpus(model, corpus.texts, cfg.batch_size)
-        save_store(out / "embeddings" / lang, vecs, corpus)
+        store = str(out / "embeddings" / lang)
+        save_store(Path(store), vecs, corpus)
         blocks = [vecs]
     counter = StageCounter()
-    side = prepare_side(corpus.texts, blocks, cfg.unify, counter, "sentences")
-    index = build_index(side.x, cfg) if cfg.index != "flat" and len(side.x) else None
-    return Language(corpus, side, dict(counter.counts), index)
+    side = prepare_side(corpus.texts, blocks, cfg.unify, counter, "sentences", materialize=False)
+    dim = int(blocks[0].shape[1]) if blocks and len(blocks[0]) else 0
+    return Language(corpus, side, dict(counter.counts), str(store), dim)
 
 
 def run_many(
@@ -106,8 +109,9 @@ def run_many(
     for lang in order:
         log.info("preparing language %s", lang)
         corpus, blocks = inputs.pop(lang)  # dropped as it goes: each language held once
-        langs[lang] = prepare_language(lang, corpus, blocks, cfg, model, out)
-    dims = {lang: L.side.x.shape[1] for lang, L in langs.items() if len(L.side.x)}
+        store = emb_pattern.format(lang=lang) if emb_pattern and not model else None
+        langs[lang] = prepare_language(lang, corpus, blocks, cfg, model, out, store)
+    dims = {lang: L.dim for lang, L in langs.items() if L.dim}
     if len(set(dims.values())) > 1:
         raise InputError(None, f"embedding dimensions differ between languages: {dims}", "--emb")
     reports = {}
@@ -117,12 +121,33 @@ def run_many(
         counter = StageCounter()
         counter.merge(_renamed(s.counts, "src_sentences"))
         counter.merge(_renamed(t.counts, "trg_sentences"))
-        found, _ = mine_vectors(s.side.x, t.side.x, cfg, counter, x_index=s.index, y_index=t.index)
-        cosine = np.einsum("nd,nd->n", s.side.x[found.src], t.side.x[found.trg])
+        found, cosine, extra = _mine_pair(s, t, cfg, counter)
         pair_out = out / f"{src}-{trg}"
         pair_out.mkdir(parents=True, exist_ok=True)
-        extra = {"src_lang": src, "trg_lang": trg}
+        extra.update(src_lang=src, trg_lang=trg)
         reports[f"{src}-{trg}"] = write_outputs(
             pair_out, found, cosine, s.side, t.side, s.corpus, t.corpus, counter, cfg, t0, extra
         )
     return reports
+
+
+def _mine_pair(s: Language, t: Language, cfg: MiningConfig, counter: StageCounter):
+    """One language pair through the bounded miner (both sides read from their stores)."""
+    from mining.bounded import Layout, VectorSide, mine_bounded
+
+    n_src, n_trg = len(s.side.offsets) - 1, len(t.side.offsets) - 1
+    if n_src == 0 or n_trg == 0:
+        found = retrieve(np.zeros((n_src, 0), np.float32), np.zeros((n_src, 0), np.int64),
+                         np.zeros((n_trg, 0), np.float32), np.zeros((n_trg, 0), np.int64),
+                         cfg.mode, cfg.threshold, counter)  # fmt: skip
+        return found, np.zeros(0, np.float32), {}
+    sv = VectorSide(s.store, rows=s.side.representative())
+    tv = VectorSide(t.store, rows=t.side.representative())
+    shards = (
+        max(1, -(-max(n_src, n_trg) // cfg.shard_rows)) if cfg.shard_rows else max(1, cfg.workers)
+    )
+    res = mine_bounded(sv, tv, cfg, Layout(shards=shards, workers=cfg.workers), counter)
+    found = res.pairs
+    cosine = (np.einsum("nd,nd->n", sv.gather(found.src), tv.gather(found.trg)) if len(found)
+              else np.zeros(0, np.float32))  # fmt: skip
+    return found, cosine, {"index": res.factories, "seconds_by_step": res.seconds}

@@ -177,8 +177,10 @@ def prepare_inputs(
         src_blocks, trg_blocks = load_vectors(src_emb), load_vectors(trg_emb)
     else:
         raise UsageError("give either --model or both --src-emb and --trg-emb")
-    for flag, path, c, blocks, emb in (("--src-text", src_text, src_c, src_blocks, src_emb),
-                                       ("--trg-text", trg_text, trg_c, trg_blocks, trg_emb)):
+    for flag, path, c, blocks, emb in (
+        ("--src-text", src_text, src_c, src_blocks, src_emb),
+        ("--trg-text", trg_text, trg_c, trg_blocks, trg_emb),
+    ):
         n_vec = sum(len(b) for b in blocks)
         if n_vec != len(c.texts):  # row i of the embeddings is line i of the text
             raise InputError(path, f"{len(c.texts)} sentences but {n_vec} embedding rows in "
@@ -243,46 +245,41 @@ def run_mine(
 ) -> dict:
     """Mine one corpus pair from files and write mined.parquet/.tsv.gz, histogram, stats.json.
 
-    ``cfg.workers`` > 1 or a ``cfg.shard_rows`` searches shard by shard (exact search only)."""
-    workers, shard_rows = cfg.workers, cfg.shard_rows
-    sharded = workers > 1 or bool(shard_rows)
-    inp = prepare_inputs(
-        src_text,
-        trg_text,
-        out_dir,
-        cfg,
-        src_emb,
-        trg_emb,
-        model,
-        src_lang,
-        trg_lang,
-        sharded,
-    )
-    src, trg, counter = inp.src, inp.trg, inp.counter
-    log.info(
-        "mining %d x %d sentences (k=%d, %s, %s%s)",
-        len(src.offsets) - 1,
-        len(trg.offsets) - 1,
-        cfg.k,
-        cfg.margin,
-        cfg.mode,
-        f", sharded, {workers} workers" if sharded else "",
-    )
-    extra = {"src_text": str(src_text), "trg_text": str(trg_text)}
-    if sharded:
-        from mining.shards import shard_refs, sharded_neighbours
+    The vectors stay on disk: both sides are read from their stores in chunks by
+    :func:`mining.bounded.mine_bounded` (exact blocked search for ``index: flat``, else the
+    index the config or the planner names), so memory is bounded by ``cfg.mem_gb`` plus the
+    neighbour lists, whatever the corpus size. ``cfg.workers`` > 1 or ``cfg.shard_rows`` cut the
+    search into shards run by that many processes; the merged lists equal one pass."""
+    from mining.bounded import Layout, VectorSide, mine_bounded
 
-        src_refs = shard_refs(inp.src_emb, shard_rows)
-        trg_refs = shard_refs(inp.trg_emb, shard_rows)
-        src_reps, trg_reps = src.representative(), trg.representative()
-        nb = sharded_neighbours(src_refs, src_reps, trg_refs, trg_reps, cfg.k, cfg, workers)
-        return finish_sharded(inp, nb, src_refs, trg_refs, cfg, extra)
-    pairs, _ = mine_vectors(src.x, trg.x, cfg, counter)
-    xs, ys = src.x[pairs.src], trg.x[pairs.trg]
+    inp = prepare_inputs(src_text, trg_text, out_dir, cfg, src_emb, trg_emb, model, src_lang,
+                         trg_lang, sharded=True)  # fmt: skip
+    src, trg, counter = inp.src, inp.trg, inp.counter
+    n_src, n_trg = len(src.offsets) - 1, len(trg.offsets) - 1
+    log.info("mining %d x %d sentences (k=%d, %s, %s, index %s, %d worker(s))", n_src, n_trg, cfg.k,
+             cfg.margin, cfg.mode, cfg.index, cfg.workers)  # fmt: skip
+    extra = {"src_text": str(src_text), "trg_text": str(trg_text)}
+    if n_src == 0 or n_trg == 0:
+        pairs = retrieve(np.zeros((n_src, 0), np.float32), np.zeros((n_src, 0), np.int64),
+                         np.zeros((n_trg, 0), np.float32), np.zeros((n_trg, 0), np.int64),
+                         cfg.mode, cfg.threshold, counter)  # fmt: skip
+        return write_outputs(inp.out, pairs, np.zeros(0, np.float32), src, trg, inp.src_c, inp.trg_c,
+                             counter, cfg, inp.t0, extra)  # fmt: skip
+    sv = VectorSide(inp.src_emb, rows=src.representative())
+    tv = VectorSide(inp.trg_emb, rows=trg.representative())
+    shards = 1
+    if cfg.shard_rows:
+        shards = max(1, -(-max(n_src, n_trg) // cfg.shard_rows))
+    elif cfg.workers > 1:
+        shards = cfg.workers
+    res = mine_bounded(sv, tv, cfg, Layout(shards=shards, workers=cfg.workers), counter)
+    pairs = res.pairs
+    xs, ys = sv.gather(pairs.src), tv.gather(pairs.trg)
     cosine = np.einsum("nd,nd->n", xs, ys) if len(pairs) else np.zeros(0, np.float32)
-    return write_outputs(
-        inp.out, pairs, cosine, src, trg, inp.src_c, inp.trg_c, counter, cfg, inp.t0, extra
-    )
+    extra["index"] = res.factories
+    extra["seconds_by_step"] = res.seconds
+    return write_outputs(inp.out, pairs, cosine, src, trg, inp.src_c, inp.trg_c, counter, cfg,
+                         inp.t0, extra)  # fmt: skip
 
 
 def write_outputs(
