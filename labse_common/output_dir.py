@@ -264,6 +264,42 @@ def exclusive_output(output: str | os.PathLike, overwrite: bool = False) -> Iter
 
 
 @contextmanager
+def staged_output(output: str | os.PathLike, overwrite: bool = False) -> Iterator[str]:
+    """:func:`exclusive_output` for commands whose libraries write with local file APIs (FAISS,
+    pyarrow on paths, matplotlib): yields a local folder to write into. A local output is the
+    usual claimed temporary folder. A remote one (``s3://``, ``gs://``) is claimed first (a
+    second writer stops before any work), the job writes into a local staging folder, and at the
+    end every file is uploaded under the output's temporary prefix and committed: an object
+    store never holds half an output."""
+    if not is_remote(str(output)):
+        with exclusive_output(output, overwrite) as out:
+            yield out.tmp
+        return
+    import tempfile
+
+    with exclusive_output(output, overwrite) as out:
+        with tempfile.TemporaryDirectory(prefix="labse-staging-") as local:
+            yield local
+            upload_tree(local, out.tmp)
+
+
+def upload_tree(local: str, remote: str, chunk: int = 8 << 20) -> int:
+    """Copy every file under ``local`` to the same relative paths under ``remote`` (through
+    Beam's FileSystems); returns the bytes copied."""
+    fs = _fs()
+    total = 0
+    for root, _, files in os.walk(local):
+        for name in sorted(files):
+            path = os.path.join(root, name)
+            rel = os.path.relpath(path, local).replace(os.sep, "/")
+            with open(path, "rb") as src, fs.create(join(remote, rel)) as dst:
+                shutil.copyfileobj(src, dst, chunk)
+            total += os.path.getsize(path)
+    log.info("uploaded %d bytes from %s to %s", total, local, remote)
+    return total
+
+
+@contextmanager
 def claimed_file(
     path: str | os.PathLike, overwrite: bool = False, suffixes: tuple[str, ...] = ("",)
 ) -> Iterator[str]:

@@ -19,7 +19,7 @@ from labse_common.cli import (
 )
 from labse_common.errors import InputError
 from labse_common.logs import setup_logging
-from labse_common.output_dir import exclusive_output
+from labse_common.output_dir import exclusive_output, staged_output
 from labse_common.remote import require_local
 from labse_common.sections.eval import SCORINGS, EvalConfig
 from labse_common.sections.mining import MARGINS, RETRIEVAL_MODES, MiningConfig
@@ -110,12 +110,12 @@ def cmd_mine(args: argparse.Namespace) -> int:
     if not args.model and not (args.src_emb and args.trg_emb):
         raise UsageError("give both --src-emb and --trg-emb")
     _require_inputs(("--src-text", args.src_text), ("--trg-text", args.trg_text))
-    require_local(args.output, "--output", "mining mine")  # the library writes local files
-    with exclusive_output(args.output, args.overwrite) as out:  # written under OUT/_tmp-<id>/
+    # Written under OUT/_tmp-<id>/; a remote OUT: staged locally, uploaded and committed at the end.
+    with staged_output(args.output, args.overwrite) as tmp:
         report = run_mine(
             args.src_text,
             args.trg_text,
-            out.tmp,
+            tmp,
             cfg,
             src_emb=args.src_emb,
             trg_emb=args.trg_emb,
@@ -138,12 +138,11 @@ def cmd_mine_many(args: argparse.Namespace) -> int:
         raise UsageError(f"mining.pairs: {', '.join(map(repr, bad))} is not SRC-TRG, e.g. de-en")
     if not args.model and not args.emb:
         raise UsageError("give --model DIR or --emb PATTERN")
-    require_local(args.output, "--output", "mining mine-many")  # the library writes local files
-    with exclusive_output(args.output, args.overwrite) as out:
+    with staged_output(args.output, args.overwrite) as tmp:  # remote: staged locally, then uploaded
         reports = run_many(
             [tuple(p.split("-", 1)) for p in c.pairs],
             args.corpus,
-            out.tmp,
+            tmp,
             cfg,
             emb_pattern=args.emb,
             model=args.model,
