@@ -41,8 +41,7 @@ from labse_common.config import to_dict
 from labse_common.datafiles import iter_parquet_batches, parquet_file
 from labse_common.errors import InputError, UsageError
 from labse_common.logs import setup_logging
-from labse_common.output_dir import OutputDir
-from labse_common.remote import require_local
+from labse_common.output_dir import OutputDir, is_remote, upload_tree
 from labse_common.sections.vocab import VocabConfig
 from labse_common.stats import StageCounter, merge_counts
 from labse_model.vocab.build import (
@@ -393,8 +392,6 @@ def run(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace, beam_args: list[str]) -> int:
-    # The learner and its reports write with local file APIs: say so before any work.
-    require_local(args.output, "--output", "python -m pipelines.vocab")
     cfg = resolve_config(args)
     opts = pipeline_options(beam_args)  # first: it gives FileSystems the S3/GCS options
     check_remote([args.input], opts)
@@ -449,14 +446,32 @@ def _run_into(output: str, final: str, langs: list[str], files: list[tuple[str, 
     with FileSystems.create(FileSystems.join(output, SUMMARY_FILE)) as f:
         f.write((json.dumps(summary, indent=2) + "\n").encode("utf-8"))
 
-    words, counts = read_counts(FileSystems.join(output, COUNTS_FILE))
-    heldout = read_heldout(FileSystems.join(output, HELDOUT_FILE))
     extra = {
         k: getattr(cfg, k)
         for k in ("smoothing", "min_count", "max_word_length", "heldout_fraction")
     }
     try:
-        finish_vocab(words, counts, _params(cfg), output, counter, heldout, summary, extra)
+        if is_remote(output):
+            # The learner reads and writes with local file APIs (pyarrow, tokenizers): the Beam
+            # job's tables come down to a staging folder, the learner's files go up from it.
+            import shutil
+            import tempfile
+
+            with tempfile.TemporaryDirectory(prefix="labse-vocab-") as local:
+                for name in (COUNTS_FILE, HELDOUT_FILE):
+                    with FileSystems.open(FileSystems.join(output, name)) as src, \
+                            open(os.path.join(local, name), "wb") as dst:  # fmt: skip
+                        shutil.copyfileobj(src, dst, 8 << 20)
+                words, counts = read_counts(os.path.join(local, COUNTS_FILE))
+                heldout = read_heldout(os.path.join(local, HELDOUT_FILE))
+                learned = os.path.join(local, "learned")
+                os.makedirs(learned)
+                finish_vocab(words, counts, _params(cfg), learned, counter, heldout, summary, extra)
+                upload_tree(learned, output)
+        else:
+            words, counts = read_counts(FileSystems.join(output, COUNTS_FILE))
+            heldout = read_heldout(FileSystems.join(output, HELDOUT_FILE))
+            finish_vocab(words, counts, _params(cfg), output, counter, heldout, summary, extra)
     except VocabTooSmall as e:  # the sample missed characters the whole corpus has
         return (f"{e} (the counts are kept: rerun only the learner with python -m "
                 f"labse_model.vocab --counts {final}/{COUNTS_FILE})")  # fmt: skip
@@ -465,7 +480,7 @@ def _run_into(output: str, final: str, langs: list[str], files: list[tuple[str, 
 
 def print_report(output: str) -> None:
     """A short table of the per-language coverage (CLI report, printed on purpose)."""
-    stats = json.loads(_read_text(os.path.join(output, "vocab_stats.json")))
+    stats = json.loads(_read_text(FileSystems.join(output, "vocab_stats.json")))
     print(f"vocab: {stats['vocab_size']} tokens (threshold {stats['threshold']:.4g}, "
           f"learned in {stats['learn_seconds']:.1f}s) -> {output}")  # fmt: skip
     print(

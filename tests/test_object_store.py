@@ -28,6 +28,8 @@ SAMPLE = ROOT / "pipelines" / "sample_data" / "sample.warc.wet.gz"
 DIRECT = ["--direct_running_mode", "in_memory", "--direct_num_workers", "1"]
 
 pytestmark = pytest.mark.slow
+# Nothing may leave the machine: boto must never ask a cloud metadata address for credentials.
+os.environ["AWS_EC2_METADATA_DISABLED"] = "true"
 
 
 @pytest.fixture(scope="module")
@@ -176,3 +178,29 @@ def test_mining_output_round_trips_through_s3(s3, tmp_path):
         pq.read_table(io.BytesIO(local["mined.parquet"]))
     )
     assert pq.read_table(io.BytesIO(remote["mined.parquet"])).num_rows >= 20
+
+
+def test_vocab_output_round_trips_through_s3(s3, tmp_path):
+    """The vocabulary job writes to a bucket (the Beam counts through FileSystems, the learner's
+    files staged locally and uploaded): the same vocab.txt as into a local folder."""
+    import pyarrow as pa
+
+    from pipelines.vocab import run as vocab
+
+    endpoint, client = s3
+    words = [f"w{i}" for i in range(300)]
+    rng = np.random.default_rng(0)
+    for lang in ("en", "de"):
+        texts = [" ".join(rng.choice(words, 8)) + f" {lang}" for _ in range(200)]
+        (tmp_path / "in" / lang).mkdir(parents=True)
+        pq.write_table(
+            pa.table({"text": texts, "lang": [lang] * len(texts)}),
+            tmp_path / "in" / lang / "p.parquet",
+        )
+    args = ["--input", str(tmp_path / "in"), "--vocab-size", "400", *DIRECT, *s3_args(endpoint)]
+    assert vocab([*args, "--output", "s3://corpus/vocab"]) == 0
+    assert vocab([*args, "--output", str(tmp_path / "vocab")]) == 0
+    remote = download(client, "vocab/")
+    assert {"vocab.txt", "tokenizer.json", "vocab_stats.json", "stats.json"} <= set(remote)
+    assert remote["vocab.txt"] == (tmp_path / "vocab" / "vocab.txt").read_bytes()
+    assert not [k for k in remote if k.startswith(("_tmp-", "_CLAIM"))]
