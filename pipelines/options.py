@@ -25,6 +25,9 @@ def pipeline_options(beam_args: Sequence[str]) -> PipelineOptions:
     download), in multi_processing mode with one worker per core.
     """
     opts = PipelineOptions(list(beam_args), save_main_session=False)
+    from labse_common.filesystems import install_s3_client_cache
+
+    install_s3_client_cache()  # one S3 client per process, not one per file operation
     # The driver's own FileSystems calls (input globbing, output claim, stats) use the job's
     # S3/GCS options too; Dask workers get them from a worker plugin (below).
     FileSystems.set_options(opts)
