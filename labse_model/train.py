@@ -93,8 +93,10 @@ def device_for(info: DistInfo, threads: int | None) -> torch.device:
     device = torch.device("cuda", info.local_rank) if torch.cuda.is_available() else torch.device("cpu")
     if device.type == "cpu":
         # Workers on one node share its cores; oversubscribed OpenMP threads spin and crawl.
-        local_world = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
-        torch.set_num_threads(threads or max(1, (os.cpu_count() or 1) // local_world))
+        # Sized to the CPUs this process may use (affinity, cgroup quota), not the machine's.
+        from labse_common.threads import size_threads
+
+        size_threads(threads, processes=int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
     return device
 
 

@@ -40,6 +40,7 @@ from labse_common.embedding_store import load_npy
 from labse_common.output_dir import is_remote
 from labse_common.sections.mining import MiningConfig
 from labse_common.stats import StageCounter
+from labse_common.threads import usable_cpus
 from mining import plan as planner
 from mining.knn import (
     SAMPLE_SEED,
@@ -399,10 +400,9 @@ def bounded_neighbours(
     chunk = layout.chunk_rows or sizes.query_rows
     block = layout.block_rows or sizes.block_rows
     merge_rows = layout.merge_rows or sizes.merge_rows
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    threads = layout.threads or (
-        max(1, (cpus or 1) // layout.workers) if layout.workers > 1 else None
-    )
+    # FAISS's OpenMP pool sized to the CPUs this process may use (affinity, cgroup quota),
+    # divided among the worker processes; one process gets all of them.
+    threads = layout.threads or max(1, usable_cpus() // max(1, layout.workers))
     secs: dict[str, float] = {}
     tmp = None
     if layout.workdir:

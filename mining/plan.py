@@ -324,11 +324,9 @@ def make_plan(
 
 
 def _local_cores() -> int:
-    import os
+    from labse_common.threads import usable_cpus
 
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
+    return usable_cpus()
 
 
 def _with_shards(build, kind: str, p: Plan, workers: int) -> Plan:

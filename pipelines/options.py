@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 
 from apache_beam.io.filesystems import FileSystems
@@ -43,7 +42,9 @@ def pipeline_options(beam_args: Sequence[str]) -> PipelineOptions:
     if "--direct_running_mode" not in " ".join(beam_args):
         direct.direct_running_mode = "multi_processing"
     if not direct.direct_num_workers:
-        direct.direct_num_workers = os.cpu_count() or 1
+        from labse_common.threads import usable_cpus
+
+        direct.direct_num_workers = usable_cpus()
     return opts
 
 

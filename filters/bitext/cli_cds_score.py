@@ -154,11 +154,11 @@ def main(argv: list[str] | None = None) -> int:
         import torch
 
         from filters.bitext.cds.score import CdsScorer
+        from labse_common.threads import size_threads
 
         if cfg.device == "cuda" and not torch.cuda.is_available():
             raise UsageError("--device cuda (cds.device): no GPU is visible")
-        if cfg.threads:
-            torch.set_num_threads(cfg.threads)
+        size_threads(cfg.threads)  # null: the CPUs this process may use (affinity, quota)
         t0 = time.perf_counter()
         counter = StageCounter()
         with OutputDir(args.output, args.overwrite).open() as out:

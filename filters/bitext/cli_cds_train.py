@@ -96,11 +96,11 @@ def main(argv: list[str] | None = None) -> int:
         import torch
 
         from filters.bitext.cds.fit import TrustedTooSmall, train_cds
+        from labse_common.threads import size_threads
 
         if cfg.device == "cuda" and not torch.cuda.is_available():
             raise UsageError("--device cuda (cds.device): no GPU is visible")
-        if cfg.threads:
-            torch.set_num_threads(cfg.threads)
+        size_threads(cfg.threads)  # null: the CPUs this process may use (affinity, quota)
         t0 = time.perf_counter()
         counter = StageCounter()
         noisy = read_side(args.noisy, "noisy_pairs", counter, args.layout, "--noisy")
