@@ -121,6 +121,22 @@ def test_every_stage_outputs_balanced_stats_and_report(demo: Path):
     ds = datasets.load_dataset(str(demo / "bitext" / "hf"), split="train")
     assert ds.num_rows == len(bitext(demo).splitlines()) and "src_url_or_title" in ds.column_names
     assert "estimated GOOD share" in (demo / "bitext" / "hf" / "README.md").read_text()
+    # Every pair of the final bitext names where each side came from: the WET record of the
+    # hidden dev text (file@offset of the decompressed stream, whose record holds the sentence).
+    import pyarrow.parquet as pq
+
+    rows = pq.read_table(demo / "bitext" / "bitext.parquet").to_pylist()
+    wet = gzip.decompress((demo / "prepare" / "tatoeba-dev.warc.wet.gz").read_bytes())
+    traced = 0
+    for r in rows:
+        for side in ("src", "trg"):
+            assert r[f"{side}_locator"] and r[f"{side}_url_or_title"] and r[f"{side}_dup_count"] >= 1, r
+            name, _, offset = r[f"{side}_locator"].partition("@")
+            if name == "tatoeba-dev.warc.wet.gz":
+                record = wet[int(offset) :].split(b"WARC/1.0", 2)[1]
+                assert r[side].encode() in record, (r[side], offset)
+                traced += 1
+    assert traced > 10
     md = (demo / "report" / "report.md").read_text()
     html = (demo / "report" / "report.html").read_text()
     assert "SYNTHETIC" in md and "data:image/png;base64," in html and 'src="figures' not in html
