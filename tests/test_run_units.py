@@ -243,15 +243,22 @@ def test_a_refused_optional_stage_makes_the_rest_fall_back(tmp_path: Path):
                          cfg=runner.effective_config("demo", []))  # fmt: skip
     plans = {p.stage.name: p for p in runner.make_plan(ctx)}
     bitext_cmd = runner.BY_NAME["bitext"].commands(ctx)[0]
-    assert "--filtered" in bitext_cmd
-    assert runner.BY_NAME["calibrate"].optional and not runner.BY_NAME["train"].optional
-    ctx.soft_failed["calibrate"] = "error: no threshold keeps a set that is 80% GOOD"
+    assert "--combined" in bitext_cmd
+    assert runner.BY_NAME["cds_train"].optional and not runner.BY_NAME["train"].optional
+    # The final filter is not optional: an unreachable target is the ending combine.on_unreachable names.
+    assert not runner.BY_NAME["sample"].optional and not runner.BY_NAME["combine"].optional
+    sample_cmd = runner.BY_NAME["sample"].commands(ctx)[0]
+    assert str(tmp_path / "cds_score" / "scored.parquet") in sample_cmd
+    ctx.soft_failed["cds_train"] = "error: fewer than cds.min_trusted usable trusted pairs"
     plans = {p.stage.name: p for p in runner.make_plan(ctx)}
-    assert plans["calibrate"].action == "off" and "80% GOOD" in plans["calibrate"].reason
-    assert plans["apply"].action == "off" and "calibrate" in plans["apply"].reason
-    assert plans["bitext"].action == "run" and plans["rules"].action == "run"
+    assert plans["cds_train"].action == "off" and "min_trusted" in plans["cds_train"].reason
+    assert plans["cds_score"].action == "off" and "cds_train" in plans["cds_score"].reason
+    assert plans["sample"].action == plans["combine"].action == plans["bitext"].action == "run"
+    # Without CDS the sample and the combined score use the pairs the rules kept.
+    sample_cmd = runner.BY_NAME["sample"].commands(ctx)[0]
+    assert str(tmp_path / "rules" / "kept_all.parquet") in sample_cmd
     bitext_cmd = runner.BY_NAME["bitext"].commands(ctx)[0]
-    assert "--filtered" not in bitext_cmd and "--rules" in bitext_cmd
+    assert "--combined" in bitext_cmd and "--rules" in bitext_cmd
 
 
 def test_bitext_export_command_claims_its_output_and_names_bad_inputs(tmp_path: Path):
@@ -277,7 +284,7 @@ def test_bitext_export_command_claims_its_output_and_names_bad_inputs(tmp_path: 
     )
     assert p.returncode == 0, p.stderr
     assert sorted(os.listdir(tmp_path / "out")) == ["bitext.de-en.de", "bitext.de-en.en", "bitext.parquet",
-                                                   "bitext.tsv.gz", "rejected.parquet", "stats.json"]  # fmt: skip
+                                                   "bitext.tsv.gz", "hf", "rejected.parquet", "stats.json"]  # fmt: skip
     p = export("--mined", str(tmp_path / "mine"), "--output", str(tmp_path / "out"))
     assert p.returncode == 2 and "--overwrite" in p.stderr
 
