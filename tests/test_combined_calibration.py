@@ -3,6 +3,8 @@ other half of a known alignment (issue 20: the threshold's promise must hold on 
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -133,16 +135,24 @@ def test_sample_and_combine_commands(tmp_path):
     assert not check_balanced(report)
     assert report["counts"]["pairs"]["out"] == int(keep.sum())
     assert {"margin", "cds_score"} <= set(report["features"])
-    # A target no threshold reaches: stop (exit 2, nothing written) or continue (nothing kept).
+    # A target no threshold reaches: stop (exit 2, nothing written) or continue (the pairs at the
+    # best reachable threshold kept, and the summary says the target was not reached).
     stop = tmp_path / "stop"
     assert _run(cli_combine, ["--pairs", str(pairs), "--labels", str(smp / "sample.tsv"),
-                              "--output", str(stop), "--target", "0.999", "--set", "bootstrap=50", "--set", "min_kept=150"]) == 2  # fmt: skip
+                              "--output", str(stop), "--target", "0.999", "--set", "bootstrap=50", "--set", "min_kept=150",
+                              "--set", "on_unreachable=stop"]) == 2  # fmt: skip
     assert not stop.exists()
     cont = tmp_path / "continue"
     assert _run(cli_combine, ["--pairs", str(pairs), "--labels", str(smp / "sample.tsv"),
                               "--output", str(cont), "--target", "0.999", "--set", "bootstrap=50", "--set", "min_kept=150",
                               "--set", "on_unreachable=continue"]) == 0  # fmt: skip
-    assert not any(pq.read_table(cont / "scored.parquet").column("keep").to_pylist())
+    summary = json.loads((cont / "combined.json").read_text())
+    best = summary["reachable"]
+    assert summary["target_reached"] is False and "not reachable" in summary["message"]
+    assert best["precision"] < 0.999 and best["precision_ci"][0] <= best["precision"] <= best["precision_ci"][1]
+    kept = pq.read_table(cont / "scored.parquet")
+    keep = np.asarray(kept.column("keep").to_pylist())
+    assert keep.any() and np.all(np.asarray(kept.column("combined_score").to_pylist())[keep] >= best["threshold"])
     # Labels from another pairs table are refused, naming the file.
     other = tmp_path / "other.parquet"
     pq.write_table(table.slice(0, 100), other)
