@@ -15,7 +15,7 @@ from labse_common.sections.mining import MiningConfig
 from labse_common.stats import StageCounter
 from mining.corpus import Corpus, Side, prepare_side, read_corpus
 from mining.embeddings import load_vectors
-from mining.mine import encode_corpus, save_store, write_outputs
+from mining.mine import direction_features, encode_corpus, save_store, write_outputs
 from mining.retrieval import retrieve
 
 log = logging.getLogger(__name__)
@@ -121,12 +121,23 @@ def run_many(
         counter = StageCounter()
         counter.merge(_renamed(s.counts, "src_sentences"))
         counter.merge(_renamed(t.counts, "trg_sentences"))
-        found, cosine, extra = _mine_pair(s, t, cfg, counter)
+        found, cosine, extra, features = _mine_pair(s, t, cfg, counter)
         pair_out = out / f"{src}-{trg}"
         pair_out.mkdir(parents=True, exist_ok=True)
         extra.update(src_lang=src, trg_lang=trg)
         reports[f"{src}-{trg}"] = write_outputs(
-            pair_out, found, cosine, s.side, t.side, s.corpus, t.corpus, counter, cfg, t0, extra
+            pair_out,
+            found,
+            cosine,
+            s.side,
+            t.side,
+            s.corpus,
+            t.corpus,
+            counter,
+            cfg,
+            t0,
+            extra,
+            features,
         )
     return reports
 
@@ -140,7 +151,7 @@ def _mine_pair(s: Language, t: Language, cfg: MiningConfig, counter: StageCounte
         found = retrieve(np.zeros((n_src, 0), np.float32), np.zeros((n_src, 0), np.int64),
                          np.zeros((n_trg, 0), np.float32), np.zeros((n_trg, 0), np.int64),
                          cfg.mode, cfg.threshold, counter)  # fmt: skip
-        return found, np.zeros(0, np.float32), {}
+        return found, np.zeros(0, np.float32), {}, None
     sv = VectorSide(s.store, rows=s.side.representative())
     tv = VectorSide(t.store, rows=t.side.representative())
     shards = (
@@ -150,4 +161,9 @@ def _mine_pair(s: Language, t: Language, cfg: MiningConfig, counter: StageCounte
     found = res.pairs
     cosine = (np.einsum("nd,nd->n", sv.gather(found.src), tv.gather(found.trg)) if len(found)
               else np.zeros(0, np.float32))  # fmt: skip
-    return found, cosine, {"index": res.factories, "seconds_by_step": res.seconds}
+    return (
+        found,
+        cosine,
+        {"index": res.factories, "seconds_by_step": res.seconds},
+        direction_features(res.scored, found),
+    )

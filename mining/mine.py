@@ -105,9 +105,31 @@ def save_store(path: Path, vecs: np.ndarray, corpus: Corpus) -> None:
     w.close()
 
 
+def direction_features(sc: Scored, pairs: Pairs) -> dict[str, np.ndarray]:
+    """Per selected pair, what each direction said of it: its margin in the source's candidate
+    list (``margin_fwd``) and in the target's (``margin_bwd``; NaN where the pair is not among
+    that side's k neighbours), and whether each side is the other's best candidate
+    (``mutual``, 1.0/0.0). A pair found one way only is a weaker pair: the combined filter
+    learns how much weaker."""
+    nb, n = sc.neighbours, len(pairs)
+    out = {k: np.full(n, np.nan, np.float32) for k in ("margin_fwd", "margin_bwd")}
+    if n == 0 or nb.fwd_inds.shape[1] == 0 or nb.bwd_inds.shape[1] == 0:
+        return {**out, "mutual": np.zeros(n, np.float32)}
+    for name, inds, scores, q, c in (("margin_fwd", nb.fwd_inds, sc.fwd_scores, pairs.src, pairs.trg),
+                                     ("margin_bwd", nb.bwd_inds, sc.bwd_scores, pairs.trg, pairs.src)):  # fmt: skip
+        hit = inds[q] == c[:, None]
+        found = hit.any(axis=1)
+        out[name][found] = scores[q][hit]  # neighbour ids are unique per row: one hit at most
+    best_t = nb.fwd_inds[pairs.src, sc.fwd_scores[pairs.src].argmax(axis=1)]
+    best_s = nb.bwd_inds[pairs.trg, sc.bwd_scores[pairs.trg].argmax(axis=1)]
+    out["mutual"] = ((best_t == pairs.trg) & (best_s == pairs.src)).astype(np.float32)
+    return out
+
+
 def pairs_table(
-    pairs: Pairs, cosine: np.ndarray, src: Side, trg: Side, src_c: Corpus, trg_c: Corpus
-) -> pa.Table:
+    pairs: Pairs, cosine: np.ndarray, src: Side, trg: Side, src_c: Corpus, trg_c: Corpus,
+    features: dict[str, np.ndarray] | None = None,
+) -> pa.Table:  # fmt: skip
     """Output rows, one per original (src row, trg row) pair, sorted by decreasing margin."""
     src_rows, trg_rows, pi = expand_pairs(src, trg, pairs.src, pairs.trg)
     cols: dict[str, object] = {
@@ -120,6 +142,8 @@ def pairs_table(
         "trg_id": [trg_c.meta["id"][i] for i in trg_rows],
         "cosine": pa.array(np.asarray(cosine, np.float32)[pi], pa.float32()),
     }
+    for name, values in (features or {}).items():
+        cols[name] = pa.array(np.asarray(values, np.float32)[pi], pa.float32())
     for side, c, rows in (("src", src_c, src_rows), ("trg", trg_c, trg_rows)):
         for name in PROVENANCE_COLUMNS:
             if name in c.meta:
@@ -229,6 +253,7 @@ def finish_sharded(
         cfg,
         inp.t0,
         extra,
+        direction_features(sc, pairs),
     )
 
 
@@ -279,7 +304,7 @@ def run_mine(
     extra["index"] = res.factories
     extra["seconds_by_step"] = res.seconds
     return write_outputs(inp.out, pairs, cosine, src, trg, inp.src_c, inp.trg_c, counter, cfg,
-                         inp.t0, extra)  # fmt: skip
+                         inp.t0, extra, direction_features(res.scored, pairs))  # fmt: skip
 
 
 def write_outputs(
@@ -294,9 +319,10 @@ def write_outputs(
     cfg: MiningConfig,
     t0: float,
     extra: dict,
+    features: dict[str, np.ndarray] | None = None,
 ) -> dict:
     """mined.parquet, mined.tsv.gz, score_hist.png and a balanced stats.json in ``out``."""
-    table = pairs_table(pairs, cosine, src, trg, src_c, trg_c)
+    table = pairs_table(pairs, cosine, src, trg, src_c, trg_c, features)
     if table.num_rows > len(pairs):
         counter.add_event("candidates", "expanded_to_duplicate_rows", table.num_rows - len(pairs))
     write_pairs(table, out)

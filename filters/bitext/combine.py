@@ -38,7 +38,7 @@ log = logging.getLogger(__name__)
 
 #: Score columns used when present (higher or lower is better: the model learns the sign).
 SCORE_COLUMNS = (
-    "margin", "margin_fwd", "margin_bwd", "cosine",
+    "margin", "margin_fwd", "margin_bwd", "mutual", "cosine",
     "cds_score", "cds_score_bwd", "dual_xent", "xent_clean", "xent_clean_bwd",
     "src_lang_score", "trg_lang_score",
 )  # fmt: skip
