@@ -3,7 +3,7 @@
     .venv/bin/python bench/scale_bench.py mining --n 100000 [--n-trg N] [--dim 768] [--k 4]
         [--mem-gb 2] [--index auto|flat|ivf_flat|ivf_sq8|ivf_pq|opq_ivf_pq|FACTORY]
         [--nprobe 16] [--shards 1] [--workers 1] [--sample 1000] [--in-memory-max 200000]
-        [--workdir bench_out/scale_mining]
+        [--workdir bench_out/scale_mining] [--fresh]
 
 ``mining``: synthetic float16 embedding stores (clustered 768-d unit vectors; the first 10% of
 the target rows are noisy copies of the same source rows: planted pairs), written chunk by
@@ -25,8 +25,8 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import resource
+import shutil
 import subprocess
 import sys
 import time
@@ -111,8 +111,8 @@ def peer_bounded(a: dict) -> dict:
 
     t0 = time.perf_counter()
     r = mine_bounded(a["src"], a["trg"], _cfg(a),
-                     Layout(shards=a["shards"], workers=a["workers"],
-                            workdir=os.path.join(a["work"], "bounded_lists")))  # fmt: skip
+                     Layout(shards=a["shards"], workers=a["workers"], resume=True,
+                            workdir=a["lists"]))  # fmt: skip
     secs = time.perf_counter() - t0
     nb = r.scored.neighbours
     q = np.asarray(a["sample_rows"], np.int64)
@@ -144,9 +144,10 @@ PEERS = {"bounded": peer_bounded, "in_memory": peer_in_memory}
 
 def run_peer(name: str, args: dict) -> dict:
     cmd = [sys.executable, str(Path(__file__).resolve()), "_peer", name, json.dumps(args)]
-    out = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
+    # stderr streams through: the peer's log is the progress of a run of hours.
+    out = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, cwd=REPO)
     if out.returncode != 0:
-        raise RuntimeError(f"peer {name} failed:\n{out.stderr[-3000:]}")
+        raise RuntimeError(f"peer {name} failed (exit {out.returncode}; its log is above)")
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -216,7 +217,16 @@ def cmd_mining(args: argparse.Namespace) -> int:
                  "nprobe": args.nprobe or plan.nprobe or 16, "train_size": args.train_size,
                  "shards": args.shards or plan.shards, "workers": args.workers,
                  "work": str(work), "sample_rows": sample.tolist()}  # fmt: skip
-    b = run_peer("bounded", {**peer_args, "out": str(work / "bounded.npz")})
+    # Finished steps (trained indexes, shard lists, merged directions) are kept per size and
+    # index under the workdir and reused by a rerun: a stopped run of hours continues. The
+    # time printed is then that of the rest; --fresh starts over.
+    lists = work / f"lists_{n_src}_{n_trg}_{args.dim}_{plan_index}_{peer_args['nprobe']}"
+    if args.fresh and lists.exists():
+        shutil.rmtree(lists)
+    resumed = lists.exists() and any(lists.iterdir())
+    b = run_peer("bounded", {**peer_args, "lists": str(lists), "out": str(work / "bounded.npz")})
+    if resumed:
+        print(f"bounded: RESUMED from {lists}: its time is that of the remaining steps only")
     bz = np.load(work / "bounded.npz")
     print(f"bounded: {b['seconds']:.1f} s, peak RSS {mib(b['peak_rss'])}, {b['pairs']:,} pairs, "
           f"index {b['factories']['trg']}; phases {b['phases']}")  # fmt: skip
@@ -269,7 +279,7 @@ def cmd_mining(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["_peer"]:
-        logging.basicConfig(level=logging.WARNING)
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
         res = PEERS[argv[1]](json.loads(argv[2]))
         res["peak_rss"] = peak_rss_bytes()
         print(json.dumps(res))
@@ -291,6 +301,8 @@ def main(argv: list[str] | None = None) -> int:
     m.add_argument("--in-memory-max", type=int, default=200_000,
                    help="run the in-memory peer when n_src + n_trg <= this")  # fmt: skip
     m.add_argument("--workdir", default="bench_out/scale_mining")
+    m.add_argument("--fresh", action="store_true",
+                   help="discard the finished steps a stopped run left in --workdir")  # fmt: skip
     m.set_defaults(func=cmd_mining)
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")

@@ -171,6 +171,9 @@ class Layout:
     merge_rows: int | None = None  # query rows per merge/re-score step (default from mem_gb)
     workdir: str | None = None  # where shard tasks write their lists (default: a temp folder)
     threads: int | None = None  # FAISS threads per worker (default: cores / workers)
+    # Keep finished work in ``workdir`` (trained indexes, shard lists, merged directions) and
+    # reuse it, so a run of hours that is stopped continues where it was: same settings only.
+    resume: bool = False
 
 
 @dataclass
@@ -234,6 +237,17 @@ class _Task:
     trained: str = ""  # ann: the trained (empty) index file
     nprobe: int = 16
     threads: int | None = None
+    resume: bool = False
+
+
+def _done(t: _Task) -> bool:
+    """A resumed run skips a task whose lists were all written (its marker is last)."""
+    return t.resume and os.path.exists(t.out["done"])
+
+
+def _mark_done(t: _Task) -> None:
+    with open(t.out["done"], "w"):
+        pass
 
 
 def _set_threads(n: int | None) -> None:
@@ -249,6 +263,8 @@ def _exact_cfg(cfg):
 
 def _flat_task(t: _Task) -> dict[str, str]:
     """Source chunks (outer) x this shard's target blocks (inner), exact, both directions."""
+    if _done(t):
+        return t.out
     _set_threads(t.threads)
     src, trg = VectorSide(t.query_path, t.query_rows), VectorSide(t.base_path, t.base_rows)
     t0, t1 = t.base_range
@@ -277,6 +293,7 @@ def _flat_task(t: _Task) -> dict[str, str]:
     fwd_i_w.close()
     np.save(t.out["bwd_sims"], bwd_s)
     np.save(t.out["bwd_inds"], bwd_i)
+    _mark_done(t)
     return t.out
 
 
@@ -288,6 +305,8 @@ def _load_index(path: str, knn_cfg):
 
 def _ann_task(t: _Task) -> dict[str, str]:
     """Add this shard's base rows to the trained index, search every query chunk."""
+    if _done(t):
+        return t.out
     _set_threads(t.threads)
     queries, base = VectorSide(t.query_path, t.query_rows), VectorSide(t.base_path, t.base_rows)
     b0, b1 = t.base_range
@@ -309,6 +328,7 @@ def _ann_task(t: _Task) -> dict[str, str]:
     sw.close()
     iw.close()
     del index
+    _mark_done(t)
     return t.out
 
 
@@ -370,14 +390,18 @@ def _index_spec(spec: str, n_src: int, n_trg: int, dim: int, cfg: MiningConfig, 
     return "ann", factory_string(spec, n_trg, dim), factory_string(spec, n_src, dim), k.nprobe
 
 
-def _train(base: VectorSide, factory: str, knn_cfg, path: str) -> None:
+def _train(base: VectorSide, factory: str, knn_cfg, path: str, resume: bool = False) -> None:
+    if resume and os.path.exists(path):
+        log.info("reusing the trained index %s", path)
+        return
     index = faiss.index_factory(base.dim, factory, faiss.METRIC_INNER_PRODUCT)
     if not index.is_trained:
         sample = base.sample(knn_cfg.train_size, SAMPLE_SEED)
         log.info("training %s on %d of %d vectors", factory, len(sample), len(base))
         index.train(sample)
         del sample
-    faiss.write_index(index, path)
+    faiss.write_index(index, path + ".part")
+    os.replace(path + ".part", path)  # whole or absent: a resumed run may trust it
 
 
 def bounded_neighbours(
@@ -430,9 +454,10 @@ def _flat_neighbours(src, trg, cfg, layout, work, chunk, block, merge_rows, thre
     tasks = []
     for w, (t0, t1) in enumerate(even_bounds(0, len(trg), -(-len(trg) // layout.shards) or 1)):
         out = {n: os.path.join(work, f"flat_{w:04d}_{n}.npy")
-               for n in ("fwd_sims", "fwd_inds", "bwd_sims", "bwd_inds")}  # fmt: skip
+               for n in ("fwd_sims", "fwd_inds", "bwd_sims", "bwd_inds", "done")}  # fmt: skip
         tasks.append(_Task("flat", "both", src.path, src.rows, trg.path, trg.rows, (t0, t1),
-                           cfg.k, cfg, chunk, block, out, threads=threads))  # fmt: skip
+                           cfg.k, cfg, chunk, block, out, threads=threads,
+                           resume=layout.resume))  # fmt: skip
     outs = _run_tasks(_flat_task, tasks, layout.workers)
     secs["search"] = time.perf_counter() - t
     t = time.perf_counter()
@@ -459,17 +484,23 @@ def _ann_direction(queries, base, factory, name, cfg, layout, work, nprobe, kk, 
     inds = np.full((len(queries), k), -1, np.int64)
     if len(queries) == 0 or len(base) == 0:
         return sims, inds
+    merged = os.path.join(work, f"{name}_merged.npz")
+    if layout.resume and os.path.exists(merged):
+        with np.load(merged) as z:
+            log.info("reusing the merged %s lists %s", name, merged)
+            return z["sims"], z["inds"]
     t = time.perf_counter()
     trained = os.path.join(work, f"{name}_trained.faissindex")
-    _train(base, factory, cfg, trained)
+    _train(base, factory, cfg, trained, layout.resume)
     secs[f"train_{name}"] = time.perf_counter() - t
     t = time.perf_counter()
     shard = -(-len(base) // layout.shards)
     tasks = []
     for w, (b0, b1) in enumerate(even_bounds(0, len(base), shard)):
-        out = {n: os.path.join(work, f"{name}_{w:04d}_{n}.npy") for n in ("sims", "inds")}
+        out = {n: os.path.join(work, f"{name}_{w:04d}_{n}.npy") for n in ("sims", "inds", "done")}
         tasks.append(_Task("ann", name, queries.path, queries.rows, base.path, base.rows, (b0, b1),
-                           kk, cfg, chunk, block, out, trained, nprobe, threads))  # fmt: skip
+                           kk, cfg, chunk, block, out, trained, nprobe, threads,
+                           layout.resume))  # fmt: skip
     outs = _run_tasks(_ann_task, tasks, layout.workers)
     secs[f"search_{name}"] = time.perf_counter() - t
     t = time.perf_counter()
@@ -478,6 +509,9 @@ def _ann_direction(queries, base, factory, name, cfg, layout, work, nprobe, kk, 
     for q0, q1, _, cand in merge_shard_lists(parts, len(queries), width, merge_rows):
         sims[q0:q1], inds[q0:q1] = _rescore(queries, base, q0, q1, cand, k)
     secs[f"merge_rescore_{name}"] = time.perf_counter() - t
+    if layout.resume:
+        np.savez(merged + ".part.npz", sims=sims, inds=inds)
+        os.replace(merged + ".part.npz", merged)
     for o in outs:  # the lists are merged: free the disk
         for p in o.values():
             os.remove(p)

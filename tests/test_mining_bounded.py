@@ -224,3 +224,31 @@ def test_plan_command(capsys) -> None:
     text = capsys.readouterr().out
     assert "index" in text and plan["factory_trg"] in text and "predicted" in text
     assert mining_main(["plan", "--n-src", "0", "--n-trg", "5", "--mem-gb", "1"]) == 2
+
+
+def test_resumed_run_reuses_finished_steps(stores, tmp_path) -> None:
+    _, _, xs, ys = stores
+    src, trg = VectorSide(xs), VectorSide(ys)
+    c = cfg(k=4, index="ivf_flat", nprobe=4, train_size=1500)
+    work = tmp_path / "work"
+    layout = Layout(shards=2, workdir=str(work), resume=True)
+    first, _, secs = bounded_neighbours(src, trg, c, layout)
+    assert {"train_fwd", "train_bwd"} <= set(secs)
+    assert sorted(p.name for p in work.glob("*_merged.npz")) == ["bwd_merged.npz", "fwd_merged.npz"]
+    # A stop after the forward direction: its merged lists stay, the backward ones are redone.
+    (work / "bwd_merged.npz").unlink()
+    again, _, secs = bounded_neighbours(src, trg, c, layout)
+    assert "train_fwd" not in secs and "search_bwd" in secs
+    for name in ("fwd_sims", "fwd_inds", "bwd_sims", "bwd_inds"):
+        np.testing.assert_array_equal(getattr(again, name), getattr(first, name), err_msg=name)
+
+
+def test_planner_picks_fast_scan_pq_for_the_issue_size() -> None:
+    # 10M x 10M x 768 on this 24 GB machine: IVF-Flat does not fit, SQ8 and 8-bit PQ are
+    # predicted at ~22 h; 4-bit fast-scan PQ (compressed, scanned with SIMD) within 6 h.
+    p = planner.make_plan(10_000_000, 10_000_000, 768, 20.0, cores=2)
+    assert p.kind == "ivf_pqfs" and p.fits and p.total_seconds < 6 * 3600, planner.render(p)
+    assert p.factory_trg.startswith("IVF") and p.factory_trg.endswith("x4fs")
+    assert planner.make_plan(10_000_000, 10_000_000, 768, 20.0, gpu=True).kind != "ivf_pqfs"
+    small = planner.make_plan(100_000, 100_000, 768, 2.0, cores=2, exact_hours=0.01)
+    assert small.kind in ("ivf_flat", "ivf_sq8")  # fast enough: the most accurate that fits
