@@ -29,7 +29,7 @@ import multiprocessing
 import os
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 
@@ -79,6 +79,7 @@ class VectorSide:
 
     def __init__(self, path: str | os.PathLike, rows: np.ndarray | None = None) -> None:
         self.path = os.fspath(path)
+        self._cache: tuple[str, np.ndarray] | None = None  # one remote shard, read whole
         self.refs: list[ShardRef] = shard_refs(self.path)
         self.total = (
             self.refs[-1].offset + self.refs[-1].stop - self.refs[-1].start if self.refs else 0
@@ -96,7 +97,6 @@ class VectorSide:
             and (self.rows[0] < 0 or self.rows[-1] >= self.total or np.any(np.diff(self.rows) <= 0))
         ):
             raise ValueError(f"{self.path}: rows must be sorted, unique and < {self.total}")
-        self._cache: tuple[str, np.ndarray] | None = None
 
     def __len__(self) -> int:
         return self.total if self.rows is None else len(self.rows)
@@ -174,6 +174,11 @@ class Layout:
     # Keep finished work in ``workdir`` (trained indexes, shard lists, merged directions) and
     # reuse it, so a run of hours that is stopped continues where it was: same settings only.
     resume: bool = False
+    # Runs a list of shard tasks, ``runner(fn, tasks)``, and returns their ``out`` dicts once
+    # every list file is written (the Beam job: one element per task); default: a process pool
+    # of ``workers``. The tasks carry only paths and numbers; ``workdir`` must be a folder
+    # every task's process can open.
+    runner: Callable[[Callable, Sequence], list] | None = None
 
 
 @dataclass
@@ -332,7 +337,10 @@ def _ann_task(t: _Task) -> dict[str, str]:
     return t.out
 
 
-def _run_tasks(fn, tasks: Sequence[_Task], workers: int) -> list[dict[str, str]]:
+def _run_tasks(fn, tasks: Sequence[_Task], layout: Layout) -> list[dict[str, str]]:
+    if layout.runner is not None:
+        return list(layout.runner(fn, list(tasks)))
+    workers = layout.workers
     if workers <= 1 or len(tasks) <= 1:
         return [fn(t) for t in tasks]
     # "spawn": forking a parent whose FAISS/OpenMP threads already ran can deadlock the child.
@@ -458,7 +466,7 @@ def _flat_neighbours(src, trg, cfg, layout, work, chunk, block, merge_rows, thre
         tasks.append(_Task("flat", "both", src.path, src.rows, trg.path, trg.rows, (t0, t1),
                            cfg.k, cfg, chunk, block, out, threads=threads,
                            resume=layout.resume))  # fmt: skip
-    outs = _run_tasks(_flat_task, tasks, layout.workers)
+    outs = _run_tasks(_flat_task, tasks, layout)
     secs["search"] = time.perf_counter() - t
     t = time.perf_counter()
     k_f, k_b = min(cfg.k, len(trg)), min(cfg.k, len(src))
@@ -474,6 +482,11 @@ def _flat_neighbours(src, trg, cfg, layout, work, chunk, block, merge_rows, thre
         t0, t1 = task.base_range
         bs[t0:t1], bi[t0:t1] = np.load(o["bwd_sims"]), np.load(o["bwd_inds"])
     secs["merge"] = time.perf_counter() - t
+    if not layout.resume:  # merged: free the disk (a given workdir is not removed)
+        for o in outs:
+            for p in o.values():
+                if os.path.exists(p):
+                    os.remove(p)
     return Neighbours(fs, fi, bs, bi)
 
 
@@ -501,7 +514,7 @@ def _ann_direction(queries, base, factory, name, cfg, layout, work, nprobe, kk, 
         tasks.append(_Task("ann", name, queries.path, queries.rows, base.path, base.rows, (b0, b1),
                            kk, cfg, chunk, block, out, trained, nprobe, threads,
                            layout.resume))  # fmt: skip
-    outs = _run_tasks(_ann_task, tasks, layout.workers)
+    outs = _run_tasks(_ann_task, tasks, layout)
     secs[f"search_{name}"] = time.perf_counter() - t
     t = time.perf_counter()
     width = min(kk, len(base))

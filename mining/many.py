@@ -15,7 +15,13 @@ from labse_common.sections.mining import MiningConfig
 from labse_common.stats import StageCounter
 from mining.corpus import Corpus, Side, prepare_side, read_corpus
 from mining.embeddings import load_vectors
-from mining.mine import direction_features, encode_corpus, save_store, write_outputs
+from mining.mine import (
+    bounded_layout,
+    direction_features,
+    encode_corpus,
+    save_store,
+    write_outputs,
+)
 from mining.retrieval import retrieve
 
 log = logging.getLogger(__name__)
@@ -144,7 +150,7 @@ def run_many(
 
 def _mine_pair(s: Language, t: Language, cfg: MiningConfig, counter: StageCounter):
     """One language pair through the bounded miner (both sides read from their stores)."""
-    from mining.bounded import Layout, VectorSide, mine_bounded
+    from mining.bounded import VectorSide, mine_bounded
 
     n_src, n_trg = len(s.side.offsets) - 1, len(t.side.offsets) - 1
     if n_src == 0 or n_trg == 0:
@@ -154,10 +160,7 @@ def _mine_pair(s: Language, t: Language, cfg: MiningConfig, counter: StageCounte
         return found, np.zeros(0, np.float32), {}, None
     sv = VectorSide(s.store, rows=s.side.representative())
     tv = VectorSide(t.store, rows=t.side.representative())
-    shards = (
-        max(1, -(-max(n_src, n_trg) // cfg.shard_rows)) if cfg.shard_rows else max(1, cfg.workers)
-    )
-    res = mine_bounded(sv, tv, cfg, Layout(shards=shards, workers=cfg.workers), counter)
+    res = mine_bounded(sv, tv, cfg, bounded_layout(cfg, n_src, n_trg), counter)
     found = res.pairs
     cosine = (np.einsum("nd,nd->n", sv.gather(found.src), tv.gather(found.trg)) if len(found)
               else np.zeros(0, np.float32))  # fmt: skip

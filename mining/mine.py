@@ -220,41 +220,17 @@ def prepare_inputs(
     return MineInputs(out, src_c, trg_c, src, trg, counter, src_emb, trg_emb, t0)
 
 
-def finish_sharded(
-    inp: MineInputs, nb: Neighbours, src_refs, trg_refs, cfg: MiningConfig, extra: dict
-) -> dict:
-    """Margin-score sharded neighbour lists, retrieve pairs and write the outputs; shared by the
-    local process pool and the Beam job (``pipelines.mine``), so both give identical files."""
-    from mining.shards import gather_unit_rows
+def bounded_layout(cfg: MiningConfig, n_src: int, n_trg: int, runner=None):
+    """How the commands cut the search (:class:`mining.bounded.Layout`): ``cfg.shard_rows``
+    rows per shard, else one shard per worker (``cfg.workers``); ``runner`` runs the shard
+    tasks elsewhere (the Beam job), else a process pool of ``cfg.workers``."""
+    from mining.bounded import Layout
 
-    src_reps, trg_reps = inp.src.representative(), inp.trg.representative()
-    sc = score(nb, cfg.margin)
-    pairs = retrieve(
-        sc.fwd_scores,
-        nb.fwd_inds,
-        sc.bwd_scores,
-        nb.bwd_inds,
-        cfg.mode,
-        cfg.threshold,
-        inp.counter,
-    )
-    xs = gather_unit_rows(src_refs, src_reps[pairs.src])
-    ys = gather_unit_rows(trg_refs, trg_reps[pairs.trg])
-    cosine = np.einsum("nd,nd->n", xs, ys) if len(pairs) else np.zeros(0, np.float32)
-    return write_outputs(
-        inp.out,
-        pairs,
-        cosine,
-        inp.src,
-        inp.trg,
-        inp.src_c,
-        inp.trg_c,
-        inp.counter,
-        cfg,
-        inp.t0,
-        extra,
-        direction_features(sc, pairs),
-    )
+    if cfg.shard_rows:
+        shards = max(1, -(-max(n_src, n_trg) // cfg.shard_rows))
+    else:
+        shards = max(1, cfg.workers)
+    return Layout(shards=shards, workers=cfg.workers, runner=runner)
 
 
 def run_mine(
@@ -267,6 +243,9 @@ def run_mine(
     model: str | None = None,
     src_lang: str = "",
     trg_lang: str = "",
+    runner=None,
+    extra: dict | None = None,
+    workdir: str | None = None,
 ) -> dict:
     """Mine one corpus pair from files and write mined.parquet/.tsv.gz, histogram, stats.json.
 
@@ -274,8 +253,10 @@ def run_mine(
     :func:`mining.bounded.mine_bounded` (exact blocked search for ``index: flat``, else the
     index the config or the planner names), so memory is bounded by ``cfg.mem_gb`` plus the
     neighbour lists, whatever the corpus size. ``cfg.workers`` > 1 or ``cfg.shard_rows`` cut the
-    search into shards run by that many processes; the merged lists equal one pass."""
-    from mining.bounded import Layout, VectorSide, mine_bounded
+    search into shards run by that many processes (or by ``runner``: the Beam job's tasks);
+    the merged lists equal one pass. ``extra`` goes into the report's config; ``workdir`` is
+    where the shard tasks write their lists (default: a temporary folder)."""
+    from mining.bounded import VectorSide, mine_bounded
 
     inp = prepare_inputs(src_text, trg_text, out_dir, cfg, src_emb, trg_emb, model, src_lang,
                          trg_lang, sharded=True)  # fmt: skip
@@ -283,7 +264,7 @@ def run_mine(
     n_src, n_trg = len(src.offsets) - 1, len(trg.offsets) - 1
     log.info("mining %d x %d sentences (k=%d, %s, %s, index %s, %d worker(s))", n_src, n_trg, cfg.k,
              cfg.margin, cfg.mode, cfg.index, cfg.workers)  # fmt: skip
-    extra = {"src_text": str(src_text), "trg_text": str(trg_text)}
+    extra = {"src_text": str(src_text), "trg_text": str(trg_text), **(extra or {})}
     if n_src == 0 or n_trg == 0:
         pairs = retrieve(np.zeros((n_src, 0), np.float32), np.zeros((n_src, 0), np.int64),
                          np.zeros((n_trg, 0), np.float32), np.zeros((n_trg, 0), np.int64),
@@ -292,16 +273,14 @@ def run_mine(
                              counter, cfg, inp.t0, extra)  # fmt: skip
     sv = VectorSide(inp.src_emb, rows=src.representative())
     tv = VectorSide(inp.trg_emb, rows=trg.representative())
-    shards = 1
-    if cfg.shard_rows:
-        shards = max(1, -(-max(n_src, n_trg) // cfg.shard_rows))
-    elif cfg.workers > 1:
-        shards = cfg.workers
-    res = mine_bounded(sv, tv, cfg, Layout(shards=shards, workers=cfg.workers), counter)
+    layout = bounded_layout(cfg, n_src, n_trg, runner)
+    layout.workdir = workdir
+    res = mine_bounded(sv, tv, cfg, layout, counter)
     pairs = res.pairs
     xs, ys = sv.gather(pairs.src), tv.gather(pairs.trg)
     cosine = np.einsum("nd,nd->n", xs, ys) if len(pairs) else np.zeros(0, np.float32)
     extra["index"] = res.factories
+    extra["shards"] = layout.shards
     extra["seconds_by_step"] = res.seconds
     return write_outputs(inp.out, pairs, cosine, src, trg, inp.src_c, inp.trg_c, counter, cfg,
                          inp.t0, extra, direction_features(res.scored, pairs))  # fmt: skip

@@ -72,7 +72,7 @@ def test_wikipedia_on_dask_equals_direct(cluster, tmp_path):
 
 
 def test_beam_mining_on_dask_equals_direct(cluster, tmp_path):
-    """The sharded mining job: tasks, neighbour lists and scores identical to the DirectRunner."""
+    """The mining job's shard tasks on dask workers: the files of the DirectRunner."""
     from pipelines.mine import run as beam_mine
     from tests.test_mine_pipeline import _stores
 
@@ -82,9 +82,8 @@ def test_beam_mining_on_dask_equals_direct(cluster, tmp_path):
     assert beam_mine([*common, "--out", str(tmp_path / "dask"), *dask_args(cluster)]) == 0
     a = pq.read_table(tmp_path / "direct" / "mined.parquet")
     b = pq.read_table(tmp_path / "dask" / "mined.parquet")
-    assert a.num_rows > 40 and a.equals(b)
-    assert sorted(os.listdir(tmp_path / "dask" / "neighbours")) == sorted(
-        os.listdir(tmp_path / "direct" / "neighbours"))
+    assert a.num_rows > 40 and a.to_pandas().equals(b.to_pandas())  # NaN margin_bwd == NaN
+    assert sorted(os.listdir(tmp_path / "dask")) == sorted(os.listdir(tmp_path / "direct"))
 
 
 def test_beam_embedding_on_dask_equals_direct(cluster, tmp_path, tiny_model):  # noqa: F811

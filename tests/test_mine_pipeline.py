@@ -1,4 +1,5 @@
-"""The Beam sharded-mining job gives the same mined pairs as the library's local run."""
+"""The Beam mining job (the bounded miner's shard tasks as Beam elements) gives the files of the
+library's local run with the same config: exact and with an index."""
 
 from __future__ import annotations
 
@@ -75,7 +76,7 @@ def test_beam_job_equals_library(tmp_path: Path, stores) -> None:
     _library(src, trg, tmp_path / "lib", *opts)
     assert _beam(src, trg, tmp_path / "beam", *opts, *BEAM) == 0
     _assert_same(tmp_path / "lib", tmp_path / "beam", exact=True)
-    # Different shards (store shards here) change only float rounding, not the pairs.
+    # Different shards (one here) change only float rounding, not the pairs.
     _library(src, trg, tmp_path / "mem", "--k", "3", "--unify", "--threshold", "1.0")
     _assert_same(tmp_path / "mem", tmp_path / "beam", exact=False)
 
@@ -85,16 +86,30 @@ def test_beam_job_equals_library(tmp_path: Path, stores) -> None:
     assert report["counts"] == lib["counts"]
     assert report["counts"]["src_sentences"]["dropped"]["empty_text"] == 1
     assert report["counts"]["trg_sentences"]["dropped"]["nan_or_zero_vector"] == 1
-    # One merged file per query shard: 20-row cuts of the store shards, 30+30+18 and 25+25+20.
-    nb = sorted(p.name for p in (tmp_path / "beam" / "neighbours").glob("*.npz"))
-    assert len([p for p in nb if p.startswith("fwd_")]) == 5
-    assert len([p for p in nb if p.startswith("bwd_")]) == 5
+    # 20-row shards of the larger side (78 rows): 4 Beam tasks; the lists are merged and gone.
+    assert report["config"]["shards"] == 4 and report["config"]["runner"] == "beam"
+    assert sorted(p.name for p in (tmp_path / "beam").iterdir()) == [
+        "mined.parquet", "mined.tsv.gz", "score_hist.png", "stats.json"]  # fmt: skip
+
+
+def test_beam_job_with_an_index_equals_library(tmp_path: Path, stores) -> None:
+    """IVF: the index trained once per direction on the driver, the shards added and searched
+    as Beam elements, merged and re-scored: the library's pairs, bit for bit."""
+    src, trg = stores
+    opts = ["--shard-rows", "30", "--k", "3", "--unify", "--set", "index=ivf_flat",
+            "--set", "nprobe=2", "--set", "train_size=70"]  # fmt: skip
+    _library(src, trg, tmp_path / "lib", *opts)
+    work = tmp_path / "work"
+    assert _beam(src, trg, tmp_path / "beam", *opts, "--workdir", str(work), *BEAM) == 0
+    _assert_same(tmp_path / "lib", tmp_path / "beam", exact=True)
+    stats = json.loads((tmp_path / "beam" / "stats.json").read_text())
+    assert stats["config"]["index"]["trg"].startswith("IVF")
 
 
 def test_beam_job_store_shards_and_fwd_mode(tmp_path: Path, stores) -> None:
     src, trg = stores
     opts = ["--mode", "fwd", "--margin", "distance", "--k", "5", "--no-unify"]
-    # --shard-rows above the store's shard size = the store shards, the Beam job's default.
+    # --shard-rows above both sides' sizes = one shard, the default of both (one worker).
     _library(src, trg, tmp_path / "lib", "--shard-rows", "1000", *opts)
     assert _beam(src, trg, tmp_path / "beam", *opts, *BEAM) == 0
     _assert_same(tmp_path / "lib", tmp_path / "beam", exact=True)
@@ -106,7 +121,7 @@ def test_wrong_paths_and_arguments_exit_2(tmp_path: Path, stores) -> None:
     assert _beam(tmp_path / "missing", trg, tmp_path / "o1", *BEAM) == 2
     assert _beam(src, tmp_path / "missing.npy", tmp_path / "o2", *BEAM) == 2
     assert _beam(src, trg, tmp_path / "o3", "--shard-rows", "0", *BEAM) == 2
-    assert _beam(src, trg, tmp_path / "o4", "--set", "index=ivf", *BEAM) == 2
+    assert _beam(src, trg, tmp_path / "o4", "--workdir", "s3://b/w", *BEAM) == 2
     with pytest.raises(SystemExit) as exc:
         beam_mine(["--src-emb", str(src), "--trg-emb", str(trg)])  # no --out
     assert exc.value.code == 2

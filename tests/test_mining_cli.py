@@ -102,6 +102,34 @@ def test_sharded_run_gives_the_same_pairs(tmp_path: Path, corpus) -> None:
     assert one.column("trg_id").to_pylist() == sh.column("trg_id").to_pylist()
 
 
+# --unify: the corpus's duplicated target rows would otherwise tie, and ties may break either way.
+@pytest.mark.parametrize("extra", [("--unify",), ("--unify", "--mode", "intersect"),
+                                   ("--unify", "--workers", "2", "--shard-rows", "40")])  # fmt: skip
+def test_mine_equals_the_in_memory_miner(tmp_path: Path, corpus, extra) -> None:
+    """`mining mine` (the bounded miner: stores read in chunks, exact blocked search) writes the
+    pairs, margins and cosines of the in-memory path (both matrices loaded, mine_vectors)."""
+    from labse_common.sections.mining import MiningConfig
+    from mining.mine import mine_vectors, pairs_table, prepare_inputs
+
+    (s_txt, s_emb), (t_txt, t_emb) = corpus
+    rc, out = run_mine(tmp_path, *corpus, "--threshold", "1.0", *extra)
+    assert rc == 0
+    got = pq.read_table(out / "mined.parquet")
+    mode = "intersect" if "intersect" in extra else "max"
+    cfg = MiningConfig(threshold=1.0, unify=True, mode=mode, progress=False)
+    inp = prepare_inputs(str(s_txt), str(t_txt), str(tmp_path / "ref"), cfg, str(s_emb),
+                         str(t_emb), None, "fr", "en")  # fmt: skip
+    pairs, _ = mine_vectors(inp.src.x, inp.trg.x, cfg)
+    cosine = np.einsum("nd,nd->n", inp.src.x[pairs.src], inp.trg.x[pairs.trg])
+    ref = pairs_table(pairs, cosine, inp.src, inp.trg, inp.src_c, inp.trg_c)
+    assert ref.num_rows >= 60
+    key = lambda t: sorted(zip(t.column("src_id").to_pylist(), t.column("trg_id").to_pylist(),  # noqa: E731
+                               t.column("margin").to_pylist(), t.column("cosine").to_pylist()))  # fmt: skip
+    a, b = key(got), key(ref)
+    assert [r[:2] for r in a] == [r[:2] for r in b]
+    np.testing.assert_allclose([r[2:] for r in a], [r[2:] for r in b], atol=1e-5)
+
+
 def test_empty_and_one_sentence_corpora(tmp_path: Path) -> None:
     s = write_side(tmp_path, "s", [], np.zeros((0, 8)))
     t = write_side(tmp_path, "t", ["only one"], np.ones((1, 8)))

@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 
 from labse_common.sections.mining import MiningConfig
+from mining.bounded import Layout, VectorSide, bounded_neighbours
 from mining.embeddings import EmbeddingStore, StoreWriter, load_vectors, valid_mask
 from mining.knn import knn, recall_at_k, search_flat
 from mining.mine import mine_vectors, neighbours
-from mining.shards import ShardRef, shard_refs, sharded_neighbours
+from mining.shards import ShardRef, shard_refs
 
 
 def unit(a: np.ndarray) -> np.ndarray:
@@ -117,6 +118,8 @@ def test_store_roundtrip_and_memory_map(tmp_path, data) -> None:
 
 
 def test_sharded_equals_in_memory(tmp_path, data) -> None:
+    """The bounded miner over a .npy and a sharded store, a row selection, 3 shards (in a
+    process pool too): the in-memory lists (x is unit-norm float32, so rows are identical)."""
     x, y = data
     np.save(tmp_path / "x.npy", x)
     w = StoreWriter(tmp_path / "y", dim=32, dtype="float32", rows_per_shard=250)
@@ -127,14 +130,15 @@ def test_sharded_equals_in_memory(tmp_path, data) -> None:
     xr = shard_refs(tmp_path / "x.npy", shard_rows=160)
     yr = shard_refs(tmp_path / "y", shard_rows=None)
     assert len(xr) == 5 and len(yr) == 4 and isinstance(xr[0], ShardRef)
-    cfg = MiningConfig()
-    got = sharded_neighbours(xr, keep_x, yr, keep_y, 4, cfg, workers=1)
+    cfg = MiningConfig(progress=False)
+    src, trg = VectorSide(tmp_path / "x.npy", keep_x), VectorSide(tmp_path / "y", keep_y)
+    got, _, _ = bounded_neighbours(src, trg, cfg, Layout(shards=3, chunk_rows=160))
     ref = neighbours(x[keep_x], y[keep_y], 4, cfg)
     np.testing.assert_array_equal(got.fwd_inds, ref.fwd_inds)
     np.testing.assert_array_equal(got.bwd_inds, ref.bwd_inds)
     np.testing.assert_allclose(got.fwd_sims, ref.fwd_sims, rtol=1e-5)
     # a process pool gives the same lists
-    par = sharded_neighbours(xr, keep_x, yr, keep_y, 4, cfg, workers=2)
+    par, _, _ = bounded_neighbours(src, trg, cfg, Layout(shards=3, workers=2, chunk_rows=160))
     np.testing.assert_array_equal(par.bwd_inds, ref.bwd_inds)
 
 

@@ -180,6 +180,38 @@ def test_mining_output_round_trips_through_s3(s3, tmp_path):
     assert pq.read_table(io.BytesIO(remote["mined.parquet"])).num_rows >= 20
 
 
+def test_beam_mining_output_round_trips_through_s3(s3, tmp_path):
+    """`pipelines.mine --output s3://...`: the bucket gets the files of the same job into a
+    local folder, no claim or staging prefix left behind."""
+    from labse_common.embedding_store import StoreWriter
+    from pipelines.mine import run as beam_mine
+
+    endpoint, client = s3
+    rng = np.random.default_rng(11)
+    centres = rng.normal(size=(40, 8)).astype(np.float32)
+    for name, vecs in (("src", centres + 0.05 * rng.normal(size=(40, 8))),
+                       ("trg", centres[::-1] + 0.05 * rng.normal(size=(40, 8)))):  # fmt: skip
+        w = StoreWriter(str(tmp_path / name), dim=8, dtype="float32", rows_per_shard=15)
+        w.add(vecs.astype(np.float32), [f"{name}{i}" for i in range(40)],
+              text=[f"{name} sentence {i}" for i in range(40)])  # fmt: skip
+        w.close()
+    args = ["--src-emb", str(tmp_path / "src"), "--trg-emb", str(tmp_path / "trg"),
+            "--shard-rows", "15", *DIRECT, *s3_args(endpoint)]  # fmt: skip
+    assert beam_mine([*args, "--output", "s3://corpus/beam_mined"]) == 0
+    assert beam_mine([*args, "--output", str(tmp_path / "local")]) == 0
+    remote = download(client, "beam_mined/")
+    local = {f.name: f.read_bytes() for f in (tmp_path / "local").iterdir()}
+    assert set(remote) == set(local) == {"mined.parquet", "mined.tsv.gz", "score_hist.png",
+                                         "stats.json"}  # fmt: skip
+    a = pq.read_table(io.BytesIO(remote["mined.parquet"]))
+    b = pq.read_table(io.BytesIO(local["mined.parquet"]))
+    assert a.num_rows >= 30 and a.to_pandas().equals(b.to_pandas())  # NaN == NaN here
+    assert json.loads(remote["stats.json"])["counts"] == json.loads(local["stats.json"])["counts"]
+    # A second writer into the same bucket folder is refused (exit 2), the files stay.
+    assert beam_mine([*args, "--output", "s3://corpus/beam_mined"]) == 2
+    assert download(client, "beam_mined/")["mined.parquet"] == remote["mined.parquet"]
+
+
 def test_vocab_output_round_trips_through_s3(s3, tmp_path):
     """The vocabulary job writes to a bucket (the Beam counts through FileSystems, the learner's
     files staged locally and uploaded): the same vocab.txt as into a local folder."""
