@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 import faiss
 import numpy as np
 
+from labse_common.config import ConfigError
 from labse_common.embedding_store import load_npy
 from labse_common.output_dir import is_remote
 from labse_common.sections.mining import MiningConfig
@@ -395,7 +396,15 @@ def _index_spec(spec: str, n_src: int, n_trg: int, dim: int, cfg: MiningConfig, 
     if spec in planner.KINDS:
         return (spec, planner.factory_for(spec, n_trg, dim, k.train_size),
                 planner.factory_for(spec, n_src, dim, k.train_size), k.nprobe)  # fmt: skip
-    return "ann", factory_string(spec, n_trg, dim), factory_string(spec, n_src, dim), k.nprobe
+    f_trg, f_src = factory_string(spec, n_trg, dim), factory_string(spec, n_src, dim)
+    for f in {f_trg, f_src}:
+        try:  # parsed before any work: a wrong mining.index is the user's, one line, exit 2
+            faiss.index_factory(dim, f, faiss.METRIC_INNER_PRODUCT)
+        except RuntimeError as e:
+            msg = str(e).splitlines()[-1].split(": ")[-1]
+            raise ConfigError(f"mining.index={spec!r}: not an index kind ({', '.join(planner.KINDS)}, "
+                              f"auto, ivf, ivfpq, opq) nor a FAISS factory string ({msg})") from None  # fmt: skip
+    return "ann", f_trg, f_src, k.nprobe
 
 
 def _train(base: VectorSide, factory: str, knn_cfg, path: str, resume: bool = False) -> None:

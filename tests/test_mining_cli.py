@@ -154,6 +154,8 @@ def test_bad_arguments_are_clear_errors(tmp_path: Path, corpus, caplog) -> None:
     assert rc == 2 and "embedding rows" in caplog.text
     rc, _ = run_mine(tmp_path, s, (tmp_path / "missing.txt", t[1]))
     assert rc == 2 and "not found" in caplog.text
+    rc, _ = run_mine(tmp_path, s, t, "--index", "IVF8,Bogus")
+    assert rc == 2 and "mining.index='IVF8,Bogus'" in caplog.text
     with pytest.raises(SystemExit):
         main(["mine", "--src-text", "x", "--trg-text", "y", "--out", "o", "--mode", "nope"])
 

@@ -29,7 +29,12 @@ class MiningConfig:
         None, help="keep pairs with margin > threshold; null = all selected"
     )
     unify: bool = option(False, help="mine each distinct sentence once")
-    index: str = option("flat", help="flat | ivf | ivfpq | opq | a FAISS factory string")
+    index: str = option(
+        "flat",
+        help="flat (exact, blocked) | auto (the planner's choice for the sizes and mem_gb) | "
+        "ivf_flat | ivf_sq8 | ivf_pq | ivf_pqfs | opq_ivf_pq (sized by the planner) | ivf | "
+        "ivfpq | opq | a FAISS factory string",
+    )
     mem_gb: float = option(2.0, min=0.0, min_exclusive=True, help="kNN working-set budget")
     nprobe: int = option(16, min=1, help="IVF lists probed per query")
     train_size: int = option(200_000, min=1, help="vectors sampled to train an IVF/PQ index")
@@ -40,9 +45,9 @@ class MiningConfig:
         None, help="FAISS on the GPU (true) or the CPU (false); null = the GPU when FAISS sees one"
     )
     batch_size: int = option(64, min=1, help="encoding batch size when mining with --model")
-    workers: int = option(1, min=1, help="processes for sharded exact search; >1 implies sharding")
+    workers: int = option(1, min=1, help="processes for sharded search; >1 implies sharding")
     shard_rows: int | None = option(
-        None, min=1, help="rows per shard of sharded search; null = the store's shards"
+        None, min=1, help="rows per shard of sharded search; null = one shard per worker"
     )
     pairs: list[str] = option([], help="for mine-many, e.g. [de-en, fr-en]")
     progress: bool = option(True, help="progress bars of the kNN search")
