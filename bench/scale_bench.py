@@ -1,7 +1,7 @@
 """Scale benchmark: cost per unit and peak memory of a stage as its input grows.
 
     .venv/bin/python bench/scale_bench.py mining --n 100000 [--n-trg N] [--dim 768] [--k 4]
-        [--mem-gb 2] [--index auto|flat|ivf_flat|ivf_sq8|ivf_pq|opq_ivf_pq|FACTORY]
+        [--mem-gb 2] [--index auto|flat|ivf_flat|ivf_sq8|ivf_pq|ivf_pqfs|opq_ivf_pq|FACTORY]
         [--nprobe 16] [--shards 1] [--workers 1] [--sample 1000] [--in-memory-max 200000]
         [--workdir bench_out/scale_mining] [--fresh]
 
