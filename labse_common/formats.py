@@ -41,8 +41,8 @@ PAIR_REQUIRED = ("src", "trg")
 PROVENANCE_COLUMNS = ("url_or_title", "source", "doc_id", "locator", "dup_count")
 PROVENANCE_TYPES = {"dup_count": pa.int64()}  # the rest are strings
 
-# Mined pairs (`mining mine`: mined.parquet, by decreasing margin); per side optionally
-# ``{side}_url_or_title``, ``{side}_source``, ``{side}_doc_id`` when the corpus has them.
+# Mined pairs (`mining mine`: mined.parquet, by decreasing margin); optionally the direction
+# features and, per side, the provenance columns ``{side}_url_or_title`` ... when the corpus has them.
 MINED_PAIR_FIELDS = [
     *PAIR_FIELDS,
     ("margin", pa.float32()),
@@ -50,8 +50,16 @@ MINED_PAIR_FIELDS = [
     ("trg_id", pa.string()),
     ("cosine", pa.float32()),
 ]
-MINED_PAIR_OPTIONAL = [(f"{side}_{name}", PROVENANCE_TYPES.get(name, pa.string()))
-                       for side in ("src", "trg") for name in PROVENANCE_COLUMNS]  # fmt: skip
+# What each search direction said of a pair (mining.mine.direction_features): its margin in the
+# source's and in the target's candidate list (NaN where absent) and whether it is mutual (1/0).
+MINED_DIRECTION_FIELDS = [
+    ("margin_fwd", pa.float32()),
+    ("margin_bwd", pa.float32()),
+    ("mutual", pa.float32()),
+]
+MINED_PAIR_OPTIONAL = [*MINED_DIRECTION_FIELDS,
+                       *[(f"{side}_{name}", PROVENANCE_TYPES.get(name, pa.string()))
+                         for side in ("src", "trg") for name in PROVENANCE_COLUMNS]]  # fmt: skip
 MINED_PAIR_SCHEMA = pa.schema([*MINED_PAIR_FIELDS, *MINED_PAIR_OPTIONAL])
 MINED_PAIR_REQUIRED = tuple(n for n, _ in MINED_PAIR_FIELDS)
 

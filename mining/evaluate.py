@@ -72,7 +72,11 @@ def _clean(x: np.ndarray) -> np.ndarray:
 
 
 def retrieve_top1(
-    x: np.ndarray, y: np.ndarray, scoring: str = "cosine", k: int = 4, cfg: MiningConfig | None = None
+    x: np.ndarray,
+    y: np.ndarray,
+    scoring: str = "cosine",
+    k: int = 4,
+    cfg: MiningConfig | None = None,
 ) -> np.ndarray:
     """Index in ``y`` of each row of ``x``'s best match: nearest cosine, or best ratio margin
     among its k neighbours (LASER's search mode). Blocked kNN, so the pool can be large."""
@@ -121,9 +125,10 @@ def tatoeba_languages(d: Path, prefix: str, langs: Sequence[str] | None = None) 
     for lang in wanted:
         lost = [f"{prefix}.{lang}-eng.{s}" for s in (lang, "eng") if s not in sides[lang]]
         if lost:
-            raise InputError(None,
+            raise InputError(
+                None,
                 f"language {lang}: {', '.join(lost)} missing in {d} "
-                "(pass --langs without it to evaluate the others)"
+                "(pass --langs without it to evaluate the others)",
             )
     return wanted
 

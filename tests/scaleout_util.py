@@ -95,10 +95,7 @@ def dask_cluster(workers: int, logdir: Path, timeout: float = 90) -> Iterator[st
         for i in range(workers):
             procs.append(_popen([dask, "worker", addr, "--nthreads", "1", "--nworkers", "1",
                                  "--no-dashboard", "--host", "127.0.0.1",
-                                 "--name", f"w{i}"], logdir / f"worker{i}.log",
-                                # Not daemonic: the wikitext parser's time limit runs in a
-                                # child process, which daemonic processes may not start.
-                                DASK_DISTRIBUTED__WORKER__DAEMON="False"))  # fmt: skip
+                                 "--name", f"w{i}"], logdir / f"worker{i}.log"))  # fmt: skip
         _wait_workers(addr, workers, procs, timeout)
         yield addr
     finally:

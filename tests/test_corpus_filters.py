@@ -188,6 +188,31 @@ def test_time_limited_worker_times_out_and_recovers():
         w.close()
 
 
+def _in_daemon(q):
+    w = TimeLimitedWorker(_sleepy, timeout_s=1.0)
+    try:
+        q.put((w(0.01), w(30)))
+    except BaseException as e:  # the old helper raised "daemonic processes are not allowed..."
+        q.put(repr(e))
+    finally:
+        w.close()
+
+
+def test_time_limited_worker_runs_inside_a_daemonic_process():
+    # What `dask worker` starts by default: daemonic processes, which may not start
+    # multiprocessing children; the helper must still run and still time out.
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    p = ctx.Process(target=_in_daemon, args=(q,), daemon=True)
+    p.start()
+    try:
+        assert q.get(timeout=120) == (("ok", 0.01), ("timeout", None))
+    finally:
+        p.join(timeout=30)
+
+
 def test_time_limited_worker_reports_errors():
     w = TimeLimitedWorker(_boom, timeout_s=5.0)
     try:
