@@ -6,29 +6,37 @@
 SENTENCES_DIR is the corpus jobs' layout, ``<lang>/*.parquet`` with a ``text`` column; the
 folder name is the language. The job pre-tokenises every sentence (cased BERT rules), counts
 words per language, reweights each language's mass to p_lang ** alpha, drops words below the
-minimum smoothed count, and writes ``DIR/word_counts.parquet``, ``DIR/heldout.parquet`` (a
-hashed sample kept back for evaluation) and ``DIR/languages.json``. The driver then runs the
-learner (``labse_model.vocab``) and writes ``vocab.txt``, ``tokenizer.json``,
-``vocab_stats.json`` and ``stats.json``.
+minimum smoothed count, and writes ``DIR/word_counts.parquet`` (words in order of first
+occurrence), ``DIR/heldout.parquet`` (a hashed sample kept back for evaluation) and
+``DIR/languages.json``; every runner, the DaskRunner included, writes the same files. The
+driver then runs the learner (``labse_model.vocab``) and writes ``vocab.txt``,
+``tokenizer.json``, ``vocab_stats.json`` and ``stats.json``.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
+import heapq
+import io
+import itertools
 import json
 import logging
 import os
 import sys
+import zlib
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import apache_beam as beam
 import pyarrow as pa
+import pyarrow.parquet as pq
 from apache_beam.io.filesystem import BeamIOError
 from apache_beam.io.filesystems import FileSystems
-from apache_beam.transforms.window import GlobalWindows
+from apache_beam.pvalue import TaggedOutput
 
+from labse_common import filesystems
 from labse_common.cli import (
     add_config_options,
     add_log_level_option,
@@ -60,16 +68,30 @@ from labse_model.vocab.counting import WORDS, sentence_words
 from labse_model.vocab.learner import LearnerParams, VocabTooSmall
 from labse_model.vocab.smoothing import language_weights
 from pipelines.inputs import require_columns
-from pipelines.options import check_remote, pipeline_options
+from pipelines.options import check_remote, pipeline_options, run_pipeline
+from pipelines.tagged import join_sinks, with_outputs
 
 log = logging.getLogger(__name__)
 
 STATS = "stats"
 HELDOUT = "heldout"
+LANG = "lang"  # per file: a language's (counted sentences, word occurrences)
+TYPES = "types"  # per word shard: a language's distinct words
 FILES = "files"
 # A worker flushes its per-file word counter when it grows past this many keys (bounded memory).
 FLUSH_KEYS = 500_000
 BEAM_DIR = "_beam"
+# Words are smoothed in groups keyed by a hash of the word, one per input file within these
+# bounds: a group's words are held by one worker, and the vocabulary grows with the corpus.
+MIN_WORD_SHARDS = 16
+MAX_WORD_SHARDS = 256
+# A word's first occurrence is file index * POS_STRIDE + its rank among the file's words.
+POS_STRIDE = 1 << 40
+# Rows per row group of a shard's part file, and per batch of word_counts.parquet.
+PART_ROWS = 8192
+# Rows per read of each part while merging: the merge holds one such batch (as Python objects)
+# per part, up to MAX_WORD_SHARDS of them.
+MERGE_READ_ROWS = 1024
 # The driver's alphabet check reads this many sentences before counting (first rows of files).
 SAMPLE_ROWS = 50_000
 SAMPLE_ROWS_PER_FILE = 5_000
@@ -78,25 +100,51 @@ COUNTS_SCHEMA = pa.schema(
     [("word", pa.string()), ("count", pa.float64()), ("raw_count", pa.int64())]
 )
 HELDOUT_SCHEMA = pa.schema([("lang", pa.string()), ("text", pa.string())])
+# A shard's part file: the rows plus each word's first occurrence, the merge order.
+PART_SCHEMA = COUNTS_SCHEMA.append(pa.field("first", pa.int64()))
 
 
 # ---------------------------------------------------------------------------------------------
 # Beam transforms
+#
+# The job runs on every runner, Beam's DaskRunner included (docs/cluster.md#dask): multi-output
+# ParDos go through pipelines/tagged.py, nothing is emitted from finish_bundle, there are no
+# side inputs and no Beam file sinks (files are written by plain ParDos through FileSystems),
+# and the job ends in join_sinks.
+
+
+def heldout_rank(text: str) -> tuple[bytes, str]:
+    """Order of the held-out sample: a hash unrelated to the crc32 that held the sentence out,
+    so the kept ``max_heldout_per_lang`` are a fixed pseudo-random choice on every runner."""
+    data = text.encode("utf-8", "surrogatepass")
+    return hashlib.blake2b(data, digest_size=8).digest(), text
+
+
+def word_shard(word: str, shards: int) -> int:
+    return zlib.crc32(word.encode("utf-8", "surrogatepass")) % shards
+
+
+def word_shards(n_files: int) -> int:
+    return min(MAX_WORD_SHARDS, max(MIN_WORD_SHARDS, n_files))
 
 
 class CountFileWords(beam.DoFn):
-    """One Parquet file in, ((lang, word), n) out; held-out sentences and stats on side tags."""
+    """One (index, (lang, Parquet file)) in, ((lang, word), (n, first occurrence)) out;
+    held-out sentences, the language's sums and stats on side tags."""
 
-    def __init__(self, max_word_length: int, heldout_fraction: float, batch_rows: int = 8192):
+    def __init__(self, max_word_length: int, heldout_fraction: float, max_heldout: int,
+                 batch_rows: int = 8192) -> None:  # fmt: skip
         self.max_word_length = max_word_length
         self.heldout_fraction = heldout_fraction
+        self.max_heldout = max_heldout
         self.batch_rows = batch_rows
 
-    def process(self, item: tuple[str, str]) -> Iterator[Any]:
-        lang, path = item
+    def process(self, item: tuple[int, tuple[str, str]]) -> Iterator[Any]:
+        index, (lang, path) = item
         counter = StageCounter()
-        counter.add_in(FILES)
         words: Counter[str] = Counter()
+        first = index * POS_STRIDE  # the position of the next new word (Counters keep order)
+        held: list[str] = []
         n_sent = 0
         try:
             if "text" not in parquet_file(path, "--input").schema_arrow.names:
@@ -109,138 +157,229 @@ class CountFileWords(beam.DoFn):
                     if kind == "count":
                         words.update(value)
                         n_sent += 1
-                    elif kind == "heldout":
-                        yield beam.pvalue.TaggedOutput(HELDOUT, (lang, value))
+                    elif kind == "heldout" and self.max_heldout:
+                        held.append(value)
+                        if len(held) >= 2 * self.max_heldout:  # the file's sample stays bounded
+                            held = heapq.nsmallest(self.max_heldout, held, key=heldout_rank)
                 if len(words) > FLUSH_KEYS:
-                    yield from (((lang, w), n) for w, n in words.items())
+                    yield from _flush(lang, words, first, n_sent, counter)
+                    first, n_sent = first + len(words), 0
                     words.clear()
         except InputError as e:  # a damaged or foreign file is counted, never fatal
             log.warning("%s", e)
-            counter = StageCounter()  # rows read before the failure are not kept either
+            # Rows read since the last flush are not kept (flushed ones went out with their stats).
+            counter = StageCounter()
             counter.add_in(FILES)
             counter.add_dropped(FILES, "unreadable")
-            yield beam.pvalue.TaggedOutput(STATS, counter.drain())
+            yield TaggedOutput(STATS, counter.drain())
             return
+        counter.add_in(FILES)
         counter.add_out(FILES)
-        yield from (((lang, w), n) for w, n in words.items())
-        yield beam.pvalue.TaggedOutput(STATS, counter.drain())
-        yield beam.pvalue.TaggedOutput("sentences", (lang, n_sent))
+        yield from _flush(lang, words, first, n_sent, counter)
+        for text in heapq.nsmallest(self.max_heldout, held, key=heldout_rank):
+            yield TaggedOutput(HELDOUT, (lang, text))
 
 
-def _smooth(kv: tuple[tuple[str, str], int], weights: dict[str, float]) -> tuple[str, tuple]:
-    (lang, word), n = kv
-    return word, (weights[lang] * n, n)
+def _flush(lang: str, words: Counter[str], first: int, n_sent: int,
+           counter: StageCounter) -> Iterator[Any]:  # fmt: skip
+    # Counts, language sums and stats leave together, so whatever was emitted is accounted for.
+    yield from (((lang, w), (n, first + i)) for i, (w, n) in enumerate(words.items()))
+    yield TaggedOutput(LANG, (lang, (n_sent, sum(words.values()))))
+    yield TaggedOutput(STATS, counter.drain())
 
 
-def _sum_pairs(pairs: Sequence[tuple[float, int]]) -> tuple[float, int]:
-    s, r = 0.0, 0
-    for a, b in pairs:
-        s += a
-        r += b
-    return s, r
+def _sum_first(items: Iterable[tuple[int, int]]) -> tuple[int, int]:
+    """(occurrences, first occurrence) partials of one word combined."""
+    n, first = 0, None
+    for a, b in items:
+        n += a
+        first = b if first is None or b < first else first
+    return n, first
 
 
-class SplitByMinCount(beam.DoFn):
-    """Keep words whose smoothed count reaches min_count; count occurrences either way."""
+def _sum_tuples(items: Iterable[tuple[int, ...]]) -> tuple[int, ...]:
+    total: list[int] = []
+    for t in items:
+        total = [a + b for a, b in zip(t, total)] if total else list(t)
+    return tuple(total)
 
-    def __init__(self, min_count: float):
-        self.min_count = min_count
 
-    def start_bundle(self) -> None:
-        self.counter = StageCounter()
+def part_path(output: str, shard: int) -> str:
+    return FileSystems.join(output, BEAM_DIR, f"word_counts-{shard:05d}.parquet")
 
-    def process(self, kv: tuple[str, tuple[float, int]]) -> Iterator[Any]:
-        word, (smoothed, raw) = kv
-        if smoothed >= self.min_count:
-            self.counter.add_out(WORDS, raw)
-            yield {"word": word, "count": smoothed, "raw_count": raw}
-        else:
-            self.counter.add_dropped(WORDS, "below_min_count", raw)
 
-    def finish_bundle(self) -> Iterator[Any]:
-        # One stats dict per bundle, not per word: finish_bundle must give its window.
-        if self.counter.counts:
-            yield beam.pvalue.TaggedOutput(
-                STATS, GlobalWindows.windowed_value(self.counter.drain())
-            )
+class SmoothShard(beam.DoFn):
+    """One shard of the words: smoothed counts, the min-count cut, a part file in
+    first-occurrence order; stats and each language's distinct words on side tags.
+
+    The group holds every language's word total (word ``None``) besides the shard's
+    (word, lang, n, first): the weights travel with the data instead of in a side input, which the
+    DaskRunner recomputes. A word's languages are summed in a fixed order, so the float is the
+    same on every runner.
+    """
+
+    def __init__(self, output: str, alpha: float, min_count: float) -> None:
+        self.output, self.alpha, self.min_count = output, alpha, min_count
+
+    def process(self, kv: tuple[int, Iterable[tuple]]) -> Iterator[Any]:
+        shard, values = kv
+        totals: dict[str, int] = {}
+        by_word: dict[str, list[tuple[str, int, int]]] = {}
+        for word, lang, n, first in values:
+            if word is None:
+                totals[lang] = n
+            else:
+                by_word.setdefault(word, []).append((lang, n, first))
+        weights = language_weights(dict(sorted(totals.items())), self.alpha)
+        counter = StageCounter()
+        types: Counter[str] = Counter()
+        rows: list[tuple[int, str, float, int]] = []
+        for word, per_lang in by_word.items():
+            per_lang.sort()
+            smoothed, raw = 0.0, 0
+            for lang, n, _ in per_lang:
+                smoothed += weights[lang] * n
+                raw += n
+                types[lang] += 1
+            if smoothed >= self.min_count:
+                counter.add_out(WORDS, raw)
+                rows.append((min(f for _, _, f in per_lang), word, smoothed, raw))
+            else:
+                counter.add_dropped(WORDS, "below_min_count", raw)
+        rows.sort()
+        cols = list(zip(*rows)) or [(), (), (), ()]
+        table = pa.table([pa.array(cols[1], pa.string()), pa.array(cols[2], pa.float64()),
+                          pa.array(cols[3], pa.int64()), pa.array(cols[0], pa.int64())],
+                         schema=PART_SCHEMA)  # fmt: skip
+        yield _write_parquet(table, part_path(self.output, shard))
+        if counter.counts:
+            yield TaggedOutput(STATS, counter.drain())
+        for lang, n in sorted(types.items()):
+            yield TaggedOutput(TYPES, (lang, n))
+
+
+def _write_parquet(table: pa.Table, path: str) -> str:
+    # Small row groups: the merge reads every part at once, a batch each.
+    buf = io.BytesIO()
+    pq.write_table(table, buf, row_group_size=PART_ROWS, compression="zstd")
+    with filesystems.create(path) as f:
+        f.write(buf.getvalue())
+    return path
+
+
+def _part_rows(path: str) -> Iterator[tuple[str, float, int, int]]:
+    for batch in iter_parquet_batches(path, None, None, MERGE_READ_ROWS):
+        yield from zip(*(c.to_pylist() for c in batch.columns))
+
+
+def merge_count_parts(paths: list[str], output: str) -> str:
+    """The part files as one ``word_counts.parquet`` in first-occurrence order (input files in
+    path order), streamed batch by batch (the vocabulary never sits in one list); the parts are
+    removed afterwards.
+
+    A fixed order because the learner's float sums, and so ties in vocab.txt, follow the row
+    order; first occurrence is also the order the job gave on the local runner before.
+    """
+    path = FileSystems.join(output, COUNTS_FILE)
+    rows = heapq.merge(*(_part_rows(p) for p in sorted(paths)), key=lambda r: r[3])
+    with filesystems.create(path) as f, \
+            pq.ParquetWriter(f, COUNTS_SCHEMA, compression="zstd") as writer:  # fmt: skip
+        while batch := list(itertools.islice(rows, PART_ROWS)):
+            cols = list(zip(*batch))[:3]
+            writer.write_table(pa.table([pa.array(c, t.type) for c, t in zip(cols, COUNTS_SCHEMA)],
+                                        schema=COUNTS_SCHEMA))  # fmt: skip
+    if paths:
+        FileSystems.delete(list(paths))
+    return path
+
+
+def write_heldout_rows(samples: list[tuple[str, list[str]]], output: str) -> str:
+    rows = sorted((lang, t) for lang, texts in samples for t in texts)
+    langs, texts = zip(*rows) if rows else ((), ())
+    table = pa.table([pa.array(langs, pa.string()), pa.array(texts, pa.string())],
+                     schema=HELDOUT_SCHEMA)  # fmt: skip
+    return _write_parquet(table, FileSystems.join(output, HELDOUT_FILE))
+
+
+def write_languages(rows: list[tuple[str, tuple[int, int, int]]], output: str) -> str:
+    lines = "".join(json.dumps([lang, {"totals": t, "types": n, "sentences": s}]) + "\n"
+                    for lang, (s, t, n) in sorted(rows))  # fmt: skip
+    return _write_text(FileSystems.join(output, BEAM_DIR, "languages.jsonl"), lines)
+
+
+def write_counts_json(counts: dict[str, int], output: str) -> str:
+    text = json.dumps(counts, sort_keys=True) + "\n"
+    return _write_text(FileSystems.join(output, BEAM_DIR, "counts.json"), text)
+
+
+def _write_text(path: str, text: str) -> str:
+    with filesystems.create(path) as f:
+        f.write(text.encode("utf-8"))
+    return path
+
+
+def _gather(pcoll: beam.PCollection, label: str, write: Callable[..., str],
+            *args: Any) -> beam.PCollection:  # fmt: skip
+    """``write(all elements of pcoll, *args)`` once on one worker, also when ``pcoll`` is empty
+    (a start element keeps the group alive), so the file is always written. Only for small
+    collections: a group is one list on the DaskRunner."""
+    start = pcoll.pipeline | f"{label}Start" >> beam.Create([(0, (False, None))])
+    items = pcoll | f"{label}Key" >> beam.Map(lambda x: (0, (True, x)))
+    return (
+        (start, items)
+        | f"{label}Flatten" >> beam.Flatten()
+        | f"{label}Group" >> beam.GroupByKey()
+        | label >> beam.Map(lambda kv: write([x for real, x in kv[1] if real], *args))
+    )
 
 
 def build_pipeline(
     p: beam.Pipeline, files: list[tuple[str, str]], output: str, cfg: VocabConfig
 ) -> None:
-    alpha = cfg.smoothing
-    beam_dir = FileSystems.join(output, BEAM_DIR)
-    results = (
-        p
-        | "Files" >> beam.Create(files)
-        | "Spread" >> beam.Reshuffle()
-        | "Count"
-        >> beam.ParDo(CountFileWords(cfg.max_word_length, cfg.heldout_fraction)).with_outputs(
-            STATS, HELDOUT, "sentences", main="words"
-        )
-    )
-    per_lang = results.words | "SumPerLangWord" >> beam.CombinePerKey(sum)
-    totals = (
-        per_lang
-        | "LangOf" >> beam.Map(lambda kv: (kv[0][0], kv[1]))
-        | "LangTotals" >> beam.CombinePerKey(sum)
-    )
-    types = (
-        per_lang
-        | "LangOne" >> beam.Map(lambda kv: (kv[0][0], 1))
-        | "LangTypes" >> beam.CombinePerKey(sum)
-    )
-    sentences = results.sentences | "LangSentences" >> beam.CombinePerKey(sum)
-    weights = (
-        totals
-        | "TotalsDict" >> beam.combiners.ToDict()
-        | "Weights" >> beam.Map(lambda t: language_weights(t, alpha))
-    )
-    smoothed = (
-        per_lang
-        | "Smooth" >> beam.Map(_smooth, weights=beam.pvalue.AsSingleton(weights))
-        | "SumPerWord" >> beam.CombinePerKey(_sum_pairs)
-        | "MinCount" >> beam.ParDo(SplitByMinCount(cfg.min_count)).with_outputs(STATS, main="rows")
-    )
-    _ = smoothed.rows | "WriteCounts" >> beam.io.WriteToParquet(
-        FileSystems.join(output, COUNTS_FILE),
-        COUNTS_SCHEMA,
-        num_shards=1,
-        shard_name_template="",
-    )
-    _ = (
-        results[HELDOUT]
-        | "SampleHeldout" >> beam.combiners.Sample.FixedSizePerKey(cfg.max_heldout_per_lang)
-        | "HeldoutRows" >> beam.FlatMap(lambda kv: ({"lang": kv[0], "text": t} for t in kv[1]))
-        | "WriteHeldout"
-        >> beam.io.WriteToParquet(
-            FileSystems.join(output, HELDOUT_FILE),
-            HELDOUT_SCHEMA,
-            num_shards=1,
-            shard_name_template="",
-        )
-    )
-    _ = (
-        (results[STATS], smoothed[STATS])
+    """The counting job, writing word_counts.parquet, heldout.parquet and _beam/ into output."""
+    shards = word_shards(len(files))
+    counted = with_outputs(
+        p | "Files" >> beam.Create(list(enumerate(files))) | "Spread" >> beam.Reshuffle(),
+        "Count",
+        CountFileWords(cfg.max_word_length, cfg.heldout_fraction, cfg.max_heldout_per_lang),
+        STATS, HELDOUT, LANG, main="words",
+    )  # fmt: skip
+    per_lang = counted.words | "SumPerLangWord" >> beam.CombinePerKey(_sum_first)
+    lang_sums = counted[LANG] | "LangSums" >> beam.CombinePerKey(_sum_tuples)
+    totals = lang_sums | "TotalsToShards" >> beam.FlatMap(
+        lambda kv: ((s, (None, kv[0], kv[1][1], 0)) for s in range(shards)))  # fmt: skip
+    keyed = per_lang | "WordToShard" >> beam.Map(
+        lambda kv: (word_shard(kv[0][1], shards), (kv[0][1], kv[0][0], *kv[1])))  # fmt: skip
+    smoothed = with_outputs(
+        (totals, keyed) | "ShardInputs" >> beam.Flatten() | "GroupShards" >> beam.GroupByKey(),
+        "Smooth", SmoothShard(output, cfg.smoothing, cfg.min_count), STATS, TYPES, main="parts",
+    )  # fmt: skip
+    counts_done = _gather(smoothed.parts, "MergeCounts", merge_count_parts, output)
+
+    heldout_done = _gather(
+        counted[HELDOUT]
+        | "SampleHeldout"
+        >> beam.combiners.Top.SmallestPerKey(max(1, cfg.max_heldout_per_lang), key=heldout_rank),
+        "WriteHeldout", write_heldout_rows, output,
+    )  # fmt: skip
+
+    stats_done = (
+        (counted[STATS], smoothed[STATS])
         | "AllStats" >> beam.Flatten()
-        | "MergeStats" >> beam.CombineGlobally(merge_counts)
-        | "StatsJson" >> beam.Map(json.dumps)
-        | "WriteStats"
-        >> beam.io.WriteToText(
-            FileSystems.join(beam_dir, "counts.json"), num_shards=1, shard_name_template=""
-        )
+        # without_defaults: the default-injecting form needs a side input; every file has stats.
+        | "MergeStats" >> beam.CombineGlobally(merge_counts).without_defaults()
+        | "WriteStats" >> beam.Map(write_counts_json, output)
     )
-    lang_tables = {"totals": totals, "types": types, "sentences": sentences}
-    _ = (
-        lang_tables
-        | "LangTables" >> beam.CoGroupByKey()
-        | "LangRow"
-        >> beam.Map(lambda kv: json.dumps([kv[0], {k: sum(v) for k, v in kv[1].items()}]))
-        | "WriteLangs"
-        >> beam.io.WriteToText(
-            FileSystems.join(beam_dir, "languages.jsonl"), num_shards=1, shard_name_template=""
-        )
-    )
+
+    types = smoothed[TYPES] | "LangTypes" >> beam.CombinePerKey(sum)
+    lang_rows = (
+        (lang_sums | "LangSumsRow" >> beam.Map(lambda kv: (kv[0], (*kv[1], 0))),
+         types | "LangTypesRow" >> beam.Map(lambda kv: (kv[0], (0, 0, kv[1]))))
+        | "LangParts" >> beam.Flatten()
+        | "LangRows" >> beam.CombinePerKey(_sum_tuples)
+    )  # fmt: skip
+    langs_done = _gather(lang_rows, "WriteLangs", write_languages, output)
+    join_sinks([counts_done, heldout_done, stats_done, langs_done])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -415,8 +554,9 @@ def _run(args: argparse.Namespace, beam_args: list[str]) -> int:
 def _run_into(output: str, final: str, langs: list[str], files: list[tuple[str, str]], cfg,
               opts) -> str | None:  # fmt: skip
     """The job and the learner, writing into ``output``; a learner problem as a message."""
-    with beam.Pipeline(options=opts) as p:
-        build_pipeline(p, files, output, cfg)
+    p = beam.Pipeline(options=opts)
+    build_pipeline(p, files, output, cfg)
+    run_pipeline(p)
 
     beam_dir = FileSystems.join(output, BEAM_DIR)
     counter = StageCounter()
