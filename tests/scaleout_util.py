@@ -69,10 +69,11 @@ def _popen(cmd: list[str], log: Path, **extra_env: str) -> subprocess.Popen:
 
 def dask_available() -> str | None:
     """None, or why the DaskRunner cannot run here."""
+    # Without distributed, Beam's dask module raises AttributeError, not ImportError.
     try:
         import apache_beam.runners.dask.dask_runner  # noqa: F401
         import distributed  # noqa: F401
-    except ImportError as e:
+    except (ImportError, AttributeError) as e:
         return f"dask[distributed] is not installed (pip install '.[dev]'): {e}"
     return None
 
