@@ -4,6 +4,9 @@
         [--mem-gb 2] [--index auto|flat|ivf_flat|ivf_sq8|ivf_pq|ivf_pqfs|opq_ivf_pq|FACTORY]
         [--nprobe 16] [--shards 1] [--workers 1] [--sample 1000] [--in-memory-max 200000]
         [--workdir bench_out/scale_mining] [--fresh]
+    .venv/bin/python bench/scale_bench.py pairs [--base 10000] [--sizes 1 10 100]
+        [--stages rules cds] [--cds-sizes 1 10] [--cds-model /tmp/demo_shared/cds_train]
+        [--workdir bench_out/scale_pairs] [--json FILE]
 
 ``mining``: synthetic float16 embedding stores (clustered 768-d unit vectors; the first 10% of
 the target rows are noisy copies of the same source rows: planted pairs), written chunk by
@@ -18,6 +21,24 @@ memory against the measured ones, recall@k of the bounded neighbour lists agains
 on --sample source rows, the agreement of the mined (fwd, margin) pair of those rows with exact
 search, planted pairs found, and the bounded/in-memory ratios. Absolute times on a shared
 machine are noise; ratios measured back to back in one run are the result.
+
+``pairs``: the pair stages on mined-pair Parquet files of --base x --sizes DISTINCT pairs (the
+mined-pairs schema, written as ``mining.output.write_pairs`` writes mined.parquet). Each pair
+joins the first halves of one real Tatoeba/PUD pair's sentences with the second halves of
+another pair of the same language (16 languages with English), so every pair is new text and
+still a rough translation; every 10th pair is damaged in one of the ways the rules name (empty,
+identical, too short or long, markup, numbers, repeats, copy, script, language). Each stage runs
+through its real CLI as a child process on one thread (peak RSS = peak of the summed RSS of its
+process tree, sampled every 0.2 s):
+
+  rules  python -m filters rules     (every size in --sizes)
+  cds    python -m filters cds-score (the sizes in --cds-sizes: ~500 pairs per CPU-second)
+
+Printed per stage and size: pairs in, wall seconds, microseconds per pair (wall, and the
+stage's own time from its stats.json, which leaves out interpreter start and imports), peak
+RSS, disk written, and the ratios of time per pair and of peak RSS to the 1x run. The goal:
+time-per-pair ratios within 1.2 and peak RSS flat. stats.json must balance and count every input
+pair. Generated inputs are kept in --workdir and reused.
 """
 
 from __future__ import annotations
@@ -25,11 +46,13 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import resource
 import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -276,6 +299,248 @@ def cmd_mining(args: argparse.Namespace) -> int:
     return 0
 
 
+# ---------------------------------------------------------------------------------------------
+# pairs: the pair rules and CDS scoring on 1x .. 100x mined-pair files.
+
+# Tatoeba/PUD codes -> the ISO 639-1 codes the miner writes into src_lang/trg_lang.
+ISO1 = {"ara": "ar", "cmn": "zh", "deu": "de", "ell": "el", "fra": "fr", "hin": "hi", "ita": "it",
+        "jpn": "ja", "kor": "ko", "nld": "nl", "pol": "pl", "por": "pt", "rus": "ru", "spa": "es",
+        "tur": "tr", "vie": "vi"}  # fmt: skip
+NOISE_EVERY = 10  # every 10th pair is damaged: the rules have something to drop at every size
+NOISE_KINDS = ("empty", "identical", "short", "ratio", "markup", "numbers", "repeats", "copy",
+               "script", "lang")  # fmt: skip
+NON_LATIN = ("ara", "cmn", "ell", "hin", "jpn", "kor", "rus")
+
+
+def parallel_pools(data: Path) -> dict[str, list[tuple[str, str]]]:
+    """Real translation pairs (xxx, eng) per language from tatoeba/ and pud/ (line i of one side
+    translates line i of the other)."""
+    pools: dict[str, set[tuple[str, str]]] = {}
+    for sub in ("tatoeba", "pud"):
+        for f in sorted((data / sub).glob("*.*-eng.eng")):
+            lang = f.name.split(".")[1].split("-")[0]
+            if lang not in ISO1:
+                continue
+            xs = f.with_suffix(f".{lang}").read_text(encoding="utf-8").splitlines()
+            es = f.read_text(encoding="utf-8").splitlines()
+            pools.setdefault(lang, set()).update(
+                (x.strip(), e.strip()) for x, e in zip(xs, es)
+                if len(x.strip()) >= 8 and len(e.strip()) >= 8
+            )  # fmt: skip
+    if not pools:
+        raise SystemExit(f"no pairs under {data} (tatoeba/, pud/): this bench needs them")
+    return {k: sorted(v) for k, v in pools.items()}
+
+
+class PairMaker:
+    """Distinct pairs: the first halves of one pool pair joined to the second halves of another
+    (both sides cut the same way, so the result stays a rough translation)."""
+
+    def __init__(self, pools: dict[str, list[tuple[str, str]]], seed: int) -> None:
+        from bench.scale_corpus import _halves
+
+        self.rng = np.random.default_rng(seed)
+        self.langs = sorted(pools)
+        self.split = {k: [(_halves(x, k), _halves(e, "eng")) for x, e in v]
+                      for k, v in pools.items()}  # fmt: skip
+        self.seen: set[tuple[str, str]] = set()
+
+    def pair(self, lang: str) -> tuple[str, str]:
+        from bench.scale_corpus import _NO_SPACE
+
+        h = self.split[lang]
+        while True:  # a repeat of a pair already made (same halves) is drawn again: all distinct
+            i, j = self.rng.integers(0, len(h), 2)
+            (xa, ea), (xb, eb) = h[i], h[j]
+            x = xa[0] + xb[1] if lang in _NO_SPACE else f"{xa[0]} {xb[1]}"
+            p = (x, f"{ea[0]} {eb[1]}")
+            if p not in self.seen:
+                self.seen.add(p)
+                return p
+
+    def noisy(self, kind: str, lang: str, k: int) -> tuple[str, str, str]:
+        """(src, trg, declared source language) damaged as ``kind``; ``k`` keeps it distinct."""
+        x, e = self.pair(lang)
+        if kind == "empty":
+            return x, " ", lang
+        if kind == "identical":
+            return e, e, lang
+        if kind == "short":
+            return "Ok", e, lang  # 2 characters: too_short_src (the target keeps it distinct)
+        if kind == "ratio":  # the target runs on with three more sentences
+            return x, " ".join([e, *(self.pair("deu")[1] for _ in range(3))]), lang
+        if kind == "markup":
+            return f'<a href="https://x{k}.example.org/">https://x{k}.example.org/</a>', e, lang
+        if kind == "numbers":
+            return f"{x} {1000 + k % 9000}", f"{e} {20000 + k % 70000}", lang
+        if kind == "repeats":
+            return f"{x} {'jaja ' * 6}{k}", e, lang
+        if kind == "copy":  # the English side copied into the source, its last word changed
+            return " ".join([*e.split()[:-1], f"x{k}"]), e, lang
+        if kind == "script":  # the declared language's script is not the text's
+            return self.pair("fra" if lang in NON_LATIN else "rus")[0], e, lang
+        # "lang": Spanish (or Italian) text declared German (or French): LID names another
+        return self.pair("spa" if lang != "spa" else "ita")[0], e, "deu" if lang != "deu" else "fra"
+
+
+def write_mined_pairs(
+    path: Path, n: int, seed: int, pools: dict[str, list[tuple[str, str]]]
+) -> dict:
+    """``n`` distinct pairs as one mined.parquet (the required mined-pair columns, by decreasing
+    margin, written by ``pq.write_table`` with its default row groups, as the miner writes)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from labse_common.formats import MINED_PAIR_REQUIRED, MINED_PAIR_SCHEMA, conform
+
+    maker = PairMaker(pools, seed)
+    src, trg, sl = [], [], []
+    noise = 0
+    for i in range(n):
+        lang = maker.langs[i % len(maker.langs)]
+        if i % NOISE_EVERY == NOISE_EVERY - 1:
+            kind = NOISE_KINDS[noise % len(NOISE_KINDS)]
+            while True:  # a damaged pair reuses pool text (a target alone): redraw a repeat
+                x, e, decl = maker.noisy(kind, lang, noise)
+                if (x, e) not in maker.seen:
+                    break
+            maker.seen.add((x, e))
+            lang = decl
+            noise += 1
+        else:
+            x, e = maker.pair(lang)
+        src.append(x)
+        trg.append(e)
+        sl.append(ISO1[lang])
+    # Every pair went through ``maker.seen``; checked again on the file as written.
+    distinct = len(set(zip(src, trg)))
+    if distinct != n:
+        raise RuntimeError(f"generated {n} pairs, only {distinct} distinct")
+    rng = np.random.default_rng(seed + 1)
+    t = pa.table({"src": src, "trg": trg, "src_lang": sl, "trg_lang": ["en"] * n,
+                  "margin": np.sort(rng.uniform(1.0, 1.6, n).astype(np.float32))[::-1],
+                  "src_id": [str(i) for i in range(n)],
+                  "trg_id": [str(i) for i in rng.permutation(n)],
+                  "cosine": rng.uniform(0.55, 0.95, n).astype(np.float32)})  # fmt: skip
+    t = conform(t, MINED_PAIR_SCHEMA, MINED_PAIR_REQUIRED)
+    path.mkdir(parents=True, exist_ok=True)
+    f = path / "mined.parquet"
+    tmp = f.with_name(f.name + ".tmp")
+    pq.write_table(t, tmp)  # a stopped run leaves no half input under the final name
+    tmp.replace(f)
+    return {"pairs": n, "noise_pairs": noise, "bytes": f.stat().st_size,
+            "row_groups": pq.ParquetFile(f).metadata.num_row_groups}  # fmt: skip
+
+
+def pair_input(work: Path, n: int, seed: int, pools_of: Callable[[], dict]) -> Path:
+    """The mined.parquet of ``n`` pairs in ``work`` (made once, reused)."""
+    inp = work / f"pairs-in-{n}"
+    meta = inp / "_meta.json"
+    if not meta.exists():
+        t0 = time.perf_counter()
+        info = write_mined_pairs(inp, n, seed + n, pools_of())
+        meta.write_text(json.dumps(info))
+        log.info("input of %d pairs written in %.0f s: %s", n, time.perf_counter() - t0, info)
+    return inp / "mined.parquet"
+
+
+def stage_command(stage: str, inp: Path, out: Path, args: argparse.Namespace) -> list[str]:
+    """The stage's real CLI on one thread (the core is the bench's own taskset, inherited)."""
+    base = [sys.executable, "-m", "filters"]
+    if stage == "rules":
+        cmd = [*base, "rules", "--pairs", str(inp), "--output", str(out), "--overwrite",
+               "--batch-rows", str(args.batch_rows)]  # fmt: skip
+        return cmd + (["--write-dropped"] if args.write_dropped else [])
+    return [*base, "cds-score", "--model", str(args.cds_model), "--pairs", str(inp), "--output",
+            str(out), "--overwrite", "--device", "cpu", "--threads", "1", "--batch-rows",
+            str(args.batch_rows), "--set", "progress=false"]  # fmt: skip
+
+
+def wait_for_model(model: Path, timeout_s: float) -> None:
+    """A model folder another run is still writing (the demo's cds_train): wait for cds.json."""
+    t0 = time.perf_counter()
+    while not (model / "cds.json").exists():
+        if time.perf_counter() - t0 > timeout_s:
+            raise SystemExit(f"{model}/cds.json: not there after {timeout_s:.0f} s; train one "
+                             "with python -m filters cds-train, or give --cds-model")  # fmt: skip
+        log.info("waiting for %s/cds.json (a CDS model being trained)", model)
+        time.sleep(20)
+
+
+def run_pair_stage(stage: str, x: int, n: int, inp: Path, work: Path,
+                   args: argparse.Namespace) -> dict:  # fmt: skip
+    from bench.scale_corpus import dir_bytes, run_measured
+    from labse_common.stats import check_balanced
+
+    out = work / f"{stage}-out-{n}"
+    log.info("%s on %d pairs ...", stage, n)
+    m = run_measured(stage_command(stage, inp, out, args))
+    st = json.loads((out / "stats.json").read_text())
+    c = st["counts"]["pairs"]
+    problems = check_balanced(st)
+    if c["in"] != n:
+        problems.append(f"pairs in {c['in']} != {n} generated")
+    if stage == "cds" and c["out"] != n:
+        problems.append(f"pairs scored {c['out']} != {n}")
+    if problems:
+        raise SystemExit(f"{stage} {n}: stats.json of {out} does not add up: {problems}")
+    # The stage's own clock (stats.json) leaves out interpreter start and imports, which at 1x
+    # are a visible part of the wall time and make the larger runs look cheaper per pair.
+    own = float(st.get("seconds") or 0.0)
+    return {"stage": stage, "x": x, "pairs": n, "kept": c["out"], **m, "stage_seconds": own,
+            "us_per_pair": 1e6 * m["seconds"] / n, "us_per_pair_stage": 1e6 * own / n,
+            "disk_written": dir_bytes(out)}  # fmt: skip
+
+
+def cmd_pairs(args: argparse.Namespace) -> int:
+    # One thread in every child: OMP/MKL read these at start (cds-score also sets torch from
+    # --threads 1). The core is the caller's taskset, which the children inherit.
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ[var] = "1"
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    work = Path(args.workdir)
+    work.mkdir(parents=True, exist_ok=True)
+    pools: list[dict] = []
+
+    def pools_of() -> dict:  # read once, and only when an input must be made
+        if not pools:
+            pools.append(parallel_pools(Path(args.data)))
+        return pools[0]
+
+    rows: list[dict] = []
+    for stage in args.stages:
+        if stage == "cds":
+            wait_for_model(Path(args.cds_model), args.model_wait)
+        for x in sorted(args.sizes if stage == "rules" else args.cds_sizes):
+            n = args.base * x
+            inp = pair_input(work, n, args.seed, pools_of)
+            rows.append(run_pair_stage(stage, x, n, inp, work, args))
+            log.info("%s %dx: %s", stage, x, rows[-1])
+    for stage in args.stages:
+        mine = [r for r in rows if r["stage"] == stage]
+        base = min(mine, key=lambda r: r["x"])  # ratios to the smallest size run
+        for r in mine:
+            r["ratio_us_per_pair"] = r["us_per_pair"] / base["us_per_pair"]
+            r["ratio_us_per_pair_stage"] = r["us_per_pair_stage"] / max(
+                base["us_per_pair_stage"], 1e-9
+            )
+            r["ratio_peak_rss"] = r["peak_rss"] / base["peak_rss"]
+    hdr = (f"{'stage':<6}{'x':>5}{'pairs in':>11}{'kept':>11}{'wall s':>9}{'stage s':>9}"
+           f"{'us/pair':>9}{'stage us/pair':>15}{'peak RSS MiB':>14}{'disk MiB':>10}"
+           f"{'us/pair ratio':>15}{'stage ratio':>13}{'RSS ratio':>11}")  # fmt: skip
+    lines = [hdr]
+    for r in rows:
+        lines.append(f"{r['stage']:<6}{r['x']:>5}{r['pairs']:>11,}{r['kept']:>11,}"
+                     f"{r['seconds']:>9.1f}{r['stage_seconds']:>9.1f}{r['us_per_pair']:>9.1f}"
+                     f"{r['us_per_pair_stage']:>15.1f}{r['peak_rss'] / 2**20:>14,.0f}"
+                     f"{r['disk_written'] / 2**20:>10.1f}{r['ratio_us_per_pair']:>15.2f}"
+                     f"{r['ratio_us_per_pair_stage']:>13.2f}{r['ratio_peak_rss']:>11.2f}")  # fmt: skip
+    print("\n".join(lines))
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["_peer"]:
@@ -304,6 +569,29 @@ def main(argv: list[str] | None = None) -> int:
     m.add_argument("--fresh", action="store_true",
                    help="discard the finished steps a stopped run left in --workdir")  # fmt: skip
     m.set_defaults(func=cmd_mining)
+    p = sub.add_parser("pairs", help="pair rules and CDS scoring on 1x..100x mined-pair files")
+    p.add_argument("--base", type=int, default=10_000, help="pairs at 1x")
+    p.add_argument("--sizes", nargs="+", type=int, default=[1, 10, 100],
+                   help="multiples of --base the rules run on")  # fmt: skip
+    p.add_argument("--stages", nargs="+", choices=["rules", "cds"], default=["rules", "cds"],
+                   help="pair stages to measure")  # fmt: skip
+    p.add_argument("--cds-sizes", nargs="+", type=int, default=[1, 10],
+                   help="multiples of --base CDS scores (100 = 1M pairs: ~35 min on one core)")  # fmt: skip
+    p.add_argument("--cds-model", default="/tmp/demo_shared/cds_train",
+                   help="CDS model folder (python -m filters cds-train output)")  # fmt: skip
+    p.add_argument("--model-wait", type=float, default=1200.0,
+                   help="seconds to wait for --cds-model/cds.json while it is being trained")  # fmt: skip
+    p.add_argument("--batch-rows", type=int, default=20_000,
+                   help="--batch-rows of both commands (pairs read and written per chunk)")  # fmt: skip
+    p.add_argument("--write-dropped", action="store_true",
+                   help="rules also write the dropped pairs (counted in disk written)")  # fmt: skip
+    p.add_argument("--data", default=str(REPO.parent / "shared" / "data"),
+                   help="../shared/data (tatoeba/, pud/)")  # fmt: skip
+    p.add_argument("--seed", type=int, default=0, help="seed of the generated pairs")
+    p.add_argument("--workdir", default="bench_out/scale_pairs",
+                   help="generated inputs (kept, reused) and the stage outputs")  # fmt: skip
+    p.add_argument("--json", help="also write the rows here")
+    p.set_defaults(func=cmd_pairs)
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
     return args.func(args)
