@@ -32,7 +32,7 @@ through its real CLI as a child process on one thread (peak RSS = peak of the su
 process tree, sampled every 0.2 s):
 
   rules  python -m filters rules     (every size in --sizes)
-  cds    python -m filters cds-score (the sizes in --cds-sizes: ~500 pairs per CPU-second)
+  cds    python -m filters cds-score (the sizes in --cds-sizes: 6-10 ms per pair on one core)
 
 Printed per stage and size: pairs in, wall seconds, microseconds per pair (wall, and the
 stage's own time from its stats.json, which leaves out interpreter start and imports), peak
@@ -576,7 +576,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--stages", nargs="+", choices=["rules", "cds"], default=["rules", "cds"],
                    help="pair stages to measure")  # fmt: skip
     p.add_argument("--cds-sizes", nargs="+", type=int, default=[1, 10],
-                   help="multiples of --base CDS scores (100 = 1M pairs: ~35 min on one core)")  # fmt: skip
+                   help="multiples of --base CDS scores (100 = 1M pairs: ~2 h on one core)")  # fmt: skip
     p.add_argument("--cds-model", default="/tmp/demo_shared/cds_train",
                    help="CDS model folder (python -m filters cds-train output)")  # fmt: skip
     p.add_argument("--model-wait", type=float, default=1200.0,
