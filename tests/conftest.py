@@ -97,3 +97,16 @@ def run_as_main(module: str, argv: list[str], env: dict, cwd: str, out: str, err
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """A loopback Dask scheduler with 2 stock workers (tests/scaleout_util.py); its address.
+    Skips with the reason where dask[distributed] is not installed."""
+    from tests.scaleout_util import dask_available, dask_cluster
+
+    why = dask_available()
+    if why:
+        pytest.skip(why)
+    with dask_cluster(2, tmp_path_factory.mktemp("dask-logs")) as addr:
+        yield addr

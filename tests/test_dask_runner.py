@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.corpus_util import assert_balanced, read_stats
-from tests.scaleout_util import dask_args, dask_available, dask_cluster
+from tests.scaleout_util import dask_args
 from tests.test_embed_pipeline import tiny_model  # noqa: F401,F811 - fixture
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -18,15 +18,6 @@ SAMPLES = ROOT / "pipelines" / "sample_data"
 DIRECT = ["--direct_running_mode", "in_memory", "--direct_num_workers", "1"]
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    why = dask_available()
-    if why:
-        pytest.skip(why)
-    with dask_cluster(2, tmp_path_factory.mktemp("dask-logs")) as addr:
-        yield addr
 
 
 def tree(out: Path) -> dict[str, list[dict]]:

@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from labse_common.stats import check_balanced, read_report
-from tests.scaleout_util import ROOT, dask_args, dask_available, dask_cluster, env
+from tests.scaleout_util import ROOT, dask_args, env
 
 pytestmark = pytest.mark.slow
 
@@ -79,15 +79,6 @@ def sentences(tmp_path_factory) -> Path:
     damaged.write_bytes(bytes(data))
     (root / "xx").mkdir()
     return root
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    why = dask_available()
-    if why:
-        pytest.skip(why)
-    with dask_cluster(2, tmp_path_factory.mktemp("dask-logs")) as addr:
-        yield addr
 
 
 def _vocab_job(inp: Path, out: Path, *runner: str) -> float:
