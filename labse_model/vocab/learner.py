@@ -243,6 +243,12 @@ def _prepare_input(
 ) -> tuple[list[str], np.ndarray, np.ndarray]:
     """Filter words as the reference does; return (words, counts, alphabet code points)."""
     stats["word_types/in"] = len(words)
+    # The float sums below (character and substring counts) depend on the order of the words,
+    # and ties in the vocabulary follow them: learning in one canonical order makes the result
+    # independent of the input's row order (runners, shards, a reload of saved counts).
+    order = sorted(range(len(words)), key=words.__getitem__)
+    words = [words[i] for i in order]
+    counts = np.asarray(counts)[order] if len(order) else np.asarray(counts)
     reserved = set(params.reserved_tokens)
     keep_idx = [i for i, w in enumerate(words) if 0 < len(w) <= params.max_token_length]
     stats["word_types/dropped/too_long_for_learner"] = len(words) - len(keep_idx)
