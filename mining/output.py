@@ -12,6 +12,8 @@ import pyarrow.parquet as pq
 
 # TSV column order: LASER's "score<TAB>src<TAB>trg" first, then the rest.
 TSV_COLUMNS = ("margin", "src", "trg", "src_lang", "trg_lang", "src_id", "trg_id", "cosine")
+# Rows per Parquet row group and per TSV slice: bounds the writer's memory at any output size.
+WRITE_SLICE_ROWS = 65536
 
 
 def _clean_field(value: object) -> str:
@@ -19,18 +21,26 @@ def _clean_field(value: object) -> str:
     return str(value).replace("\t", " ").replace("\r", " ").replace("\n", " ")
 
 
-def write_pairs(table: pa.Table, out_dir: str | os.PathLike) -> tuple[Path, Path]:
-    """Write ``mined.parquet`` and ``mined.tsv.gz`` (no header; columns as TSV_COLUMNS + extra)."""
+def write_pairs(
+    table: pa.Table, out_dir: str | os.PathLike, rows_per_slice: int = WRITE_SLICE_ROWS
+) -> tuple[Path, Path]:
+    """Write ``mined.parquet`` and ``mined.tsv.gz`` (no header; columns as TSV_COLUMNS + extra).
+
+    Both are written ``rows_per_slice`` rows at a time (Parquet row groups of that size), so the
+    memory of writing does not grow with the number of pairs beyond the table itself."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     pq_path, tsv_path = out / "mined.parquet", out / "mined.tsv.gz"
-    pq.write_table(table, pq_path)
+    pq.write_table(table, pq_path, row_group_size=rows_per_slice)
     cols = [c for c in TSV_COLUMNS if c in table.column_names]
     cols += [c for c in table.column_names if c not in cols]
-    data = [table.column(c).to_pylist() for c in cols]
+    ordered = table.select(cols)
     with gzip.open(tsv_path, "wt", encoding="utf-8", newline="\n") as f:
-        for row in zip(*data):
-            f.write("\t".join(_clean_field(v) for v in row) + "\n")
+        for off in range(0, ordered.num_rows, rows_per_slice):
+            # Only this slice becomes Python objects (slicing itself copies nothing).
+            part = ordered.slice(off, rows_per_slice)
+            data = [part.column(i).to_pylist() for i in range(part.num_columns)]
+            f.writelines("\t".join(_clean_field(v) for v in row) + "\n" for row in zip(*data))
     return pq_path, tsv_path
 
 

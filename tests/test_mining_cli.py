@@ -15,6 +15,7 @@ import pytest
 
 from labse_common.stats import check_balanced
 from mining.__main__ import main
+from mining.output import write_pairs
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -211,3 +212,21 @@ def test_help_lists_every_option() -> None:
     for opt in ("--k", "--margin", "--mode", "--threshold", "--unify", "--index", "--mem-gb",
                 "--nprobe", "--model", "--src-emb", "--workers"):  # fmt: skip
         assert opt in out.stdout
+
+
+def test_write_pairs_in_slices_equals_one_slice(tmp_path: Path) -> None:
+    # Bounded row groups / TSV slices (issue 21) must not change what is written.
+    n = 10
+    table = pa.table({"src": [f"s\t{i}" for i in range(n)], "trg": [f"t\n{i}" for i in range(n)],
+                      "margin": pa.array(np.linspace(2, 1, n), pa.float32()),
+                      "src_id": [str(i) if i % 3 else None for i in range(n)]})  # fmt: skip
+    one_pq, one_tsv = write_pairs(table, tmp_path / "one")
+    pq_path, tsv_path = write_pairs(table, tmp_path / "sliced", rows_per_slice=4)
+    assert pq.ParquetFile(pq_path).metadata.num_row_groups == 3
+    assert pq.read_table(pq_path).equals(table) and pq.read_table(one_pq).equals(table)
+    assert gzip.decompress(tsv_path.read_bytes()) == gzip.decompress(one_tsv.read_bytes())
+    with gzip.open(tsv_path, "rt", encoding="utf-8") as f:
+        rows = [line.rstrip("\n").split("\t") for line in f]
+    margin = str(table.column("margin")[1].as_py())  # float32 widened to a Python float
+    assert len(rows) == n and rows[1] == [margin, "s 1", "t 1", "1"]
+    assert rows[0][3] == "None"  # as before: a null id is written as str(None)
