@@ -5,7 +5,7 @@ inside a Beam worker (bundles run on non-main threads), so the parse runs in one
 helper process per worker; a call that overruns kills and restarts the helper and reports a
 timeout instead of stalling the pipeline.
 
-The helper is a plain ``subprocess`` (``python -m filters.mono.timeout``), not a
+The helper is a plain ``subprocess`` (``python -c``, calling :func:`serve_fds`), not a
 ``multiprocessing.Process``: workers started the stock way on managed clusters (``dask worker``,
 whose worker processes are daemonic) may not start multiprocessing children, but they may start
 subprocesses. Requests and answers are pickled over two private pipes (not stdin/stdout, which
@@ -23,6 +23,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 log = logging.getLogger(__name__)
+_HELPER = f"import sys; from {__name__} import serve_fds; serve_fds(*sys.argv[1:3])"
 
 
 def _serve(conn_in: Connection, conn_out: Connection) -> None:
@@ -76,7 +77,8 @@ class TimeLimitedWorker:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
         try:
             self._proc = subprocess.Popen(
-                [sys.executable, "-m", __name__, str(req_r), str(res_w)],
+                # -c, not -m: the helper is not a command of its own (no main guard here).
+                [sys.executable, "-c", _HELPER, str(req_r), str(res_w)],
                 pass_fds=(req_r, res_w), stdin=subprocess.DEVNULL, env=env,
             )  # fmt: skip
         finally:
@@ -136,5 +138,6 @@ class TimeLimitedWorker:
             pass
 
 
-if __name__ == "__main__":
-    _serve(Connection(int(sys.argv[1]), writable=False), Connection(int(sys.argv[2]), readable=False))
+def serve_fds(fd_in: str, fd_out: str) -> None:
+    """The helper's body: serve on the two inherited pipe ends (file descriptor numbers)."""
+    _serve(Connection(int(fd_in), writable=False), Connection(int(fd_out), readable=False))
