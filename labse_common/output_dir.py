@@ -8,8 +8,9 @@ Every stage writes its output folder the same way::
 
 1. **Claim.** ``OUTPUT/_CLAIM.json`` (job id, host, pid, start time) is created atomically: on a
    local filesystem with ``O_CREAT | O_EXCL``, so of two jobs started at once exactly one gets it
-   and the other stops with :class:`OutputBusy` (the CLIs exit with status 2). A claim left by a
-   job that was killed names that job; delete the file once no job is running.
+   and the other stops with :class:`OutputBusy` (the CLIs exit with status 2). The job holds an
+   ``flock`` on the claim while it runs; a claim left by a killed job of this host (nobody holds
+   its lock, its process is gone) is taken over by the next job, with a warning.
 2. **Refuse a non-empty output** (anything but the claim) unless ``overwrite``
    (:class:`OutputNotEmpty`).
 3. **Write** under ``OUTPUT/_tmp-<job id>/``. Beam jobs pass that path to their writers, which go
@@ -102,6 +103,7 @@ class OutputDir:
         self.claim_path = join(self.output, CLAIM)
         self._claimed = False
         self._created_dir = False
+        self._fd: int | None = None  # the local claim's descriptor (holds its flock)
 
     # -- claim -------------------------------------------------------------------------------
     def _claim_info(self) -> dict:
@@ -146,12 +148,8 @@ class OutputDir:
             if not os.path.isdir(self.output):
                 os.makedirs(self.output, exist_ok=True)
                 self._created_dir = True
-            try:
-                fd = os.open(self.claim_path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-            except FileExistsError:
-                raise self._busy(self._read_claim()) from None
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
+            # Locked while this job runs: a claim left by a killed job is taken over.
+            self._fd = _take_local_claim(self)
         self._claimed = True
         leftovers = self.existing()
         if leftovers and not self.overwrite:
@@ -181,9 +179,14 @@ class OutputDir:
             if is_remote(self.output):
                 _fs().delete([self.claim_path])
             else:
+                # Unlink before unlocking: a writer that opened this file meanwhile sees it is gone.
                 os.unlink(self.claim_path)
         except Exception as e:  # noqa: BLE001 - OSError locally, BeamIOError remotely
             log.warning("could not release %s: %s", self.claim_path, e)
+        finally:
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
 
     # -- commit / abort ----------------------------------------------------------------------
     def _delete_previous(self) -> None:
@@ -362,24 +365,15 @@ def _held_elsewhere(claim: str) -> bool:
     return True
 
 
-@contextmanager
-def resumable_claim(output: str | os.PathLike) -> Iterator[OutputDir]:
-    """Hold ``OUTPUT/_CLAIM.json`` while a resumable writer updates the folder in place (the
-    stage runner reruns into its own earlier output and keeps what is up to date): no temporary
-    place and no refusal of existing files, but the same exclusive claim, so a second writer
-    gets :class:`OutputBusy`. Released at the end, on an exception and on Ctrl-C. Local only.
+def _take_local_claim(od: OutputDir) -> int:
+    """Create ``od``'s local claim file, or take over a stale one; return its descriptor, which
+    holds an ``flock`` until it is closed (the kernel drops it when the process ends, however
+    it ends). Raises :class:`OutputBusy` when a live job holds it.
 
-    The holder keeps an ``flock`` on the claim file, which the kernel drops when the process
-    ends however it ends (SIGKILL too). A claim nobody holds the lock of, written by a process
-    of this host that is gone, is stale: it is taken over (logged) so a killed run resumes
-    without the user deleting the file. An :class:`OutputDir` claim (no lock) of a live
-    process, or of another host, stays busy."""
+    A claim nobody holds the lock of, written by a process of this host that is gone, is stale:
+    it is taken over (logged). A claim of a live process, or of another host, stays busy."""
     import fcntl  # POSIX only: imported here so the rest of the module imports anywhere
 
-    od = OutputDir(output)
-    if os.path.exists(od.output) and not os.path.isdir(od.output):
-        raise OutputError(f"output {od.output!r} exists and is not a folder")
-    os.makedirs(od.output, exist_ok=True)
     data = json.dumps(od._claim_info()).encode("utf-8")
     while True:
         # A new claim appears already written and locked: made aside, then linked into place
@@ -390,7 +384,7 @@ def resumable_claim(output: str | os.PathLike) -> Iterator[OutputDir]:
             os.write(fd, data)
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             os.link(aside, od.claim_path)
-            break
+            return fd
         except FileExistsError:
             os.close(fd)
         finally:
@@ -415,10 +409,30 @@ def resumable_claim(output: str | os.PathLike) -> Iterator[OutputDir]:
         if _held_elsewhere(old):
             os.close(fd)
             raise od._busy(old)
-        log.warning("taking over the claim of %s: the job that held it is gone (%s)", od.output, old)
+        log.warning("taking over the claim of %s: the job that held it is gone (%s)",
+                    od.output, old)  # fmt: skip
         os.ftruncate(fd, 0)
         os.pwrite(fd, data, 0)
-        break
+        return fd
+
+
+@contextmanager
+def resumable_claim(output: str | os.PathLike) -> Iterator[OutputDir]:
+    """Hold ``OUTPUT/_CLAIM.json`` while a resumable writer updates the folder in place (the
+    stage runner reruns into its own earlier output and keeps what is up to date): no temporary
+    place and no refusal of existing files, but the same exclusive claim, so a second writer
+    gets :class:`OutputBusy`. Released at the end, on an exception and on Ctrl-C. Local only.
+
+    The holder keeps an ``flock`` on the claim file, which the kernel drops when the process
+    ends however it ends (SIGKILL too). A claim nobody holds the lock of, written by a process
+    of this host that is gone, is stale: it is taken over (logged) so a killed run resumes
+    without the user deleting the file. A claim of a live process, or of another host, stays
+    busy."""
+    od = OutputDir(output)
+    if os.path.exists(od.output) and not os.path.isdir(od.output):
+        raise OutputError(f"output {od.output!r} exists and is not a folder")
+    os.makedirs(od.output, exist_ok=True)
+    fd = _take_local_claim(od)
     try:
         yield od
     finally:

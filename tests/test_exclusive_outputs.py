@@ -12,6 +12,7 @@ import json
 import multiprocessing
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -62,6 +63,36 @@ def test_claim_is_atomic_among_simultaneous_processes(tmp_path):
         p.join(30)
     got = sorted(results.get(timeout=5) for _ in range(n))
     assert got == ["busy"] * (n - 1) + ["won"]
+
+
+def _dead_pid() -> int:
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    return p.pid
+
+
+def test_a_killed_jobs_claim_is_taken_over_a_live_one_is_not(tmp_path, caplog):
+    out = tmp_path / "o"
+    out.mkdir()
+    host = socket.gethostname()
+    # What a SIGKILLed job leaves: its claim (nobody holds its lock; its process is gone).
+    (out / CLAIM).write_text(json.dumps({"job_id": "killed", "host": host, "pid": _dead_pid()}))
+    with OutputDir(out).open() as o:
+        assert json.loads((out / CLAIM).read_text())["job_id"] == o.job_id
+        (Path(o.tmp) / "x.txt").write_text("x")
+    assert sorted(os.listdir(out)) == ["x.txt"] and "taking over the claim" in caplog.text
+    # A live job's claim stays busy: one held (locked) by this process, and an unlocked one
+    # naming a live process of this host (a job of an older version, which took no lock).
+    held = OutputDir(out, overwrite=True).claim()
+    try:
+        with pytest.raises(OutputBusy):
+            OutputDir(out, overwrite=True).claim()
+    finally:
+        held.release()
+    (out / CLAIM).write_text(json.dumps({"job_id": "alive", "host": host, "pid": os.getpid()}))
+    with pytest.raises(OutputBusy):
+        OutputDir(out, overwrite=True).claim()
+    assert json.loads((out / CLAIM).read_text())["job_id"] == "alive"
 
 
 def test_commit_abort_and_overwrite_leave_no_stale_files(tmp_path):
