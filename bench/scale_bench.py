@@ -5,7 +5,7 @@
         [--nprobe 16] [--shards 1] [--workers 1] [--sample 1000] [--in-memory-max 200000]
         [--workdir bench_out/scale_mining] [--fresh]
     .venv/bin/python bench/scale_bench.py pairs [--base 10000] [--sizes 1 10 100]
-        [--stages rules cds] [--cds-sizes 1 10] [--cds-model /tmp/demo_shared/cds_train]
+        [--stages rules cds] [--cds-sizes 1 10] [--cds-model demo_out/cds_train]
         [--workdir bench_out/scale_pairs] [--json FILE]
 
 ``mining``: synthetic float16 embedding stores (clustered 768-d unit vectors; the first 10% of
@@ -577,8 +577,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="pair stages to measure")  # fmt: skip
     p.add_argument("--cds-sizes", nargs="+", type=int, default=[1, 10],
                    help="multiples of --base CDS scores (100 = 1M pairs: ~2 h on one core)")  # fmt: skip
-    p.add_argument("--cds-model", default="/tmp/demo_shared/cds_train",
-                   help="CDS model folder (python -m filters cds-train output)")  # fmt: skip
+    p.add_argument("--cds-model", default="demo_out/cds_train",
+                   help="CDS model folder (cds-train output; default: make demo's)")  # fmt: skip
     p.add_argument("--model-wait", type=float, default=1200.0,
                    help="seconds to wait for --cds-model/cds.json while it is being trained")  # fmt: skip
     p.add_argument("--batch-rows", type=int, default=20_000,
