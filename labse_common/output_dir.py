@@ -127,8 +127,8 @@ class OutputDir:
 
     def claim(self) -> OutputDir:
         """Take the claim and check the folder; raises :class:`OutputError`."""
-        data = json.dumps(self._claim_info()).encode("utf-8")
         if is_remote(self.output):
+            data = json.dumps(self._claim_info()).encode("utf-8")
             fs = _fs()
             if fs.exists(self.claim_path):
                 raise self._busy(self._read_claim())

@@ -49,9 +49,9 @@ class WriteSentenceShard(beam.DoFn):
                 STATS, {"sentences/out": -dups, "sentences/dropped/duplicate": dups})
 
 
-def write_table(table: pa.Table, path: str) -> str:
+def write_table(table: pa.Table, path: str, row_group_size: int | None = None) -> str:
     buf = io.BytesIO()
-    pq.write_table(table, buf, compression="zstd")
+    pq.write_table(table, buf, compression="zstd", row_group_size=row_group_size)
     with filesystems.create(path) as f:  # one cached filesystem object per worker
         f.write(buf.getvalue())
     return path

@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import heapq
-import io
 import itertools
 import json
 import logging
@@ -69,6 +68,7 @@ from labse_model.vocab.learner import LearnerParams, VocabTooSmall
 from labse_model.vocab.smoothing import language_weights
 from pipelines.inputs import require_columns
 from pipelines.options import check_remote, pipeline_options, run_pipeline
+from pipelines.parquet_io import write_table
 from pipelines.tagged import join_sinks, with_outputs
 
 log = logging.getLogger(__name__)
@@ -251,20 +251,12 @@ class SmoothShard(beam.DoFn):
         table = pa.table([pa.array(cols[1], pa.string()), pa.array(cols[2], pa.float64()),
                           pa.array(cols[3], pa.int64()), pa.array(cols[0], pa.int64())],
                          schema=PART_SCHEMA)  # fmt: skip
-        yield _write_parquet(table, part_path(self.output, shard))
+        # Small row groups: the merge reads every part at once, a batch each.
+        yield write_table(table, part_path(self.output, shard), PART_ROWS)
         if counter.counts:
             yield TaggedOutput(STATS, counter.drain())
         for lang, n in sorted(types.items()):
             yield TaggedOutput(TYPES, (lang, n))
-
-
-def _write_parquet(table: pa.Table, path: str) -> str:
-    # Small row groups: the merge reads every part at once, a batch each.
-    buf = io.BytesIO()
-    pq.write_table(table, buf, row_group_size=PART_ROWS, compression="zstd")
-    with filesystems.create(path) as f:
-        f.write(buf.getvalue())
-    return path
 
 
 def _part_rows(path: str) -> Iterator[tuple[str, float, int, int]]:
@@ -298,7 +290,7 @@ def write_heldout_rows(samples: list[tuple[str, list[str]]], output: str) -> str
     langs, texts = zip(*rows) if rows else ((), ())
     table = pa.table([pa.array(langs, pa.string()), pa.array(texts, pa.string())],
                      schema=HELDOUT_SCHEMA)  # fmt: skip
-    return _write_parquet(table, FileSystems.join(output, HELDOUT_FILE))
+    return write_table(table, FileSystems.join(output, HELDOUT_FILE), PART_ROWS)
 
 
 def write_languages(rows: list[tuple[str, tuple[int, int, int]]], output: str) -> str:
