@@ -457,12 +457,15 @@ def stage_command(stage: str, inp: Path, out: Path, args: argparse.Namespace) ->
 
 
 def wait_for_model(model: Path, timeout_s: float) -> None:
-    """A model folder another run is still writing (the demo's cds_train): wait for cds.json."""
+    """Wait for ``model/cds.json`` only while another run is writing the folder (its output
+    claim is there, e.g. the demo's cds_train); a folder nobody writes fails at once (exit 2)."""
     t0 = time.perf_counter()
     while not (model / "cds.json").exists():
-        if time.perf_counter() - t0 > timeout_s:
-            raise SystemExit(f"{model}/cds.json: not there after {timeout_s:.0f} s; train one "
-                             "with python -m filters cds-train, or give --cds-model")  # fmt: skip
+        busy = (model / "_CLAIM.json").exists()
+        if not busy or time.perf_counter() - t0 > timeout_s:
+            log.error("--cds-model %s: no cds.json%s; train one with python -m filters cds-train",
+                      model, f" after {timeout_s:.0f} s" if busy else "")  # fmt: skip
+            raise SystemExit(2)
         log.info("waiting for %s/cds.json (a CDS model being trained)", model)
         time.sleep(20)
 
@@ -580,7 +583,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cds-model", default="demo_out/cds_train",
                    help="CDS model folder (cds-train output; default: make demo's)")  # fmt: skip
     p.add_argument("--model-wait", type=float, default=1200.0,
-                   help="seconds to wait for --cds-model/cds.json while it is being trained")  # fmt: skip
+                   help="seconds to wait for --cds-model/cds.json while a run is training it")  # fmt: skip
     p.add_argument("--batch-rows", type=int, default=20_000,
                    help="--batch-rows of both commands (pairs read and written per chunk)")  # fmt: skip
     p.add_argument("--write-dropped", action="store_true",
