@@ -328,7 +328,8 @@ def parallel_pools(data: Path) -> dict[str, list[tuple[str, str]]]:
                 if len(x.strip()) >= 8 and len(e.strip()) >= 8
             )  # fmt: skip
     if not pools:
-        raise SystemExit(f"no pairs under {data} (tatoeba/, pud/): this bench needs them")
+        log.error("no pairs under %s (tatoeba/, pud/): this bench needs them (--data)", data)
+        raise SystemExit(2)  # a wrong --data, like every usage error
     return {k: sorted(v) for k, v in pools.items()}
 
 

@@ -60,7 +60,8 @@ def load_pools(data: Path) -> dict[str, list[str]]:
             pools.setdefault(lang, []).extend(f.read_text(encoding="utf-8").splitlines())
     pools = {k: sorted({s.strip() for s in v if len(s.strip()) >= 20}) for k, v in pools.items()}
     if not pools:
-        raise SystemExit(f"no text under {data} (ud/, pud/, tatoeba/): this bench needs it")
+        log.error("no text under %s (ud/, pud/, tatoeba/): this bench needs it (--data)", data)
+        raise SystemExit(2)  # a wrong --data, like every usage error
     return pools
 
 
