@@ -54,7 +54,9 @@ def write_histogram(
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6, 4))
-    finite = scores[np.isfinite(scores)]
+    # float64: numpy builds the bin edges in the data's type, and float32 edges over a range of
+    # ~1e-6 (near-identical margins of a tiny model) collide ("Too many bins for data range").
+    finite = scores[np.isfinite(scores)].astype(np.float64)
     if finite.size:
         lo, hi = float(finite.min()), float(finite.max())
         if hi - lo < 1e-6:  # all scores equal: matplotlib cannot bin a zero-width range
