@@ -28,6 +28,7 @@ from labse_common.output_dir import OutputDir
 from labse_common.sections.corpus import CorpusConfig
 from pipelines.inputs import expand_inputs
 from pipelines.options import check_remote, pipeline_options, run_pipeline
+from pipelines.spill import remove_spill
 from pipelines.stats_io import report_and_exit
 
 log = logging.getLogger(__name__)
@@ -178,6 +179,7 @@ def _run(build, args, beam_args, stage: str, extra_flags, check) -> int:
         p = beam.Pipeline(options=opts)
         build(p, inputs, argparse.Namespace(**{**vars(args), "output": out.tmp}), cfg)
         run_pipeline(p)
+        remove_spill(out.tmp)
         code = report_and_exit(out.tmp, stage)
         _require_some_input(out.tmp, inputs)
     return code

@@ -23,6 +23,13 @@ def _rank(row: tuple) -> tuple:
     return (row[_SOURCE], row[_DOC_ID], row[_TEXT])
 
 
+def order_key(dkey: str | None, row: tuple) -> tuple:
+    """Where a row goes in its shard's output: by dedup key, then rank. A duplicate group's
+    representative is its first row in this order, so the file shuffle (``pipelines/spill.py``),
+    which merges rows sorted this way, writes the same files as the in-memory combine."""
+    return (dkey or "", *_rank(row))
+
+
 class DedupShard(beam.CombineFn):
     """Merges the row batches of one (language, shard) group, collapsing exact duplicates.
 

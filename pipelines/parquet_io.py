@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from collections.abc import Iterable
 
 import apache_beam as beam
 import pyarrow as pa
@@ -13,40 +14,57 @@ from labse_common import filesystems
 from labse_common.formats import SENTENCE_ROW_FIELDS as _ROW_FIELDS
 from labse_common.formats import SENTENCE_ROW_NAMES as _ROW_NAMES
 from labse_common.formats import SENTENCE_SCHEMA
-from pipelines.dedup import _TEXT, shard_of
+from pipelines.dedup import _TEXT, order_key, shard_of
 from pipelines.tags import DROPPED, STATS
 
 
 class WriteSentenceShard(beam.DoFn):
-    """Writes one deduplicated (language, shard) group; reports the duplicates it collapsed."""
+    """Writes one deduplicated (language, shard) group; reports the duplicates it collapsed.
+
+    ``process`` takes the in-memory combine's accumulator; :meth:`write_entries` takes the
+    group's entries ``[row, copies, collapsed rows or None]`` as a stream already in
+    :func:`pipelines.dedup.order_key` order (the file shuffle's merge), holding one file's rows.
+    """
 
     def __init__(self, output: str, rows_per_file: int) -> None:
         self.output, self.rows_per_file = output, rows_per_file
 
     def process(self, kv):
         key, acc = kv
+        # Without dedup the accumulator's keys are counters, not dedup keys.
+        entries = sorted(acc.items(), key=lambda kv: order_key(
+            kv[0] if isinstance(kv[0], str) else None, kv[1][0]))
+        yield from self.write_entries(key, (e for _, e in entries))
+
+    def write_entries(self, key: str, entries: Iterable[list]):
         lang, shard = key.split("\t")
-        # Sorted rows and deterministic names: a retried bundle rewrites the same files.
-        entries = sorted(acc.values(), key=lambda e: e[0][_TEXT])
-        dups = 0
-        for part, lo in enumerate(range(0, len(entries), self.rows_per_file)):
-            chunk = entries[lo : lo + self.rows_per_file]
-            cols = list(zip(*(e[0] for e in chunk)))
-            arrays = [pa.array(c, type=t) for c, (_, t) in zip(cols, _ROW_FIELDS)]
-            counts = [e[1] for e in chunk]
-            dups += sum(counts) - len(counts)
-            table = pa.Table.from_arrays([*arrays, pa.array(counts, pa.int32())],
-                                         schema=SENTENCE_SCHEMA)  # fmt: skip
-            yield write_table(table, FileSystems.join(
-                self.output, lang, f"part-{int(shard):05d}-{part:05d}.parquet"))
+        dups, part, chunk = 0, 0, []
         for e in entries:
+            chunk.append(e)
+            dups += e[1] - 1
             for row in e[2] or ():
                 yield beam.pvalue.TaggedOutput(
                     DROPPED, {**dict(zip(_ROW_NAMES, row)), "reason": "duplicate",
                               "unit": "sentences"})  # fmt: skip
+            if len(chunk) >= self.rows_per_file:
+                yield self._write(lang, int(shard), part, chunk)
+                part, chunk = part + 1, []
+        if chunk:
+            yield self._write(lang, int(shard), part, chunk)
         if dups:
             yield beam.pvalue.TaggedOutput(
                 STATS, {"sentences/out": -dups, "sentences/dropped/duplicate": dups})
+
+    def _write(self, lang: str, shard: int, part: int, chunk: list) -> str:
+        # Deterministic names and order: a retried bundle rewrites the same files. Within a file
+        # rows go by text (prefix-sorted text compresses ~35% smaller than in hash order).
+        chunk = sorted(chunk, key=lambda e: (e[0][_TEXT], *order_key(None, e[0])))
+        cols = list(zip(*(e[0] for e in chunk)))
+        arrays = [pa.array(c, type=t) for c, (_, t) in zip(cols, _ROW_FIELDS)]
+        counts = pa.array([e[1] for e in chunk], pa.int32())
+        table = pa.Table.from_arrays([*arrays, counts], schema=SENTENCE_SCHEMA)
+        return write_table(table, FileSystems.join(
+            self.output, lang, f"part-{shard:05d}-{part:05d}.parquet"))
 
 
 def write_table(table: pa.Table, path: str, row_group_size: int | None = None) -> str:
@@ -80,8 +98,10 @@ class _WriteParquetGroup(beam.DoFn):
             yield self._write(folder, int(shard), part, batch)
 
     def _write(self, folder: str, shard: int, part: int, rows: list[dict]) -> str:
-        # Sorted rows and deterministic names: a retried bundle rewrites the same file.
-        rows.sort(key=lambda r: r["text"])
+        # Sorted rows (by text, ties by every other field: copies of one text come from many
+        # documents) and deterministic names: a retried bundle rewrites the same file.
+        names = self.schema.names
+        rows.sort(key=lambda r: (r["text"], *(("" if r.get(n) is None else str(r.get(n))) for n in names)))
         table = pa.Table.from_pylist(rows, schema=self.schema)
         name = f"part-{shard:05d}-{part:05d}.parquet"
         return write_table(table, FileSystems.join(self.output, self.subdir or folder, name))

@@ -97,8 +97,9 @@ class ConvertPages(beam.DoFn):
         self.converter: PageConverter | None = None
 
     def setup(self) -> None:
+        # The time-limited helper starts on the first page (its start-up is not timed), so a
+        # branch that gets no page starts none.
         self.converter = PageConverter(self.timeout_s, self.max_page_chars)
-        self.converter.worker.start()  # pay the helper's start-up once, before any page
 
     def process(self, page):
         counter = StageCounter()
@@ -127,11 +128,15 @@ def build(p: beam.Pipeline, inputs: list[str], args: argparse.Namespace, cfg: Co
     # of a multistream dump would move all of its uncompressed wikitext (~90 GB for enwiki)
     # for no gain in parallelism, since its thousands of ranges already spread the work.
     spread = pages[SPREAD] | "SpreadPages" >> beam.Reshuffle()
-    docs = with_outputs(
-        (pages.pages, spread) | "AllPages" >> beam.Flatten(), "Parse",
-        ConvertPages(cfg.page_timeout_s, cfg.max_page_chars),
-        STATS, main="docs")  # fmt: skip
-    finish_sentences(docs.docs, args.output, cfg, [plan[STATS], pages[STATS], docs[STATS]],
+    # Two branches, not a Flatten of the pages: Beam's local engine would hold every page of a
+    # Flatten fed by two stages in memory. finish_sentences joins them after its spill.
+    docs = with_outputs(pages.pages, "Parse", ConvertPages(cfg.page_timeout_s, cfg.max_page_chars),
+                        STATS, main="docs")  # fmt: skip
+    docs_spread = with_outputs(spread, "ParseSpread",
+                               ConvertPages(cfg.page_timeout_s, cfg.max_page_chars),
+                               STATS, main="docs")  # fmt: skip
+    finish_sentences([docs.docs, docs_spread.docs], args.output, cfg,
+                     [plan[STATS], pages[STATS], docs[STATS], docs_spread[STATS]],
                      "wikipedia", {"inputs": len(inputs), "config": to_dict(cfg)})  # fmt: skip
 
 

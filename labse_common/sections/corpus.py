@@ -20,6 +20,12 @@ class CorpusConfig:
     write_dropped: bool = option(False, help="also write dropped lines/sentences with their reason")
     rows_per_file: int = option(100_000, min=1, help="Parquet rows per output file")
     shards_per_language: int = option(1, min=1, help="dedup groups per language (~rows/1M)")
+    shuffle: str = option("auto", choices=["auto", "memory", "files"],
+                          help="how kept rows reach the dedup: 'memory' = Beam's shuffle (a cluster "
+                               "runner spills it itself), 'files' = sorted spill files merged per "
+                               "(language, shard) in bounded memory; 'auto' = files on the local runner, "
+                               "whose shuffle is held in RAM, memory elsewhere")
+    spill_rows: int = option(200_000, min=1000, help="shuffle=files: rows a worker buffers before writing a spill file")
     page_timeout_s: float = option(5.0, min=0.0, min_exclusive=True, help="per-page wikitext parse limit, seconds")
     max_page_chars: int = option(2_000_000, min=1, help="pages with more wikitext characters are dropped")
 

@@ -1,0 +1,112 @@
+"""The dedup's file shuffle (pipelines/spill.py) writes what the in-memory combine writes."""
+
+from __future__ import annotations
+
+import heapq
+import random
+from operator import itemgetter
+from pathlib import Path
+
+import pytest
+
+from pipelines import commoncrawl
+from pipelines.dedup import DedupShard, order_key
+from pipelines.spill import MergeSpilled, SpillRows, _sorted_rows, use_file_shuffle
+from tests.corpus_fixtures import write_wet
+from tests.corpus_util import assert_balanced, read_stats
+
+SUBJECTS = ["The city council", "A local farmer", "The school board", "Our neighbour", "The mayor",
+            "A young doctor", "The old librarian", "The football club"]  # fmt: skip
+VERBS = ["approved", "discussed", "rejected", "welcomed", "criticised", "postponed"]
+OBJECTS = ["the new budget for public schools", "a plan to repair the bridge",
+           "the proposal to open a market", "the report about the river"]  # fmt: skip
+WHEN = ["on Monday evening", "after a long debate", "before the summer holidays", "last week"]
+
+
+def _sentences(n: int, seed: int) -> list[str]:
+    rnd = random.Random(seed)
+    pool = [f"{s} {v} {o} {w}, said report {i}."
+            for i, (s, v, o, w) in enumerate((rnd.choice(SUBJECTS), rnd.choice(VERBS),
+                                              rnd.choice(OBJECTS), rnd.choice(WHEN))
+                                             for _ in range(n // 2))]  # fmt: skip
+    out = []
+    for _ in range(n):  # about half are normalised duplicates, across files and spill buffers
+        s = rnd.choice(pool)
+        out.append(s.replace(",", "") if rnd.random() < 0.3 else s)
+    return out
+
+
+def _inputs(d: Path) -> Path:
+    d.mkdir()
+    for f in range(3):
+        sents = _sentences(1500, seed=f % 2)  # files 0 and 2 share their pool
+        docs = [(f"http://f{f}.example/{j}", "\n".join(sents[j : j + 30]).encode())
+                for j in range(0, len(sents), 30)]  # fmt: skip
+        write_wet(d / f"part{f}.warc.wet.gz", docs)
+    return d
+
+
+def _files(out: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*.parquet"))}
+
+
+@pytest.mark.parametrize("extra", [["--write-dropped", "--shards-per-language", "2"], ["--no-dedup"]])
+def test_file_shuffle_writes_the_same_files_as_the_in_memory_combine(tmp_path, extra):
+    inp = _inputs(tmp_path / "in")
+    outs = {}
+    for mode in ("memory", "files"):
+        out = tmp_path / mode
+        rc = commoncrawl.main(["--input", str(inp / "*"), "--output", str(out), "--set",
+                               f"shuffle={mode}", "--set", "spill_rows=1000",
+                               "--direct_num_workers", "2", *extra])  # fmt: skip
+        assert rc == 0
+        stats = read_stats(out)
+        assert_balanced(stats)
+        outs[mode] = (stats["counts"], _files(out))
+        assert not (out / "_spill").exists()
+    (c_mem, f_mem), (c_files, f_files) = outs["memory"], outs["files"]
+    assert c_mem == c_files
+    kept = c_mem["sentences"]["out"] + c_mem["sentences"]["dropped"].get("duplicate", 0)
+    assert kept >= 3000  # more rows than 3 spill buffers: the merge read several files per group
+    if "--no-dedup" not in extra:
+        assert c_mem["sentences"]["dropped"]["duplicate"] > 500
+    assert f_mem.keys() == f_files.keys() and f_mem
+    assert f_mem == f_files  # byte for byte, _dropped/ included
+
+
+def test_merge_of_spilled_files_equals_the_combine(tmp_path):
+    """Rows spilled in several files per group merge into the combine's entries, in order."""
+    rnd = random.Random(3)
+    rows = []
+    for i in range(5000):
+        k = rnd.randrange(1200)  # ~4 copies of each key, in different spill files
+        rows.append((f"{k:024x}", (f"text {k} v{i % 3}", "en", 0.5, 0.75, f"src{i % 4}", f"d{i}",
+                                   "u", f"loc{i}")))  # fmt: skip
+    spill = SpillRows(str(tmp_path / "spill"), max_rows=1000)
+    spill.start_bundle()
+    paths = []
+    for lo in range(0, len(rows), 250):
+        paths += [p for _, p in spill.process(("en\t0", rows[lo : lo + 250]))]
+    paths += [wv.value[1] for wv in spill.finish_bundle()]
+    assert len(paths) == 5
+    for keep in (False, True):
+        combine = DedupShard(True, keep)
+        acc = combine.add_input(combine.create_accumulator(), rows)
+        want = [e for _, e in sorted(acc.items(), key=lambda kv: order_key(kv[0], kv[1][0]))]
+        merge = MergeSpilled(writer=None, dedup=True, keep_collapsed=keep)
+        got = list(merge._entries(heapq.merge(*(_sorted_rows(p) for p in sorted(paths)),
+                                              key=itemgetter(0))))  # fmt: skip
+        assert [(e[0], e[1]) for e in got] == [(e[0], e[1]) for e in want]
+        if keep:
+            assert [sorted(e[2] or ()) for e in got] == [sorted(e[2] or ()) for e in want]
+        assert sum(e[1] for e in got) == len(rows)
+
+
+def test_auto_shuffle_uses_files_only_on_local_engines():
+    from pipelines import local_runner
+
+    assert use_file_shuffle("auto", None) and use_file_shuffle("auto", local_runner.NAME)
+    assert use_file_shuffle("auto", "DirectRunner")
+    assert not use_file_shuffle("auto", "apache_beam.runners.dask.dask_runner.DaskRunner")
+    assert not use_file_shuffle("auto", "FlinkRunner")
+    assert use_file_shuffle("files", "FlinkRunner") and not use_file_shuffle("memory", None)
