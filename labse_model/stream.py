@@ -3,9 +3,9 @@
 Nothing here holds a corpus in memory. The moving parts:
 
 * **Blocks.** Every input shard (Parquet, TSV/text, ``.gz`` ok, any path Beam's ``FileSystems``
-  opens, so ``s3://`` and ``gs://`` work) is cut into blocks: Parquet row groups, or runs of
-  ``block_rows`` usable lines of a text file. A scan at start-up (each rank scans its share of the
-  shards, the results are exchanged) counts the usable records of every block and the drops per
+  opens, so ``s3://`` and ``gs://`` work) is cut into blocks: runs of ``block_rows`` usable
+  records of a text file or of a Parquet row group. A scan at start-up (each rank scans its
+  share of the shards, the results are exchanged) counts the usable records of every block and the drops per
   reason, so ``stats.json`` counts each input record once, however many epochs the run makes.
 * **Lanes.** The global micro-batch of ``B`` records is the concatenation of ``S`` lanes (a fixed
   config value, independent of the number of ranks), each contributing ``B / S`` records. Lane
@@ -191,7 +191,7 @@ class Block:
     fmt: str  # "parquet" | "text"
     part: int  # Parquet row group, or block number within a text file
     rows: int  # usable records in the block
-    line: int = 0  # text: first raw line of the block
+    line: int = 0  # text: first raw line of the block; Parquet: first row within the row group
     offset: int = 0  # text: byte offset of that line (0 for .gz, read from the start)
 
 
@@ -212,7 +212,7 @@ class ScanResult:
 
     def sort(self) -> None:
         for bl in self.groups.values():
-            bl.sort(key=lambda b: (b.path, b.part))
+            bl.sort(key=lambda b: (b.path, b.part, b.line))
 
     def total_rows(self) -> int:
         return sum(b.rows for bl in self.groups.values() for b in bl)
@@ -294,12 +294,14 @@ def _parquet_columns(kind: str, names: Sequence[str], path: str) -> list[str]:
     return need
 
 
-def _parquet_records(pf, rg: int, cols: list[str], kind: str) -> Iterator:
-    table = pf.read_row_group(rg, columns=cols)
-    if kind == PAIRS:
-        yield from zip(table.column(0).to_pylist(), table.column(1).to_pylist())
-    else:
-        yield from table.column(0).to_pylist()
+def _parquet_records(pf, rg: int, cols: list[str], kind: str, start: int = 0) -> Iterator:
+    """Row group ``rg``'s values from row ``start``, converted to Python a batch at a time."""
+    table = pf.read_row_group(rg, columns=cols).slice(start)
+    for batch in table.to_batches(max_chunksize=4096):
+        if kind == PAIRS:
+            yield from zip(batch.column(0).to_pylist(), batch.column(1).to_pylist())
+        else:
+            yield from batch.column(0).to_pylist()
 
 
 def _scan_file(
@@ -315,17 +317,23 @@ def _scan_file(
             pf = pq.ParquetFile(fh)
             cols = _parquet_columns(kind, pf.schema_arrow.names, path)
             v = _Validator(kind, unit, counter, heldout)
+            # A row group is cut into blocks of block_rows usable records, like a text file:
+            # a shuffle window holds blocks, and writers' row groups can be 100k+ rows.
             for rg in range(pf.num_row_groups):
-                n = 0
+                n, raw, start = 0, 0, 0
                 for value in _parquet_records(pf, rg, cols, kind):
                     rec = v.value(value)
+                    raw += 1
                     if isinstance(rec, _HeldOut):
                         if len(res.heldout) < max_heldout:
                             res.heldout.append(rec.record)
                     elif rec is not None:
                         n += 1
+                        if n == block_rows:
+                            blocks.append(Block(path, "parquet", rg, n, start))
+                            n, start = 0, raw
                 if n:
-                    blocks.append(Block(path, "parquet", rg, n))
+                    blocks.append(Block(path, "parquet", rg, n, start))
     else:
         v = _Validator(kind, unit, counter, heldout)
         n, line_no, start_line, start_off = 0, 0, 0, 0
@@ -448,8 +456,10 @@ def read_block(block: Block, kind: str, heldout_fraction: float) -> list:
         with open_binary(block.path) as fh:
             pf = pq.ParquetFile(fh)
             cols = _parquet_columns(kind, pf.schema_arrow.names, block.path)
-            for value in _parquet_records(pf, block.part, cols, kind):
+            for value in _parquet_records(pf, block.part, cols, kind, block.line):
                 keep(v.value(value))
+                if len(out) == block.rows:
+                    break
         return out
     gz = block.path.endswith(".gz")
     try:

@@ -38,7 +38,7 @@ class PretrainConfig:
     bf16: bool = option(True, help="bf16 autocast on a GPU that supports it; ignored on CPU")
     seed: int = option(0)
     lanes: int = option(4, min=1, help="data lanes (see train.lanes); divides both batch sizes")
-    block_rows: int = option(512, min=1, help="usable lines per block of a text shard")
+    block_rows: int = option(512, min=1, help="usable records per block of a shard (text lines, or rows of a Parquet row group)")
     shuffle_blocks: int = option(4, min=1, help="blocks per shuffle window")
     mix_alpha: float = option(0.3, min=0.0, max=1.0, help="language mixing exponent: p_lang ** alpha")
     heldout_fraction: float = option(0.01, min=0.0, max=0.5, help="hashed share of sentences/pairs kept out for held-out metrics")

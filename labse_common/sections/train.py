@@ -38,7 +38,7 @@ class TrainConfig:
     progress: bool = option(True)
     threads: int | None = option(None, min=1, help="CPU threads per worker; null = cores / workers")
     lanes: int = option(4, min=1, help="data lanes: the global batch is B/lanes records from each; fixed, so any number of ranks (a divisor) sees the same batches")
-    block_rows: int = option(512, min=1, help="usable lines per block of a TSV/text shard (Parquet: one row group per block)")
+    block_rows: int = option(512, min=1, help="usable records per block of a shard (TSV/text lines, or rows of a Parquet row group)")
     shuffle_blocks: int = option(4, min=1, help="blocks per shuffle window (the bounded shuffle buffer)")
     mix_alpha: float = option(0.3, min=0.0, max=1.0, help="language mixing exponent over <lang>/ folders: p_lang ** alpha")
     prefetch: int = option(4, min=1, help="batches the producer thread prepares ahead")
