@@ -38,11 +38,16 @@ def write_stats(stats_pcolls: list, output: str, stage: str, extra: dict):
             f.write(json.dumps(report, indent=2, ensure_ascii=False).encode("utf-8") + b"\n")
         return report
 
+    # Each input is summed on its own first: the sum is lifted into the stage that produces the
+    # counts (one dict per bundle leaves it). A Flatten of per-document dicts from several
+    # stages would be materialised whole by Beam's local engine: ~1 KB per document.
+    # without_defaults: the default-injecting form needs a side input, which the DaskRunner
+    # evaluates by recomputing its producer; every job has stats anyway.
+    partial = [pc | f"SumStats{i}" >> beam.CombineGlobally(_StatsCombine()).without_defaults()
+               for i, pc in enumerate(stats_pcolls)]  # fmt: skip
     return (
-        stats_pcolls
+        partial
         | "FlattenStats" >> beam.Flatten()
-        # without_defaults: the default-injecting form needs a side input, which the
-        # DaskRunner evaluates by recomputing its producer; every job has stats anyway.
         | "SumStats" >> beam.CombineGlobally(_StatsCombine()).without_defaults()
         | "WriteStats" >> beam.Map(_write)
     )

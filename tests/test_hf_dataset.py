@@ -28,7 +28,9 @@ def test_loads_with_datasets_and_the_card_says_what_was_kept(tmp_path, monkeypat
     out = tmp_path / "bitext_hf"
     written = write_hf_dataset(table, out, info)
     assert all(os.path.exists(p) for p in written)
-    ds = datasets.load_dataset(str(out), split="train")
+    # A cache of our own: the default one (~/.cache) keys a local folder by its path, and
+    # pytest reuses tmp paths, so a stale copy of an earlier run could be read instead.
+    ds = datasets.load_dataset(str(out), split="train", cache_dir=str(tmp_path / "hf-cache"))
     assert ds.num_rows == n
     assert set(table.column_names) <= set(ds.column_names)
     assert ds[0]["src"] == "Satz 0."

@@ -128,7 +128,10 @@ def test_every_stage_outputs_balanced_stats_and_report(demo: Path):
     # The Hugging Face folder loads as a dataset with the bitext's rows and provenance columns.
     import datasets
 
-    ds = datasets.load_dataset(str(demo / "bitext" / "hf"), split="train")
+    # A cache of our own: the default one (~/.cache) keys a local folder by its path, and
+    # pytest reuses tmp paths, so a stale copy of an earlier run could be read instead.
+    ds = datasets.load_dataset(str(demo / "bitext" / "hf"), split="train",
+                               cache_dir=str(demo.parent / "hf-cache"))  # fmt: skip
     assert ds.num_rows == len(bitext(demo).splitlines()) and "src_url_or_title" in ds.column_names
     assert "estimated GOOD share" in (demo / "bitext" / "hf" / "README.md").read_text()
     # Every pair of the final bitext names where each side came from: the WET record of the
