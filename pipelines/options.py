@@ -39,9 +39,12 @@ def pipeline_options(beam_args: Sequence[str]) -> PipelineOptions:
     except (ValueError, ImportError, AttributeError) as e:
         raise UsageError(f"--runner {std.runner}: {e}") from e
     direct = opts.view_as(DirectOptions)
-    if "--direct_running_mode" not in " ".join(beam_args):
+    given = " ".join(beam_args)
+    if "--direct_running_mode" not in given:
         direct.direct_running_mode = "multi_processing"
-    if not direct.direct_num_workers:
+    # Beam's default is 1 worker, not "unset": test the flag, not the value (the jobs ran on
+    # one core of every machine until 2026-11-24 because of this).
+    if "--direct_num_workers" not in given or not direct.direct_num_workers:
         from labse_common.threads import usable_cpus
 
         direct.direct_num_workers = usable_cpus()

@@ -19,6 +19,16 @@ def test_default_runner_is_local_and_explicit_runner_wins() -> None:
     assert pipeline_options(["--runner", "DirectRunner"]).view_as(StandardOptions).runner == "DirectRunner"
 
 
+def test_default_worker_count_is_the_usable_cpus_and_the_flag_wins() -> None:
+    """Beam's own default is 1 worker; a job without the flag must use every CPU it may use."""
+    from labse_common.threads import usable_cpus
+
+    workers = lambda argv: pipeline_options(argv).view_as(DirectOptions).direct_num_workers  # noqa: E731
+    assert workers([]) == usable_cpus()
+    assert workers(["--direct_num_workers", "1"]) == 1
+    assert workers(["--direct_num_workers=3"]) == 3
+
+
 def test_local_runner_runs_multi_processing_without_prism(caplog) -> None:
     caplog.set_level(logging.INFO)
     p = beam.Pipeline(options=pipeline_options(["--direct_num_workers", "2"]))
