@@ -333,7 +333,9 @@ TABLE: dict[str, Cmd] = {
         "tsv",
         "{D}/pairs.tsv",
         resumable=True,
-        concurrent_args=("--max-steps", "600"),
+        # ~85 steps/s: 600 steps (7 s) ended before a second torch process had started on a
+        # loaded 2-core machine (both exited 0); 2000 keep the output held for ~25 s.
+        concurrent_args=("--max-steps", "2000"),
         ok={"non_utf8": _balanced_stats},
     ),
     "labse_model encode": Cmd(
