@@ -30,10 +30,10 @@ from operator import itemgetter
 
 import apache_beam as beam
 import pyarrow as pa
-import pyarrow.parquet as pq
 from apache_beam.transforms.window import GlobalWindows
 
 from labse_common import filesystems
+from labse_common.datafiles import iter_parquet_batches
 from labse_common.formats import SENTENCE_ROW_FIELDS
 from labse_common.output_dir import is_remote
 from pipelines import local_runner
@@ -99,12 +99,11 @@ class SpillRows(beam.DoFn):
 
 def _sorted_rows(path: str) -> Iterator[tuple[tuple, str | None, tuple]]:
     """A spill file's rows as (order key, dedup key, row), one row group in memory."""
-    with filesystems.open_read(path) as f:
-        for batch in pq.ParquetFile(f).iter_batches(batch_size=GROUP_ROWS):
-            cols = [c.to_pylist() for c in batch.columns]
-            for dkey, *row in zip(*cols):
-                row = tuple(row)
-                yield order_key(dkey, row), dkey, row
+    for batch in iter_parquet_batches(path, batch_size=GROUP_ROWS):
+        cols = [c.to_pylist() for c in batch.columns]
+        for dkey, *row in zip(*cols):
+            row = tuple(row)
+            yield order_key(dkey, row), dkey, row
 
 
 class MergeSpilled(beam.DoFn):
