@@ -41,7 +41,7 @@ def finish_sentences(docs, output: str, cfg: CorpusConfig, stats: list, stage: s
     kept = kept[0] if len(kept) == 1 else tuple(kept) | "AllKept" >> beam.Flatten()
     if files:  # bounded memory on a runner that shuffles in RAM
         written = with_outputs(kept | "GroupSpilled" >> beam.GroupByKey(), "WriteSentences",
-                               MergeSpilled(writer, cfg.dedup, keep_dropped),
+                               MergeSpilled(writer, cfg.dedup, keep_dropped, cfg.spill_fan_in),
                                STATS, DROPPED, main="files")  # fmt: skip
     else:
         deduped = kept | "Dedup" >> beam.CombinePerKey(DedupShard(cfg.dedup, keep_dropped))

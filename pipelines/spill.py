@@ -12,8 +12,13 @@ external sorts and datatrove/stopes' dedup do:
    row group (``heapq.merge``), collapses each run of equal dedup keys into its first row (the
    representative the in-memory combine picks) and writes the output files as they fill.
 
-Memory is then one buffer per worker plus, while merging, one row group per spill file of the
-shard: it no longer grows with the input. The files are the same bytes as the in-memory path's
+Memory is then one buffer per worker plus, while merging, one row group per open spill file:
+at most ``spill_fan_in`` files are read at once (a reader costs ~3-6 MB: the decoded row group
+and Arrow's page buffers). A shard with more files is merged in rounds, as external sorts do:
+each group of ``spill_fan_in`` files into one sorted file, until the last merge reads at most
+``spill_fan_in``. Without the bound the merge's memory grew with the input: 102 spill files of
+a 20M-sentence Wikipedia run held ~1.4 GB (bench/README). Rounds keep the files' order, and
+``heapq.merge`` is stable, so the output is the same bytes as one merge of every file. The files are the same bytes as the in-memory path's
 (``tests/test_spill_shuffle.py``). Spill files live under ``OUTPUT/_tmp-<job>/_spill/`` (a
 place every worker sees wherever the output is), are deleted once merged, and the folder is
 removed before the output is committed (:func:`remove_spill`).
@@ -25,11 +30,12 @@ import heapq
 import logging
 import shutil
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from operator import itemgetter
 
 import apache_beam as beam
 import pyarrow as pa
+import pyarrow.parquet as pq
 from apache_beam.transforms.window import GlobalWindows
 
 from labse_common import filesystems
@@ -45,6 +51,8 @@ log = logging.getLogger(__name__)
 SPILL_DIR = "_spill"
 #: Rows per row group of a spill file: the merge holds one group per file at a time.
 GROUP_ROWS = 1024
+#: Default of ``corpus.spill_fan_in``: the most spill files one merge reads at once.
+FAN_IN = 32
 _SCHEMA = pa.schema([("dkey", pa.string()), *SENTENCE_ROW_FIELDS])
 _LOCAL_RUNNERS = {local_runner.NAME, "DirectRunner", "BundleBasedDirectRunner", "SwitchingDirectRunner"}
 
@@ -90,11 +98,16 @@ class SpillRows(beam.DoFn):
         for key, rows in buf.items():
             rows.sort(key=lambda r: order_key(r[0], r[1]))
             lang, shard = key.split("\t")
-            cols = list(zip(*((d, *row) for d, row in rows)))
-            table = pa.Table.from_arrays([pa.array(c, type=f.type) for c, f in zip(cols, _SCHEMA)],
-                                         schema=_SCHEMA)  # fmt: skip
+            table = _spill_table([(d, *row) for d, row in rows])
             name = f"{uuid.uuid4().hex}.parquet"
             yield key, write_table(table, filesystems.join(self.folder, lang, shard, name), GROUP_ROWS)
+
+
+def _spill_table(rows: list[tuple]) -> pa.Table:
+    """(dedup key, *row) tuples -> a table of the spill schema."""
+    cols = list(zip(*rows))
+    return pa.Table.from_arrays([pa.array(c, type=f.type) for c, f in zip(cols, _SCHEMA)],
+                                schema=_SCHEMA)  # fmt: skip
 
 
 def _sorted_rows(path: str) -> Iterator[tuple[tuple, str | None, tuple]]:
@@ -109,14 +122,18 @@ def _sorted_rows(path: str) -> Iterator[tuple[tuple, str | None, tuple]]:
 class MergeSpilled(beam.DoFn):
     """(group key, spill paths) -> the group's output files, as :class:`WriteSentenceShard`."""
 
-    def __init__(self, writer: WriteSentenceShard, dedup: bool, keep_collapsed: bool) -> None:
+    def __init__(self, writer: WriteSentenceShard, dedup: bool, keep_collapsed: bool,
+                 fan_in: int = FAN_IN) -> None:  # fmt: skip
+        if fan_in < 2:
+            raise ValueError(f"fan_in must be >= 2, got {fan_in}")
         self.writer, self.dedup, self.keep_collapsed = writer, dedup, keep_collapsed
+        self.fan_in = fan_in
 
     def process(self, kv):
         key, paths = kv
         paths = sorted(paths)  # a fixed merge order: ties (equal order keys) come out the same
-        merged = heapq.merge(*(_sorted_rows(p) for p in paths), key=itemgetter(0))
-        yield from self.writer.write_entries(key, self._entries(merged))
+        paths = reduce_spilled(paths, self.fan_in)
+        yield from self.writer.write_entries(key, self._entries(merge_sorted(paths)))
         filesystems.delete(paths)  # disk back as soon as a group is written
 
     def _entries(self, merged) -> Iterator[list]:
@@ -134,6 +151,49 @@ class MergeSpilled(beam.DoFn):
             cur, cur_key = [row, 1, None], dkey
         if cur is not None:
             yield cur
+
+
+def merge_sorted(paths: Iterable[str]) -> Iterator[tuple[tuple, str | None, tuple]]:
+    """The rows of sorted spill files in one order; ties come in the order of ``paths``."""
+    return heapq.merge(*(_sorted_rows(p) for p in paths), key=itemgetter(0))
+
+
+def reduce_spilled(paths: list[str], fan_in: int) -> list[str]:
+    """Merges runs of ``fan_in`` consecutive files into one until at most ``fan_in`` are left.
+
+    Every row is kept (the dedup happens in the last merge), runs keep their order, and the
+    merged files replace their inputs, which are deleted as soon as they are merged."""
+    rnd = 0
+    while len(paths) > fan_in:
+        rnd += 1
+        log.info("merging %d spill files in runs of %d (round %d)", len(paths), fan_in, rnd)
+        nxt = []
+        for i in range(0, len(paths), fan_in):
+            run = paths[i : i + fan_in]
+            if len(run) == 1:
+                nxt.append(run[0])
+                continue
+            out = f"{run[0].rsplit('/', 1)[0]}/merged-{rnd}-{uuid.uuid4().hex}.parquet"
+            _write_rows(merge_sorted(run), out)
+            filesystems.delete(run)
+            nxt.append(out)
+        paths = nxt
+    return paths
+
+
+def _write_rows(rows: Iterator[tuple[tuple, str | None, tuple]], path: str) -> None:
+    """Sorted (order key, dedup key, row) -> one spill file, a row group at a time."""
+    with filesystems.create(path) as f:
+        writer = pq.ParquetWriter(f, _SCHEMA, compression="zstd")
+        buf: list[tuple] = []
+        for _, dkey, row in rows:
+            buf.append((dkey, *row))
+            if len(buf) == GROUP_ROWS:
+                writer.write_table(_spill_table(buf), row_group_size=GROUP_ROWS)
+                buf = []
+        if buf:
+            writer.write_table(_spill_table(buf), row_group_size=GROUP_ROWS)
+        writer.close()
 
 
 def remove_spill(output: str) -> None:

@@ -10,8 +10,16 @@ from pathlib import Path
 import pytest
 
 from pipelines import commoncrawl
+from pipelines import spill as spill_mod
 from pipelines.dedup import DedupShard, order_key
-from pipelines.spill import MergeSpilled, SpillRows, _sorted_rows, use_file_shuffle
+from pipelines.spill import (
+    MergeSpilled,
+    SpillRows,
+    _sorted_rows,
+    merge_sorted,
+    reduce_spilled,
+    use_file_shuffle,
+)
 from tests.corpus_fixtures import write_wet
 from tests.corpus_util import assert_balanced, read_stats
 
@@ -56,9 +64,10 @@ def test_file_shuffle_writes_the_same_files_as_the_in_memory_combine(tmp_path, e
     outs = {}
     for mode in ("memory", "files"):
         out = tmp_path / mode
+        # spill_fan_in=2: a group's 3-5 spill files are merged in rounds before the last merge
         rc = commoncrawl.main(["--input", str(inp / "*"), "--output", str(out), "--set",
-                               f"shuffle={mode}", "--set", "spill_rows=1000",
-                               "--direct_num_workers", "2", *extra])  # fmt: skip
+                               f"shuffle={mode}", "--set", "spill_rows=1000", "--set",
+                               "spill_fan_in=2", "--direct_num_workers", "2", *extra])  # fmt: skip
         assert rc == 0
         stats = read_stats(out)
         assert_balanced(stats)
@@ -100,6 +109,43 @@ def test_merge_of_spilled_files_equals_the_combine(tmp_path):
         if keep:
             assert [sorted(e[2] or ()) for e in got] == [sorted(e[2] or ()) for e in want]
         assert sum(e[1] for e in got) == len(rows)
+
+
+def test_merge_rounds_bound_the_open_files_and_keep_the_order(tmp_path, monkeypatch):
+    """Nine spill files with fan-in 2 (9 -> 5 -> 3 -> 2 files): every row survives the rounds in
+    the order of one merge of all nine, ties included, and no merge reads more than 2 files."""
+    rnd = random.Random(5)
+    spill = SpillRows(str(tmp_path / "spill"), max_rows=1000)
+    spill.start_bundle()
+    paths = []
+    for i in range(9):
+        rows = []
+        for j in range(1000):
+            k = rnd.randrange(700)  # equal keys across files: the ties must keep the file order
+            rows.append((f"{k:024x}", (f"text {k}", "en", 0.5, 0.75, f"file{i}", f"d{i}-{j}", "u",
+                                       f"loc{j}")))  # fmt: skip
+        paths += [p for _, p in spill.process(("en\t0", rows))]
+    paths = sorted(paths)
+    assert len(paths) == 9
+    one_pass = list(merge_sorted(paths))
+    widest = []
+    real_merge = spill_mod.merge_sorted
+
+    def counting(run):
+        run = list(run)
+        widest.append(len(run))
+        return real_merge(run)
+
+    monkeypatch.setattr(spill_mod, "merge_sorted", counting)
+    left = reduce_spilled(paths, 2)
+    assert len(left) == 2 and max(widest) == 2 and len(widest) == 4 + 2 + 1
+    # merged inputs are deleted at once; the odd ninth file is carried through every round
+    assert left[-1] == paths[8] and not any(Path(p).exists() for p in paths[:8])
+    assert list(real_merge(left)) == one_pass
+    assert sorted(p.name for p in (tmp_path / "spill").rglob("*.parquet")) == sorted(
+        Path(p).name for p in left)
+    with pytest.raises(ValueError, match="fan_in"):
+        MergeSpilled(writer=None, dedup=True, keep_collapsed=False, fan_in=1)
 
 
 def test_auto_shuffle_uses_files_only_on_local_engines():
