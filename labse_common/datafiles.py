@@ -119,6 +119,23 @@ def iter_parquet_batches(
         yield batch
 
 
+def iter_parquet_row_groups(
+    path: str | os.PathLike, columns: Sequence[str] | None = None, flag: str | None = None
+) -> Iterator[pa.Table]:
+    """Row groups in order, one decoded at a time, for files written in small row groups (the
+    dedup's spill files). A k-way merge keeps one open per file: ~1.4 MB for a 1,024-row group
+    of sentence rows, where :func:`iter_parquet_batches`' reader keeps ~5.8 MB of page buffers.
+    Damage raises InputError when it is reached, as there."""
+    pf = parquet_file(path, flag, stream=True)
+    cols = list(columns) if columns else None
+    for i in range(pf.num_row_groups):
+        try:
+            group = pf.read_row_group(i, columns=cols, use_threads=False)
+        except _DAMAGE as e:
+            raise InputError(path, f"damaged Parquet ({_short(e)})", flag) from e
+        yield group
+
+
 def read_text(path: str | os.PathLike, flag: str | None = None) -> str:
     """A whole UTF-8 text file; bytes that are not UTF-8 are an InputError naming the offset."""
     p = _check_file(path, flag)

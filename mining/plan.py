@@ -57,6 +57,9 @@ class Costs:
     sq8_scan_s: float  # IVF-SQ8: seconds per (code x dimension) scanned
     pq_scan_s: float  # IVF-PQ: seconds per (code x sub-quantizer) scanned
     pqfs_scan_s: float  # IVF-PQ fast scan (4-bit): seconds per (code x sub-quantizer) scanned
+    # Per (query x probed list), beyond its codes: the fast-scan look-up tables of a probe. It
+    # dominates short lists (1M rows / 4,096 lists) and the per-code cost long ones (10M rows).
+    probe_s: float
     encode_s: float  # adding to an index: seconds per (vector x dimension) beyond coarse assignment
     read_s: float  # reading + normalising store rows: seconds per byte (page cache; numpy, 1 core)
     gather_s: float  # random row read + exact re-score: seconds per (candidate x dimension)
@@ -75,6 +78,7 @@ MEASURED = Costs(
     sq8_scan_s=2.5e-10,
     pq_scan_s=2.0e-9,
     pqfs_scan_s=1.1e-10,
+    probe_s=6.6e-7,
     encode_s=1.1e-8,
     read_s=4.5e-9,
     gather_s=1.15e-8,
@@ -270,8 +274,10 @@ def _direction_time(kind: str, n_q: int, n_b: int, p: Plan, c: Costs) -> dict[st
     t["train"] = train / f
     t["add"] = n_b * (nlist * d * 2.0 / c.gemm_flop_s + d * c.encode_s) / f
     coarse = s * n_q * nlist * d * 2.0 / c.gemm_flop_s  # every shard task assigns all queries
-    scanned = n_q * min(p.nprobe, nlist) * (n_b / nlist)
-    t["search"] = (coarse + scanned * _scan_cost(kind, d, c)) / f
+    probes = n_q * min(p.nprobe, nlist)
+    scanned = probes * (n_b / nlist)
+    per_probe = c.probe_s if kind == "ivf_pqfs" else 0.0
+    t["search"] = (coarse + probes * per_probe + scanned * _scan_cost(kind, d, c)) / f
     t["rerank"] = n_q * kk * d * c.gather_s
     return t
 
@@ -528,6 +534,26 @@ def calibrate(dim: int = 768, seed: int = 0) -> Costs:
             ndis = max(1, ndis)
             coarse = len(xq) * nlist * dim * 2.0 / gemm
             scans[kind] = max(1e-13, t - coarse) / ndis / per
+            if kind == "ivf_pqfs":
+                short = (max(1e-9, t - coarse), len(xq) * 8, ndis)
+        # Fast scan again with 4 lists of 2,048 codes: two list lengths separate the cost per
+        # probe (look-up tables) from the cost per code, as 1M and 10M-row indexes differ.
+        fs = f"IVF4,PQ{pqfs_m(dim)}x4fs"
+        index = faiss.index_factory(dim, fs, faiss.METRIC_INNER_PRODUCT)
+        index.train(xb[:train_rows])
+        index.add(xb)
+        faiss.ParameterSpace().set_index_parameter(index, "nprobe", 2)
+        t = timed(lambda: index.search(xq, 16))
+        _, probed = index.quantizer.search(xq, 2)
+        sizes = np.array([index.invlists.list_size(i) for i in range(4)])
+        long_ = (max(1e-9, t - len(xq) * 4 * dim * 2.0 / gemm), len(xq) * 2, int(sizes[probed].sum()))
+        (t1, p1, n1), (t2, p2, n2) = short, long_
+        det = p1 * n2 - p2 * n1
+        per_code = (p1 * t2 - p2 * t1) / det if det else 0.0
+        probe_s = (t1 - per_code * n1) / p1
+        if per_code <= 0 or probe_s <= 0:  # noise: all of it per code, as before
+            per_code, probe_s = t1 / n1, 1e-12
+        scans["ivf_pqfs"] = per_code / pqfs_m(dim)
     finally:
         faiss.omp_set_num_threads(threads)
 
@@ -556,7 +582,7 @@ def calibrate(dim: int = 768, seed: int = 0) -> Costs:
     margin_s = timed(margin) / (2 * n * k)
     return Costs(gemm_flop_s=gemm, pq_train_flop_s=pq_train, flat_scan_s=scans["ivf_flat"],
                  sq8_scan_s=scans["ivf_sq8"], pq_scan_s=scans["ivf_pq"],
-                 pqfs_scan_s=scans["ivf_pqfs"], encode_s=encode,
+                 pqfs_scan_s=scans["ivf_pqfs"], probe_s=probe_s, encode_s=encode,
                  read_s=read_s, gather_s=gather_s, margin_s=margin_s,
                  source="per core, calibrated now on this machine")  # fmt: skip
 

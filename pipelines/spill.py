@@ -13,8 +13,8 @@ external sorts and datatrove/stopes' dedup do:
    representative the in-memory combine picks) and writes the output files as they fill.
 
 Memory is then one buffer per worker plus, while merging, one row group per open spill file:
-at most ``spill_fan_in`` files are read at once (a reader costs ~3-6 MB: the decoded row group
-and Arrow's page buffers). A shard with more files is merged in rounds, as external sorts do:
+at most ``spill_fan_in`` files are read at once (a reader holds one decoded row group, ~1.4 MB
+of sentence rows). A shard with more files is merged in rounds, as external sorts do:
 each group of ``spill_fan_in`` files into one sorted file, until the last merge reads at most
 ``spill_fan_in``. Without the bound the merge's memory grew with the input: 102 spill files of
 a 20M-sentence Wikipedia run held ~1.4 GB (bench/README). Rounds keep the files' order, and
@@ -39,7 +39,7 @@ import pyarrow.parquet as pq
 from apache_beam.transforms.window import GlobalWindows
 
 from labse_common import filesystems
-from labse_common.datafiles import iter_parquet_batches
+from labse_common.datafiles import iter_parquet_row_groups
 from labse_common.formats import SENTENCE_ROW_FIELDS
 from labse_common.output_dir import is_remote
 from pipelines import local_runner
@@ -112,7 +112,7 @@ def _spill_table(rows: list[tuple]) -> pa.Table:
 
 def _sorted_rows(path: str) -> Iterator[tuple[tuple, str | None, tuple]]:
     """A spill file's rows as (order key, dedup key, row), one row group in memory."""
-    for batch in iter_parquet_batches(path, batch_size=GROUP_ROWS):
+    for batch in iter_parquet_row_groups(path):
         cols = [c.to_pylist() for c in batch.columns]
         for dkey, *row in zip(*cols):
             row = tuple(row)

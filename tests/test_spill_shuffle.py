@@ -156,3 +156,25 @@ def test_auto_shuffle_uses_files_only_on_local_engines():
     assert not use_file_shuffle("auto", "apache_beam.runners.dask.dask_runner.DaskRunner")
     assert not use_file_shuffle("auto", "FlinkRunner")
     assert use_file_shuffle("files", "FlinkRunner") and not use_file_shuffle("memory", None)
+
+
+def test_a_damaged_spill_file_is_named_after_the_rows_before_the_damage(tmp_path):
+    """The merge reads a spill file a row group at a time: the groups before damage are read,
+    then the damage is an InputError naming the file (not a crash, not rows made up)."""
+    from labse_common.errors import InputError
+
+    rows = [(f"{k:024x}", (f"text {k} " + "x" * 200, "en", 0.5, 0.75, "s", f"d{k}", "u", f"l{k}"))
+            for k in range(5000)]  # fmt: skip
+    spill = SpillRows(str(tmp_path / "spill"), max_rows=5000)
+    spill.start_bundle()
+    (_, path), = spill.process(("en\t0", rows))
+    data = bytearray(Path(path).read_bytes())
+    mid = len(data) * 3 // 5  # inside a later row group's pages
+    data[mid : mid + 2000] = bytes(2000)
+    Path(path).write_bytes(bytes(data))
+    got = []
+    with pytest.raises(InputError, match="damaged Parquet") as e:
+        for r in _sorted_rows(path):
+            got.append(r)
+    assert path in str(e.value) and 1024 <= len(got) < 5000
+    assert [r[1] for r in got] == [k for k, _ in sorted(rows)][: len(got)]

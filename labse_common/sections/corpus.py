@@ -26,7 +26,7 @@ class CorpusConfig:
                                "(language, shard) in bounded memory; 'auto' = files on the local runner, "
                                "whose shuffle is held in RAM, memory elsewhere")
     spill_rows: int = option(200_000, min=1000, help="shuffle=files: rows a worker buffers before writing a spill file")
-    spill_fan_in: int = option(32, min=2, help="shuffle=files: most spill files one merge reads at once (~3-6 MB "
+    spill_fan_in: int = option(32, min=2, help="shuffle=files: most spill files one merge reads at once (~1.5 MB "
                                              "each); a shard with more is merged in rounds")
     page_timeout_s: float = option(5.0, min=0.0, min_exclusive=True, help="per-page wikitext parse limit, seconds")
     max_page_chars: int = option(2_000_000, min=1, help="pages with more wikitext characters are dropped")
