@@ -30,7 +30,7 @@ import os
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import faiss
@@ -69,6 +69,10 @@ def even_bounds(start: int, stop: int, max_rows: int) -> list[tuple[int, int]]:
     parts = -(-n // max(1, max_rows))
     cuts = [start + (n * i) // parts for i in range(parts + 1)]
     return list(zip(cuts[:-1], cuts[1:]))
+
+
+#: Rows from which a read is spread over threads, one store shard each.
+PARALLEL_ROWS = 65_536
 
 
 class VectorSide:
@@ -124,13 +128,15 @@ class VectorSide:
         x /= norms
         return x
 
-    def read_sorted(self, grows: np.ndarray) -> np.ndarray:
-        """Unit vectors of sorted global rows, read shard by shard."""
+    def read_sorted(self, grows: np.ndarray, threads: int = 1) -> np.ndarray:
+        """Unit vectors of sorted global rows, read shard by shard (``threads`` shards at once
+        for local stores: each is its own memory map and its own slice of the output)."""
         out = np.empty((len(grows), self.dim), dtype=np.float32)
-        for ref in self.refs:
+
+        def one(ref: ShardRef) -> None:
             lo, hi = np.searchsorted(grows, [ref.offset, ref.offset + ref.stop - ref.start])
             if hi <= lo:
-                continue
+                return
             arr = self._array(ref.path)
             local = grows[lo:hi] - ref.offset + ref.start
             if local[-1] - local[0] + 1 == len(local):  # contiguous: a slice, no index array
@@ -139,6 +145,17 @@ class VectorSide:
                 block = arr[local]
             out[lo:hi] = self._unit(block, f"rows {grows[lo]}..{grows[hi - 1]}")
             del arr, block
+
+        # Threads only for large reads (a merge chunk's candidates): small ones gain nothing and
+        # would map several shards at once. Remote shards go one at a time: the side keeps one
+        # downloaded shard in memory.
+        if (threads > 1 and len(grows) >= PARALLEL_ROWS and len(self.refs) > 1
+                and not any(is_remote(r.path) for r in self.refs)):  # fmt: skip
+            with ThreadPoolExecutor(threads) as pool:
+                list(pool.map(one, self.refs))
+        else:
+            for ref in self.refs:
+                one(ref)
         return out
 
     def read(self, a: int, b: int) -> np.ndarray:
@@ -366,15 +383,19 @@ def merge_shard_lists(
 
 
 def _rescore(queries: VectorSide, base: VectorSide, q0: int, q1: int, cand: np.ndarray,
-             k: int) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
-    """Exact cosines of approximate candidates (as mining.knn.search_index), best ``k``."""
-    xq = queries.read(q0, q1)
+             k: int, threads: int = 1) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """Exact cosines of approximate candidates (as mining.knn.search_index), best ``k``.
+
+    Each distinct candidate row is read once (sorted, so a store shard is read in order) and
+    scored against its queries in cache-sized blocks, on ``threads`` threads."""
+    xq = queries.read_sorted(queries._global(np.arange(q0, q1, dtype=np.int64)), threads)
     ok = cand >= 0
     uniq, inv = np.unique(cand[ok], return_inverse=True)
     local = np.full(cand.shape, -1, np.int64)
     local[ok] = inv
-    xb = base.gather(uniq) if len(uniq) else np.zeros((1, base.dim), np.float32)
-    s = exact_scores(xq, xb, local)
+    xb = (base.read_sorted(base._global(uniq), threads) if len(uniq)
+          else np.zeros((1, base.dim), np.float32))  # fmt: skip
+    s = exact_scores(xq, xb, local, threads)
     return topk_rows(s, cand, k)
 
 
@@ -529,7 +550,7 @@ def _ann_direction(queries, base, factory, name, cfg, layout, work, nprobe, kk, 
     width = min(kk, len(base))
     parts = [(o["sims"], o["inds"]) for o in outs]
     for q0, q1, _, cand in merge_shard_lists(parts, len(queries), width, merge_rows):
-        sims[q0:q1], inds[q0:q1] = _rescore(queries, base, q0, q1, cand, k)
+        sims[q0:q1], inds[q0:q1] = _rescore(queries, base, q0, q1, cand, k, threads * max(1, layout.workers))
     secs[f"merge_rescore_{name}"] = time.perf_counter() - t
     if layout.resume:
         np.savez(merged + ".part.npz", sims=sims, inds=inds)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import math
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import faiss
@@ -168,12 +169,35 @@ def build_index(xb: np.ndarray, cfg: MiningConfig):
     return index
 
 
-def exact_scores(xq: np.ndarray, xb: np.ndarray, inds: np.ndarray) -> np.ndarray:
-    """cos(xq[i], xb[inds[i, j]]) for every candidate; -inf where ``inds`` is -1."""
+#: Queries whose candidate rows are gathered and scored at once: 256 x 16 rows of 768 floats
+#: (12 MB) stay near the cache, where the (queries x candidates x dim) array of a whole chunk
+#: (3 GB at 65k queries) went to memory and back (1.7x slower). Per-row sums are unchanged.
+SCORE_BLOCK = 256
+
+
+def exact_scores(xq: np.ndarray, xb: np.ndarray, inds: np.ndarray, threads: int = 1) -> np.ndarray:
+    """cos(xq[i], xb[inds[i, j]]) for every candidate; -inf where ``inds`` is -1.
+
+    Scored in blocks of :data:`SCORE_BLOCK` queries, on ``threads`` threads (numpy releases
+    the GIL in the gather and the sum)."""
     safe = np.where(inds < 0, 0, inds)
-    sims = np.einsum("qd,qkd->qk", _f32(xq), _f32(xb[safe.ravel()]).reshape(*inds.shape, -1))
+    xq = _f32(xq)
+    sims = np.empty(inds.shape, np.float32)
+
+    def block(a: int) -> None:
+        b = min(len(inds), a + SCORE_BLOCK)
+        rows = _f32(xb[safe[a:b].ravel()]).reshape(b - a, inds.shape[1], -1)
+        sims[a:b] = np.einsum("qd,qkd->qk", xq[a:b], rows)
+
+    starts = range(0, len(inds), SCORE_BLOCK)
+    if threads > 1 and len(starts) >= 16:  # small calls: thread start-up is not worth it
+        with ThreadPoolExecutor(threads) as pool:
+            list(pool.map(block, starts))
+    else:
+        for a in starts:
+            block(a)
     sims[inds < 0] = -np.inf
-    return sims.astype(np.float32, copy=False)
+    return sims
 
 
 def search_index(
