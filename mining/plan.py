@@ -67,23 +67,28 @@ class Costs:
     source: str = "measured"
 
 
-# Measured on the development machine (AVX2, FAISS 1.15.1 CPU, numpy 2.4; FAISS on one thread
-# while other jobs shared its 2 cores, load average ~4.5) by ``python -m mining plan
-# --calibrate``; two runs a minute apart differed by up to 2x, so treat these as +-2x and
-# re-run --calibrate on the machine you plan for.
+# Fitted to the 10M x 10M run on the development machine (2 cores, AVX2, FAISS 1.15.1 CPU;
+# bench/README, "Mining at 10M x 10M"), its quiet direction: adding 10M vectors to
+# IVF4096,PQ192x4fs took 70.6 core-us each (coarse assignment at gemm_flop_s + encode_s),
+# searching them 200 core-us per query at nprobe 16 (coarse + 16 probes x probe_s + 39k codes x
+# 192 x pqfs_scan_s; probe_s from two list lengths with --calibrate), and the exact re-score of
+# 16 candidates 3.75 us per candidate on the driver's 2 threads. The other constants are from
+# ``python -m mining plan --calibrate`` runs on a loaded machine (+-2x): re-run --calibrate on
+# the machine you plan for. They predict 75 min for the 10M run (a quiet run of both directions
+# as measured: ~67 min) and 10.3 min at 1M x 1M (10.9 min measured, with the slower re-score).
 MEASURED = Costs(
-    gemm_flop_s=7.4e10,
+    gemm_flop_s=1.01e11,
     pq_train_flop_s=3.2e9,
     flat_scan_s=2.7e-10,
     sq8_scan_s=2.5e-10,
     pq_scan_s=2.0e-9,
-    pqfs_scan_s=1.1e-10,
+    pqfs_scan_s=1.7e-11,
     probe_s=6.6e-7,
     encode_s=1.1e-8,
     read_s=4.5e-9,
-    gather_s=1.15e-8,
+    gather_s=4.9e-9,
     margin_s=1.9e-7,
-    source="per core, measured on the development machine (AVX2)",
+    source="per core, fitted to the 10M run on the development machine (AVX2)",
 )
 
 # One H100 per worker (assumed, not measured here: no GPU was lent): ~50 TFLOP/s float32 at
