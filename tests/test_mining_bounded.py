@@ -148,7 +148,7 @@ CHILD = textwrap.dedent("""
     from mining.bounded import Layout, mine_bounded
     c = MiningConfig(k=4, index=sys.argv[3], nprobe=1, train_size=8000, progress=False)
     r = mine_bounded(sys.argv[1], sys.argv[2], c, Layout(chunk_rows=2048, block_rows=2048,
-                                                         merge_rows=2048))
+                                                         merge_rows=256))
     assert len(r.pairs) > 0
     for line in open("/proc/self/status"):
         if line.startswith("VmHWM:"):
