@@ -96,6 +96,11 @@ def run_as_main(module: str, argv: list[str], env: dict, cwd: str, out: str, err
         code = 1
     sys.stdout.flush()
     sys.stderr.flush()
+    # The status also goes to a file: a forkserver child's exit code reaches the parent through
+    # the server's pipe, and multiprocessing reports 255 when that read fails (seen once on a
+    # loaded machine, after the command had printed its error and exited 2).
+    with open(err + ".rc", "w") as f:
+        f.write(str(code))
     os._exit(code)
 
 

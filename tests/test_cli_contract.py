@@ -644,6 +644,9 @@ def run_command(command: str, argv: list[str], env: dict, workdir: Path, ctx,
             pass
         p.join(10)
     rc = p.exitcode if p.exitcode is not None else -9
+    status = Path(f"{err}.rc")
+    if status.exists() and status.read_text().strip():  # the command's own exit status
+        rc = int(status.read_text())
     return Result(rc, out.read_text(errors="replace") if out.exists() else "",
                   err.read_text(errors="replace") if err.exists() else "",
                   time.monotonic() - t0, argv)  # fmt: skip
