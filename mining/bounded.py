@@ -158,9 +158,9 @@ class VectorSide:
                 one(ref)
         return out
 
-    def read(self, a: int, b: int) -> np.ndarray:
+    def read(self, a: int, b: int, threads: int = 1) -> np.ndarray:
         """Compact rows ``[a, b)``."""
-        return self.read_sorted(self._global(np.arange(a, b, dtype=np.int64)))
+        return self.read_sorted(self._global(np.arange(a, b, dtype=np.int64)), threads)
 
     def gather(self, idx: np.ndarray) -> np.ndarray:
         """Compact rows in any order (repeats allowed)."""
@@ -388,7 +388,7 @@ def _rescore(queries: VectorSide, base: VectorSide, q0: int, q1: int, cand: np.n
 
     Each distinct candidate row is read once (sorted, so a store shard is read in order) and
     scored against its queries in cache-sized blocks, on ``threads`` threads."""
-    xq = queries.read_sorted(queries._global(np.arange(q0, q1, dtype=np.int64)), threads)
+    xq = queries.read(q0, q1, threads)
     ok = cand >= 0
     uniq, inv = np.unique(cand[ok], return_inverse=True)
     local = np.full(cand.shape, -1, np.int64)

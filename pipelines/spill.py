@@ -18,7 +18,8 @@ of sentence rows). A shard with more files is merged in rounds, as external sort
 each group of ``spill_fan_in`` files into one sorted file, until the last merge reads at most
 ``spill_fan_in``. Without the bound the merge's memory grew with the input: 102 spill files of
 a 20M-sentence Wikipedia run held ~1.4 GB (bench/README). Rounds keep the files' order, and
-``heapq.merge`` is stable, so the output is the same bytes as one merge of every file. The files are the same bytes as the in-memory path's
+``heapq.merge`` is stable, so the output is the same bytes as one merge of every file, and
+those are the same bytes as the in-memory path's
 (``tests/test_spill_shuffle.py``). Spill files live under ``OUTPUT/_tmp-<job>/_spill/`` (a
 place every worker sees wherever the output is), are deleted once merged, and the folder is
 removed before the output is committed (:func:`remove_spill`).
