@@ -262,14 +262,18 @@ def cmd_mining(args: argparse.Namespace) -> int:
     fwd_best = bz["fwd_inds"][np.arange(len(sample)), bz["fwd_scores"].argmax(axis=1)]
     agree = float((fwd_best == ex["best"]).mean()) if len(sample) else 1.0
 
+    # A resumed run timed only the steps left, and the steps of the stopped run were not all
+    # recorded (it was killed mid-phase), so no whole-run time exists to compare with.
+    partial = " (remaining steps only)" if resumed else ""
     rows = [
-        ("time per source sentence", f"{b['seconds'] / n_src * 1e6:,.1f} us"),
-        ("time per mined pair", f"{b['seconds'] / max(1, b['pairs']) * 1e6:,.1f} us"),
-        ("time per 1e9 candidate pairs (n_src*n_trg)",
+        ("time per source sentence" + partial, f"{b['seconds'] / n_src * 1e6:,.1f} us"),
+        ("time per mined pair" + partial, f"{b['seconds'] / max(1, b['pairs']) * 1e6:,.1f} us"),
+        ("time per 1e9 candidate pairs (n_src*n_trg)" + partial,
          f"{b['seconds'] / (n_src * n_trg) * 1e9:,.2f} s"),
-        ("peak RSS", mib(b["peak_rss"])),
+        ("peak RSS" + partial, mib(b["peak_rss"])),
         ("predicted / measured time",
-         f"{planner.fmt_seconds(plan.total_seconds)} / {planner.fmt_seconds(b['seconds'])} "
+         "not compared: the run was resumed, rerun with --fresh for a whole-run time" if resumed
+         else f"{planner.fmt_seconds(plan.total_seconds)} / {planner.fmt_seconds(b['seconds'])} "
          f"= {plan.total_seconds / max(b['seconds'], 1e-9):.2f}"),
         ("predicted / measured peak",
          f"{mib(max(plan.worker_peak_bytes, plan.driver_peak_bytes))} + runtime / "
@@ -286,7 +290,8 @@ def cmd_mining(args: argparse.Namespace) -> int:
                 and np.array_equal(mz["pairs_trg"], pt))  # fmt: skip
         rows += [
             ("in-memory peer (mine_vectors)", f"{m['seconds']:.1f} s, peak {mib(m['peak_rss'])}"),
-            ("bounded / in-memory time", f"{b['seconds'] / max(m['seconds'], 1e-9):.2f}"),
+            ("bounded / in-memory time", "not compared: resumed" if resumed
+             else f"{b['seconds'] / max(m['seconds'], 1e-9):.2f}"),
             ("bounded / in-memory peak RSS", f"{b['peak_rss'] / max(m['peak_rss'], 1):.2f}"),
             ("same pairs as in-memory", str(same)),
         ]  # fmt: skip
