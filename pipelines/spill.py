@@ -31,8 +31,10 @@ import heapq
 import logging
 import shutil
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from operator import itemgetter
+from typing import Any
 
 import apache_beam as beam
 import pyarrow as pa
@@ -56,6 +58,24 @@ GROUP_ROWS = 1024
 FAN_IN = 32
 _SCHEMA = pa.schema([("dkey", pa.string()), *SENTENCE_ROW_FIELDS])
 _LOCAL_RUNNERS = {local_runner.NAME, "DirectRunner", "BundleBasedDirectRunner", "SwitchingDirectRunner"}
+
+
+@dataclass(frozen=True)
+class SpillFormat:
+    """What a kind of spill file holds: its schema, and the sort key of one stored row (a tuple
+    of the schema's columns). The merge machinery below is the same for every kind; the corpus
+    dedup and the vocabulary's word counts (``pipelines/vocab_spill.py``) each define one."""
+
+    schema: pa.Schema
+    key: Callable[[tuple], Any]
+
+
+def _sentence_key(stored: tuple) -> tuple:
+    return order_key(stored[0], stored[1:])
+
+
+#: The dedup's spill rows: (dedup key, *sentence row), in output order.
+SENTENCES = SpillFormat(_SCHEMA, _sentence_key)
 
 
 def use_file_shuffle(shuffle: str, runner: str | None) -> bool:
@@ -99,25 +119,24 @@ class SpillRows(beam.DoFn):
         for key, rows in buf.items():
             rows.sort(key=lambda r: order_key(r[0], r[1]))
             lang, shard = key.split("\t")
-            table = _spill_table([(d, *row) for d, row in rows])
+            table = spill_table([(d, *row) for d, row in rows], SENTENCES)
             name = f"{uuid.uuid4().hex}.parquet"
             yield key, write_table(table, filesystems.join(self.folder, lang, shard, name), GROUP_ROWS)
 
 
-def _spill_table(rows: list[tuple]) -> pa.Table:
-    """(dedup key, *row) tuples -> a table of the spill schema."""
-    cols = list(zip(*rows))
-    return pa.Table.from_arrays([pa.array(c, type=f.type) for c, f in zip(cols, _SCHEMA)],
-                                schema=_SCHEMA)  # fmt: skip
+def spill_table(rows: list[tuple], fmt: SpillFormat) -> pa.Table:
+    """Stored-row tuples -> a table of the format's schema."""
+    cols = list(zip(*rows)) or [() for _ in fmt.schema]
+    return pa.Table.from_arrays([pa.array(c, type=f.type) for c, f in zip(cols, fmt.schema)],
+                                schema=fmt.schema)  # fmt: skip
 
 
-def _sorted_rows(path: str) -> Iterator[tuple[tuple, str | None, tuple]]:
-    """A spill file's rows as (order key, dedup key, row), one row group in memory."""
+def _sorted_rows(path: str, fmt: SpillFormat = SENTENCES) -> Iterator[tuple[Any, tuple]]:
+    """A spill file's rows as (sort key, stored row), one row group in memory."""
+    key = fmt.key
     for batch in iter_parquet_row_groups(path):
-        cols = [c.to_pylist() for c in batch.columns]
-        for dkey, *row in zip(*cols):
-            row = tuple(row)
-            yield order_key(dkey, row), dkey, row
+        for stored in zip(*(c.to_pylist() for c in batch.columns)):
+            yield key(stored), stored
 
 
 class MergeSpilled(beam.DoFn):
@@ -139,7 +158,8 @@ class MergeSpilled(beam.DoFn):
 
     def _entries(self, merged) -> Iterator[list]:
         cur, cur_key = None, None
-        for _, dkey, row in merged:
+        for _, stored in merged:
+            dkey, row = stored[0], stored[1:]
             if cur is not None and self.dedup and dkey == cur_key:
                 cur[1] += 1
                 if self.keep_collapsed:
@@ -154,12 +174,13 @@ class MergeSpilled(beam.DoFn):
             yield cur
 
 
-def merge_sorted(paths: Iterable[str]) -> Iterator[tuple[tuple, str | None, tuple]]:
-    """The rows of sorted spill files in one order; ties come in the order of ``paths``."""
-    return heapq.merge(*(_sorted_rows(p) for p in paths), key=itemgetter(0))
+def merge_sorted(paths: Iterable[str], fmt: SpillFormat = SENTENCES) -> Iterator[tuple[Any, tuple]]:
+    """The (sort key, stored row) of sorted spill files in one order; ties come in the order of
+    ``paths``."""
+    return heapq.merge(*(_sorted_rows(p, fmt) for p in paths), key=itemgetter(0))
 
 
-def reduce_spilled(paths: list[str], fan_in: int) -> list[str]:
+def reduce_spilled(paths: list[str], fan_in: int, fmt: SpillFormat = SENTENCES) -> list[str]:
     """Merges runs of ``fan_in`` consecutive files into one until at most ``fan_in`` are left.
 
     Every row is kept (the dedup happens in the last merge), runs keep their order, and the
@@ -175,25 +196,25 @@ def reduce_spilled(paths: list[str], fan_in: int) -> list[str]:
                 nxt.append(run[0])
                 continue
             out = f"{run[0].rsplit('/', 1)[0]}/merged-{rnd}-{uuid.uuid4().hex}.parquet"
-            _write_rows(merge_sorted(run), out)
+            _write_rows(merge_sorted(run, fmt), out, fmt)
             filesystems.delete(run)
             nxt.append(out)
         paths = nxt
     return paths
 
 
-def _write_rows(rows: Iterator[tuple[tuple, str | None, tuple]], path: str) -> None:
-    """Sorted (order key, dedup key, row) -> one spill file, a row group at a time."""
+def _write_rows(rows: Iterator[tuple[Any, tuple]], path: str, fmt: SpillFormat) -> None:
+    """Sorted (sort key, stored row) -> one spill file, a row group at a time."""
     with filesystems.create(path) as f:
-        writer = pq.ParquetWriter(f, _SCHEMA, compression="zstd")
+        writer = pq.ParquetWriter(f, fmt.schema, compression="zstd")
         buf: list[tuple] = []
-        for _, dkey, row in rows:
-            buf.append((dkey, *row))
+        for _, stored in rows:
+            buf.append(stored)
             if len(buf) == GROUP_ROWS:
-                writer.write_table(_spill_table(buf), row_group_size=GROUP_ROWS)
+                writer.write_table(spill_table(buf, fmt), row_group_size=GROUP_ROWS)
                 buf = []
         if buf:
-            writer.write_table(_spill_table(buf), row_group_size=GROUP_ROWS)
+            writer.write_table(spill_table(buf, fmt), row_group_size=GROUP_ROWS)
         writer.close()
 
 

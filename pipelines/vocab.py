@@ -33,6 +33,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from apache_beam.io.filesystem import BeamIOError
 from apache_beam.io.filesystems import FileSystems
+from apache_beam.options.pipeline_options import StandardOptions
 from apache_beam.pvalue import TaggedOutput
 
 from labse_common import filesystems
@@ -69,7 +70,10 @@ from labse_model.vocab.smoothing import language_weights
 from pipelines.inputs import require_columns
 from pipelines.options import check_remote, pipeline_options, run_pipeline
 from pipelines.parquet_io import write_table
+from pipelines.spill import FAN_IN as SPILL_FAN_IN
+from pipelines.spill import remove_spill, spill_dir, use_file_shuffle
 from pipelines.tagged import join_sinks, with_outputs
+from pipelines.vocab_spill import SpillCounts, merged_words
 
 log = logging.getLogger(__name__)
 
@@ -214,27 +218,35 @@ class SmoothShard(beam.DoFn):
 
     The group holds every language's word total (word ``None``) besides the shard's
     (word, lang, n, first): the weights travel with the data instead of in a side input, which the
-    DaskRunner recomputes. A word's languages are summed in a fixed order, so the float is the
-    same on every runner.
+    DaskRunner recomputes. With the file shuffle (``pipelines/vocab_spill.py``) the group holds
+    the shard's spill file paths instead of its words (word and lang ``None``, the path in
+    place of n). A word's languages are summed in a fixed order, so the float is the same on
+    every runner and in both modes.
     """
 
-    def __init__(self, output: str, alpha: float, min_count: float) -> None:
+    def __init__(self, output: str, alpha: float, min_count: float,
+                 fan_in: int = SPILL_FAN_IN) -> None:  # fmt: skip
         self.output, self.alpha, self.min_count = output, alpha, min_count
+        self.fan_in = fan_in
 
     def process(self, kv: tuple[int, Iterable[tuple]]) -> Iterator[Any]:
         shard, values = kv
         totals: dict[str, int] = {}
         by_word: dict[str, list[tuple[str, int, int]]] = {}
+        spilled: list[str] = []
         for word, lang, n, first in values:
-            if word is None:
-                totals[lang] = n
-            else:
+            if word is not None:
                 by_word.setdefault(word, []).append((lang, n, first))
+            elif lang is None:
+                spilled.append(n)
+            else:
+                totals[lang] = n
         weights = language_weights(dict(sorted(totals.items())), self.alpha)
         counter = StageCounter()
         types: Counter[str] = Counter()
         rows: list[tuple[int, str, float, int]] = []
-        for word, per_lang in by_word.items():
+        words = merged_words(spilled, self.fan_in) if spilled else by_word.items()
+        for word, per_lang in words:
             per_lang.sort()
             smoothed, raw = 0.0, 0
             for lang, n, _ in per_lang:
@@ -336,15 +348,25 @@ def build_pipeline(
         CountFileWords(cfg.max_word_length, cfg.heldout_fraction, cfg.max_heldout_per_lang),
         STATS, HELDOUT, LANG, main="words",
     )  # fmt: skip
-    per_lang = counted.words | "SumPerLangWord" >> beam.CombinePerKey(_sum_first)
     lang_sums = counted[LANG] | "LangSums" >> beam.CombinePerKey(_sum_tuples)
     totals = lang_sums | "TotalsToShards" >> beam.FlatMap(
         lambda kv: ((s, (None, kv[0], kv[1][1], 0)) for s in range(shards)))  # fmt: skip
-    keyed = per_lang | "WordToShard" >> beam.Map(
-        lambda kv: (word_shard(kv[0][1], shards), (kv[0][1], kv[0][0], *kv[1])))  # fmt: skip
+    if use_file_shuffle(cfg.shuffle, p.options.view_as(StandardOptions).runner):
+        # Bounded memory where the runner holds its shuffle in RAM: sorted spill files per shard.
+        keyed = (
+            counted.words
+            | "SpillCounts"
+            >> beam.ParDo(SpillCounts(spill_dir(output), cfg.spill_rows, shards, word_shard))
+            | "SpillPaths" >> beam.MapTuple(lambda shard, path: (shard, (None, None, path, 0)))
+        )
+    else:
+        per_lang = counted.words | "SumPerLangWord" >> beam.CombinePerKey(_sum_first)
+        keyed = per_lang | "WordToShard" >> beam.Map(
+            lambda kv: (word_shard(kv[0][1], shards), (kv[0][1], kv[0][0], *kv[1])))  # fmt: skip
     smoothed = with_outputs(
         (totals, keyed) | "ShardInputs" >> beam.Flatten() | "GroupShards" >> beam.GroupByKey(),
-        "Smooth", SmoothShard(output, cfg.smoothing, cfg.min_count), STATS, TYPES, main="parts",
+        "Smooth", SmoothShard(output, cfg.smoothing, cfg.min_count, cfg.spill_fan_in),
+        STATS, TYPES, main="parts",
     )  # fmt: skip
     counts_done = _gather(smoothed.parts, "MergeCounts", merge_count_parts, output)
 
@@ -549,6 +571,7 @@ def _run_into(output: str, final: str, langs: list[str], files: list[tuple[str, 
     p = beam.Pipeline(options=opts)
     build_pipeline(p, files, output, cfg)
     run_pipeline(p)
+    remove_spill(output)  # emptied shard folders
 
     beam_dir = FileSystems.join(output, BEAM_DIR)
     counter = StageCounter()

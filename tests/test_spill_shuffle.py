@@ -131,10 +131,10 @@ def test_merge_rounds_bound_the_open_files_and_keep_the_order(tmp_path, monkeypa
     widest = []
     real_merge = spill_mod.merge_sorted
 
-    def counting(run):
+    def counting(run, *fmt):
         run = list(run)
         widest.append(len(run))
-        return real_merge(run)
+        return real_merge(run, *fmt)
 
     monkeypatch.setattr(spill_mod, "merge_sorted", counting)
     left = reduce_spilled(paths, 2)
@@ -177,4 +177,4 @@ def test_a_damaged_spill_file_is_named_after_the_rows_before_the_damage(tmp_path
         for r in _sorted_rows(path):
             got.append(r)
     assert path in str(e.value) and 1024 <= len(got) < 5000
-    assert [r[1] for r in got] == [k for k, _ in sorted(rows)][: len(got)]
+    assert [r[1][0] for r in got] == [k for k, _ in sorted(rows)][: len(got)]
