@@ -23,7 +23,9 @@ def _partials(rng: random.Random, n: int) -> list[tuple[tuple[str, str], tuple[i
     out = []
     for _ in range(n):  # ~5 partials per (lang, word), spread over the spill buffers
         word = f"w{rng.randrange(1500)}"
-        out.append(((rng.choice(["en", "el", "hi"]), word), (rng.randint(1, 9), rng.randrange(10**6))))
+        out.append(
+            ((rng.choice(["en", "el", "hi"]), word), (rng.randint(1, 9), rng.randrange(10**6)))
+        )
     return out
 
 
