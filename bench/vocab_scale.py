@@ -28,6 +28,10 @@ of the summed RSS of its process tree (bench/scale_corpus.py's ``_tree_rss``, sa
   then our learner), run in ``--repo``; ``vocab.txt`` must have exactly 501,153 lines. The
   peak is also split at the learner's start (found from the job's log) into counting and
   learning; the RSS trace is kept as ``WORKDIR/ours-<N>.trace.json``.
+* ours-memshuffle (``--shuffle-peer``): the same job with ``--set shuffle=memory``, the word
+  counts through Beam's shuffle, which the local runner holds in RAM (what the job did before
+  its file shuffle): the counting phase's time and peak of both, and whether both wrote the
+  same ``word_counts.parquet`` (md5).
 * tokenizers: ``WordPieceTrainer(vocab_size=501153)`` with the same reserved tokens, the same
   BERT normaliser and ``BertPreTokenizer``, ``limit_alphabet`` = the paper's alphabet budget,
   trained with ``train_from_iterator`` over the same Parquet files. It does no language
@@ -41,6 +45,7 @@ and unknown rate of both vocabularies on generated sentences that neither saw.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import logging
 import math
@@ -76,6 +81,8 @@ from scale_corpus import (  # noqa: E402
 
 log = logging.getLogger("vocab_scale")
 PAPER_VOCAB = 501_153
+#: Our job with vocab.shuffle=memory: the counts through Beam's shuffle, held in RAM locally.
+MEM_PEER = "ours-memshuffle"
 # The paper preset's alphabet budget (configs/paper.yaml vocab.learner.max_unique_chars); the
 # peer gets the same, so neither learner is starved of characters the other keeps.
 ALPHABET = 30_000
@@ -256,28 +263,33 @@ def run_traced(cmd: list[str], cwd: Path) -> dict[str, Any]:
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
     while proc.poll() is None:
-        trace.append((time.perf_counter() - t0, _tree_rss(ps)))
+        trace.append((time.perf_counter() - t0, *_tree_rss(ps)))  # (t, tree sum, largest)
         time.sleep(0.2)
     reader.join()
     dt = time.perf_counter() - t0
     if proc.returncode:
         tail = "\n".join(ln for _, ln in lines[-60:])
         raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}):\n{tail}")
-    return {"seconds": dt, "peak_rss": max((r for _, r in trace), default=0),
+    return {"seconds": dt, "peak_rss": max((r for _, r, _ in trace), default=0),
+            "peak_proc_rss": max((r for _, _, r in trace), default=0),
             "trace": trace, "stderr": lines}  # fmt: skip
 
 
-def _peak_between(trace: list[tuple[float, int]], t0: float, t1: float) -> int:
-    return max((r for t, r in trace if t0 <= t <= t1), default=0)
+def _peak_between(trace: list[tuple[float, int, int]], t0: float, t1: float) -> int:
+    """Peak of the tree's summed RSS between two times of the trace."""
+    return max((r for t, r, _ in trace if t0 <= t <= t1), default=0)
 
 
-def run_ours(inp: Path, out: Path, n: int, a: argparse.Namespace) -> dict[str, Any]:
+def run_ours(inp: Path, out: Path, n: int, a: argparse.Namespace,
+             sets: tuple[str, ...] = ()) -> dict[str, Any]:  # fmt: skip
     shutil.rmtree(out, ignore_errors=True)
     cmd = [sys.executable, "-m", "pipelines.vocab", "--input", str(inp), "--output", str(out),
            "--config", "paper", "--vocab-size", str(PAPER_VOCAB), "--smoothing", "0.3",
            "--log-level", "INFO"]  # fmt: skip
     if a.min_count is not None:
         cmd += ["--set", f"min_count={a.min_count}"]
+    for kv in sets:
+        cmd += ["--set", kv]
     cmd += a.extra
     log.info("ours, %d sentences: %s", n, " ".join(cmd))
     m = run_traced(cmd, a.repo)
@@ -305,12 +317,13 @@ def run_ours(inp: Path, out: Path, n: int, a: argparse.Namespace) -> dict[str, A
     # smoothed count of every type at or above the one used.
     smoothed = pq.read_table(out / "word_counts.parquet", columns=["count"]).column(0).to_numpy()
     at_min = {c: int((smoothed >= c).sum()) for c in (1, 2, 3, 5, 10)}
-    return {"seconds": m["seconds"], "peak_rss": m["peak_rss"], "vocab_size": len(vocab),
+    return {"seconds": m["seconds"], "peak_rss": m["peak_rss"], "peak_proc_rss": m["peak_proc_rss"], "vocab_size": len(vocab),
             "disk_written": dir_bytes(out), "learn_seconds": stats.get("learn_seconds"),
             "threshold": stats.get("threshold"), "job_counts": job_counts,
             "threshold_search": stats.get("threshold_search"),
             "min_count": a.min_count if a.min_count is not None else "paper preset",
-            "languages": langs, "types_at_min_count": at_min, **phases, "vocab_file": str(out / "vocab.txt")}  # fmt: skip
+            "languages": langs, "types_at_min_count": at_min, **phases, "vocab_file": str(out / "vocab.txt"),
+            "counts_md5": hashlib.md5((out / "word_counts.parquet").read_bytes()).hexdigest()}  # fmt: skip
 
 
 def worker_tokenizers(inp: Path, out: Path) -> None:
@@ -364,12 +377,12 @@ def quality(vocab_file: str, heldout: dict[str, list[str]]) -> dict[str, Any]:
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    lines = [f"{'rung':>11}  {'system':<11}{'seconds':>9}{'us/sent':>9}{'peak RSS MiB':>14}"
+    lines = [f"{'rung':>11}  {'system':<16}{'seconds':>9}{'us/sent':>9}{'peak RSS MiB':>14}"
              f"{'vocab':>9}{'disk MiB':>10}{'wp/word':>9}{'unk':>8}"]  # fmt: skip
     for r in rows:
         q = r.get("quality", {}).get("mean", {})
         wpw, unk = q.get("wordpieces_per_word"), q.get("unk_rate")
-        lines.append(f"{r['sentences']:>11,}  {r['system']:<11}{r['seconds']:>9.1f}"
+        lines.append(f"{r['sentences']:>11,}  {r['system']:<16}{r['seconds']:>9.1f}"
                      f"{r['us_per_sentence']:>9.1f}{r['peak_rss'] / MB:>14,.0f}{r['vocab_size']:>9,}"
                      f"{r['disk_written'] / MB:>10.1f}{'-' if wpw is None else f'{wpw:.3f}':>9}"
                      f"{'-' if unk is None else f'{unk:.4f}':>8}")  # fmt: skip
@@ -378,13 +391,20 @@ def table(rows: list[dict[str, Any]]) -> str:
 
 def ratios(rows: list[dict[str, Any]], small: int, big: int) -> dict[str, Any]:
     by = {(r["system"], r["sentences"]): r for r in rows}
-    out: dict[str, Any] = {"ours_over_tokenizers": {}, "big_over_small": {}}
+    out: dict[str, Any] = {"ours_over_tokenizers": {}, "big_over_small": {},
+                           "files_over_memory": {}}  # fmt: skip
     for n in (small, big):
-        o, t = by.get(("ours", n)), by.get(("tokenizers", n))
+        o, t, m = by.get(("ours", n)), by.get(("tokenizers", n)), by.get((MEM_PEER, n))
         if o and t:
             out["ours_over_tokenizers"][n] = {"time": o["seconds"] / t["seconds"],
                                               "peak_rss": o["peak_rss"] / t["peak_rss"]}  # fmt: skip
-    for sysname in ("ours", "tokenizers"):
+        if o and m and "count_seconds" in o and "count_seconds" in m:
+            out["files_over_memory"][n] = {
+                "count_seconds": o["count_seconds"] / m["count_seconds"],
+                "count_peak_rss": o["count_peak_rss"] / m["count_peak_rss"],
+                "same_counts": o["counts_md5"] == m["counts_md5"],
+            }
+    for sysname in ("ours", "tokenizers", MEM_PEER):
         s, b = by.get((sysname, small)), by.get((sysname, big))
         if s and b:
             out["big_over_small"][sysname] = {
@@ -413,6 +433,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--skip-tokenizers", action="store_true",
                     help="measure ours only (no HuggingFace tokenizers peer)")  # fmt: skip
     ap.add_argument("--skip-ours", action="store_true", help="measure the peer only")
+    ap.add_argument("--shuffle-peer", action="store_true",
+                    help="also run our job with vocab.shuffle=memory (Beam's shuffle, which the "
+                         "local runner holds in RAM) as system 'ours-memshuffle', against ours "
+                         "with the default file shuffle")  # fmt: skip
     ap.add_argument("--seed", type=int, default=0, help="seed of the generated sentences")
     ap.add_argument("--min-count", type=float, default=1.0,
                     help="our job's vocab.min_count (passed as --set min_count=C; default: "
@@ -452,11 +476,15 @@ def main(argv: list[str] | None = None) -> int:
     for n in rungs:
         inp = Path(meta["dirs"][str(n)])
         systems = ([] if a.skip_ours else ["ours"]) + ([] if a.skip_tokenizers else ["tokenizers"])
+        systems += [MEM_PEER] if a.shuffle_peer else []
         for sysname in systems:
             out = a.workdir / f"{sysname}-{n}"
-            r = run_ours(inp, out, n, a) if sysname == "ours" else run_tokenizers(inp, out, n)
+            if sysname == "tokenizers":
+                r = run_tokenizers(inp, out, n)
+            else:
+                r = run_ours(inp, out, n, a, ("shuffle=memory",) if sysname == MEM_PEER else ())
             r.update(system=sysname, sentences=n, us_per_sentence=1e6 * r["seconds"] / n)
-            if sysname == "ours" and r["vocab_size"] != PAPER_VOCAB:
+            if sysname != "tokenizers" and r["vocab_size"] != PAPER_VOCAB:
                 log.error("ours: vocab.txt has %d lines, not %d", r["vocab_size"], PAPER_VOCAB)
             if held:
                 r["quality"] = quality(r["vocab_file"], held)
@@ -472,9 +500,13 @@ def main(argv: list[str] | None = None) -> int:
     for s, v in rat["big_over_small"].items():
         print(f"{s} {rungs[-1]:,}/{rungs[0]:,}: seconds {v['seconds']:.2f}, us/sentence "
               f"{v['us_per_sentence']:.2f}, peak RSS {v['peak_rss']:.2f}")  # fmt: skip
+    for n, v in rat["files_over_memory"].items():
+        print(f"ours file shuffle / Beam's in-memory shuffle at {n:,}: counting time "
+              f"{v['count_seconds']:.2f}, counting peak RSS {v['count_peak_rss']:.2f}, same "
+              f"word_counts.parquet: {v['same_counts']}")  # fmt: skip
     for r in rows:
-        if r["system"] == "ours" and "count_seconds" in r:
-            print(f"ours {r['sentences']:,}: counting {r['count_seconds']:.0f} s (peak "
+        if r["system"] != "tokenizers" and "count_seconds" in r:
+            print(f"{r['system']} {r['sentences']:,}: counting {r['count_seconds']:.0f} s (peak "
                   f"{r['count_peak_rss'] / MB:,.0f} MiB), learner {r['learn_seconds']:.0f} s, "
                   f"learner+export+eval peak {r['learn_peak_rss'] / MB:,.0f} MiB, learner word "
                   f"types in {r['job_counts']['word_types']['in']:,}, "
