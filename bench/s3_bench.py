@@ -9,10 +9,12 @@ on the same bytes:
 
   local    a local temporary folder (the named peer; page cache, no fsync),
   stock    s3:// with Beam's stock S3 filesystem (a new boto3 client for every operation),
-  cached   s3:// with ``labse_common.filesystems.install_s3_client_cache`` (one client per
-           process and option set; what the project's jobs use).
+  cached   s3:// with one boto3 client per process and option set
+           (``labse_common.filesystems.install_s3_client_cache``) and Beam's stock uploader,
+  parallel the same client cache with ``labse_common.s3_upload`` (one request per small file,
+           parallel parts for large ones): what the project's jobs use.
 
-Prints MB/s and files/s of each and the ratios cached/local and cached/stock. The server is
+Prints MB/s and files/s of each and the ratios parallel/local, parallel/cached, cached/stock. The server is
 moto in one Python process on this 2-core machine, so it, not the network, bounds the large
 transfers; AWS_EC2_METADATA_DISABLED is set and the endpoint is 127.0.0.1.
 """
@@ -74,6 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     from apache_beam.io.filesystems import FileSystems
     from apache_beam.options.pipeline_options import PipelineOptions
 
+    from labse_common import s3_upload
     from labse_common.filesystems import install_s3_client_cache, uninstall_s3_client_cache
 
     workloads = {
@@ -89,17 +92,21 @@ def main(argv: list[str] | None = None) -> int:
             uninstall_s3_client_cache()
             rows.append({"workload": wl, **measure("stock", f"s3://bench/stock-{wl}", payloads)})
             install_s3_client_cache()
+            s3_upload.uninstall()
             rows.append({"workload": wl, **measure("cached", f"s3://bench/cached-{wl}", payloads)})
-    print(f"{'workload':<9}{'system':<8}{'files':>7}{'MB':>8}{'write MB/s':>12}{'read MB/s':>11}"
+            s3_upload.install()
+            rows.append({"workload": wl, **measure("parallel", f"s3://bench/par-{wl}", payloads)})
+    print(f"{'workload':<9}{'system':<9}{'files':>7}{'MB':>8}{'write MB/s':>12}{'read MB/s':>11}"
           f"{'write files/s':>15}{'read files/s':>14}")  # fmt: skip
     for r in rows:
-        print(f"{r['workload']:<9}{r['system']:<8}{r['files']:>7}{r['mb']:>8.1f}{r['write_mb_s']:>12.1f}"
+        print(f"{r['workload']:<9}{r['system']:<9}{r['files']:>7}{r['mb']:>8.1f}{r['write_mb_s']:>12.1f}"
               f"{r['read_mb_s']:>11.1f}{r['write_files_s']:>15.1f}{r['read_files_s']:>14.1f}")  # fmt: skip
     for wl in workloads:
         by = {r["system"]: r for r in rows if r["workload"] == wl}
         for op in ("write", "read"):
             k = f"{op}_mb_s"
-            print(f"{wl} {op}: cached/local {by['cached'][k] / by['local'][k]:.3f}x, "
+            print(f"{wl} {op}: parallel/local {by['parallel'][k] / by['local'][k]:.3f}x, "
+                  f"parallel/cached {by['parallel'][k] / by['cached'][k]:.2f}x, "
                   f"cached/stock {by['cached'][k] / by['stock'][k]:.2f}x, stock/local {by['stock'][k] / by['local'][k]:.3f}x")  # fmt: skip
     return 0
 

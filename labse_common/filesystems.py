@@ -111,7 +111,8 @@ def _s3_key(options) -> tuple:
 
 
 def install_s3_client_cache() -> bool:
-    """Make Beam's S3 filesystem reuse one boto3 client per process and option set.
+    """Make Beam's S3 filesystem reuse one boto3 client per process and option set, and write
+    through :mod:`labse_common.s3_upload` (one request per small file, parallel parts).
 
     Beam builds a new boto3 session and client for every file operation (``S3IO(options)`` in
     each ``S3FileSystem`` method), ~0.5 s each on the loopback server: a job with many small files
@@ -122,6 +123,9 @@ def install_s3_client_cache() -> bool:
         from apache_beam.io.aws.clients.s3 import boto3_client
     except ImportError:
         return False
+    from labse_common import s3_upload
+
+    s3_upload.install()  # one request per small file, parallel parts for large ones
     cls = boto3_client.Client
     if getattr(cls, "_labse_client_cache", False):
         return True
@@ -152,6 +156,9 @@ def uninstall_s3_client_cache() -> None:
         from apache_beam.io.aws.clients.s3 import boto3_client
     except ImportError:
         return
+    from labse_common import s3_upload
+
+    s3_upload.uninstall()
     cls = boto3_client.Client
     if getattr(cls, "_labse_client_cache", False):
         import importlib

@@ -1,0 +1,137 @@
+"""Uploads for Beam's S3 filesystem: one request for a small file, parallel parts for a large one.
+
+Beam's stock ``S3Uploader`` opens a multipart upload for every file, so a 64 KB stats file or
+claim costs three requests (create, one part, complete), and it sends the parts of a large file
+one after another, each waiting for the previous one's round trip. Here:
+
+* a file smaller than one part is sent with a single ``PutObject`` when it is closed;
+* a larger one starts a multipart upload at its first full part and sends its parts from a
+  small thread pool (``MAX_IN_FLIGHT`` at once; boto3 clients are thread-safe), so the writer
+  keeps filling the next part while earlier ones travel. Memory per open file is at most
+  ``MAX_IN_FLIGHT + 1`` parts.
+
+Errors surface as Beam's (``messages.S3ClientError`` with the HTTP code), at the latest when
+the file is closed; a failed multipart upload is aborted so no parts linger on the bucket.
+Installed with :func:`labse_common.filesystems.install_s3_client_cache`, which every job calls.
+"""
+
+from __future__ import annotations
+
+import logging
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from typing import Any
+
+from apache_beam.io.filesystemio import Uploader
+
+log = logging.getLogger(__name__)
+
+#: Bytes per part (S3's minimum is 5 MiB for every part but the last).
+PART_BYTES = 8 << 20
+#: Parts sent at once per open file.
+MAX_IN_FLIGHT = 4
+
+
+def _s3_error(e: Exception) -> Exception:
+    from apache_beam.io.aws.clients.s3 import messages
+    from apache_beam.io.aws.clients.s3.boto3_client import get_http_error_code
+
+    return messages.S3ClientError(str(e), get_http_error_code(e))
+
+
+class S3ParallelUploader(Uploader):
+    """Drop-in for ``apache_beam.io.aws.s3io.S3Uploader``: ``(client, path, mime_type)``, where
+    ``client`` is Beam's boto3 wrapper (its ``.client`` is the boto3 client)."""
+
+    def __init__(self, client: Any, path: str, mime_type: str = "application/octet-stream") -> None:
+        from apache_beam.io.aws.s3io import parse_s3_path
+
+        self._s3 = client.client
+        self._path = path
+        self._bucket, self._key = parse_s3_path(path)
+        self._mime = mime_type
+        self._buf = bytearray()
+        self._upload_id: str | None = None
+        self._parts: list[Future] = []
+        self._pool: ThreadPoolExecutor | None = None
+
+    def put(self, data: memoryview) -> None:
+        self._buf += data
+        while len(self._buf) >= PART_BYTES:
+            chunk = bytes(self._buf[:PART_BYTES])
+            del self._buf[:PART_BYTES]
+            self._send(chunk)
+
+    def _send(self, chunk: bytes) -> None:
+        if self._upload_id is None:
+            try:
+                r = self._s3.create_multipart_upload(Bucket=self._bucket, Key=self._key,
+                                                     ContentType=self._mime)  # fmt: skip
+            except Exception as e:
+                raise _s3_error(e) from e
+            self._upload_id = r["UploadId"]
+            self._pool = ThreadPoolExecutor(MAX_IN_FLIGHT, thread_name_prefix="s3-upload")
+        pending = [f for f in self._parts if not f.done()]
+        if len(pending) >= MAX_IN_FLIGHT:  # bounded memory: wait for a slot
+            wait(pending, return_when=FIRST_COMPLETED)
+        number = len(self._parts) + 1
+        self._parts.append(self._pool.submit(self._upload_part, number, chunk))
+
+    def _upload_part(self, number: int, chunk: bytes) -> str:
+        r = self._s3.upload_part(Bucket=self._bucket, Key=self._key, UploadId=self._upload_id,
+                                 PartNumber=number, Body=chunk)  # fmt: skip
+        return r["ETag"]
+
+    def finish(self) -> None:
+        try:
+            if self._upload_id is None:  # the whole file is smaller than a part
+                self._s3.put_object(Bucket=self._bucket, Key=self._key, Body=bytes(self._buf),
+                                    ContentType=self._mime)  # fmt: skip
+                return
+            if self._buf:
+                self._send(bytes(self._buf))
+            self._buf = bytearray()
+            parts = [{"ETag": f.result(), "PartNumber": i + 1} for i, f in enumerate(self._parts)]
+            self._s3.complete_multipart_upload(Bucket=self._bucket, Key=self._key,
+                                               UploadId=self._upload_id,
+                                               MultipartUpload={"Parts": parts})  # fmt: skip
+        except Exception as e:
+            self._abort()
+            raise _s3_error(e) from e
+        finally:
+            if self._pool is not None:
+                self._pool.shutdown(wait=True)
+
+    def _abort(self) -> None:
+        if self._upload_id is None:
+            return
+        for f in self._parts:
+            f.cancel()
+        try:
+            self._s3.abort_multipart_upload(Bucket=self._bucket, Key=self._key,
+                                            UploadId=self._upload_id)  # fmt: skip
+        except Exception:  # the original error is the one to report
+            log.warning("could not abort the multipart upload of %s", self._path)
+
+
+_STOCK: list[type] = []
+
+
+def install() -> bool:
+    """Beam's S3 filesystem writes through :class:`S3ParallelUploader`; idempotent; False when
+    Beam's AWS extra is not installed."""
+    try:
+        from apache_beam.io.aws import s3io
+    except ImportError:
+        return False
+    if s3io.S3Uploader is not S3ParallelUploader:
+        _STOCK[:] = [s3io.S3Uploader]
+        s3io.S3Uploader = S3ParallelUploader
+    return True
+
+
+def uninstall() -> None:
+    """Beam's stock uploader again (for the bench's before/after comparison)."""
+    if _STOCK:
+        from apache_beam.io.aws import s3io
+
+        s3io.S3Uploader = _STOCK[0]
