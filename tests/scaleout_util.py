@@ -158,6 +158,24 @@ def s3_args(endpoint: str) -> list[str]:
             "--s3_verify", "false"]  # fmt: skip
 
 
+@contextlib.contextmanager
+def s3_test_server(logdir: Path, *buckets: str) -> Iterator[tuple[str, object]]:
+    """A test module's S3 server with its buckets: (endpoint, boto3 client); skips the test
+    when moto/boto3 are missing. Nothing may leave the machine: boto must never ask a cloud
+    metadata address for credentials, so that is switched off first."""
+    import pytest
+
+    os.environ["AWS_EC2_METADATA_DISABLED"] = "true"
+    why = s3_available()
+    if why:
+        pytest.skip(why)
+    with s3_server(logdir) as endpoint:
+        client = s3_client(endpoint)
+        for bucket in buckets:
+            client.create_bucket(Bucket=bucket)
+        yield endpoint, client
+
+
 def s3_client(endpoint: str):
     import boto3
 

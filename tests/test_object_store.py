@@ -17,9 +17,7 @@ from tests.scaleout_util import (
     dask_available,
     dask_cluster,
     s3_args,
-    s3_available,
-    s3_client,
-    s3_server,
+    s3_test_server,
 )
 from tests.test_dask_runner import tree
 
@@ -34,12 +32,7 @@ os.environ["AWS_EC2_METADATA_DISABLED"] = "true"
 
 @pytest.fixture(scope="module")
 def s3(tmp_path_factory):
-    why = s3_available()
-    if why:
-        pytest.skip(why)
-    with s3_server(tmp_path_factory.mktemp("moto-logs")) as endpoint:
-        client = s3_client(endpoint)
-        client.create_bucket(Bucket="corpus")
+    with s3_test_server(tmp_path_factory.mktemp("moto-logs"), "corpus") as (endpoint, client):
         client.upload_file(str(SAMPLE), "corpus", "in/sample.warc.wet.gz")
         yield endpoint, client
 

@@ -8,22 +8,15 @@ from collections import Counter
 
 import pytest
 
-from tests.scaleout_util import s3_args, s3_available, s3_client, s3_server
+from tests.scaleout_util import s3_args, s3_client, s3_test_server
 
 pytestmark = pytest.mark.slow
-# Nothing may leave the machine: boto must never ask a cloud metadata address for credentials.
-os.environ["AWS_EC2_METADATA_DISABLED"] = "true"
 
 
 @pytest.fixture(scope="module")
 def s3(tmp_path_factory):
-    why = s3_available()
-    if why:
-        pytest.skip(why)
-    with s3_server(tmp_path_factory.mktemp("moto-logs")) as endpoint:
-        client = s3_client(endpoint)
-        client.create_bucket(Bucket="uploads")
-        yield endpoint, client
+    with s3_test_server(tmp_path_factory.mktemp("moto-logs"), "uploads") as server:
+        yield server
 
 
 class _Beam:
