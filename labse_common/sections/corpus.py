@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from labse_common.config import option
+from labse_common.shuffle_options import shuffle_option, spill_fan_in_option, spill_rows_option
 
 
 @dataclass
@@ -20,14 +21,9 @@ class CorpusConfig:
     write_dropped: bool = option(False, help="also write dropped lines/sentences with their reason")
     rows_per_file: int = option(100_000, min=1, help="Parquet rows per output file")
     shards_per_language: int = option(1, min=1, help="dedup groups per language (~rows/1M)")
-    shuffle: str = option("auto", choices=["auto", "memory", "files"],
-                          help="how kept rows reach the dedup: 'memory' = Beam's shuffle (a cluster "
-                               "runner spills it itself), 'files' = sorted spill files merged per "
-                               "(language, shard) in bounded memory; 'auto' = files on the local runner, "
-                               "whose shuffle is held in RAM, memory elsewhere")
-    spill_rows: int = option(200_000, min=1000, help="shuffle=files: rows a worker buffers before writing a spill file")
-    spill_fan_in: int = option(32, min=2, help="shuffle=files: most spill files one merge reads at once (~1.5 MB "
-                                             "each); a shard with more is merged in rounds")
+    shuffle: str = shuffle_option("kept rows", "(language, shard) dedup group")
+    spill_rows: int = spill_rows_option(200_000, "rows")
+    spill_fan_in: int = spill_fan_in_option()
     page_timeout_s: float = option(5.0, min=0.0, min_exclusive=True, help="per-page wikitext parse limit, seconds")
     max_page_chars: int = option(2_000_000, min=1, help="pages with more wikitext characters are dropped")
 

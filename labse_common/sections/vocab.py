@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from labse_common.config import option
+from labse_common.shuffle_options import shuffle_option, spill_fan_in_option, spill_rows_option
 
 
 @dataclass
@@ -31,13 +32,9 @@ class VocabConfig:
     max_word_length: int = option(100, min=1, help="longer word occurrences are dropped")
     heldout_fraction: float = option(0.02, min=0.0, max=0.5, help="hashed share kept back for vocab_stats.json")
     max_heldout_per_lang: int = option(2000, min=0, help="held-out sentences evaluated per language")
-    shuffle: str = option("auto", choices=["auto", "memory", "files"],
-                          help="how word counts reach their word shard: 'memory' = Beam's shuffle (a "
-                               "cluster runner spills it itself), 'files' = sorted spill files merged per "
-                               "shard in bounded memory; 'auto' = files on the local runner, whose "
-                               "shuffle is held in RAM, memory elsewhere")
-    spill_rows: int = option(500_000, min=1000, help="shuffle=files: distinct (word, language) counts a worker buffers before writing spill files")
-    spill_fan_in: int = option(32, min=2, help="shuffle=files: most spill files one merge reads at once; a shard with more is merged in rounds")
+    shuffle: str = shuffle_option("word counts", "word shard")
+    spill_rows: int = spill_rows_option(500_000, "distinct (word, language) counts")
+    spill_fan_in: int = spill_fan_in_option()
     learner: LearnerConfig = field(default_factory=LearnerConfig)
 
 
