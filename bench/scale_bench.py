@@ -126,7 +126,8 @@ def _cfg(a: dict):
     from labse_common.sections.mining import MiningConfig
 
     return MiningConfig(k=a["k"], index=a["index"], mem_gb=a["mem_gb"], nprobe=a["nprobe"],
-                        train_size=a["train_size"], progress=False)  # fmt: skip
+                        rerank=a.get("rerank", 4), train_size=a["train_size"],
+                        progress=False)  # fmt: skip
 
 
 def peer_bounded(a: dict) -> dict:
@@ -225,7 +226,7 @@ def cmd_mining(args: argparse.Namespace) -> int:
     kind = args.index if args.index in planner.KINDS else None
     plan = planner.make_plan(n_src, n_trg, args.dim, args.mem_gb, args.workers, k=args.k,
                              train_size=args.train_size, itemsize=2, kind=kind,
-                             nprobe=args.nprobe)  # fmt: skip
+                             nprobe=args.nprobe, rerank=args.rerank)  # fmt: skip
     if kind is None and args.index == "auto":
         plan_index = plan.kind
     else:
@@ -237,13 +238,14 @@ def cmd_mining(args: argparse.Namespace) -> int:
     rng = np.random.default_rng(1)
     sample = np.sort(rng.choice(n_src, size=min(args.sample, n_src), replace=False))
     peer_args = {"src": src, "trg": trg, "k": args.k, "index": plan_index, "mem_gb": args.mem_gb,
-                 "nprobe": args.nprobe or plan.nprobe or 16, "train_size": args.train_size,
+                 "nprobe": args.nprobe or plan.nprobe or 16, "train_size": args.train_size, "rerank": args.rerank,
                  "shards": args.shards or plan.shards, "workers": args.workers,
                  "work": str(work), "sample_rows": sample.tolist()}  # fmt: skip
     # Finished steps (trained indexes, shard lists, merged directions) are kept per size and
     # index under the workdir and reused by a rerun: a stopped run of hours continues. The
     # time printed is then that of the rest; --fresh starts over.
-    lists = work / f"lists_{n_src}_{n_trg}_{args.dim}_{plan_index}_{peer_args['nprobe']}"
+    lists = work / (f"lists_{n_src}_{n_trg}_{args.dim}_{plan_index}_{peer_args['nprobe']}"
+                    + (f"_r{args.rerank}" if args.rerank != 4 else ""))
     if args.fresh and lists.exists():
         shutil.rmtree(lists)
     resumed = lists.exists() and any(lists.iterdir())
@@ -568,6 +570,8 @@ def main(argv: list[str] | None = None) -> int:
     m.add_argument("--mem-gb", type=float, default=2.0, help="per-worker budget")
     m.add_argument("--index", default="auto", help="auto (the planner), a kind or a factory")
     m.add_argument("--nprobe", type=int)
+    m.add_argument("--rerank", type=int, default=4,
+                   help="mining.rerank: k*rerank approximate candidates re-scored exactly")
     m.add_argument("--train-size", type=int, default=200_000)
     m.add_argument("--shards", type=int, help="default: the plan's")
     m.add_argument("--workers", type=int, default=1)
