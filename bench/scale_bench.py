@@ -126,7 +126,7 @@ def _cfg(a: dict):
     from labse_common.sections.mining import MiningConfig
 
     return MiningConfig(k=a["k"], index=a["index"], mem_gb=a["mem_gb"], nprobe=a["nprobe"],
-                        rerank=a.get("rerank", 4), train_size=a["train_size"],
+                        rerank=a.get("rerank", 16), train_size=a["train_size"],
                         progress=False)  # fmt: skip
 
 
@@ -245,7 +245,7 @@ def cmd_mining(args: argparse.Namespace) -> int:
     # index under the workdir and reused by a rerun: a stopped run of hours continues. The
     # time printed is then that of the rest; --fresh starts over.
     lists = work / (f"lists_{n_src}_{n_trg}_{args.dim}_{plan_index}_{peer_args['nprobe']}"
-                    + (f"_r{args.rerank}" if args.rerank != 4 else ""))
+                    + f"_r{args.rerank}")
     if args.fresh and lists.exists():
         shutil.rmtree(lists)
     resumed = lists.exists() and any(lists.iterdir())
@@ -570,7 +570,7 @@ def main(argv: list[str] | None = None) -> int:
     m.add_argument("--mem-gb", type=float, default=2.0, help="per-worker budget")
     m.add_argument("--index", default="auto", help="auto (the planner), a kind or a factory")
     m.add_argument("--nprobe", type=int)
-    m.add_argument("--rerank", type=int, default=4,
+    m.add_argument("--rerank", type=int, default=16,
                    help="mining.rerank: k*rerank approximate candidates re-scored exactly")
     m.add_argument("--train-size", type=int, default=200_000)
     m.add_argument("--shards", type=int, help="default: the plan's")

@@ -73,7 +73,7 @@ def _add_mining_options(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--rerank",
         type=int,
-        help="approximate search fetches k*rerank candidates, re-scored exactly (default 4)",
+        help="approximate search fetches k*rerank candidates, re-scored exactly (default 16)",
     )
     g.add_argument(
         "--gpu",

@@ -295,7 +295,7 @@ def make_plan(
     workers: int = 1,
     gpu: bool = False,
     k: int = 4,
-    rerank: int = 4,
+    rerank: int = 16,
     train_size: int = 200_000,
     itemsize: int = 2,
     exact_hours: float = 1.0,
@@ -610,7 +610,7 @@ def add_plan_parser(sub) -> None:
     p.add_argument("--cores", type=int, help="cores per worker (default: this machine's)")
     p.add_argument("--gpu", action="store_true", help="FAISS on a GPU per worker (assumed costs)")
     p.add_argument("--k", type=int, default=4, help="margin neighbourhood (default 4)")
-    p.add_argument("--rerank", type=int, default=4, help="candidates k*rerank re-scored")
+    p.add_argument("--rerank", type=int, default=16, help="candidates k*rerank re-scored exactly")
     p.add_argument("--train-size", type=int, default=200_000, help="index training sample")
     p.add_argument("--dtype", choices=["float16", "float32"], default="float16",
                    help="store precision (bytes read per value)")  # fmt: skip
