@@ -53,13 +53,22 @@ class S3ParallelUploader(Uploader):
         self._upload_id: str | None = None
         self._parts: list[Future] = []
         self._pool: ThreadPoolExecutor | None = None
+        # Set when a part could not be handed over: the bytes already taken from the buffer are
+        # gone, so closing must fail too, never send what is left as a shorter file.
+        self._failed: Exception | None = None
 
     def put(self, data: memoryview) -> None:
+        if self._failed is not None:
+            raise self._failed
         self._buf += data
         while len(self._buf) >= PART_BYTES:
             chunk = bytes(self._buf[:PART_BYTES])
             del self._buf[:PART_BYTES]
-            self._send(chunk)
+            try:
+                self._send(chunk)
+            except Exception as e:
+                self._failed = e
+                raise
 
     def _send(self, chunk: bytes) -> None:
         if self._upload_id is None:
@@ -82,6 +91,11 @@ class S3ParallelUploader(Uploader):
         return r["ETag"]
 
     def finish(self) -> None:
+        if self._failed is not None:
+            self._abort()
+            if self._pool is not None:
+                self._pool.shutdown(wait=True)
+            raise self._failed
         try:
             if self._upload_id is None:  # the whole file is smaller than a part
                 self._s3.put_object(Bucket=self._bucket, Key=self._key, Body=bytes(self._buf),

@@ -87,6 +87,30 @@ def test_a_failed_part_aborts_the_upload_and_raises_beams_error(s3, monkeypatch)
     assert "Contents" not in client.list_objects_v2(Bucket="uploads", Prefix="broken")
 
 
+def test_a_failed_start_never_leaves_a_shorter_file(s3, monkeypatch):
+    """The first full part is taken from the buffer before the upload starts; when the start
+    fails, closing must fail as well, not send the rest as a truncated object."""
+    from apache_beam.io.aws.clients.s3.messages import S3ClientError
+
+    from labse_common.s3_upload import PART_BYTES, S3ParallelUploader
+
+    endpoint, _ = s3
+    client = s3_client(endpoint)
+
+    def refused(**kw):
+        raise ConnectionError("connection refused")
+
+    monkeypatch.setattr(client, "create_multipart_upload", refused)
+    up = S3ParallelUploader(_Beam(client), "s3://uploads/cut")
+    with pytest.raises(S3ClientError, match="refused"):
+        up.put(memoryview(os.urandom(PART_BYTES + 100)))
+    with pytest.raises(S3ClientError, match="refused"):
+        up.put(memoryview(b"more"))
+    with pytest.raises(S3ClientError, match="refused"):
+        up.finish()
+    assert "Contents" not in client.list_objects_v2(Bucket="uploads", Prefix="cut")
+
+
 def test_a_missing_bucket_is_beams_404(s3):
     from apache_beam.io.aws.clients.s3.messages import S3ClientError
 
