@@ -10,9 +10,11 @@ on the same bytes:
   local    a local temporary folder (the named peer; page cache, no fsync),
   stock    s3:// with Beam's stock S3 filesystem (a new boto3 client for every operation),
   cached   s3:// with one boto3 client per process and option set
-           (``labse_common.filesystems.install_s3_client_cache``) and Beam's stock uploader,
+           (``labse_common.filesystems.install_s3_client_cache``) and Beam's stock uploader
+           and downloader,
   parallel the same client cache with ``labse_common.s3_upload`` (one request per small file,
-           parallel parts for large ones): what the project's jobs use.
+           parallel parts for large ones) and ``labse_common.s3_download`` (one request per
+           small file, no HeadObject): what the project's jobs use.
 
 Prints MB/s and files/s of each and the ratios parallel/local, parallel/cached, cached/stock. The server is
 moto in one Python process on this 2-core machine, so it, not the network, bounds the large
@@ -76,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     from apache_beam.io.filesystems import FileSystems
     from apache_beam.options.pipeline_options import PipelineOptions
 
-    from labse_common import s3_upload
+    from labse_common import s3_download, s3_upload
     from labse_common.filesystems import install_s3_client_cache, uninstall_s3_client_cache
 
     workloads = {
@@ -93,8 +95,10 @@ def main(argv: list[str] | None = None) -> int:
             rows.append({"workload": wl, **measure("stock", f"s3://bench/stock-{wl}", payloads)})
             install_s3_client_cache()
             s3_upload.uninstall()
+            s3_download.uninstall()
             rows.append({"workload": wl, **measure("cached", f"s3://bench/cached-{wl}", payloads)})
             s3_upload.install()
+            s3_download.install()
             rows.append({"workload": wl, **measure("parallel", f"s3://bench/par-{wl}", payloads)})
     print(f"{'workload':<9}{'system':<9}{'files':>7}{'MB':>8}{'write MB/s':>12}{'read MB/s':>11}"
           f"{'write files/s':>15}{'read files/s':>14}")  # fmt: skip

@@ -112,7 +112,8 @@ def _s3_key(options) -> tuple:
 
 def install_s3_client_cache() -> bool:
     """Make Beam's S3 filesystem reuse one boto3 client per process and option set, and write
-    through :mod:`labse_common.s3_upload` (one request per small file, parallel parts).
+    through :mod:`labse_common.s3_upload` (one request per small file, parallel parts) and read
+    through :mod:`labse_common.s3_download` (one request per small file, no HeadObject).
 
     Beam builds a new boto3 session and client for every file operation (``S3IO(options)`` in
     each ``S3FileSystem`` method), ~0.5 s each on the loopback server: a job with many small files
@@ -123,9 +124,10 @@ def install_s3_client_cache() -> bool:
         from apache_beam.io.aws.clients.s3 import boto3_client
     except ImportError:
         return False
-    from labse_common import s3_upload
+    from labse_common import s3_download, s3_upload
 
     s3_upload.install()  # one request per small file, parallel parts for large ones
+    s3_download.install()  # one request per small file: its size comes with its bytes
     cls = boto3_client.Client
     if getattr(cls, "_labse_client_cache", False):
         return True
@@ -156,9 +158,10 @@ def uninstall_s3_client_cache() -> None:
         from apache_beam.io.aws.clients.s3 import boto3_client
     except ImportError:
         return
-    from labse_common import s3_upload
+    from labse_common import s3_download, s3_upload
 
     s3_upload.uninstall()
+    s3_download.uninstall()
     cls = boto3_client.Client
     if getattr(cls, "_labse_client_cache", False):
         import importlib

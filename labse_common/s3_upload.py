@@ -31,7 +31,9 @@ PART_BYTES = 8 << 20
 MAX_IN_FLIGHT = 4
 
 
-def _s3_error(e: Exception) -> Exception:
+def as_beam_error(e: Exception) -> Exception:
+    """A boto/connection error as Beam's ``S3ClientError`` with its HTTP code (what Beam's
+    callers test)."""
     from apache_beam.io.aws.clients.s3 import messages
     from apache_beam.io.aws.clients.s3.boto3_client import get_http_error_code
 
@@ -76,7 +78,7 @@ class S3ParallelUploader(Uploader):
                 r = self._s3.create_multipart_upload(Bucket=self._bucket, Key=self._key,
                                                      ContentType=self._mime)  # fmt: skip
             except Exception as e:
-                raise _s3_error(e) from e
+                raise as_beam_error(e) from e
             self._upload_id = r["UploadId"]
             self._pool = ThreadPoolExecutor(MAX_IN_FLIGHT, thread_name_prefix="s3-upload")
         pending = [f for f in self._parts if not f.done()]
@@ -110,7 +112,7 @@ class S3ParallelUploader(Uploader):
                                                MultipartUpload={"Parts": parts})  # fmt: skip
         except Exception as e:
             self._abort()
-            raise _s3_error(e) from e
+            raise as_beam_error(e) from e
         finally:
             if self._pool is not None:
                 self._pool.shutdown(wait=True)
