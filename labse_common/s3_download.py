@@ -80,7 +80,9 @@ class S3NoHeadDownloader(Downloader):
                     self._stream_pos = start
                 data = self._stream.read(n)
                 if len(data) != n:
-                    raise OSError(f"short read of {self._path} at {start}: {len(data)} of {n} bytes")
+                    raise OSError(
+                        f"short read of {self._path} at {start}: {len(data)} of {n} bytes"
+                    )
                 self._stream_pos += n
                 return data
             except Exception as e:
