@@ -41,7 +41,12 @@ GIB = 1 << 30
 # the exact re-score then orders them). CPU only: faiss-gpu has no fast-scan index.
 KINDS = ("flat", "ivf_flat", "ivf_sq8", "ivf_pq", "ivf_pqfs", "opq_ivf_pq")
 AUTO_KINDS = ("ivf_flat", "ivf_sq8", "ivf_pq", "ivf_pqfs")
-KMEANS_ITERS = 25  # FAISS ClusteringParameters.niter default, used by IVF and PQ training
+# k-means iterations: FAISS's ClusteringParameters default (25) trains the PQ codebooks, but an
+# IVF index sets its coarse quantizer's to 10 (Level1Quantizer; "typically used for large
+# clusterings"). Counting 25 for the coarse k-means over-predicted its training 3.1-3.6x at
+# both 1M and 10M (bench/README, "Planner at 1M").
+KMEANS_ITERS = 25
+IVF_KMEANS_ITERS = 10
 MIN_CHUNK = 64  # rows; keeps every FAISS call on its BLAS path (>= 20 queries)
 MAX_CHUNK = 1 << 18  # larger chunks gain nothing and cost memory
 
@@ -267,7 +272,7 @@ def _direction_time(kind: str, n_q: int, n_b: int, p: Plan, c: Costs) -> dict[st
         return t
     nlist = ivf_lists(n_b, p.train_size)
     t_rows = min(n_b, p.train_size)
-    train = KMEANS_ITERS * t_rows * nlist * d * 2.0 / c.gemm_flop_s
+    train = IVF_KMEANS_ITERS * t_rows * nlist * d * 2.0 / c.gemm_flop_s
     if kind == "ivf_pqfs":
         pq_rows = min(t_rows, 256 * 16)
         train += KMEANS_ITERS * pq_rows * 16 * d * 2.0 / c.pq_train_flop_s
@@ -524,7 +529,7 @@ def calibrate(dim: int = 768, seed: int = 0) -> Costs:
             t_train = timed(lambda index=index: index.train(xb[:train_rows]))
             t_add = timed(lambda index=index: index.add(xb))
             if kind == "ivf_pq":
-                ivf = KMEANS_ITERS * train_rows * nlist * dim * 2.0 / gemm
+                ivf = IVF_KMEANS_ITERS * train_rows * nlist * dim * 2.0 / gemm
                 flops = KMEANS_ITERS * train_rows * 16 * dim * 2.0
                 pq_train = flops / max(1e-6, t_train - ivf)
                 encode = max(1e-12, t_add / len(xb) - nlist * dim * 2.0 / gemm) / dim
