@@ -79,8 +79,9 @@ class Costs:
 # 192 x pqfs_scan_s; probe_s from two list lengths with --calibrate), and the exact re-score of
 # 16 candidates 3.75 us per candidate on the driver's 2 threads. The other constants are from
 # ``python -m mining plan --calibrate`` runs on a loaded machine (+-2x): re-run --calibrate on
-# the machine you plan for. They predict 75 min for the 10M run (a quiet run of both directions
-# as measured: ~67 min) and 10.3 min at 1M x 1M (10.9 min measured, with the slower re-score).
+# the machine you plan for. With 16 re-scored candidates they predict 72 min for the 10M run
+# (a quiet run of both directions as measured: ~67 min) and 7.2 min at 1M x 1M (5.9 measured:
+# at 1M the stores sit in the page cache and the re-score is faster than at 10M).
 MEASURED = Costs(
     gemm_flop_s=1.01e11,
     pq_train_flop_s=3.2e9,
