@@ -78,8 +78,12 @@ def main(argv: list[str] | None = None) -> int:
     from apache_beam.io.filesystems import FileSystems
     from apache_beam.options.pipeline_options import PipelineOptions
 
-    from labse_common import s3_download, s3_upload
-    from labse_common.filesystems import install_s3_client_cache, uninstall_s3_client_cache
+    from labse_common.filesystems import (
+        install_s3_client_cache,
+        install_s3_transfers,
+        uninstall_s3_client_cache,
+        uninstall_s3_transfers,
+    )
 
     workloads = {
         "small": [os.urandom(a.small_kb << 10) for _ in range(a.small)],
@@ -94,11 +98,9 @@ def main(argv: list[str] | None = None) -> int:
             uninstall_s3_client_cache()
             rows.append({"workload": wl, **measure("stock", f"s3://bench/stock-{wl}", payloads)})
             install_s3_client_cache()
-            s3_upload.uninstall()
-            s3_download.uninstall()
+            uninstall_s3_transfers()
             rows.append({"workload": wl, **measure("cached", f"s3://bench/cached-{wl}", payloads)})
-            s3_upload.install()
-            s3_download.install()
+            install_s3_transfers()
             rows.append({"workload": wl, **measure("parallel", f"s3://bench/par-{wl}", payloads)})
     print(f"{'workload':<9}{'system':<9}{'files':>7}{'MB':>8}{'write MB/s':>12}{'read MB/s':>11}"
           f"{'write files/s':>15}{'read files/s':>14}")  # fmt: skip

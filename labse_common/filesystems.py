@@ -110,6 +110,41 @@ def _s3_key(options) -> tuple:
                                   "s3_api_version", "s3_verify"))  # fmt: skip
 
 
+_STOCK_TRANSFERS: dict[str, type] = {}
+
+
+def _transfers() -> dict[str, type]:
+    from labse_common.s3_download import S3NoHeadDownloader
+    from labse_common.s3_upload import S3ParallelUploader
+
+    # Beam's S3IO.open looks both classes up in its module at every call.
+    return {"S3Uploader": S3ParallelUploader, "S3Downloader": S3NoHeadDownloader}
+
+
+def install_s3_transfers() -> bool:
+    """Beam's S3 filesystem writes through :mod:`labse_common.s3_upload` (one request per small
+    file, parallel parts for large ones) and reads through :mod:`labse_common.s3_download` (one
+    request per file read start to end); idempotent; False without Beam's AWS extra."""
+    try:
+        from apache_beam.io.aws import s3io
+    except ImportError:
+        return False
+    for name, ours in _transfers().items():
+        if getattr(s3io, name) is not ours:
+            _STOCK_TRANSFERS[name] = getattr(s3io, name)
+            setattr(s3io, name, ours)
+    return True
+
+
+def uninstall_s3_transfers() -> None:
+    """Beam's stock uploader and downloader again (for the bench's before/after comparison)."""
+    if _STOCK_TRANSFERS:
+        from apache_beam.io.aws import s3io
+
+        for name, stock in _STOCK_TRANSFERS.items():
+            setattr(s3io, name, stock)
+
+
 def install_s3_client_cache() -> bool:
     """Make Beam's S3 filesystem reuse one boto3 client per process and option set, and write
     through :mod:`labse_common.s3_upload` (one request per small file, parallel parts) and read
@@ -124,10 +159,7 @@ def install_s3_client_cache() -> bool:
         from apache_beam.io.aws.clients.s3 import boto3_client
     except ImportError:
         return False
-    from labse_common import s3_download, s3_upload
-
-    s3_upload.install()  # one request per small file, parallel parts for large ones
-    s3_download.install()  # one request per small file: its size comes with its bytes
+    install_s3_transfers()
     cls = boto3_client.Client
     if getattr(cls, "_labse_client_cache", False):
         return True
@@ -158,10 +190,7 @@ def uninstall_s3_client_cache() -> None:
         from apache_beam.io.aws.clients.s3 import boto3_client
     except ImportError:
         return
-    from labse_common import s3_download, s3_upload
-
-    s3_upload.uninstall()
-    s3_download.uninstall()
+    uninstall_s3_transfers()
     cls = boto3_client.Client
     if getattr(cls, "_labse_client_cache", False):
         import importlib

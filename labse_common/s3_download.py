@@ -101,27 +101,3 @@ class S3NoHeadDownloader(Downloader):
         head = self._first[start:] if start < len(self._first) else b""
         rest = self._read_stream(start + len(head), end - start - len(head))
         return head + rest if head else rest
-
-
-_STOCK: list[type] = []
-
-
-def install() -> bool:
-    """Beam's S3 filesystem reads through :class:`S3NoHeadDownloader`; idempotent; False
-    when Beam's AWS extra is not installed."""
-    try:
-        from apache_beam.io.aws import s3io
-    except ImportError:
-        return False
-    if s3io.S3Downloader is not S3NoHeadDownloader:
-        _STOCK[:] = [s3io.S3Downloader]
-        s3io.S3Downloader = S3NoHeadDownloader
-    return True
-
-
-def uninstall() -> None:
-    """Beam's stock downloader again (for the bench's before/after comparison)."""
-    if _STOCK:
-        from apache_beam.io.aws import s3io
-
-        s3io.S3Downloader = _STOCK[0]

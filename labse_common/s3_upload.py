@@ -127,27 +127,3 @@ class S3ParallelUploader(Uploader):
                                             UploadId=self._upload_id)  # fmt: skip
         except Exception:  # the original error is the one to report
             log.warning("could not abort the multipart upload of %s", self._path)
-
-
-_STOCK: list[type] = []
-
-
-def install() -> bool:
-    """Beam's S3 filesystem writes through :class:`S3ParallelUploader`; idempotent; False when
-    Beam's AWS extra is not installed."""
-    try:
-        from apache_beam.io.aws import s3io
-    except ImportError:
-        return False
-    if s3io.S3Uploader is not S3ParallelUploader:
-        _STOCK[:] = [s3io.S3Uploader]
-        s3io.S3Uploader = S3ParallelUploader
-    return True
-
-
-def uninstall() -> None:
-    """Beam's stock uploader again (for the bench's before/after comparison)."""
-    if _STOCK:
-        from apache_beam.io.aws import s3io
-
-        s3io.S3Uploader = _STOCK[0]

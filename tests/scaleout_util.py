@@ -181,3 +181,21 @@ def s3_client(endpoint: str):
 
     return boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="testing",
                         aws_secret_access_key="testing", region_name="us-east-1")  # fmt: skip
+
+
+class BeamS3Wrapper:
+    """Beam's boto3 wrapper as its uploader and downloader see it: the boto3 client as
+    ``.client`` (what ``labse_common.s3_upload``/``s3_download`` are handed)."""
+
+    def __init__(self, client) -> None:
+        self.client = client
+
+
+def count_s3_calls(client):
+    """A Counter of the S3 operations ``client`` sends from now on, by name (``GetObject``...)."""
+    from collections import Counter
+
+    seen: Counter = Counter()
+    client.meta.events.register("before-call.s3", lambda model, **_: seen.update([model.name]))
+    return seen
+

@@ -10,7 +10,7 @@ from collections import Counter
 
 import pytest
 
-from tests.scaleout_util import s3_args, s3_client, s3_test_server
+from tests.scaleout_util import BeamS3Wrapper, count_s3_calls, s3_args, s3_client, s3_test_server
 
 pytestmark = pytest.mark.slow
 
@@ -19,19 +19,6 @@ pytestmark = pytest.mark.slow
 def s3(tmp_path_factory):
     with s3_test_server(tmp_path_factory.mktemp("moto-logs"), "downloads") as server:
         yield server
-
-
-class _Beam:
-    """Beam's boto3 wrapper as the downloader sees it: the boto3 client as ``.client``."""
-
-    def __init__(self, client) -> None:
-        self.client = client
-
-
-def _calls(client) -> Counter:
-    seen: Counter = Counter()
-    client.meta.events.register("before-call.s3", lambda model, **_: seen.update([model.name]))
-    return seen
 
 
 def _put(client, key: str, data: bytes) -> str:
@@ -45,7 +32,7 @@ def _open(client, path: str, buffer: int = 16 << 20):
 
     from labse_common.s3_download import S3NoHeadDownloader
 
-    d = S3NoHeadDownloader(_Beam(client), path)
+    d = S3NoHeadDownloader(BeamS3Wrapper(client), path)
     return d, io.BufferedReader(DownloaderStream(d), buffer_size=buffer)
 
 
@@ -55,7 +42,7 @@ def test_a_small_file_is_one_request(s3, size):  # Beam's stock reader: HeadObje
     client = s3_client(endpoint)
     data = os.urandom(size)
     path = _put(client, f"small-{size}", data)
-    seen = _calls(client)
+    seen = count_s3_calls(client)
     _, f = _open(client, path)
     assert f.read() == data
     assert seen == Counter({"GetObject": 1})
@@ -68,7 +55,7 @@ def test_a_large_file_reads_back_whole_in_every_pattern(s3):
     client = s3_client(endpoint)
     data = os.urandom(FIRST_BYTES + 3 * (8 << 20) + 4321)
     path = _put(client, "large", data)
-    seen = _calls(client)
+    seen = count_s3_calls(client)
     _, f = _open(client, path)
     assert f.read() == data  # readall: 8 KB reads, all from the stream opened with the file
     assert seen == Counter({"GetObject": 1})
@@ -91,7 +78,7 @@ def test_a_sequential_reader_uses_one_stream_and_a_jump_one_more(s3):
     client = s3_client(endpoint)
     data = os.urandom(3 * FIRST_BYTES)
     path = _put(client, "stream", data)
-    seen = _calls(client)
+    seen = count_s3_calls(client)
     d, _ = _open(client, path)
     tail = len(data) - 100  # a footer reader: one request for the tail
     assert d.get_range(tail, len(data)) == data[tail:]

@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 
-from tests.scaleout_util import s3_args, s3_client, s3_test_server
+from tests.scaleout_util import BeamS3Wrapper, count_s3_calls, s3_args, s3_client, s3_test_server
 
 pytestmark = pytest.mark.slow
 
@@ -19,23 +19,10 @@ def s3(tmp_path_factory):
         yield server
 
 
-class _Beam:
-    """Beam's boto3 wrapper as the uploader sees it: the boto3 client as ``.client``."""
-
-    def __init__(self, client) -> None:
-        self.client = client
-
-
-def _calls(client) -> Counter:
-    seen: Counter = Counter()
-    client.meta.events.register("before-call.s3", lambda model, **_: seen.update([model.name]))
-    return seen
-
-
 def _upload(client, key: str, data: bytes, write: int = 128 << 10) -> None:
     from labse_common.s3_upload import S3ParallelUploader
 
-    up = S3ParallelUploader(_Beam(client), f"s3://uploads/{key}")
+    up = S3ParallelUploader(BeamS3Wrapper(client), f"s3://uploads/{key}")
     for i in range(0, len(data), write):  # as Beam's BufferedWriter hands it over
         up.put(memoryview(data[i : i + write]))
     up.finish()
@@ -45,7 +32,7 @@ def _upload(client, key: str, data: bytes, write: int = 128 << 10) -> None:
 def test_a_file_below_one_part_is_one_request(s3, size):
     endpoint, _ = s3
     client = s3_client(endpoint)
-    seen = _calls(client)
+    seen = count_s3_calls(client)
     data = os.urandom(size)
     _upload(client, f"small-{size}", data)
     assert seen == Counter({"PutObject": 1})
@@ -57,7 +44,7 @@ def test_a_large_file_goes_in_parallel_parts_and_comes_back_whole(s3):
 
     endpoint, _ = s3
     client = s3_client(endpoint)
-    seen = _calls(client)
+    seen = count_s3_calls(client)
     data = os.urandom(3 * PART_BYTES + 12345)  # 3 full parts and a short last one
     _upload(client, "large", data)
     assert seen == Counter({"CreateMultipartUpload": 1, "UploadPart": 4,
@@ -101,7 +88,7 @@ def test_a_failed_start_never_leaves_a_shorter_file(s3, monkeypatch):
         raise ConnectionError("connection refused")
 
     monkeypatch.setattr(client, "create_multipart_upload", refused)
-    up = S3ParallelUploader(_Beam(client), "s3://uploads/cut")
+    up = S3ParallelUploader(BeamS3Wrapper(client), "s3://uploads/cut")
     with pytest.raises(S3ClientError, match="refused"):
         up.put(memoryview(os.urandom(PART_BYTES + 100)))
     with pytest.raises(S3ClientError, match="refused"):
@@ -118,7 +105,7 @@ def test_a_missing_bucket_is_beams_404(s3):
 
     endpoint, _ = s3
 
-    up = S3ParallelUploader(_Beam(s3_client(endpoint)), "s3://no-such-bucket/k")
+    up = S3ParallelUploader(BeamS3Wrapper(s3_client(endpoint)), "s3://no-such-bucket/k")
     up.put(memoryview(b"abc"))
     with pytest.raises(S3ClientError) as e:
         up.finish()
