@@ -163,13 +163,16 @@ class OutputDir:
         return self
 
     def existing(self) -> list[str]:
-        """Top-level entries of the output other than this job's claim and temporary folder."""
+        """Top-level entries of the output other than this job's claim and temporary folder,
+        and other writers' claims being made (``_CLAIM.json.<job>``, see
+        :func:`_take_local_claim`): a writer that loses the race for the claim has one for a
+        moment, and counting it made both writers stop."""
         mine = {CLAIM, TMP_PREFIX + self.job_id}
         if is_remote(self.output):
             names = {_top_entry(self.output, p) for p in _remote_files(self.output)}
         else:
             names = set(os.listdir(self.output)) if os.path.isdir(self.output) else set()
-        return sorted(names - mine)
+        return sorted(n for n in names - mine if not n.startswith(CLAIM + "."))
 
     def release(self) -> None:
         if not self._claimed:

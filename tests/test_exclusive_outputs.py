@@ -49,6 +49,8 @@ def _claim_once(path: str, barrier, results) -> None:
         results.put("won")
     except OutputBusy:
         results.put("busy")
+    except OutputNotEmpty:  # what the race made of the winner before the fix: a clear failure
+        results.put("not empty")
 
 
 def test_claim_is_atomic_among_simultaneous_processes(tmp_path):
@@ -63,6 +65,19 @@ def test_claim_is_atomic_among_simultaneous_processes(tmp_path):
         p.join(30)
     got = sorted(results.get(timeout=5) for _ in range(n))
     assert got == ["busy"] * (n - 1) + ["won"]
+
+
+def test_another_writers_claim_in_the_making_is_not_content(tmp_path):
+    """A writer that loses the race for the claim has ``_CLAIM.json.<its job>`` for a moment;
+    the winner, checking that the folder is empty, must not count it (both stopped before)."""
+    out = tmp_path / "o"
+    out.mkdir()
+    (out / f"{CLAIM}.20261124T201400-21004-403891").write_text("{}")
+    with OutputDir(out).open() as o:
+        (Path(o.tmp) / "f.txt").write_text("x")
+    assert (out / "f.txt").read_text() == "x"
+    with pytest.raises(OutputNotEmpty):  # real content still counts
+        OutputDir(out).claim()
 
 
 def _dead_pid() -> int:
