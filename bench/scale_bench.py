@@ -126,7 +126,7 @@ def _cfg(a: dict):
     from labse_common.sections.mining import MiningConfig
 
     return MiningConfig(k=a["k"], index=a["index"], mem_gb=a["mem_gb"], nprobe=a["nprobe"],
-                        rerank=a.get("rerank", 16), train_size=a["train_size"],
+                        rerank=a["rerank"], train_size=a["train_size"],
                         progress=False)  # fmt: skip
 
 
@@ -560,6 +560,8 @@ def main(argv: list[str] | None = None) -> int:
         res["peak_rss"] = peak_rss_bytes()
         print(json.dumps(res))
         return 0
+    from mining.plan import RERANK
+
     ap = argparse.ArgumentParser(prog="bench/scale_bench.py", description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="stage", required=True)
     m = sub.add_parser("mining", help="bounded-memory mining against the in-memory path")
@@ -570,7 +572,7 @@ def main(argv: list[str] | None = None) -> int:
     m.add_argument("--mem-gb", type=float, default=2.0, help="per-worker budget")
     m.add_argument("--index", default="auto", help="auto (the planner), a kind or a factory")
     m.add_argument("--nprobe", type=int)
-    m.add_argument("--rerank", type=int, default=16,
+    m.add_argument("--rerank", type=int, default=RERANK,
                    help="mining.rerank: k*rerank approximate candidates re-scored exactly")
     m.add_argument("--train-size", type=int, default=200_000)
     m.add_argument("--shards", type=int, help="default: the plan's")

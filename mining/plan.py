@@ -47,6 +47,16 @@ AUTO_KINDS = ("ivf_flat", "ivf_sq8", "ivf_pq", "ivf_pqfs")
 # both 1M and 10M (bench/README, "Planner at 1M").
 KMEANS_ITERS = 25
 IVF_KMEANS_ITERS = 10
+
+
+def _config_default(name: str):
+    from labse_common.sections.mining import MiningConfig
+
+    return next(f.default for f in dataclasses.fields(MiningConfig) if f.name == name)
+
+
+# The mining section's default, so `mining plan` plans the run `mining mine` makes.
+RERANK: int = _config_default("rerank")
 MIN_CHUNK = 64  # rows; keeps every FAISS call on its BLAS path (>= 20 queries)
 MAX_CHUNK = 1 << 18  # larger chunks gain nothing and cost memory
 
@@ -301,7 +311,7 @@ def make_plan(
     workers: int = 1,
     gpu: bool = False,
     k: int = 4,
-    rerank: int = 16,
+    rerank: int = RERANK,
     train_size: int = 200_000,
     itemsize: int = 2,
     exact_hours: float = 1.0,
@@ -616,7 +626,8 @@ def add_plan_parser(sub) -> None:
     p.add_argument("--cores", type=int, help="cores per worker (default: this machine's)")
     p.add_argument("--gpu", action="store_true", help="FAISS on a GPU per worker (assumed costs)")
     p.add_argument("--k", type=int, default=4, help="margin neighbourhood (default 4)")
-    p.add_argument("--rerank", type=int, default=16, help="candidates k*rerank re-scored exactly")
+    p.add_argument("--rerank", type=int, default=RERANK,
+                   help=f"candidates k*rerank re-scored exactly (default {RERANK}, as mining.rerank)")
     p.add_argument("--train-size", type=int, default=200_000, help="index training sample")
     p.add_argument("--dtype", choices=["float16", "float32"], default="float16",
                    help="store precision (bytes read per value)")  # fmt: skip

@@ -198,4 +198,3 @@ def count_s3_calls(client):
     seen: Counter = Counter()
     client.meta.events.register("before-call.s3", lambda model, **_: seen.update([model.name]))
     return seen
-
