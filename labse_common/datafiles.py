@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -117,6 +118,44 @@ def iter_parquet_batches(
         except _DAMAGE as e:
             raise InputError(path, f"damaged Parquet ({_short(e)})", flag) from e
         yield batch
+
+
+@dataclass(frozen=True)
+class LostRows:
+    """Rows of a Parquet file that could not be decoded: the rest of one damaged row group."""
+
+    row_group: int
+    rows: int
+    problem: str
+
+
+def iter_parquet_surviving(
+    path: str | os.PathLike,
+    columns: Sequence[str] | None = None,
+    flag: str | None = None,
+    batch_size: int = 65_536,
+) -> Iterator[pa.RecordBatch | LostRows]:
+    """Record batches in order, going on past damage: a row group that fails to decode yields
+    one :class:`LostRows` (its rows not yet yielded, counted from the footer) and reading goes on
+    with the next group, whose column chunks the footer locates independently. For stages whose
+    rows stand alone (word counts, pair rules); a stage whose output rows must line up with the
+    input's (the embedding store) reads with :func:`iter_parquet_batches` and stops instead.
+    A file whose footer cannot be read is one InputError, as in :func:`parquet_file`."""
+    pf = parquet_file(path, flag, stream=True)
+    cols = list(columns) if columns else None
+    for g in range(pf.num_row_groups):
+        done = 0
+        it = pf.iter_batches(batch_size=batch_size, row_groups=[g], columns=cols)
+        while True:
+            try:
+                batch = next(it)
+            except StopIteration:
+                break
+            except _DAMAGE as e:
+                yield LostRows(g, pf.metadata.row_group(g).num_rows - done, _short(e))
+                break
+            done += batch.num_rows
+            yield batch
 
 
 def iter_parquet_row_groups(

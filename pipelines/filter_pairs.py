@@ -19,9 +19,11 @@ stops with exit 2):
 - ``DIR/stats.json``: files/lines/pairs in/out/dropped, per-step counts, and what each step kept
   by language pair and length bucket.
 
-A damaged input file (a corrupt Parquet page, a cut gzip, a TSV whose lines mostly do not fit
-one layout) is counted under ``files`` (dropped ``unreadable``) and the job goes on; the pairs
-read before the damage are filtered as usual.
+A damaged Parquet row group (a corrupt page, footer intact) loses its pairs, counted as dropped
+``damaged_row_group``; the file's other row groups are still read. A file that cannot be read
+at all (no footer, every row group damaged, a TSV whose lines mostly do not fit one layout) is
+counted under ``files`` (dropped ``unreadable``) and the job goes on; a cut gzip keeps the pairs
+before the cut (counted by the reader).
 """
 
 from __future__ import annotations
@@ -80,7 +82,8 @@ class ReadPairFile(beam.DoFn):
             # pair_io reads remote paths through Beam FileSystems, undecompressed: it detects
             # gzip itself and counts a truncated one.
             for bi, batch in enumerate(
-                iter_pair_batches(path, counter, self.batch_rows, self.layout, flag="--input")
+                iter_pair_batches(path, counter, self.batch_rows, self.layout, flag="--input",
+                                  survive_damage=True)  # fmt: skip
             ):
                 n += batch.num_rows
                 yield (fi, bi), batch

@@ -46,7 +46,12 @@ from labse_common.cli import (
     run_main,
 )
 from labse_common.config import to_dict
-from labse_common.datafiles import iter_parquet_batches, parquet_file
+from labse_common.datafiles import (
+    LostRows,
+    iter_parquet_batches,
+    iter_parquet_surviving,
+    parquet_file,
+)
 from labse_common.errors import InputError, UsageError
 from labse_common.logs import setup_logging
 from labse_common.output_dir import OutputDir, is_remote, upload_tree
@@ -64,7 +69,7 @@ from labse_model.vocab.build import (
     read_counts,
     read_heldout,
 )
-from labse_model.vocab.counting import WORDS, sentence_words
+from labse_model.vocab.counting import SENT, WORDS, sentence_words
 from labse_model.vocab.learner import LearnerParams, VocabTooSmall
 from labse_model.vocab.smoothing import language_weights
 from pipelines.inputs import require_columns
@@ -153,7 +158,17 @@ class CountFileWords(beam.DoFn):
         try:
             if "text" not in parquet_file(path, "--input").schema_arrow.names:
                 raise InputError(path, "no `text` column", "--input")
-            for batch in iter_parquet_batches(path, ["text"], "--input", self.batch_rows):
+            read = lost = 0
+            for batch in iter_parquet_surviving(path, ["text"], "--input", self.batch_rows):
+                if isinstance(batch, LostRows):  # the rest of the file is still read
+                    log.warning("%s: row group %d damaged, its %d unread rows dropped (%s)",
+                                path, batch.row_group, batch.rows, batch.problem)  # fmt: skip
+                    counter.add_in(SENT, batch.rows)
+                    counter.add_dropped(SENT, "damaged_row_group", batch.rows)
+                    counter.add_event(FILES, "damaged_row_groups")
+                    lost += batch.rows
+                    continue
+                read += batch.num_rows
                 for text in batch.column(0).to_pylist():
                     kind, value = sentence_words(
                         text, counter, self.max_word_length, self.heldout_fraction
@@ -169,6 +184,8 @@ class CountFileWords(beam.DoFn):
                     yield from _flush(lang, words, first, n_sent, counter)
                     first, n_sent = first + len(words), 0
                     words.clear()
+            if lost and not read:
+                raise InputError(path, "every row group is damaged", "--input")
         except InputError as e:  # a damaged or foreign file is counted, never fatal
             log.warning("%s", e)
             # Rows read since the last flush are not kept (flushed ones went out with their stats).

@@ -123,23 +123,30 @@ def test_beam_job_bad_arguments_are_clear_errors(tmp_path, caplog):
 
 
 def test_beam_job_survives_a_damaged_file_and_claims_its_output(inputs, tmp_path, caplog):
-    """A Parquet damaged in the middle is counted (files: unreadable) and the job goes on with
-    the other file; the output is claimed: a held folder is exit 2, --overwrite leaves no stale
+    """A Parquet damaged in the middle loses that row group only (counted ``damaged_row_group``;
+    the rest is read); a file with no footer is counted (files: unreadable) and the job goes on
+    with the others; the output is claimed: a held folder is exit 2, --overwrite leaves no stale
     file."""
     from tests.test_filters_contract import damaged_parquet, pairs_table
 
     bad = damaged_parquet(tmp_path / "c.parquet", pairs_table(3000, lang=("en", "de")))
+    junk = tmp_path / "d.parquet"
+    junk.write_bytes(b"PAR1 not really parquet")
     out = tmp_path / "beam"
-    args = ["--input", str(inputs[1]), str(bad), "--output", str(out), "--set", "steps=[empty, length]",
-            "--batch-rows", "500", *BEAM]  # fmt: skip
+    args = ["--input", str(inputs[1]), str(bad), str(junk), "--output", str(out),
+            "--set", "steps=[empty, length]", "--batch-rows", "500", *BEAM]  # fmt: skip
     assert run(args) == 0
     rep = json.loads((out / "stats.json").read_text())
-    assert rep["counts"]["files"] == {"in": 2, "out": 1, "dropped": {"unreadable": 1}}
+    assert rep["counts"]["files"] == {"in": 3, "out": 2, "dropped": {"unreadable": 1},
+                                      "events": {"damaged_row_groups": 1}}  # fmt: skip
+    assert rep["counts"]["pairs"]["dropped"]["damaged_row_group"] == 1000
     assert not check_balanced(rep) and not check_balanced({"counts": rep["steps"]})
-    # Counted and survived: a warning naming the file, and the file listed in stats.json.
-    assert any(str(bad) in r.getMessage() for r in caplog.records if r.levelname == "WARNING")
+    # Counted and survived: warnings naming the files, and the unreadable one in stats.json.
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert any(str(bad) in m and "row group 1" in m for m in warned), warned
+    assert any(str(junk) in m for m in warned), warned
     assert not [r for r in caplog.records if r.levelname == "ERROR"]
-    assert [u["path"] for u in rep["unreadable"]] == [str(bad)]
+    assert [u["path"] for u in rep["unreadable"]] == [str(junk)]
     kept = [
         r for p in sorted((out / "kept").glob("*.parquet")) for r in pq.read_table(p).to_pylist()
     ]

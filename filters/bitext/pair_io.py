@@ -61,13 +61,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from labse_common.datafiles import iter_parquet_batches
+from labse_common.datafiles import LostRows, iter_parquet_batches, iter_parquet_surviving
 from labse_common.errors import InputError
 from labse_common.stats import StageCounter
 
 log = logging.getLogger(__name__)
 
 LINES = "lines"  # the stats unit of the TSV reader
+# The units a surviving Parquet read counts damage in: pairs as the rules count them.
+PAIRS, FILES = "pairs", "files"
 # The miner's TSV order (mining/output.py); kept here so filters does not import mining.
 SCORED_COLUMNS = ("margin", "src", "trg", "src_lang", "trg_lang", "src_id", "trg_id", "cosine")
 LAYOUTS = ("auto", "src-trg", "scored")
@@ -154,12 +156,31 @@ def utf8_column(col: pa.Array, name: str, where: str, flag: str | None) -> pa.Ar
         raise PairFileError(where, f"column {name!r} is not UTF-8 text ({e})", flag) from None
 
 
-def _iter_parquet(path: str, batch_rows: int, flag: str | None) -> Iterator[pa.RecordBatch]:
+def _iter_parquet(path: str, batch_rows: int, flag: str | None,
+                  counter: StageCounter | None = None) -> Iterator[pa.RecordBatch]:  # fmt: skip
+    """``counter`` given: a damaged row group is counted (its pairs dropped
+    ``damaged_row_group``) and the file's other row groups are still read. Without it, damage
+    anywhere (a corrupt page, a cut footer) is an InputError naming the file when the reading
+    reaches it."""
     for f in _parquet_files(path, flag):
-        # datafiles turns damage anywhere in the file (a corrupt page, a cut footer) into an
-        # InputError naming the file, when the reading reaches it.
-        for batch in iter_parquet_batches(f, flag=flag, batch_size=batch_rows):
+        if counter is None:
+            for batch in iter_parquet_batches(f, flag=flag, batch_size=batch_rows):
+                yield _normalise_batch(batch, f, flag)
+            continue
+        read = lost = 0
+        for batch in iter_parquet_surviving(f, flag=flag, batch_size=batch_rows):
+            if isinstance(batch, LostRows):
+                lost += batch.rows
+                log.warning("%s: row group %d damaged, its %d unread pairs dropped (%s)",
+                            f, batch.row_group, batch.rows, batch.problem)  # fmt: skip
+                counter.add_in(PAIRS, batch.rows)
+                counter.add_dropped(PAIRS, "damaged_row_group", batch.rows)
+                counter.add_event(FILES, "damaged_row_groups")
+                continue
+            read += batch.num_rows
             yield _normalise_batch(batch, f, flag)
+        if lost and not read:
+            raise PairFileError(f, "every row group is damaged", flag)
 
 
 def _raw_lines(path: str, counter: StageCounter) -> Iterator[tuple[bytes, bool]]:
@@ -305,15 +326,17 @@ def iter_pair_batches(
     batch_rows: int = 65536,
     layout: str = "auto",
     flag: str | None = None,
+    survive_damage: bool = False,
 ) -> Iterator[pa.RecordBatch]:
     """Stream the pairs of ``path`` (see the module docstring); ``flag`` names the option that
-    gave it in error messages."""
+    gave it in error messages. ``survive_damage``: a Parquet row group that fails to decode is
+    counted in ``counter`` (pairs dropped ``damaged_row_group``) and the rest is still read."""
     p = str(path)
     if not _remote(p) and not os.path.exists(p):
         raise PairFileError(p, "not found", flag)
     counter = counter if counter is not None else StageCounter()
     if _is_parquet(p, flag):
-        yield from _iter_parquet(p, batch_rows, flag)
+        yield from _iter_parquet(p, batch_rows, flag, counter if survive_damage else None)
     else:
         yield from _iter_tsv(p, counter, batch_rows, layout, flag)
 
