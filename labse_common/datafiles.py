@@ -144,15 +144,19 @@ def iter_parquet_surviving(
     pf = parquet_file(path, flag, stream=True)
     cols = list(columns) if columns else None
     for g in range(pf.num_row_groups):
-        done = 0
+        done, want = 0, pf.metadata.row_group(g).num_rows
         it = pf.iter_batches(batch_size=batch_size, row_groups=[g], columns=cols)
         while True:
             try:
                 batch = next(it)
             except StopIteration:
+                # The footer's row count says whether the group was read whole: a group that
+                # ends short without an error loses the rest all the same, counted.
+                if done < want:
+                    yield LostRows(g, want - done, f"{want - done} of {want} rows missing")
                 break
             except _DAMAGE as e:
-                yield LostRows(g, pf.metadata.row_group(g).num_rows - done, _short(e))
+                yield LostRows(g, want - done, _short(e))
                 break
             done += batch.num_rows
             yield batch
