@@ -296,7 +296,10 @@ def _parquet_columns(kind: str, names: Sequence[str], path: str) -> list[str]:
 
 def _parquet_records(pf, rg: int, cols: list[str], kind: str, start: int = 0) -> Iterator:
     """Row group ``rg``'s values from row ``start``, converted to Python a batch at a time."""
-    table = pf.read_row_group(rg, columns=cols).slice(start)
+    return _table_records(pf.read_row_group(rg, columns=cols).slice(start), kind)
+
+
+def _table_records(table, kind: str) -> Iterator:
     for batch in table.to_batches(max_chunksize=4096):
         if kind == PAIRS:
             yield from zip(batch.column(0).to_pylist(), batch.column(1).to_pylist())
@@ -311,6 +314,7 @@ def _scan_file(
     unit = kind
     blocks: list[Block] = []
     if path.endswith(".parquet"):
+        import pyarrow as pa
         import pyarrow.parquet as pq
 
         with open_binary(path) as fh:
@@ -319,9 +323,23 @@ def _scan_file(
             v = _Validator(kind, unit, counter, heldout)
             # A row group is cut into blocks of block_rows usable records, like a text file:
             # a shuffle window holds blocks, and writers' row groups can be 100k+ rows.
+            damaged = 0
             for rg in range(pf.num_row_groups):
                 n, raw, start = 0, 0, 0
-                for value in _parquet_records(pf, rg, cols, kind):
+                try:  # the group is decoded whole here, and again whole when it is trained on
+                    table = pf.read_row_group(rg, columns=cols)
+                except (OSError, ValueError, EOFError, pa.ArrowException) as e:
+                    # A damaged group gets no block, so training never reads it; the file's
+                    # other groups are still used (each is located by the footer).
+                    lost = pf.metadata.row_group(rg).num_rows
+                    log.warning("%s: row group %d damaged, its %d %s dropped (%s)",
+                                path, rg, lost, unit, e)  # fmt: skip
+                    counter.add_in(unit, lost)
+                    counter.add_dropped(unit, "damaged_row_group", lost)
+                    counter.add_event(FILE_UNIT, "damaged_row_groups")
+                    damaged += 1
+                    continue
+                for value in _table_records(table, kind):
                     rec = v.value(value)
                     raw += 1
                     if isinstance(rec, _HeldOut):
@@ -334,6 +352,8 @@ def _scan_file(
                             n, start = 0, raw
                 if n:
                     blocks.append(Block(path, "parquet", rg, n, start))
+            if damaged and damaged == pf.num_row_groups:
+                raise OSError(f"every row group of {path} is damaged")
     else:
         v = _Validator(kind, unit, counter, heldout)
         n, line_no, start_line, start_off = 0, 0, 0, 0

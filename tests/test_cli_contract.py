@@ -209,8 +209,9 @@ def _balanced_stats(out: Path, res) -> None:
 
 
 def _lost_row_group(unit: str):
-    """Rows stand alone (word counts, pair rules): the damaged middle row group's 1,000 rows
-    are counted dropped and the two readable groups are still read (exit 0, balanced)."""
+    """Rows stand alone (word counts, pair rules, training streams): the damaged middle row
+    group's 1,000 rows are counted dropped and the two readable groups are still read (exit 0,
+    balanced)."""
 
     def check(out: Path, res) -> None:
         stats = json.loads((out / "stats.json").read_text())
@@ -344,6 +345,7 @@ TABLE: dict[str, Cmd] = {
         na=_na(["non_utf8"], NO_TEXT + " (--sentences: <lang>/*.parquet)"),
         resumable=True,
         concurrent_args=("--stage-steps", "300,300"),
+        ok={"damaged_parquet": _lost_row_group("sentences")},
     ),
     "labse_model train": Cmd(
         ["train", "--pairs", "{IN}", "--output", "{OUT}", "--max-steps", "2", *TRAIN_TINY],
@@ -353,7 +355,7 @@ TABLE: dict[str, Cmd] = {
         # ~85 steps/s: 600 steps (7 s) ended before a second torch process had started on a
         # loaded 2-core machine (both exited 0); 2000 keep the output held for ~25 s.
         concurrent_args=("--max-steps", "2000"),
-        ok={"non_utf8": _balanced_stats},
+        ok={"non_utf8": _balanced_stats, "damaged_parquet": _lost_row_group("pairs")},
     ),
     "labse_model encode": Cmd(
         ["encode", "--model", "{D}/model", "--input", "{IN}", "--output", "{OUT}", "--no-progress"],

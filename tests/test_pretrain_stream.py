@@ -257,3 +257,34 @@ def test_a_large_parquet_row_group_is_cut_into_blocks_of_block_rows(tmp_path):
     assert max(b.rows for b in blocks) == 512 and sum(b.rows for b in blocks) == len(usable)
     got = [r for b in blocks for r in stream.read_block(b, stream.SENTENCES, 0.0)]
     assert got == usable  # every usable row once, in file order
+
+
+def test_a_damaged_row_group_costs_its_rows_only(tmp_path, damaged_parquet):
+    """The middle of three row groups damaged: its 1,000 sentences are counted dropped
+    (``damaged_row_group``), the other two groups become blocks and are trained on; a file
+    whose every group is damaged is one unreadable file."""
+    from labse_common.stats import check_balanced
+
+    (tmp_path / "de").mkdir()
+    texts = [f"Satz {i}." for i in range(3000)]
+    damaged_parquet(tmp_path / "de" / "a.parquet", pa.table({"text": texts}))
+    whole = tmp_path / "de" / "b.parquet"
+    pq.write_table(pa.table({"text": ["x"] * 10}), whole, compression="snappy",
+                   use_dictionary=False)  # fmt: skip
+    col = pq.ParquetFile(whole).metadata.row_group(0).column(0)
+    data = bytearray(whole.read_bytes())
+    for i in range(col.data_page_offset + 4, col.data_page_offset + col.total_compressed_size):
+        data[i] ^= 0x5A
+    whole.write_bytes(bytes(data))
+
+    res = stream.scan(stream.expand_inputs([str(tmp_path)]), stream.SENTENCES, block_rows=400)
+    report = stream.count_dict(res.counts).to_report("pretrain")
+    assert check_balanced(report) == []
+    c = report["counts"]
+    assert c["files"] == {"in": 2, "out": 1, "dropped": {"unreadable": 1},
+                          "events": {"damaged_row_groups": 1}}  # fmt: skip
+    assert c["sentences"] == {"in": 3000, "out": 2000, "dropped": {"damaged_row_group": 1000}}
+    blocks = res.groups["de"]
+    assert {b.part for b in blocks} == {0, 2}
+    got = [r for b in blocks for r in stream.read_block(b, stream.SENTENCES, 0.0)]
+    assert got == texts[:1000] + texts[2000:]
