@@ -176,11 +176,11 @@ def s3_test_server(logdir: Path, *buckets: str) -> Iterator[tuple[str, object]]:
         yield endpoint, client
 
 
-def s3_client(endpoint: str):
+def s3_client(endpoint: str, key: str = "testing"):
     import boto3
 
-    return boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="testing",
-                        aws_secret_access_key="testing", region_name="us-east-1")  # fmt: skip
+    return boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=key,
+                        aws_secret_access_key=key, region_name="us-east-1")  # fmt: skip
 
 
 class BeamS3Wrapper:
