@@ -78,6 +78,10 @@ class Costs:
     encode_s: float  # adding to an index: seconds per (vector x dimension) beyond coarse assignment
     read_s: float  # reading + normalising store rows: seconds per byte (page cache; numpy, 1 core)
     gather_s: float  # random row read + exact re-score: seconds per (candidate x dimension)
+    # The same when both stores fit in the worker's memory budget and stay in the page cache
+    # (at 1M x 768 the re-score took 0.72x of the time per candidate it takes at 10M, where
+    # the stores are larger than memory and row reads fault).
+    gather_cached_s: float
     margin_s: float  # margin scoring + retrieval: seconds per neighbour-list entry
     source: str = "measured"
 
@@ -90,8 +94,9 @@ class Costs:
 # 16 candidates 3.75 us per candidate on the driver's 2 threads. The other constants are from
 # ``python -m mining plan --calibrate`` runs on a loaded machine (+-2x): re-run --calibrate on
 # the machine you plan for. With 16 re-scored candidates they predict 72 min for the 10M run
-# (a quiet run of both directions as measured: ~67 min) and 7.2 min at 1M x 1M (5.9 measured:
-# at 1M the stores sit in the page cache and the re-score is faster than at 10M).
+# (a quiet run of both directions as measured: ~67 min). At 1M x 1M the stores sit in the page
+# cache and the re-score is faster: gather_cached_s is fitted to the two 1M runs (merge and
+# re-score of 16 and 64 candidates: 75.6 s and 346.6 s measured, 86 s and 344 s predicted).
 MEASURED = Costs(
     gemm_flop_s=1.01e11,
     pq_train_flop_s=3.2e9,
@@ -103,6 +108,7 @@ MEASURED = Costs(
     encode_s=1.1e-8,
     read_s=4.5e-9,
     gather_s=4.9e-9,
+    gather_cached_s=3.5e-9,
     margin_s=1.9e-7,
     source="per core, fitted to the 10M run on the development machine (AVX2)",
 )
@@ -271,6 +277,12 @@ def _scan_cost(kind: str, dim: int, c: Costs) -> float:
     return pq_m(dim) * c.pq_scan_s
 
 
+def stores_cached(p: Plan) -> bool:
+    """Whether both embedding stores fit in one worker's memory budget, so that the re-score's
+    random row reads hit the page cache (the planner's proxy for the machine's free memory)."""
+    return (p.n_src + p.n_trg) * p.dim * p.itemsize <= p.mem_gb * 2**30
+
+
 def _direction_time(kind: str, n_q: int, n_b: int, p: Plan, c: Costs) -> dict[str, float]:
     """Seconds of one search direction, summed over its shard tasks, on one worker."""
     d, s = p.dim, p.shards
@@ -299,7 +311,7 @@ def _direction_time(kind: str, n_q: int, n_b: int, p: Plan, c: Costs) -> dict[st
     scanned = probes * (n_b / nlist)
     per_probe = c.probe_s if kind == "ivf_pqfs" else 0.0
     t["search"] = (coarse + probes * per_probe + scanned * _scan_cost(kind, d, c)) / f
-    t["rerank"] = n_q * kk * d * c.gather_s
+    t["rerank"] = n_q * kk * d * (c.gather_cached_s if stores_cached(p) else c.gather_s)
     return t
 
 
@@ -590,7 +602,10 @@ def calibrate(dim: int = 768, seed: int = 0) -> Costs:
         xq2, cand = unit(2048), unit(2048 * 16).reshape(2048, 16, dim)
         gather = timed(lambda: side.gather(idx.ravel()))
         gather += timed(lambda: np.einsum("qd,qkd->qk", xq2, cand))
-        gather_s = gather / (idx.size * dim)
+        # The calibration store is small and cached: that is the cached cost; the cost for
+        # stores larger than memory keeps the ratio measured between the 1M and 10M runs.
+        gather_cached_s = gather / (idx.size * dim)
+        gather_s = gather_cached_s * MEASURED.gather_s / MEASURED.gather_cached_s
 
     n, k = 200_000, 4
     sims = -np.sort(-rng.random((n, k), dtype=np.float32), axis=1) + 0.5
@@ -604,7 +619,8 @@ def calibrate(dim: int = 768, seed: int = 0) -> Costs:
     return Costs(gemm_flop_s=gemm, pq_train_flop_s=pq_train, flat_scan_s=scans["ivf_flat"],
                  sq8_scan_s=scans["ivf_sq8"], pq_scan_s=scans["ivf_pq"],
                  pqfs_scan_s=scans["ivf_pqfs"], probe_s=probe_s, encode_s=encode,
-                 read_s=read_s, gather_s=gather_s, margin_s=margin_s,
+                 read_s=read_s, gather_s=gather_s, gather_cached_s=gather_cached_s,
+                 margin_s=margin_s,
                  source="per core, calibrated now on this machine")  # fmt: skip
 
 
@@ -659,6 +675,7 @@ def cmd_plan(args) -> int:
     costs = calibrate(args.dim) if args.calibrate else None
     if costs is not None and args.gpu:
         costs = dataclasses.replace(GPU_ASSUMED, read_s=costs.read_s, gather_s=costs.gather_s,
+                                    gather_cached_s=costs.gather_cached_s,
                                     margin_s=costs.margin_s)  # fmt: skip
     p = make_plan(args.n_src, args.n_trg, args.dim, args.mem_gb, args.workers, args.gpu, args.k,
                   args.rerank, args.train_size, 2 if args.dtype == "float16" else 4,

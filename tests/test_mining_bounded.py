@@ -252,3 +252,14 @@ def test_planner_picks_fast_scan_pq_for_the_issue_size() -> None:
     assert planner.make_plan(10_000_000, 10_000_000, 768, 20.0, gpu=True).kind != "ivf_pqfs"
     small = planner.make_plan(100_000, 100_000, 768, 2.0, cores=2, exact_hours=0.01)
     assert small.kind in ("ivf_flat", "ivf_sq8")  # fast enough: the most accurate that fits
+
+
+def test_the_rescore_is_cheaper_when_the_stores_fit_in_memory() -> None:
+    # 1M x 1M x 768 float16 stores are 2.9 GiB: cached with a 20 GB budget, not with 2 GB.
+    args = dict(n_src=1_000_000, n_trg=1_000_000, dim=768, kind="ivf_pqfs", cores=2)
+    big, small = planner.make_plan(mem_gb=20.0, **args), planner.make_plan(mem_gb=2.0, **args)
+    assert planner.stores_cached(big) and not planner.stores_cached(small)
+    c = planner.MEASURED
+    ratio = big.seconds["rerank"] / small.seconds["rerank"]
+    assert ratio == pytest.approx(c.gather_cached_s / c.gather_s)
+    assert not planner.stores_cached(planner.make_plan(10_000_000, 10_000_000, 768, 20.0))
