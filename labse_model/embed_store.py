@@ -68,6 +68,10 @@ _GLOB = ("*", "?", "[")
 
 # Chunk = (first row within its file, texts as read (None for a null), metadata columns).
 Chunk = tuple[int, list, dict[str, list]]
+#: Metadata of a Parquet chunk: True for each row of a row group that could not be decoded.
+#: Such a row keeps its place with an empty text and a zero vector (row i of the store stays row
+#: i of the input), counted as ``damaged_row_group``; it is not a store column.
+DAMAGED = "_damaged"
 
 
 # --- inputs --------------------------------------------------------------------------------
@@ -210,14 +214,24 @@ def read_chunks(path: str, columns: Sequence[str] = (), text_column: str = "text
         have = datafiles.parquet_file(path, flag).schema_arrow.names
         meta_cols = [c for c in columns if c in have]
         texts: list = []
-        meta: dict[str, list] = {c: [] for c in columns}
+        meta: dict[str, list] = {c: [] for c in [*columns, DAMAGED]}
         start = 0
-        for batch in datafiles.iter_parquet_batches(path, [text_column, *meta_cols], flag,
-                                                    batch_size=chunk_rows):  # fmt: skip
-            d = batch.to_pydict()
-            texts += d[text_column]
-            for c in columns:
-                meta[c] += d[c] if c in d else [None] * batch.num_rows
+        for batch in datafiles.iter_parquet_surviving(path, [text_column, *meta_cols], flag,
+                                                      batch_size=chunk_rows):  # fmt: skip
+            if isinstance(batch, datafiles.LostRows):
+                log.warning("%s: row group %d damaged: its %d rows get empty texts and zero "
+                            "vectors (%s)", path, batch.row_group, batch.rows,
+                            batch.problem)  # fmt: skip
+                texts += [""] * batch.rows
+                for c in columns:
+                    meta[c] += [None] * batch.rows
+                meta[DAMAGED] += [True] * batch.rows
+            else:
+                d = batch.to_pydict()
+                texts += d[text_column]
+                for c in columns:
+                    meta[c] += d[c] if c in d else [None] * batch.num_rows
+                meta[DAMAGED] += [False] * batch.num_rows
             while len(texts) >= chunk_rows:  # batches can end early at row groups: re-cut
                 yield start, texts[:chunk_rows], {c: v[:chunk_rows] for c, v in meta.items()}
                 texts = texts[chunk_rows:]
@@ -268,18 +282,34 @@ def load_model(model: str, device: str | None = None, max_seq_length: int = 128,
         raise InputError(model, str(e), flag) from e
 
 
+def require_readable(counter: StageCounter, files: Sequence[str], flag: str | None) -> None:
+    """Damaged row groups are survived, but an input of which no row could be decoded would be
+    a store of zero vectors: that is an error, before anything is committed."""
+    lost = counter.counts.get(f"{UNIT}/event/damaged_row_group", 0)
+    if lost and lost == counter.counts.get(f"{UNIT}/in", 0):
+        raise InputError(files[0] if len(files) == 1 else f"{len(files)} inputs",
+                         f"no readable row: every row group is damaged ({lost} rows)", flag)  # fmt: skip
+
+
 def embed_chunk(encoder: Encoder, texts: Sequence[str | None], batch_size: int = 64,
-                dtype: str = "float32") -> tuple[np.ndarray, list[str], dict[str, int]]:  # fmt: skip
+                dtype: str = "float32", damaged: Sequence[bool] | None = None,
+                ) -> tuple[np.ndarray, list[str], dict[str, int]]:  # fmt: skip
     """THE embedding step every entry point runs on every chunk.
 
     Returns ``(vectors in dtype, texts with None -> "", counts)``: one row per input text; blank
-    and null texts get a zero vector and are counted as events (``empty``, ``null``)."""
+    and null texts get a zero vector and are counted as events (``empty``, ``null``), and so do
+    the rows of a damaged row group (``damaged``, the chunk's :data:`DAMAGED` metadata), counted
+    as ``damaged_row_group``."""
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {DTYPES}, not {dtype!r}")
     counter = StageCounter()
     clean: list[str] = []
     keep: list[int] = []
     for i, t in enumerate(texts):
+        if damaged is not None and damaged[i]:
+            counter.add_event(UNIT, "damaged_row_group")
+            clean.append("")
+            continue
         if t is None:
             counter.add_event(UNIT, "null")
             t = ""
@@ -397,7 +427,8 @@ def embed_to_store(
         row = 0
         for path in files:
             for _, texts, meta in read_chunks(path, columns, text_column, chunk_rows, flag):
-                vecs, clean, counts = embed_chunk(encoder, texts, batch_size, dtype)
+                vecs, clean, counts = embed_chunk(encoder, texts, batch_size, dtype,
+                                                  meta.get(DAMAGED))  # fmt: skip
                 counter.merge(counts)
                 cols = row_columns(row, clean, meta, columns)
                 del cols["row"]  # StoreWriter numbers the rows itself (the same numbers)
@@ -405,6 +436,7 @@ def embed_to_store(
                 w.add(vecs, ids, **cols)
                 row += len(clean)
                 bar.update(len(clean))
+        require_readable(counter, files, flag)
         store = w.close()
         report = stats_report(counter.counts, dim=encoder.dim, dtype=dtype,
                               shards=len(store.shards), inputs=files, output=str(output))  # fmt: skip
@@ -450,8 +482,9 @@ def embed_to_npy(
         arr = np.lib.format.open_memmap(tmp, mode="w+", dtype=dtype, shape=(n, encoder.dim))
         row = 0
         for path in files:
-            for _, texts, _meta in read_chunks(path, columns, text_column, chunk_rows, flag):
-                vecs, clean, counts = embed_chunk(encoder, texts, batch_size, dtype)
+            for _, texts, meta in read_chunks(path, columns, text_column, chunk_rows, flag):
+                vecs, clean, counts = embed_chunk(encoder, texts, batch_size, dtype,
+                                                  meta.get(DAMAGED))  # fmt: skip
                 counter.merge(counts)
                 if row + len(clean) > n:
                     raise InputError(path, f"changed while it was read ({n} rows counted)", flag)
@@ -461,6 +494,7 @@ def embed_to_npy(
         if row != n:
             raise InputError(files[-1], f"changed while it was read ({n} rows counted, {row} "
                              "read)", flag)  # fmt: skip
+        require_readable(counter, files, flag)
         arr.flush()
         del arr
         os.replace(tmp, output)

@@ -8,7 +8,8 @@ The distributed form of the one embedding path (:mod:`labse_model.embed_store`):
 inputs, the same chunks, the same per-chunk function and the same shard writer, so the store is
 byte for byte the one ``python -m labse_model encode`` or ``python -m mining embed`` writes for
 the same sentences. Row i of the store is row i of the inputs (files in sorted order); blank and
-null texts keep their row with a zero vector and are counted.
+null texts, and the rows of a Parquet row group that does not decode, keep their row with a zero
+vector and are counted (an input with no readable row at all is exit 2).
 
 1. **Read**: each input file is cut into chunks of ``CHUNK_ROWS`` rows (``read_chunks``).
 2. **Embed**: each worker loads the encoder once per process (``cached_encoder``; the
@@ -45,7 +46,8 @@ from labse_common.cli import (
     add_overwrite_option,
     run_main,
 )
-from labse_common.datafiles import iter_parquet_batches
+from labse_common.datafiles import LostRows, iter_parquet_surviving
+from labse_common.errors import InputError
 from labse_common.logs import setup_logging
 from labse_common.remote import check_paths, remote_paths
 from labse_common.stats import merge_counts
@@ -86,8 +88,9 @@ class LabseModelHandler(ModelHandler[list, PredictionResult, Any]):
     ) -> Iterable[PredictionResult]:
         return [PredictionResult(texts, self.embed(model, texts)) for texts in batch]
 
-    def embed(self, model: Any, texts: list) -> tuple[np.ndarray, list[str], dict[str, int]]:
-        return lib.embed_chunk(model, texts, self._batch_size, self._dtype)
+    def embed(self, model: Any, texts: list, damaged: list[bool] | None = None,
+              ) -> tuple[np.ndarray, list[str], dict[str, int]]:  # fmt: skip
+        return lib.embed_chunk(model, texts, self._batch_size, self._dtype, damaged)
 
     def batch_elements_kwargs(self) -> dict[str, int]:
         return {"min_batch_size": 1, "max_batch_size": 1}  # elements are chunks already
@@ -109,9 +112,26 @@ class EmbedChunks(beam.DoFn):
 
     def process(self, chunk: tuple) -> Iterator[Any]:
         file, start, texts, meta = chunk
-        vecs, clean, counts = self.handler.embed(self.model, texts)
+        vecs, clean, counts = self.handler.embed(self.model, texts, meta.get(lib.DAMAGED))
         yield beam.pvalue.TaggedOutput(STATS, counts)
         yield file, start, vecs, clean, meta
+
+
+def check_readable(files: Sequence[str]) -> None:
+    """InputError when no row of any Parquet input decodes (every row group damaged)."""
+    read = lost = 0
+    for path in files:
+        if not lib.is_parquet(path):
+            return  # a text input is read with bad bytes replaced: it always has rows
+        for batch in iter_parquet_surviving(path, ["text"], "--input"):
+            if isinstance(batch, LostRows):
+                lost += batch.rows
+            else:
+                read += batch.num_rows
+    if lost and not read:
+        raise InputError(files[0] if len(files) == 1 else f"{len(files)} inputs",
+                         f"no readable row: every row group is damaged ({lost} rows)",
+                         "--input")  # fmt: skip
 
 
 def read_file(item: tuple[int, str], columns: Sequence[str], text_column: str,
@@ -283,13 +303,10 @@ def _run(args: argparse.Namespace, beam_args: list[str]) -> int:
     check_paths(remote_paths([*args.input, args.output]), options)
     files = lib.expand_inputs(args.input, "--input")
     columns = lib.check_inputs(files, "text", "--input")  # before the claim: nothing written
-    # Row i of the store is row i of the input, so a file damaged half-way cannot be embedded in
-    # part: decode every Parquet text column once here (cheap beside encoding), and damage is one
-    # line naming the file instead of a worker's traceback after the claim.
-    for path in files:
-        if lib.is_parquet(path):
-            for _ in iter_parquet_batches(path, columns=["text"], flag="--input"):
-                pass
+    # Workers survive a damaged row group (its rows keep their place with zero vectors), but an
+    # input of which no row decodes would be a store of zeros: decode the text columns once here
+    # (cheap beside encoding), so that is one line before the claim.
+    check_readable(files)
     out = claim_output(args.output, args.overwrite)
     try:  # the job writes under OUTPUT/_tmp-<job id>/, committed at the end
         p = beam.Pipeline(options=options)

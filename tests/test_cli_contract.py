@@ -224,6 +224,27 @@ def _lost_row_group(unit: str):
     return check
 
 
+def _damaged_rows_kept(out: Path, res) -> None:
+    """Row i of a store is row i of the input: the damaged middle row group's 1,000 rows keep
+    their place with empty texts and zero vectors (counted ``damaged_row_group``), the rest is
+    embedded (exit 0, balanced)."""
+    from labse_common.embedding_store import EmbeddingStore
+
+    [folder] = [p.parent for p in out.rglob("store.json")]
+    stats = json.loads((folder / "stats.json").read_text())
+    _balanced_stats(folder, res)
+    c = stats["counts"]["sentences"]
+    assert c["in"] == c["out"] == 3000 and c["events"]["damaged_row_group"] == 1000, c
+    store = EmbeddingStore(folder)
+    vecs = np.concatenate(store.all_vectors()).astype(np.float32)
+    texts = store.all_metadata().column("text").to_pylist()
+    want = universal_table(3000).column("text").to_pylist()
+    lost = slice(1000, 2000)
+    assert texts[:1000] == want[:1000] and texts[2000:] == want[2000:]
+    assert texts[lost] == [""] * 1000 and not vecs[lost].any()
+    assert (np.abs(vecs[:1000]).sum(axis=1) > 0).all() and (np.abs(vecs[2000:]).sum(axis=1) > 0).all()
+
+
 def _replaced_line(out: Path, res) -> None:
     """Text is read with invalid bytes replaced (labse_common.textio: a stray byte costs one
     character, not the file): exit 0 is a correct result when every stats.json it wrote
@@ -303,6 +324,7 @@ TABLE: dict[str, Cmd] = {
         "{D}/sentdir",
         beam=True,
         na=_na(["non_utf8"], NO_TEXT),
+        ok={"damaged_parquet": _damaged_rows_kept},
     ),
     "pipelines.quality train": Cmd(
         [
@@ -361,6 +383,7 @@ TABLE: dict[str, Cmd] = {
         ["encode", "--model", "{D}/model", "--input", "{IN}", "--output", "{OUT}", "--no-progress"],
         "text",
         "{D}/src.txt",
+        ok={"damaged_parquet": _damaged_rows_kept},
     ),
     "labse_model.vocab": Cmd(
         ["--counts", "{IN}", "--output", "{OUT}", "--vocab-size", "120"],
@@ -412,6 +435,7 @@ TABLE: dict[str, Cmd] = {
         ["embed", "--text", "{IN}", "--model", "{D}/model", "--output", "{OUT}"],
         "text",
         "{D}/src.txt",
+        ok={"damaged_parquet": _damaged_rows_kept},
     ),
     "mining eval": Cmd(
         [
@@ -584,6 +608,7 @@ TABLE: dict[str, Cmd] = {
         "lang_dir",
         "{D}/sent",
         na=_na(["non_utf8"], NO_TEXT),
+        ok={"damaged_parquet": _damaged_rows_kept},
     ),
     "pipelines.report": Cmd(
         ["--run", "{IN}", "--output", "{OUT}"],

@@ -214,3 +214,61 @@ def test_convert_writes_through_the_output_claim(tmp_path, caplog):
     caplog.clear()
     assert es.main(["convert", str(src), str(tmp_path / "other")]) == 2
     assert "emb.00001.npy" in caplog.text and not (tmp_path / "other").exists()
+
+
+def _damage_groups(path: Path, groups: list[int]) -> None:
+    meta = pq.ParquetFile(path).metadata
+    data = bytearray(path.read_bytes())
+    for g in groups:
+        for c in range(meta.num_columns):
+            col = meta.row_group(g).column(c)
+            start = col.dictionary_page_offset if col.has_dictionary_page else col.data_page_offset
+            for i in range(col.data_page_offset + 4, start + col.total_compressed_size):
+                data[i] ^= 0x5A  # within this column chunk only
+    path.write_bytes(bytes(data))
+
+
+def test_a_damaged_row_group_keeps_its_rows_as_zero_vectors(tmp_path, tiny, sentences):
+    """Row i stays row i: the rows of a row group that does not decode get empty texts and zero
+    vectors, counted ``damaged_row_group``, on all three entry points alike; an input with no
+    readable row is exit 2 on each."""
+    from labse_model.__main__ import main as labse_main
+    from mining.__main__ import main as mining_main
+    from pipelines.embed import run as beam_embed
+
+    _damage_groups(sentences / "a.parquet", [1])  # rows 5-9
+    common = ["--dtype", "float16", "--rows-per-shard", "7"]
+    enc, mine, beam = tmp_path / "encode", tmp_path / "mining", tmp_path / "beam"
+    assert labse_main(["encode", "--model", tiny, "--input", str(sentences), "--output", str(enc),
+                       "--no-progress", *common]) == 0  # fmt: skip
+    assert mining_main(["embed", "--text", str(sentences), "--model", tiny, "--output",
+                        str(mine), *common]) == 0  # fmt: skip
+    assert beam_embed(["--input", str(sentences / "*.parquet"), "--model", tiny, "--output",
+                       str(beam), *common, "--direct_running_mode", "in_memory"]) == 0  # fmt: skip
+    _same_store(enc, mine)
+    _same_store(enc, beam)
+    texts = FILE_A + FILE_B
+    store = es.EmbeddingStore(enc)
+    meta = store.all_metadata()
+    assert meta.column("row").to_pylist() == list(range(len(texts)))
+    got = meta.column("text").to_pylist()
+    assert got[5:10] == [""] * 5 and got[:5] == [t or "" for t in texts[:5]]
+    assert got[10:] == [t or "" for t in texts[10:]]
+    assert meta.column("id").to_pylist()[5:10] == ["5", "6", "7", "8", "9"]  # the row number
+    vecs = np.concatenate(store.all_vectors()).astype(np.float32)
+    assert not vecs[5:10].any() and np.abs(vecs[:5]).sum(axis=1).all()
+    c = json.loads((enc / "stats.json").read_text())["counts"]["sentences"]
+    assert c["in"] == c["out"] == len(texts) and c["events"]["damaged_row_group"] == 5
+
+    only = tmp_path / "only"
+    only.mkdir()
+    pq.write_table(pa.table({"text": [f"Satz {i}." for i in range(10)]}), only / "x.parquet",
+                   row_group_size=5, compression="snappy", use_dictionary=False)  # fmt: skip
+    _damage_groups(only / "x.parquet", [0, 1])
+    assert labse_main(["encode", "--model", tiny, "--input", str(only), "--output",
+                       str(tmp_path / "e2"), "--no-progress"]) == 2  # fmt: skip
+    assert mining_main(["embed", "--text", str(only), "--model", tiny, "--output",
+                        str(tmp_path / "m2")]) == 2  # fmt: skip
+    assert beam_embed(["--input", str(only / "*.parquet"), "--model", tiny, "--output",
+                       str(tmp_path / "b2"), "--direct_running_mode", "in_memory"]) == 2  # fmt: skip
+    assert not any((tmp_path / n).exists() for n in ("e2", "m2", "b2"))

@@ -59,8 +59,9 @@ def _write(path: Path, texts: list) -> None:
 
 @pytest.fixture(scope="module")
 def sentences(tmp_path_factory) -> Path:
-    """<lang>/part-*.parquet, with the cases the job counts: unreadable files (one without a
-    footer, one damaged half-way), dirty rows and an empty language folder."""
+    """<lang>/part-*.parquet, with the cases the job counts: a file without a footer
+    (unreadable), one with a damaged middle row group (that group lost), dirty rows and an
+    empty language folder."""
     root = tmp_path_factory.mktemp("sentences")
     rng = random.Random(7)
     for lang, letters in SCRIPTS.items():
