@@ -73,9 +73,10 @@ def _same_store(a: Path, b: Path) -> None:
     assert check_balanced(sa) == [] and sa["counts"] == sb["counts"]
 
 
-def test_three_entry_points_write_byte_identical_stores(tmp_path, tiny, sentences):
+def _three_entry_points(tmp_path: Path, tiny: str, sentences: Path) -> Path:
+    """``labse_model encode``, ``mining embed`` and ``pipelines.embed`` on the same input: the
+    same store files (checked); returns the first store."""
     from labse_model.__main__ import main as labse_main
-    from labse_model.encode import Encoder
     from mining.__main__ import main as mining_main
     from pipelines.embed import run as beam_embed
 
@@ -89,6 +90,13 @@ def test_three_entry_points_write_byte_identical_stores(tmp_path, tiny, sentence
                        str(beam), *common, "--direct_running_mode", "in_memory"]) == 0  # fmt: skip
     _same_store(enc, mine)
     _same_store(enc, beam)
+    return enc
+
+
+def test_three_entry_points_write_byte_identical_stores(tmp_path, tiny, sentences):
+    from labse_model.encode import Encoder
+
+    enc = _three_entry_points(tmp_path, tiny, sentences)
 
     # Row i is input row i: ids, texts (null -> ""), metadata, and the vectors themselves.
     texts = FILE_A + FILE_B
@@ -237,16 +245,7 @@ def test_a_damaged_row_group_keeps_its_rows_as_zero_vectors(tmp_path, tiny, sent
     from pipelines.embed import run as beam_embed
 
     _damage_groups(sentences / "a.parquet", [1])  # rows 5-9
-    common = ["--dtype", "float16", "--rows-per-shard", "7"]
-    enc, mine, beam = tmp_path / "encode", tmp_path / "mining", tmp_path / "beam"
-    assert labse_main(["encode", "--model", tiny, "--input", str(sentences), "--output", str(enc),
-                       "--no-progress", *common]) == 0  # fmt: skip
-    assert mining_main(["embed", "--text", str(sentences), "--model", tiny, "--output",
-                        str(mine), *common]) == 0  # fmt: skip
-    assert beam_embed(["--input", str(sentences / "*.parquet"), "--model", tiny, "--output",
-                       str(beam), *common, "--direct_running_mode", "in_memory"]) == 0  # fmt: skip
-    _same_store(enc, mine)
-    _same_store(enc, beam)
+    enc = _three_entry_points(tmp_path, tiny, sentences)
     texts = FILE_A + FILE_B
     store = es.EmbeddingStore(enc)
     meta = store.all_metadata()
