@@ -43,25 +43,16 @@ import contextlib
 import io
 import logging
 import os
-import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 os.environ["AWS_EC2_METADATA_DISABLED"] = "true"
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.scaleout_util import (  # noqa: E402
-    _wait_port,
-    free_port,
-    kill_group,
-    s3_args,
-    s3_client,
-    s3_server,
-)
+from tests.scaleout_util import s3_args, s3_client, s3_server, s3rver_server  # noqa: E402
 
 log = logging.getLogger("s3_bench")
 
@@ -84,22 +75,6 @@ def _transfer(root: str, payloads: list[bytes]) -> tuple[float, float]:
 
 S3RVER = ROOT / "bench" / ".node" / "node_modules" / ".bin" / "s3rver"
 S3RVER_KEY = "S3RVER"  # s3rver accepts only its own access key
-
-
-@contextlib.contextmanager
-def s3rver_server(exe: str, data: Path) -> Iterator[str]:
-    """s3rver on 127.0.0.1, objects under ``data``; yields the endpoint URL."""
-    if not os.access(exe, os.X_OK):
-        raise SystemExit(f"--s3rver {exe}: not found (npm install --prefix bench/.node s3rver@3.7.1)")
-    data.mkdir(parents=True, exist_ok=True)
-    port = free_port()
-    p = subprocess.Popen([exe, "-d", str(data), "-a", "127.0.0.1", "-p", str(port), "--silent"],
-                         start_new_session=True)  # fmt: skip
-    try:
-        _wait_port(port, [p], 60, "s3rver")
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        kill_group(p)
 
 
 def server_options(server: str, endpoint: str) -> list[str]:
@@ -192,6 +167,9 @@ def main(argv: list[str] | None = None) -> int:
     with contextlib.ExitStack() as stack:
         tmp = stack.enter_context(tempfile.TemporaryDirectory())
         if a.server == "s3rver":
+            if not os.access(a.s3rver, os.X_OK):
+                ap.error(f"--s3rver {a.s3rver}: not found "
+                         "(npm install --prefix bench/.node s3rver@3.7.1)")  # fmt: skip
             endpoint = stack.enter_context(s3rver_server(a.s3rver, Path(tmp) / "s3rver"))
             client = s3_client(endpoint, S3RVER_KEY)
         else:

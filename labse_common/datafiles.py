@@ -15,6 +15,7 @@ is found here, not half-way through a stage that already wrote output.
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -25,6 +26,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from labse_common.errors import InputError
+from labse_common.stats import StageCounter
+
+log = logging.getLogger(__name__)
 
 # What pyarrow, numpy and the codecs raise for a damaged or foreign file.
 _DAMAGE = (pa.ArrowException, OSError, ValueError, EOFError, UnicodeDecodeError)
@@ -137,10 +141,10 @@ def iter_parquet_surviving(
 ) -> Iterator[pa.RecordBatch | LostRows]:
     """Record batches in order, going on past damage: a row group that fails to decode yields
     one :class:`LostRows` (its rows not yet yielded, counted from the footer) and reading goes on
-    with the next group, whose column chunks the footer locates independently. For stages whose
-    rows stand alone (word counts, pair rules); a stage whose output rows must line up with the
-    input's (the embedding store) reads with :func:`iter_parquet_batches` and stops instead.
-    A file whose footer cannot be read is one InputError, as in :func:`parquet_file`."""
+    with the next group, whose column chunks the footer locates independently. Stages whose rows
+    stand alone (word counts, pair rules) count the losses (:func:`iter_parquet_counted`); the
+    embedding store keeps the lost rows' places. A file whose footer cannot be read is one
+    InputError, as in :func:`parquet_file`."""
     pf = parquet_file(path, flag, stream=True)
     cols = list(columns) if columns else None
     for g in range(pf.num_row_groups):
@@ -160,6 +164,48 @@ def iter_parquet_surviving(
                 break
             done += batch.num_rows
             yield batch
+
+
+def read_row_group_surviving(pf: pq.ParquetFile, group: int,
+                             columns: Sequence[str] | None = None) -> pa.Table | LostRows:  # fmt: skip
+    """One row group decoded whole, or :class:`LostRows` (all its rows) when it is damaged."""
+    try:
+        return pf.read_row_group(group, columns=list(columns) if columns else None)
+    except _DAMAGE as e:
+        return LostRows(group, pf.metadata.row_group(group).num_rows, _short(e))
+
+
+def count_lost(counter: StageCounter, unit: str, path: str, lost: LostRows) -> None:
+    """Log a damaged row group and count its rows as ``unit`` in and dropped
+    ``damaged_row_group`` (and the event ``damaged_row_groups`` on ``files``): the bookkeeping
+    of every stage whose rows stand alone."""
+    log.warning("%s: row group %d damaged, its %d %s dropped (%s)", path, lost.row_group,
+                lost.rows, unit, lost.problem)  # fmt: skip
+    counter.add_in(unit, lost.rows)
+    counter.add_dropped(unit, "damaged_row_group", lost.rows)
+    counter.add_event("files", "damaged_row_groups")
+
+
+def iter_parquet_counted(
+    path: str,
+    counter: StageCounter,
+    unit: str,
+    columns: Sequence[str] | None = None,
+    flag: str | None = None,
+    batch_size: int = 65_536,
+) -> Iterator[pa.RecordBatch]:
+    """:func:`iter_parquet_surviving` with the losses counted by :func:`count_lost`; a file of
+    which no row decodes is an InputError (so the caller counts it unreadable)."""
+    read = lost = 0
+    for batch in iter_parquet_surviving(path, columns, flag, batch_size):
+        if isinstance(batch, LostRows):
+            count_lost(counter, unit, path, batch)
+            lost += batch.rows
+            continue
+        read += batch.num_rows
+        yield batch
+    if lost and not read:
+        raise InputError(path, "every row group is damaged", flag)
 
 
 def iter_parquet_row_groups(

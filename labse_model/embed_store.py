@@ -282,13 +282,34 @@ def load_model(model: str, device: str | None = None, max_seq_length: int = 128,
         raise InputError(model, str(e), flag) from e
 
 
+def _no_readable_row(files: Sequence[str], lost: int, flag: str | None) -> InputError:
+    return InputError(files[0] if len(files) == 1 else f"{len(files)} inputs",
+                      f"no readable row: every row group is damaged ({lost} rows)", flag)  # fmt: skip
+
+
 def require_readable(counter: StageCounter, files: Sequence[str], flag: str | None) -> None:
     """Damaged row groups are survived, but an input of which no row could be decoded would be
     a store of zero vectors: that is an error, before anything is committed."""
     lost = counter.counts.get(f"{UNIT}/event/damaged_row_group", 0)
     if lost and lost == counter.counts.get(f"{UNIT}/in", 0):
-        raise InputError(files[0] if len(files) == 1 else f"{len(files)} inputs",
-                         f"no readable row: every row group is damaged ({lost} rows)", flag)  # fmt: skip
+        raise _no_readable_row(files, lost, flag)
+
+
+def check_readable(files: Sequence[str], text_column: str = "text",
+                   flag: str | None = "--input") -> None:  # fmt: skip
+    """:func:`require_readable` before embedding, for a job that must fail before its claim
+    (the Beam job): decodes the text column of every Parquet input once."""
+    read = lost = 0
+    for path in files:
+        if not is_parquet(path):
+            return  # a text input is read with bad bytes replaced: it always has rows
+        for batch in datafiles.iter_parquet_surviving(path, [text_column], flag):
+            if isinstance(batch, datafiles.LostRows):
+                lost += batch.rows
+            else:
+                read += batch.num_rows
+    if lost and not read:
+        raise _no_readable_row(files, lost, flag)
 
 
 def embed_chunk(encoder: Encoder, texts: Sequence[str | None], batch_size: int = 64,

@@ -34,6 +34,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from labse_common.datafiles import LostRows, count_lost, read_row_group_surviving
 from labse_common.errors import InputError
 from labse_common.stats import StageCounter
 
@@ -314,7 +315,6 @@ def _scan_file(
     unit = kind
     blocks: list[Block] = []
     if path.endswith(".parquet"):
-        import pyarrow as pa
         import pyarrow.parquet as pq
 
         with open_binary(path) as fh:
@@ -326,17 +326,12 @@ def _scan_file(
             damaged = 0
             for rg in range(pf.num_row_groups):
                 n, raw, start = 0, 0, 0
-                try:  # the group is decoded whole here, and again whole when it is trained on
-                    table = pf.read_row_group(rg, columns=cols)
-                except (OSError, ValueError, EOFError, pa.ArrowException) as e:
+                # The group is decoded whole here, and again whole when it is trained on.
+                table = read_row_group_surviving(pf, rg, cols)
+                if isinstance(table, LostRows):
                     # A damaged group gets no block, so training never reads it; the file's
                     # other groups are still used (each is located by the footer).
-                    lost = pf.metadata.row_group(rg).num_rows
-                    log.warning("%s: row group %d damaged, its %d %s dropped (%s)",
-                                path, rg, lost, unit, e)  # fmt: skip
-                    counter.add_in(unit, lost)
-                    counter.add_dropped(unit, "damaged_row_group", lost)
-                    counter.add_event(FILE_UNIT, "damaged_row_groups")
+                    count_lost(counter, unit, path, table)
                     damaged += 1
                     continue
                 for value in _table_records(table, kind):

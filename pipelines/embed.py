@@ -46,8 +46,6 @@ from labse_common.cli import (
     add_overwrite_option,
     run_main,
 )
-from labse_common.datafiles import LostRows, iter_parquet_surviving
-from labse_common.errors import InputError
 from labse_common.logs import setup_logging
 from labse_common.remote import check_paths, remote_paths
 from labse_common.stats import merge_counts
@@ -115,23 +113,6 @@ class EmbedChunks(beam.DoFn):
         vecs, clean, counts = self.handler.embed(self.model, texts, meta.get(lib.DAMAGED))
         yield beam.pvalue.TaggedOutput(STATS, counts)
         yield file, start, vecs, clean, meta
-
-
-def check_readable(files: Sequence[str]) -> None:
-    """InputError when no row of any Parquet input decodes (every row group damaged)."""
-    read = lost = 0
-    for path in files:
-        if not lib.is_parquet(path):
-            return  # a text input is read with bad bytes replaced: it always has rows
-        for batch in iter_parquet_surviving(path, ["text"], "--input"):
-            if isinstance(batch, LostRows):
-                lost += batch.rows
-            else:
-                read += batch.num_rows
-    if lost and not read:
-        raise InputError(files[0] if len(files) == 1 else f"{len(files)} inputs",
-                         f"no readable row: every row group is damaged ({lost} rows)",
-                         "--input")  # fmt: skip
 
 
 def read_file(item: tuple[int, str], columns: Sequence[str], text_column: str,
@@ -306,7 +287,7 @@ def _run(args: argparse.Namespace, beam_args: list[str]) -> int:
     # Workers survive a damaged row group (its rows keep their place with zero vectors), but an
     # input of which no row decodes would be a store of zeros: decode the text columns once here
     # (cheap beside encoding), so that is one line before the claim.
-    check_readable(files)
+    lib.check_readable(files)
     out = claim_output(args.output, args.overwrite)
     try:  # the job writes under OUTPUT/_tmp-<job id>/, committed at the end
         p = beam.Pipeline(options=options)

@@ -46,12 +46,7 @@ from labse_common.cli import (
     run_main,
 )
 from labse_common.config import to_dict
-from labse_common.datafiles import (
-    LostRows,
-    iter_parquet_batches,
-    iter_parquet_surviving,
-    parquet_file,
-)
+from labse_common.datafiles import iter_parquet_batches, iter_parquet_counted, parquet_file
 from labse_common.errors import InputError, UsageError
 from labse_common.logs import setup_logging
 from labse_common.output_dir import OutputDir, is_remote, upload_tree
@@ -158,17 +153,9 @@ class CountFileWords(beam.DoFn):
         try:
             if "text" not in parquet_file(path, "--input").schema_arrow.names:
                 raise InputError(path, "no `text` column", "--input")
-            read = lost = 0
-            for batch in iter_parquet_surviving(path, ["text"], "--input", self.batch_rows):
-                if isinstance(batch, LostRows):  # the rest of the file is still read
-                    log.warning("%s: row group %d damaged, its %d unread rows dropped (%s)",
-                                path, batch.row_group, batch.rows, batch.problem)  # fmt: skip
-                    counter.add_in(SENT, batch.rows)
-                    counter.add_dropped(SENT, "damaged_row_group", batch.rows)
-                    counter.add_event(FILES, "damaged_row_groups")
-                    lost += batch.rows
-                    continue
-                read += batch.num_rows
+            # A damaged row group is counted and the rest of the file still read.
+            for batch in iter_parquet_counted(path, counter, SENT, ["text"], "--input",
+                                              self.batch_rows):  # fmt: skip
                 for text in batch.column(0).to_pylist():
                     kind, value = sentence_words(
                         text, counter, self.max_word_length, self.heldout_fraction
@@ -184,8 +171,6 @@ class CountFileWords(beam.DoFn):
                     yield from _flush(lang, words, first, n_sent, counter)
                     first, n_sent = first + len(words), 0
                     words.clear()
-            if lost and not read:
-                raise InputError(path, "every row group is damaged", "--input")
         except InputError as e:  # a damaged or foreign file is counted, never fatal
             log.warning("%s", e)
             # Rows read since the last flush are not kept (flushed ones went out with their stats).

@@ -151,6 +151,21 @@ def s3_server(logdir: Path, timeout: float = 60) -> Iterator[str]:
         kill_group(p)
 
 
+@contextlib.contextmanager
+def s3rver_server(exe: str, data: Path, timeout: float = 60) -> Iterator[str]:
+    """The Node.js s3rver on 127.0.0.1 (objects as files under ``data``; bench/s3_bench.py's
+    second server, accepting only the access key ``S3RVER``); yields the endpoint URL."""
+    data.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    p = _popen([exe, "-d", str(data), "-a", "127.0.0.1", "-p", str(port), "--silent"],
+               data.parent / "s3rver.log")  # fmt: skip
+    try:
+        _wait_port(port, [p], timeout, "s3rver")
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        kill_group(p)
+
+
 def s3_args(endpoint: str) -> list[str]:
     """Beam's S3 options for the loopback server (pipeline options reach every worker)."""
     return ["--s3_endpoint_url", endpoint, "--s3_access_key_id", "testing",

@@ -61,15 +61,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from labse_common.datafiles import LostRows, iter_parquet_batches, iter_parquet_surviving
+from labse_common.datafiles import iter_parquet_batches, iter_parquet_counted
 from labse_common.errors import InputError
 from labse_common.stats import StageCounter
 
 log = logging.getLogger(__name__)
 
 LINES = "lines"  # the stats unit of the TSV reader
-# The units a surviving Parquet read counts damage in: pairs as the rules count them.
-PAIRS, FILES = "pairs", "files"
+PAIRS = "pairs"  # the unit a damaged Parquet row group's rows are counted in, as the rules do
 # The miner's TSV order (mining/output.py); kept here so filters does not import mining.
 SCORED_COLUMNS = ("margin", "src", "trg", "src_lang", "trg_lang", "src_id", "trg_id", "cosine")
 LAYOUTS = ("auto", "src-trg", "scored")
@@ -167,20 +166,8 @@ def _iter_parquet(path: str, batch_rows: int, flag: str | None,
             for batch in iter_parquet_batches(f, flag=flag, batch_size=batch_rows):
                 yield _normalise_batch(batch, f, flag)
             continue
-        read = lost = 0
-        for batch in iter_parquet_surviving(f, flag=flag, batch_size=batch_rows):
-            if isinstance(batch, LostRows):
-                lost += batch.rows
-                log.warning("%s: row group %d damaged, its %d unread pairs dropped (%s)",
-                            f, batch.row_group, batch.rows, batch.problem)  # fmt: skip
-                counter.add_in(PAIRS, batch.rows)
-                counter.add_dropped(PAIRS, "damaged_row_group", batch.rows)
-                counter.add_event(FILES, "damaged_row_groups")
-                continue
-            read += batch.num_rows
+        for batch in iter_parquet_counted(f, counter, PAIRS, None, flag, batch_rows):
             yield _normalise_batch(batch, f, flag)
-        if lost and not read:
-            raise PairFileError(f, "every row group is damaged", flag)
 
 
 def _raw_lines(path: str, counter: StageCounter) -> Iterator[tuple[bytes, bool]]:
