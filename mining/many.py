@@ -58,10 +58,10 @@ def read_inputs(
         try:
             corpus = read_corpus(corpus_pattern.format(lang=lang), lang, "--corpus")
             blocks = None if model else load_vectors(emb_pattern.format(lang=lang), flag="--emb")
-            if blocks is not None and sum(len(b) for b in blocks) != len(corpus.texts):
+            if blocks is not None and sum(len(b) for b in blocks) != len(corpus):
                 raise InputError(
                     emb_pattern.format(lang=lang),
-                    f"{len(corpus.texts)} sentences but {sum(len(b) for b in blocks)} "
+                    f"{len(corpus)} sentences but {sum(len(b) for b in blocks)} "
                     "embedding rows (row i = line i)",
                 )
             out[lang] = (corpus, blocks)
@@ -90,7 +90,7 @@ def prepare_language(
         save_store(Path(store), vecs, corpus)
         blocks = [vecs]
     counter = StageCounter()
-    side = prepare_side(corpus.texts, blocks, cfg.unify, counter, "sentences", materialize=False)
+    side = prepare_side(corpus.text, blocks, cfg.unify, counter, "sentences", materialize=False)
     dim = int(blocks[0].shape[1]) if blocks and len(blocks[0]) else 0
     return Language(corpus, side, dict(counter.counts), str(store), dim)
 

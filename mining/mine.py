@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -29,7 +30,7 @@ from mining.corpus import Corpus, Side, expand_pairs, prepare_side, read_corpus
 from mining.embeddings import StoreWriter, blocks_dim, load_vectors
 from mining.knn import Neighbours, knn
 from mining.margin import neighbourhood_mean, score_candidates
-from mining.output import write_histogram, write_pairs
+from mining.output import WRITE_SLICE_ROWS, write_histogram, write_pairs
 from mining.retrieval import Pairs, retrieve
 
 log = logging.getLogger(__name__)
@@ -101,7 +102,7 @@ def encode_corpus(model_dir: str, texts: list[str], batch_size: int = 64) -> np.
 
 def save_store(path: Path, vecs: np.ndarray, corpus: Corpus) -> None:
     w = StoreWriter(path, dim=vecs.shape[1], dtype="float16")
-    w.add(vecs, corpus.meta["id"], text=corpus.texts)
+    w.add(vecs, corpus.table.column("id").to_pylist(), text=corpus.texts)
     w.close()
 
 
@@ -126,29 +127,52 @@ def direction_features(sc: Scored, pairs: Pairs) -> dict[str, np.ndarray]:
     return out
 
 
+def pairs_slices(
+    pairs: Pairs, cosine: np.ndarray, src: Side, trg: Side, src_c: Corpus, trg_c: Corpus,
+    features: dict[str, np.ndarray] | None = None, rows: int = WRITE_SLICE_ROWS,
+) -> Iterator[pa.Table]:  # fmt: skip
+    """The output rows, one per original (src row, trg row) pair, sorted by decreasing margin,
+    as tables of ``rows`` rows (at least one table, maybe empty): only one slice of the output
+    exists at a time, however many pairs were mined."""
+    src_rows, trg_rows, pi = expand_pairs(src, trg, pairs.src, pairs.trg)
+    cosine = np.asarray(cosine, np.float32)
+    feats = {k: np.asarray(v, np.float32) for k, v in (features or {}).items()}
+    for lo in range(0, max(len(pi), 1), rows):
+        sl = slice(lo, lo + rows)
+        yield _rows_table(src_rows[sl], trg_rows[sl], pi[sl], pairs, cosine, feats, src_c, trg_c)
+
+
+def _rows_table(
+    src_rows: np.ndarray, trg_rows: np.ndarray, pi: np.ndarray, pairs: Pairs, cosine: np.ndarray,
+    feats: dict[str, np.ndarray], src_c: Corpus, trg_c: Corpus,
+) -> pa.Table:  # fmt: skip
+    # Gathered column by column with Arrow's take: no Python object per output row.
+    s_idx, t_idx = pa.array(src_rows, pa.int64()), pa.array(trg_rows, pa.int64())
+    cols: dict[str, object] = {
+        "src": src_c.text.take(s_idx),
+        "trg": trg_c.text.take(t_idx),
+        "src_lang": pa.repeat(pa.scalar(src_c.lang, pa.string()), len(pi)),
+        "trg_lang": pa.repeat(pa.scalar(trg_c.lang, pa.string()), len(pi)),
+        "margin": pa.array(pairs.score[pi], pa.float32()),
+        "src_id": src_c.table.column("id").take(s_idx),
+        "trg_id": trg_c.table.column("id").take(t_idx),
+        "cosine": pa.array(cosine[pi], pa.float32()),
+    }
+    for name, values in feats.items():
+        cols[name] = pa.array(values[pi], pa.float32())
+    for side, c, idx in (("src", src_c, s_idx), ("trg", trg_c, t_idx)):
+        for name in PROVENANCE_COLUMNS:
+            if name in c.table.column_names:
+                cols[f"{side}_{name}"] = c.table.column(name).take(idx)
+    return conform(pa.table(cols), MINED_PAIR_SCHEMA, MINED_PAIR_REQUIRED)
+
+
 def pairs_table(
     pairs: Pairs, cosine: np.ndarray, src: Side, trg: Side, src_c: Corpus, trg_c: Corpus,
     features: dict[str, np.ndarray] | None = None,
 ) -> pa.Table:  # fmt: skip
-    """Output rows, one per original (src row, trg row) pair, sorted by decreasing margin."""
-    src_rows, trg_rows, pi = expand_pairs(src, trg, pairs.src, pairs.trg)
-    cols: dict[str, object] = {
-        "src": [src_c.texts[i] for i in src_rows],
-        "trg": [trg_c.texts[i] for i in trg_rows],
-        "src_lang": [src_c.lang] * len(pi),
-        "trg_lang": [trg_c.lang] * len(pi),
-        "margin": pa.array(pairs.score[pi], pa.float32()),
-        "src_id": [src_c.meta["id"][i] for i in src_rows],
-        "trg_id": [trg_c.meta["id"][i] for i in trg_rows],
-        "cosine": pa.array(np.asarray(cosine, np.float32)[pi], pa.float32()),
-    }
-    for name, values in (features or {}).items():
-        cols[name] = pa.array(np.asarray(values, np.float32)[pi], pa.float32())
-    for side, c, rows in (("src", src_c, src_rows), ("trg", trg_c, trg_rows)):
-        for name in PROVENANCE_COLUMNS:
-            if name in c.meta:
-                cols[f"{side}_{name}"] = [c.meta[name][i] for i in rows]
-    return conform(pa.table(cols), MINED_PAIR_SCHEMA, MINED_PAIR_REQUIRED)
+    """The whole output as one table (:func:`pairs_slices` joined): for small runs and tests."""
+    return pa.concat_tables(pairs_slices(pairs, cosine, src, trg, src_c, trg_c, features))
 
 
 @dataclass
@@ -206,17 +230,17 @@ def prepare_inputs(
         ("--trg-text", trg_text, trg_c, trg_blocks, trg_emb),
     ):
         n_vec = sum(len(b) for b in blocks)
-        if n_vec != len(c.texts):  # row i of the embeddings is line i of the text
-            raise InputError(path, f"{len(c.texts)} sentences but {n_vec} embedding rows in "
+        if n_vec != len(c):  # row i of the embeddings is line i of the text
+            raise InputError(path, f"{len(c)} sentences but {n_vec} embedding rows in "
                              f"{emb} (row i = line i)", flag)  # fmt: skip
     ds, dt = blocks_dim(src_blocks), blocks_dim(trg_blocks)
-    if len(src_c.texts) and len(trg_c.texts) and ds != dt:
+    if len(src_c) and len(trg_c) and ds != dt:
         raise InputError(trg_emb, f"dimension mismatch: source embeddings {ds} vs target {dt}",
                          "--trg-emb")  # fmt: skip
 
     counter = StageCounter()
-    src = prepare_side(src_c.texts, src_blocks, cfg.unify, counter, "src_sentences", not sharded)
-    trg = prepare_side(trg_c.texts, trg_blocks, cfg.unify, counter, "trg_sentences", not sharded)
+    src = prepare_side(src_c.text, src_blocks, cfg.unify, counter, "src_sentences", not sharded)
+    trg = prepare_side(trg_c.text, trg_blocks, cfg.unify, counter, "trg_sentences", not sharded)
     return MineInputs(out, src_c, trg_c, src, trg, counter, src_emb, trg_emb, t0)
 
 
@@ -301,14 +325,21 @@ def write_outputs(
     features: dict[str, np.ndarray] | None = None,
 ) -> dict:
     """mined.parquet, mined.tsv.gz, score_hist.png and a balanced stats.json in ``out``."""
-    table = pairs_table(pairs, cosine, src, trg, src_c, trg_c, features)
-    if table.num_rows > len(pairs):
-        counter.add_event("candidates", "expanded_to_duplicate_rows", table.num_rows - len(pairs))
-    write_pairs(table, out)
-    write_histogram(np.asarray(table.column("margin")), out / "score_hist.png", cfg.threshold)
+    margins: list[np.ndarray] = []
+
+    def slices() -> Iterator[pa.Table]:
+        for t in pairs_slices(pairs, cosine, src, trg, src_c, trg_c, features):
+            margins.append(t.column("margin").to_numpy())
+            yield t
+
+    write_pairs(slices(), out)
+    margin = np.concatenate(margins)
+    if len(margin) > len(pairs):
+        counter.add_event("candidates", "expanded_to_duplicate_rows", len(margin) - len(pairs))
+    write_histogram(margin, out / "score_hist.png", cfg.threshold)
     report = counter.to_report(
         STAGE,
-        rows_written=table.num_rows,
+        rows_written=len(margin),
         seconds=round(time.perf_counter() - t0, 3),
         config={**asdict(cfg), **extra},
     )

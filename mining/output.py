@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import os
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
@@ -22,25 +23,37 @@ def _clean_field(value: object) -> str:
 
 
 def write_pairs(
-    table: pa.Table, out_dir: str | os.PathLike, rows_per_slice: int = WRITE_SLICE_ROWS
+    table: pa.Table | Iterable[pa.Table],
+    out_dir: str | os.PathLike,
+    rows_per_slice: int = WRITE_SLICE_ROWS,
 ) -> tuple[Path, Path]:
     """Write ``mined.parquet`` and ``mined.tsv.gz`` (no header; columns as TSV_COLUMNS + extra).
 
-    Both are written ``rows_per_slice`` rows at a time (Parquet row groups of that size), so the
-    memory of writing does not grow with the number of pairs beyond the table itself."""
+    ``table`` is the whole output or its slices in order (``mining.mine.pairs_slices``: then
+    only one slice is in memory at a time; they must share one schema and not be empty unless
+    the output is). Both files are written ``rows_per_slice`` rows at a time (Parquet row groups
+    of that size), so writing does not grow with the number of pairs."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     pq_path, tsv_path = out / "mined.parquet", out / "mined.tsv.gz"
-    pq.write_table(table, pq_path, row_group_size=rows_per_slice)
-    cols = [c for c in TSV_COLUMNS if c in table.column_names]
-    cols += [c for c in table.column_names if c not in cols]
-    ordered = table.select(cols)
+    parts = [table] if isinstance(table, pa.Table) else table
+    writer = None
     with gzip.open(tsv_path, "wt", encoding="utf-8", newline="\n") as f:
-        for off in range(0, ordered.num_rows, rows_per_slice):
-            # Only this slice becomes Python objects (slicing itself copies nothing).
-            part = ordered.slice(off, rows_per_slice)
-            data = [part.column(i).to_pylist() for i in range(part.num_columns)]
-            f.writelines("\t".join(_clean_field(v) for v in row) + "\n" for row in zip(*data))
+        for t in parts:
+            if writer is None:
+                writer = pq.ParquetWriter(pq_path, t.schema)
+            writer.write_table(t, row_group_size=rows_per_slice)
+            cols = [c for c in TSV_COLUMNS if c in t.column_names]
+            cols += [c for c in t.column_names if c not in cols]
+            ordered = t.select(cols)
+            for off in range(0, ordered.num_rows, rows_per_slice):
+                # Only this slice becomes Python objects (slicing itself copies nothing).
+                part = ordered.slice(off, rows_per_slice)
+                data = [part.column(i).to_pylist() for i in range(part.num_columns)]
+                f.writelines("\t".join(_clean_field(v) for v in row) + "\n" for row in zip(*data))
+    if writer is None:
+        raise ValueError("write_pairs: no table given (pass an empty table for no pairs)")
+    writer.close()
     return pq_path, tsv_path
 
 

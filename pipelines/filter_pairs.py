@@ -23,7 +23,9 @@ A damaged Parquet row group (a corrupt page, footer intact) loses its pairs, cou
 ``damaged_row_group``; the file's other row groups are still read. A file that cannot be read
 at all (no footer, every row group damaged, a TSV whose lines mostly do not fit one layout) is
 counted under ``files`` (dropped ``unreadable``) and the job goes on; a cut gzip keeps the pairs
-before the cut (counted by the reader).
+before the cut (counted by the reader). ``stats.json`` names the files behind those counts:
+``unreadable`` (path, problem) and ``damaged`` (path, pairs read, row groups and pairs lost,
+whether the gzip was cut), so a partial input is traced to its file, not only to a total.
 """
 
 from __future__ import annotations
@@ -64,7 +66,7 @@ from pipelines.options import pipeline_options
 log = logging.getLogger(__name__)
 
 STAGE = "pair_rules"
-STATS, SUMMARY, UNREADABLE = "stats", "summary", "unreadable"
+STATS, SUMMARY, UNREADABLE, DAMAGED = "stats", "summary", "unreadable", "damaged"
 
 
 class ReadPairFile(beam.DoFn):
@@ -88,6 +90,9 @@ class ReadPairFile(beam.DoFn):
                 n += batch.num_rows
                 yield (fi, bi), batch
             counter.add_out("files")
+            damage = _damage(counter.counts)
+            if damage:  # read, but not whole: the report names the file beside the counts
+                yield beam.pvalue.TaggedOutput(DAMAGED, {"path": path, "pairs_read": n, **damage})
         except (InputError, OSError) as e:  # a bad file is counted, the job goes on
             # A warning, not an error: the job survives it; if no input was readable at all,
             # the job's one error line says so (naming the file and this problem).
@@ -95,6 +100,16 @@ class ReadPairFile(beam.DoFn):
             counter.add_dropped("files", "unreadable")
             yield beam.pvalue.TaggedOutput(UNREADABLE, {"path": path, "problem": _problem(e)})
         yield beam.pvalue.TaggedOutput(STATS, counter.drain())
+
+
+def _damage(counts: dict) -> dict:
+    """What one file's read lost to damage (not the lines the reader rejects one by one)."""
+    found = {
+        "row_groups_lost": counts.get("files/event/damaged_row_groups", 0),
+        "pairs_lost": counts.get("pairs/dropped/damaged_row_group", 0),
+        "truncated_gzip": bool(counts.get("lines/event/truncated_gzip", 0)),
+    }
+    return found if found["row_groups_lost"] or found["truncated_gzip"] else {}
 
 
 def _problem(e: Exception) -> str:
@@ -157,6 +172,7 @@ def _write_stats(
     counts: dict,
     summary: dict,
     unreadable: list[dict],
+    damaged: list[dict],
     output: str,
     step_order: list[str],
     extra: dict,
@@ -165,6 +181,7 @@ def _write_stats(
 
     report = chain_report(STAGE, {k: v for k, v in counts.items()}, step_order, **extra)
     report["unreadable"] = sorted(unreadable, key=lambda u: u["path"])
+    report["damaged"] = sorted(damaged, key=lambda u: u["path"])
     s = KeepSummary(extra["config"]["length_buckets"])
     s.merge(summary)
     report["summary"] = s.to_dict(step_order)
@@ -185,7 +202,7 @@ def build_pipeline(p: beam.Pipeline, inputs: Sequence[str], output: str, cfg: di
         | "Files" >> beam.Create(list(enumerate(inputs)))
         | "Read"
         >> beam.ParDo(ReadPairFile(batch_rows, layout)).with_outputs(
-            STATS, UNREADABLE, main="batches"
+            STATS, UNREADABLE, DAMAGED, main="batches"
         )
     )
     filtered = (
@@ -208,6 +225,7 @@ def build_pipeline(p: beam.Pipeline, inputs: Sequence[str], output: str, cfg: di
         _write_stats,
         beam.pvalue.AsSingleton(summary),
         beam.pvalue.AsList(read[UNREADABLE]),
+        beam.pvalue.AsList(read[DAMAGED]),
         output,
         step_order,
         extra,

@@ -147,6 +147,9 @@ def test_beam_job_survives_a_damaged_file_and_claims_its_output(inputs, tmp_path
     assert any(str(junk) in m for m in warned), warned
     assert not [r for r in caplog.records if r.levelname == "ERROR"]
     assert [u["path"] for u in rep["unreadable"]] == [str(junk)]
+    # The file read in part is named too, with what it lost.
+    assert rep["damaged"] == [{"path": str(bad), "pairs_read": 2000, "row_groups_lost": 1,
+                               "pairs_lost": 1000, "truncated_gzip": False}]  # fmt: skip
     kept = [
         r for p in sorted((out / "kept").glob("*.parquet")) for r in pq.read_table(p).to_pylist()
     ]
@@ -216,3 +219,24 @@ def test_beam_job_cds_path(inputs, tmp_path):
     assert "cds_score" in kept.column_names and kept.column("cds_score").null_count == 0
     rep = json.loads((out / "stats.json").read_text())
     assert rep["steps"]["cds"]["in"] == rep["steps"]["cds"]["out"] == kept.num_rows > 0
+
+
+def test_a_cut_gzip_is_read_to_the_cut_and_named_in_the_report(tmp_path):
+    """A TSV.gz cut short keeps the pairs before the cut; stats.json names the file under
+    ``damaged`` (a whole file is not listed there)."""
+    whole = tmp_path / "whole.tsv.gz"
+    with gzip.open(whole, "wt", encoding="utf-8") as f:
+        f.writelines(f"Sentence number {i} is fine.\tSatz Nummer {i} ist gut.\n" for i in range(4000))
+    cut = tmp_path / "cut.tsv.gz"
+    data = whole.read_bytes()
+    cut.write_bytes(data[: len(data) // 2])
+    out = tmp_path / "o"
+    args = ["--input", str(whole), str(cut), "--output", str(out), "--src-lang", "en",
+            "--trg-lang", "de", "--set", "steps=[empty]", *BEAM]  # fmt: skip
+    assert run(args) == 0
+    rep = json.loads((out / "stats.json").read_text())
+    assert not check_balanced(rep)
+    [d] = rep["damaged"]
+    assert d["path"] == str(cut) and d["truncated_gzip"] and d["row_groups_lost"] == 0
+    assert 0 < d["pairs_read"] < 4000
+    assert rep["counts"]["pairs"]["in"] == 4000 + d["pairs_read"]
