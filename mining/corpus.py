@@ -112,6 +112,8 @@ def read_corpus(path: str | os.PathLike, lang: str = "", flag: str | None = None
         if not lang and "lang" in table.column_names and table.num_rows:
             lang = str(table.column("lang")[0].as_py() or "")
         meta = {c: table.column(c) for c in META_COLUMNS if c in table.column_names}
+        # The decoder's page buffers are freed but kept by Arrow's allocator: give them back.
+        pa.default_memory_pool().release_unused()
         try:
             return make_corpus(table.column("text"), meta, lang)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
@@ -173,7 +175,7 @@ def prepare_side(
         raise InputError(None, f"{unit}: {n} sentences but {n_vec} embedding rows (row i = line i)")
     dim = blocks[0].shape[1] if blocks else 0
     counter.add_in(unit, n)
-    nonempty = _to_numpy_bool(pc.not_equal(pc.utf8_trim_whitespace(texts), ""), n)
+    nonempty = _nonempty(texts)
     valid = np.concatenate([valid_mask(b) for b in blocks]) if n else np.zeros(0, bool)
     counter.add_dropped(unit, "empty_text", int((~nonempty).sum()))
     counter.add_dropped(unit, "nan_or_zero_vector", int((nonempty & ~valid).sum()))
@@ -181,15 +183,7 @@ def prepare_side(
     counter.add_out(unit, len(rows))
 
     if unify and len(rows):
-        # large_string before joining the chunks: a side's text may pass 2 GiB.
-        kept = pc.take(texts, pa.array(rows)).cast(pa.large_string())
-        if isinstance(kept, pa.ChunkedArray):
-            kept = kept.combine_chunks()
-        # dictionary_encode numbers the distinct values in order of first appearance.
-        enc = pc.dictionary_encode(kept)
-        group = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
-        n_unique = len(enc.dictionary)
-        del kept, enc
+        group, n_unique = _first_seen_groups(texts, rows)
         order = np.argsort(group, kind="stable")  # members of a group stay in row order
         members = rows[order]
         offsets = np.zeros(n_unique + 1, dtype=np.int64)
@@ -204,11 +198,50 @@ def prepare_side(
     return side
 
 
-def _to_numpy_bool(mask: pa.Array | pa.ChunkedArray, n: int) -> np.ndarray:
-    if isinstance(mask, pa.ChunkedArray):
-        mask = mask.combine_chunks() if mask.num_chunks else pa.array([], pa.bool_())
-    out = mask.to_numpy(zero_copy_only=False).astype(bool, copy=False)
-    return out if len(out) else np.zeros(n, bool)
+def _first_seen_groups(
+    texts: pa.Array | pa.ChunkedArray, rows: np.ndarray, piece: int = 1 << 18
+) -> tuple[np.ndarray, int]:
+    """Per kept row (``rows``, ascending), the number of its distinct text in order of first
+    appearance; and how many distinct texts there are.
+
+    Sort-based, not a hash table: Arrow sorts row indices by text where the text lies (~8 bytes
+    per row), and equal neighbours are compared a piece at a time, so the only copy of text is
+    one piece. A hash of the column held a second copy of every distinct text and its table,
+    ~3x the text's size at its peak."""
+    keep = np.zeros(len(texts), bool)
+    keep[rows] = True
+    order = pc.array_sort_indices(texts).to_numpy()
+    order = order[keep[order]]  # kept rows, sorted by text (ties in row order: a stable sort)
+    del keep
+    same = np.zeros(len(order), bool)  # same[i]: the i-th sorted row repeats the one before
+    for lo in range(1, len(order), piece):
+        idx = pa.array(order[lo - 1 : lo + piece])
+        vals = texts.take(idx)
+        eq = pc.equal(vals.slice(1), vals.slice(0, len(vals) - 1))
+        if isinstance(eq, pa.ChunkedArray):
+            eq = eq.combine_chunks()
+        same[lo : lo + len(idx) - 1] = eq.to_numpy(zero_copy_only=False)
+    run = np.cumsum(~same) - 1  # the text's number in sorted order
+    starts = np.flatnonzero(~same)
+    first = order[starts]  # each run's first row (ties were left in row order)
+    rank = np.empty(len(starts), np.int64)
+    rank[np.argsort(first, kind="stable")] = np.arange(len(starts))
+    group = np.empty(len(texts), np.int64)
+    group[order] = rank[run]
+    return group[rows], len(starts)
+
+
+def _nonempty(texts: pa.Array | pa.ChunkedArray, piece: int = 1 << 18) -> np.ndarray:
+    """Which texts have something left after trimming whitespace; trimmed piece by piece, so
+    the trimmed copy is of one piece only."""
+    out = np.zeros(len(texts), bool)
+    for lo in range(0, len(texts), piece):
+        part = texts.slice(lo, piece)
+        mask = pc.not_equal(pc.utf8_trim_whitespace(part), "")
+        if isinstance(mask, pa.ChunkedArray):
+            mask = mask.combine_chunks()
+        out[lo : lo + len(part)] = mask.to_numpy(zero_copy_only=False)
+    return out
 
 
 def expand_pairs(
