@@ -3,8 +3,8 @@
     .venv/bin/python bench/mine_corpus_bench.py --peer-repo /tmp/peer [--sizes 1000000 3000000]
 
 ``mining mine`` reads both corpora (``mining.corpus.read_corpus``), drops empty rows and folds
-duplicates (``prepare_side`` with ``unify``), and after the search gathers the output rows
-(``mining.mine.pairs_table``) and writes them (``mining.output.write_pairs``). This bench runs
+duplicates (``prepare_side`` with ``unify``), and after the search gathers and writes the output rows
+(``mining.mine.write_outputs``: Parquet, TSV, histogram, stats). This bench runs
 exactly that sequence on two generated Parquet corpora of N distinct sentences (5% duplicated,
 1% empty) with one mined pair per source row, each in a fresh child process, and reports wall
 time and peak RSS (``ru_maxrss``) per size, for this checkout and for the named peer: the same
@@ -33,8 +33,9 @@ sys.path.insert(0, sys.argv[1])
 import numpy as np
 from labse_common.stats import StageCounter
 from mining.corpus import prepare_side, read_corpus
-from mining.mine import pairs_table
-from mining.output import write_pairs
+from pathlib import Path
+from labse_common.sections.mining import MiningConfig
+from mining.mine import write_outputs
 from mining.retrieval import Pairs
 
 src_path, trg_path, out = sys.argv[2], sys.argv[3], sys.argv[4]
@@ -52,10 +53,13 @@ for name, c in (("src", src_c), ("trg", trg_c)):
 src, trg = sides
 m = min(len(src.offsets), len(trg.offsets)) - 1
 pairs = Pairs(np.arange(m), np.arange(m), np.linspace(2.0, 1.0, m, dtype=np.float32))
-table = pairs_table(pairs, np.full(m, 0.9, np.float32), src, trg, src_c, trg_c)
-write_pairs(table, out)
-print(json.dumps({"rows_out": table.num_rows, "seconds": time.perf_counter() - t0,
-                  "rss_after_read": after_read, "peak_rss": rss()}))
+after_prepare = rss()
+# What `mining mine` does after the search: the output rows, Parquet + TSV, histogram, stats.
+report = write_outputs(Path(out), pairs, np.full(m, 0.9, np.float32), src, trg, src_c, trg_c,
+                       counter, MiningConfig(progress=False), t0, {})
+print(json.dumps({"rows_out": report["rows_written"], "seconds": time.perf_counter() - t0,
+                  "rss_after_read": after_read, "rss_after_prepare": after_prepare,
+                  "peak_rss": rss()}))
 """
 
 
@@ -121,12 +125,13 @@ def main(argv: list[str] | None = None) -> int:
                 r.update(code=name, sentences=n)
                 rows.append(r)
                 log.info("%s %d: %s", name, n, r)
-    print(f"{'sentences/side':>14} {'code':>5} {'pairs out':>10} {'s':>7} {'RSS after read MiB':>19}"
-          f" {'peak RSS MiB':>13} {'B/sentence (peak)':>18}")  # fmt: skip
+    # Peaks (ru_maxrss) up to the end of each phase: reading, cleaning, writing.
+    print(f"{'sentences/side':>14} {'code':>5} {'pairs out':>10} {'s':>7} {'peak read MiB':>14}"
+          f" {'peak clean MiB':>15} {'peak MiB':>9} {'B/sentence':>11}")  # fmt: skip
     for r in rows:
         print(f"{r['sentences']:>14,} {r['code']:>5} {r['rows_out']:>10,} {r['seconds']:>7.1f}"
-              f" {r['rss_after_read'] / 2**20:>19,.0f} {r['peak_rss'] / 2**20:>13,.0f}"
-              f" {r['peak_rss'] / (2 * r['sentences']):>18,.0f}")  # fmt: skip
+              f" {r['rss_after_read'] / 2**20:>14,.0f} {r['rss_after_prepare'] / 2**20:>15,.0f}"
+              f" {r['peak_rss'] / 2**20:>9,.0f} {r['peak_rss'] / (2 * r['sentences']):>11,.0f}")  # fmt: skip
     for n in args.sizes:
         a, b = (next(r for r in rows if r["sentences"] == n and r["code"] == c) for c in ("this", "peer"))
         print(f"{n:,}/side: this/peer time {a['seconds'] / b['seconds']:.2f}x, "
