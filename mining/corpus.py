@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from labse_common.datafiles import iter_parquet_batches, parquet_file
+from labse_common.datafiles import read_parquet
 from labse_common.errors import InputError
 from labse_common.formats import PROVENANCE_COLUMNS
 from labse_common.output_dir import is_remote
@@ -87,11 +87,7 @@ def _read_columns(p: Path, flag: str | None) -> pa.Table:
     """A Parquet file or folder's text, lang and metadata columns (not the others it carries)."""
     wanted = ["text", "lang", *META_COLUMNS]
     if p.is_file():
-        schema = parquet_file(p, flag).schema_arrow
-        cols = [c for c in wanted if c in schema.names]
-        # Streamed a batch at a time: the decoder's buffers are one row group's, not the file's.
-        batches = list(iter_parquet_batches(p, cols, flag))
-        return pa.Table.from_batches(batches, schema=pa.schema([schema.field(c) for c in cols]))
+        return read_parquet(p, wanted, flag=flag)
     names = pq.ParquetDataset(p).schema.names
     return pq.read_table(p, columns=[c for c in wanted if c in names])
 
