@@ -80,7 +80,18 @@ def make_corpus(texts: pa.Array | pa.ChunkedArray | Sequence[str], meta: dict | 
         if name in meta:
             v = meta[name]
             cols[name] = v if isinstance(v, (pa.Array, pa.ChunkedArray)) else pa.array(v)
-    return Corpus(pa.table(cols), lang)
+    return Corpus(pa.table({k: _one_chunk(v) for k, v in cols.items()}), lang)
+
+
+def _one_chunk(col: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """The column as one array: Arrow's ``take`` on a chunked column first joins every chunk
+    (per call: ~10x slower and a transient copy of the column), and the output is gathered
+    with many takes. A string column past 2 GiB becomes large_string to fit in one array."""
+    if isinstance(col, pa.Array):
+        return col
+    if pa.types.is_string(col.type) and col.nbytes > 2**31 - 2**24:
+        col = col.cast(pa.large_string())
+    return col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
 
 
 def _read_columns(p: Path, flag: str | None) -> pa.Table:
