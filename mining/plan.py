@@ -15,6 +15,10 @@ running one shard task at a time; ``G`` is the memory of one worker):
 * merge and re-scoring (driver): the merged lists ``(n_src+n_trg)*k*(4+8)`` + their margin
   scores ``(n_src+n_trg)*k*4`` + retrieval's pooled pairs ``(n_src+n_trg)*(8+8+4)*3`` + one
   merge chunk ``R*(S*kk*(4+8) + kk*d*4 + d*4)`` (candidate vectors gathered for re-scoring).
+  ``mining mine`` also holds both corpora on the driver, as Arrow columns:
+  ``(n_src+n_trg)*(t + 90)`` (``t`` = ``--text-bytes``, a sentence's text, id and provenance in
+  bytes; 90 = offsets and the cleaning's per-row arrays, measured by
+  ``bench/mine_corpus_bench.py``), and one output slice ``65536*(2*t + 60)``.
 
 Time: operation counts times per-operation cost constants (:class:`Costs`). :data:`MEASURED`
 was measured on the development machine (2 cores, AVX2, FAISS 1.15 CPU) by
@@ -33,6 +37,10 @@ import time
 from dataclasses import asdict, dataclass, field
 
 GIB = 1 << 30
+# Per corpus row beside its data: Arrow offsets and the cleaning's index arrays (measured:
+# 238 B per added sentence with 146 B of text, id and URL, bench/mine_corpus_bench.py).
+CORPUS_ROW_BYTES = 90
+OUTPUT_SLICE_ROWS = 65536  # mining.output.WRITE_SLICE_ROWS (not imported: the planner is standalone)
 # In order of accuracy; "auto" never picks opq_ivf_pq by itself: on CPUs its training costs
 # ~9 PQ trainings (OPQ alternates 50 rotations with short PQ trainings); ask for it by name.
 # ivf_pqfs is IVF-PQ with 4-bit codes scanned by FAISS's SIMD "fast scan": as many code bytes
@@ -249,6 +257,7 @@ class Plan:
     fits: bool = True
     reason: str = ""
     costs: str = ""
+    text_bytes: int = 0  # per sentence held by the driver (0: vectors only, no corpora)
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -332,6 +341,7 @@ def make_plan(
     costs: Costs | None = None,
     cores: int | None = None,
     max_hours: float = 6.0,
+    text_bytes: int = 0,
 ) -> Plan:
     """Choose the index kind, shards and nprobe for ``n_src x n_trg`` vectors of ``dim``.
 
@@ -340,7 +350,8 @@ def make_plan(
     worker's memory with one shard per worker and whose predicted time is at most
     ``max_hours``; when none is that fast, the fastest that fits; when none fits, the fastest
     PQ kind with as many shards as its index needs (a multiple of the worker count; shards
-    beyond the workers run in rounds).
+    beyond the workers run in rounds). ``text_bytes`` > 0 adds the corpora that ``mining mine``
+    holds on the driver (bytes of text, id and provenance per sentence).
     """
     if min(n_src, n_trg, dim, workers, k) < 1 or mem_gb <= 0:
         raise ValueError("sizes, workers and k must be >= 1 and mem_gb > 0")
@@ -358,7 +369,7 @@ def make_plan(
                  1 if kind_ == "flat" else rerank, train_size, shards,
                  math.ceil(shards / workers),
                  chunk_sizes(mem_gb, dim, k, kk, shards, probe or 16, itemsize),
-                 costs=c.source)  # fmt: skip
+                 costs=c.source, text_bytes=text_bytes)  # fmt: skip
         _fill(p, c)
         return p
 
@@ -436,6 +447,9 @@ def _fill(p: Plan, c: Costs) -> None:
         "retrieval": n * 20 * 3,
         "merge_chunk": z.merge_rows * (s * kk * 12 * 2 + kk * d * 4 + d * (4 + it)),
     }
+    if p.text_bytes:
+        drv["corpora"] = n * (p.text_bytes + CORPUS_ROW_BYTES)
+        drv["output_slice"] = OUTPUT_SLICE_ROWS * (2 * p.text_bytes + 60)
     p.memory = {**mem, **{f"driver_{a}": b for a, b in drv.items()}}
     p.worker_peak_bytes = int(worker)
     p.driver_peak_bytes = int(sum(drv.values()))
@@ -654,6 +668,9 @@ def add_plan_parser(sub) -> None:
     p.add_argument("--index", choices=KINDS, help="force an index kind instead of choosing")
     p.add_argument("--nprobe", type=int, help="force nprobe")
     p.add_argument("--calibrate", action="store_true", help="measure the cost constants here first")
+    p.add_argument("--text-bytes", type=int, default=150,
+                   help="bytes of text, id and provenance per sentence, for the corpora that "
+                   "`mining mine` holds on the driver (default 150; 0: vectors only)")  # fmt: skip
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
     p.set_defaults(func=cmd_plan)
 
@@ -668,6 +685,8 @@ def cmd_plan(args) -> int:
             raise UsageError(f"--{name.replace('_', '-')} must be >= 1")
     if args.mem_gb <= 0:
         raise UsageError("--mem-gb must be > 0")
+    if args.text_bytes < 0:
+        raise UsageError("--text-bytes must be >= 0")
     if args.max_hours <= 0 or args.exact_hours < 0:
         raise UsageError("--max-hours must be > 0 and --exact-hours >= 0")
     if args.nprobe is not None and args.nprobe < 1:
@@ -680,7 +699,7 @@ def cmd_plan(args) -> int:
     p = make_plan(args.n_src, args.n_trg, args.dim, args.mem_gb, args.workers, args.gpu, args.k,
                   args.rerank, args.train_size, 2 if args.dtype == "float16" else 4,
                   args.exact_hours, args.index, args.nprobe, costs, args.cores,
-                  args.max_hours)  # fmt: skip
+                  args.max_hours, args.text_bytes)  # fmt: skip
     if args.json:
         out = p.to_json()
         if costs is not None:

@@ -215,10 +215,15 @@ def test_every_index_kind_trains_and_searches(kind: str) -> None:
 def test_plan_command(capsys) -> None:
     argv = ["plan", "--n-src", "10000000", "--n-trg", "8000000", "--dim", "768", "--mem-gb", "4",
             "--workers", "2"]  # fmt: skip
-    assert mining_main([*argv, "--json"]) == 0
+    assert mining_main([*argv, "--json", "--text-bytes", "0"]) == 0  # vectors only
     plan = json.loads(capsys.readouterr().out)
     assert plan["kind"] != "flat" and plan["shards"] % 2 == 0
     assert plan["worker_peak_bytes"] <= 4 * 2**30 and plan["fits"]
+    # With the corpora `mining mine` holds (150 B of text per sentence by default), 18M
+    # sentences need ~4.3 GB on the driver alone: the plan says it does not fit.
+    assert mining_main([*argv, "--json"]) == 0
+    with_text = json.loads(capsys.readouterr().out)
+    assert with_text["memory"]["driver_corpora"] == 18_000_000 * 240 and not with_text["fits"]
     assert set(plan["seconds"]) >= {"train", "add", "search", "rerank", "margin_retrieval"}
     assert mining_main(argv) == 0
     text = capsys.readouterr().out
@@ -263,3 +268,14 @@ def test_the_rescore_is_cheaper_when_the_stores_fit_in_memory() -> None:
     ratio = big.seconds["rerank"] / small.seconds["rerank"]
     assert ratio == pytest.approx(c.gather_cached_s / c.gather_s)
     assert not planner.stores_cached(planner.make_plan(10_000_000, 10_000_000, 768, 20.0))
+
+
+def test_the_plan_counts_the_corpora_the_mine_command_holds() -> None:
+    # `mining mine` holds both corpora as Arrow columns on the driver: n * (text + 90) bytes.
+    args = dict(n_src=3_000_000, n_trg=2_000_000, dim=768, mem_gb=20.0, kind="ivf_pqfs", cores=2)
+    bare, texts = planner.make_plan(**args), planner.make_plan(**args, text_bytes=150)
+    assert "driver_corpora" not in bare.memory
+    assert texts.memory["driver_corpora"] == 5_000_000 * (150 + planner.CORPUS_ROW_BYTES)
+    extra = texts.driver_peak_bytes - bare.driver_peak_bytes
+    assert extra == texts.memory["driver_corpora"] + texts.memory["driver_output_slice"]
+    assert texts.kind == bare.kind and texts.total_seconds == bare.total_seconds
