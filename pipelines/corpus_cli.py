@@ -9,7 +9,6 @@ import os
 import sys
 from collections.abc import Sequence
 
-import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
 from filters.langid import default_lid_model_path, load_fasttext_model
@@ -27,7 +26,7 @@ from labse_common.logs import setup_logging
 from labse_common.output_dir import OutputDir
 from labse_common.sections.corpus import CorpusConfig
 from pipelines.inputs import expand_inputs
-from pipelines.options import check_remote, pipeline_options, run_pipeline
+from pipelines.options import check_remote, new_pipeline, pipeline_options, run_pipeline
 from pipelines.spill import remove_spill
 from pipelines.stats_io import report_and_exit
 
@@ -176,9 +175,9 @@ def _run(build, args, beam_args, stage: str, extra_flags, check) -> int:
     # The job writes under OUTPUT/_tmp-<job id>/; the files move into OUTPUT at the end, and
     # nothing is left when it fails (a useless input included).
     with OutputDir(args.output, args.overwrite).open() as out:
-        p = beam.Pipeline(options=opts)
-        build(p, inputs, argparse.Namespace(**{**vars(args), "output": out.tmp}), cfg)
-        run_pipeline(p)
+        with new_pipeline(opts) as p:
+            build(p, inputs, argparse.Namespace(**{**vars(args), "output": out.tmp}), cfg)
+            run_pipeline(p)
         remove_spill(out.tmp)
         code = report_and_exit(out.tmp, stage)
         _require_some_input(out.tmp, inputs)

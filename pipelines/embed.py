@@ -50,7 +50,7 @@ from labse_common.logs import setup_logging
 from labse_common.remote import check_paths, remote_paths
 from labse_common.stats import merge_counts
 from labse_model import embed_store as lib
-from pipelines.options import pipeline_options, run_pipeline
+from pipelines.options import new_pipeline, pipeline_options, run_pipeline
 from pipelines.outputs import claim_output
 from pipelines.tagged import join_sinks, with_outputs
 
@@ -290,12 +290,12 @@ def _run(args: argparse.Namespace, beam_args: list[str]) -> int:
     lib.check_readable(files)
     out = claim_output(args.output, args.overwrite)
     try:  # the job writes under OUTPUT/_tmp-<job id>/, committed at the end
-        p = beam.Pipeline(options=options)
-        build_pipeline(p, files, args.model, out.tmp, columns=columns, dtype=args.dtype,
-                       batch_size=args.batch_size, device=args.device,
-                       rows_per_shard=rows_per_shard, num_shards=args.num_shards,
-                       max_seq_length=args.max_seq_length, name=args.output)  # fmt: skip
-        run_pipeline(p)
+        with new_pipeline(options) as p:
+            build_pipeline(p, files, args.model, out.tmp, columns=columns, dtype=args.dtype,
+                           batch_size=args.batch_size, device=args.device,
+                           rows_per_shard=rows_per_shard, num_shards=args.num_shards,
+                           max_seq_length=args.max_seq_length, name=args.output)  # fmt: skip
+            run_pipeline(p)
     except BaseException:
         out.abort()
         raise

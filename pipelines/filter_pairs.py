@@ -61,7 +61,7 @@ from labse_common.logs import setup_logging
 from labse_common.output_dir import OutputDir
 from labse_common.remote import check_paths, remote_paths
 from labse_common.stats import StageCounter, check_balanced, merge_counts
-from pipelines.options import pipeline_options
+from pipelines.options import new_pipeline, pipeline_options, run_pipeline
 
 log = logging.getLogger(__name__)
 
@@ -298,9 +298,10 @@ def run(argv: Sequence[str] | None = None) -> int:
             raise InputError(" ".join(args.input), "no input matches", "--input")
         cfg = to_dict(cfg_obj)
         with OutputDir(args.output, args.overwrite).open() as out:
-            with beam.Pipeline(options=opts) as p:
+            with new_pipeline(opts) as p:
                 build_pipeline(p, inputs, out.tmp.rstrip("/"), cfg, args.src_lang, args.trg_lang,
                                args.cds_model, args.cds_threshold, args.batch_rows, args.layout)  # fmt: skip
+                run_pipeline(p)
             report = _read_stats(f"{out.tmp.rstrip('/')}/stats.json")
             c = report["counts"].get("pairs", {"in": 0, "out": 0})
             if not c["in"]:

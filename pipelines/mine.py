@@ -46,7 +46,7 @@ from labse_common.remote import require_local
 from labse_common.sections.mining import MiningConfig
 from mining.__main__ import _print_stats, add_scoring_options, mining_config
 from mining.mine import run_mine
-from pipelines.options import check_remote, pipeline_options, run_pipeline
+from pipelines.options import check_remote, new_pipeline, pipeline_options, run_pipeline
 
 log = logging.getLogger(__name__)
 
@@ -61,14 +61,14 @@ class BeamTasks:
         self.tasks = 0
 
     def __call__(self, fn: Callable, tasks: Sequence) -> list:
-        p = beam.Pipeline(options=self.opts)
-        _ = (
-            p
-            | "Tasks" >> beam.Create(list(tasks))
-            | "Spread" >> beam.Reshuffle()  # fan the tasks out over workers
-            | "Search" >> beam.Map(fn)
-        )
-        run_pipeline(p)
+        with new_pipeline(self.opts) as p:
+            _ = (
+                p
+                | "Tasks" >> beam.Create(list(tasks))
+                | "Spread" >> beam.Reshuffle()  # fan the tasks out over workers
+                | "Search" >> beam.Map(fn)
+            )
+            run_pipeline(p)
         self.pipelines += 1
         self.tasks += len(tasks)
         return [t.out for t in tasks]  # written by the tasks, at known paths

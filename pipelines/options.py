@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+import shutil
+from collections.abc import Iterator, Sequence
 
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
@@ -12,7 +14,7 @@ from labse_common.cli import UsageError
 from labse_common.remote import check_paths, remote_paths
 from pipelines import local_runner
 
-__all__ = ["UsageError", "check_remote", "pipeline_options"]
+__all__ = ["UsageError", "check_remote", "new_pipeline", "pipeline_options", "run_pipeline"]
 
 
 def pipeline_options(beam_args: Sequence[str]) -> PipelineOptions:
@@ -56,6 +58,20 @@ def check_remote(values, opts: PipelineOptions) -> None:
     right after :func:`pipeline_options`: missing credentials, endpoint or bucket is one line
     within seconds instead of minutes of Beam retries with a traceback each."""
     check_paths(remote_paths(values), options=opts)
+
+
+@contextlib.contextmanager
+def new_pipeline(opts: PipelineOptions) -> Iterator:
+    """A ``beam.Pipeline`` whose local temp folder goes when the block ends. Beam makes the
+    folder when the pipeline is built and removes it only in ``run``: a job that stops before
+    (a useless input found while building) left an empty ``/tmp/beam-pipeline-temp*`` behind."""
+    import apache_beam as beam
+
+    p = beam.Pipeline(options=opts)
+    try:
+        yield p
+    finally:
+        shutil.rmtree(p.local_tempdir, ignore_errors=True)
 
 
 def run_pipeline(p) -> None:

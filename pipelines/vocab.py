@@ -68,7 +68,7 @@ from labse_model.vocab.counting import SENT, WORDS, sentence_words
 from labse_model.vocab.learner import LearnerParams, VocabTooSmall
 from labse_model.vocab.smoothing import language_weights
 from pipelines.inputs import require_columns
-from pipelines.options import check_remote, pipeline_options, run_pipeline
+from pipelines.options import check_remote, new_pipeline, pipeline_options, run_pipeline
 from pipelines.parquet_io import write_table
 from pipelines.spill import FAN_IN as SPILL_FAN_IN
 from pipelines.spill import remove_spill, spill_dir, use_file_shuffle
@@ -570,9 +570,9 @@ def _run(args: argparse.Namespace, beam_args: list[str]) -> int:
 def _run_into(output: str, final: str, langs: list[str], files: list[tuple[str, str]], cfg,
               opts) -> str | None:  # fmt: skip
     """The job and the learner, writing into ``output``; a learner problem as a message."""
-    p = beam.Pipeline(options=opts)
-    build_pipeline(p, files, output, cfg)
-    run_pipeline(p)
+    with new_pipeline(opts) as p:
+        build_pipeline(p, files, output, cfg)
+        run_pipeline(p)
     remove_spill(output)  # emptied shard folders
 
     beam_dir = FileSystems.join(output, BEAM_DIR)

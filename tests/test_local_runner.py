@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 import apache_beam as beam
 from apache_beam.options.pipeline_options import DirectOptions, StandardOptions
@@ -47,3 +48,21 @@ def test_misspelt_runner_is_a_usage_error() -> None:
 
     with pytest.raises(UsageError, match="--runner NoSuchRunner"):
         pipeline_options(["--runner", "NoSuchRunner"])
+
+
+def test_a_job_stopped_while_building_leaves_no_beam_temp_folder(tmp_path, monkeypatch) -> None:
+    import tempfile
+
+    import pytest
+
+    from pipelines.options import new_pipeline
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where Beam's mkdtemp puts it
+    with pytest.raises(ValueError, match="useless input"):
+        with new_pipeline(pipeline_options([])) as p:
+            assert list(tmp_path.glob("beam-pipeline-temp*")) == [Path(p.local_tempdir)]
+            raise ValueError("useless input")  # as a build step's check would
+    assert not list(tmp_path.glob("beam-pipeline-temp*"))
+    # Beam's own Pipeline keeps it in the same case (the reason for the helper).
+    beam.Pipeline(options=pipeline_options([]))
+    assert len(list(tmp_path.glob("beam-pipeline-temp*"))) == 1

@@ -117,15 +117,15 @@ def test_file_shuffle_writes_what_beams_shuffle_writes(corpus, tmp_path):
     ("auto", None, True), ("auto", DASK, False), ("memory", None, False),
     ("files", DASK, True)])  # fmt: skip
 def test_the_file_shuffle_is_chosen_by_runner_and_setting(tmp_path, shuffle, runner, spills):
-    import apache_beam as beam
     from apache_beam.options.pipeline_options import PipelineOptions
 
     from labse_common.sections.vocab import VocabConfig
+    from pipelines.options import new_pipeline
     from pipelines.vocab import build_pipeline
 
     opts = PipelineOptions([f"--runner={runner}"] if runner else [])
-    p = beam.Pipeline(options=opts)
-    build_pipeline(p, [("en", str(tmp_path / "a.parquet"))], str(tmp_path / "out"),
-                   VocabConfig(shuffle=shuffle))  # fmt: skip
+    with new_pipeline(opts) as p:  # built, never run: its temp folder goes with the block
+        build_pipeline(p, [("en", str(tmp_path / "a.parquet"))], str(tmp_path / "out"),
+                       VocabConfig(shuffle=shuffle))  # fmt: skip
     assert ("SpillCounts" in p.applied_labels) == spills
     assert ("SumPerLangWord" in p.applied_labels) == (not spills)
