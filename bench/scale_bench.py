@@ -29,7 +29,8 @@ another pair of the same language (16 languages with English), so every pair is 
 still a rough translation; every 10th pair is damaged in one of the ways the rules name (empty,
 identical, too short or long, markup, numbers, repeats, copy, script, language). Each stage runs
 through its real CLI as a child process on one thread (peak RSS = peak of the summed RSS of its
-process tree, sampled every 0.2 s):
+process tree, sampled every 0.2 s, or the process's kernel high-water mark at exit where higher:
+the exact peak of a one-process stage, which sampling reads low on short per-batch spikes):
 
   rules  python -m filters rules     (every size in --sizes)
   cds    python -m filters cds-score (the sizes in --cds-sizes: 6-10 ms per pair on one core)

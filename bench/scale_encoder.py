@@ -22,8 +22,9 @@ A cased 8000-piece WordPiece (labse_model.tiny.train_wordpiece, as the tests bui
 once from the smallest size's text, and a random encoder of the demo preset's shape is saved on it
 for the embedding stage (its cost does not depend on the weights). Then each stage runs through
 its real CLI as a child process with the demo preset (configs/demo.yaml) and ``--threads``
-threads; its process tree is sampled every 0.2 s (peak of the summed RSS, as
-bench/scale_corpus.py ``run_measured`` does, plus CPU seconds):
+threads; its process tree is sampled every 0.2 s (peak of the summed RSS, raised to the
+process's kernel high-water mark at exit, as bench/scale_corpus.py ``run_measured`` does, plus
+CPU seconds):
 
   pretrain  python -m labse_model pretrain --sentences S --pairs P --stage-steps STEPS
             (MLM + TLM, one stacking stage at full depth): a FIXED number of steps
@@ -70,7 +71,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench.scale_bench import ISO1, PairMaker, parallel_pools  # noqa: E402
-from bench.scale_corpus import SentenceMaker, dir_bytes, load_pools  # noqa: E402
+from bench.scale_corpus import SentenceMaker, dir_bytes, load_pools, reap  # noqa: E402
 
 log = logging.getLogger("scale_encoder")
 MB = 1 << 20
@@ -295,7 +296,7 @@ def run_sampled(cmd: list[str], metrics: Path | None = None) -> dict:
     reader.start()
     peak = 0
     marks: list[tuple[int, float]] = []  # (steps logged, CPU seconds) when the count changed
-    while proc.poll() is None:
+    while (hwm := reap(proc)) is None:
         rss, cpu = _tree(ps)
         peak = max(peak, rss)
         if metrics is not None:
@@ -309,7 +310,8 @@ def run_sampled(cmd: list[str], metrics: Path | None = None) -> dict:
     if proc.returncode:
         raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}):\n{err[0].decode()[-3000:]}")
     cpu = (r1.ru_utime + r1.ru_stime) - (r0.ru_utime + r0.ru_stime)
-    out = {"seconds": dt, "peak_rss": peak, "cpu_seconds": cpu}
+    # One process: its high-water mark is the exact peak (see scale_corpus.reap).
+    out = {"seconds": dt, "peak_rss": max(peak, hwm), "sampled_peak_rss": peak, "cpu_seconds": cpu}
     if len(marks) >= 2 and marks[-1][0] > marks[0][0]:
         (a, ca), (b, cb) = marks[0], marks[-1]
         out.update(cpu_per_step=(cb - ca) / (b - a), cpu_window_steps=[a, b])
