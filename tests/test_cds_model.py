@@ -127,6 +127,58 @@ def test_cds_score_is_the_per_token_logprob_difference(tiny_model):
         assert float(token_logprobs(clean, batch)[0]) == pytest.approx(lp["clean"], rel=1e-5)
 
 
+def test_logits_in_slices_score_as_whole(tiny_model, monkeypatch):
+    """The vocabulary projection cut into slices of one and of three rows gives the scores the
+    whole projection gives (the slice size is only a memory bound)."""
+    from filters.bitext.cds import model as cds_model
+
+    out, _ = tiny_model
+    src, trg = toy_pairs(24, 5)
+    scorer = CdsScorer.load(str(out), device="cpu")
+    whole = scorer.score_all(src, trg)
+    for rows in (1, 3):
+        vocab = scorer.fwd[0].get_output_embeddings().weight.shape[0]
+        monkeypatch.setattr(cds_model, "LOGIT_SLICE_BYTES", rows * 4 * vocab)
+        sliced = CdsScorer.load(str(out), device="cpu").score_all(src, trg)
+        for key, values in whole.items():
+            np.testing.assert_allclose(sliced[key], values, rtol=1e-5, atol=1e-6)
+
+
+_WORST_BATCH = """
+import resource, sys, torch
+from transformers import BartConfig, BartForConditionalGeneration
+from filters.bitext.cds.model import collate, token_logprobs
+torch.set_num_threads(1)
+cfg = BartConfig(vocab_size=8000, d_model=128, encoder_layers=2, decoder_layers=2,
+                 encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=256,
+                 decoder_ffn_dim=256, max_position_embeddings=64, pad_token_id=0,
+                 bos_token_id=1, eos_token_id=2, decoder_start_token_id=1)
+model = BartForConditionalGeneration(cfg).eval()
+def batch(rows, n):
+    return collate([[5] * n] * rows, [[6] * n] * rows, 0, torch.device("cpu"))
+with torch.inference_mode():
+    token_logprobs(model, batch(8, 8))  # warm up the allocator and the kernels
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    token_logprobs(model, batch(64, 64))  # the demo preset's worst batch: 4,096 target tokens
+    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print((after - before) / 1024)
+"""
+
+
+def test_a_full_length_batch_does_not_hold_the_whole_vocabulary_projection():
+    """64 targets of 64 tokens over 8,000 pieces: whole, the logits and their temporaries took
+    +293 MiB (2.3 x the 125 MiB logits tensor), so cds-score's peak RSS grew with the input
+    (the likelier such a batch); sliced, the high-water mark moves by far less than one
+    logits tensor."""
+    import subprocess
+    import sys
+
+    res = subprocess.run([sys.executable, "-c", _WORST_BATCH], capture_output=True, text=True,
+                         timeout=300, check=True)  # fmt: skip
+    grew_mib = float(res.stdout.strip().splitlines()[-1])
+    assert grew_mib < 110, f"a worst-case batch raised the peak RSS by {grew_mib:.0f} MiB"
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no GPU visible (the GPU path needs CUDA)")
 def test_gpu_scores_match_cpu(tiny_model):
     out, _ = tiny_model

@@ -216,30 +216,49 @@ def collate(
     }
 
 
+#: Bytes of float32 logits computed at once: the (positions x vocabulary) projection is cut
+#: into row slices of this size, so scoring's memory does not follow the longest batch. Whole,
+#: a batch of 64 full-length (64-token) targets over 8,000 pieces held ~2.3 x 125 MiB of logits
+#: and their temporaries (+293 MiB), which made the peak RSS of cds-score grow with the input
+#: (more chunks, likelier to meet such a batch: 994 MiB at 10k pairs, 1,141 at 100k).
+LOGIT_SLICE_BYTES = 16 * 2**20
+
+
 def token_logprobs(model: PreTrainedModel, batch: dict[str, torch.Tensor]) -> torch.Tensor:
     """Sum over target tokens of log p(y_t | y_<t, x): one float32 per row.
 
     The vocabulary projection is the largest cost of a small model: for BART/Marian-style
     models (a ``model`` body, an output layer, ``final_logits_bias``) it runs on the real target
-    positions only, and log p comes from ``logit - logsumexp`` without a full log-softmax tensor
-    (together ~30% faster on CPU than the plain forward).
+    positions only, ``LOGIT_SLICE_BYTES`` of logits at a time, and log p comes from
+    ``logit - logsumexp`` without a full log-softmax tensor (together ~30% faster on CPU than
+    the plain forward, and bounded memory).
     """
     labels = batch["labels"]
     mask = labels != -100
+    gold = labels[mask].unsqueeze(-1)
     # Decoder inputs from the labels ourselves: passing labels would also compute a loss.
     dec = model.prepare_decoder_input_ids_from_labels(labels=labels)
     inputs = {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"],
               "decoder_input_ids": dec}  # fmt: skip
     body, head = getattr(model, "model", None), model.get_output_embeddings()
     if body is not None and head is not None:
-        logits = head(body(**inputs).last_hidden_state[mask])
+        hidden = body(**inputs).last_hidden_state[mask]
         bias = getattr(model, "final_logits_bias", None)
-        if bias is not None:
-            logits = logits + bias.to(logits.dtype)
+        rows = max(1, LOGIT_SLICE_BYTES // (4 * head.weight.shape[0]))
+        parts = []
+        for start in range(0, hidden.shape[0], rows):
+            logits = head(hidden[start : start + rows])
+            if bias is not None:
+                logits = logits + bias.to(logits.dtype)
+            parts.append(_gold_logprobs(logits.float(), gold[start : start + rows]))
+        tok = torch.cat(parts) if parts else hidden.new_zeros(0, dtype=torch.float32)
     else:  # any other seq2seq model: its own forward
-        logits = model(**inputs).logits[mask]
-    logits = logits.float()
-    tok = logits.gather(-1, labels[mask].unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, -1)
+        tok = _gold_logprobs(model(**inputs).logits[mask].float(), gold)
     out = torch.zeros(labels.shape, dtype=torch.float32, device=labels.device)
     out[mask] = tok
     return out.sum(-1)
+
+
+def _gold_logprobs(logits: torch.Tensor, gold: torch.Tensor) -> torch.Tensor:
+    """log p of each row's gold token: its logit less the row's logsumexp."""
+    return logits.gather(-1, gold).squeeze(-1) - torch.logsumexp(logits, -1)
