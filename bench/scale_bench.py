@@ -456,13 +456,13 @@ def pair_input(work: Path, n: int, seed: int, pools_of: Callable[[], dict]) -> P
 def stage_command(stage: str, inp: Path, out: Path, args: argparse.Namespace) -> list[str]:
     """The stage's real CLI on one thread (the core is the bench's own taskset, inherited)."""
     base = [sys.executable, "-m", "filters"]
+    rows = ["--batch-rows", str(args.batch_rows)] if args.batch_rows else []
     if stage == "rules":
-        cmd = [*base, "rules", "--pairs", str(inp), "--output", str(out), "--overwrite",
-               "--batch-rows", str(args.batch_rows)]  # fmt: skip
+        cmd = [*base, "rules", "--pairs", str(inp), "--output", str(out), "--overwrite", *rows]
         return cmd + (["--write-dropped"] if args.write_dropped else [])
     return [*base, "cds-score", "--model", str(args.cds_model), "--pairs", str(inp), "--output",
-            str(out), "--overwrite", "--device", "cpu", "--threads", "1", "--batch-rows",
-            str(args.batch_rows), "--set", "progress=false"]  # fmt: skip
+            str(out), "--overwrite", "--device", "cpu", "--threads", "1", *rows, "--set",
+            "progress=false"]  # fmt: skip
 
 
 def wait_for_model(model: Path, timeout_s: float) -> None:
@@ -597,8 +597,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="CDS model folder (cds-train output; default: make demo's)")  # fmt: skip
     p.add_argument("--model-wait", type=float, default=1200.0,
                    help="seconds to wait for --cds-model/cds.json while a run is training it")  # fmt: skip
-    p.add_argument("--batch-rows", type=int, default=20_000,
-                   help="--batch-rows of both commands (pairs read and written per chunk)")  # fmt: skip
+    p.add_argument("--batch-rows", type=int, default=0,
+                   help="--batch-rows of both commands (pairs read and written per chunk; "
+                   "default: each command's own, 5000 rules, 4096 cds-score)")  # fmt: skip
     p.add_argument("--write-dropped", action="store_true",
                    help="rules also write the dropped pairs (counted in disk written)")  # fmt: skip
     p.add_argument("--data", default=str(REPO.parent / "shared" / "data"),
