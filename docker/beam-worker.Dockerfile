@@ -12,14 +12,16 @@ ARG TORCH_INDEX=https://download.pytorch.org/whl/cpu
 ARG TORCH_VERSION=2.13.0
 
 # jemalloc under every process: glibc's heap kept growing on the torch stages (embedding 1M
-# sentences on CPU peaked at 1,049 MiB against 702 at 10k; under jemalloc 752 MiB, flat, at the
-# same speed: bench/README "Embedding at 100x"). A fixed path whatever the architecture.
+# sentences on CPU peaked at 1,049 MiB against 702 at 10k; under jemalloc 752 MiB, flat, at
+# 1.03x the time: bench/README "Embedding at 100x"). CDS scoring pays ~1.15x CPU under it for
+# 60-200 MiB less; build with --build-arg JEMALLOC_PRELOAD= to keep glibc's allocator.
+ARG JEMALLOC_PRELOAD=/usr/local/lib/libjemalloc.so.2
 RUN apt-get update \
  && apt-get install -y --no-install-recommends libjemalloc2 \
  && rm -rf /var/lib/apt/lists/* \
  && ln -s "$(ldconfig -p | awk '/libjemalloc\.so\.2/ {print $NF; exit}')" /usr/local/lib/libjemalloc.so.2 \
  && test -e /usr/local/lib/libjemalloc.so.2
-ENV LD_PRELOAD=/usr/local/lib/libjemalloc.so.2
+ENV LD_PRELOAD=${JEMALLOC_PRELOAD}
 
 WORKDIR /opt/labse
 COPY pyproject.toml README.md ./
