@@ -66,9 +66,15 @@ def test_beam_embed_job_writes_a_store(tmp_path: Path, tiny_model: str) -> None:
     t = pq.read_table(tmp_path / "mined" / "mined.parquet")
     # The pairs carry the store's ids and sentences. (Not a self-match check: the tiny model's
     # vectors of these sentences are all within 1e-6 cosine of each other, so which one a row
-    # pairs with turns on the last bits of the sums, which vary with BLAS threads.)
+    # pairs with turns on the last bits of the sums, which vary with the job's bundles and BLAS
+    # threads. For the same reason the greedy one-to-one pass of `max` can leave a source whose
+    # k candidates were all taken: not every one of the 40 rows is sure to be paired.)
     by_id = dict(zip(rows["id"], rows["text"]))
-    assert sorted(t.column("src_id").to_pylist()) == sorted(f"s{i}" for i in range(40))
+    nonempty = {f"s{i}" for i in range(40)}
+    for side in ("src_id", "trg_id"):
+        ids = t.column(side).to_pylist()
+        assert len(set(ids)) == len(ids) and set(ids) <= nonempty  # one-to-one, no blank row
+    assert t.num_rows >= 36, t.num_rows
     for side in ("src", "trg"):
         ids, got = t.column(f"{side}_id").to_pylist(), t.column(side).to_pylist()
         assert [by_id[i] for i in ids] == got
