@@ -191,9 +191,9 @@ def reap(proc: subprocess.Popen) -> int | None:
     set and its kernel high-water RSS in bytes is returned (``wait4``'s ``ru_maxrss``: the
     largest of the process and the children it waited for).
 
-    Sampling every 0.2 s misses spikes shorter than that, so a longer run (more samples) reads
-    a higher "peak" of the same per-batch transient: the CDS ladder's 1M rung read 1.29x of 1x
-    that way. The high-water mark does not depend on the run's length."""
+    Sampling every 0.2 s misses spikes shorter than that (a batch's tensors), and a longer run
+    (more samples) is likelier to land on one; the high-water mark is exact whatever the run's
+    length."""
     pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
     if pid == 0:
         return None
