@@ -477,6 +477,7 @@ TABLE: dict[str, Cmd] = {
         ],
         "parquet",
         "{D}/pairs.parquet",
+        ok={"damaged_parquet": _lost_row_group("pairs")},
     ),
     "filters margin-score": Cmd(
         ["margin-score", "--model", "{D}/model", "--pairs", "{IN}", "--output", "{OUT}"],
@@ -516,6 +517,7 @@ TABLE: dict[str, Cmd] = {
         ],
         "parquet",
         "{D}/pairs.parquet",
+        ok={"damaged_parquet": _lost_row_group("pairs")},
     ),
     "filters calibrate": Cmd(
         ["calibrate", "--scored", "{IN}", "--labels", "{D}/labels.tsv", "--output", "{OUT}"],
@@ -526,6 +528,7 @@ TABLE: dict[str, Cmd] = {
         ["apply", "--scored", "{IN}", "--threshold", "{D}/threshold.json", "--output", "{OUT}"],
         "parquet",
         "{D}/pairs.parquet",
+        ok={"damaged_parquet": _lost_row_group("pairs")},
     ),
     "filters sample": Cmd(
         ["sample", "--pairs", "{IN}", "--n", "20", "--output", "{OUT}"],

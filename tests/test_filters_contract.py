@@ -1,7 +1,11 @@
 """The contract of every ``python -m filters`` command, on bad input and shared outputs.
 
-* a Parquet input damaged in the middle (footer intact, so it opens): exit 2 and one error line
-  naming the file and the flag, no traceback, no output left;
+* a Parquet input damaged in the middle (footer intact, so it opens): the commands whose pairs
+  stand alone (:data:`PER_PAIR`: rules, cds-score, apply) read past the damaged row group and
+  count its pairs dropped ``damaged_row_group`` (exit 0, balanced stats); the commands whose
+  result depends on the whole file (a threshold, a sample, a training set, a margin over
+  neighbours, the final export) refuse it: exit 2 and one error line naming the file and the
+  flag, no traceback, no output left;
 * a second writer to an output folder another job holds: exit 2 and the folder untouched; two
   real processes started together into one folder: exactly one succeeds and the folder holds
   that one's rows under that one's stats.json;
@@ -149,7 +153,41 @@ def test_every_command_has_a_case(data):
 # --- damage in the middle of a Parquet input -----------------------------------------------------
 
 
-@pytest.mark.parametrize("command", sorted(_cases(Path("."), "m")))
+# A pair's decision here does not depend on the other pairs: losing a row group loses those pairs
+# only, counted. Elsewhere the lost rows would change every kept row's result (a calibrated
+# threshold, a sample's draw, a trained model, margins over neighbours), so damage is refused.
+PER_PAIR = ("rules", "cds-score", "apply")
+#: Where each PER_PAIR command writes the pairs it read (kept and dropped alike).
+PER_PAIR_OUTPUTS = {"rules": ("kept.parquet",), "cds-score": ("scored.parquet",),
+                    "apply": ("kept.parquet",)}  # fmt: skip
+
+
+@pytest.mark.parametrize("command", PER_PAIR)
+def test_mid_file_damage_costs_a_per_pair_command_its_row_group_only(
+    command, data, tmp_path, caplog, request
+):
+    model = str(request.getfixturevalue("cds_model")) if command == "cds-score" else "m"
+    argv, _ = _cases(data["dir"], model)[command]
+    bad = damaged_parquet(tmp_path / "damaged.parquet", pairs_table(3000))
+    argv = [str(bad) if a == "DAMAGED" else a for a in argv]
+    out = tmp_path / "out"
+    rc = _run(command, [*argv, "--output", str(out)])
+    assert rc == 0, _errors(caplog)
+    assert "row group 1 damaged" in caplog.text
+    stats = json.loads((out / "stats.json").read_text())
+    assert not check_balanced(stats), stats["counts"]
+    c = stats["counts"]["pairs"]
+    assert c["in"] == 3000 and c["dropped"]["damaged_row_group"] == 1000, c
+    assert stats["counts"]["files"]["out"] == 1
+    written = sum(pq.read_metadata(out / f).num_rows for f in PER_PAIR_OUTPUTS[command])
+    assert written == c["out"] and c["out"] > 0
+    # The pairs read are the first and last groups' (rows 0-999 and 2000-2999), none of the lost.
+    ids = {int(s.rsplit(" ", 1)[1]) for f in PER_PAIR_OUTPUTS[command]
+           for s in pq.read_table(out / f, columns=["src"]).column("src").to_pylist()}  # fmt: skip
+    assert ids and not ids & set(range(1000, 2000))
+
+
+@pytest.mark.parametrize("command", sorted(set(_cases(Path("."), "m")) - set(PER_PAIR)))
 def test_mid_file_damaged_parquet_is_one_line_and_exit_2(
     command, data, tmp_path, caplog, capsys, request
 ):

@@ -20,6 +20,7 @@ import logging
 import math
 import os
 import time
+from collections import Counter
 from pathlib import Path
 
 import pyarrow as pa
@@ -37,9 +38,10 @@ from filters.bitext.cliutil import (
 from filters.bitext.pair_io import PairWriter, iter_pair_batches
 from filters.steps import Chain, KeepSummary, Step, chain_report
 from labse_common.config import load
-from labse_common.datafiles import parquet_file, read_json, read_parquet
+from labse_common.datafiles import LostRows, iter_parquet_surviving, parquet_file, read_json
 from labse_common.errors import InputError
 from labse_common.output_dir import OutputDir
+from labse_common.stats import StageCounter
 
 log = logging.getLogger("filters.apply")
 STAGE = "apply"
@@ -157,6 +159,23 @@ class MosesExport:
         return [str(p) for p in self.paths]
 
 
+def _language_pairs(path: str, lang_cols: list[str], default: tuple[str, str]) -> set:
+    """The (src_lang, trg_lang) pairs of the file's readable rows (a damaged row group is
+    skipped here and counted by the main read)."""
+    seen: set = set()
+    for batch in iter_parquet_surviving(path, lang_cols, "--scored"):
+        if isinstance(batch, LostRows):
+            continue
+        n = batch.num_rows
+        names = batch.schema.names
+        sl = batch.column(names.index("src_lang")).to_pylist() if "src_lang" in names \
+            else [default[0]] * n  # fmt: skip
+        tl = batch.column(names.index("trg_lang")).to_pylist() if "trg_lang" in names \
+            else [default[1]] * n  # fmt: skip
+        seen.update((a or default[0], b or default[1]) for a, b in zip(sl, tl))
+    return seen
+
+
 def _previous(path: str | None) -> dict | None:
     if not path:
         return None
@@ -180,23 +199,14 @@ def main(argv: list[str] | None = None) -> int:
         default = (args.src_lang or "src", args.trg_lang or "trg")
         pairs_seen = {("src", "trg")}
         if lang_cols:
-            t = read_parquet(args.scored, lang_cols, "--scored")
-            sl = (
-                t.column("src_lang").to_pylist()
-                if "src_lang" in lang_cols
-                else [default[0]] * t.num_rows
-            )
-            tl = (
-                t.column("trg_lang").to_pylist()
-                if "trg_lang" in lang_cols
-                else [default[1]] * t.num_rows
-            )
-            pairs_seen = {(a or default[0], b or default[1]) for a, b in zip(sl, tl)}
+            pairs_seen = _language_pairs(args.scored, lang_cols, default)
         t0 = time.perf_counter()
         # Claimed now; committed when the block ends, removed if it raises.
         with OutputDir(args.output, args.overwrite).open() as out:
             tmp = Path(out.tmp)
             chain = Chain([HasScore(), AtLeast(threshold)], unit=UNIT)
+            reader = StageCounter()  # what reading lost (damaged row groups) and the file count
+            reader.add_in("files")
             summary = KeepSummary(rules_cfg.length_buckets)
             kept_w = PairWriter(tmp, "kept")
             rej_w = PairWriter(tmp, "rejected") if args.write_rejected else None
@@ -204,7 +214,10 @@ def main(argv: list[str] | None = None) -> int:
             ok = False
             try:
                 with tqdm(unit=" pairs", desc="apply", disable=not cfg.progress) as bar:
-                    for batch in iter_pair_batches(args.scored, batch_rows=65536, flag="--scored"):
+                    # A row group that does not decode costs its own pairs (counted
+                    # damaged_row_group), not the run: each pair's decision stands alone.
+                    for batch in iter_pair_batches(args.scored, reader, batch_rows=65536,
+                                                   flag="--scored", survive_damage=True):  # fmt: skip
                         scores = score_values(batch.column(batch.schema.names.index(col))).tolist()
                         outcomes = chain.decide(scores)
                         src = batch.column(0).to_pylist()
@@ -241,7 +254,9 @@ def main(argv: list[str] | None = None) -> int:
                     if rej_w is not None:
                         rej_w.discard()
                     moses.close(commit=False)
-            flat = dict(chain.counts)
+            reader.add_out("files")
+            flat = Counter(chain.counts)
+            flat.update(reader.counts)
             if moses.newlines:
                 flat[f"{UNIT}/event/line_break_replaced"] = moses.newlines
             report = chain_report(STAGE, flat, chain.step_names)

@@ -38,7 +38,7 @@ from filters.bitext.cliutil import (
     section_config,
     write_stats,
 )
-from filters.bitext.pair_io import iter_pair_batches, no_pairs
+from filters.bitext.pair_io import PAIRS, iter_pair_batches, no_pairs
 from labse_common.datafiles import read_json
 from labse_common.errors import InputError, UsageError
 from labse_common.output_dir import OutputDir
@@ -121,9 +121,14 @@ def _score_file(scorer, path: str, flag: str, unit: str, dest: Path, args, count
                 show: bool) -> None:  # fmt: skip
     reader = StageCounter()
     writer = None
+    counter.add_in("files")
     try:
         with tqdm(unit=" pairs", desc=f"cds-score {unit}", disable=not show) as bar:
-            for batch in iter_pair_batches(path, reader, args.batch_rows, args.layout, flag=flag):
+            # A Parquet row group that does not decode costs its own pairs (counted
+            # damaged_row_group under this input's unit), not the run: each pair's score stands
+            # alone.
+            for batch in iter_pair_batches(path, reader, args.batch_rows, args.layout, flag=flag,
+                                           survive_damage=True):  # fmt: skip
                 if batch.num_rows == 0:
                     continue
                 src = batch.column(0).to_pylist()
@@ -140,8 +145,15 @@ def _score_file(scorer, path: str, flag: str, unit: str, dest: Path, args, count
             writer.close()
     if writer is None:
         raise no_pairs(path, flag)
-    for key, n in reader.counts.items():  # the TSV reader's "lines", named per input
-        counter.counts[f"{unit}_{key}"] += n
+    counter.add_out("files")
+    for key, n in reader.counts.items():
+        what, rest = key.split("/", 1)
+        if what == PAIRS:  # a damaged row group's pairs: this input's unit
+            counter.counts[f"{unit}/{rest}"] += n
+        elif what == "files":
+            counter.counts[key] += n
+        else:  # the TSV reader's "lines", named per input
+            counter.counts[f"{unit}_{key}"] += n
 
 
 def main(argv: list[str] | None = None) -> int:

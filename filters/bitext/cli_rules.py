@@ -123,9 +123,13 @@ def _filter(args, runner, tmp: Path, write_dropped: bool, needs_lang: set) -> di
 def _stream(args, runner, reader, kept_w: PairWriter, drop_w: PairWriter | None,
             needs_lang: set) -> None:  # fmt: skip
     checked_langs = False
+    reader.add_in("files")
     with tqdm(unit=" pairs", desc="rules", disable=None) as bar:
+        # A Parquet row group that does not decode costs its own pairs (counted
+        # damaged_row_group), not the run: pairs stand alone, as in pipelines.filter_pairs.
         for batch in iter_pair_batches(args.pairs, reader, batch_rows=args.batch_rows,
-                                       layout=args.layout, flag="--pairs"):  # fmt: skip
+                                       layout=args.layout, flag="--pairs",
+                                       survive_damage=True):  # fmt: skip
             if not checked_langs:
                 have = {"src_lang", "trg_lang"} <= set(batch.schema.names)
                 if needs_lang and not have and not (args.src_lang and args.trg_lang):
@@ -139,6 +143,7 @@ def _stream(args, runner, reader, kept_w: PairWriter, drop_w: PairWriter | None,
             bar.update(batch.num_rows)
     if not runner.chain.counts.get("pairs/in"):
         raise no_pairs(args.pairs, "--pairs")
+    reader.add_out("files")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -40,7 +40,8 @@ API
 
 Errors: :class:`PairFileError`, an :class:`~labse_common.errors.InputError` naming the file and
 the flag (``flag``), for a missing file, a damaged Parquet file (anywhere in it: Parquet is read
-through :mod:`labse_common.datafiles`), a Parquet file without ``src``/``trg``, a file with no
+through :mod:`labse_common.datafiles`; with ``survive_damage`` only a file without a readable
+footer or row group, the per-pair commands' choice), a Parquet file without ``src``/``trg``, a file with no
 readable pair, or one whose lines mostly do not fit its layout; the command foundation prints it
 in one line with exit status 2.
 """
