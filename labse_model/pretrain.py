@@ -416,7 +416,11 @@ def pretrain(
     total = int(sum(cfg.stage_steps))
     objective = PretrainObjective(cfg, sents, pair_scan, tokenizer, info, device, max_len)
     loop_cfg = LoopConfig.of(cfg, total, stop_at_step)
+    on_rank = cfg.lanes // info.world_size
+    bounds = {kind: stream.window_bound(res, cfg.lanes, on_rank, cfg.shuffle_blocks)
+              for kind, res in ((stream.SENTENCES, sents), (stream.PAIRS, pair_scan)) if res}  # fmt: skip
+    windows = stream.log_window_bounds(bounds, cfg.shuffle_blocks, cfg.block_rows)
     summary = run(objective, state, loop_cfg, output, info, device, dict(counts.counts),
-                  {"stages": layers, "stage_steps": cfg.stage_steps})  # fmt: skip
+                  {"stages": layers, "stage_steps": cfg.stage_steps, "shuffle_windows": windows})  # fmt: skip
     summary["stage"] = state.stage
     return summary

@@ -28,13 +28,14 @@ from __future__ import annotations
 import gzip
 import logging
 import os
+import sys
 import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from labse_common.datafiles import LostRows, count_lost, read_row_group_surviving
+from labse_common.datafiles import STREAM_BUFFER, LostRows, count_lost, read_row_group_surviving
 from labse_common.errors import InputError
 from labse_common.stats import StageCounter
 
@@ -47,6 +48,7 @@ GROUP_UNIT = "languages"
 DEFAULT_GROUP = "all"
 DATA_SUFFIXES = (".parquet", ".tsv", ".tsv.gz", ".txt", ".txt.gz", ".gz")
 _CHOICE_CHUNK = 4096
+_CONVERT_ROWS = 4096  # Parquet rows decoded and converted to Python at a time
 
 
 # --- file access through Beam FileSystems (local, s3://, gs:// ...) -------------------------
@@ -201,6 +203,10 @@ class ScanResult:
     groups: dict[str, list[Block]] = field(default_factory=dict)
     counts: dict[str, int] = field(default_factory=dict)
     heldout: list = field(default_factory=list)
+    # Python bytes of every SIZE_SAMPLE-th usable record and how many were sampled: what one
+    # record costs in a shuffle window (window_bound).
+    sample_bytes: int = 0
+    sample_n: int = 0
 
     def merge(self, other: ScanResult) -> None:
         for g, bl in other.groups.items():
@@ -210,6 +216,17 @@ class ScanResult:
         c.merge(other.counts)
         self.counts = dict(c.counts)
         self.heldout.extend(other.heldout)
+        self.sample_bytes += other.sample_bytes
+        self.sample_n += other.sample_n
+
+    def _sample(self, rec, k: int) -> None:
+        if k % SIZE_SAMPLE == 0:
+            self.sample_bytes += record_bytes(rec)
+            self.sample_n += 1
+
+    def record_bytes(self) -> float:
+        """Mean Python bytes of a usable record (0 when none was sampled)."""
+        return self.sample_bytes / self.sample_n if self.sample_n else 0.0
 
     def sort(self) -> None:
         for bl in self.groups.values():
@@ -217,6 +234,60 @@ class ScanResult:
 
     def total_rows(self) -> int:
         return sum(b.rows for bl in self.groups.values() for b in bl)
+
+
+SIZE_SAMPLE = 64  # one usable record in 64 is measured by the scan (sys.getsizeof)
+
+
+def record_bytes(rec) -> int:
+    """Python memory of one record as a shuffle window holds it: the str, or the tuple and its
+    two strs."""
+    if isinstance(rec, tuple):
+        return sys.getsizeof(rec) + sum(sys.getsizeof(x) for x in rec)
+    return sys.getsizeof(rec)
+
+
+@dataclass(frozen=True)
+class WindowBound:
+    """What the shuffle windows of one rank's lanes hold at most, once every window is full."""
+
+    records: int
+    bytes: int
+    lanes: int  # lanes on this rank
+
+    def to_dict(self) -> dict:
+        return {"records": self.records, "bytes": self.bytes, "lanes_on_rank": self.lanes}
+
+
+def window_bound(res: ScanResult, lanes: int, lanes_on_rank: int, shuffle_blocks: int) -> WindowBound:
+    """The most records the shuffle windows of ``lanes_on_rank`` lanes hold at once, and their
+    Python bytes (the scan's sampled mean per record).
+
+    Each (lane, language) keeps one window of at most ``shuffle_blocks`` of the blocks dealt to
+    it in an epoch (a lane gets at most ceil(blocks / lanes) of a language's blocks), each of at
+    most ``block_rows`` records; the largest such blocks bound it. So memory per rank is
+    lanes_on_rank x sum over languages of min(shuffle_blocks, ceil(blocks / lanes)) x block_rows
+    x bytes per record: it stops growing once each language has lanes x shuffle_blocks blocks,
+    whatever the corpus size (bench/README "Where pretraining's memory goes")."""
+    per_lane = 0
+    for blocks in res.groups.values():
+        dealt = -(-len(blocks) // lanes)
+        k = min(shuffle_blocks, dealt)
+        per_lane += sum(sorted((b.rows for b in blocks), reverse=True)[:k])
+    records = lanes_on_rank * per_lane
+    return WindowBound(records, int(records * res.record_bytes()), lanes_on_rank)
+
+
+def log_window_bounds(bounds: dict[str, WindowBound], shuffle_blocks: int, block_rows: int) -> dict:
+    """Log what the shuffle windows will hold on this rank (the stage's largest data structure,
+    bounded) and return it for stats.json."""
+    total = sum(b.bytes for b in bounds.values())
+    what = ", ".join(f"{b.records:,} {kind} (~{b.bytes / 2**20:,.0f} MiB)" for kind, b in bounds.items())
+    log.info("shuffle windows hold at most %s on this rank: %d lanes x languages x "
+             "min(shuffle_blocks %d, blocks per lane) x block_rows %d; lower block_rows or "
+             "shuffle_blocks if that does not fit", what, next(iter(bounds.values())).lanes,
+             shuffle_blocks, block_rows)  # fmt: skip
+    return {**{k: b.to_dict() for k, b in bounds.items()}, "bytes": total}
 
 
 def is_heldout(record, fraction: float) -> bool:
@@ -296,16 +367,32 @@ def _parquet_columns(kind: str, names: Sequence[str], path: str) -> list[str]:
 
 
 def _parquet_records(pf, rg: int, cols: list[str], kind: str, start: int = 0) -> Iterator:
-    """Row group ``rg``'s values from row ``start``, converted to Python a batch at a time."""
-    return _table_records(pf.read_row_group(rg, columns=cols).slice(start), kind)
+    """Row group ``rg``'s values from row ``start``, decoded and converted a batch at a time.
+
+    Not ``read_row_group``: that decodes the whole group (a corpus file's 100k-200k rows) for
+    every block of ``block_rows`` read from it, so the decode buffers followed the writer's
+    row-group size (+29 MiB at 59k-row groups against 18k, bench/README "Where pretraining's
+    memory goes"), and the rows after the block were decoded for nothing."""
+    skip = start
+    for batch in pf.iter_batches(batch_size=_CONVERT_ROWS, row_groups=[rg], columns=cols,
+                                 use_threads=False):  # fmt: skip
+        if skip >= batch.num_rows:
+            skip -= batch.num_rows
+            continue
+        yield from _batch_records(batch.slice(skip), kind)
+        skip = 0
+
+
+def _batch_records(batch, kind: str) -> Iterator:
+    if kind == PAIRS:
+        yield from zip(batch.column(0).to_pylist(), batch.column(1).to_pylist())
+    else:
+        yield from batch.column(0).to_pylist()
 
 
 def _table_records(table, kind: str) -> Iterator:
-    for batch in table.to_batches(max_chunksize=4096):
-        if kind == PAIRS:
-            yield from zip(batch.column(0).to_pylist(), batch.column(1).to_pylist())
-        else:
-            yield from batch.column(0).to_pylist()
+    for batch in table.to_batches(max_chunksize=_CONVERT_ROWS):
+        yield from _batch_records(batch, kind)
 
 
 def _scan_file(
@@ -342,6 +429,7 @@ def _scan_file(
                             res.heldout.append(rec.record)
                     elif rec is not None:
                         n += 1
+                        res._sample(rec, raw)
                         if n == block_rows:
                             blocks.append(Block(path, "parquet", rg, n, start))
                             n, start = 0, raw
@@ -361,6 +449,7 @@ def _scan_file(
                         res.heldout.append(rec.record)
                 elif rec is not None:
                     n += 1
+                    res._sample(rec, line_no)
                     if n == block_rows:
                         blocks.append(Block(path, "text", len(blocks), n, start_line, start_off))
                         n, start_line, start_off = 0, line_no, max(off, 0)
@@ -433,7 +522,7 @@ def scan_distributed(groups, kind, block_rows, heldout_fraction, max_heldout, in
     total = ScanResult()
     for p in parts:
         total.merge(ScanResult({g: [Block(**b) for b in bl] for g, bl in p["groups"].items()},
-                               p["counts"], p["heldout"]))  # fmt: skip
+                               p["counts"], p["heldout"], p["sample_bytes"], p["sample_n"]))  # fmt: skip
     total.heldout = total.heldout[:max_heldout]
     total.sort()
     return total
@@ -469,7 +558,7 @@ def read_block(block: Block, kind: str, heldout_fraction: float) -> list:
         import pyarrow.parquet as pq
 
         with open_binary(block.path) as fh:
-            pf = pq.ParquetFile(fh)
+            pf = pq.ParquetFile(fh, pre_buffer=False, buffer_size=STREAM_BUFFER)
             cols = _parquet_columns(kind, pf.schema_arrow.names, block.path)
             for value in _parquet_records(pf, block.part, cols, kind, block.line):
                 keep(v.value(value))

@@ -228,4 +228,7 @@ def train(
 
     objective = DualEncoderObjective(cfg, scan_res, stok, tokenizer, info, device)
     loop_cfg = LoopConfig.of(cfg, total_steps, stop_at_step)
-    return run(objective, state, loop_cfg, output, info, device, scan_res.counts)
+    bound = stream.window_bound(scan_res, cfg.lanes, cfg.lanes // info.world_size, cfg.shuffle_blocks)
+    windows = stream.log_window_bounds({PAIR_UNIT: bound}, cfg.shuffle_blocks, cfg.block_rows)
+    return run(objective, state, loop_cfg, output, info, device, scan_res.counts,
+               {"shuffle_windows": windows})  # fmt: skip

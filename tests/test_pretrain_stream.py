@@ -288,3 +288,45 @@ def test_a_damaged_row_group_costs_its_rows_only(tmp_path, damaged_parquet):
     assert {b.part for b in blocks} == {0, 2}
     got = [r for b in blocks for r in stream.read_block(b, stream.SENTENCES, 0.0)]
     assert got == texts[:1000] + texts[2000:]
+
+
+def _window_corpus(root: Path, blocks_per_language: int, block_rows: int) -> dict[str, list[str]]:
+    words = {"de": "Straße über Bäume", "el": "καλημέρα κόσμε", "ja": "今日は良い天気です"}
+    for lang, w in words.items():
+        (root / lang).mkdir(parents=True)
+        n = blocks_per_language * block_rows
+        text = [f"{w} {i} {'x' * (i % 40)}" for i in range(n)]
+        pq.write_table(pa.table({"text": text}), root / lang / "a.parquet", row_group_size=5000)
+    return stream.expand_inputs([str(root)])
+
+
+def test_the_window_bound_is_what_the_lanes_hold_and_stops_growing(tmp_path):
+    """The shuffle windows are the stream's one large structure: ``window_bound`` predicts what
+    they hold (records, and bytes from the scan's sampled record size) and it stops growing once
+    each language has lanes x shuffle_blocks blocks, whatever the corpus size."""
+    import tracemalloc
+
+    lanes, on_rank, sb, rows = 4, 2, 2, 1000
+    bounds, held = {}, {}
+    next(stream.Lane(stream.scan(_window_corpus(tmp_path / "warm", 1, 10), stream.SENTENCES),
+                     stream.SENTENCES, 0, 1, 0).records(0))  # lazy imports, outside the tracing
+    for blocks in (1, 12, 36):
+        res = stream.scan(_window_corpus(tmp_path / f"b{blocks}", blocks, rows), stream.SENTENCES,
+                          block_rows=rows)  # fmt: skip
+        bounds[blocks] = stream.window_bound(res, lanes, on_rank, sb)
+        tracemalloc.start()
+        base = tracemalloc.get_traced_memory()[0]
+        its = [stream.Lane(res, stream.SENTENCES, j, lanes, 0, sb).records(0) for j in range(on_rank)]
+        for it in its:  # every (lane, language) window loaded, none finished
+            for _ in range(600):
+                next(it)
+        held[blocks] = tracemalloc.get_traced_memory()[0] - base
+        tracemalloc.stop()
+        del its
+    assert bounds[1].records == on_rank * 3 * rows  # one block per language: each lane's only one
+    assert bounds[12].records == bounds[36].records == on_rank * 3 * sb * rows
+    assert 60 < bounds[12].bytes / bounds[12].records < 200  # str of ~30 characters, non-ASCII
+    # The prediction is what the windows hold (plus the lanes' language draws, 32 KiB each)...
+    assert 0.9 < held[36] / bounds[36].bytes < 1.2, (held, bounds)
+    # ...and 3x the corpus holds no more.
+    assert held[36] < 1.1 * held[12], held
