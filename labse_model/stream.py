@@ -278,11 +278,22 @@ def window_bound(res: ScanResult, lanes: int, lanes_on_rank: int, shuffle_blocks
     return WindowBound(records, int(records * res.record_bytes()), lanes_on_rank)
 
 
+WINDOW_RAM_SHARE = 0.25  # windows above this share of the machine's memory are warned about
+
+
 def log_window_bounds(bounds: dict[str, WindowBound], shuffle_blocks: int, block_rows: int) -> dict:
     """Log what the shuffle windows will hold on this rank (the stage's largest data structure,
     bounded) and return it for stats.json."""
     total = sum(b.bytes for b in bounds.values())
     what = ", ".join(f"{b.records:,} {kind} (~{b.bytes / 2**20:,.0f} MiB)" for kind, b in bounds.items())
+    # torchrun's LOCAL_WORLD_SIZE ranks share this machine's memory.
+    local = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    if total * local > WINDOW_RAM_SHARE * ram:
+        log.warning("the shuffle windows of this machine's %d rank(s) would hold ~%.1f GiB, more "
+                    "than %.0f%% of its %.1f GiB: lower block_rows or shuffle_blocks (or run more "
+                    "ranks: lanes are dealt over them)", local, total * local / 2**30,
+                    100 * WINDOW_RAM_SHARE, ram / 2**30)  # fmt: skip
     log.info("shuffle windows hold at most %s on this rank: %d lanes x languages x "
              "min(shuffle_blocks %d, blocks per lane) x block_rows %d; lower block_rows or "
              "shuffle_blocks if that does not fit", what, next(iter(bounds.values())).lanes,

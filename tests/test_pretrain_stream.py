@@ -330,3 +330,15 @@ def test_the_window_bound_is_what_the_lanes_hold_and_stops_growing(tmp_path):
     assert 0.9 < held[36] / bounds[36].bytes < 1.2, (held, bounds)
     # ...and 3x the corpus holds no more.
     assert held[36] < 1.1 * held[12], held
+
+
+def test_windows_larger_than_a_share_of_the_machine_are_warned_about(caplog):
+    ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    small = {"sentences": stream.WindowBound(1000, 100_000, 4)}
+    huge = {"sentences": stream.WindowBound(10**9, ram, 4)}  # the paper preset's 100k-row blocks
+    with caplog.at_level("INFO", logger="labse_model.stream"):
+        assert stream.log_window_bounds(small, 4, 512)["bytes"] == 100_000
+        assert not [r for r in caplog.records if r.levelname == "WARNING"]
+        stream.log_window_bounds(huge, 4, 100_000)
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warned) == 1 and "lower block_rows" in warned[0], warned
