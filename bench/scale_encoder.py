@@ -13,8 +13,9 @@ languages, every sentence checked distinct) and the pair ladder's (bench/scale_b
 
   sentences  DIR/<lang>/part-00000-NNNNN.parquet in the corpus jobs' layout (SENTENCE_SCHEMA of
              labse_common/formats.py, rows sorted by text, files of --rows-per-file rows, zstd,
-             ONE row group per file as pipelines/parquet_io.write_table writes them; a
-             --row-group-rows > 0 writes smaller row groups instead, to compare).
+             ONE row group per file by default, as the corpus jobs wrote them until
+             2026-11-25 and as the recorded ladder runs used; the jobs now write groups of
+             corpus.row_group_rows = 10,000: --row-group-rows 10000 matches them).
   pairs      DIR/<lang>/part-NNNNN.tsv (src, trg, src_lang, trg_lang: the TSV form the stage
              runner's train_pairs.tsv has), or Parquet (PAIR_SCHEMA) with --pair-format parquet.
 
@@ -508,8 +509,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="rows per sentence Parquet file and per pair file (the demo preset's "
                     "corpus.rows_per_file)")  # fmt: skip
     ap.add_argument("--row-group-rows", type=int, default=0,
-                    help="rows per Parquet row group of the sentence files; 0 = one per file, "
-                    "as the corpus jobs write them")  # fmt: skip
+                    help="rows per Parquet row group of the sentence files; 0 = one per file "
+                    "(the recorded runs); 10000 = as the corpus jobs write them now")  # fmt: skip
     ap.add_argument("--pair-format", choices=["tsv", "parquet"], default="tsv",
                     help="pair shards: TSV (as the runner's train_pairs.tsv) or Parquet")  # fmt: skip
     ap.add_argument("--data", default=str(REPO.parent / "shared" / "data"),

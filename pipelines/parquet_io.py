@@ -26,8 +26,9 @@ class WriteSentenceShard(beam.DoFn):
     :func:`pipelines.dedup.order_key` order (the file shuffle's merge), holding one file's rows.
     """
 
-    def __init__(self, output: str, rows_per_file: int) -> None:
+    def __init__(self, output: str, rows_per_file: int, row_group_rows: int | None = None) -> None:
         self.output, self.rows_per_file = output, rows_per_file
+        self.row_group_rows = row_group_rows
 
     def process(self, kv):
         key, acc = kv
@@ -64,7 +65,7 @@ class WriteSentenceShard(beam.DoFn):
         counts = pa.array([e[1] for e in chunk], pa.int32())
         table = pa.Table.from_arrays([*arrays, counts], schema=SENTENCE_SCHEMA)
         return write_table(table, FileSystems.join(
-            self.output, lang, f"part-{shard:05d}-{part:05d}.parquet"))
+            self.output, lang, f"part-{shard:05d}-{part:05d}.parquet"), self.row_group_rows)
 
 
 def write_table(table: pa.Table, path: str, row_group_size: int | None = None) -> str:

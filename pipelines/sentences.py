@@ -28,7 +28,7 @@ def finish_sentences(docs, output: str, cfg: CorpusConfig, stats: list, stage: s
     runner = branches[0].pipeline.options.view_as(StandardOptions).runner
     files = use_file_shuffle(cfg.shuffle, runner)
     keep_dropped = cfg.write_dropped
-    writer = WriteSentenceShard(output, cfg.rows_per_file)
+    writer = WriteSentenceShard(output, cfg.rows_per_file, cfg.row_group_rows)
     kept, dropped = [], []
     for i, branch in enumerate(branches):
         sfx = f"{i}" if i else ""

@@ -7,6 +7,7 @@ import random
 from operator import itemgetter
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
 from pipelines import commoncrawl
@@ -67,8 +68,15 @@ def test_file_shuffle_writes_the_same_files_as_the_in_memory_combine(tmp_path, e
         # spill_fan_in=2: a group's 3-5 spill files are merged in rounds before the last merge
         rc = commoncrawl.main(["--input", str(inp / "*"), "--output", str(out), "--set",
                                f"shuffle={mode}", "--set", "spill_rows=1000", "--set",
-                               "spill_fan_in=2", "--direct_num_workers", "2", *extra])  # fmt: skip
+                               "spill_fan_in=2", "--set", "row_group_rows=500",
+                               "--direct_num_workers", "2", *extra])  # fmt: skip
         assert rc == 0
+        # corpus.row_group_rows: files of many groups (a training stream's block decodes from
+        # its group's start, not the file's)
+        metas = [pq.read_metadata(p) for p in out.glob("*/part-*.parquet")
+                 if not p.parent.name.startswith("_")]  # the kept sentences, not _dropped/
+        groups = [m.row_group(g).num_rows for m in metas for g in range(m.num_row_groups)]
+        assert max(groups) <= 500 and max(m.num_row_groups for m in metas) > 1, groups
         stats = read_stats(out)
         assert_balanced(stats)
         outs[mode] = (stats["counts"], _files(out))

@@ -20,6 +20,7 @@ class CorpusConfig:
     dedup: bool = option(True, help="exact dedup across the whole job")
     write_dropped: bool = option(False, help="also write dropped lines/sentences with their reason")
     rows_per_file: int = option(100_000, min=1, help="Parquet rows per output file")
+    row_group_rows: int = option(10_000, min=1, help="Parquet rows per row group of the sentence files: a reader that starts mid-file (a training stream's block) decodes from its group's start")
     shards_per_language: int = option(1, min=1, help="dedup groups per language (~rows/1M)")
     shuffle: str = shuffle_option("kept rows", "(language, shard) dedup group")
     spill_rows: int = spill_rows_option(200_000, "rows")
