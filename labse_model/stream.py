@@ -284,6 +284,8 @@ WINDOW_RAM_SHARE = 0.25  # windows above this share of the machine's memory are 
 def log_window_bounds(bounds: dict[str, WindowBound], shuffle_blocks: int, block_rows: int) -> dict:
     """Log what the shuffle windows will hold on this rank (the stage's largest data structure,
     bounded) and return it for stats.json."""
+    if not bounds:
+        return {}
     total = sum(b.bytes for b in bounds.values())
     what = ", ".join(f"{b.records:,} {kind} (~{b.bytes / 2**20:,.0f} MiB)" for kind, b in bounds.items())
     # torchrun's LOCAL_WORLD_SIZE ranks share this machine's memory.
@@ -382,8 +384,8 @@ def _parquet_records(pf, rg: int, cols: list[str], kind: str, start: int = 0) ->
 
     Not ``read_row_group``: that decodes the whole group (a corpus file's 100k-200k rows) for
     every block of ``block_rows`` read from it, so the decode buffers followed the writer's
-    row-group size (+29 MiB at 59k-row groups against 18k, bench/README "Where pretraining's
-    memory goes"), and the rows after the block were decoded for nothing."""
+    row-group size (the stream alone at 100x: 189 MiB, 177 now; bench/README "Where
+    pretraining's memory goes"), and the rows after the block were decoded for nothing."""
     skip = start
     for batch in pf.iter_batches(batch_size=_CONVERT_ROWS, row_groups=[rg], columns=cols,
                                  use_threads=False):  # fmt: skip
