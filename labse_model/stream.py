@@ -219,12 +219,11 @@ class ScanResult:
         self.sample_bytes += other.sample_bytes
         self.sample_n += other.sample_n
 
-    def _sample(self, rec, k: int) -> None:
-        if k % SIZE_SAMPLE == 0:
-            self.sample_bytes += record_bytes(rec)
-            self.sample_n += 1
+    def add_size_sample(self, rec) -> None:
+        self.sample_bytes += record_bytes(rec)
+        self.sample_n += 1
 
-    def record_bytes(self) -> float:
+    def mean_record_bytes(self) -> float:
         """Mean Python bytes of a usable record (0 when none was sampled)."""
         return self.sample_bytes / self.sample_n if self.sample_n else 0.0
 
@@ -275,7 +274,7 @@ def window_bound(res: ScanResult, lanes: int, lanes_on_rank: int, shuffle_blocks
         k = min(shuffle_blocks, dealt)
         per_lane += sum(sorted((b.rows for b in blocks), reverse=True)[:k])
     records = lanes_on_rank * per_lane
-    return WindowBound(records, int(records * res.record_bytes()), lanes_on_rank)
+    return WindowBound(records, int(records * res.mean_record_bytes()), lanes_on_rank)
 
 
 WINDOW_RAM_SHARE = 0.25  # windows above this share of the machine's memory are warned about
@@ -442,7 +441,8 @@ def _scan_file(
                             res.heldout.append(rec.record)
                     elif rec is not None:
                         n += 1
-                        res._sample(rec, raw)
+                        if raw % SIZE_SAMPLE == 0:
+                            res.add_size_sample(rec)
                         if n == block_rows:
                             blocks.append(Block(path, "parquet", rg, n, start))
                             n, start = 0, raw
@@ -462,7 +462,8 @@ def _scan_file(
                         res.heldout.append(rec.record)
                 elif rec is not None:
                     n += 1
-                    res._sample(rec, line_no)
+                    if line_no % SIZE_SAMPLE == 0:
+                        res.add_size_sample(rec)
                     if n == block_rows:
                         blocks.append(Block(path, "text", len(blocks), n, start_line, start_off))
                         n, start_line, start_off = 0, line_no, max(off, 0)
