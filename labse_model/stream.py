@@ -31,13 +31,14 @@ import os
 import sys
 import zlib
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from labse_common.datafiles import STREAM_BUFFER, LostRows, count_lost, read_row_group_surviving
 from labse_common.errors import InputError
 from labse_common.stats import StageCounter
+from labse_model.stream_blocks import Block, BlockList
 
 log = logging.getLogger(__name__)
 
@@ -188,19 +189,9 @@ def _text_lines(path: str, start_offset: int = 0) -> Iterator[tuple[str, int]]:
 # --- blocks and the scan --------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Block:
-    path: str
-    fmt: str  # "parquet" | "text"
-    part: int  # Parquet row group, or block number within a text file
-    rows: int  # usable records in the block
-    line: int = 0  # text: first raw line of the block; Parquet: first row within the row group
-    offset: int = 0  # text: byte offset of that line (0 for .gz, read from the start)
-
-
 @dataclass
 class ScanResult:
-    groups: dict[str, list[Block]] = field(default_factory=dict)
+    groups: dict[str, BlockList] = field(default_factory=dict)
     counts: dict[str, int] = field(default_factory=dict)
     heldout: list = field(default_factory=list)
     # Python bytes of every SIZE_SAMPLE-th usable record and how many were sampled: what one
@@ -210,7 +201,7 @@ class ScanResult:
 
     def merge(self, other: ScanResult) -> None:
         for g, bl in other.groups.items():
-            self.groups.setdefault(g, []).extend(bl)
+            self.groups.setdefault(g, BlockList()).extend(bl)
         c = StageCounter()
         c.merge(self.counts)
         c.merge(other.counts)
@@ -229,10 +220,10 @@ class ScanResult:
 
     def sort(self) -> None:
         for bl in self.groups.values():
-            bl.sort(key=lambda b: (b.path, b.part, b.line))
+            bl.sort()
 
     def total_rows(self) -> int:
-        return sum(b.rows for bl in self.groups.values() for b in bl)
+        return sum(bl.total_rows() for bl in self.groups.values())
 
 
 SIZE_SAMPLE = 64  # one usable record in 64 is measured by the scan (sys.getsizeof)
@@ -272,7 +263,7 @@ def window_bound(res: ScanResult, lanes: int, lanes_on_rank: int, shuffle_blocks
     for blocks in res.groups.values():
         dealt = -(-len(blocks) // lanes)
         k = min(shuffle_blocks, dealt)
-        per_lane += sum(sorted((b.rows for b in blocks), reverse=True)[:k])
+        per_lane += int(np.sort(blocks.rows)[::-1][:k].sum(dtype=np.int64))
     records = lanes_on_rank * per_lane
     return WindowBound(records, int(records * res.mean_record_bytes()), lanes_on_rank)
 
@@ -474,7 +465,7 @@ def _scan_file(
         if n:
             blocks.append(Block(path, "text", len(blocks), n, start_line, start_off))
     if blocks:
-        res.groups.setdefault(group, []).extend(blocks)
+        res.groups.setdefault(group, BlockList()).extend(blocks)
         counter.add_out(FILE_UNIT)
     else:
         counter.add_dropped(FILE_UNIT, "empty")
@@ -531,12 +522,12 @@ def scan_distributed(groups, kind, block_rows, heldout_fraction, max_heldout, in
         return mine
     import torch.distributed as dist
 
+    # A ScanResult pickles its block tables as arrays (stream_blocks): one bytes copy per rank.
     parts: list = [None] * info.world_size
-    dist.all_gather_object(parts, asdict(mine))
+    dist.all_gather_object(parts, mine)
     total = ScanResult()
     for p in parts:
-        total.merge(ScanResult({g: [Block(**b) for b in bl] for g, bl in p["groups"].items()},
-                               p["counts"], p["heldout"], p["sample_bytes"], p["sample_n"]))  # fmt: skip
+        total.merge(p)
     total.heldout = total.heldout[:max_heldout]
     total.sort()
     return total
@@ -600,46 +591,48 @@ def read_block(block: Block, kind: str, heldout_fraction: float) -> list:
 # --- deterministic lanes ---------------------------------------------------------------------
 
 
-def mixing_probabilities(groups: dict[str, list[Block]], alpha: float) -> dict[str, float]:
+def mixing_probabilities(groups: dict[str, BlockList], alpha: float) -> dict[str, float]:
     """q_g proportional to (n_g / N) ** alpha over groups with records (LaBSE: alpha = 0.3)."""
     from labse_model.vocab.smoothing import smoothed_shares
 
-    totals = {g: sum(b.rows for b in bl) for g, bl in groups.items()}
+    totals = {g: bl.total_rows() for g, bl in groups.items()}
     return smoothed_shares(totals, alpha)
 
 
 class _GroupLane:
     """One group's endless record stream for one lane, positioned by record count."""
 
-    def __init__(self, blocks: list[Block], gid: int, lane: int, lanes: int, seed: int,
+    def __init__(self, blocks: BlockList, gid: int, lane: int, lanes: int, seed: int,
                  shuffle_blocks: int, kind: str, heldout: float):  # fmt: skip
         self.blocks, self.gid, self.lane, self.lanes = blocks, gid, lane, lanes
         self.seed, self.window, self.kind, self.heldout = seed, shuffle_blocks, kind, heldout
 
-    def _epoch_blocks(self, epoch: int) -> list[Block]:
+    def _epoch_blocks(self, epoch: int) -> np.ndarray:
+        """Indices of the blocks this lane reads in ``epoch``, in reading order."""
         perm = np.random.default_rng([self.seed, 2, self.gid, epoch]).permutation(len(self.blocks))
         # The deal rotates each epoch, so a group with fewer blocks than lanes still feeds
         # every lane (its lane-epochs without a block are skipped).
-        return [self.blocks[b] for k, b in enumerate(perm) if (k + epoch) % self.lanes == self.lane]
+        return perm[(np.arange(len(perm)) + epoch) % self.lanes == self.lane]
 
     def records(self, start: int) -> Iterator:
         epoch, skip = 0, start
+        all_rows = self.blocks.rows
         while True:
             eb = self._epoch_blocks(epoch)
-            size = sum(b.rows for b in eb)
+            rows = all_rows[eb]
+            size = int(rows.sum(dtype=np.int64))
             if skip >= size:
                 skip -= size
                 epoch += 1
                 continue
             for w in range(0, len(eb), self.window):
-                win = eb[w : w + self.window]
-                n = sum(b.rows for b in win)
+                n = int(rows[w : w + self.window].sum(dtype=np.int64))
                 if skip >= n:
                     skip -= n
                     continue
                 recs: list = []
-                for b in win:
-                    recs.extend(read_block(b, self.kind, self.heldout))
+                for b in eb[w : w + self.window]:
+                    recs.extend(read_block(self.blocks[b], self.kind, self.heldout))
                 order = np.random.default_rng(
                     [self.seed, 3, self.gid, self.lane, epoch, w]
                 ).permutation(len(recs))
@@ -712,6 +705,6 @@ def iter_all_records(scan_res: ScanResult, kind: str, heldout: float = 0.0) -> I
 
 
 __all__ = [
-    "Block", "Lane", "ScanResult", "expand_inputs", "finish_groups", "iter_all_records",
+    "Block", "BlockList", "Lane", "ScanResult", "expand_inputs", "finish_groups", "iter_all_records",
     "lanes_of_rank", "parse_pair_line", "read_block", "scan", "scan_distributed",
 ]  # fmt: skip
