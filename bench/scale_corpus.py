@@ -186,34 +186,72 @@ def _tree_rss(p: psutil.Process) -> tuple[int, int]:
     return total, largest
 
 
-def reap(proc: subprocess.Popen) -> int | None:
-    """Non-blocking wait for ``proc``: None while it runs; once it has ended, its return code is
-    set and its kernel high-water RSS in bytes is returned (``wait4``'s ``ru_maxrss``: the
-    largest of the process and the children it waited for).
-
-    Sampling every 0.2 s misses spikes shorter than that (a batch's tensors), and a longer run
-    (more samples) is likelier to land on one; the high-water mark is exact whatever the run's
-    length."""
-    pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+def reap(proc: subprocess.Popen) -> bool:
+    """Non-blocking wait for ``proc``: False while it runs; once it has ended, True, with its
+    return code set."""
+    pid, status, _usage = os.wait4(proc.pid, os.WNOHANG)
     if pid == 0:
-        return None
+        return False
     proc.returncode = os.waitstatus_to_exitcode(status)
-    return usage.ru_maxrss * 1024
+    return True
+
+
+def proc_hwm(pid: int) -> int:
+    """The kernel high-water RSS of process ``pid``'s own address space (``VmHWM``), in bytes;
+    0 where it cannot be read (the process has ended)."""
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+class HighWater:
+    """The largest ``VmHWM`` seen of each process of a tree, sampled with the RSS.
+
+    The high-water mark is monotonic, so a sample sees every spike before it, however short
+    (0.2 s RSS samples miss a batch's tensors, and a longer run is likelier to land on one);
+    only a rise in a process's last interval before it exits is missed.
+
+    Not ``wait4``'s ``ru_maxrss``: for a child started by ``subprocess`` (vfork, then exec)
+    Linux counts the parent's high-water mark into the child's, so once a bench had generated a
+    large input in-process every later stage read the bench's own peak (measured: a 13 MiB
+    child read 1,514 MiB after its parent had held 1.5 GB; the 2026-11-26 note in
+    bench/README.md says which figures it touched)."""
+
+    def __init__(self) -> None:
+        self.by_pid: dict[int, int] = {}
+
+    def sample(self, root: psutil.Process) -> None:
+        try:
+            procs = [root, *root.children(recursive=True)]
+        except psutil.Error:
+            return
+        for q in procs:
+            self.by_pid[q.pid] = max(self.by_pid.get(q.pid, 0), proc_hwm(q.pid))
+
+    def largest(self) -> int:
+        return max(self.by_pid.values(), default=0)
 
 
 def run_measured(cmd: list[str]) -> dict:
     """Run ``cmd`` and measure it: wall seconds, ``peak_rss`` (the process tree's summed RSS,
     sampled every 0.2 s, or the largest process's high-water mark where that is higher: a
-    one-process stage's exact peak), ``peak_proc_rss`` (largest process) and ``sampled_peak_rss``
-    (the sampling alone, as the figures before 2026-11-25 were taken)."""
+    one-process stage's peak, see :class:`HighWater`), ``peak_proc_rss`` (largest process) and
+    ``sampled_peak_rss`` (the sampling alone, as the figures before 2026-11-25 were taken)."""
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     ps, peak, peak_proc = psutil.Process(proc.pid), 0, 0
+    hw = HighWater()
     err = []
     reader = threading.Thread(target=lambda: err.append(proc.stderr.read()), daemon=True)
     reader.start()
-    while (hwm := reap(proc)) is None:
+    while not reap(proc):
         total, largest = _tree_rss(ps)
+        hw.sample(ps)
         peak, peak_proc = max(peak, total), max(peak_proc, largest)
         time.sleep(0.2)
     reader.join()
@@ -222,6 +260,7 @@ def run_measured(cmd: list[str]) -> dict:
         raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}):\n{err[0].decode()[-3000:]}")
     # The tree's sum grows with the number of busy workers (one per input file here, up to
     # --direct_num_workers); the largest process is what one worker or the driver needs.
+    hwm = hw.largest()
     return {"seconds": dt, "peak_rss": max(peak, hwm), "peak_proc_rss": max(peak_proc, hwm),
             "sampled_peak_rss": peak}  # fmt: skip
 

@@ -72,7 +72,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench.scale_bench import ISO1, PairMaker, parallel_pools  # noqa: E402
-from bench.scale_corpus import SentenceMaker, dir_bytes, load_pools, reap  # noqa: E402
+from bench.scale_corpus import HighWater, SentenceMaker, dir_bytes, load_pools, reap  # noqa: E402
 
 log = logging.getLogger("scale_encoder")
 MB = 1 << 20
@@ -295,10 +295,11 @@ def run_sampled(cmd: list[str], metrics: Path | None = None) -> dict:
     err: list[bytes] = []
     reader = threading.Thread(target=lambda: err.append(proc.stderr.read()), daemon=True)
     reader.start()
-    peak = 0
+    peak, hw = 0, HighWater()
     marks: list[tuple[int, float]] = []  # (steps logged, CPU seconds) when the count changed
-    while (hwm := reap(proc)) is None:
+    while not reap(proc):
         rss, cpu = _tree(ps)
+        hw.sample(ps)
         peak = max(peak, rss)
         if metrics is not None:
             n = logged_steps(metrics)
@@ -311,8 +312,8 @@ def run_sampled(cmd: list[str], metrics: Path | None = None) -> dict:
     if proc.returncode:
         raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}):\n{err[0].decode()[-3000:]}")
     cpu = (r1.ru_utime + r1.ru_stime) - (r0.ru_utime + r0.ru_stime)
-    # One process: its high-water mark is the exact peak (see scale_corpus.reap).
-    out = {"seconds": dt, "peak_rss": max(peak, hwm), "sampled_peak_rss": peak, "cpu_seconds": cpu}
+    # One process: its high-water mark is its peak (scale_corpus.HighWater).
+    out = {"seconds": dt, "peak_rss": max(peak, hw.largest()), "sampled_peak_rss": peak, "cpu_seconds": cpu}
     if len(marks) >= 2 and marks[-1][0] > marks[0][0]:
         (a, ca), (b, cb) = marks[0], marks[-1]
         out.update(cpu_per_step=(cb - ca) / (b - a), cpu_window_steps=[a, b])

@@ -526,8 +526,9 @@ def scan_distributed(groups, kind, block_rows, heldout_fraction, max_heldout, in
     parts: list = [None] * info.world_size
     dist.all_gather_object(parts, mine)
     total = ScanResult()
-    for p in parts:
+    for i, p in enumerate(parts):
         total.merge(p)
+        parts[i] = None  # its arrays go once the merged columns are joined (in sort), not at return
     total.heldout = total.heldout[:max_heldout]
     total.sort()
     return total
