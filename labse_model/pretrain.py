@@ -350,9 +350,10 @@ def pretrain(
 
     counts = stream.StageCounter()
     sents = pair_scan = None
+    scan_dir = os.path.join(output, "scan")  # the scans, kept for a restart (labse_model.scan_cache)
     if sentences and cfg.mlm_batch_size:
         groups = stream.expand_inputs(sentences)
-        sents = stream.scan_distributed(groups, stream.SENTENCES, cfg.block_rows, cfg.heldout_fraction, cfg.max_heldout, info)
+        sents = stream.scan_distributed(groups, stream.SENTENCES, cfg.block_rows, cfg.heldout_fraction, cfg.max_heldout, info, scan_dir)
         stream.finish_groups(sents, sorted(groups), stream.SENTENCES)
         if sents.total_rows() == 0:
             raise stream.NoUsableInput(None, "no usable sentences in the given inputs (all empty "
@@ -360,7 +361,7 @@ def pretrain(
         counts.merge(sents.counts)
     if pairs and cfg.tlm_batch_size:
         groups = stream.expand_inputs(pairs)
-        pair_scan = stream.scan_distributed(groups, stream.PAIRS, cfg.block_rows, cfg.heldout_fraction, cfg.max_heldout, info)
+        pair_scan = stream.scan_distributed(groups, stream.PAIRS, cfg.block_rows, cfg.heldout_fraction, cfg.max_heldout, info, scan_dir)
         if pair_scan.total_rows() == 0:
             raise stream.NoUsableInput(None, "no usable pairs in the given inputs (all empty, "
                                        "malformed or unreadable)", "--pairs")  # fmt: skip

@@ -514,8 +514,39 @@ def scan(
     return res
 
 
-def scan_distributed(groups, kind, block_rows, heldout_fraction, max_heldout, info) -> ScanResult:
-    """:func:`scan` on every rank's share, exchanged so every rank knows every block."""
+def scan_distributed(groups, kind, block_rows, heldout_fraction, max_heldout, info,
+                     cache_dir: str | None = None) -> ScanResult:  # fmt: skip
+    """:func:`scan` on every rank's share, exchanged so every rank knows every block.
+
+    With ``cache_dir`` (a run's output folder) the result is kept there, keyed on the inputs'
+    paths, sizes and modification times and the scan settings (``labse_model.scan_cache``): a
+    restart on the same inputs loads it instead of reading the corpus again. Rank 0 decides and
+    sends its answer to the others, so every rank takes the same path."""
+    key = None
+    if cache_dir is not None:
+        from labse_model import scan_cache
+
+        cached = None
+        if info.is_main:
+            key = scan_cache.cache_key(groups, kind, block_rows, heldout_fraction, max_heldout)
+            cached = scan_cache.load(cache_dir, kind, key)
+        if info.world_size > 1:
+            import torch.distributed as dist
+
+            box = [cached]
+            dist.broadcast_object_list(box, src=0)
+            cached = box[0]
+        if cached is not None:
+            log.info("%s scan loaded from %s (%d blocks): the inputs are as they were", kind,
+                     cache_dir, sum(len(b) for b in cached.groups.values()))  # fmt: skip
+            return cached
+    total = _scan_all_ranks(groups, kind, block_rows, heldout_fraction, max_heldout, info)
+    if key is not None:
+        scan_cache.save(cache_dir, kind, key, total)
+    return total
+
+
+def _scan_all_ranks(groups, kind, block_rows, heldout_fraction, max_heldout, info) -> ScanResult:
     mine = scan(groups, kind, block_rows, heldout_fraction, max_heldout, info.rank, info.world_size)
     if info.world_size == 1:
         mine.sort()

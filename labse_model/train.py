@@ -191,7 +191,9 @@ def train(
     os.makedirs(os.path.join(output, "checkpoints"), exist_ok=True)
 
     groups = stream.expand_inputs(pairs)
-    scan_res = stream.scan_distributed(groups, PAIR_UNIT, cfg.block_rows, 0.0, 0, info)
+    # The scan is kept in the output for a restart (labse_model.scan_cache).
+    scan_res = stream.scan_distributed(groups, PAIR_UNIT, cfg.block_rows, 0.0, 0, info,
+                                       os.path.join(output, "scan"))
     n_pairs = scan_res.total_rows()
     if n_pairs == 0:
         raise stream.NoUsableInput(None, "no usable pairs in the given files (all empty, "

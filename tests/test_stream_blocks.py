@@ -79,3 +79,45 @@ def test_the_deal_is_the_documented_rotation():
         perm = np.random.default_rng([11, 2, 2, epoch]).permutation(len(bl))
         want = [bl[int(b)] for k, b in enumerate(perm) if (k + epoch) % lanes == lane]
         assert [bl[int(i)] for i in gl._epoch_blocks(epoch)] == want
+
+
+def test_a_restart_loads_the_scan_and_a_changed_input_is_scanned_again(tmp_path, monkeypatch):
+    """The scan is kept under the output (scan_distributed's cache_dir): the same inputs load it
+    without reading a record; a file rewritten (new size) or added is scanned again."""
+    import os
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from labse_model.distributed import DistInfo
+
+    data = tmp_path / "in"
+    for lang, n in (("de", 1200), ("fr", 300)):
+        (data / lang).mkdir(parents=True)
+        pq.write_table(pa.table({"text": [f"{lang} Satz {i}." for i in range(n)]}),
+                       data / lang / "a.parquet", row_group_size=500)  # fmt: skip
+    cache = str(tmp_path / "out" / "scan")
+
+    def run():
+        groups = stream.expand_inputs([str(data)])
+        return stream.scan_distributed(groups, stream.SENTENCES, 256, 0.05, 10, DistInfo(), cache)
+
+    first = run()
+    assert os.path.exists(os.path.join(cache, "sentences.pkl"))
+    real_scan_file = stream._scan_file
+    calls = []
+    monkeypatch.setattr(stream, "_scan_file", lambda *a, **k: calls.append(a[0]) or real_scan_file(*a, **k))
+    again = run()
+    assert calls == []  # nothing read
+    assert {g: list(b) for g, b in again.groups.items()} == {g: list(b) for g, b in first.groups.items()}
+    assert again.counts == first.counts and again.heldout == first.heldout
+
+    pq.write_table(pa.table({"text": [f"fr phrase {i}." for i in range(700)]}), data / "fr" / "a.parquet")
+    changed = run()
+    assert sorted(calls) == sorted(str(p) for p in data.rglob("*.parquet"))
+    assert changed.groups["fr"].total_rows() > first.groups["fr"].total_rows()
+    calls.clear()
+    assert run().total_rows() == changed.total_rows() and calls == []  # the new scan was kept
+    (data / "el").mkdir()
+    pq.write_table(pa.table({"text": [f"καλημέρα κόσμε {i}." for i in range(50)]}), data / "el" / "a.parquet")
+    assert "el" in run().groups and calls  # a file added: scanned again
