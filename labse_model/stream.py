@@ -7,6 +7,8 @@ Nothing here holds a corpus in memory. The moving parts:
   records of a text file or of a Parquet row group. A scan at start-up (each rank scans its
   share of the shards, the results are exchanged) counts the usable records of every block and the drops per
   reason, so ``stats.json`` counts each input record once, however many epochs the run makes.
+  Every rank holds the table of all blocks as columns (``stream_blocks.BlockList``); the
+  commands keep the scan in their output for a restart (``scan_cache``).
 * **Lanes.** The global micro-batch of ``B`` records is the concatenation of ``S`` lanes (a fixed
   config value, independent of the number of ranks), each contributing ``B / S`` records. Lane
   ``j`` is an endless, deterministic record stream; rank ``r`` of ``W`` runs lanes
