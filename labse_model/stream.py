@@ -359,15 +359,16 @@ class _Validator:
         return rec
 
 
-class SchemaError(ValueError):
-    """A Parquet shard without the columns a stage needs: the user's mistake, not damage."""
+class SchemaError(InputError, ValueError):
+    """A Parquet shard without the columns a stage needs: the user's mistake, not damage (one
+    line naming the file, exit 2 on the command line; a ValueError for library callers)."""
 
 
 def _parquet_columns(kind: str, names: Sequence[str], path: str) -> list[str]:
     need = ["src", "trg"] if kind == PAIRS else ["text"]
     missing = [c for c in need if c not in names]
     if missing:
-        raise SchemaError(f"{path}: Parquet {kind} file lacks column(s) {missing}")
+        raise SchemaError(path, f"Parquet {kind} file lacks column(s) {missing}")
     return need
 
 

@@ -121,3 +121,23 @@ def test_a_restart_loads_the_scan_and_a_changed_input_is_scanned_again(tmp_path,
     (data / "el").mkdir()
     pq.write_table(pa.table({"text": [f"καλημέρα κόσμε {i}." for i in range(50)]}), data / "el" / "a.parquet")
     assert "el" in run().groups and calls  # a file added: scanned again
+
+
+def test_a_parquet_without_the_needed_columns_is_one_error_line_and_exit_2(tmp_path):
+    """A pairs Parquet with no src/trg is the user's mistake: the command names the file and
+    exits 2 (it was a SchemaError traceback, exit 1)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    bad = tmp_path / "nocol.parquet"
+    pq.write_table(pa.table({"foo": ["a", "b"]}), bad)
+    p = subprocess.run([sys.executable, "-m", "labse_model", "train", "--pairs", str(bad),
+                        "--output", str(tmp_path / "out"), "--max-steps", "1", "threads=1"],
+                       cwd=Path(__file__).resolve().parents[1], capture_output=True, text=True,
+                       timeout=300)  # fmt: skip
+    assert p.returncode == 2, p.stderr[-2000:]
+    assert "Traceback" not in p.stderr and f"{bad}: Parquet pairs file lacks column(s)" in p.stderr
