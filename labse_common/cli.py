@@ -52,6 +52,8 @@ USAGE_ERRORS: tuple[type[BaseException], ...] = (
     PermissionError,
 )  # fmt: skip
 EXIT_INTERRUPTED = 130
+#: ``pipelines.run``: the run waits for a person to label the sample of mined pairs (not a failure).
+EXIT_NEEDS_LABELS = 3
 
 
 # --- flags ---------------------------------------------------------------------------------

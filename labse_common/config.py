@@ -95,8 +95,9 @@ def preset_path(name_or_path: str | os.PathLike) -> Path:
     return path
 
 
-def read_preset(name_or_path: str | os.PathLike) -> dict[str, Any]:
-    """The whole preset as a dict; a malformed YAML file is a ConfigError with its position."""
+def read_preset(name_or_path: str | os.PathLike, _chain: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The whole preset as a dict (``extends:`` resolved); a malformed YAML file is a
+    ConfigError with its position."""
     path = preset_path(name_or_path)
     try:
         with open(path, encoding="utf-8") as f:
@@ -109,7 +110,33 @@ def read_preset(name_or_path: str | os.PathLike) -> dict[str, Any]:
         return {}
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: the top level must be a mapping of sections")
-    return data
+    base = data.pop(EXTENDS, None)
+    if base is None:
+        return data
+    # `extends: demo` (or a path, relative to this file): that preset, with this file's keys
+    # merged over it section by section, so a user's config holds only what differs.
+    if not isinstance(base, str):
+        raise ConfigError(f"{path}: {EXTENDS} must name a preset or a YAML file, not {base!r}")
+    chain = (*_chain, str(path.resolve()))
+    target = base if base in PRESETS or os.path.isabs(base) else str(path.parent / base)
+    if target not in PRESETS and str(Path(target).resolve()) in chain:
+        raise ConfigError(f"{path}: {EXTENDS} {base!r} leads back to itself")
+    return _merge(read_preset(target, _chain=chain), data)
+
+
+EXTENDS = "extends"
+
+
+def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    """``over`` merged into a copy of ``base``: mappings key by key, anything else replaced (a
+    list is replaced whole, and null replaces a mapping)."""
+    out = copy.deepcopy(base)
+    for key, value in over.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
 
 
 def load_section(name_or_path: str | os.PathLike, section: str) -> dict[str, Any]:

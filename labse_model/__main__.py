@@ -290,6 +290,9 @@ def run_train(args: argparse.Namespace) -> int:
     # keys, wrong types, NaN and out-of-range values, naming the key (exit status 2).
     model_cfg = to_dict(load("model", args.config, model_ov))
     train_cfg = load("train", args.config, train_ov)  # the typed section goes to train() as is
+    steps, flag = (args.max_steps, "--max-steps") if args.max_steps is not None else (train_cfg.steps, "train.steps")
+    if steps < 1:  # 0 is the runner's "no training" (with model.init); here it would be a no-op
+        raise UsageError(f"{flag} is {steps}: nothing to train (give at least 1 step)")
     require_local(args.output, "--output", "labse_model train (torch checkpoints)")
     _check_inputs("--pairs", args.pairs, "pair file")
     _check_dirs(("--vocab", args.vocab), ("--init", args.init))

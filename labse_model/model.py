@@ -125,6 +125,7 @@ def build_config(vocab_size: int, pad_token_id: int = 0, **model_cfg: Any) -> Be
     keys.update({k: v for k, v in model_cfg.items() if v is not None})
     dropout = keys.pop("dropout", 0.1)
     keys.pop("vocab_size", None)  # always the tokenizer's
+    keys.pop("init", None)  # where to start from (the runner's model.init), not a shape
     return BertConfig(
         vocab_size=vocab_size,
         pad_token_id=pad_token_id,

@@ -1,31 +1,31 @@
-"""The demo's own small steps between the stage CLIs (each a command the runner calls):
+"""The runner's small steps between the stage CLIs (each a command the runner calls):
 
-    python -m pipelines.e2e_tasks prepare   --data DIR --output DIR [--config C] [--set run.KEY=V]
+    python -m pipelines.e2e_tasks inputs    --pairs GLOB --eval GLOB --text GLOB --output DIR
+    python -m pipelines.e2e_tasks labels    --sample S --candidates P --file LABELS.tsv --output DIR
     python -m pipelines.e2e_tasks sentences --corpus DIR [--corpus DIR] --extra DIR --output DIR
     python -m pipelines.e2e_tasks embed     --sentences DIR --langs de en --model DIR --output DIR
     python -m pipelines.e2e_tasks score     --bitext DIR --gold FILE --sentences DIR --output DIR
 
-prepare: splits the Tatoeba-layout pairs of ``--data`` into training pairs, held-out pairs
-(evaluation and calibration) and the dev pairs whose sentences, both sides shuffled together,
-become one WET file of monolingual web text for the corpus jobs; the dev alignment is kept as
-``gold.tsv`` to measure the mined pairs. sentences: one canonically ordered Parquet per language
-from the corpus jobs (what is mined) and, with the training sentences added, what the vocabulary
-learns from. score: precision and recall of the final bitext (``python -m filters export``,
-:mod:`filters.bitext.export`) against the known alignment. concat: several pair files as one.
+inputs: the ``sources`` globs read into what the run trains on and measures against (training
+pairs, the CDS scorer's trusted pairs, the known alignment ``gold.tsv``, training sentences per
+language). labels: the gate before the final filter: the sample in the file a person labels,
+prefilled by pair text from earlier labels; exit status 3 until enough are labelled. sentences:
+one canonically ordered Parquet per language from the corpus jobs (what is mined) and, with the
+training sentences added, what the vocabulary learns from. score: precision and recall of the
+final bitext (``python -m filters export``) against the known alignment. concat: several pair
+files as one.
 
-prepare, sentences, embed and concat claim their output (:class:`~labse_common.output_dir.OutputDir`
-for a folder; a claim beside the file for concat), write it aside and commit it at the end: a
-second writer stops with exit status 2, an existing output needs ``--overwrite``. The runner
-calls them into its freshly emptied stage folders.
+inputs, labels, sentences, embed and concat claim their output
+(:class:`~labse_common.output_dir.OutputDir` for a folder; a claim beside the file for concat),
+write it aside and commit it at the end: a second writer stops with exit status 2, an existing
+output needs ``--overwrite``. The runner calls them into its freshly emptied stage folders.
 """
 
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import logging
-import random
 from collections import Counter
 from pathlib import Path
 
@@ -33,20 +33,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from labse_common.cli import add_log_level_option, add_overwrite_option, run_main
-from labse_common.config import load
 from labse_common.datafiles import read_json, read_parquet, read_text
 from labse_common.errors import InputError, UsageError
 from labse_common.formats import PROVENANCE_COLUMNS
-from labse_common.langs import TATOEBA_TO_LID
 from labse_common.logs import setup_logging
 from labse_common.output_dir import OutputDir, claimed_file
 from labse_common.stats import StageCounter, check_balanced, write_report
 
 log = logging.getLogger("pipelines.e2e_tasks")
-
-# Tatoeba's ISO 639-3 codes -> the lid.176 labels the corpus jobs use for folder names.
-LID_CODE = TATOEBA_TO_LID
-
 
 def _balanced(report: dict) -> None:
     errors = check_balanced(report)
@@ -54,199 +48,77 @@ def _balanced(report: dict) -> None:
         raise RuntimeError(f"unbalanced stats: {errors}")
 
 
-def _lines(path: Path) -> list[str]:
-    if not path.is_file():
-        raise InputError(path, "missing (expected beside the other Tatoeba files)", "--data")
-    return (
-        [s.strip() for s in read_text(path, "--data").splitlines()] if path.stat().st_size else []
-    )
+def inputs(pairs: list[str], evals: list[str], texts: list[str], out: Path, trusted: int,
+           lid_model: str | None = None, lid_threshold: float = 0.5, overwrite: bool = False,
+           demo: Path | None = None) -> dict:
+    """What the run trains on and measures against, from the ``sources`` globs: the training pairs
+    as one TSV (src, trg, src_lang, trg_lang), an even sample of them as the CDS scorer's trusted
+    pairs, the known alignment as ``gold.tsv``, and the training sentences per language (both
+    sides of the pairs and the plain text) for the vocabulary and MLM."""
+    if demo is not None:  # the demo builder's output; it has text only where --data has UD
+        from pipelines import demo_data
 
-
-def tatoeba_codes(tatoeba: Path, split: str) -> list[str]:
-    return sorted(p.name.split(".")[1].split("-")[0] for p in tatoeba.glob(f"{split}.*-eng.eng"))
-
-
-def _write_wet(path: Path, docs: list[list[str]], url: str) -> None:
-    from warcio.warcwriter import WARCWriter
-
-    from pipelines.synthetic import fixed_headers
-
-    buf = io.BytesIO()
-    w = WARCWriter(buf, gzip=True)
-    for n, doc in enumerate(docs):
-        rec = w.create_warc_record(f"{url}/{n}", "conversion", warc_content_type="text/plain",
-                                   payload=io.BytesIO("\n".join(doc).encode("utf-8")),
-                                   warc_headers_dict=fixed_headers(f"{url}/{n}", "conversion"))  # fmt: skip
-        w.write_record(rec)
-    path.write_bytes(buf.getvalue())
-
-
-def prepare(data: Path, out: Path, cfg, overwrite: bool = False) -> dict:
-    tatoeba = data / "tatoeba"
-    if not tatoeba.is_dir():
-        raise UsageError(
-            f"{tatoeba}: no tatoeba folder in --data (expected {{train,dev}}.XXX-eng.*)"
-        )
-    available = tatoeba_codes(tatoeba, "train")
-    missing = [c for c in cfg.langs if c not in available or c not in LID_CODE]
-    if missing:
-        raise UsageError(f"run.langs {missing} have no train.XXX-eng files in {tatoeba} "
-                         f"(found: {', '.join(available) or 'none'})")  # fmt: skip
-    train_codes = cfg.train_languages or available
+        pairs = [*pairs, str(demo / demo_data.PAIRS)]
+        evals = [*evals, str(demo / demo_data.EVAL)]
+        texts = [*texts, *([str(demo / demo_data.TEXT)] if list((demo / "text").glob("*.txt")) else [])]
     with OutputDir(out, overwrite).open() as claimed:  # written aside, committed at the end
-        return _prepare_into(tatoeba, list(train_codes), Path(claimed.tmp), cfg, data)
+        return _inputs_into(pairs, evals, texts, Path(claimed.tmp), trusted, lid_model, lid_threshold)
 
 
-def pud_split(data: Path, codes: list[str], n_planted: int, seed: int) -> tuple[dict, set[int]]:
-    """The PUD pairs of ``codes`` ({code: [(src, eng), ...]}, line order) and the line numbers
-    planted in the web text: one sample of line numbers for every language, because line i is
-    the same English sentence in every PUD file (a planted English sentence trained on through
-    another language would leak)."""
-    pud = data / "pud"
-    pairs = {}
-    for code in codes:
-        if (pud / f"train.{code}-eng.{code}").is_file():
-            src, eng = (
-                _lines(pud / f"train.{code}-eng.{code}"),
-                _lines(pud / f"train.{code}-eng.eng"),
-            )
-            if len(src) != len(eng):
-                raise InputError(pud / f"train.{code}-eng.{code}", f"{len(src)} lines vs {len(eng)} in its .eng",
-                                 "--data")  # fmt: skip
-            pairs[code] = list(zip(src, eng))
-    n = min((len(v) for v in pairs.values()), default=0)
-    planted = set(random.Random(seed).sample(range(n), min(n_planted, n)))
-    return pairs, planted
+def _inputs_into(pairs: list[str], evals: list[str], texts: list[str], out: Path, trusted: int,
+                 lid_model: str | None, lid_threshold: float) -> dict:  # fmt: skip
+    from labse_common.sources import detect_lines, expand_pairs, expand_texts, read_pairs_file
 
-
-def _ud_sentences(
-    data: Path, codes: list[str], exclude: set[str], counter: StageCounter
-) -> dict[str, list[str]]:
-    """ud/XXX.txt of ``codes`` and English, minus ``exclude`` (sentences that are mined)."""
-    out = {}
-    for code in [*codes, "eng"]:
-        f = data / "ud" / f"{code}.txt"
-        if f.is_file() and code in LID_CODE:
-            lines = _lines(f)
-            counter.add_in("ud_sentences", len(lines))
-            out[LID_CODE[code]] = [t for t in lines if t and t not in exclude]
-            counter.add_dropped("ud_sentences", "empty", sum(1 for t in lines if not t))
-            counter.add_dropped(
-                "ud_sentences", "mined_sentence", sum(1 for t in lines if t and t in exclude)
-            )
-            counter.add_out("ud_sentences", len(out[LID_CODE[code]]))
-    return out
-
-
-def _prepare_into(tatoeba: Path, train_codes: list[str], out: Path, cfg, data: Path) -> dict:
-    out.mkdir(parents=True, exist_ok=True)
     counter = StageCounter()
-    pud, pud_planted = (
-        pud_split(data, train_codes, cfg.pud_planted, cfg.shuffle_seed) if cfg.pud else ({}, set())
-    )
-    pairs, by_lang = [], {}
-    (out / "heldout").mkdir(exist_ok=True)
-    rng = random.Random(cfg.shuffle_seed)
-    for code in train_codes:
-        src, trg = (
-            _lines(tatoeba / f"train.{code}-eng.{code}"),
-            _lines(tatoeba / f"train.{code}-eng.eng"),
-        )
-        if len(src) != len(trg):
-            raise UsageError(f"train.{code}-eng: {len(src)} vs {len(trg)} lines")
-        rows = list(zip(src, trg))
-        counter.add_in("pairs", len(rows))
-        held = rows[-cfg.heldout :] if code in cfg.langs else []
-        rows = rows[: len(rows) - len(held)]
-        if held:
-            counter.add_dropped("pairs", "held_out", len(held))
-            (out / "heldout" / f"heldout.{code}-eng.{code}").write_text(
-                "".join(s + "\n" for s, _ in held), encoding="utf-8"
-            )
-            (out / "heldout" / f"heldout.{code}-eng.eng").write_text(
-                "".join(t + "\n" for _, t in held), encoding="utf-8"
-            )
-        kept = 0
-        for s, t in rows:
-            if not s or not t:
-                counter.add_dropped("pairs", "empty_side")
-            elif cfg.max_train_pairs is not None and kept >= cfg.max_train_pairs:
-                counter.add_dropped("pairs", "over_cap")
-            else:
-                kept += 1
-                pairs.append((s, t, LID_CODE[code], "en"))
-                by_lang.setdefault(LID_CODE[code], []).append(s)
-                by_lang.setdefault("en", []).append(t)
-        counter.add_out("pairs", kept)
-    # PUD: the lines not planted train every PUD language (news/Wikipedia, closer to web text).
-    for code, rows in pud.items():
-        counter.add_in("pud_pairs", len(rows))
-        for i, (s, t) in enumerate(rows):
-            if i in pud_planted:
-                counter.add_dropped(
-                    "pud_pairs", "planted" if code in cfg.langs else "planted_elsewhere"
-                )
-            elif not s or not t:
-                counter.add_dropped("pud_pairs", "empty_side")
-            else:
-                counter.add_out("pud_pairs")
-                pairs.append((s, t, LID_CODE[code], "en"))
-                by_lang.setdefault(LID_CODE[code], []).append(s)
-                by_lang.setdefault("en", []).append(t)
-    (out / "train_pairs.tsv").write_text(
-        "".join("\t".join(p) + "\n" for p in pairs), encoding="utf-8"
-    )
+    rows: list[tuple[str, str, str, str]] = []
+    files: list[dict] = []
+    by_lang: dict[str, list[str]] = {}
+    for pf in expand_pairs(pairs, None, "sources.pairs") if pairs else []:
+        n0 = len(rows)
+        for s, t in read_pairs_file(pf, counter, "pairs"):
+            rows.append((s, t, pf.src_lang, pf.trg_lang))
+            by_lang.setdefault(pf.src_lang, []).append(s)
+            by_lang.setdefault(pf.trg_lang, []).append(t)
+        files.append({"kind": "pairs", "paths": list(pf.paths), "pair": f"{pf.src_lang}-{pf.trg_lang}",
+                      "rows": len(rows) - n0})  # fmt: skip
+    if pairs and not rows:
+        raise InputError(pairs[0], "no usable training pair in any file of sources.pairs", "sources.pairs")
+    (out / "train_pairs.tsv").write_text("".join("\t".join(p) + "\n" for p in rows), encoding="utf-8")
     # The CDS scorer's trusted data: an even sample, so its training time stays bounded.
-    step = max(1, -(-len(pairs) // cfg.cds_trusted_pairs))
-    (out / "trusted_pairs.tsv").write_text(
-        "".join("\t".join(p) + "\n" for p in pairs[::step]), encoding="utf-8"
-    )
-    # UD: real monolingual text of every language for the vocabulary and MLM, never a sentence
-    # that is mined (the dev and planted PUD sentences).
-    mined = {x for code in cfg.langs for x in _lines(tatoeba / f"dev.{code}-eng.{code}")}
-    mined |= {x for code in cfg.langs for x in _lines(tatoeba / f"dev.{code}-eng.eng")}
-    mined |= {x for rows in pud.values() for i, p in enumerate(rows) if i in pud_planted for x in p}
-    ud = _ud_sentences(data, train_codes, mined, counter) if cfg.ud else {}
-    for lang, texts in ud.items():
-        (out / "train_sentences" / lang).mkdir(parents=True, exist_ok=True)
-        pq.write_table(pa.table({"text": texts, "lang": [lang] * len(texts), "source": ["ud"] * len(texts)}),
-                       out / "train_sentences" / lang / "ud.parquet")  # fmt: skip
-    for lang, texts in by_lang.items():
-        (out / "train_sentences" / lang).mkdir(parents=True, exist_ok=True)
-        pq.write_table(pa.table({"text": texts, "lang": [lang] * len(texts), "source": ["train"] * len(texts)}),
-                       out / "train_sentences" / lang / "train.parquet")  # fmt: skip
-    # The dev pairs become monolingual web text: both sides of every language, shuffled.
-    gold, mono = [], []
-    for code in cfg.langs:
-        src, trg = (
-            _lines(tatoeba / f"dev.{code}-eng.{code}"),
-            _lines(tatoeba / f"dev.{code}-eng.eng"),
-        )
-        for s, t in zip(src, trg):
-            counter.add_in("dev_sentences", 2)
-            if s and t:
-                gold.append((LID_CODE[code], "en", s, t))
-                mono += [s, t]
-                counter.add_out("dev_sentences", 2)
-            else:
-                counter.add_dropped("dev_sentences", "empty_side", 2)
-        for i, (s, t) in enumerate(pud.get(code, [])):
-            if i in pud_planted:
-                counter.add_in("pud_planted_sentences", 2)
-                if s and t:
-                    gold.append((LID_CODE[code], "en", s, t))
-                    mono += [s, t]
-                    counter.add_out("pud_planted_sentences", 2)
-                else:
-                    counter.add_dropped("pud_planted_sentences", "empty_side", 2)
-    rng.shuffle(mono)
-    docs = [mono[i : i + cfg.doc_sentences] for i in range(0, len(mono), cfg.doc_sentences)]
-    _write_wet(out / "tatoeba-dev.warc.wet.gz", docs, "https://tatoeba.example/doc")
+    step = max(1, -(-len(rows) // trusted))
+    (out / "trusted_pairs.tsv").write_text("".join("\t".join(p) + "\n" for p in rows[::step]),
+                                           encoding="utf-8")  # fmt: skip
+    gold = []
+    for pf in expand_pairs(evals, None, "sources.eval") if evals else []:
+        n0 = len(gold)
+        gold += [(pf.src_lang, pf.trg_lang, s, t) for s, t in read_pairs_file(pf, counter, "eval_pairs")]
+        files.append({"kind": "eval", "paths": list(pf.paths), "pair": f"{pf.src_lang}-{pf.trg_lang}",
+                      "rows": len(gold) - n0})  # fmt: skip
     # A header, so every pair reader (`filters sample --planted`, `score`) reads it by name.
     (out / "gold.tsv").write_text("\t".join(GOLD_HEADER) + "\n" + "".join("\t".join(g) + "\n" for g in gold),
                                   encoding="utf-8")  # fmt: skip
-    report = counter.to_report("prepare", train_languages=list(train_codes), mined_languages=list(cfg.langs),
-                               web_documents=len(docs))  # fmt: skip
+    text_by_lang: dict[str, list[str]] = {}
+    for tf in expand_texts(texts, None, "sources.text") if texts else []:
+        lines = [ln.strip() for ln in read_text(Path(tf.path), "sources.text").splitlines()]
+        counter.add_in("text_sentences", len(lines))
+        kept = [ln for ln in lines if ln]
+        counter.add_dropped("text_sentences", "empty", len(lines) - len(kept))
+        langs = [tf.lang] * len(kept) if tf.lang else detect_lines(kept, lid_model, lid_threshold)
+        for ln, lang in zip(kept, langs):
+            if lang is None:
+                counter.add_dropped("text_sentences", "language_unsure")
+            else:
+                counter.add_out("text_sentences")
+                text_by_lang.setdefault(lang, []).append(ln)
+        files.append({"kind": "text", "paths": [tf.path], "lang": tf.lang or "detected", "rows": len(kept)})
+    for name, table in (("pairs", by_lang), ("text", text_by_lang)):
+        for lang, sents in table.items():
+            (out / "train_sentences" / lang).mkdir(parents=True, exist_ok=True)
+            pq.write_table(pa.table({"text": sents, "lang": [lang] * len(sents), "source": [name] * len(sents)}),
+                           out / "train_sentences" / lang / f"{name}.parquet")  # fmt: skip
+    (out / "train_sentences").mkdir(exist_ok=True)
+    report = counter.to_report("inputs", files=files, training_pairs=len(rows), eval_pairs=len(gold),
+                               trusted_pairs=len(rows[::step]))  # fmt: skip
     _balanced(report)
     write_report(str(out / "stats.json"), report)
     return report
@@ -411,6 +283,67 @@ def concat(inputs: list[Path], out: Path, overwrite: bool = False) -> dict:
     return counter.to_report("concat")
 
 
+def labels(sample: Path, candidates: Path, person_file: Path, earlier: Path | None, out: Path,
+           min_labelled: int, min_per_label: int, overwrite: bool = False) -> int:
+    """The gate before the final filter: the sample's rows in ``person_file`` (created, or
+    extended when the sample changed), prefilled from ``earlier`` labels and the person's own by
+    pair text; every labelled pair matched to ``candidates`` by its text. With enough labels
+    (``min_labelled``, ``min_per_label`` of GOOD and of BAD) ``OUT/labels.tsv`` is what
+    ``filters combine`` reads; else one line says what to label and the exit status is
+    :data:`~labse_common.cli.EXIT_NEEDS_LABELS`."""
+    import sys
+
+    from filters.bitext import label_match as lm
+    from filters.bitext.calibrate import BAD, GOOD
+    from filters.bitext.sample import LABEL, TSV_COLUMNS, write_for_labelling
+    from labse_common.cli import EXIT_NEEDS_LABELS
+
+    counter = StageCounter()
+    smp = read_parquet(sample, flag="--sample", required=["src", "trg"])
+    header = [c for c in TSV_COLUMNS if c in smp.column_names or c == LABEL]
+    header += [c for c in LABEL_PROVENANCE if c in smp.column_names and c not in header]
+    sample_rows = [{h: ("" if h == LABEL else r.get(h)) for h in header} for r in smp.to_pylist()]
+    earlier_labels = {}
+    if earlier is not None:
+        earlier_labels = lm.known_labels(lm.read_rows(earlier, "combine.labels")[1], counter, "earlier_labels")
+    person_header, person_rows = (lm.read_rows(person_file, "labels file") if person_file.is_file()
+                                  else (header, []))  # fmt: skip
+    person = lm.known_labels(person_rows, counter, "person_labels")
+    merged = lm.merge_labels(sample_rows, earlier_labels, person)
+    # The person's labels of pairs outside this sample stay in the file: a rerun may mine them again.
+    in_sample = {lm.key_of(r["src"], r["trg"]) for r in merged}
+    extra = [r for r in person_rows if r[LABEL] and lm.key_of(r["src"], r["trg"]) not in in_sample]
+    if lm.write_rows(person_file, header + [h for h in person_header if h not in header], merged + extra):
+        log.info("%s: %d sampled pairs (%d prefilled)", person_file, len(merged), sum(bool(r[LABEL]) for r in merged))
+    cand = read_parquet(candidates, flag="--candidates", required=["src", "trg"])
+    ids, labs = lm.match_to_pairs(cand, {**earlier_labels, **person}, counter, "labels")
+    good, bad = labs.count(GOOD), labs.count(BAD)
+    if len(ids) < min_labelled or good < min_per_label or bad < min_per_label:
+        done = sum(bool(r[LABEL]) for r in merged)
+        sys.stderr.write(
+            f"labels needed: {done} of the {len(merged)} sampled pairs in {person_file} are labelled and "
+            f"{len(ids)} labels match mined pairs ({good} GOOD, {bad} BAD); the filter needs at least "
+            f"{min_labelled}, with {min_per_label} of each: label them with `python -m filters label "
+            f"{person_file}` (or fill its label column with GOOD or BAD in any editor)\n"
+        )
+        return EXIT_NEEDS_LABELS
+    with OutputDir(out, overwrite).open() as claimed:
+        table = cand.take(pa.array(ids))
+        table = table.append_column("sample_id", pa.array(ids, pa.int64()))
+        table = table.append_column(LABEL, pa.array(labs))
+        write_for_labelling(table, Path(claimed.tmp) / "labels.tsv")
+        report = counter.to_report("labels", person_file=str(person_file), good=good, bad=bad,
+                                   earlier=str(earlier) if earlier else None)  # fmt: skip
+        _balanced(report)
+        write_report(str(Path(claimed.tmp) / "stats.json"), report)
+    return 0
+
+
+#: Provenance shown to the person labelling (the label page lists both sides' origins).
+LABEL_PROVENANCE = ("src_url_or_title", "src_source", "src_doc_id", "trg_url_or_title", "trg_source",
+                    "trg_doc_id")  # fmt: skip
+
+
 def embed(sentences_dir: Path, langs: list[str], model: str, out: Path, batch_size: int,
           overwrite: bool = False) -> None:  # fmt: skip
     """One store per language (``OUT/<lang>``) through the one embedding path
@@ -446,14 +379,29 @@ def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m pipelines.e2e_tasks", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     sub = ap.add_subparsers(dest="task", required=True)
-    p = sub.add_parser("prepare", help="split the Tatoeba-layout pairs; dev sentences -> web text")
-    p.add_argument("--data", required=True, help="folder with tatoeba/{train,dev}.XXX-eng.*")
+    p = sub.add_parser("inputs", help="training pairs, eval alignment, training text from sources globs")
+    p.add_argument("--pairs", action="append", default=[], metavar="GLOB",
+                   help="training pairs, {src}-{trg} in the name (TSV, Parquet, Moses {lang})")
+    p.add_argument("--eval", action="append", default=[], metavar="GLOB",
+                   help="known alignments, the same formats")
+    p.add_argument("--text", action="append", default=[], metavar="GLOB",
+                   help="plain text; {lang} in the name, else each line's language is detected")
+    p.add_argument("--demo", help="the demo builder's folder (python -m pipelines.demo_data)")
+    p.add_argument("--trusted", type=int, default=2000, help="trusted pairs for the CDS scorer (2000)")
+    p.add_argument("--lid-model", help="fastText LID model (default: the bundled lid.176.ftz)")
+    p.add_argument("--lid-threshold", type=float, default=0.5,
+                   help="a detected line below this probability is dropped (0.5)")
     p.add_argument("--output", required=True, help="folder to write")
-    p.add_argument("--config", default="demo", help="preset or YAML file (its run: section)")
-    p.add_argument(
-        "--set", action="append", default=[], metavar="KEY=VALUE", help="override a run: key"
-    )
     add_overwrite_option(p)
+    g = sub.add_parser("labels", help="the person's labels, matched to the mined pairs by text")
+    g.add_argument("--sample", required=True, help="sample.parquet of `filters sample`")
+    g.add_argument("--candidates", required=True, help="the pairs the sample was drawn from")
+    g.add_argument("--file", required=True, help="the labelling TSV a person fills (created)")
+    g.add_argument("--earlier", help="labels of an earlier run (combine.labels), matched by text")
+    g.add_argument("--min-labelled", type=int, default=30, help="labels needed to go on (30)")
+    g.add_argument("--min-per-label", type=int, default=5, help="GOOD and BAD labels needed (5)")
+    g.add_argument("--output", required=True, help="folder to write labels.tsv for `filters combine`")
+    add_overwrite_option(g)
     s = sub.add_parser("sentences", help="per-language Parquet to mine and to learn the vocabulary")
     s.add_argument("--corpus", action="append", required=True, help="a corpus job's output folder")
     s.add_argument(
@@ -505,9 +453,14 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run_task(args: argparse.Namespace) -> int:
-    if args.task == "prepare":
-        cfg = load("run", args.config, args.set)
-        rep = prepare(Path(args.data), Path(args.output), cfg, args.overwrite)
+    if args.task == "inputs":
+        rep = inputs(args.pairs, args.eval, args.text, Path(args.output), args.trusted,
+                     args.lid_model, args.lid_threshold, args.overwrite,
+                     Path(args.demo) if args.demo else None)  # fmt: skip
+    elif args.task == "labels":
+        return labels(Path(args.sample), Path(args.candidates), Path(args.file),
+                      Path(args.earlier) if args.earlier else None, Path(args.output),
+                      args.min_labelled, args.min_per_label, args.overwrite)  # fmt: skip
     elif args.task == "sentences":
         rep = sentences([Path(c) for c in args.corpus], [Path(e) for e in args.extra],
                         Path(args.output), args.overwrite)  # fmt: skip

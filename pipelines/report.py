@@ -361,9 +361,15 @@ class Report:
 
     def _labelled(self, scored: Path, sample: Path) -> tuple[list, list, list[dict]]:
         t = read_parquet(scored, required=["combined_score"])
-        smp = read_parquet(
-            sample, ["sample_id", "label"], required=["sample_id", "label"]
-        ).to_pylist()
+        person = self.dir(runner.LABELS) / "labels.tsv"
+        if person.is_file():  # a person labelled the sample: rows matched to the pairs by text
+            from filters.bitext.sample import read_labels
+
+            smp = read_labels(person)[0].select(["sample_id", "label"]).to_pylist()
+        else:
+            smp = read_parquet(
+                sample, ["sample_id", "label"], required=["sample_id", "label"]
+            ).to_pylist()
         score = t.column("combined_score").to_pylist()
         labelled = [
             (score[int(r["sample_id"])], r["label"] == "GOOD")

@@ -1,7 +1,16 @@
-"""One command from raw web text to NMT-ready bitext, resumable, with a report.
+"""One command from a user's raw crawl, dumps and pairs to NMT-ready bitext: resumable, with a
+person in the loop and a report.
 
-    python -m pipelines.run --config configs/demo.yaml [--data ../shared/data] [--output demo_out]
-        [--set section.key=value ...] [--from STAGE | --only STAGE] [--dry-run] [--list]
+    python -m pipelines.run --config CONFIG [--data DIR] [--output DIR] [--set section.key=value ...]
+        [--publish URL] [--from STAGE | --only STAGE] [--dry-run] [--list]
+
+What a run reads is the ``sources:`` section (CommonCrawl WET/WARC globs or ``*.paths`` lists,
+Wikipedia dumps, plain text, training pairs named ``{src}-{trg}``, known alignments), what it mines
+is ``mining.pairs`` (any languages the language-ID model knows), ``model.init`` starts from an
+encoder the user already has (no vocabulary or pretraining; training only when train.steps > 0),
+``beam:`` is the runner of every Beam stage and ``launch:`` how the training stages start
+(torchrun). The demo preset is one such config: its ``sources.demo`` task builder
+(:mod:`pipelines.demo_data`) hides pairs with a known alignment in web text.
 
 Every stage is declared once, below, by a small function under ``@stage(...)``: its name (the
 function's, lower-cased), what it does, the config keys it reads, the stages it reads, the files
@@ -16,14 +25,14 @@ that reruns makes every stage after it that reads it rerun too. A killed or fail
 resumes at the stage that did not finish, and a changed setting reruns exactly the stages that
 read it and those downstream of them.
 
+A person labels the sample of mined pairs: unless ``sources.label_from`` is ``eval``, the run
+stops after ``sample`` with exit status 3 and one line naming ``OUTPUT/labels.tsv`` (label it with
+``python -m filters label OUTPUT/labels.tsv`` or any editor); the same command then continues.
+
 The whole ``OUTPUT`` is claimed while the runner works (``OUTPUT/_CLAIM.json``, as every
 command's output folder): a second runner on the same folder stops with exit status 2 naming
 the claim. The claim of a runner that was killed is taken over by the next run (see
 :func:`labse_common.output_dir.resumable_claim`).
-
-Without ``--data`` the stages run on an embedded synthetic sample (``pipelines/synthetic.py``);
-with ``--data DIR`` (the ../shared/data layout: wikipedia/, commoncrawl/, tatoeba/) on real
-inputs, checked before anything runs (also with ``--dry-run``).
 """
 
 from __future__ import annotations
@@ -31,11 +40,13 @@ from __future__ import annotations
 import argparse
 import copy
 import dataclasses
+import fnmatch
 import glob
 import hashlib
 import json
 import logging
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -47,13 +58,14 @@ from pathlib import Path
 
 import yaml
 
-from labse_common.cli import add_log_level_option, run_main
+from labse_common.cli import EXIT_NEEDS_LABELS, add_log_level_option, run_main
 from labse_common.config import ConfigError, apply_overrides, from_dict, read_preset, section_class
 from labse_common.datafiles import read_json
 from labse_common.errors import InputError, UsageError
 from labse_common.logs import setup_logging
 from labse_common.output_dir import resumable_claim
 from labse_common.remote import require_local
+from pipelines import demo_data
 
 log = logging.getLogger("pipelines.run")
 
@@ -81,7 +93,7 @@ class Context:
     """What a stage's command builder may look at: folders, the effective config, the plan."""
 
     out: Path
-    data: Path
+    base: Path  # relative source globs are taken from here (--data, the synthetic sample or cwd)
     synthetic: bool
     config_file: Path  # the effective config (preset + --set) every stage CLI reads
     cfg: dict  # as written to config_file
@@ -97,6 +109,20 @@ class Context:
             self._values = typed_config(self.cfg)
         return self._values
 
+    @property
+    def sources(self) -> dict:
+        return self.values["sources"]
+
+    @property
+    def demo(self) -> dict | None:
+        return self.sources["demo"]
+
+    @property
+    def init(self) -> str | None:
+        """The encoder the user gave (model.init), as an absolute path."""
+        init = self.values["model"]["init"]
+        return str(Path(init).resolve()) if init else None
+
     def d(self, stage: Stage | str) -> Path:
         return self.out / (stage.name if isinstance(stage, Stage) else stage)
 
@@ -108,18 +134,55 @@ class Context:
         return ["--config", str(self.config_file)]
 
     @property
-    def langs(self) -> list[str]:
-        from pipelines.e2e_tasks import LID_CODE
+    def beam_args(self) -> list[str]:
+        """The ``beam:`` section as Beam options, given to every Beam stage."""
+        from labse_common.sections.beam import BeamConfig
 
-        return [LID_CODE[c] for c in self.cfg["run"]["langs"]]
+        return BeamConfig(**self.values["beam"]).args()
+
+    @property
+    def launch_args(self) -> list[str]:
+        """The ``launch:`` section as ``labse_model`` options, given to the training stages."""
+        from labse_common.sections.launch import LaunchConfig
+
+        return LaunchConfig(**self.values["launch"]).args()
 
     @property
     def pairs(self) -> list[str]:
-        return [f"{lang}-en" for lang in self.langs]
+        """``mining.pairs``, normalised (``deu-fra`` -> ``de-fr``), in the configured order."""
+        from labse_common.langs import parse_pair
+
+        return list(dict.fromkeys("-".join(parse_pair(p)) for p in self.values["mining"]["pairs"]))
+
+    @property
+    def langs(self) -> list[str]:
+        """Every language of the mined pairs, each once."""
+        return list(dict.fromkeys(lang for p in self.pairs for lang in p.split("-")))
 
     @property
     def corpus_stage(self) -> Stage:
         return COMMONCRAWL_Q if self.on.get(COMMONCRAWL_Q.name) else COMMONCRAWL
+
+    @property
+    def model(self) -> Path:
+        """The encoder that embeds: the trained one, else the one the user gave."""
+        return self.d(TRAIN) / "model" if self.on.get(TRAIN.name) else Path(self.init or "")
+
+    def source_patterns(self, kind: str) -> list[str]:
+        """``sources.<kind>`` with relative entries taken from :attr:`base` (and the demo's web
+        text for commoncrawl; its pairs, alignment and text reach ``inputs`` as ``--demo``)."""
+        pats = [p if "://" in p or os.path.isabs(p) else str(self.base / p)
+                for p in self.sources[kind]]  # fmt: skip
+        if self.demo is not None:
+            from pipelines import demo_data
+
+            if kind == "commoncrawl":
+                pats.append(str(self.d(DEMO) / demo_data.WEB))
+        return pats
+
+    def has(self, kind: str) -> bool:
+        """Whether the run has ``sources.<kind>`` (pairs, eval): the user's or the demo's."""
+        return bool(self.source_patterns(kind)) or self.demo is not None
 
 
 Paths = Callable[[Context], list[str]]
@@ -131,7 +194,7 @@ class Stage:
 
     name: str
     what: str
-    reads: tuple[str, ...]  # config keys (section, section.key, section.sub.key) it reads
+    reads: Callable[[Context], tuple[str, ...]]  # config keys (section[.sub].key) it reads
     inputs: tuple[str, ...]  # upstream stages it needs (one that is off turns this one off)
     optional_inputs: tuple[str, ...]  # upstream stages it reads when they run
     outputs: Paths  # paths under OUTPUT/<name>/ that must exist after it ran
@@ -155,7 +218,7 @@ STAGES: list[Stage] = []
 def stage(
     what: str,
     *,
-    reads: Iterable[str] = (),
+    reads: Iterable[str] | Callable[[Context], tuple[str, ...]] = (),
     inputs: Sequence[Stage] = (),
     optional_inputs: Sequence[Stage] = (),
     outputs: Sequence[str] | Paths = (),
@@ -171,7 +234,8 @@ def stage(
     always declared first."""
 
     def declare(build: Callable[[Context], list[Command]]) -> Stage:
-        s = Stage(name=build.__name__.lower(), what=what, reads=tuple(reads),
+        s = Stage(name=build.__name__.lower(), what=what,
+                  reads=reads if callable(reads) else (lambda ctx, r=tuple(reads): r),
                   inputs=tuple(i.name for i in inputs),
                   optional_inputs=tuple(i.name for i in optional_inputs),
                   outputs=outputs if callable(outputs) else (lambda ctx, o=list(outputs): list(o)),
@@ -195,111 +259,162 @@ def keys(section: str, *, but: Iterable[str] = ()) -> tuple[str, ...]:
 
 # --- helpers of the declarations -----------------------------------------------------------------
 
-_CORPUS_PATTERNS = {
-    "wikipedia": ["wikipedia/*.xml.bz2", "wikipedia/*.xml"],
-    "commoncrawl": ["commoncrawl/*.warc.gz", "commoncrawl/*.wet.gz", "commoncrawl/*.warc"],
-}
 
-
-def corpus_inputs(ctx: Context, kind: str) -> list[str]:
-    if ctx.synthetic:  # known before the synthetic stage has written them (stable cache keys)
+def expand_local(ctx: Context, patterns: list[str]) -> list[str]:
+    """The local files of ``patterns`` (remote ones are the stage's to list). The synthetic
+    sample's files are known before its stage wrote them, so its cache keys are stable."""
+    found: set[str] = set()
+    if ctx.synthetic:
         from pipelines.synthetic import data_files
 
-        return [str(ctx.data / f) for f in data_files()[kind]]
-    return sorted({f for p in _CORPUS_PATTERNS[kind] for f in glob.glob(str(ctx.data / p))})
+        known = [str(ctx.base / f) for fs in data_files().values() for f in fs]
+    for pat in patterns:
+        if "://" in pat:
+            continue
+        if ctx.synthetic and pat.startswith(str(ctx.base)):
+            found.update(f for f in known if fnmatch.fnmatch(f, pat))
+        else:
+            found.update(glob.glob(pat))
+    return sorted(found)
 
 
-def _real_data_files(kind: str) -> Paths:
-    """Fingerprinted inputs under --data (the synthetic sample is an upstream stage instead)."""
-    return lambda ctx: [] if ctx.synthetic else corpus_inputs(ctx, kind)
+def _placeholders_to_glob(pattern: str) -> str:
+    return pattern.replace("{src}", "*").replace("{trg}", "*").replace("{lang}", "*")
 
 
-def _tatoeba_files(ctx: Context) -> list[str]:
-    """What prepare reads: Tatoeba, and the UD text and PUD pairs when the data has them."""
+def _source_files(*kinds: str) -> Paths:
+    """Fingerprinted inputs of ``sources.<kind>`` outside the run folder (the demo's are an
+    upstream stage's output and the synthetic sample is a stage of its own)."""
+
+    def files(ctx: Context) -> list[str]:
+        pats = [_placeholders_to_glob(p) for k in kinds for p in ctx.source_patterns(k)]
+        if ctx.synthetic:
+            return []
+        return [f for f in expand_local(ctx, pats) if not f.startswith(str(ctx.out) + os.sep)]
+
+    return files
+
+
+def _corpus_inputs(ctx: Context, kind: str) -> list[str]:
+    """What a corpus job is given: local globs expanded here (the cache key sees every file),
+    remote ones and ``*.paths`` lists passed on for the job to list."""
+    pats = ctx.source_patterns(kind)
+    local = [p for p in pats if "://" not in p and not p.endswith((".paths", ".paths.gz"))]
+    listed = [p for p in pats if p not in local]
+    return [*expand_local(ctx, local), *listed]
+
+
+def _demo_files(ctx: Context) -> list[str]:
+    """What the demo's builder reads: Tatoeba, and the UD text and PUD pairs when present."""
     if ctx.synthetic:
         return []
     return sorted(
-        f for sub in ("tatoeba", "pud", "ud") for f in glob.glob(str(ctx.data / sub / "*"))
+        f for sub in ("tatoeba", "pud", "ud") for f in glob.glob(str(ctx.base / sub / "*"))
     )
+
+
+def _init_files(ctx: Context) -> list[str]:
+    """The files of model.init (a replaced checkpoint reruns what embeds with it)."""
+    if not ctx.init or ctx.on.get(TRAIN.name):
+        return []
+    return sorted(str(p) for p in Path(ctx.init).rglob("*") if p.is_file())[:200]
 
 
 def _quality_off(ctx: Context) -> str | None:
     return None if ctx.cfg["run"]["quality_bootstrap"] else "run.quality_bootstrap is false"
 
 
+def _no_sources(kind: str) -> Callable[[Context], str | None]:
+    return lambda c: None if c.source_patterns(kind) else f"sources.{kind} is empty"
+
+
 def _commoncrawl(ctx: Context, stage_name: str, *extra: object) -> Command:
-    inputs = [a for f in corpus_inputs(ctx, "commoncrawl") for a in ("--input", f)]
-    inputs += ["--input", ctx.d(PREPARE) / "tatoeba-dev.warc.wet.gz"]
-    return ctx.py("pipelines.commoncrawl", *inputs, "--output", ctx.d(stage_name), *ctx.config_args,
-                  "--overwrite", *extra)  # fmt: skip
+    inputs = [a for f in _corpus_inputs(ctx, "commoncrawl") for a in ("--input", f)]
+    prefix = ctx.sources["commoncrawl_prefix"]
+    return ctx.py("pipelines.commoncrawl", *inputs, *(["--paths-prefix", prefix] if prefix else []),
+                  "--output", ctx.d(stage_name), *ctx.config_args, "--overwrite", *extra,
+                  *ctx.beam_args)  # fmt: skip
+
+
+def _trained_off(ctx: Context) -> str | None:
+    return f"model.init is given ({ctx.init})" if ctx.init else None
+
+
+def _demo_keys(ctx: Context) -> tuple[str, ...]:
+    from labse_common.sections.sources import DemoSource
+
+    return tuple(f"sources.demo.{f.name}" for f in dataclasses.fields(DemoSource))
 
 
 # --- the stages, in run order --------------------------------------------------------------------
 
 
 @stage(
-    "embedded synthetic sample (no --data)",
-    reads=("run.synthetic_seed", "run.synthetic_train", "run.synthetic_dev"),
+    "embedded synthetic sample (demo without --data)",
+    reads=_demo_keys,
     outputs=("tatoeba", "commoncrawl", "wikipedia", "SYNTHETIC.json"),
-    off=lambda c: None if c.synthetic else "--data given: real inputs are used",
+    off=lambda c: None if c.synthetic else "not the demo without --data",
 )
 def SYNTHETIC(c: Context) -> list[Command]:
-    r = c.cfg["run"]
+    r = c.demo
     return [c.py("pipelines.synthetic", "--output", c.d(SYNTHETIC), "--seed", r["synthetic_seed"],
                  "--train", r["synthetic_train"], "--dev", r["synthetic_dev"])]  # fmt: skip
 
 
 @stage(
-    "split pairs: train / held-out / dev hidden in web text",
-    reads=(
-        "run.langs",
-        "run.max_train_pairs",
-        "run.heldout",
-        "run.train_languages",
-        "run.doc_sentences",
-        "run.shuffle_seed",
-        "run.cds_trusted_pairs",
-        "run.ud",
-        "run.pud",
-        "run.pud_planted",
-    ),
+    "the demo's sources: training pairs, and pairs with a known alignment hidden in web text",
+    reads=_demo_keys,
     optional_inputs=(SYNTHETIC,),
-    files=_tatoeba_files,
-    outputs=(
-        "train_pairs.tsv",
-        "gold.tsv",
-        "trusted_pairs.tsv",
-        "tatoeba-dev.warc.wet.gz",
-        "heldout",
-        "train_sentences",
-        "stats.json",
-    ),
+    files=_demo_files,
+    outputs=("pairs", "eval", demo_data.WEB, demo_data.HELDOUT, "stats.json"),
+    off=lambda c: None if c.demo is not None else "sources.demo is null",
 )
-def PREPARE(c: Context) -> list[Command]:
-    return [c.py("pipelines.e2e_tasks", "prepare", "--data", c.data, "--output", c.d(PREPARE),
-                 *c.config_args)]  # fmt: skip
+def DEMO(c: Context) -> list[Command]:
+    return [c.py("pipelines.demo_data", "--data", c.base, "--output", c.d(DEMO), *c.config_args)]
+
+
+@stage(
+    "training pairs, evaluation alignment and training text from sources.pairs/eval/text",
+    reads=("sources.pairs", "sources.eval", "sources.text", "run.cds_trusted_pairs",
+           "corpus.lid_model", "corpus.lid_threshold"),  # fmt: skip
+    optional_inputs=(DEMO,),
+    files=_source_files("pairs", "eval", "text"),
+    outputs=("train_pairs.tsv", "trusted_pairs.tsv", "gold.tsv", "train_sentences", "stats.json"),
+)
+def INPUTS(c: Context) -> list[Command]:
+    args: list[object] = []
+    for kind in ("pairs", "eval", "text"):
+        for p in c.source_patterns(kind):
+            args += [f"--{kind}", p]
+    if c.demo is not None:
+        args += ["--demo", c.d(DEMO)]
+    lid = c.values["corpus"]["lid_model"]
+    return [c.py("pipelines.e2e_tasks", "inputs", *args, "--trusted", c.cfg["run"]["cds_trusted_pairs"],
+                 *(["--lid-model", lid] if lid else []), "--lid-threshold", c.values["corpus"]["lid_threshold"],
+                 "--output", c.d(INPUTS))]  # fmt: skip
 
 
 @stage(
     "Wikipedia dump -> clean sentences (Beam)",
-    reads=keys("corpus"),
+    reads=("sources.wikipedia", *keys("corpus"), "beam"),
     optional_inputs=(SYNTHETIC,),
-    files=_real_data_files("wikipedia"),
+    files=_source_files("wikipedia"),
     outputs=("stats.json",),
+    off=_no_sources("wikipedia"),
 )
 def WIKIPEDIA(c: Context) -> list[Command]:
-    inputs = [a for f in corpus_inputs(c, "wikipedia") for a in ("--input", f)]
+    inputs = [a for f in _corpus_inputs(c, "wikipedia") for a in ("--input", f)]
     return [c.py("pipelines.wikipedia", *inputs, "--output", c.d(WIKIPEDIA), *c.config_args,
-                 "--overwrite")]  # fmt: skip
+                 "--overwrite", *c.beam_args)]  # fmt: skip
 
 
 @stage(
-    "CommonCrawl WET/WARC + hidden dev text -> sentences (Beam, rule quality)",
-    reads=keys("corpus"),
-    inputs=(PREPARE,),
-    optional_inputs=(SYNTHETIC,),
-    files=_real_data_files("commoncrawl"),
+    "CommonCrawl WET/WARC -> sentences (Beam, rule quality)",
+    reads=("sources.commoncrawl", "sources.commoncrawl_prefix", *keys("corpus"), "beam"),
+    optional_inputs=(SYNTHETIC, DEMO),
+    files=_source_files("commoncrawl"),
     outputs=("stats.json", "_dropped"),
+    off=_no_sources("commoncrawl"),
 )
 def COMMONCRAWL(c: Context) -> list[Command]:
     return [_commoncrawl(c, "commoncrawl", "--write-dropped")]
@@ -307,22 +422,23 @@ def COMMONCRAWL(c: Context) -> list[Command]:
 
 @stage(
     "fastText quality classifier bootstrapped from the corpus outputs",
-    inputs=(WIKIPEDIA, COMMONCRAWL),
+    inputs=(COMMONCRAWL,),
+    optional_inputs=(WIKIPEDIA,),
     outputs=("quality.bin",),
     off=_quality_off,
 )
 def QUALITY(c: Context) -> list[Command]:
-    return [c.py("pipelines.quality", "train", "--positive", c.d(WIKIPEDIA),
-                 "--positive", c.d(COMMONCRAWL), "--negative", c.d(COMMONCRAWL),
+    pos = [a for s in (WIKIPEDIA, COMMONCRAWL) if c.on.get(s.name) for a in ("--positive", c.d(s))]
+    return [c.py("pipelines.quality", "train", *pos, "--negative", c.d(COMMONCRAWL),
                  "--output", c.d(QUALITY) / "quality.bin")]  # fmt: skip
 
 
 @stage(
     "CommonCrawl again with the trained quality classifier (Beam)",
-    reads=keys("corpus"),
-    inputs=(PREPARE, QUALITY),
-    optional_inputs=(SYNTHETIC,),
-    files=_real_data_files("commoncrawl"),
+    reads=("sources.commoncrawl", "sources.commoncrawl_prefix", *keys("corpus"), "beam"),
+    inputs=(QUALITY,),
+    optional_inputs=(SYNTHETIC, DEMO),
+    files=_source_files("commoncrawl"),
     outputs=("stats.json",),
     off=_quality_off,
 )
@@ -332,66 +448,81 @@ def COMMONCRAWL_Q(c: Context) -> list[Command]:
 
 @stage(
     "per-language sentences to mine (+ training sentences for the vocabulary)",
-    inputs=(WIKIPEDIA, COMMONCRAWL, PREPARE),
-    optional_inputs=(COMMONCRAWL_Q,),
+    inputs=(INPUTS,),
+    optional_inputs=(WIKIPEDIA, COMMONCRAWL, COMMONCRAWL_Q),
     outputs=("mine", "vocab", "stats.json"),
 )
 def SENTENCES(c: Context) -> list[Command]:
-    return [c.py("pipelines.e2e_tasks", "sentences", "--corpus", c.d(WIKIPEDIA),
-                 "--corpus", c.d(c.corpus_stage), "--extra", c.d(PREPARE) / "train_sentences",
-                 "--output", c.d(SENTENCES))]  # fmt: skip
+    corpora = [a for s in (WIKIPEDIA, c.corpus_stage) if c.on.get(s.name) for a in ("--corpus", c.d(s))]
+    return [c.py("pipelines.e2e_tasks", "sentences", *corpora,
+                 "--extra", c.d(INPUTS) / "train_sentences", "--output", c.d(SENTENCES))]  # fmt: skip
 
 
 @stage(
     "smoothed multilingual wordpiece vocabulary (Beam + learner)",
-    reads=keys("vocab"),
+    reads=(*keys("vocab"), "beam"),
     inputs=(SENTENCES,),
     outputs=("vocab.txt", "tokenizer.json", "vocab_stats.json", "stats.json"),
+    off=_trained_off,
 )
 def VOCAB(c: Context) -> list[Command]:
     return [c.py("pipelines.vocab", "--input", c.d(SENTENCES) / "vocab", "--output", c.d(VOCAB),
-                 *c.config_args, "--overwrite")]  # fmt: skip
+                 *c.config_args, "--overwrite", *c.beam_args)]  # fmt: skip
 
 
 @stage(
     "MLM + TLM pretraining with progressive stacking",
-    reads=keys("model") + keys("pretrain"),
-    inputs=(SENTENCES, PREPARE, VOCAB),
+    reads=(*keys("model", but=("init",)), *keys("pretrain"), "launch"),
+    inputs=(SENTENCES, INPUTS, VOCAB),
     outputs=("model",),
     resumable=True,
+    off=_trained_off,
 )
 def PRETRAIN(c: Context) -> list[Command]:
     return [c.py("labse_model", "pretrain", *c.config_args, "--sentences", c.d(SENTENCES) / "vocab",
-                 "--pairs", c.d(PREPARE) / "train_pairs.tsv", "--vocab", c.d(VOCAB),
-                 "--output", c.d(PRETRAIN))]  # fmt: skip
+                 "--pairs", c.d(INPUTS) / "train_pairs.tsv", "--vocab", c.d(VOCAB),
+                 "--output", c.d(PRETRAIN), *c.launch_args)]  # fmt: skip
+
+
+def _train_off(c: Context) -> str | None:
+    if c.init and c.values["train"]["steps"] == 0:
+        return f"model.init is given ({c.init}) and train.steps is 0"
+    return None
 
 
 @stage(
-    "dual encoder, additive-margin softmax (torchrun-capable)",
-    reads=keys("model") + keys("train"),
-    inputs=(PREPARE, VOCAB, PRETRAIN),
+    "dual encoder, additive-margin softmax (torchrun-capable); fine-tunes model.init when given",
+    reads=(*keys("model"), *keys("train"), "launch"),
+    inputs=(INPUTS,),
+    optional_inputs=(VOCAB, PRETRAIN),
+    files=lambda c: [],
     outputs=("model", "metrics.jsonl", "stats.json"),
     resumable=True,
+    off=_train_off,
 )
 def TRAIN(c: Context) -> list[Command]:
-    return [c.py("labse_model", "train", *c.config_args, "--pairs", c.d(PREPARE) / "train_pairs.tsv",
-                 "--vocab", c.d(VOCAB), "--output", c.d(TRAIN), "--init", c.d(PRETRAIN) / "model")]  # fmt: skip
+    start = c.init or c.d(PRETRAIN) / "model"
+    vocab = c.init or c.d(VOCAB)
+    return [c.py("labse_model", "train", *c.config_args, "--pairs", c.d(INPUTS) / "train_pairs.tsv",
+                 "--vocab", vocab, "--output", c.d(TRAIN), "--init", start, *c.launch_args)]  # fmt: skip
 
 
 @stage(
-    "embedding store per language",
-    reads=("run.embed_batch_size",),
-    inputs=(SENTENCES, TRAIN),
-    outputs=lambda c: [*c.langs, "en"],
+    "embedding store per language of mining.pairs",
+    reads=("run.embed_batch_size", "mining.pairs", "model.init"),
+    inputs=(SENTENCES,),
+    optional_inputs=(TRAIN,),
+    files=_init_files,
+    outputs=lambda c: c.langs,
 )
 def EMBED(c: Context) -> list[Command]:
     return [c.py("pipelines.e2e_tasks", "embed", "--sentences", c.d(SENTENCES) / "mine",
-                 "--langs", *c.langs, "en", "--model", c.d(TRAIN) / "model", "--output", c.d(EMBED),
+                 "--langs", *c.langs, "--model", c.model, "--output", c.d(EMBED),
                  "--batch-size", c.cfg["run"]["embed_batch_size"])]  # fmt: skip
 
 
 @stage(
-    "FAISS kNN + margin scoring, each language against English",
+    "FAISS kNN + margin scoring of every pair of mining.pairs",
     reads=keys("mining"),
     inputs=(SENTENCES, EMBED),
     outputs=lambda c: [f"{p}/mined.parquet" for p in c.pairs],
@@ -420,16 +551,25 @@ def RULES(c: Context) -> list[Command]:
     return [*per_pair, concat]
 
 
+def _cds_off(c: Context) -> str | None:
+    if not c.has("pairs"):
+        return "no training pairs (sources.pairs) to be the CDS scorer's trusted side"
+    return None
+
+
 @stage(
     "CDS scorer: noisy candidates vs trusted pairs",
     reads=keys("cds", but=("calibrate",)),
-    inputs=(RULES, PREPARE, VOCAB),
+    inputs=(RULES, INPUTS),
+    optional_inputs=(VOCAB,),
     outputs=("stats.json",),
     optional=True,
+    off=_cds_off,
 )
 def CDS_TRAIN(c: Context) -> list[Command]:
+    vocab = c.d(VOCAB) if c.on.get(VOCAB.name) else c.init
     return [c.py("filters", "cds-train", "--noisy", c.d(RULES) / "kept_all.parquet",
-                 "--trusted", c.d(PREPARE) / "trusted_pairs.tsv", "--vocab", c.d(VOCAB),
+                 "--trusted", c.d(INPUTS) / "trusted_pairs.tsv", "--vocab", vocab,
                  "--output", c.d(CDS_TRAIN), "--overwrite", *c.config_args)]  # fmt: skip
 
 
@@ -452,29 +592,67 @@ def _candidates(c: Context) -> Path:
     return c.d(RULES) / "kept_all.parquet"
 
 
+def _label_from_eval(c: Context) -> bool:
+    return c.sources["label_from"] == "eval"
+
+
 @stage(
-    "labelled sample of the MINED pairs (language pair x margin strata), labelled from half 0 of the planted pairs",
-    reads=("combine.sample_size", "combine.margin_buckets", "combine.seed"),
-    inputs=(RULES, PREPARE),
+    "sample of the MINED pairs to label (language pair x margin strata); with "
+    "sources.label_from=eval labelled from half 0 of the eval alignment",
+    reads=("combine.sample_size", "combine.margin_buckets", "combine.seed", "sources.label_from"),
+    inputs=(RULES, INPUTS),
     optional_inputs=(CDS_SCORE,),
     outputs=("sample.tsv", "sample.parquet", "stats.json"),
 )
 def SAMPLE(c: Context) -> list[Command]:
     # Half 0 of a stable split of the source sentences labels the sample; EVAL measures half 1.
-    return [c.py("filters", "sample", "--pairs", _candidates(c), "--planted", c.d(PREPARE) / "gold.tsv",
-                 "--half", 0, "--output", c.d(SAMPLE), "--overwrite", *c.config_args)]  # fmt: skip
+    planted = ["--planted", c.d(INPUTS) / "gold.tsv", "--half", 0] if _label_from_eval(c) else []
+    return [c.py("filters", "sample", "--pairs", _candidates(c), *planted,
+                 "--output", c.d(SAMPLE), "--overwrite", *c.config_args)]  # fmt: skip
+
+
+def person_labels(out: Path) -> Path:
+    """The file a person labels (``python -m filters label``); the run waits for it."""
+    return out / "labels.tsv"
+
+
+def _label_files(c: Context) -> list[str]:
+    files = [str(person_labels(c.out))] if person_labels(c.out).is_file() else []
+    earlier = c.values["combine"]["labels"]
+    return files + ([str(Path(earlier).resolve())] if earlier else [])
 
 
 @stage(
-    "combined pair score fitted on the sample; threshold for combine.target GOOD with its interval",
-    reads=keys("combine", but=("sample_size", "margin_buckets")),
+    "the person's labels (OUTPUT/labels.tsv, prefilled from combine.labels): the run stops "
+    f"with exit status {EXIT_NEEDS_LABELS} until enough pairs are labelled",
+    reads=("combine.labels", "combine.min_labelled", "combine.min_per_label"),
     inputs=(SAMPLE, RULES),
     optional_inputs=(CDS_SCORE,),
+    files=_label_files,
+    outputs=("labels.tsv", "stats.json"),
+    off=lambda c: "sources.label_from is eval (labelled from the alignment)" if _label_from_eval(c) else None,
+)
+def LABELS(c: Context) -> list[Command]:
+    earlier = c.values["combine"]["labels"]
+    comb = c.values["combine"]
+    return [c.py("pipelines.e2e_tasks", "labels", "--sample", c.d(SAMPLE) / "sample.parquet",
+                 "--candidates", _candidates(c), "--file", person_labels(c.out),
+                 *(["--earlier", Path(earlier).resolve()] if earlier else []),
+                 "--min-labelled", comb["min_labelled"], "--min-per-label", comb["min_per_label"],
+                 "--output", c.d(LABELS))]  # fmt: skip
+
+
+@stage(
+    "combined pair score fitted on the labelled sample; threshold for combine.target GOOD with its interval",
+    reads=keys("combine", but=("sample_size", "margin_buckets", "labels")),
+    inputs=(SAMPLE, RULES),
+    optional_inputs=(CDS_SCORE, LABELS),
     outputs=("scored.parquet", "model.json", "combined.json", "stats.json"),
 )
 def COMBINE(c: Context) -> list[Command]:
     # Not optional: an unreachable target stops the run here under combine.on_unreachable=stop.
-    return [c.py("filters", "combine", "--pairs", _candidates(c), "--labels", c.d(SAMPLE) / "sample.tsv",
+    labels = c.d(SAMPLE) / "sample.tsv" if _label_from_eval(c) else c.d(LABELS) / "labels.tsv"
+    return [c.py("filters", "combine", "--pairs", _candidates(c), "--labels", labels,
                  "--output", c.d(COMBINE), "--overwrite", *c.config_args)]  # fmt: skip
 
 
@@ -492,25 +670,37 @@ def BITEXT(c: Context) -> list[Command]:
                  "--min-margin", c.cfg["run"]["min_margin"], "--output", c.d(BITEXT), "--overwrite")]  # fmt: skip
 
 
+def _eval_off(c: Context) -> str | None:
+    if not c.has("eval"):
+        return "no known alignment (sources.eval is empty)"
+    return None
+
+
 @stage(
-    "Tatoeba-style retrieval on held-out pairs; precision/recall of the bitext",
-    reads=("eval.scoring", "eval.k", "eval.langs"),  # eval.prefix: given as --prefix
-    inputs=(TRAIN, PREPARE, BITEXT, SENTENCES),
-    outputs=("mined_pr.json", "tatoeba"),
+    "precision/recall of the bitext against sources.eval; the demo's retrieval on held-out pairs",
+    reads=("eval.scoring", "eval.k", "eval.langs", "sources.label_from"),
+    inputs=(INPUTS, BITEXT, SENTENCES),
+    optional_inputs=(TRAIN, DEMO),
+    outputs=("mined_pr.json",),
+    off=_eval_off,
 )
 def EVAL(c: Context) -> list[Command]:
-    return [c.py("mining", "eval", "tatoeba", "--model", c.d(TRAIN) / "model",
-                 "--data", c.d(PREPARE) / "heldout", "--prefix", "heldout",
-                 "--output", c.d(EVAL) / "tatoeba", *c.config_args),
-            c.py("pipelines.e2e_tasks", "score", "--bitext", c.d(BITEXT), "--gold", c.d(PREPARE) / "gold.tsv",
-                 "--sentences", c.d(SENTENCES) / "mine", "--output", c.d(EVAL))]  # fmt: skip
+    half = ["--half", 1] if _label_from_eval(c) else ["--every-pair"]
+    cmds = [c.py("pipelines.e2e_tasks", "score", "--bitext", c.d(BITEXT), "--gold", c.d(INPUTS) / "gold.tsv",
+                 "--sentences", c.d(SENTENCES) / "mine", *half, "--output", c.d(EVAL))]  # fmt: skip
+    if c.demo is not None:  # the demo's held-out pairs: Tatoeba-style retrieval accuracy
+        cmds.insert(0, c.py("mining", "eval", "tatoeba", "--model", c.model,
+                            "--data", c.d(DEMO) / demo_data.HELDOUT, "--prefix", "heldout",
+                            "--output", c.d(EVAL) / "tatoeba", *c.config_args))  # fmt: skip
+    return cmds
 
 
 # Every stage before it reaches EVAL or BITEXT: a stage that reruns reruns the report too.
 @stage(
     "report.md + self-contained report.html",
     reads=("run.report_examples",),
-    inputs=(EVAL, BITEXT),
+    inputs=(BITEXT,),
+    optional_inputs=(EVAL,),
     outputs=("report.md", "report.html"),
 )
 def REPORT(c: Context) -> list[Command]:
@@ -520,7 +710,7 @@ def REPORT(c: Context) -> list[Command]:
 
 BY_NAME = {s.name: s for s in STAGES}
 NAMES = [s.name for s in STAGES]
-FILTER_STAGES = (RULES, CDS_TRAIN, CDS_SCORE, SAMPLE, COMBINE)
+FILTER_STAGES = (RULES, CDS_TRAIN, CDS_SCORE, SAMPLE, LABELS, COMBINE)
 
 
 # --- fingerprints and manifests ----------------------------------------------------------------
@@ -570,7 +760,7 @@ def config_value(values: dict, key: str) -> object:
 
 def stage_reads(stage: Stage, ctx: Context) -> dict[str, object]:
     """The values of the config keys the stage reads (what its ``config`` hash is made of)."""
-    return {k: config_value(ctx.values, k) for k in stage.reads}
+    return {k: config_value(ctx.values, k) for k in stage.reads(ctx)}
 
 
 @dataclass
@@ -767,6 +957,7 @@ def _write_json(path: Path, doc: dict) -> None:
     os.replace(tmp, path)
 
 
+
 # --- configuration and inputs --------------------------------------------------------------------
 
 
@@ -790,13 +981,6 @@ def effective_config(preset: str, overrides: list[str]) -> dict:
         )
     values = typed_config(cfg)
     cfg["run"] = values["run"]  # the runner's own section, defaults filled in
-    from pipelines.e2e_tasks import LID_CODE
-
-    for key in ("langs", "train_languages"):
-        bad = [c for c in cfg["run"][key] or [] if c not in LID_CODE or c == "eng"]
-        if bad:
-            raise ConfigError(f"run.{key}: unknown Tatoeba code(s) {', '.join(bad)} "
-                              f"(known: {', '.join(sorted(set(LID_CODE) - {'eng'}))})")  # fmt: skip
     return cfg
 
 
@@ -805,43 +989,111 @@ def _require_nonempty(path: Path, what: str) -> None:
         raise InputError(path.parent, f"{what}: no {path.name} (or it is empty)", "--data")
 
 
-def validate_data(data: Path, cfg: dict) -> None:
-    """--data in the ../shared/data layout, checked before anything runs (and with --dry-run):
-    one InputError naming the folder, instead of a stage failing minutes later."""
+def _line_count(path: Path) -> int:
+    with open(path, "rb") as f:
+        return sum(1 for _ in f)
+
+
+def validate_demo(data: Path, demo: dict) -> None:
+    """--data in the demo's layout, checked before anything runs (and with --dry-run): one
+    InputError naming the file, instead of a stage failing minutes later."""
     if not data.is_dir():
-        raise InputError(
-            data, "not a folder (expected wikipedia/, commoncrawl/, tatoeba/ inside)", "--data"
-        )
+        raise InputError(data, "not a folder (the demo expects tatoeba/, wikipedia/, commoncrawl/)",
+                         "--data")  # fmt: skip
     tatoeba = data / "tatoeba"
     if not tatoeba.is_dir():
-        raise InputError(
-            data,
-            "no tatoeba/ folder inside (expected tatoeba/, wikipedia/, commoncrawl/)",
-            "--data",
-        )
-    run = cfg["run"]
-    for code in sorted({*run["langs"], *(run["train_languages"] or [])}):
+        raise InputError(data, "no tatoeba/ folder inside (the demo's layout: tatoeba/, wikipedia/, "
+                         "commoncrawl/)", "--data")  # fmt: skip
+    from labse_common.langs import TATOEBA_TO_LID
+
+    for key in ("langs", "train_languages"):
+        bad = [c for c in demo[key] or [] if c not in TATOEBA_TO_LID or c == "eng"]
+        if bad:
+            raise ConfigError(f"sources.demo.{key}: unknown Tatoeba code(s) {', '.join(bad)} "
+                              f"(known: {', '.join(sorted(set(TATOEBA_TO_LID) - {'eng'}))})")  # fmt: skip
+    for code in sorted({*demo["langs"], *(demo["train_languages"] or [])}):
         for side in (code, "eng"):
             _require_nonempty(tatoeba / f"train.{code}-eng.{side}", f"training pairs of {code}")
-    for code in run["langs"]:
-        for side in (code, "eng"):
-            _require_nonempty(
-                tatoeba / f"dev.{code}-eng.{side}", f"dev pairs of {code} (run.langs)"
-            )
-    for kind in ("wikipedia", "commoncrawl"):
-        if not {f for p in _CORPUS_PATTERNS[kind] for f in glob.glob(str(data / p))}:
-            raise InputError(data / kind, f"no input ({' or '.join(p.split('/')[1] for p in _CORPUS_PATTERNS[kind])})",
-                             "--data")  # fmt: skip
+    for code in demo["langs"]:
+        for split in ("train", "dev"):
+            a, b = tatoeba / f"{split}.{code}-eng.{code}", tatoeba / f"{split}.{code}-eng.eng"
+            for f in (a, b):
+                _require_nonempty(f, f"{split} pairs of {code} (sources.demo.langs)")
+            na, nb = _line_count(a), _line_count(b)
+            if na != nb:  # the alignment would be shifted from the first missing line on
+                raise InputError(a, f"{na} lines vs {nb} in {b.name}", "--data")
 
 
-def validate_synthetic(cfg: dict) -> None:
+def validate_synthetic(demo: dict) -> None:
     from pipelines.synthetic import LANGS
 
     for key in ("langs", "train_languages"):
-        bad = [c for c in cfg["run"][key] or [] if c not in LANGS]
+        bad = [c for c in demo[key] or [] if c not in LANGS]
         if bad:
-            raise ConfigError(f"run.{key}: {', '.join(bad)} not in the synthetic sample "
+            raise ConfigError(f"sources.demo.{key}: {', '.join(bad)} not in the synthetic sample "
                               f"({', '.join(c for c in LANGS if c != 'eng')}); give --data for other languages")  # fmt: skip
+
+
+def validate_sources(ctx: Context) -> None:
+    """Every source and setting the plan depends on, before anything runs (and with --dry-run):
+    a glob that matches nothing, a language the LID model does not know, a checkpoint that is not
+    one, a run with nothing to mine or nothing to train on is one line and exit status 2."""
+    from labse_common.langs import LID_LANGS, TATOEBA_TO_LID, parse_pair
+    from labse_common.sources import expand_pairs, expand_texts
+
+    src, demo = ctx.sources, ctx.demo
+    if not ctx.values["mining"]["pairs"]:
+        raise ConfigError("mining.pairs is empty: name the language pairs to mine, e.g. [de-en, de-fr]")
+    for p in ctx.values["mining"]["pairs"]:
+        try:
+            parse_pair(p)
+        except ValueError as e:
+            raise ConfigError(f"mining.pairs: {e}") from None
+    if demo is not None:
+        unmined = [c for c in demo["langs"] if f"{TATOEBA_TO_LID[c]}-en" not in ctx.pairs]
+        if unmined:
+            raise ConfigError(f"sources.demo.langs {unmined} are hidden in the web text but not mined: "
+                              f"add {', '.join(TATOEBA_TO_LID[c] + '-en' for c in unmined)} to mining.pairs")  # fmt: skip
+    if not ctx.synthetic:
+        user = lambda kind: [p for p in ctx.source_patterns(kind) if not p.startswith(str(ctx.out))]  # noqa: E731
+        for kind in ("commoncrawl", "wikipedia"):
+            for pat in user(kind):
+                if "://" not in pat and not glob.glob(pat):
+                    raise UsageError(f"sources.{kind}: {pat!r} matches no file")
+        for kind, expand in (("pairs", expand_pairs), ("eval", expand_pairs), ("text", expand_texts)):
+            if user(kind):  # each glob must match a file whose name gives its languages
+                expand(user(kind), None, f"sources.{kind}")
+        from labse_common.remote import check_paths, remote_paths
+
+        check_paths(remote_paths([*user("commoncrawl"), *user("wikipedia")]))
+    if not (ctx.source_patterns("commoncrawl") or ctx.source_patterns("wikipedia")):
+        raise ConfigError("sources.commoncrawl and sources.wikipedia are both empty: nothing to mine")
+    if src["label_from"] == "eval" and not ctx.has("eval"):
+        raise ConfigError("sources.label_from is eval but sources.eval is empty: no alignment to label from")
+    if ctx.init:
+        _check_init(Path(ctx.init))
+    elif not ctx.has("pairs"):
+        raise ConfigError("sources.pairs is empty and model.init is not given: nothing to train the "
+                          "encoder on; give training pairs or an encoder you already have")  # fmt: skip
+    missing = [lang for lang in ctx.langs if lang not in LID_LANGS]
+    if missing:  # parse_pair checks this too; kept for a table edited by hand
+        raise ConfigError(f"mining.pairs: {missing} unknown to the language-ID model")
+    labels = ctx.values["combine"]["labels"]
+    if labels and not Path(labels).is_file():
+        raise InputError(labels, "no such labels file", "combine.labels")
+
+
+def _check_init(path: Path) -> None:
+    """model.init must be an encoder folder: HF (config.json) or sentence-transformers
+    (modules.json), with its tokenizer."""
+    if not path.is_dir():
+        raise InputError(path, "not a folder (model.init names an encoder folder)", "model.init")
+    if not ((path / "config.json").is_file() or (path / "modules.json").is_file()):
+        raise InputError(path, "no config.json or modules.json: not a Hugging Face or "
+                         "sentence-transformers encoder folder", "model.init")  # fmt: skip
+    if not any(path.rglob("vocab.txt")) and not any(path.rglob("tokenizer.json")):
+        raise InputError(path, "no vocab.txt or tokenizer.json: the encoder's tokenizer is missing",
+                         "model.init")  # fmt: skip
 
 
 # --- CLI -----------------------------------------------------------------------------------------
@@ -867,10 +1119,17 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument(
         "--data",
         metavar="DIR",
-        help="real inputs in the ../shared/data layout (wikipedia/, commoncrawl/, tatoeba/); "
-        "default: the embedded synthetic sample",
+        help="folder the relative globs of sources: are taken from (default: the current folder); "
+        "for the demo preset the ../shared/data layout (tatoeba/, wikipedia/, commoncrawl/), and "
+        "without it the demo runs on the embedded synthetic sample",
     )
     ap.add_argument("--output", default="demo_out", metavar="DIR", help="run folder (demo_out)")
+    ap.add_argument(
+        "--publish",
+        metavar="URL",
+        help="at the end, copy the final bitext folder (Parquet, TSV, Moses, hf/) and the report "
+        "to URL (s3://, gs:// or a local folder); checked before any stage runs",
+    )
     ap.add_argument(
         "--from",
         dest="start",
@@ -900,7 +1159,7 @@ def describe_stages() -> str:
     lines = []
     for s in STAGES:
         lines.append(f"{s.name}: {s.what}")
-        lines.append(f"    reads config: {', '.join(s.reads) or '-'}")
+        lines.append(f"    reads config: {', '.join(s.reads(None)) or '-'}")
         ups = [*s.inputs, *(f"{o} (when it runs)" for o in s.optional_inputs)]
         lines.append(f"    reads stages: {', '.join(ups) or '-'}")
     return "\n".join(lines) + "\n"
@@ -921,24 +1180,53 @@ def _main(args: argparse.Namespace) -> int:
     require_local(args.output, "--output", "the stage runner")
     cfg = effective_config(args.config, args.set)
     out = Path(args.output).resolve()
-    if args.data:
-        if "://" in args.data:
-            raise UsageError(f"--data {args.data}: the stage runner reads a local folder")
-        data = Path(args.data).resolve()
-        validate_data(data, cfg)
+    demo = typed_config(cfg)["sources"]["demo"]
+    if args.data and "://" in args.data:
+        raise UsageError(f"--data {args.data}: the stage runner reads a local folder")
+    synthetic = demo is not None and not args.data
+    if synthetic:
+        base = out / SYNTHETIC.name
+        validate_synthetic(demo)
     else:
-        data = out / SYNTHETIC.name
-        validate_synthetic(cfg)
-    ctx = Context(
-        out=out, data=data, synthetic=not args.data, config_file=out / "_config.yaml", cfg=cfg
-    )
+        base = Path(args.data).resolve() if args.data else Path.cwd()
+        if args.data and not base.is_dir():
+            raise InputError(base, "not a folder", "--data")
+        if demo is not None:
+            validate_demo(base, demo)
+    ctx = Context(out=out, base=base, synthetic=synthetic, config_file=out / "_config.yaml", cfg=cfg)
+    validate_sources(ctx)
+    if args.publish:
+        from labse_common.publish import check_destination
+
+        check_destination(args.publish, "--publish")
     if args.dry_run:
         sys.stdout.write(_plan_lines(make_plan(ctx, args.start, args.only)))
         return 0
     # The whole run folder is this runner's until it ends (however it ends); a runner killed
     # outright leaves its claim behind, which the next run takes over.
     with resumable_claim(out):
-        return _run(ctx, args)
+        rc = _run(ctx, args)
+    if rc == 0 and args.publish:
+        _publish(ctx, args.publish)
+    return rc
+
+
+def _publish(ctx: Context, url: str) -> None:
+    """The final bitext folder, with the report inside it, copied to ``url``."""
+    from labse_common.publish import publish
+
+    report = ctx.d(REPORT)
+    staging = ctx.out / "_publish"
+    shutil.rmtree(staging, ignore_errors=True)
+    shutil.copytree(ctx.d(BITEXT), staging)
+    if report.is_dir():
+        shutil.copytree(report, staging / "report")
+    try:
+        summary = publish(staging, url, "--publish")
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    log.info("published %s files (%s bytes) to %s", summary.get("files"), summary.get("bytes"), url)
+    sys.stdout.write(f"  published: {url}\n")
 
 
 def _plan_lines(plans: list[Plan]) -> str:
@@ -955,9 +1243,9 @@ def _run(ctx: Context, args: argparse.Namespace) -> int:
     _write_config(ctx)
     todo = [p for p in plans if p.action == "run"]
     log.info("run folder %s; data: %s; %d stage(s) to run, %d up to date, %d off", ctx.out,
-             "synthetic sample" if ctx.synthetic else ctx.data, len(todo),
+             "synthetic sample" if ctx.synthetic else ctx.base, len(todo),
              sum(p.action == "skip" for p in plans), sum(p.action == "off" for p in plans))  # fmt: skip
-    history = {"plan": _plan_record(plans), "data": "synthetic" if ctx.synthetic else str(ctx.data),
+    history = {"plan": _plan_record(plans), "data": "synthetic" if ctx.synthetic else str(ctx.base),
                "started": time.time(), "ran": []}  # fmt: skip
     _write_json(ctx.out / "_run.json", history)
     from tqdm import tqdm
@@ -976,6 +1264,13 @@ def _run(ctx: Context, args: argparse.Namespace) -> int:
             try:
                 m = run_stage(p, ctx)
             except StageFailed as e:
+                if e.rc == EXIT_NEEDS_LABELS:  # not a failure: the run waits for a person
+                    msg = next((ln for ln in reversed(e.tail) if "label" in ln), e.tail[-1] if e.tail else "")
+                    history["waiting_for"] = p.stage.name
+                    _write_json(ctx.out / "_run.json", history)
+                    again = " ".join(shlex.quote(a) for a in [sys.executable, "-m", "pipelines.run", *sys.argv[1:]])
+                    sys.stderr.write(f"{msg.split('| ')[-1].strip()}\n  then run the same command again: {again}\n")
+                    return EXIT_NEEDS_LABELS
                 log.error("%s", e)
                 for line in e.tail:
                     log.error("  | %s", line)

@@ -75,10 +75,10 @@ def test_one_language_code_table():
     assert base_lang("cmn_Hani") == "zh" and base_lang("deu") == "de" and base_lang("EN") == "en"
     from bench import rules_bench
     from filters.bitext import scripts
-    from pipelines import e2e_tasks, synthetic
+    from pipelines import demo_data, synthetic
 
     assert scripts.base_lang is base_lang
-    assert e2e_tasks.LID_CODE == TATOEBA_TO_LID
+    assert demo_data.LID_CODE == TATOEBA_TO_LID
     assert all(synthetic.WIKI_CODE[c] == TATOEBA_TO_LID[c] for c in synthetic.LANGS)
     assert all(rules_bench.ISO1[c] == ISO3_TO_1[c] for c in rules_bench.LANGS)
 

@@ -13,6 +13,11 @@ class CombineConfig:
     sample_size: int = option(
         300, min=10, help="mined pairs drawn for labelling (`filters sample`)"
     )
+    labels: str | None = option(
+        None,
+        help="labels from an earlier run (a labelling TSV with label, src, trg): matched to this "
+        "run's mined pairs by their text and prefilled; unmatched rows are counted, never guessed",
+    )
     margin_buckets: int = option(
         4, min=1, help="margin quantile buckets per language pair (sample strata)"
     )

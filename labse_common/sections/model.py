@@ -16,6 +16,12 @@ class ModelConfig:
     max_position_embeddings: int = option(128, min=2, help="longest input in tokens")
     initializer_range: float = option(0.02, min=0.0, min_exclusive=True, help="std of the random initial weights")
     dropout: float = option(0.1, min=0.0, max=1.0, help="hidden and attention dropout")
+    init: str | None = option(
+        None,
+        help="an encoder you already have (the released LaBSE in either layout, a "
+        "sentence-transformers folder or a folder this project wrote): the run skips the vocabulary "
+        "and pretraining, and training unless train.steps > 0 (then it fine-tunes from it)",
+    )
     pooling: str = option("pooler", choices=["pooler", "cls", "mean"],
                           help="sentence vector of a NEW encoder: pooler = LaBSE ([CLS] through dense + tanh), "
                           "cls = bare [CLS], mean = mean over tokens; --init/resume keep the checkpoint's head")

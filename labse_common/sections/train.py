@@ -13,7 +13,10 @@ class TrainConfig:
     batch_size: int = option(64, min=1, help="GLOBAL micro-batch = the in-batch negatives, split over all ranks")
     grad_accum: int = option(1, min=1, help="micro-batches per optimizer step")
     max_seq_length: int = option(64, min=2, help="tokens incl. [CLS]/[SEP]; longer sentences truncated and counted")
-    steps: int = option(300, min=1, help="optimizer steps = length of the linear schedule")
+    steps: int = option(
+        300, min=0, help="optimizer steps = length of the linear schedule; 0 = no training (the "
+        "runner with model.init: embed with that encoder as it is)"
+    )
     lr: float = option(5e-4, min=0.0, min_exclusive=True)
     warmup_steps: int = option(30, min=0)
     weight_decay: float = option(0.01, min=0.0)

@@ -1,0 +1,496 @@
+"""Publish a finished local output folder to ``s3://``, ``gs://`` or another local folder.
+
+The stage runner calls :func:`check_destination` before any work runs (a dead endpoint, missing
+credentials or a missing bucket is one line naming the flag and the URL, within seconds) and
+:func:`publish` once the final folder is complete::
+
+    check_destination(url, "--publish")
+    ... run the stages ...
+    publish(final_folder, url, "--publish")   # {"files": ..., "bytes": ..., "url": ...}
+
+A publication is complete when ``URL/_PUBLISHED.json`` exists. :func:`publish`
+
+1. reads the previous manifest (if any) and deletes it first, so a publication being replaced
+   is never marked complete half-way;
+2. deletes the files the previous manifest listed that the new folder no longer has (only
+   those: objects this module did not publish are left alone);
+3. copies every file under the folder to ``URL/<relative path>``;
+4. lists the destination and checks that every file is there with its size;
+5. writes the manifest (every file's path, size and sha256, the time, the source folder) last.
+
+A failure at any step (endpoint gone, HTTP error, an answer that is not S3's XML) is one
+:class:`~labse_common.errors.RemoteError` naming the URL and the step; there is no manifest at
+the destination then. Publishing again is the way to finish.
+
+**S3 goes through boto3 directly**, not Beam's ``FileSystems``: Beam's S3 client has no
+connect/read timeouts and retries a dead endpoint for minutes, and it hides the object sizes of
+a listing behind its own error types. boto3 here has short connect timeouts, a bounded read
+timeout and three attempts, multipart uploads for large files with parallel parts (s3transfer,
+which aborts a failed multipart upload), and one listing for the check. Its options are the
+ones :func:`labse_common.remote.check_s3` uses: Beam's S3 flags from ``$LABSE_BEAM_OPTIONS``
+(``--s3_endpoint_url``, ``--s3_access_key_id``, ``--s3_secret_access_key``,
+``--s3_region_name``, ``--s3_verify``; or a job's own options passed as ``options``), otherwise
+boto3's environment (``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``,
+``AWS_DEFAULT_REGION``). **GCS goes through Beam's FileSystems** (configured by
+:mod:`labse_common.filesystems`); **a local destination** through plain file copies.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import logging
+import os
+import re
+import shutil
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from labse_common import remote
+from labse_common.errors import InputError, RemoteError, UsageError
+
+log = logging.getLogger(__name__)
+
+MANIFEST = "_PUBLISHED.json"
+FORMAT_VERSION = 1
+#: Seconds to open a connection / to wait for an answer; attempts per request (boto3).
+CONNECT_TIMEOUT_S = 5.0
+READ_TIMEOUT_S = 30.0
+MAX_ATTEMPTS = 3
+#: Files from this size are sent as multipart uploads of this part size.
+PART_BYTES = 8 << 20
+#: Parts of one file in flight at once.
+MAX_CONCURRENCY = 4
+
+
+@dataclass(frozen=True)
+class _File:
+    rel: str  # relative path with "/" separators
+    path: Path
+    size: int
+    sha256: str
+
+
+#: The query of a URL in an error message (``?uploadId=...&partNumber=2``): long, no help.
+_QUERY = re.compile(r"(https?://[^\s\"'?]*)\?[^\s\"']*")
+
+
+def _one_line(e: BaseException, limit: int = 300) -> str:
+    """An exception as a short single line: S3's error code and message where there is one."""
+    response = getattr(e, "response", None)
+    if isinstance(response, dict) and response.get("Error"):
+        err = response["Error"]
+        text = f"{err.get('Code', '')} {err.get('Message', '')}".strip() or type(e).__name__
+    else:
+        text = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
+    text = _QUERY.sub(r"\1", " ".join(text.split()))
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _where(flag: str | None, url: str) -> str:
+    return f"{flag} {url}" if flag else url
+
+
+def _is_local(url: str) -> bool:
+    return "://" not in url or url.startswith("file://")
+
+
+def _local_path(url: str) -> Path:
+    path = url[len("file://") :] if url.startswith("file://") else url
+    return Path(path).expanduser().absolute()
+
+
+def _split_s3(url: str, flag: str | None) -> tuple[str, str]:
+    """``s3://bucket/a/b/`` -> ("bucket", "a/b")."""
+    rest = url[len("s3://") :]
+    bucket, _, prefix = rest.partition("/")
+    prefix = prefix.strip("/")
+    if not bucket:
+        raise UsageError(f"{_where(flag, url)}: no bucket in the URL")
+    if "//" in prefix or any(p in (".", "..") for p in prefix.split("/") if prefix):
+        raise UsageError(f"{_where(flag, url)}: the prefix has empty or '.'/'..' parts")
+    return bucket, prefix
+
+
+def check_destination(url: str, flag: str = "--publish", *, options: Any = None) -> None:
+    """Preflight a publication destination before any work runs; raises UsageError/RemoteError.
+
+    ``s3://``: client library, credentials, endpoint and bucket
+    (:func:`labse_common.remote.check_s3`, a few seconds at most). ``gs://``: the client
+    library (:func:`labse_common.remote.check_gcs`). A local folder: it is a folder or can be
+    created (its nearest existing parent is a writable folder). ``options``: Beam pipeline
+    options for S3 (default: ``$LABSE_BEAM_OPTIONS``, else boto3's environment).
+    """
+    url = os.fspath(url)
+    where = _where(flag, url)
+    if not url.strip():
+        raise UsageError(f"{flag}: empty destination")
+    if url.startswith("s3://"):
+        _split_s3(url, flag)
+        remote.check_s3(url, options, flag)
+    elif url.startswith("gs://"):
+        if not url[len("gs://") :].split("/", 1)[0]:
+            raise UsageError(f"{where}: no bucket in the URL")
+        remote.check_gcs(url, flag)
+    elif not _is_local(url):
+        raise UsageError(f"{where}: publishes only to s3://, gs:// or a local folder")
+    else:
+        _check_local(_local_path(url), where)
+
+
+def _check_local(dest: Path, where: str) -> None:
+    if dest.exists() and not dest.is_dir():
+        raise UsageError(f"{where}: exists and is not a folder")
+    parent = dest
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise UsageError(f"{where}: cannot create it: {parent} is not a folder")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise UsageError(f"{where}: cannot write into {parent} (permission denied)")
+
+
+def _inventory(folder: Path) -> list[_File]:
+    """Every file under ``folder`` (symlinks to files followed), with size and sha256."""
+    files: list[_File] = []
+    for root, dirs, names in os.walk(folder):
+        dirs.sort()
+        for name in sorted(names):
+            path = Path(root) / name
+            rel = path.relative_to(folder).as_posix()
+            if rel == MANIFEST:
+                log.warning("%s: not published (the destination's manifest replaces it)", path)
+                continue
+            digest = hashlib.sha256()
+            try:
+                with open(path, "rb") as f:
+                    for chunk in iter(lambda f=f: f.read(1 << 20), b""):
+                        digest.update(chunk)
+                size = path.stat().st_size
+            except OSError as e:
+                raise InputError(path, f"cannot read a file to publish ({_one_line(e)})") from None
+            files.append(_File(rel, path, size, digest.hexdigest()))
+    return files
+
+
+def _safe_rel(rel: Any) -> bool:
+    """A relative path from a manifest that stays inside the destination."""
+    if not isinstance(rel, str) or not rel or rel.startswith("/") or "\\" in rel:
+        return False
+    return all(p not in ("", ".", "..") for p in PurePosixPath(rel).parts) and rel != MANIFEST
+
+
+def _old_files(raw: bytes | None, where: str) -> set[str]:
+    """The relative paths a previous manifest lists (empty when there is none or it is not ours)."""
+    if raw is None:
+        return set()
+    try:
+        entries = json.loads(raw)["files"]
+        return {e["path"] for e in entries if _safe_rel(e.get("path"))}
+    except (ValueError, KeyError, TypeError, AttributeError):
+        log.warning("%s: the previous %s is not readable; its files are not cleaned up", where,
+                    MANIFEST)  # fmt: skip
+        return set()
+
+
+class _Target:
+    """One destination: the operations :func:`publish` needs, each raising RemoteError."""
+
+    url: str
+    where: str
+
+    def read_manifest(self) -> bytes | None: ...
+    def delete(self, rels: list[str]) -> None: ...
+    def put(self, f: _File) -> None: ...
+    def sizes(self) -> dict[str, int]: ...
+    def write_manifest(self, data: bytes) -> None: ...
+
+    def fail(self, what: str, e: BaseException) -> RemoteError:
+        return RemoteError(f"{self.where}: {what} failed ({_one_line(e)})")
+
+
+class _S3Target(_Target):
+    def __init__(self, url: str, flag: str | None, options: Any) -> None:
+        import boto3
+        from boto3.exceptions import S3UploadFailedError
+        from boto3.s3.transfer import TransferConfig
+        from botocore.config import Config
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        self.errors = (BotoCoreError, ClientError, S3UploadFailedError, OSError)
+        self.ClientError = ClientError
+        self.bucket, self.prefix = _split_s3(url, flag)
+        self.url = f"s3://{self.bucket}/{self.prefix}" if self.prefix else f"s3://{self.bucket}"
+        self.where = _where(flag, url)
+        # The same options and credentials as remote.check_s3, so the preflight checked this.
+        o = remote._s3_options(options)  # noqa: SLF001 - one source for the S3 options
+        session = boto3.session.Session(
+            aws_access_key_id=o.get("s3_access_key_id"),
+            aws_secret_access_key=o.get("s3_secret_access_key"),
+            aws_session_token=o.get("s3_session_token"),
+            region_name=o.get("s3_region_name"),
+        )
+        cfg = Config(connect_timeout=CONNECT_TIMEOUT_S, read_timeout=READ_TIMEOUT_S,
+                     retries={"max_attempts": MAX_ATTEMPTS, "mode": "standard"},
+                     max_pool_connections=2 * MAX_CONCURRENCY)  # fmt: skip
+        verify = o.get("s3_verify")
+        self.s3 = session.client("s3", endpoint_url=o.get("s3_endpoint_url"), config=cfg,
+                                 verify=None if verify is None else verify not in (False, "false"))  # fmt: skip
+        self.transfer = TransferConfig(multipart_threshold=PART_BYTES,
+                                       multipart_chunksize=PART_BYTES,
+                                       max_concurrency=MAX_CONCURRENCY)  # fmt: skip
+
+    def key(self, rel: str) -> str:
+        return f"{self.prefix}/{rel}" if self.prefix else rel
+
+    def read_manifest(self) -> bytes | None:
+        try:
+            return self.s3.get_object(Bucket=self.bucket, Key=self.key(MANIFEST))["Body"].read()
+        except self.ClientError as e:
+            if str(e.response.get("Error", {}).get("Code")) in ("NoSuchKey", "404", "NotFound"):
+                return None
+            raise self.fail(f"reading the previous {MANIFEST}", e) from None
+        except self.errors as e:
+            raise self.fail(f"reading the previous {MANIFEST}", e) from None
+
+    def delete(self, rels: list[str]) -> None:
+        # One DeleteObject per key: DeleteObjects needs a checksum header that some
+        # S3-compatible servers refuse, and a publication replaces few files.
+        for rel in rels:
+            try:
+                self.s3.delete_object(Bucket=self.bucket, Key=self.key(rel))
+            except self.errors as e:
+                raise self.fail(f"deleting {rel}", e) from None
+
+    def put(self, f: _File) -> None:
+        try:
+            self.s3.upload_file(str(f.path), self.bucket, self.key(f.rel), Config=self.transfer)
+        except self.errors as e:
+            raise self.fail(f"uploading {f.rel} ({f.size} bytes)", e) from None
+
+    def sizes(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        start = f"{self.prefix}/" if self.prefix else ""
+        try:
+            for page in self.s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket,
+                                                                          Prefix=start):  # fmt: skip
+                for obj in page.get("Contents", []):
+                    out[obj["Key"][len(start) :]] = int(obj["Size"])
+        except self.errors as e:
+            raise self.fail("listing the uploaded files", e) from None
+        return out
+
+    def write_manifest(self, data: bytes) -> None:
+        key = self.key(MANIFEST)
+        try:
+            self.s3.put_object(Bucket=self.bucket, Key=key, Body=data,
+                               ContentType="application/json")  # fmt: skip
+            size = self.s3.head_object(Bucket=self.bucket, Key=key)["ContentLength"]
+        except self.errors as e:
+            raise self.fail(f"writing {MANIFEST}", e) from None
+        if size != len(data):
+            raise RemoteError(f"{self.where}: {MANIFEST} came back with {size} bytes, "
+                              f"not {len(data)}")  # fmt: skip
+
+
+class _BeamTarget(_Target):
+    """gs:// (or any scheme Beam's FileSystems serves) through labse_common.filesystems."""
+
+    def __init__(self, url: str, flag: str | None) -> None:
+        from labse_common import filesystems as fs
+
+        self.fs = fs
+        self.url = url.rstrip("/")
+        self.where = _where(flag, url)
+        errors: list[type[BaseException]] = [OSError]  # Beam's BeamIOError is an OSError
+        try:
+            from google.api_core.exceptions import GoogleAPIError
+
+            errors.append(GoogleAPIError)
+        except ImportError:
+            pass
+        try:
+            from google.auth.exceptions import GoogleAuthError
+
+            errors.append(GoogleAuthError)
+        except ImportError:
+            pass
+        self.errors = tuple(errors)
+
+    def path(self, rel: str) -> str:
+        return f"{self.url}/{rel}"
+
+    def read_manifest(self) -> bytes | None:
+        path = self.path(MANIFEST)
+        try:
+            if not self.fs.exists(path):
+                return None
+            with self.fs.open_read(path) as f:
+                return f.read()
+        except self.errors as e:
+            raise self.fail(f"reading the previous {MANIFEST}", e) from None
+
+    def delete(self, rels: list[str]) -> None:
+        paths = [self.path(r) for r in rels]
+        try:
+            present = [p for p in paths if self.fs.exists(p)]
+            self.fs.delete(present)
+        except self.errors as e:
+            raise self.fail(f"deleting {len(paths)} old files", e) from None
+
+    def put(self, f: _File) -> None:
+        try:
+            with open(f.path, "rb") as src, self.fs.create(self.path(f.rel)) as dst:
+                shutil.copyfileobj(src, dst, PART_BYTES)
+        except self.errors as e:
+            raise self.fail(f"uploading {f.rel} ({f.size} bytes)", e) from None
+
+    def sizes(self) -> dict[str, int]:
+        start = self.url + "/"
+        try:
+            found = self.fs.filesystem(self.url).match([start + "**"])[0].metadata_list
+        except self.errors as e:
+            raise self.fail("listing the uploaded files", e) from None
+        return {m.path[len(start) :]: int(m.size_in_bytes) for m in found
+                if m.path.startswith(start)}  # fmt: skip
+
+    def write_manifest(self, data: bytes) -> None:
+        try:
+            with self.fs.create(self.path(MANIFEST)) as dst:
+                dst.write(data)
+        except self.errors as e:
+            raise self.fail(f"writing {MANIFEST}", e) from None
+
+
+class _LocalTarget(_Target):
+    """A local folder: each file copied under a temporary name and renamed into place."""
+
+    def __init__(self, url: str, flag: str | None) -> None:
+        self.dest = _local_path(url)
+        self.url = str(self.dest)
+        self.where = _where(flag, url)
+
+    def fail(self, what: str, e: BaseException) -> UsageError:
+        return UsageError(f"{self.where}: {what} failed ({_one_line(e)})")
+
+    def read_manifest(self) -> bytes | None:
+        try:
+            return (self.dest / MANIFEST).read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            raise self.fail(f"reading the previous {MANIFEST}", e) from None
+
+    def delete(self, rels: list[str]) -> None:
+        for rel in rels:
+            path = self.dest / rel
+            try:
+                path.unlink(missing_ok=True)
+                for parent in path.parents:  # folders the old publication left empty
+                    if parent == self.dest or self.dest not in parent.parents:
+                        break
+                    if any(parent.iterdir()):
+                        break
+                    parent.rmdir()
+            except OSError as e:
+                raise self.fail(f"deleting {rel}", e) from None
+
+    def put(self, f: _File) -> None:
+        target = self.dest / f.rel
+        tmp = target.with_name(f".{target.name}.publishing")
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(f.path, tmp)
+            os.replace(tmp, target)
+        except OSError as e:
+            tmp.unlink(missing_ok=True)
+            raise self.fail(f"copying {f.rel}", e) from None
+
+    def sizes(self) -> dict[str, int]:
+        try:
+            return {p.relative_to(self.dest).as_posix(): p.stat().st_size
+                    for p in self.dest.rglob("*") if p.is_file()}  # fmt: skip
+        except OSError as e:
+            raise self.fail("listing the copied files", e) from None
+
+    def write_manifest(self, data: bytes) -> None:
+        tmp = self.dest / f".{MANIFEST}.publishing"
+        try:
+            self.dest.mkdir(parents=True, exist_ok=True)  # a folder with no files
+            tmp.write_bytes(data)
+            os.replace(tmp, self.dest / MANIFEST)
+        except OSError as e:
+            raise self.fail(f"writing {MANIFEST}", e) from None
+
+
+def _target(url: str, flag: str | None, options: Any) -> _Target:
+    if url.startswith("s3://"):
+        return _S3Target(url, flag, options)
+    if _is_local(url):
+        return _LocalTarget(url, flag)
+    return _BeamTarget(url, flag)
+
+
+def _check_sizes(target: _Target, files: Iterable[_File]) -> None:
+    files = list(files)
+    found = target.sizes()
+    bad = [f"{f.rel} (missing)" if f.rel not in found else
+           f"{f.rel} ({found[f.rel]} bytes, expected {f.size})"
+           for f in files if found.get(f.rel) != f.size]  # fmt: skip
+    if bad:
+        more = f" and {len(bad) - 3} more" if len(bad) > 3 else ""
+        s3_none = isinstance(target, _S3Target) and len(bad) == len(files)
+        hint = " (does the endpoint speak S3?)" if s3_none else ""
+        error = UsageError if isinstance(target, _LocalTarget) else RemoteError
+        raise error(f"{target.where}: after the upload {len(bad)} of {len(files)} files are "
+                          f"missing or of the wrong size{hint}: {', '.join(bad[:3])}{more}")  # fmt: skip
+
+
+def publish(folder: str | os.PathLike, url: str, flag: str = "--publish", *,
+            options: Any = None) -> dict:  # fmt: skip
+    """Copy every file under ``folder`` to ``url/<relative path>`` and write ``_PUBLISHED.json``
+    last; returns ``{"files": n, "bytes": total, "url": url}``. See the module docstring.
+
+    Raises UsageError (a folder published into itself, an unusable destination), InputError (a
+    file of the folder cannot be read) or RemoteError (the object store failed at some step)."""
+    url = os.fspath(url)
+    src = Path(folder).expanduser().absolute()
+    where = _where(flag, url)
+    if not src.is_dir():
+        raise UsageError(f"{where}: the folder to publish, {folder}, is not a folder")
+    check_destination(url, flag, options=options)
+    if _is_local(url):
+        dest = _local_path(url).resolve()
+        real = src.resolve()
+        if dest == real or real in dest.parents:
+            raise UsageError(f"{where}: is inside the folder being published ({folder})")
+    target = _target(url, flag, options)
+    t0 = time.monotonic()
+    files = _inventory(src)
+    total = sum(f.size for f in files)
+    # 1-2: the old publication stops being complete, then loses the files it no longer has.
+    old = _old_files(target.read_manifest(), where)
+    target.delete([MANIFEST])
+    stale = sorted(old - {f.rel for f in files})
+    target.delete(stale)
+    # 3-5: the files, the check, the manifest.
+    for f in files:
+        target.put(f)
+    _check_sizes(target, files)
+    manifest = {
+        "format_version": FORMAT_VERSION,
+        "published_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "source": str(src),
+        "url": target.url,
+        "file_count": len(files),
+        "total_bytes": total,
+        "files": [{"path": f.rel, "bytes": f.size, "sha256": f.sha256} for f in files],
+    }
+    target.write_manifest((json.dumps(manifest, indent=1) + "\n").encode())
+    log.info("published %d files (%d bytes) from %s to %s in %.1fs (%d old files removed)",
+             len(files), total, src, target.url, time.monotonic() - t0, len(stale))  # fmt: skip
+    return {"files": len(files), "bytes": total, "url": target.url}

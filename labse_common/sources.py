@@ -1,0 +1,570 @@
+"""From the sources a user configured to concrete files: pair files and monolingual text files.
+
+Plain Python (no Beam unless a path is remote), for the stage runner and the commands it calls.
+
+Pair sources
+------------
+A pair source is a glob with the placeholder ``{src}-{trg}`` where a file name (or folder name)
+gives the two languages, e.g. ``parallel/{src}-{trg}.tsv``, ``data/*/{src}-{trg}.parquet``, or
+Moses plain-text files ``corpus/train.{src}-{trg}.{lang}`` (``{lang}`` is the language of each of
+the two files: ``train.de-fr.de`` and ``train.de-fr.fr``). Globs follow :mod:`glob`: ``*`` and
+``?`` within one path component, ``[...]``, ``**`` for any number of folders. Codes are any
+spelling :func:`labse_common.langs.normalize_lang` knows (``deu-fra`` gives ``de``, ``fr``); a
+code is letters, digits and ``_`` (no ``-``, which separates the pair, and no ``.``).
+
+The format is the file's extension: ``.tsv``, ``.tsv.gz``, ``.txt``, ``.txt.gz`` (tab-separated
+``src<TAB>trg``, more columns ignored), ``.parquet`` (columns ``src`` and ``trg``); a pattern
+with ``{lang}`` is Moses. :func:`expand_pairs` refuses what would silently give less data than
+the user meant: a pattern without ``{src}-{trg}``, a pattern that matches no file, an unknown
+extension (UsageError); a file whose name gives no language or the same language twice, a file
+the pattern's ``*`` matched but whose name does not fit the placeholders, a Moses file without
+its partner (InputError naming the file). In a Moses folder, files whose ``{lang}`` part is
+neither language of the pair (OPUS's ``.xml``/``.ids``, a third language) are not sides of that
+pair and are skipped (logged).
+
+Remote patterns (``s3://``, ``gs://``, any scheme Beam serves) are matched with Beam's
+``FileSystems.match`` (:func:`labse_common.filesystems.match`, where ``*`` does not cross ``/``
+and ``**`` does) and read through :mod:`labse_common.filesystems`.
+
+Text sources
+------------
+:func:`expand_texts`: the same globs, with an optional ``{lang}`` giving each file's language;
+without it the language is unknown (None) and the caller detects it per line
+(:func:`detect_lines`).
+"""
+
+from __future__ import annotations
+
+import functools
+import glob
+import gzip
+import logging
+import os
+import re
+import zlib
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass
+from itertools import zip_longest
+from pathlib import Path
+from typing import BinaryIO
+
+import pyarrow as pa
+
+from labse_common import datafiles
+from labse_common.errors import InputError, UsageError
+from labse_common.langs import base_lang, normalize_lang
+from labse_common.stats import StageCounter
+from labse_common.textio import sniff_bom, wrap_text
+
+log = logging.getLogger(__name__)
+
+PAIR_PLACEHOLDER = "{src}-{trg}"
+PLACEHOLDERS = ("src", "trg", "lang")
+FORMATS = ("tsv", "parquet", "moses")
+TSV_SUFFIXES = (".tsv", ".tsv.gz", ".txt", ".txt.gz")
+PARQUET_SUFFIXES = (".parquet",)
+# What a placeholder matches inside a name: a code with its script or region after '_'.
+_CODE = r"[^/\\.\-]+"
+_TOKEN = re.compile(r"\{(\w*)\}|\*\*/?|\*|\?|\[!?\]?[^\]]*\]|.", re.DOTALL)
+_READ_CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class PairFile:
+    """One source of pairs: ``paths`` is one file, or for Moses ``(src_path, trg_path)``;
+    ``pattern`` is the user's pattern that found it (for messages)."""
+
+    src_lang: str
+    trg_lang: str
+    fmt: str  # "tsv" | "parquet" | "moses"
+    paths: tuple[str, ...]
+    pattern: str
+
+
+@dataclass(frozen=True)
+class TextFile:
+    """One monolingual text file; ``lang`` is None when its name does not say."""
+
+    path: str
+    lang: str | None
+
+
+# --- patterns ----------------------------------------------------------------------------------
+
+
+def _remote(path: str) -> bool:
+    return "://" in path and not path.startswith("file://")
+
+
+def _norm(path: str) -> str:
+    """A local path without ``..`` and doubled separators (the same file found twice is one)."""
+    return path if _remote(path) else os.path.normpath(path)
+
+
+def _where(flag: str | None, pattern: str) -> str:
+    return f"{flag} {pattern}" if flag else pattern
+
+
+@dataclass(frozen=True)
+class _Pattern:
+    text: str  # as the user wrote it
+    glob: str  # placeholders as '*', base prepended
+    regex: re.Pattern[str]  # named groups <name>_<i> per placeholder occurrence
+    names: tuple[str, ...]  # the placeholders it has
+
+
+def _compile(pattern: str, base: Path | str | None, flag: str | None) -> _Pattern:
+    """The glob and the regex of ``pattern`` (relative: under ``base``, else the working
+    folder)."""
+    text = os.path.expanduser(pattern.strip())
+    if not text:
+        raise UsageError(f"{_where(flag, repr(pattern))}: empty pattern")
+    prefix = ""  # the folder of a relative pattern, taken literally
+    if not (_remote(text) or os.path.isabs(text)):
+        root = str(base) if base is not None else os.getcwd()
+        if _remote(root):
+            prefix = root.rstrip("/") + "/"
+        else:
+            prefix = os.path.join(os.path.abspath(os.path.expanduser(root)), "")
+    globs = [prefix if _remote(prefix) else glob.escape(prefix)]
+    regex, names, count = [re.escape(prefix)], [], {}
+    for m in _TOKEN.finditer(text):
+        tok = m.group(0)
+        if m.group(1) is not None or tok == "{}":
+            name = m.group(1)
+            if name not in PLACEHOLDERS:
+                raise UsageError(f"{_where(flag, pattern)}: unknown placeholder {tok} (known: "
+                                 + ", ".join(f"{{{p}}}" for p in PLACEHOLDERS) + ")")  # fmt: skip
+            i = count[name] = count.get(name, -1) + 1
+            globs.append("*")
+            regex.append(f"(?P<{name}_{i}>{_CODE})")
+            names.append(name)
+        elif tok.startswith("**"):
+            globs.append(tok)
+            regex.append("(?:.*/)?" if tok.endswith("/") else ".*")
+        elif tok == "*":
+            globs.append(tok)
+            regex.append("[^/]*")
+        elif tok == "?":
+            globs.append(tok)
+            regex.append("[^/]")
+        elif tok.startswith("[") and len(tok) > 2:
+            globs.append(tok)
+            body = tok[1:-1]
+            neg = body.startswith("!")
+            body = (body[1:] if neg else body).replace("\\", "\\\\")
+            body = "\\" + body if body.startswith("^") else body  # '^' is literal in a glob
+            regex.append("[" + ("^" if neg else "") + body + "]")
+        else:
+            globs.append(tok)
+            regex.append(re.escape(tok))
+    return _Pattern(
+        pattern, "".join(globs), re.compile("".join(regex)), tuple(dict.fromkeys(names))
+    )
+
+
+def _match(pat: _Pattern, flag: str | None) -> list[str]:
+    """The files the pattern's glob matches (folders left out)."""
+    if not _remote(pat.glob):
+        return sorted(p for p in glob.glob(pat.glob, recursive=True) if os.path.isfile(p))
+    try:
+        from apache_beam.io.filesystem import BeamIOError
+
+        from labse_common import filesystems
+    except ImportError:
+        raise UsageError(f"{_where(flag, pat.text)}: a remote pattern needs Apache Beam "
+                         "(pip install 'apache-beam[aws]' or '[gcp]')") from None  # fmt: skip
+    try:
+        return sorted(filesystems.match(pat.glob))
+    except BeamIOError as e:
+        raise UsageError(f"{_where(flag, pat.text)}: cannot list the files ({e})") from None
+
+
+def _codes(pat: _Pattern, path: str, flag: str | None) -> tuple[dict[str, str], re.Match[str]]:
+    """The raw code of each placeholder in ``path``; every occurrence of one must agree."""
+    m = pat.regex.fullmatch(path)
+    if m is None:
+        raise InputError(path, f"matches {pat.text} but its name does not fit the placeholders "
+                         "(a language code is letters, digits and '_')", flag)  # fmt: skip
+    raw: dict[str, str] = {}
+    for key, value in m.groupdict().items():
+        name = key.rsplit("_", 1)[0]
+        if raw.setdefault(name, value) != value:
+            raise InputError(path, f"{{{name}}} is {raw[name]!r} in one place and {value!r} in "
+                             f"another (pattern {pat.text})", flag)  # fmt: skip
+    return raw, m
+
+
+def _lang(code: str, path: str, pat: _Pattern, flag: str | None) -> str:
+    try:
+        return normalize_lang(code)
+    except ValueError as e:
+        raise InputError(path, f"{e} (the name gives it for a placeholder of {pat.text})",
+                         flag) from None  # fmt: skip
+
+
+def _format_of(name: str) -> str | None:
+    low = name.lower()
+    if low.endswith(TSV_SUFFIXES):
+        return "tsv"
+    if low.endswith(PARQUET_SUFFIXES):
+        return "parquet"
+    return None
+
+
+def _unknown_format(where: str, what: str) -> UsageError:
+    return UsageError(f"{where}: {what}: unknown pair file format (known: "
+                      f"{', '.join(TSV_SUFFIXES + PARQUET_SUFFIXES)}, or Moses files named "
+                      "with {lang})")  # fmt: skip
+
+
+# --- pairs -------------------------------------------------------------------------------------
+
+
+def expand_pairs(
+    patterns: list[str], base: Path | str | None = None, flag: str | None = None
+) -> list[PairFile]:
+    """The pair files of ``patterns`` (see the module docstring), sorted by languages and paths,
+    each file once. ``base``: the folder relative patterns are under (default: the working
+    folder); local results are absolute paths. ``flag`` names the option in error messages."""
+    if isinstance(patterns, str):
+        patterns = [patterns]
+    if not patterns:
+        raise UsageError(f"{flag or 'pair sources'}: no pattern given")
+    found: list[PairFile] = []
+    for pattern in patterns:
+        found.extend(_expand_pair_pattern(pattern, base, flag))
+    seen: set[tuple[str, ...]] = set()
+    out = []
+    for pf in sorted(found, key=lambda p: (p.src_lang, p.trg_lang, p.paths, p.fmt)):
+        if pf.paths not in seen:
+            seen.add(pf.paths)
+            out.append(pf)
+    return out
+
+
+def _expand_pair_pattern(pattern: str, base, flag: str | None) -> list[PairFile]:
+    where = _where(flag, pattern)
+    if PAIR_PLACEHOLDER not in pattern:
+        raise UsageError(f"{where}: a pair pattern needs the placeholder {PAIR_PLACEHOLDER} where "
+                         "the file names give the two languages, e.g. parallel/{src}-{trg}.tsv "
+                         "or corpus/train.{src}-{trg}.{lang} (Moses)")  # fmt: skip
+    pat = _compile(pattern, base, flag)
+    moses = "lang" in pat.names
+    tail = re.split(r"[*?\]}]", pattern.rsplit("/", 1)[-1])[-1]
+    if not moses and _format_of(tail) is None and "." in tail:
+        raise _unknown_format(where, f"extension {tail[tail.rindex('.') :]!r}")
+    paths = _match(pat, flag)
+    out = _moses_pairs(pat, paths, flag) if moses else _single_pairs(pat, paths, flag, where)
+    if not out:
+        detail = " that make Moses pairs" if moses and paths else ""
+        raise UsageError(f"{where}: matches no file{detail} (looked for {pat.glob})")
+    return out
+
+
+def _pair_langs(pat: _Pattern, path: str, raw: dict[str, str], flag) -> tuple[str, str]:
+    src, trg = _lang(raw["src"], path, pat, flag), _lang(raw["trg"], path, pat, flag)
+    if src == trg:
+        raise InputError(path, f"the name gives the same language on both sides ({raw['src']}-"
+                         f"{raw['trg']} -> {src}), not a pair (pattern {pat.text})", flag)  # fmt: skip
+    return src, trg
+
+
+def _single_pairs(pat: _Pattern, paths: list[str], flag, where: str) -> list[PairFile]:
+    out = []
+    for path in paths:
+        fmt = _format_of(path)
+        if fmt is None:
+            raise _unknown_format(where, path)
+        raw, _ = _codes(pat, path, flag)
+        src, trg = _pair_langs(pat, path, raw, flag)
+        out.append(PairFile(src, trg, fmt, (_norm(path),), pat.text))
+    return out
+
+
+def _moses_pairs(pat: _Pattern, paths: list[str], flag) -> list[PairFile]:
+    """Files grouped by their path with ``{lang}`` blanked out; each group is one pair, one
+    file per side."""
+    groups: dict[str, dict[str, list[str]]] = {}
+    info: dict[str, tuple[str, str, dict[str, str]]] = {}
+    for path in paths:
+        raw, m = _codes(pat, path, flag)
+        src, trg = _pair_langs(pat, path, raw, flag)
+        try:
+            lang = normalize_lang(raw["lang"])
+        except ValueError:
+            lang = None
+        side = "src" if lang == src else "trg" if lang == trg else None
+        if side is None:  # OPUS's .xml/.ids (quietly), a third language (with a warning)
+            log.log(logging.DEBUG if lang is None else logging.WARNING,
+                    "%s: not a side of the %s-%s pair (%s is neither language); skipped",
+                    path, src, trg, raw["lang"])  # fmt: skip
+            continue
+        key = _blank_lang(path, m)
+        groups.setdefault(key, {"src": [], "trg": []})[side].append(path)
+        info[key] = (src, trg, raw)
+    out = []
+    for key, sides in groups.items():
+        src, trg, raw = info[key]
+        for side, other in (("src", "trg"), ("trg", "src")):
+            if len(sides[side]) > 1:
+                raise InputError(sides[side][0], f"two files for the {side} side of one pair: "
+                                 f"{', '.join(sides[side])}", flag)  # fmt: skip
+            if not sides[side]:
+                present = sides[other][0]
+                missing = key.replace("\0", raw[side])
+                raise InputError(present, f"Moses file without its partner {missing} (the "
+                                 f"{raw[side]} side of {raw['src']}-{raw['trg']})", flag)  # fmt: skip
+        both = (_norm(sides["src"][0]), _norm(sides["trg"][0]))
+        out.append(PairFile(src, trg, "moses", both, pat.text))
+    return out
+
+
+def _blank_lang(path: str, m: re.Match[str]) -> str:
+    spans = sorted(m.span(k) for k in m.groupdict() if k.rsplit("_", 1)[0] == "lang")
+    for start, end in reversed(spans):
+        path = path[:start] + "\0" + path[end:]
+    return path
+
+
+# --- texts -------------------------------------------------------------------------------------
+
+
+def expand_texts(
+    patterns: list[str], base: Path | str | None = None, flag: str | None = None
+) -> list[TextFile]:
+    """The text files of ``patterns``, sorted by path, each once; ``{lang}`` in a pattern gives
+    each file's language (normalized), without it ``lang`` is None. A pattern matching nothing
+    is a UsageError; a file whose ``{lang}`` is not a language, an InputError naming it."""
+    if isinstance(patterns, str):
+        patterns = [patterns]
+    if not patterns:
+        raise UsageError(f"{flag or 'text sources'}: no pattern given")
+    files: dict[str, TextFile] = {}
+    for pattern in patterns:
+        where = _where(flag, pattern)
+        pat = _compile(pattern, base, flag)
+        if set(pat.names) - {"lang"}:
+            raise UsageError(f"{where}: a text pattern takes only {{lang}}, not "
+                             f"{{{sorted(set(pat.names) - {'lang'})[0]}}}")  # fmt: skip
+        paths = _match(pat, flag)
+        if not paths:
+            raise UsageError(f"{where}: matches no file (looked for {pat.glob})")
+        for path in paths:
+            lang = None
+            if "lang" in pat.names:
+                raw, _ = _codes(pat, path, flag)
+                lang = _lang(raw["lang"], path, pat, flag)
+            files.setdefault(_norm(path), TextFile(_norm(path), lang))
+    return [files[p] for p in sorted(files)]
+
+
+@functools.lru_cache(maxsize=4)
+def _identifier(model_path: str | None):
+    from filters.langid import LanguageIdentifier
+
+    try:
+        return LanguageIdentifier(model_path)
+    except (FileNotFoundError, ValueError) as e:
+        raise UsageError(str(e)) from None
+
+
+def _lid_code(label: str) -> str:
+    """A model's label as this project writes codes (lid.176's own labels stay as they are but
+    for the macro-language members; GlotLID's ``deu_Latn`` -> ``de``)."""
+    try:
+        return normalize_lang(label)
+    except ValueError:
+        return base_lang(label)
+
+
+def detect_lines(
+    lines: list[str], model_path: str | None = None, threshold: float = 0.5
+) -> list[str | None]:
+    """The language of each line (:class:`filters.langid.LanguageIdentifier`, default model
+    lid.176, loaded once per process), or None for a blank line or a score under
+    ``threshold``."""
+    keep = [i for i, line in enumerate(lines) if line.strip()]
+    out: list[str | None] = [None] * len(lines)
+    if not keep:
+        return out
+    results = _identifier(model_path).predict([lines[i].strip() for i in keep])
+    for i, r in zip(keep, results):
+        if r.lang != "und" and r.score >= threshold:
+            out[i] = _lid_code(r.lang)
+    return out
+
+
+# --- reading pairs -----------------------------------------------------------------------------
+
+
+def read_pairs_file(
+    pf: PairFile, counter: StageCounter, unit: str = "pairs", *, flag: str | None = None
+) -> Iterator[tuple[str, str]]:
+    """The ``(src, trg)`` pairs of ``pf``, whitespace stripped, in file order. Every record is
+    counted in ``counter`` under ``unit`` (in == out + dropped): a pair with an empty side is
+    dropped ``empty_side``; a TSV line without a tab ``malformed``, a blank one ``blank``, a first
+    line ``src<TAB>trg`` ``header``; a damaged Parquet row group ``damaged_row_group`` (the other
+    groups are read). InputError naming the file: not found, not UTF-8 (after a BOM, which picks
+    the encoding and is removed), damaged gzip, a Parquet file that cannot be opened or lacks
+    ``src``/``trg``, Moses files of different lengths (checked before the first pair)."""
+    if pf.fmt == "tsv":
+        return _read_tsv(pf.paths[0], counter, unit, flag)
+    if pf.fmt == "parquet":
+        return _read_parquet(pf.paths[0], counter, unit, flag)
+    if pf.fmt == "moses":
+        return _read_moses(pf.paths, counter, unit, flag)
+    raise ValueError(f"unknown pair file format {pf.fmt!r} (known: {', '.join(FORMATS)})")
+
+
+def _emit(src: str, trg: str, counter: StageCounter, unit: str) -> tuple[str, str] | None:
+    src, trg = src.strip(), trg.strip()
+    if not src or not trg:
+        counter.add_dropped(unit, "empty_side")
+        return None
+    counter.add_out(unit)
+    return src, trg
+
+
+def _read_tsv(path: str, counter: StageCounter, unit: str, flag) -> Iterator[tuple[str, str]]:
+    for lineno, line in _text_lines(path, flag):
+        counter.add_in(unit)
+        fields = line.split("\t")
+        if len(fields) < 2:
+            counter.add_dropped(unit, "blank" if not line.strip() else "malformed")
+            continue
+        if lineno == 1 and [f.strip() for f in fields[:2]] == ["src", "trg"]:
+            counter.add_dropped(unit, "header")
+            continue
+        pair = _emit(fields[0], fields[1], counter, unit)
+        if pair is not None:
+            yield pair
+
+
+def _read_moses(paths: tuple[str, ...], counter: StageCounter, unit: str,
+                flag) -> Iterator[tuple[str, str]]:  # fmt: skip
+    src_path, trg_path = paths
+    n_src, n_trg = _count_lines(src_path, flag), _count_lines(trg_path, flag)
+    if n_src != n_trg:
+        raise InputError(src_path, f"Moses files of different lengths: {n_src} lines here, "
+                         f"{n_trg} lines in {trg_path}: line i of one must translate line i of "
+                         "the other", flag)  # fmt: skip
+    done = object()
+    for a, b in zip_longest(_text_lines(src_path, flag), _text_lines(trg_path, flag),
+                            fillvalue=done):  # fmt: skip
+        if a is done or b is done:  # changed since it was counted
+            raise InputError(src_path, f"Moses file and {trg_path} changed length while read",
+                             flag)  # fmt: skip
+        counter.add_in(unit)
+        pair = _emit(a[1], b[1], counter, unit)
+        if pair is not None:
+            yield pair
+
+
+def _is_text(t: pa.DataType) -> bool:
+    return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_null(t)
+
+
+def _read_parquet(path: str, counter: StageCounter, unit: str,
+                  flag) -> Iterator[tuple[str, str]]:  # fmt: skip
+    schema = datafiles.parquet_file(path, flag).schema_arrow
+    lacking = [c for c in ("src", "trg") if c not in schema.names]
+    if lacking:
+        raise InputError(path, f"has no column {' or '.join(map(repr, lacking))} (columns: "
+                         f"{', '.join(schema.names)})", flag)  # fmt: skip
+    for c in ("src", "trg"):
+        if not _is_text(schema.field(c).type):
+            raise InputError(path, f"column {c!r} is {schema.field(c).type}, not text", flag)
+    for batch in datafiles.iter_parquet_counted(path, counter, unit, ["src", "trg"], flag):
+        cols = []
+        for c in ("src", "trg"):
+            col = batch.column(batch.schema.get_field_index(c))
+            try:
+                col.validate(full=True)
+            except pa.ArrowInvalid as e:
+                raise InputError(path, f"column {c!r} is not UTF-8 text ({e})", flag) from None
+            cols.append(col.to_pylist())
+        for s, t in zip(*cols):
+            counter.add_in(unit)
+            pair = _emit(s or "", t or "", counter, unit)
+            if pair is not None:
+                yield pair
+
+
+# --- text files, local or remote, BOM-aware and strict -----------------------------------------
+
+_GZIP_DAMAGE = (EOFError, zlib.error, gzip.BadGzipFile)
+
+
+def _open_raw(path: str, flag) -> BinaryIO:
+    try:
+        if _remote(path):
+            from labse_common import filesystems
+
+            return filesystems.open_read(path)
+        return open(path, "rb")  # noqa: SIM115 - the caller closes it
+    except FileNotFoundError:
+        raise InputError(path, "not found", flag) from None
+    except IsADirectoryError:
+        raise InputError(path, "is a folder, expected a file", flag) from None
+
+
+def _with_raw(path: str, flag, use: Callable[[BinaryIO], Iterator]) -> Iterator:
+    """``use`` applied to the file's bytes (gunzipped for ``.gz``); damage is an InputError."""
+    with ExitStack() as stack:
+        raw = stack.enter_context(_open_raw(path, flag))
+        if path.lower().endswith(".gz"):
+            raw = stack.enter_context(gzip.GzipFile(fileobj=raw))
+        try:
+            yield from use(raw)
+        except _GZIP_DAMAGE as e:
+            raise InputError(path, f"damaged gzip ({e})", flag) from None
+
+
+def _text_lines(path: str, flag) -> Iterator[tuple[int, str]]:
+    """(line number, line without its end) of a text file, lines ending at ``\\n`` as in
+    :func:`labse_common.textio.wrap_text`; bytes that are not UTF-8 (or not the UTF-16/32 its
+    BOM names): an InputError naming the line."""
+
+    def lines(raw: BinaryIO) -> Iterator[tuple[int, str]]:
+        enc, n = sniff_bom(raw.read(4))
+        if enc in (None, "utf-8"):  # line by line, so that an error names its line
+            raw.seek(n)
+            for lineno, data in enumerate(raw, 1):
+                try:
+                    text = data.decode("utf-8")
+                except UnicodeDecodeError as e:
+                    raise InputError(path, f"not UTF-8 text (line {lineno}, byte {e.start + 1} "
+                                     f"of the line: {e.reason})", flag) from None  # fmt: skip
+                yield lineno, text.rstrip("\n").rstrip("\r")
+            return
+        raw.seek(0)
+        lineno = 0
+        try:
+            for lineno, line in enumerate(wrap_text(raw, errors="strict"), 1):  # noqa: B007
+                yield lineno, line.rstrip("\n").rstrip("\r")
+        except UnicodeDecodeError as e:
+            raise InputError(path, f"not {enc} text as its byte-order mark says (after line "
+                             f"{lineno}: {e.reason})", flag) from None  # fmt: skip
+
+    return _with_raw(path, flag, lines)
+
+
+def _count_lines(path: str, flag) -> int:
+    """The number of lines :func:`_text_lines` gives, counted on the bytes for UTF-8."""
+
+    def count(raw: BinaryIO) -> Iterator[int]:
+        enc, _ = sniff_bom(raw.read(4))
+        raw.seek(0)
+        if enc not in (None, "utf-8"):
+            yield sum(1 for _ in _text_lines(path, flag))
+            return
+        n, last = 0, b"\n"
+        while chunk := raw.read(_READ_CHUNK):
+            n += chunk.count(b"\n")
+            last = chunk
+        yield n + (not last.endswith(b"\n"))
+
+    (n,) = _with_raw(path, flag, count)
+    return n

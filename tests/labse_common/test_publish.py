@@ -1,0 +1,346 @@
+"""labse_common.publish: a finished folder copied to the loopback S3 server (moto) or a local
+folder, byte for byte, with _PUBLISHED.json written last; a dead endpoint, a missing bucket or
+a server that answers HTML is one line naming the URL within seconds."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import http.server
+import json
+import os
+import random
+import shlex
+import socket
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from labse_common.errors import RemoteError, UsageError
+from labse_common.publish import MANIFEST, check_destination, publish
+from tests.scaleout_util import free_port, s3_args, s3_test_server
+
+BUCKET = "published"
+BIG = 9 << 20  # over the 8 MiB part size: a multipart upload of two parts
+
+
+@pytest.fixture(scope="module")
+def s3(tmp_path_factory):
+    with s3_test_server(tmp_path_factory.mktemp("moto-logs"), BUCKET) as server:
+        yield server
+
+
+@pytest.fixture
+def endpoint_env(monkeypatch):
+    """``use(endpoint)``: this process's FileSystems options point at ``endpoint`` through
+    ``$LABSE_BEAM_OPTIONS`` (what the stage runner sees); the previous options come back."""
+    from apache_beam.io.filesystems import FileSystems
+
+    from labse_common.filesystems import configure
+
+    previous = FileSystems._pipeline_options
+
+    def use(endpoint: str) -> None:
+        monkeypatch.setenv("LABSE_BEAM_OPTIONS", shlex.join(s3_args(endpoint)))
+        configure()
+
+    yield use
+    FileSystems.set_options(previous)
+
+
+def make_folder(root: Path, seed: int = 0, big: bool = True) -> dict[str, bytes]:
+    """A final bitext folder's shape: top-level files, a subfolder two deep, a large file."""
+    rng = random.Random(seed)
+    files = {
+        "bitext.tsv.gz": rng.randbytes(3000),
+        "bitext.de-en.de": b"Hallo Welt\n" * (seed + 1),
+        "bitext.de-en.en": b"Hello world\n" * (seed + 1),
+        "report.md": f"# report {seed}\n".encode(),
+        "empty.txt": b"",
+        "hf/README.md": b"---\nlicense: cc\n---\n",
+        "hf/data/train-00000-of-00001.parquet": rng.randbytes(5000),
+    }
+    if big:
+        files["bitext.parquet"] = os.urandom(BIG)
+    for rel, data in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_bytes(data)
+    return files
+
+
+def download(client, prefix: str) -> dict[str, bytes]:
+    out = {}
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=prefix):
+        for obj in page.get("Contents", []):
+            body = client.get_object(Bucket=BUCKET, Key=obj["Key"])["Body"].read()
+            out[obj["Key"][len(prefix) :]] = body
+    return out
+
+
+def check_manifest(raw: bytes, files: dict[str, bytes], url: str) -> None:
+    m = json.loads(raw)
+    assert m["url"] == url and m["file_count"] == len(files)
+    assert m["total_bytes"] == sum(map(len, files.values())) and m["published_at"]
+    listed = {e["path"]: (e["bytes"], e["sha256"]) for e in m["files"]}
+    assert listed == {k: (len(v), hashlib.sha256(v).hexdigest()) for k, v in files.items()}
+
+
+def one_line(e: pytest.ExceptionInfo, *parts: str) -> str:
+    msg = str(e.value)
+    assert "\n" not in msg and all(p in msg for p in parts), msg
+    return msg
+
+
+@pytest.mark.slow
+def test_round_trip_and_republish_through_s3(s3, endpoint_env, tmp_path):
+    endpoint, client = s3
+    endpoint_env(endpoint)
+    url = f"s3://{BUCKET}/runs/final"
+    files = make_folder(tmp_path / "a")
+    check_destination(url)
+    summary = publish(tmp_path / "a", url + "/")
+    assert summary == {"files": len(files), "bytes": sum(map(len, files.values())), "url": url}
+    got = download(client, "runs/final/")
+    check_manifest(got.pop(MANIFEST), files, url)
+    assert got == files
+    assert not client.list_multipart_uploads(Bucket=BUCKET).get("Uploads")
+
+    # Again with other files: changed ones replaced, gone ones removed, a foreign object kept.
+    client.put_object(Bucket=BUCKET, Key="runs/final/notes/keep.txt", Body=b"not ours")
+    files2 = make_folder(tmp_path / "b", seed=1, big=False)
+    del files2["report.md"]
+    (tmp_path / "b" / "report.md").unlink()
+    (tmp_path / "b" / "hf" / "extra.json").write_bytes(b"{}")
+    files2["hf/extra.json"] = b"{}"
+    assert publish(tmp_path / "b", url)["files"] == len(files2)
+    got = download(client, "runs/final/")
+    check_manifest(got.pop(MANIFEST), files2, url)
+    assert got.pop("notes/keep.txt") == b"not ours"
+    assert got == files2
+
+
+@pytest.mark.slow
+def test_aws_endpoint_url_selects_the_server(s3, monkeypatch, tmp_path):
+    """Without Beam flags, boto3's own environment (AWS_ENDPOINT_URL and keys) applies."""
+    from apache_beam.io.filesystems import FileSystems
+
+    from labse_common.filesystems import configure
+
+    endpoint, client = s3
+    for k, v in {"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "testing",
+                 "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}.items():  # fmt: skip
+        monkeypatch.setenv(k, v)
+    monkeypatch.delenv("LABSE_BEAM_OPTIONS", raising=False)
+    previous = FileSystems._pipeline_options
+    try:
+        configure([])
+        files = make_folder(tmp_path / "f", big=False)
+        publish(tmp_path / "f", f"s3://{BUCKET}")  # the bucket's root
+        assert json.loads(download(client, "")[MANIFEST])["url"] == f"s3://{BUCKET}"
+    finally:
+        FileSystems.set_options(previous)
+    assert {k: v for k, v in download(client, "").items() if k in files} == files
+
+
+@pytest.mark.slow
+def test_dead_endpoint_and_missing_bucket_fail_fast(s3, endpoint_env):
+    endpoint, _ = s3
+    endpoint_env(f"http://127.0.0.1:{free_port()}")  # nothing listens there
+    t0 = time.monotonic()
+    with pytest.raises(RemoteError) as e:
+        check_destination(f"s3://{BUCKET}/x", "--publish")
+    assert time.monotonic() - t0 < 15
+    one_line(e, "--publish", f"s3://{BUCKET}/x", "does not answer")
+
+    endpoint_env(endpoint)
+    t0 = time.monotonic()
+    with pytest.raises(RemoteError) as e:
+        check_destination("s3://no-such-bucket/out", "--publish")
+    assert time.monotonic() - t0 < 15
+    one_line(e, "--publish", "s3://no-such-bucket/out", "does not exist")
+
+
+class DyingProxy:
+    """A loopback TCP relay to ``port`` that dies after ``limit`` bytes from its clients: every
+    open connection is cut and nothing listens any more (an endpoint gone mid-upload)."""
+
+    def __init__(self, port: int, limit: int) -> None:
+        self.port, self.limit, self.sent = port, limit, 0
+        self.lock = threading.Lock()
+        self.dead = threading.Event()
+        self.socks: list[socket.socket] = []
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.listener.settimeout(0.1)
+        self.endpoint = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while not self.dead.is_set():
+            try:
+                client, _ = self.listener.accept()
+            except (TimeoutError, OSError):
+                continue
+            upstream = socket.create_connection(("127.0.0.1", self.port))
+            with self.lock:
+                self.socks += [client, upstream]
+            for a, b, up in ((client, upstream, True), (upstream, client, False)):
+                threading.Thread(target=self._pump, args=(a, b, up), daemon=True).start()
+        self.listener.close()
+
+    def _pump(self, a: socket.socket, b: socket.socket, counted: bool) -> None:
+        with contextlib.suppress(OSError):
+            while data := a.recv(1 << 16):
+                if counted:
+                    with self.lock:
+                        self.sent += len(data)
+                    if self.sent > self.limit:
+                        self.kill()
+                        return
+                b.sendall(data)
+        with contextlib.suppress(OSError):
+            b.shutdown(socket.SHUT_WR)
+
+    def kill(self) -> None:
+        self.dead.set()
+        with self.lock:
+            for s in self.socks:
+                with contextlib.suppress(OSError):
+                    s.shutdown(socket.SHUT_RDWR)
+                s.close()
+
+
+@pytest.mark.slow
+def test_endpoint_dying_mid_upload_leaves_no_manifest(s3, endpoint_env, tmp_path):
+    endpoint, client = s3
+    url = f"s3://{BUCKET}/dying"
+    endpoint_env(endpoint)
+    make_folder(tmp_path / "old", big=False)
+    publish(tmp_path / "old", url)  # a complete publication, then a replacement that fails
+    assert MANIFEST in download(client, "dying/")
+    proxy = DyingProxy(int(endpoint.rsplit(":", 1)[1]), limit=1 << 20)
+    endpoint_env(proxy.endpoint)
+    make_folder(tmp_path / "new", seed=2)
+    t0 = time.monotonic()
+    try:
+        with pytest.raises(RemoteError) as e:
+            publish(tmp_path / "new", url)
+    finally:
+        proxy.kill()
+    assert time.monotonic() - t0 < 15 and proxy.sent > proxy.limit  # it died mid-upload
+    one_line(e, "--publish", url, "bitext.parquet")
+    assert MANIFEST not in download(client, "dying/")  # never marked complete
+
+
+class HtmlHandler(http.server.BaseHTTPRequestHandler):
+    """What a web server or captive portal at the endpoint address answers: HTML."""
+
+    protocol_version = "HTTP/1.1"  # answers botocore's "Expect: 100-continue" at once
+    status = 200
+    page = b"<html><body><h1>Welcome to nginx!</h1></body></html>"
+
+    def _answer(self, body: bool) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        if length:
+            self.rfile.read(length)
+        self.send_response(self.status)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(self.page)))
+        self.end_headers()
+        if body:
+            self.wfile.write(self.page)
+
+    def do_HEAD(self) -> None:  # noqa: N802 - http.server's names
+        self._answer(False)
+
+    def do_GET(self) -> None:  # noqa: N802
+        self._answer(True)
+
+    do_PUT = do_POST = do_DELETE = do_GET  # noqa: N815
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("status", [200, 503])
+def test_html_answers_are_one_line(endpoint_env, tmp_path, status):
+    handler = type("Handler", (HtmlHandler,), {"status": status})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        endpoint_env(f"http://127.0.0.1:{server.server_address[1]}")
+        make_folder(tmp_path / "f", big=False)
+        t0 = time.monotonic()
+        with pytest.raises(RemoteError) as e:
+            publish(tmp_path / "f", "s3://web/out")  # the preflight passes a 200 HEAD
+        assert time.monotonic() - t0 < 15
+        one_line(e, "--publish", "s3://web/out")
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.parametrize("via", ["files", "beam"])
+def test_local_round_trip_and_republish(tmp_path, monkeypatch, via):
+    """A local destination; "beam": the same through Beam's FileSystems, as gs:// goes."""
+    from labse_common import publish as module
+
+    if via == "beam":
+
+        def beam(url, flag, _options):  # Beam's local filesystem takes plain paths only
+            return module._BeamTarget(str(module._local_path(url)), flag)
+
+        monkeypatch.setattr(module, "_target", beam)
+    files = make_folder(tmp_path / "a", big=False)
+    dest = tmp_path / "pub" / "deep" / "final"
+    check_destination(str(dest))
+    assert publish(tmp_path / "a", str(dest))["files"] == len(files)
+    got = {p.relative_to(dest).as_posix(): p.read_bytes() for p in dest.rglob("*") if p.is_file()}
+    check_manifest(got.pop(MANIFEST), files, str(dest))
+    assert got == files
+
+    (dest / "mine.txt").write_bytes(b"kept")
+    files2 = {"bitext.tsv.gz": b"new", "x/y.txt": b"y"}
+    for rel, data in files2.items():
+        (tmp_path / "b" / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "b" / rel).write_bytes(data)
+    publish(tmp_path / "b", f"file://{dest}")
+    got = {p.relative_to(dest).as_posix(): p.read_bytes() for p in dest.rglob("*") if p.is_file()}
+    check_manifest(got.pop(MANIFEST), files2, str(dest))
+    assert got == {**files2, "mine.txt": b"kept"}
+    if via == "files":
+        assert not (dest / "hf").exists()  # the old publication's folders went with its files
+
+
+def test_an_empty_folder_publishes_a_manifest_only(tmp_path):
+    (tmp_path / "empty").mkdir()
+    assert publish(tmp_path / "empty", str(tmp_path / "new" / "out"))["files"] == 0
+    assert os.listdir(tmp_path / "new" / "out") == [MANIFEST]
+
+
+def test_a_folder_is_not_published_into_itself(tmp_path):
+    make_folder(tmp_path / "a", big=False)
+    for dest in (tmp_path / "a", tmp_path / "a" / "hf" / "copy"):
+        with pytest.raises(UsageError) as e:
+            publish(tmp_path / "a", str(dest), "--publish")
+        one_line(e, "--publish", str(dest), "inside the folder")
+    assert not (tmp_path / "a" / MANIFEST).exists()
+    assert not (tmp_path / "a" / "hf" / "copy").exists()
+
+
+def test_unusable_local_destinations(tmp_path):
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(UsageError) as e:
+        check_destination(str(tmp_path / "file"), "--publish")
+    one_line(e, "--publish", "not a folder")
+    with pytest.raises(UsageError) as e:
+        check_destination(str(tmp_path / "file" / "sub"))
+    one_line(e, "cannot create")
+    with pytest.raises(UsageError) as e:
+        check_destination("http://example.org/out")
+    one_line(e, "s3://, gs:// or a local folder")
+    with pytest.raises(UsageError) as e:
+        publish(tmp_path / "missing", str(tmp_path / "out"))
+    one_line(e, "is not a folder")
