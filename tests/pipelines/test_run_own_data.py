@@ -1,0 +1,173 @@
+"""The runner on a user's own data (issue 32): a layout the demo never used, a non-English pair,
+pairs as TSV and as Moses files, an evaluation alignment as TSV and Parquet, and an encoder given
+by ``model.init``. The run stops for a person's labels with exit status 3 naming the file; the
+same command completes once the file is filled; labels of an earlier run are matched to a rerun's
+mined pairs by text; the bitext's provenance names the given files; ``--publish`` round-trips
+through a loopback S3 server and a dead endpoint is refused before any stage runs.
+
+The encoder is a small random one (no training here), so what is checked is the plumbing and the
+contracts, not the quality of the pairs: the demo's figures measure that (bench/README.md)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from labse_common.stats import check_balanced
+from tests.pipelines.own_layout import make_layout
+
+ROOT = Path(__file__).resolve().parents[2]
+ENV = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+FAST = ["run.quality_bootstrap=false", "cds.noisy_epochs=1", "cds.clean_epochs=1",
+        "combine.min_labelled=10", "combine.min_per_label=2", "combine.on_unreachable=continue",
+        "train.steps=0", 'sources.eval=["gold/*.{src}-{trg}.*"]']  # fmt: skip
+
+pytestmark = pytest.mark.slow
+
+
+def run(data: Path, out: Path, *extra: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    sets = [a for s in FAST for a in ("--set", s)]
+    cmd = [sys.executable, "-m", "pipelines.run", "--config", str(ROOT / "configs" / "own-data.yaml"),
+           "--data", str(data), "--output", str(out), "--set", f"model.init={data / 'labse'}", *sets, *extra]  # fmt: skip
+    return subprocess.run(cmd, cwd=ROOT, env=env or ENV, capture_output=True, text=True, timeout=900)
+
+
+def label_rows(path: Path) -> tuple[list[str], list[list[str]]]:
+    rows = list(csv.reader(path.open(encoding="utf-8"), delimiter="\t", quoting=csv.QUOTE_NONE))
+    return rows[0], rows[1:]
+
+
+def fill_labels(path: Path) -> int:
+    """Label every sampled pair, alternating GOOD and BAD (a stand-in for a person: the random
+    encoder finds few true pairs, and the filter needs both labels)."""
+    header, rows = label_rows(path)
+    i = header.index("label")
+    for n, r in enumerate(rows):
+        r[i] = "GOOD" if n % 2 == 0 else "BAD"
+    path.write_text("".join("\t".join(r) + "\n" for r in [header, *rows]), encoding="utf-8")
+    return len(rows)
+
+
+@pytest.fixture(scope="module")
+def own(tmp_path_factory) -> dict:
+    data = tmp_path_factory.mktemp("own")
+    make_layout(data)
+    out = tmp_path_factory.mktemp("run") / "out"
+    first = run(data, out)
+    labelled = fill_labels(out / "labels.tsv") if (out / "labels.tsv").is_file() else 0
+    second = run(data, out)
+    return {"data": data, "out": out, "first": first, "second": second, "labelled": labelled}
+
+
+def test_stops_for_labels_naming_the_file_then_the_same_command_completes(own):
+    first, out = own["first"], own["out"]
+    assert first.returncode == 3, first.stderr[-3000:]
+    needs = [ln for ln in first.stderr.splitlines() if ln.startswith("labels needed:")]
+    assert len(needs) == 1 and str(out / "labels.tsv") in needs[0], first.stderr[-2000:]
+    assert "python -m filters label" in needs[0]
+    assert "run the same command again" in first.stderr
+    assert not (out / "_state" / "combine.manifest.json").exists() or own["second"].returncode == 0
+    assert own["labelled"] >= 10
+    second = own["second"]
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert (out / "bitext" / "bitext.tsv.gz").is_file() and (out / "report" / "report.html").is_file()
+
+
+def test_vocab_pretrain_train_are_skipped_with_model_init(own):
+    plan = {p["stage"]: p for p in json.loads((own["out"] / "_run.json").read_text())["plan"]}
+    for stage in ("vocab", "pretrain", "train", "synthetic", "demo"):
+        assert plan[stage]["action"] == "off", plan[stage]
+    assert "model.init" in plan["vocab"]["reason"] and "train.steps is 0" in plan["train"]["reason"]
+    assert not (own["out"] / "vocab").exists() and not (own["out"] / "train").exists()
+    embed = json.loads((own["out"] / "_state" / "embed.manifest.json").read_text())
+    assert str(own["data"] / "labse") in " ".join(embed["commands"][0])
+
+
+def test_both_pair_formats_and_the_non_english_pair_are_read_and_mined(own):
+    out = own["out"]
+    stats = json.loads((out / "inputs" / "stats.json").read_text())
+    assert check_balanced(stats) == []
+    pairs = {f["pair"]: f for f in stats["files"] if f["kind"] == "pairs"}
+    assert set(pairs) == {"de-en", "de-fr"}
+    assert pairs["de-fr"]["paths"][0].endswith("corpus.de-fr.de") and pairs["de-fr"]["rows"] == 120
+    evals = {f["pair"]: f for f in stats["files"] if f["kind"] == "eval"}
+    assert evals["de-fr"]["paths"][0].endswith("dev.deu-fra.parquet") and evals["de-fr"]["rows"] == 40
+    for pair in ("de-en", "de-fr"):
+        assert pq.read_table(out / "mine" / pair / "mined.parquet").num_rows > 0
+    pr = json.loads((out / "eval" / "mined_pr.json").read_text())
+    assert pr["de-fr"]["gold"] == 40 and pr["de-en"]["gold"] == 40 and "half" not in pr
+
+
+def test_every_stage_balances_and_provenance_names_the_given_files(own):
+    out, data = own["out"], own["data"]
+    for manifest in (out / "_state").glob("*.manifest.json"):
+        stats = out / manifest.name.split(".")[0] / "stats.json"
+        if stats.is_file():
+            assert check_balanced(json.loads(stats.read_text())) == [], stats
+    given = {p.name for p in (data / "crawl").iterdir()} | {p.name for p in (data / "dumps").iterdir()}
+    kept = pq.read_table(out / "bitext" / "bitext.parquet").to_pylist()
+    rejected = pq.read_table(out / "bitext" / "rejected.parquet").to_pylist()
+    rows = [r for r in kept + rejected if r.get("src_locator")]
+    assert rows
+    for r in rows:
+        for side in ("src", "trg"):
+            assert r[f"{side}_locator"].split("@")[0] in given, r[f"{side}_locator"]
+            assert r[f"{side}_source"] in ("commoncrawl", "wikipedia")
+
+
+def test_earlier_labels_are_matched_by_text_to_a_rerun_with_other_mined_pairs(own, tmp_path):
+    out = tmp_path / "rerun"
+    shutil.copytree(own["out"], out)
+    (out / "labels.tsv").unlink()
+    earlier = own["out"] / "labels.tsv"
+    p = run(own["data"], out, "--set", "mining.k=2", "--set", f"combine.labels={earlier}")
+    assert p.returncode in (0, 3), p.stderr[-3000:]
+    stats = json.loads((out / "labels" / "stats.json").read_text()) if p.returncode == 0 else None
+    # The earlier labels prefill the new sample wherever the same pair text was sampled again.
+    h_old, old_rows = label_rows(earlier)
+    header, new_rows = label_rows(out / "labels.tsv")
+    old = {(r[h_old.index("src")], r[h_old.index("trg")]): r[h_old.index("label")] for r in old_rows}
+    for r in new_rows:
+        key = (r[header.index("src")], r[header.index("trg")])
+        assert r[header.index("label")] == old.get(key, ""), key
+    # Every earlier label is either matched to a mined pair of the rerun or counted not_mined.
+    cand = pq.read_table(out / "cds_score" / "scored.parquet", columns=["src", "trg"]).to_pylist()
+    mined = {(c["src"], c["trg"]) for c in cand}
+    unmatched = sum(1 for k in old if k not in mined)
+    assert unmatched > 0, "mining.k=2 should change some mined pairs"
+    if stats is not None:
+        counts = stats["counts"]["labels"]
+        assert counts["in"] == len(old) and counts["dropped"].get("not_mined", 0) == unmatched
+        assert counts["out"] == len(old) - unmatched
+
+
+def test_publish_round_trips_through_s3_and_a_dead_endpoint_stops_before_any_stage(own, tmp_path):
+    from tests.scaleout_util import free_port, s3_args, s3_test_server
+
+    with s3_test_server(tmp_path / "moto", "published") as (endpoint, client):
+        env = {**ENV, "AWS_EC2_METADATA_DISABLED": "true", "LABSE_BEAM_OPTIONS": shlex.join(s3_args(endpoint))}
+        p = run(own["data"], own["out"], "--publish", "s3://published/run1", env=env)
+        assert p.returncode == 0, p.stderr[-3000:]
+        keys = {o["Key"] for o in client.list_objects_v2(Bucket="published", Prefix="run1/")["Contents"]}
+        local = {str(f.relative_to(own["out"] / "bitext")) for f in (own["out"] / "bitext").rglob("*") if f.is_file()}
+        assert {f"run1/{k}" for k in local} <= keys and "run1/_PUBLISHED.json" in keys
+        assert "run1/report/report.html" in keys
+        body = client.get_object(Bucket="published", Key="run1/bitext.tsv.gz")["Body"].read()
+        assert body == (own["out"] / "bitext" / "bitext.tsv.gz").read_bytes()
+    dead = {**ENV, "AWS_EC2_METADATA_DISABLED": "true",
+            "LABSE_BEAM_OPTIONS": shlex.join(s3_args(f"http://127.0.0.1:{free_port()}"))}  # fmt: skip
+    fresh = tmp_path / "fresh"
+    p = run(own["data"], fresh, "--publish", "s3://published/run2", env=dead)
+    assert p.returncode == 2, p.stderr[-2000:]
+    errors = [ln for ln in p.stderr.splitlines() if "ERROR" in ln or "error" in ln]
+    assert len(errors) == 1 and "s3://published" in errors[0], p.stderr[-2000:]
+    assert not fresh.exists() or not any(d.is_dir() and not d.name.startswith("_") for d in fresh.iterdir())
