@@ -73,7 +73,7 @@ def _inputs_into(pairs: list[str], evals: list[str], texts: list[str], out: Path
     rows: list[tuple[str, str, str, str]] = []
     files: list[dict] = []
     by_lang: dict[str, list[str]] = {}
-    for pf in expand_pairs(pairs, None, "sources.pairs") if pairs else []:
+    for pf in expand_pairs(pairs, None, "--pairs") if pairs else []:
         n0 = len(rows)
         for s, t in read_pairs_file(pf, counter, "pairs"):
             rows.append((s, t, pf.src_lang, pf.trg_lang))
@@ -82,14 +82,14 @@ def _inputs_into(pairs: list[str], evals: list[str], texts: list[str], out: Path
         files.append({"kind": "pairs", "paths": list(pf.paths), "pair": f"{pf.src_lang}-{pf.trg_lang}",
                       "rows": len(rows) - n0})  # fmt: skip
     if pairs and not rows:
-        raise InputError(pairs[0], "no usable training pair in any file of sources.pairs", "sources.pairs")
+        raise InputError(pairs[0], "no usable training pair in any file it matches", "--pairs")
     (out / "train_pairs.tsv").write_text("".join("\t".join(p) + "\n" for p in rows), encoding="utf-8")
     # The CDS scorer's trusted data: an even sample, so its training time stays bounded.
     step = max(1, -(-len(rows) // trusted))
     (out / "trusted_pairs.tsv").write_text("".join("\t".join(p) + "\n" for p in rows[::step]),
                                            encoding="utf-8")  # fmt: skip
     gold = []
-    for pf in expand_pairs(evals, None, "sources.eval") if evals else []:
+    for pf in expand_pairs(evals, None, "--eval") if evals else []:
         n0 = len(gold)
         gold += [(pf.src_lang, pf.trg_lang, s, t) for s, t in read_pairs_file(pf, counter, "eval_pairs")]
         files.append({"kind": "eval", "paths": list(pf.paths), "pair": f"{pf.src_lang}-{pf.trg_lang}",
@@ -98,8 +98,8 @@ def _inputs_into(pairs: list[str], evals: list[str], texts: list[str], out: Path
     (out / "gold.tsv").write_text("\t".join(GOLD_HEADER) + "\n" + "".join("\t".join(g) + "\n" for g in gold),
                                   encoding="utf-8")  # fmt: skip
     text_by_lang: dict[str, list[str]] = {}
-    for tf in expand_texts(texts, None, "sources.text") if texts else []:
-        lines = [ln.strip() for ln in read_text(Path(tf.path), "sources.text").splitlines()]
+    for tf in expand_texts(texts, None, "--text") if texts else []:
+        lines = [ln.strip() for ln in read_text(Path(tf.path), "--text").splitlines()]
         counter.add_in("text_sentences", len(lines))
         kept = [ln for ln in lines if ln]
         counter.add_dropped("text_sentences", "empty", len(lines) - len(kept))

@@ -17,6 +17,9 @@ from pipelines import local_runner
 __all__ = ["UsageError", "check_remote", "new_pipeline", "pipeline_options", "run_pipeline"]
 
 
+SHORT_RUNNER_NAMES = {"DaskRunner": "apache_beam.runners.dask.dask_runner.DaskRunner"}
+
+
 def pipeline_options(beam_args: Sequence[str]) -> PipelineOptions:
     """Beam options from the unparsed CLI arguments; locally the job uses every core.
 
@@ -36,6 +39,8 @@ def pipeline_options(beam_args: Sequence[str]) -> PipelineOptions:
     std = opts.view_as(StandardOptions)
     if not std.runner:  # Beam's default, the DirectRunner, would first download Prism
         std.runner = local_runner.NAME
+    # Beam knows the Dask runner only by its full name; the short one is what users write.
+    std.runner = SHORT_RUNNER_NAMES.get(std.runner, std.runner)
     try:  # a misspelt --runner is a usage error now, not a traceback once the job is built
         create_runner(std.runner)
     except (ValueError, ImportError, AttributeError) as e:

@@ -340,10 +340,12 @@ def _trained_off(ctx: Context) -> str | None:
     return f"model.init is given ({ctx.init})" if ctx.init else None
 
 
-def _demo_keys(ctx: Context) -> tuple[str, ...]:
+def _demo_keys(ctx: Context | None) -> tuple[str, ...]:
+    """What the demo's builder reads: every key of sources.demo but the synthetic sample's."""
     from labse_common.sections.sources import DemoSource
 
-    return tuple(f"sources.demo.{f.name}" for f in dataclasses.fields(DemoSource))
+    return tuple(f"sources.demo.{f.name}" for f in dataclasses.fields(DemoSource)
+                 if not f.name.startswith("synthetic_"))  # fmt: skip
 
 
 # --- the stages, in run order --------------------------------------------------------------------
@@ -351,7 +353,7 @@ def _demo_keys(ctx: Context) -> tuple[str, ...]:
 
 @stage(
     "embedded synthetic sample (demo without --data)",
-    reads=_demo_keys,
+    reads=("sources.demo.synthetic_seed", "sources.demo.synthetic_train", "sources.demo.synthetic_dev"),
     outputs=("tatoeba", "commoncrawl", "wikipedia", "SYNTHETIC.json"),
     off=lambda c: None if c.synthetic else "not the demo without --data",
 )

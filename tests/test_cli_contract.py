@@ -208,6 +208,14 @@ def _balanced_stats(out: Path, res) -> None:
     assert check_balanced(stats) == [], stats
 
 
+def _lost_pair_rows(out: Path, res) -> None:
+    """A pair file is one of many: its damaged row group's rows are counted, the rest read."""
+    stats = json.loads((out / "stats.json").read_text())
+    _balanced_stats(out, res)
+    c = stats["counts"]["pairs"]
+    assert c["dropped"]["damaged_row_group"] == 1000 and c["in"] == 3000, c
+
+
 def _lost_row_group(unit: str):
     """Rows stand alone (word counts, pair rules, training streams): the damaged middle row
     group's 1,000 rows are counted dropped and the two readable groups are still read (exit 0,
@@ -559,11 +567,31 @@ TABLE: dict[str, Cmd] = {
             "concurrent": "--dry-run writes nothing; two real runners: tests/test_run_pipeline",
         },
     ),
-    "pipelines.e2e_tasks prepare": Cmd(
-        ["prepare", "--data", "{IN}", "--output", "{OUT}"],
+    "filters label": Cmd(
+        ["label", "{IN}", "--no-browser"],
+        "tsv",
+        na={
+            **_na(PARQUET_CASES, NO_PARQUET + " (a labelling TSV)"),
+            "concurrent": "serves a page until Ctrl-C and edits FILE in place; no output folder",
+        },
+    ),
+    "pipelines.demo_data": Cmd(
+        ["--data", "{IN}", "--output", "{OUT}"],
         "data",
         "{D}/synth",
         na=_na(PARQUET_CASES, NO_PARQUET),
+    ),
+    "pipelines.e2e_tasks inputs": Cmd(
+        ["inputs", "--pairs", "{IN}", "--output", "{OUT}"],
+        "pairs_glob",
+        ok={"damaged_parquet": _lost_pair_rows},
+        na={"concurrent": "the output claim of every e2e task is OutputDir's: the sentences case"},
+    ),
+    "pipelines.e2e_tasks labels": Cmd(
+        ["labels", "--sample", "{IN}", "--candidates", "{IN}", "--file", "{OUT}.labels.tsv",
+         "--output", "{OUT}"],
+        "parquet",
+        na={"concurrent": "the output claim of every e2e task is OutputDir's: the sentences case"},
     ),
     "pipelines.e2e_tasks sentences": Cmd(
         ["sentences", "--corpus", "{IN}", "--output", "{OUT}"],
@@ -743,7 +771,8 @@ BAD_LINE = b"ein Satz mit \xff\xfe kaputten Bytes\tand a \xc3( broken one\n"
 FMT_EXT = {"parquet": ".parquet", "text": ".txt", "tsv": ".tsv", "wet": ".warc.wet.gz",
            "wikidump": "-pages-articles.xml.bz2", "lang_dir": ".parquet", "dir": ".parquet",
            "store": ".npy", "yaml": ".yaml", "model": ".bin", "mined_dir": ".parquet",
-           "dir_of_text": ".txt", "data": ".txt", "run_dir": ".json"}  # fmt: skip
+           "dir_of_text": ".txt", "data": ".txt", "run_dir": ".json",
+           "pairs_glob": ".{src}-{trg}.tsv"}  # fmt: skip
 
 
 def _place(fmt: str, where: Path, name: str) -> tuple[Path, Path]:
@@ -760,6 +789,9 @@ def _place(fmt: str, where: Path, name: str) -> tuple[Path, Path]:
         return where / "in" / "tatoeba" / "train.deu-eng.deu", where / "in"
     if fmt == "run_dir":
         return where / "in" / "_run.json", where / "in"
+    if fmt == "pairs_glob":  # a sources glob: the pair in the name
+        name = name if "{src}" in name else name.replace(".", ".{src}-{trg}.", 1)
+        return where / "in" / name.format(src="de", trg="en"), where / "in" / name
     return where / name, where / name
 
 
@@ -786,7 +818,7 @@ def make_input(
             file = file.with_suffix(".tsv")
             arg = file if arg == file.with_suffix(".parquet") else arg
             fmt = "tsv"
-        file.write_bytes(non_utf8_bytes(fmt, d))
+        file.write_bytes(non_utf8_bytes("tsv" if fmt == "pairs_glob" else fmt, d))
         if fmt == "dir_of_text":
             (file.parent / "en.txt").write_bytes((d / "trg.txt").read_bytes())
     return str(arg)
@@ -1090,6 +1122,8 @@ def test_contract(command, case, results, data):
         return
     flags = [a for a in cmd.args if a.startswith("--")]
     wanted = [inp or "", os.path.basename(inp or "") if inp else ""]
+    if inp and "{src}-{trg}" in inp:  # a sources glob: the error names the file it matched
+        wanted.append(os.path.basename(inp.format(src="de", trg="en")))
     flag = next((cmd.args[i - 1] for i, a in enumerate(cmd.args) if "{IN}" in a), None)
     if flag and flag.startswith("--"):
         wanted.append(flag)

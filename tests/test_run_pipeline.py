@@ -26,7 +26,7 @@ from pipelines import run as runner
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
 # Reduced size: a few hundred sentences per language and a few training steps.
-SMALL = ["run.synthetic_train=120", "run.synthetic_dev=40", "run.heldout=20", "train.steps=24",
+SMALL = ["sources.demo.synthetic_train=120", "sources.demo.synthetic_dev=40", "sources.demo.heldout=20", "train.steps=24",
          "train.warmup_steps=4", "train.save_every=8", "train.log_every=4", "train.batch_size=32",
          # CDS scorer: one epoch each; its scores then separate the sample less well.
          "cds.noisy_epochs=1", "cds.clean_epochs=1",
@@ -79,12 +79,15 @@ def test_every_stage_outputs_balanced_stats_and_report(demo: Path):
     assert list(plan) == STAGES
     done = [s for s, p in plan.items() if p["action"] == "run"]
     assert set(ran(demo)) == set(done)
-    for s in ("synthetic", "prepare", "wikipedia", "commoncrawl", "sentences", "vocab", "train", "embed",
+    for s in ("synthetic", "demo", "inputs", "wikipedia", "commoncrawl", "sentences", "vocab", "train", "embed",
               "mine", "bitext", "eval", "report"):  # fmt: skip
         assert s in done, plan[s]
         m = json.loads((demo / "_state" / f"{s}.manifest.json").read_text())
         assert m["outputs"] and m["seconds"] >= 0 and m["peak_rss_mb"] > 10, (s, m)
     for s in STAGES:
+        if s == "labels":  # the demo labels its sample from the planted alignment
+            assert plan[s]["action"] == "off" and "label_from is eval" in plan[s]["reason"]
+            continue
         if (
             plan[s]["action"] == "off"
         ):  # only an optional filter stage that failed, and what needs it
@@ -103,7 +106,7 @@ def test_every_stage_outputs_balanced_stats_and_report(demo: Path):
     from filters.bitext.sample import half_of
     from pipelines.e2e_tasks import read_gold
 
-    gold = read_gold(demo / "prepare" / "gold.tsv")
+    gold = read_gold(demo / "inputs" / "gold.tsv")
     prs = json.loads((demo / "eval" / "mined_pr.json").read_text())
     pr = prs["all"]
     assert prs["half"] == 1 and prs["all_pairs"]["gold"] == len(gold) == 120
@@ -137,13 +140,13 @@ def test_every_stage_outputs_balanced_stats_and_report(demo: Path):
     # Every pair of the final bitext names where each side came from: the WET record of the
     # hidden dev text (file@offset of the decompressed stream, whose record holds the sentence).
     rows = pq.read_table(demo / "bitext" / "bitext.parquet").to_pylist()
-    wet = gzip.decompress((demo / "prepare" / "tatoeba-dev.warc.wet.gz").read_bytes())
+    wet = gzip.decompress((demo / "demo" / "web" / "planted.warc.wet.gz").read_bytes())
     traced = 0
     for r in rows:
         for side in ("src", "trg"):
             assert r[f"{side}_locator"] and r[f"{side}_url_or_title"] and r[f"{side}_dup_count"] >= 1, r
             name, _, offset = r[f"{side}_locator"].partition("@")
-            if name == "tatoeba-dev.warc.wet.gz":
+            if name == "planted.warc.wet.gz":
                 record = wet[int(offset) :].split(b"WARC/1.0", 2)[1]
                 assert r[side].encode() in record, (r[side], offset)
                 traced += 1
@@ -153,7 +156,7 @@ def test_every_stage_outputs_balanced_stats_and_report(demo: Path):
     assert "SYNTHETIC" in md and "data:image/png;base64," in html and 'src="figures' not in html
     for s in STAGES:
         assert f"| {s} |" in md, s
-    if any(p["action"] == "off" for p in plan.values()):
+    if any(p["action"] == "off" for s, p in plan.items() if s != "labels"):
         assert "failed in this run" in md
     assert not (demo / "_CLAIM.json").exists()  # released at the end
 
@@ -180,9 +183,9 @@ def test_changed_setting_reruns_that_stage_and_downstream_only(demo: Path, tmp_p
     assert json.loads((out / "bitext" / "stats.json").read_text())["target_reached"] is False
     # How the hidden dev text is cut into web pages: the CommonCrawl jobs and what reads them
     # rerun, not the synthetic sample nor the Wikipedia job.
-    p = run(out, "--set", "mining.k=3", "--set", "run.doc_sentences=4", "--dry-run")
+    p = run(out, "--set", "mining.k=3", "--set", "sources.demo.doc_sentences=4", "--dry-run")
     plan = {ln.split()[0]: ln.split()[1] for ln in p.stdout.splitlines()}
-    assert plan["wikipedia"] == plan["synthetic"] == "skip" and plan["prepare"] == "run"
+    assert plan["wikipedia"] == plan["synthetic"] == "skip" and plan["demo"] == "run"
     assert plan["commoncrawl"] == plan["commoncrawl_q"] == plan["train"] == plan["report"] == "run"
 
 

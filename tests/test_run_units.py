@@ -29,7 +29,9 @@ def test_dry_run_plans_every_stage_and_writes_nothing(tmp_path: Path):
     assert p.returncode == 0, p.stderr
     plan = [line.split(None, 2) for line in p.stdout.splitlines()]
     assert [row[0] for row in plan] == runner.NAMES
-    assert {action for _, action, _ in plan} == {"run"}, p.stdout  # every stage is in the checkout
+    # every stage is in the checkout; the demo labels its sample from the planted alignment
+    assert {a for name, a, _ in plan if name != "labels"} == {"run"}, p.stdout
+    assert [a for name, a, _ in plan if name == "labels"] == ["off"]
     assert not out.exists()
 
 
@@ -62,8 +64,13 @@ def test_data_folders_that_cannot_work_are_refused_up_front(tmp_path: Path):
     (["--data", "/nonexistent/data"], "--data"),
     (["--config", "/nonexistent.yaml"], "config file not found"),
     (["--from", "mine", "--only", "mine"], "exclude"),
-    (["--set", "run.langs=[xyz]"], "run.langs"),
-    (["--set", "run.langs=[ita]"], "synthetic sample"),
+    (["--set", "sources.demo.langs=[xyz]"], "sources.demo.langs"),
+    (["--set", "sources.demo.langs=[ita]"], "synthetic sample"),
+    (["--set", "mining.pairs=[de-xx]"], "mining.pairs"),
+    (["--set", "mining.pairs=[de-en]"], "not mined"),
+    (["--set", "mining.pairs=[]"], "mining.pairs is empty"),
+    (["--set", "model.init=/nonexistent/labse"], "model.init"),
+    (["--set", "sources.demo=null"], "matches no file"),  # the demo globs, from the current folder
     (["--set", "nosection.key=1"], "nosection"),
 ])  # fmt: skip
 def test_bad_arguments_are_one_line_errors(tmp_path: Path, args, message):
@@ -80,7 +87,7 @@ def test_from_needs_complete_upstream(tmp_path: Path):
 def test_stage_declarations_are_consistent(tmp_path: Path):
     names = [s.name for s in runner.STAGES]
     assert len(set(names)) == len(names)
-    ctx = runner.Context(out=tmp_path, data=tmp_path / "synthetic", synthetic=True,
+    ctx = runner.Context(out=tmp_path, base=tmp_path / "synthetic", synthetic=True,
                          config_file=tmp_path / "_config.yaml",
                          cfg=runner.effective_config("demo", []))  # fmt: skip
     runner.make_plan(ctx)
@@ -238,7 +245,7 @@ def test_bitext_from_filter_outputs_names_each_drop_reason(tmp_path: Path):
 
 
 def test_a_refused_optional_stage_makes_the_rest_fall_back(tmp_path: Path):
-    ctx = runner.Context(out=tmp_path, data=tmp_path / "synthetic", synthetic=True,
+    ctx = runner.Context(out=tmp_path, base=tmp_path / "synthetic", synthetic=True,
                          config_file=tmp_path / "_config.yaml",
                          cfg=runner.effective_config("demo", []))  # fmt: skip
     plans = {p.stage.name: p for p in runner.make_plan(ctx)}

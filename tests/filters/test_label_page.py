@@ -12,7 +12,11 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import shutil
+import signal
+import subprocess
+import sys
 import threading
 import urllib.error
 import urllib.request
@@ -26,6 +30,7 @@ from filters.bitext.cli_label import main as label_main
 from filters.bitext.label_page import LabelSheet, make_server, url_of
 from filters.bitext.sample import TSV_COLUMNS, read_labels, write_for_labelling
 
+ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
 PROVENANCE = ("src_url_or_title", "src_source", "src_doc_id",
               "trg_url_or_title", "trg_source", "trg_doc_id")  # fmt: skip
@@ -225,6 +230,31 @@ def test_only_a_loopback_host_is_allowed(sample, caplog):
     rc = label_main([str(sample), "--host", "0.0.0.0", "--no-browser"])
     errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
     assert rc == 2 and len(errors) == 1 and "--host 0.0.0.0" in errors[0], errors
+
+
+def test_ctrl_c_exits_130_after_logging_the_labels_per_pair(sample):
+    """The command as a person runs it: the URL is logged, labels are saved, Ctrl-C ends it
+    with exit 130 and the counts per language pair."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "filters", "label", str(sample), "--no-browser"],
+        cwd=ROOT, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )  # fmt: skip
+    try:
+        lines = []
+        while not any("open http" in line for line in lines):
+            line = proc.stderr.readline()
+            assert line, "".join(lines)
+            lines.append(line)
+        url = re.search(r"open (http://127\.0\.0\.1:\d+/)", lines[-1]).group(1)
+        assert post(url + "api/label", {"index": 1, "label": "BAD"})[0] == 200
+        proc.send_signal(signal.SIGINT)
+        err = proc.communicate(timeout=10)[1]
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err
+    assert "1 of 5 pairs labelled" in err and "fr-en: 0 GOOD, 1 BAD, 1 unlabelled" in err, err
+    assert labels_in(sample) == ["", "BAD", "", "", ""]
 
 
 def test_help_explains_every_option(capsys):

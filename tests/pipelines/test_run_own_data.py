@@ -171,3 +171,22 @@ def test_publish_round_trips_through_s3_and_a_dead_endpoint_stops_before_any_sta
     errors = [ln for ln in p.stderr.splitlines() if "ERROR" in ln or "error" in ln]
     assert len(errors) == 1 and "s3://published" in errors[0], p.stderr[-2000:]
     assert not fresh.exists() or not any(d.is_dir() and not d.name.startswith("_") for d in fresh.iterdir())
+
+
+def test_beam_stages_on_a_loopback_dask_cluster_give_the_same_bitext(own, cluster, tmp_path):
+    """beam.runner/options reach every Beam stage: the corpus jobs run on two stock Dask workers,
+    and the run ends with the local runner's bitext, byte for byte."""
+    import gzip
+
+    out = tmp_path / "dask"
+    shutil.copytree(own["out"], out)
+    options = f"beam.options={{dask_client_address: '{cluster}', dask_npartitions: 4}}"
+    p = run(own["data"], out, "--set", "beam.runner=DaskRunner", "--set", options)
+    assert p.returncode == 0, p.stderr[-3000:]
+    ran = json.loads((out / "_run.json").read_text())["ran"]
+    assert {"wikipedia", "commoncrawl"} <= set(ran), ran
+    for stage in ("wikipedia", "commoncrawl"):
+        cmd = " ".join(json.loads((out / "_state" / f"{stage}.manifest.json").read_text())["commands"][0])
+        assert "--runner=DaskRunner" in cmd and f"--dask_client_address={cluster}" in cmd
+    local = gzip.decompress((own["out"] / "bitext" / "bitext.tsv.gz").read_bytes())
+    assert local and gzip.decompress((out / "bitext" / "bitext.tsv.gz").read_bytes()) == local

@@ -1,6 +1,7 @@
-"""The demo's prepare task on the real samples: UD text trains the vocabulary and MLM, PUD pairs
-train TLM and the dual encoder, and a share of PUD lines is planted in the web text to be mined,
-the same line numbers for every language so no planted sentence is ever trained on."""
+"""The demo's task builder on the real samples, read back as the runner reads any sources: UD text
+trains the vocabulary and MLM, PUD pairs train TLM and the dual encoder, and a share of PUD lines
+is planted in the web text to be mined, the same line numbers for every language so no planted
+sentence is ever trained on. Dev files of different lengths are refused, not shifted."""
 
 from __future__ import annotations
 
@@ -10,10 +11,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from labse_common.config import load
-from pipelines.e2e_tasks import prepare as prepare_task
-from pipelines.e2e_tasks import pud_split, read_gold
+from labse_common.errors import InputError
+from pipelines.demo_data import build, pud_split
+from pipelines.e2e_tasks import inputs, read_gold
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 pytestmark = pytest.mark.skipif(
     not (DATA / "pud").is_dir() or not (DATA / "ud").is_dir(),
     reason=f"{DATA}/pud and ud/ (the real UD/PUD samples) are not present",
@@ -22,10 +24,11 @@ pytestmark = pytest.mark.skipif(
 
 @pytest.fixture(scope="module")
 def prepared(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("prep") / "prepare"
-    cfg = load("run", "demo", flags={"pud_planted": 100})
-    prepare_task(DATA, out, cfg)
-    return out
+    base = tmp_path_factory.mktemp("prep")
+    cfg = load("sources", "demo").demo
+    build(DATA, base / "demo", cfg)
+    inputs([], [], [], base / "inputs", 2000, demo=base / "demo")
+    return base / "inputs"
 
 
 def _train_texts(out: Path) -> set[str]:
@@ -38,7 +41,7 @@ def _train_texts(out: Path) -> set[str]:
 
 
 def test_ud_text_and_pud_pairs_train_and_planted_pud_is_mined_only(prepared: Path):
-    cfg = load("run", "demo")
+    cfg = load("sources", "demo").demo
     codes = sorted(
         p.name.split(".")[1].split("-")[0] for p in (DATA / "pud").glob("train.*-eng.eng")
     )
@@ -47,8 +50,8 @@ def test_ud_text_and_pud_pairs_train_and_planted_pud_is_mined_only(prepared: Pat
     train = _train_texts(prepared)
     # UD sentences of a language that is not mined reach the training sentences.
     ud_ita = (DATA / "ud" / "ita.txt").read_text(encoding="utf-8").splitlines()
-    ud_parquet = pq.read_table(prepared / "train_sentences" / "it" / "ud.parquet")
-    assert set(ud_parquet.column("source").to_pylist()) == {"ud"}
+    ud_parquet = pq.read_table(prepared / "train_sentences" / "it" / "text.parquet")
+    assert set(ud_parquet.column("source").to_pylist()) == {"text"}
     assert set(ud_ita) - {""} <= train
     # PUD lines not planted train every PUD language; planted lines train none.
     pairs = {
@@ -67,3 +70,18 @@ def test_ud_text_and_pud_pairs_train_and_planted_pud_is_mined_only(prepared: Pat
         for i in planted:
             assert any(g[2] == pud[code][i][0] and g[3] == pud[code][i][1] for g in gold), (code, i)
     assert len(gold) == 3 * (100 + 100)
+
+
+def test_dev_files_of_different_lengths_are_refused_not_shifted(tmp_path: Path):
+    import shutil
+
+    data = tmp_path / "data"
+    (data / "tatoeba").mkdir(parents=True)
+    for f in (DATA / "tatoeba").glob("*.deu-eng.*"):
+        shutil.copy(f, data / "tatoeba" / f.name)
+    dev = data / "tatoeba" / "dev.deu-eng.deu"
+    dev.write_text("".join(dev.read_text(encoding="utf-8").splitlines(keepends=True)[:-1]), encoding="utf-8")
+    cfg = load("sources", "demo", ["demo.langs=[deu]", "demo.pud=false", "demo.ud=false"]).demo
+    with pytest.raises(InputError, match="lines vs"):
+        build(data, tmp_path / "out", cfg)
+    assert not (tmp_path / "out").exists()
