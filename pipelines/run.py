@@ -299,9 +299,14 @@ def _corpus_inputs(ctx: Context, kind: str) -> list[str]:
     """What a corpus job is given: local globs expanded here (the cache key sees every file),
     remote ones and ``*.paths`` lists passed on for the job to list."""
     pats = ctx.source_patterns(kind)
-    local = [p for p in pats if "://" not in p and not p.endswith((".paths", ".paths.gz"))]
-    listed = [p for p in pats if p not in local]
-    return [*expand_local(ctx, local), *listed]
+    # What an upstream stage writes (the demo's web text) is named, not globbed: it may not be
+    # there yet when the plan is made, and the command must be the same then and when it runs.
+    ours = [p for p in pats if p.startswith(str(ctx.out) + os.sep)
+            and not p.startswith(str(ctx.base) + os.sep)]  # fmt: skip
+    local = [p for p in pats if "://" not in p and not p.endswith((".paths", ".paths.gz"))
+             and p not in ours]  # fmt: skip
+    listed = [p for p in pats if p not in local and p not in ours]
+    return [*expand_local(ctx, local), *ours, *listed]
 
 
 def _demo_files(ctx: Context) -> list[str]:
@@ -503,10 +508,10 @@ def _train_off(c: Context) -> str | None:
     off=_train_off,
 )
 def TRAIN(c: Context) -> list[Command]:
-    start = c.init or c.d(PRETRAIN) / "model"
-    vocab = c.init or c.d(VOCAB)
+    # From model.init (fine-tuning: its own tokenizer), else from the pretrained encoder.
+    start = ["--init", c.init] if c.init else ["--vocab", c.d(VOCAB), "--init", c.d(PRETRAIN) / "model"]
     return [c.py("labse_model", "train", *c.config_args, "--pairs", c.d(INPUTS) / "train_pairs.tsv",
-                 "--vocab", vocab, "--output", c.d(TRAIN), "--init", start, *c.launch_args)]  # fmt: skip
+                 *start, "--output", c.d(TRAIN), *c.launch_args)]  # fmt: skip
 
 
 @stage(

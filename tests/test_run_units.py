@@ -323,3 +323,27 @@ def test_the_claim_of_a_killed_runner_is_taken_over_and_released_on_failure(tmp_
     assert p.returncode == 2 and "not complete" in p.stderr, p.stderr
     assert "taking over" in p.stderr
     assert not (out / "_CLAIM.json").exists()
+
+
+def test_a_command_is_the_same_before_and_after_its_upstream_stage_wrote(tmp_path: Path):
+    """The cache key is made when the plan is made, before upstream stages have written: a
+    command that globbed an upstream output would differ when it runs, and every later run would
+    call it changed."""
+    for data in (None, synthetic_data(tmp_path)):
+        out = tmp_path / ("run-data" if data else "run-synth")
+        ctx = runner.Context(out=out, base=data or out / "synthetic", synthetic=data is None,
+                             config_file=out / "_config.yaml", cfg=runner.effective_config("demo", []))  # fmt: skip
+        runner.make_plan(ctx)
+        before = {s.name: s.commands(ctx) for s in runner.STAGES if ctx.on[s.name]}
+        web = out / "demo" / "web" / "planted.warc.wet.gz"
+        web.parent.mkdir(parents=True)
+        web.write_bytes(b"")
+        after = {s.name: s.commands(ctx) for s in runner.STAGES if ctx.on[s.name]}
+        assert before == after
+        assert any(str(web) in c for c in before["commoncrawl"][0])
+
+
+def synthetic_data(tmp_path: Path) -> Path:
+    data = tmp_path / "data"
+    synthetic.generate(data, seed=0, n_train=20, n_dev=10)
+    return data
