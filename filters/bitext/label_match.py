@@ -8,17 +8,13 @@ each labelled pair among the candidate pairs and counts those it cannot find, ne
 
 from __future__ import annotations
 
-import csv
-import io
 import os
 from collections.abc import Iterable, Mapping
 
 import numpy as np
 import pyarrow as pa
 
-from filters.bitext.calibrate import BAD, GOOD
-from filters.bitext.sample import LABEL
-from labse_common.errors import InputError
+from filters.bitext.sample import LABEL, read_sheet
 from labse_common.stats import StageCounter
 
 Key = tuple[str, str]
@@ -34,32 +30,10 @@ def key_of(src: str | None, trg: str | None) -> Key:
 
 
 def read_rows(path: str | os.PathLike, flag: str | None = None) -> tuple[list[str], list[dict]]:
-    """Header and every row (labelled or not) of a labelling TSV; the label upper-cased."""
-    try:
-        with open(path, encoding="utf-8-sig", newline="") as f:
-            text = f.read()
-    except UnicodeDecodeError as e:
-        raise InputError(path, f"not UTF-8 text (byte {e.start})", flag) from e
-    rows = list(csv.reader(io.StringIO(text), delimiter="\t", quoting=csv.QUOTE_NONE))
-    if not rows:
-        raise InputError(path, "empty labelling file", flag)
-    header = rows[0]
-    for need in ("src", "trg", LABEL):
-        if need not in header:
-            raise InputError(path, f"no {need!r} column in the header {header}", flag)
-    out = []
-    for lineno, row in enumerate(rows[1:], start=2):
-        if not row:
-            continue
-        if len(row) != len(header):
-            raise InputError(path, f"line {lineno}: {len(row)} fields, the header has {len(header)}", flag)
-        rec = dict(zip(header, row))
-        lab = rec[LABEL].strip().upper()
-        if lab not in ("", GOOD, BAD):
-            raise InputError(path, f"line {lineno}: label {lab!r} is not GOOD, BAD or blank", flag)
-        rec[LABEL] = lab
-        out.append(rec)
-    return header, out
+    """Header and every row (labelled or not) of a labelling TSV as dicts; labels upper-cased."""
+    sheet = read_sheet(path, flag)
+    return sheet.header, [{**dict(zip(sheet.header, row)), LABEL: lab}
+                          for row, lab in zip(sheet.rows, sheet.labels)]  # fmt: skip
 
 
 def known_labels(rows: Iterable[Mapping], counter: StageCounter, unit: str) -> dict[Key, str]:

@@ -25,9 +25,7 @@ server never answers), so only the person at this machine labels.
 
 from __future__ import annotations
 
-import csv
 import html
-import io
 import ipaddress
 import json
 import logging
@@ -42,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from filters.bitext.calibrate import BAD, GOOD
-from filters.bitext.sample import LABEL, _cell
+from filters.bitext.sample import LABEL, _cell, read_sheet
 from labse_common.errors import InputError, UsageError
 
 log = logging.getLogger("filters.bitext.label_page")
@@ -82,35 +80,12 @@ class LabelSheet:
         if not path.is_file():
             raise InputError(path, "not a file")
         try:
-            data = path.read_bytes()
+            sheet = read_sheet(path)
         except PermissionError as e:
             raise InputError(path, "not readable (permission denied)") from e
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError as e:
-            raise InputError(path, f"not UTF-8 text (byte {e.start})") from e
-        if text.startswith("\ufeff"):  # a spreadsheet's UTF-8 export: kept as it came
-            self.bom, text = "\ufeff", text[1:]
-        rows = list(csv.reader(io.StringIO(text), delimiter="\t", quoting=csv.QUOTE_NONE))
-        if not rows:
-            raise InputError(path, "empty labelling file")
-        header = rows[0]
-        for need in ("src", "trg", LABEL):
-            if need not in header:
-                raise InputError(path, f"no {need!r} column in the header {header}")
-        label_col = header.index(LABEL)
-        for lineno, row in enumerate(rows[1:], start=2):
-            if not row:  # an empty line (a trailing one from an editor): not a row
-                continue
-            if len(row) != len(header):
-                raise InputError(
-                    path, f"line {lineno}: {len(row)} fields, the header has {len(header)}"
-                )
-            lab = row[label_col].strip().upper()
-            if lab and lab not in LABELS:
-                raise InputError(path, f"line {lineno}: label {lab!r} is not GOOD, BAD or blank")
-            self.rows.append(row)
-            self.labels.append(lab)
+        self.bom = "\ufeff" if sheet.bom else ""  # a spreadsheet's UTF-8 export: kept as it came
+        header = sheet.header
+        self.rows, self.labels = sheet.rows, sheet.labels
         if not self.rows:
             raise InputError(path, "no rows to label (only a header)")
         folder = path.resolve().parent

@@ -24,6 +24,7 @@ import hashlib
 import io
 import os
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
@@ -138,34 +139,59 @@ def write_for_labelling(sample: pa.Table, path: str | os.PathLike) -> None:
             f.write("\t".join(_cell(data[c][i]) for c in cols) + "\n")
 
 
-def read_labels(path: str | os.PathLike) -> tuple[pa.Table, int]:
-    """The labelled rows of a labelling TSV (label GOOD/BAD) and the count of blank ones."""
+@dataclass
+class Sheet:
+    """Every row of a labelling TSV as written (blank labels included), its labels upper-cased,
+    and whether it began with a byte-order mark (a spreadsheet's UTF-8 export)."""
+
+    header: list[str]
+    rows: list[list[str]]
+    labels: list[str]
+    bom: bool = False
+
+
+def read_sheet(path: str | os.PathLike, flag: str | None = None) -> Sheet:
+    """The one reader of the labelling format (``filters label``, ``combine``, the runner's
+    labels stage): UTF-8 (a BOM is allowed), a header with src, trg and label, every row as
+    long as the header, labels GOOD, BAD or blank; empty lines are not rows."""
     try:
-        with open(path, encoding="utf-8", newline="") as f:
-            text = f.read()
+        with open(path, "rb") as f:
+            text = f.read().decode("utf-8")
     except UnicodeDecodeError as e:
-        raise InputError(path, f"not UTF-8 text (byte {e.start})") from e
-    rows = list(csv.reader(io.StringIO(text), delimiter="\t", quoting=csv.QUOTE_NONE))
+        raise InputError(path, f"not UTF-8 text (byte {e.start})", flag) from e
+    bom = text.startswith("\ufeff")
+    rows = list(csv.reader(io.StringIO(text[1:] if bom else text), delimiter="\t", quoting=csv.QUOTE_NONE))
     if not rows:
-        raise InputError(path, "empty labelling file")
+        raise InputError(path, "empty labelling file", flag)
     header = rows[0]
     for need in ("src", "trg", LABEL):
         if need not in header:
-            raise InputError(path, f"no {need!r} column in the header {header}")
-    cols: dict[str, list] = {h: [] for h in header}
-    blank = 0
+            raise InputError(path, f"no {need!r} column in the header {header}", flag)
+    col = header.index(LABEL)
+    sheet = Sheet(header, [], [], bom)
     for lineno, row in enumerate(rows[1:], start=2):
+        if not row:
+            continue
         if len(row) != len(header):
-            raise InputError(
-                path, f"line {lineno}: {len(row)} fields, the header has {len(header)}"
-            )
-        lab = row[header.index(LABEL)].strip().upper()
+            raise InputError(path, f"line {lineno}: {len(row)} fields, the header has {len(header)}", flag)
+        lab = row[col].strip().upper()
+        if lab not in ("", GOOD, BAD):
+            raise InputError(path, f"line {lineno}: label {lab!r} is not GOOD, BAD or blank", flag)
+        sheet.rows.append(row)
+        sheet.labels.append(lab)
+    return sheet
+
+
+def read_labels(path: str | os.PathLike) -> tuple[pa.Table, int]:
+    """The labelled rows of a labelling TSV (label GOOD/BAD) and the count of blank ones."""
+    sheet = read_sheet(path)
+    cols: dict[str, list] = {h: [] for h in sheet.header}
+    blank = 0
+    for row, lab in zip(sheet.rows, sheet.labels):
         if not lab:
             blank += 1
             continue
-        if lab not in (GOOD, BAD):
-            raise InputError(path, f"line {lineno}: label {lab!r} is not GOOD, BAD or blank")
-        for h, v in zip(header, row):
+        for h, v in zip(sheet.header, row):
             cols[h].append(lab if h == LABEL else v)
     table = pa.table(cols)
     for num in ("margin", "weight"):
