@@ -84,6 +84,55 @@ def option(
 # --- presets and overrides -------------------------------------------------------------------
 
 
+class ConfigLoader(yaml.SafeLoader):
+    """YAML as a config means it, the same in a file and in ``--set``: integers in base 10
+    (``010`` is 10, not YAML 1.1's octal 8), no base-60 numbers (``1:30`` stays text, so a
+    number key refuses it), booleans only true/false (``no`` stays the language code), and a
+    key given twice in one mapping refused instead of the last one silently winning."""
+
+
+def _strict_scalars() -> None:
+    import re
+
+    kept = {"tag:yaml.org,2002:int", "tag:yaml.org,2002:float", "tag:yaml.org,2002:bool"}
+    ConfigLoader.yaml_implicit_resolvers = {
+        ch: [r for r in rs if r[0] not in kept]
+        for ch, rs in yaml.SafeLoader.yaml_implicit_resolvers.items()
+    }
+    ConfigLoader.add_implicit_resolver(
+        "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
+    )
+    ConfigLoader.add_implicit_resolver(
+        "tag:yaml.org,2002:int", re.compile(r"^[-+]?[0-9][0-9_]*$"), list("-+0123456789")
+    )
+    ConfigLoader.add_implicit_resolver(
+        "tag:yaml.org,2002:float",
+        re.compile(r"^(?:[-+]?(?:[0-9][0-9_]*)?\.[0-9_]*(?:[eE][-+]?[0-9]+)?"
+                   r"|[-+]?[0-9][0-9_]*[eE][-+]?[0-9]+|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"),
+        list("-+0123456789."),
+    )  # fmt: skip
+
+    def base10(loader: yaml.SafeLoader, node: yaml.Node) -> int:
+        return int(str(loader.construct_scalar(node)).replace("_", ""), 10)
+
+    def no_duplicates(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen: dict[object, int] = {}
+        for key_node, _ in node.value:
+            key = loader.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"key {key!r} given twice (lines {seen[key]} and "
+                    f"{key_node.start_mark.line + 1})", key_node.start_mark)  # fmt: skip
+            seen[key] = key_node.start_mark.line + 1
+        return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
+
+    ConfigLoader.add_constructor("tag:yaml.org,2002:int", base10)
+    ConfigLoader.construct_mapping = no_duplicates  # type: ignore[method-assign]
+
+
+_strict_scalars()
+
+
 def preset_path(name_or_path: str | os.PathLike) -> Path:
     """Resolve ``demo``/``paper`` to the shipped preset, anything else as a file path."""
     name = os.fspath(name_or_path)
@@ -101,7 +150,7 @@ def read_preset(name_or_path: str | os.PathLike, _chain: tuple[str, ...] = ()) -
     path = preset_path(name_or_path)
     try:
         with open(path, encoding="utf-8") as f:
-            data = yaml.safe_load(f)
+            data = yaml.load(f, Loader=ConfigLoader)
     except yaml.YAMLError as e:
         raise ConfigError(f"{path}: not valid YAML: {e}") from None
     except (OSError, UnicodeDecodeError) as e:
@@ -176,7 +225,7 @@ def apply_overrides(cfg: Mapping[str, Any], overrides: Iterable[str]) -> dict[st
 
 def _parse_value(raw: str) -> Any:
     try:
-        value = yaml.safe_load(raw)
+        value = yaml.load(raw, Loader=ConfigLoader)
     except yaml.YAMLError:
         return raw
     if isinstance(value, str):
@@ -213,6 +262,11 @@ def load(
     dataclass whose ``SECTION`` attribute names a preset section reads that section."""
     cls = section_class(section) if isinstance(section, str) else section
     name = section if isinstance(section, str) else getattr(cls, "SECTION", cls.__name__)
+    if preset is not None:  # a misspelt section would otherwise leave its keys at their defaults
+        unknown = sorted(set(read_preset(preset)) - set(section_names()))
+        if unknown:
+            raise ConfigError(f"{preset_path(preset)}: unknown config section(s) {', '.join(map(str, unknown))}; "
+                              f"known: {', '.join(section_names())}")  # fmt: skip
     raw = load_section(preset, name) if preset is not None else {}
     raw = apply_overrides(raw, overrides)
     for key, value in (flags or {}).items():

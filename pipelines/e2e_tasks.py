@@ -413,7 +413,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument(
         "--bitext", required=True, help="the final bitext folder (python -m filters export)"
     )
-    c.add_argument("--gold", required=True, help="gold.tsv of the prepare task")
+    c.add_argument("--gold", required=True, help="gold.tsv of the inputs task (src_lang, trg_lang, src, trg)")
     c.add_argument("--sentences", required=True, help="sentences task's mine/ folder")
     c.add_argument("--output", required=True, help="folder to write mined_pr.{json,md}")
     c.add_argument(

@@ -1079,9 +1079,11 @@ def validate_sources(ctx: Context) -> None:
         raise ConfigError("sources.label_from is eval but sources.eval is empty: no alignment to label from")
     if ctx.init:
         _check_init(Path(ctx.init))
-    elif not ctx.has("pairs"):
-        raise ConfigError("sources.pairs is empty and model.init is not given: nothing to train the "
-                          "encoder on; give training pairs or an encoder you already have")  # fmt: skip
+    trains = not (ctx.init and ctx.values["train"]["steps"] == 0)
+    if trains and not ctx.has("pairs"):
+        why = "model.init is not given" if not ctx.init else f"train.steps is {ctx.values['train']['steps']}"
+        raise ConfigError(f"sources.pairs is empty and {why}: nothing to train the encoder on; give "
+                          "training pairs, or model.init with train.steps=0 to mine with it as it is")  # fmt: skip
     missing = [lang for lang in ctx.langs if lang not in LID_LANGS]
     if missing:  # parse_pair checks this too; kept for a table edited by hand
         raise ConfigError(f"mining.pairs: {missing} unknown to the language-ID model")
