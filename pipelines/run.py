@@ -894,6 +894,22 @@ def _child_env() -> dict[str, str]:
     return env
 
 
+def _die_with_runner() -> None:
+    """In a stage's child before it starts: the kernel sends it SIGTERM when the runner dies,
+    however it dies (``kill -9`` included), so no stage goes on writing into a run folder whose
+    next runner takes the claim. Linux only; elsewhere the child outlives a killed runner."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+PR_SET_PDEATHSIG = 1
+
+
 class StageFailed(Exception):
     def __init__(self, stage: str, rc: int, logfile: Path, tail: list[str]) -> None:
         super().__init__(f"stage {stage} failed (exit status {rc}); log: {logfile}")
@@ -931,7 +947,7 @@ def run_stage(plan: Plan, ctx: Context) -> dict:
             logf.write(f"$ {' '.join(map(str, cmd))}\n")
             logf.flush()
             child = subprocess.Popen(list(map(str, cmd)), stdout=logf, stderr=subprocess.STDOUT,
-                                     env=_child_env(), cwd=str(ROOT))  # fmt: skip
+                                     env=_child_env(), cwd=str(ROOT), preexec_fn=_die_with_runner)  # fmt: skip
             try:
                 # wait4 gives this child's own resource use: peak RSS of the child (and of the
                 # grandchildren it waited for), not a high-water mark of the whole run.

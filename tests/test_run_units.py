@@ -347,3 +347,41 @@ def synthetic_data(tmp_path: Path) -> Path:
     data = tmp_path / "data"
     synthetic.generate(data, seed=0, n_train=20, n_dev=10)
     return data
+
+
+def test_a_stage_dies_with_a_runner_killed_outright(tmp_path: Path):
+    """kill -9 of the runner mid-stage: the stage's process goes too (parent-death signal), and
+    the next run takes the claim and resumes."""
+    import os
+    import signal
+    import time
+
+    out = tmp_path / "run"
+    runner_p = subprocess.Popen([sys.executable, "-m", "pipelines.run", "--output", str(out)],
+                                env=ENV, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+
+    def stage_pids() -> list[int]:
+        pids = []
+        for d in Path("/proc").iterdir():
+            if d.name.isdigit() and int(d.name) != runner_p.pid:
+                try:
+                    cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                except OSError:
+                    continue
+                if str(out) in cmd and "pipelines.wikipedia" in cmd:  # a stage of 10-20 s
+                    pids.append(int(d.name))
+        return pids
+
+    deadline = time.monotonic() + 90
+    while not stage_pids() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert stage_pids(), "the wikipedia stage did not start within 90 s"
+    time.sleep(1)
+    os.kill(runner_p.pid, signal.SIGKILL)
+    runner_p.wait()
+    deadline = time.monotonic() + 4
+    while stage_pids() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not stage_pids(), "a stage outlived the runner"
+    p = cli("--output", str(out), "--dry-run")
+    assert p.returncode == 0, p.stderr
