@@ -54,6 +54,8 @@ USAGE_ERRORS: tuple[type[BaseException], ...] = (
 EXIT_INTERRUPTED = 130
 #: ``pipelines.run``: the run waits for a person to label the sample of mined pairs (not a failure).
 EXIT_NEEDS_LABELS = 3
+#: ... and how the one line that names the file to label begins.
+LABELS_NEEDED = "labels needed:"
 
 
 # --- flags ---------------------------------------------------------------------------------

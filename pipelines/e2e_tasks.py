@@ -296,7 +296,7 @@ def labels(sample: Path, candidates: Path, person_file: Path, earlier: Path | No
     from filters.bitext import label_match as lm
     from filters.bitext.calibrate import BAD, GOOD
     from filters.bitext.sample import LABEL, TSV_COLUMNS, write_for_labelling
-    from labse_common.cli import EXIT_NEEDS_LABELS
+    from labse_common.cli import EXIT_NEEDS_LABELS, LABELS_NEEDED
 
     counter = StageCounter()
     smp = read_parquet(sample, flag="--sample", required=["src", "trg"])
@@ -321,7 +321,7 @@ def labels(sample: Path, candidates: Path, person_file: Path, earlier: Path | No
     if len(ids) < min_labelled or good < min_per_label or bad < min_per_label:
         done = sum(bool(r[LABEL]) for r in merged)
         sys.stderr.write(
-            f"labels needed: {done} of the {len(merged)} sampled pairs in {person_file} are labelled and "
+            f"{LABELS_NEEDED} {done} of the {len(merged)} sampled pairs in {person_file} are labelled and "
             f"{len(ids)} labels match mined pairs ({good} GOOD, {bad} BAD); the filter needs at least "
             f"{min_labelled}, with {min_per_label} of each: label them with `python -m filters label "
             f"{person_file}` (or fill its label column with GOOD or BAD in any editor)\n"

@@ -58,7 +58,7 @@ from pathlib import Path
 
 import yaml
 
-from labse_common.cli import EXIT_NEEDS_LABELS, add_log_level_option, run_main
+from labse_common.cli import EXIT_NEEDS_LABELS, LABELS_NEEDED, add_log_level_option, run_main
 from labse_common.config import ConfigError, apply_overrides, from_dict, read_preset, section_class
 from labse_common.datafiles import read_json
 from labse_common.errors import InputError, UsageError
@@ -1290,11 +1290,12 @@ def _run(ctx: Context, args: argparse.Namespace) -> int:
                 m = run_stage(p, ctx)
             except StageFailed as e:
                 if e.rc == EXIT_NEEDS_LABELS:  # not a failure: the run waits for a person
-                    msg = next((ln for ln in reversed(e.tail) if "label" in ln), e.tail[-1] if e.tail else "")
+                    msg = next((ln for ln in reversed(e.tail) if ln.startswith(LABELS_NEEDED)),
+                               f"{LABELS_NEEDED} see {e}")  # fmt: skip
                     history["waiting_for"] = p.stage.name
                     _write_json(ctx.out / "_run.json", history)
-                    again = " ".join(shlex.quote(a) for a in [sys.executable, "-m", "pipelines.run", *sys.argv[1:]])
-                    sys.stderr.write(f"{msg.split('| ')[-1].strip()}\n  then run the same command again: {again}\n")
+                    again = shlex.join(["python", "-m", "pipelines.run", *sys.argv[1:]])
+                    sys.stderr.write(f"{msg.strip()}; then run the same command again ({again})\n")
                     return EXIT_NEEDS_LABELS
                 log.error("%s", e)
                 for line in e.tail:
