@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import copy
 import logging
+import os
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
@@ -188,6 +189,8 @@ def run_main(
     ``args``: the parsed arguments; their ``s3://``/``gs://`` values are checked before the body
     runs (``check_remote=False`` for Beam jobs, which check once their options are parsed)."""
     try:
+        if args is not None:
+            refuse_inputs_inside_output(args)
         if args is not None and check_remote:
             from labse_common.remote import check_paths, remote_paths
 
@@ -200,6 +203,27 @@ def run_main(
         if not is_usage_error(e):
             raise
         return usage_error(e, logger)
+
+
+def refuse_inputs_inside_output(args: argparse.Namespace) -> None:
+    """With ``--overwrite`` a command replaces its whole ``--output`` folder at the end, so an
+    input inside it (``--pairs X/p.tsv --output X``) would be deleted by the command that reads
+    it. Every existing local path among the arguments is checked, once, for every command."""
+    output, overwrite = getattr(args, "output", None), getattr(args, "overwrite", False)
+    if not (overwrite and isinstance(output, str)) or "://" in output or not os.path.isdir(output):
+        return
+    out = os.path.realpath(output)
+    for name, value in vars(args).items():
+        if name == "output":
+            continue
+        for v in value if isinstance(value, (list, tuple)) else [value]:
+            if not isinstance(v, (str, os.PathLike)) or "://" in str(v) or not os.path.exists(v):
+                continue
+            real = os.path.realpath(v)
+            if real == out or real.startswith(out + os.sep):
+                flag = "--" + name.replace("_", "-")
+                raise UsageError(f"{flag} {v} is inside --output {output}: --overwrite would delete "
+                                 "it while the command reads it; write the output elsewhere")  # fmt: skip
 
 
 def exit_with(main: Callable[[], int]) -> None:
