@@ -81,15 +81,25 @@ def iter_warc_documents(raw: BinaryIO, path: str, counter: StageCounter) -> Iter
         # file is unknown and the record id (doc_id) alone locates the record.
         exact = source is stream
         try:
+            swallowed = None
             for rec in it:
                 n_records += 1
-                doc = _record_to_document(rec, path, counter)
+                doc, swallowed = _record_to_document(rec, path, counter)
                 if doc is not None:
-                    # Only once the content is read: warcio reads to the record's end to know it.
-                    doc.locator = f"{name}@{it.get_record_offset()}" if exact else name
+                    # Only once the content is read: warcio reads to the record's end to know it
+                    # (past its content: not for a record that ran into the next ones).
+                    exact_here = exact and swallowed is None
+                    doc.locator = f"{name}@{it.get_record_offset()}" if exact_here else name
                 if doc is not None:
                     yield doc
-            source = None
+                if swallowed is not None:
+                    break
+            # A Content-Length longer than its record read the next records as its content:
+            # they are read again from where they start, not credited to this record's URL.
+            source = PrefixedStream(swallowed, it.reader) if swallowed is not None else None
+            if swallowed is not None:
+                counter.add_event("documents", "overlong_record_resynced")
+                log.warning("%s: a record's Content-Length runs into the next record; resynchronising", path)
         except ArchiveLoadFailed as e:
             if n_records == 0 and not str(e).count("WARC-"):
                 source = None  # not a WARC file at all: nothing to resynchronise to
@@ -127,7 +137,34 @@ def iter_warc_documents(raw: BinaryIO, path: str, counter: StageCounter) -> Iter
         counter.add_out("files")
 
 
-def _record_to_document(rec, path: str, counter: StageCounter) -> Document | None:
+def _split_overlong(payload: bytes) -> tuple[bytes, bytes | None]:
+    """(this record's content, the bytes of the records its too long Content-Length took)."""
+    m = _NEXT_RECORD.search(payload)
+    if m is None:
+        return payload, None
+    return payload[: m.start()], payload[m.start() :].lstrip(b"\r\n")
+
+
+#: A record boundary inside a record's content: the blank lines that end a record, then the
+#: version line and a header of the next one.
+_NEXT_RECORD = re.compile(rb"\r?\n\r?\nWARC/\d\.\d+\r?\nWARC-[A-Za-z-]+:")
+
+
+def _record_to_document(rec, path: str, counter: StageCounter) -> tuple[Document | None, bytes | None]:
+    """The record as a Document (or None, counted), and the bytes of following records its
+    content swallowed (None when its Content-Length was right)."""
+    swallowed = None
+
+    def content() -> bytes:
+        nonlocal swallowed
+        payload, swallowed = _split_overlong(rec.content_stream().read())
+        return payload
+
+    doc = _to_document(rec, path, counter, content)
+    return doc, swallowed
+
+
+def _to_document(rec, path: str, counter: StageCounter, content) -> Document | None:
     # Every WARC record is a document in the stats; the cleaner counts the kept ones out.
     counter.add_in("documents")
     rtype = rec.rec_type
@@ -135,16 +172,18 @@ def _record_to_document(rec, path: str, counter: StageCounter) -> Document | Non
     rid = rec.rec_headers.get_header("WARC-Record-ID") or f"{path}#{counter.counts['documents/in']}"
     try:
         if rtype == "conversion":
-            payload = rec.content_stream().read()
+            payload = content()
             text, fallback = decode_bytes(payload)
         elif rtype == "response":
             ctype = (rec.http_headers.get_header("Content-Type") or "") if rec.http_headers else ""
             if "html" not in ctype.lower():
+                content()  # warcio would read past it anyway; a swallowed record is found
                 counter.add_dropped("documents", "not_html")
                 return None
-            payload = rec.content_stream().read()
+            payload = content()
             text, fallback = _extract_html(payload, ctype)
         else:
+            content()
             counter.add_dropped("documents", f"skipped_{rtype}")
             return None
     except (ArchiveLoadFailed, ValueError, EOFError, OSError) as e:
