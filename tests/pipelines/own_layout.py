@@ -12,14 +12,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 
-def make_layout(root: Path, n_train: int = 120, n_dev: int = 40) -> dict[str, object]:
+def make_layout(root: Path, n_train: int = 120, n_dev: int = 40, n_web: int = 360) -> dict[str, object]:
     from labse_model.tiny import make_tiny_checkpoint
     from pipelines.demo_data import write_wet
     from pipelines.synthetic import split_sentences, write_web, write_wikipedia
 
     splits = split_sentences(0, n_train, n_dev)
-    write_web(root / "crawl", splits["web"]["all"], 0)
-    write_wikipedia(root / "dumps", splits["web"]["all"], 0)
+    web = splits["web"]["all"][:n_web]  # a few hundred pages: every stage runs, in seconds
+    write_web(root / "crawl", web, 0)
+    write_wikipedia(root / "dumps", web, 0)
     de_en = [(r["deu"], r["eng"]) for r in splits["dev"]["deu"]]
     de_fr = [(r["deu"], r["fra"]) for r in splits["dev"]["fra"]]
     hidden = [x for p in de_en + de_fr for x in p]
