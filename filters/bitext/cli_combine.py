@@ -40,7 +40,7 @@ from filters.bitext.calibrate import (
 )
 from filters.bitext.cliutil import run_command
 from filters.bitext.combine import fit_combined, thresholds_for
-from filters.bitext.sample import labels_bool, read_labels
+from filters.bitext.sample import labels_bool, read_labels, tsv_cell
 from labse_common.cli import (
     add_config_options,
     add_log_level_option,
@@ -97,14 +97,10 @@ def labelled_rows(table: pa.Table, labels: pa.Table, path: str) -> np.ndarray:
     lsrc, ltrg = labels.column("src").to_pylist(), labels.column("trg").to_pylist()
     for k, i in enumerate(ids):
         # The TSV replaced tabs and newlines by spaces; compare on the same footing.
-        if _flat(src[i]) != lsrc[k] or _flat(trg[i]) != ltrg[k]:
+        if tsv_cell(src[i]) != lsrc[k] or tsv_cell(trg[i]) != ltrg[k]:
             raise InputError(path, f"sample_id {i}: its pair differs from row {i} of --pairs: was "
                              "the sample drawn from another file?", "--labels")  # fmt: skip
     return ids
-
-
-def _flat(text: str | None) -> str:
-    return "" if text is None else text.replace("\t", " ").replace("\n", " ").replace("\r", " ")
 
 
 def _reachable(scores: np.ndarray, good: np.ndarray, min_kept: int, bootstrap: int,

@@ -14,19 +14,14 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 import pyarrow as pa
 
-from filters.bitext.sample import LABEL, read_sheet
+from filters.bitext.sample import LABEL, read_sheet, tsv_cell
 from labse_common.stats import StageCounter
 
 Key = tuple[str, str]
 
 
-def flat(text: str | None) -> str:
-    """A cell as the labelling TSV holds it."""
-    return "" if text is None else text.replace("\t", " ").replace("\n", " ").replace("\r", " ")
-
-
 def key_of(src: str | None, trg: str | None) -> Key:
-    return flat(src).strip(), flat(trg).strip()
+    return tsv_cell(src).strip(), tsv_cell(trg).strip()
 
 
 def read_rows(path: str | os.PathLike, flag: str | None = None) -> tuple[list[str], list[dict]]:
@@ -96,7 +91,7 @@ def match_to_pairs(pairs: pa.Table, labels: Mapping[Key, str], counter: StageCou
 def write_rows(path: str | os.PathLike, header: list[str], rows: list[dict]) -> bool:
     """Rewrite a labelling TSV atomically; False (nothing written) when its text is unchanged."""
     text = "\t".join(header) + "\n" + "".join(
-        "\t".join(flat(str(r.get(h, "") if r.get(h) is not None else "")) for h in header) + "\n"
+        "\t".join(tsv_cell(r.get(h)) for h in header) + "\n"
         for r in rows
     )
     path = os.fspath(path)

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from filters.bitext.calibrate import BAD, GOOD
-from filters.bitext.sample import LABEL, _cell, read_sheet
+from filters.bitext.sample import LABEL, read_sheet, tsv_cell
 from labse_common.errors import InputError, UsageError
 
 log = logging.getLogger("filters.bitext.label_page")
@@ -205,7 +205,7 @@ class LabelSheet:
                 "to label the file as it is now"
             )
         text = self.bom + "".join(
-            "\t".join(_cell(v) for v in row) + "\n" for row in [self.header, *self.rows]
+            "\t".join(tsv_cell(v) for v in row) + "\n" for row in [self.header, *self.rows]
         )
         mode = os.stat(self.path).st_mode & 0o7777
         fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp",

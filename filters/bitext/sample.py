@@ -124,7 +124,8 @@ def auto_label(sample: pa.Table, planted: Iterable[tuple[str, str]]) -> pa.Table
     return sample.append_column(LABEL, pa.array(labels))
 
 
-def _cell(v: object) -> str:
+def tsv_cell(v: object) -> str:
+    """A value as the labelling TSV holds it: tabs and line breaks become spaces, None blank."""
     return "" if v is None else str(v).replace("\t", " ").replace("\n", " ").replace("\r", " ")
 
 
@@ -136,7 +137,7 @@ def write_for_labelling(sample: pa.Table, path: str | os.PathLike) -> None:
     with open(path, "w", encoding="utf-8", newline="") as f:
         f.write("\t".join(cols) + "\n")
         for i in range(sample.num_rows):
-            f.write("\t".join(_cell(data[c][i]) for c in cols) + "\n")
+            f.write("\t".join(tsv_cell(data[c][i]) for c in cols) + "\n")
 
 
 @dataclass
