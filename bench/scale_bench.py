@@ -85,7 +85,7 @@ def mib(b: float) -> str:
 
 
 def make_stores(work: Path, n_src: int, n_trg: int, dim: int, seed: int = 0) -> tuple[str, str]:
-    from mining.embeddings import EmbeddingStore, StoreWriter
+    from labse_common.embedding_store import EmbeddingStore, StoreWriter
 
     xs, ys = work / f"src_{n_src}_{dim}", work / f"trg_{n_trg}_{dim}"
     try:
@@ -147,7 +147,8 @@ def peer_bounded(a: dict) -> dict:
 
 
 def peer_in_memory(a: dict) -> dict:
-    from mining.embeddings import load_vectors, normalized
+    from labse_common.embedding_store import load_vectors
+    from labse_common.embedding_store import unit_rows as normalized
     from mining.mine import mine_vectors
 
     t0 = time.perf_counter()

@@ -117,10 +117,94 @@ def npy_bytes(arr: np.ndarray) -> bytes:
     return buf.getvalue()
 
 
+# --- rows that can be compared ------------------------------------------------------------
+# Every reader that turns stored rows into unit vectors (mining's sides, its bounded reads,
+# evaluation, margin scoring) goes through these two functions, so a row dropped here is never
+# divided there: one rule, one float32 norm computed the same way everywhere.
+
+NONFINITE_VALUE = "nonfinite_value"  # a NaN or inf component
+ZERO_VECTOR = "zero_vector"  # norm 0 in float32 (all zeros, or too small to square)
+NONFINITE_NORM = "nonfinite_norm"  # finite components whose float32 norm overflows (x 1e30)
+#: The stats.json drop reasons of a row that cannot be compared, by code (0 = usable).
+VECTOR_DROP_REASONS: tuple[str, ...] = (NONFINITE_VALUE, ZERO_VECTOR, NONFINITE_NORM)
+
+
+def _norms(x32: np.ndarray) -> np.ndarray:
+    # Overflow and NaN are expected here (they are what the caller looks for): no warning.
+    with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+        return np.linalg.norm(x32, axis=1)
+
+
+def vector_problems(x: np.ndarray, chunk: int = 65536) -> np.ndarray:
+    """Per row, 0 when it can be compared, else ``1 + i`` for ``VECTOR_DROP_REASONS[i]``;
+    read ``chunk`` rows at a time (a memory-mapped shard is never copied whole)."""
+    out = np.zeros(len(x), dtype=np.int8)
+    for s in range(0, len(x), chunk):
+        b = np.asarray(x[s : s + chunk], dtype=np.float32)
+        if not b.size:
+            continue
+        norms = _norms(b)
+        code = np.where(~np.isfinite(norms), 3, np.where(norms > 0, 0, 2))
+        code[~np.isfinite(b).all(axis=1)] = 1
+        out[s : s + chunk] = code
+    return out
+
+
+def count_problems(codes: np.ndarray) -> dict[str, int]:
+    """``{reason: rows}`` of :func:`vector_problems` codes, every reason present (0 or more)."""
+    n = np.bincount(codes.astype(np.int64), minlength=len(VECTOR_DROP_REASONS) + 1)
+    return {r: int(n[i + 1]) for i, r in enumerate(VECTOR_DROP_REASONS)}
+
+
+def valid_mask(x: np.ndarray, chunk: int = 65536) -> np.ndarray:
+    """True for rows that can be compared (:func:`vector_problems` code 0)."""
+    return vector_problems(x, chunk) == 0
+
+
+def unit_rows(x: np.ndarray, where: str | None = None) -> np.ndarray:
+    """Float32 copy with unit rows (cosine == inner product).
+
+    Rows :func:`vector_problems` flags must be dropped first: with ``where`` one of them is a
+    ``ValueError`` naming ``where`` (a caller's bug, not the user's data); without it they come
+    out non-finite or zero, as a division gives them."""
+    x = np.array(x, dtype=np.float32, copy=True)
+    if not x.size:
+        return x
+    norms = _norms(x)[:, None]
+    if where is not None and not (np.isfinite(norms) & (norms > 0)).all():
+        raise ValueError(f"{where}: a NaN/inf/zero vector or an overflowing norm; drop rows "
+                         "with vector_problems first")  # fmt: skip
+    with np.errstate(divide="ignore", invalid="ignore"):
+        x /= norms
+    return x
+
+
+def blocks_dim(blocks: Sequence[np.ndarray]) -> int:
+    """The dimension of a list of blocks (an empty block says nothing); ValueError if they
+    disagree."""
+    dims = {b.shape[1] for b in blocks if b.shape[0]}
+    if len(dims) > 1:
+        raise ValueError(f"embedding blocks disagree on dimension: {sorted(dims)}")
+    return dims.pop() if dims else (blocks[0].shape[1] if blocks else 0)
+
+
 @dataclass
 class ShardInfo:
     name: str
     rows: int
+
+
+def check_shard_name(name: str, manifest: str, flag: str | None = None) -> str:
+    """``name`` when it is a plain file name inside the store; else :class:`StoreDamaged`.
+
+    A manifest is data: a name such as ``../../x`` would make a reader open (and a mining run
+    mine) a file outside the store, so only a bare name without separators is accepted."""
+    bad = (not name or name in (".", "..") or "/" in name or "\\" in name or "\x00" in name
+           or os.path.isabs(name))  # fmt: skip
+    if bad:
+        raise StoreDamaged(manifest, f"shard name {name!r} is not a file name inside the store "
+                           "(no '/', '\\', '..' or absolute path)", flag)  # fmt: skip
+    return name
 
 
 def shard_name(i: int) -> str:
@@ -171,6 +255,8 @@ class EmbeddingStore:
             self.shards = [ShardInfo(str(s["name"]), int(s["rows"])) for s in meta["shards"]]
         except (KeyError, TypeError, ValueError) as e:
             raise StoreDamaged(manifest, f"not a store manifest (bad or missing {e})", flag) from e
+        for s in self.shards:
+            check_shard_name(s.name, manifest, flag)
 
     @property
     def remote(self) -> bool:

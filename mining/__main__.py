@@ -128,19 +128,15 @@ def cmd_mine(args: argparse.Namespace) -> int:
 
 
 def cmd_mine_many(args: argparse.Namespace) -> int:
-    from mining.many import run_many
+    from mining.many import language_pairs, run_many
 
-    cfg = c = mining_config(args)
-    if not c.pairs:
-        raise UsageError("no language pairs: give --pairs de-en fr-en ... or mining.pairs")
-    bad = [p for p in c.pairs if len(p.split("-")) != 2 or not all(p.split("-"))]
-    if bad:
-        raise UsageError(f"mining.pairs: {', '.join(map(repr, bad))} is not SRC-TRG, e.g. de-en")
+    cfg = mining_config(args)
+    pairs = language_pairs(cfg.pairs)  # checked (and normalised) before the output is claimed
     if not args.model and not args.emb:
         raise UsageError("give --model DIR or --emb PATTERN")
     with staged_output(args.output, args.overwrite) as tmp:  # remote: staged locally, then uploaded
         reports = run_many(
-            [tuple(p.split("-", 1)) for p in c.pairs],
+            pairs,
             args.corpus,
             tmp,
             cfg,

@@ -33,16 +33,16 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-import faiss
 import numpy as np
 
 from labse_common.config import ConfigError
-from labse_common.embedding_store import load_npy
+from labse_common.embedding_store import load_npy, unit_rows
 from labse_common.output_dir import is_remote
 from labse_common.sections.mining import MiningConfig
 from labse_common.stats import StageCounter
 from labse_common.threads import usable_cpus
 from mining import plan as planner
+from mining.faiss_lib import faiss
 from mining.knn import (
     SAMPLE_SEED,
     Neighbours,
@@ -118,15 +118,9 @@ class VectorSide:
         return idx if self.rows is None else self.rows[idx]
 
     def _unit(self, block: np.ndarray, where: str) -> np.ndarray:
-        # The same operations as mining.embeddings.normalized, so the rows are bit-identical.
-        x = np.array(block, dtype=np.float32, copy=True)
-        norms = np.linalg.norm(x, axis=1, keepdims=True)
-        bad = ~(np.isfinite(norms[:, 0]) & (norms[:, 0] > 0))
-        if bad.any():
-            raise ValueError(f"{self.path}: NaN/inf/zero vector at {where}; pass rows= to mine "
-                             "only valid rows")  # fmt: skip
-        x /= norms
-        return x
+        # The in-memory path's function, so the rows are bit-identical; the rows given were
+        # cleaned by mining.corpus.prepare_side with the same rule (an unusable one is a bug).
+        return unit_rows(block, f"{self.path} {where} (pass rows= to mine only usable rows)")
 
     def read_sorted(self, grows: np.ndarray, threads: int = 1) -> np.ndarray:
         """Unit vectors of sorted global rows, read shard by shard (``threads`` shards at once

@@ -106,11 +106,17 @@ def mine_candidates(
     src_vecs: np.ndarray,
     trg_vecs: np.ndarray,
     cfg: MiningConfig,
+    paths: tuple[str | os.PathLike | None, str | os.PathLike | None] = (None, None),
 ) -> dict[IdPair, float]:
-    """Mine (LASER's BUCC setting by default: max, ratio, k=4, unify) -> {(src_id, trg_id): score}."""
+    """Mine (LASER's BUCC setting by default: max, ratio, k=4, unify) -> {(src_id, trg_id): score}.
+
+    ``paths`` (the two files) name the side whose every row is unusable in that error."""
     counter = StageCounter()
-    s_side = prepare_side(list(src[1]), [src_vecs], cfg.unify, counter, "src_sentences")
-    t_side = prepare_side(list(trg[1]), [trg_vecs], cfg.unify, counter, "trg_sentences")
+    sp, tp = (None if p is None else os.fspath(p) for p in paths)
+    s_side = prepare_side(list(src[1]), [src_vecs], cfg.unify, counter, "src_sentences",
+                          text_input=(sp, "--data"), vector_input=(sp, "--data"))  # fmt: skip
+    t_side = prepare_side(list(trg[1]), [trg_vecs], cfg.unify, counter, "trg_sentences",
+                          text_input=(tp, "--data"), vector_input=(tp, "--data"))  # fmt: skip
     pairs, _ = mine_vectors(s_side.x, t_side.x, cfg, counter)
     sr, tr, pi = expand_pairs(s_side, t_side, pairs.src, pairs.trg)
     out: dict[IdPair, float] = {}
@@ -152,7 +158,7 @@ def evaluate_bucc(
             counter = StageCounter()
             s, t = read_bucc(fs, counter), read_bucc(ft, counter)
             sv, tv = embed(list(s[1]), fs), embed(list(t[1]), ft)
-            cands[split] = mine_candidates(s, t, sv, tv, cfg)
+            cands[split] = mine_candidates(s, t, sv, tv, cfg, (fs, ft))
             golds[split] = read_gold(fg) if fg.is_file() else set()
         if not golds[tune_split]:
             raise InputError(None, f"{pair}: the tuning split {tune_split!r} needs a .gold file")

@@ -1,6 +1,7 @@
 """One side of a mining run: its sentences, metadata, vectors, and the cleaning before kNN.
 
-Cleaning drops rows whose text is empty or whose vector is NaN/inf/zero (counted), and with
+Cleaning drops rows whose text is empty or whose vector is NaN/inf/zero or has a norm that
+overflows float32 (each counted under its reason), and with
 ``unify`` folds duplicate sentences into one representative (counted as an event) that is mapped
 back to every original row after mining, as LASER's ``--unify``.
 """
@@ -19,12 +20,19 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from labse_common.datafiles import read_parquet
+from labse_common.embedding_store import (
+    MANIFEST,
+    VECTOR_DROP_REASONS,
+    EmbeddingStore,
+    count_problems,
+    unit_rows,
+    vector_problems,
+)
 from labse_common.errors import InputError
 from labse_common.formats import PROVENANCE_COLUMNS
 from labse_common.output_dir import is_remote
 from labse_common.stats import StageCounter
 from labse_common.textio import read_lines
-from mining.embeddings import MANIFEST, EmbeddingStore, normalized, valid_mask
 
 log = logging.getLogger(__name__)
 
@@ -171,13 +179,20 @@ def prepare_side(
     counter: StageCounter,
     unit: str,
     materialize: bool = True,
+    text_input: tuple[str | None, str | None] = (None, None),
+    vector_input: tuple[str | None, str | None] = (None, None),
 ) -> Side:
     """Drop empty/invalid rows, optionally unify duplicates, normalise; count everything.
 
     The text tests run as Arrow kernels (no Python string per row): a text is empty when
     nothing is left after trimming Unicode whitespace (the same characters ``str.strip``
-    removes), and duplicates are the same UTF-8 bytes. ``materialize=False`` leaves ``x``
-    empty: sharded mining loads the rows shard by shard.
+    removes), and duplicates are the same UTF-8 bytes. A vector is dropped under its
+    :data:`~labse_common.embedding_store.VECTOR_DROP_REASONS` reason. ``materialize=False``
+    leaves ``x`` empty: sharded mining loads the rows shard by shard.
+
+    A side with rows but none usable is an :class:`InputError` naming the input that made them
+    unusable (``text_input`` / ``vector_input``: its path and flag) with the counts: mining
+    it would give 0 pairs, exit 0 and no hint why.
     """
     if not isinstance(texts, (pa.Array, pa.ChunkedArray)):
         texts = pa.array(list(texts), pa.large_string())
@@ -190,11 +205,15 @@ def prepare_side(
     dim = blocks[0].shape[1] if blocks else 0
     counter.add_in(unit, n)
     nonempty = _nonempty(texts)
-    valid = np.concatenate([valid_mask(b) for b in blocks]) if n else np.zeros(0, bool)
-    counter.add_dropped(unit, "empty_text", int((~nonempty).sum()))
-    counter.add_dropped(unit, "nan_or_zero_vector", int((nonempty & ~valid).sum()))
-    rows = np.flatnonzero(nonempty & valid)
+    codes = np.concatenate([vector_problems(b) for b in blocks]) if n else np.zeros(0, np.int8)
+    dropped = {"empty_text": int((~nonempty).sum())}
+    dropped.update(count_problems(codes[nonempty]))  # a row is dropped once, for its text first
+    for reason, k in dropped.items():
+        counter.add_dropped(unit, reason, k)
+    rows = np.flatnonzero(nonempty & (codes == 0))
     counter.add_out(unit, len(rows))
+    if n and not len(rows):
+        _nothing_usable(unit, n, dropped, text_input, vector_input)
 
     if unify and len(rows):
         group, n_unique = _first_seen_groups(texts, rows)
@@ -208,8 +227,22 @@ def prepare_side(
         offsets = np.arange(len(rows) + 1, dtype=np.int64)
     side = Side(x=np.zeros((0, dim), np.float32), offsets=offsets, members=members, n_rows=n)
     if materialize:
-        side.x = normalized(gather_rows(blocks, side.representative(), dim))
+        side.x = unit_rows(gather_rows(blocks, side.representative(), dim), unit)
     return side
+
+
+def _nothing_usable(unit: str, n: int, dropped: dict[str, int],
+                    text_input: tuple[str | None, str | None],
+                    vector_input: tuple[str | None, str | None]) -> None:  # fmt: skip
+    """The one-line error of a side whose every row was dropped, naming the guilty input."""
+    by_vectors = sum(dropped[r] for r in VECTOR_DROP_REASONS)
+    path, flag = vector_input if by_vectors else text_input
+    what = "vector" if by_vectors == n else "row"
+    why = ("is zero, NaN/inf or has an overflowing norm" if by_vectors == n
+           else "has an empty text or an unusable vector")  # fmt: skip
+    counts = ", ".join(f"{r} {k}" for r, k in dropped.items() if k)
+    raise InputError(path, f"no usable row to mine: every {what} of {unit} {why} "
+                     f"({n} dropped: {counts})", flag)  # fmt: skip
 
 
 def _first_seen_groups(

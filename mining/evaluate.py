@@ -16,10 +16,10 @@ from pathlib import Path
 
 import numpy as np
 
+from labse_common.embedding_store import MANIFEST, load_vectors, unit_rows, valid_mask
 from labse_common.errors import InputError
 from labse_common.sections.mining import MiningConfig
 from labse_common.textio import read_lines
-from mining.embeddings import MANIFEST, load_vectors, normalized, valid_mask
 from mining.knn import knn
 from mining.margin import neighbourhood_mean, score_candidates
 
@@ -67,7 +67,7 @@ def _clean(x: np.ndarray) -> np.ndarray:
     x = np.asarray(x, dtype=np.float32)
     ok = valid_mask(x)
     out = np.zeros_like(x)
-    out[ok] = normalized(x[ok])
+    out[ok] = unit_rows(x[ok], "evaluation vectors")
     return out
 
 

@@ -16,11 +16,11 @@ import math
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-import faiss
 import numpy as np
 from tqdm import tqdm
 
 from labse_common.sections.mining import MiningConfig
+from mining.faiss_lib import faiss
 
 log = logging.getLogger(__name__)
 

@@ -10,11 +10,12 @@ from pathlib import Path
 
 import numpy as np
 
+from labse_common.embedding_store import load_vectors
 from labse_common.errors import InputError, UsageError
+from labse_common.langs import parse_pair
 from labse_common.sections.mining import MiningConfig
 from labse_common.stats import StageCounter
 from mining.corpus import Corpus, Side, prepare_side, read_corpus
-from mining.embeddings import load_vectors
 from mining.mine import (
     bounded_layout,
     direction_features,
@@ -83,6 +84,7 @@ def prepare_language(
     model: str | None,
     out: Path,
     store: str | None,
+    corpus_path: str | None = None,
 ) -> Language:
     if blocks is None:
         vecs = encode_corpus(model, corpus.texts, cfg.batch_size)
@@ -90,24 +92,49 @@ def prepare_language(
         save_store(Path(store), vecs, corpus)
         blocks = [vecs]
     counter = StageCounter()
-    side = prepare_side(corpus.text, blocks, cfg.unify, counter, "sentences", materialize=False)
+    side = prepare_side(corpus.text, blocks, cfg.unify, counter, "sentences", materialize=False,
+                        text_input=(corpus_path, "--corpus"),
+                        vector_input=(store, "--model" if model else "--emb"))  # fmt: skip
     dim = int(blocks[0].shape[1]) if blocks and len(blocks[0]) else 0
     return Language(corpus, side, dict(counter.counts), str(store), dim)
 
 
+def language_pairs(pairs: Sequence[str | tuple[str, str]]) -> list[tuple[str, str]]:
+    """Each pair as its two normalised codes (:func:`labse_common.langs.parse_pair`, the one
+    place codes are read), in order, once each: only these codes name files and folders, so a
+    pair such as ``../de-en`` is refused instead of writing outside the job's folder."""
+    out: dict[tuple[str, str], None] = {}
+    bad: list[str] = []
+    for p in pairs:
+        text = p if isinstance(p, str) else "-".join(p)
+        try:
+            out[parse_pair(text)] = None
+        except ValueError as e:
+            bad.append(str(e))
+    if bad:
+        raise UsageError(f"mining.pairs: {'; '.join(bad)}")
+    if not out:
+        raise UsageError("no language pairs: give --pairs de-en fr-en ... or mining.pairs")
+    return list(out)
+
+
 def run_many(
-    pairs: Sequence[tuple[str, str]],
+    pairs: Sequence[str | tuple[str, str]],
     corpus_pattern: str,
     out_dir: str,
     cfg: MiningConfig,
     emb_pattern: str | None = None,
     model: str | None = None,
 ) -> dict[str, dict]:
-    """Mine each (src, trg) pair into ``out_dir/src-trg``; returns the stats per pair.
+    """Mine each pair (``de-en`` or ``("de", "en")``, any spelling :func:`language_pairs`
+    reads) into ``out_dir/<src>-<trg>`` of normalised codes; returns the stats per pair.
 
-    ``pairs`` is given (not read from ``cfg.pairs``) because the CLI validates and splits it."""
+    ``pairs`` is given (not read from ``cfg.pairs``): the CLI takes them from --pairs too.
+    ``{lang}`` in the patterns is replaced by the normalised code (lid.176 label), the name the
+    corpus jobs give each language's folder."""
     if "{lang}" not in corpus_pattern or (emb_pattern and "{lang}" not in emb_pattern):
         raise UsageError("--corpus and --emb patterns must contain {lang}")
+    pairs = language_pairs(pairs)
     out = Path(out_dir)
     order = list(dict.fromkeys(lang for pair in pairs for lang in pair))
     inputs = read_inputs(order, corpus_pattern, emb_pattern, model)
@@ -116,7 +143,8 @@ def run_many(
         log.info("preparing language %s", lang)
         corpus, blocks = inputs.pop(lang)  # dropped as it goes: each language held once
         store = emb_pattern.format(lang=lang) if emb_pattern and not model else None
-        langs[lang] = prepare_language(lang, corpus, blocks, cfg, model, out, store)
+        langs[lang] = prepare_language(lang, corpus, blocks, cfg, model, out, store,
+                                       corpus_pattern.format(lang=lang))  # fmt: skip
     dims = {lang: L.dim for lang, L in langs.items() if L.dim}
     if len(set(dims.values())) > 1:
         raise InputError(None, f"embedding dimensions differ between languages: {dims}", "--emb")

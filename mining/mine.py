@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from labse_common.embedding_store import StoreWriter, blocks_dim, load_vectors
 from labse_common.errors import InputError, UsageError
 from labse_common.formats import (
     MINED_PAIR_REQUIRED,
@@ -27,7 +28,6 @@ from labse_common.formats import (
 from labse_common.sections.mining import MiningConfig
 from labse_common.stats import StageCounter, check_balanced, write_report
 from mining.corpus import Corpus, Side, expand_pairs, prepare_side, read_corpus
-from mining.embeddings import StoreWriter, blocks_dim, load_vectors
 from mining.knn import Neighbours, knn
 from mining.margin import neighbourhood_mean, score_candidates
 from mining.output import WRITE_SLICE_ROWS, write_histogram, write_pairs
@@ -239,8 +239,10 @@ def prepare_inputs(
                          "--trg-emb")  # fmt: skip
 
     counter = StageCounter()
-    src = prepare_side(src_c.text, src_blocks, cfg.unify, counter, "src_sentences", not sharded)
-    trg = prepare_side(trg_c.text, trg_blocks, cfg.unify, counter, "trg_sentences", not sharded)
+    src = prepare_side(src_c.text, src_blocks, cfg.unify, counter, "src_sentences", not sharded,
+                       (str(src_text), "--src-text"), (src_emb, "--src-emb"))  # fmt: skip
+    trg = prepare_side(trg_c.text, trg_blocks, cfg.unify, counter, "trg_sentences", not sharded,
+                       (str(trg_text), "--trg-text"), (trg_emb, "--trg-emb"))  # fmt: skip
     return MineInputs(out, src_c, trg_c, src, trg, counter, src_emb, trg_emb, t0)
 
 

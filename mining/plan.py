@@ -529,11 +529,11 @@ def calibrate(dim: int = 768, seed: int = 0) -> Costs:
     PQ training and encoding, store reads, random gathers and margin retrieval."""
     import tempfile
 
-    import faiss
     import numpy as np
 
+    from labse_common.embedding_store import StoreWriter
     from mining.bounded import VectorSide
-    from mining.embeddings import StoreWriter
+    from mining.faiss_lib import faiss
     from mining.knn import Neighbours
     from mining.mine import score
     from mining.retrieval import retrieve

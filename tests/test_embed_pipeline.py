@@ -28,8 +28,8 @@ def tiny_model(tmp_path_factory) -> str:
 
 
 def test_beam_embed_job_writes_a_store(tmp_path: Path, tiny_model: str) -> None:
+    from labse_common.embedding_store import EmbeddingStore
     from labse_model.encode import Encoder
-    from mining.embeddings import EmbeddingStore
     from pipelines.embed import run
 
     texts = [f"sentence number {i} about topic {i % 7}" for i in range(40)]
@@ -91,8 +91,8 @@ def test_beam_embed_job_bad_paths(tmp_path: Path) -> None:
 def test_mine_with_model_on_tatoeba(tmp_path: Path, tiny_model: str) -> None:
     if not (DATA / "dev.deu-eng.deu").is_file():
         pytest.skip(f"Tatoeba sample data not found at {DATA}")
+    from labse_common.embedding_store import EmbeddingStore
     from mining.__main__ import main
-    from mining.embeddings import EmbeddingStore
 
     rc = main(["mine", "--src-text", str(DATA / "dev.deu-eng.deu"), "--trg-text",
                str(DATA / "dev.deu-eng.eng"), "--model", tiny_model, "--out", str(tmp_path / "o"),

@@ -89,7 +89,7 @@ def test_encode_parquet_fp16_shards(tiny, tmp_path):
     )
     assert rc == 0
     # An embedding store (labse_common.embedding_store) that mining's load_vectors reads.
-    from mining.embeddings import EmbeddingStore, load_vectors
+    from labse_common.embedding_store import EmbeddingStore, load_vectors
 
     parts = load_vectors(out)
     assert [len(p) for p in parts] == [7, 7, 2] and parts[0].dtype == np.float16

@@ -10,9 +10,9 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
+from labse_common.embedding_store import StoreWriter
 from labse_common.stats import check_balanced
 from mining.__main__ import main as mining_main
-from mining.embeddings import StoreWriter
 from pipelines.mine import run as beam_mine
 
 BEAM = ["--direct_running_mode", "in_memory"]
@@ -85,7 +85,7 @@ def test_beam_job_equals_library(tmp_path: Path, stores) -> None:
     lib = json.loads((tmp_path / "lib" / "stats.json").read_text())
     assert report["counts"] == lib["counts"]
     assert report["counts"]["src_sentences"]["dropped"]["empty_text"] == 1
-    assert report["counts"]["trg_sentences"]["dropped"]["nan_or_zero_vector"] == 1
+    assert report["counts"]["trg_sentences"]["dropped"]["nonfinite_value"] == 1
     # 20-row shards of the larger side (78 rows): 4 Beam tasks; the lists are merged and gone.
     assert report["config"]["shards"] == 4 and report["config"]["runner"] == "beam"
     assert sorted(p.name for p in (tmp_path / "beam").iterdir()) == [

@@ -13,15 +13,16 @@ import sys
 import textwrap
 from pathlib import Path
 
-import faiss
 import numpy as np
 import pytest
 
+from labse_common.embedding_store import StoreWriter
+from labse_common.embedding_store import unit_rows as normalized
 from labse_common.sections.mining import MiningConfig
 from mining import plan as planner
 from mining.__main__ import main as mining_main
 from mining.bounded import Layout, VectorSide, bounded_neighbours, mine_bounded
-from mining.embeddings import StoreWriter, normalized
+from mining.faiss_lib import faiss
 from mining.mine import mine_vectors
 
 REPO = Path(__file__).resolve().parents[1]

@@ -67,8 +67,9 @@ def test_mine_writes_outputs_and_balanced_stats(tmp_path: Path, corpus) -> None:
     stats = json.loads((out / "stats.json").read_text())
     assert check_balanced(stats) == []
     c = stats["counts"]
-    assert c["src_sentences"]["dropped"] == {"empty_text": 1, "nan_or_zero_vector": 1}
-    assert c["trg_sentences"]["dropped"]["nan_or_zero_vector"] == 1
+    assert c["src_sentences"]["dropped"] == {"empty_text": 1, "nonfinite_value": 1,
+                                             "zero_vector": 0, "nonfinite_norm": 0}  # fmt: skip
+    assert c["trg_sentences"]["dropped"]["zero_vector"] == 1
     assert c["trg_sentences"]["events"]["duplicate_unified"] == 1
     table = pq.read_table(out / "mined.parquet")
     for col in ("src", "trg", "src_lang", "trg_lang", "margin", "src_id", "trg_id"):
@@ -162,7 +163,7 @@ def test_bad_arguments_are_clear_errors(tmp_path: Path, corpus, caplog) -> None:
 
 
 def test_parquet_input_and_store_embeddings(tmp_path: Path, corpus) -> None:
-    from mining.embeddings import StoreWriter
+    from labse_common.embedding_store import StoreWriter
 
     (s_txt, s_emb), t = corpus
     texts = s_txt.read_text(encoding="utf-8").splitlines()

@@ -50,7 +50,7 @@ def test_cleaning_equals_the_python_string_rules_across_chunks() -> None:
     assert side_groups(side) == [g for g in want if g]
     c = {k: v for k, v in counter.counts.items() if v}
     assert c["s/dropped/empty_text"] == len(texts) - len(rows)
-    assert c["s/dropped/nan_or_zero_vector"] == 1
+    assert c["s/dropped/nonfinite_value"] == 1
     assert c["s/event/duplicate_unified"] == len(rows) - 1 - len(groups)
     # Without unify every kept row is its own group, in row order.
     plain = prepare_side(texts, [vecs], False, StageCounter(), "s", materialize=False)

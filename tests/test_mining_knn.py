@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import logging
 
-import faiss
 import numpy as np
 import pytest
 
+from labse_common.embedding_store import EmbeddingStore, StoreWriter, load_vectors, valid_mask
 from labse_common.sections.mining import MiningConfig
 from mining.bounded import Layout, VectorSide, bounded_neighbours
-from mining.embeddings import EmbeddingStore, StoreWriter, load_vectors, valid_mask
+from mining.faiss_lib import faiss
 from mining.knn import knn, recall_at_k, search_flat
 from mining.mine import mine_vectors, neighbours
 from mining.shards import ShardRef, shard_refs

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from labse_common.embedding_store import unit_rows
 from labse_common.sections.mining import MiningConfig
-from mining.embeddings import normalized
 from mining.knn import knn
 from mining.margin import neighbourhood_mean, pair_scores
 
@@ -56,7 +56,7 @@ def score_vectors(
     ``cfg.k``, ``cfg.margin`` and the search keys come from the ``mining`` section."""
     cfg = cfg or MiningConfig(progress=False)
     k, margin = cfg.k, cfg.margin
-    x, y = normalized(x), normalized(y)
+    x, y = unit_rows(x), unit_rows(y)
     ok = (src_rows >= 0) & (trg_rows >= 0)
     marg = np.full(len(src_rows), np.nan, dtype=np.float32)
     cos = np.full(len(src_rows), np.nan, dtype=np.float32)
