@@ -34,6 +34,22 @@ log = logging.getLogger(__name__)
 _DAMAGE = (pa.ArrowException, OSError, ValueError, EOFError, UnicodeDecodeError)
 
 
+def is_text_type(t: pa.DataType) -> bool:
+    """The one rule for a text column (pairs' src/trg, encode's text): strings, dictionary-encoded
+    strings, or a column that is all null. Numbers are refused, never cast: "0", "1", ... from an
+    id column put by mistake where the text belongs would be filtered or embedded as sentences."""
+    if pa.types.is_dictionary(t):
+        t = t.value_type
+    return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_null(t)
+
+
+def check_text_column(path: str, name: str, t: pa.DataType, flag: str | None = None) -> None:
+    """InputError naming the file, the column and its type unless :func:`is_text_type`."""
+    if not is_text_type(t):
+        raise InputError(path, f"column {name!r} holds {t}, not text (a text column must hold "
+                         "strings)", flag)  # fmt: skip
+
+
 def _missing(path: str, flag: str | None) -> InputError:
     return InputError(path, "not found", flag)
 

@@ -151,9 +151,8 @@ def is_parquet(path: str) -> bool:
 
 
 def _text_type(t: pa.DataType) -> bool:
-    if pa.types.is_dictionary(t):
-        t = t.value_type
-    return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_null(t)
+    # The rule every reader of text columns shares (filters' pair reader too).
+    return datafiles.is_text_type(t)
 
 
 def _schema(path: str, text_column: str, flag: str | None) -> tuple[list[str], int]:

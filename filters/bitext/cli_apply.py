@@ -96,11 +96,17 @@ def build_parser() -> argparse.ArgumentParser:
 def read_threshold(path: str) -> tuple[float, str]:
     """(threshold, score column) of calibrate's threshold.json."""
     doc = read_json(path, "--threshold", expect=dict)
-    try:
-        t, col = float(doc["threshold"]), str(doc.get("score_column", "cds_score"))
-    except (KeyError, TypeError, ValueError) as e:
-        raise InputError(path, f"not a calibrate threshold.json ({type(e).__name__}: {e})",
-                         "--threshold") from None  # fmt: skip
+    if "threshold" not in doc:
+        raise InputError(path, "not a calibrate threshold.json (no 'threshold' key)", "--threshold")
+    raw, col = doc["threshold"], doc.get("score_column", "cds_score")
+    # float() would read true as 1.0 and "0.5" as 0.5: calibrate writes a JSON number, so
+    # anything else means the file is not its output (bool is an int subclass, hence checked).
+    if isinstance(raw, bool) or not isinstance(raw, (int, float)):
+        raise InputError(path, f"threshold {raw!r} is not a number ({type(raw).__name__}); "
+                         "calibrate writes a real number", "--threshold")  # fmt: skip
+    if not isinstance(col, str) or not col:
+        raise InputError(path, f"score_column {col!r} is not a column name", "--threshold")
+    t = float(raw)
     if not math.isfinite(t):
         raise InputError(path, f"threshold {t} is not finite", "--threshold")
     return t, col

@@ -32,6 +32,7 @@ from filters.bitext.cliutil import (
     section_config,
     write_stats,
 )
+from filters.bitext.label_match import key_of, unique_labels
 from filters.bitext.pair_io import read_pairs, utf8_column
 from labse_common.config import to_dict
 from labse_common.datafiles import parquet_file, read_parquet
@@ -109,6 +110,11 @@ def _calibrate(args: argparse.Namespace, cc) -> tuple:
     counter = StageCounter()
     src, trg, good = read_labels(args.labels, counter)
     counter.add_in(UNIT, len(src))
+    # A pair labelled twice counts once, and one labelled both ways is left out (or the file
+    # refused): the rule every reader of labels applies, so the scores are not blamed for it.
+    used = unique_labels([key_of(s, t) for s, t in zip(src, trg)], good, counter, UNIT,
+                         args.labels, "--labels")  # fmt: skip
+    src, trg, good = [src[i] for i in used], [trg[i] for i in used], [good[i] for i in used]
     scores, labels = [], []
     for s, t, g in zip(src, trg, good):
         v = lookup.get((s, t))

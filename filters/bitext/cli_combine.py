@@ -137,7 +137,8 @@ def run(args: argparse.Namespace) -> dict:
     # fails later leaves nothing behind.
     with OutputDir(args.output, args.overwrite).open() as out:
         table = read_parquet(args.pairs, flag="--pairs", required=("src", "trg"))
-        labels, blank = read_labels(args.labels)
+        counter = StageCounter()
+        labels, blank = read_labels(args.labels, counter, "labelled_pairs")
         if labels.num_rows == 0:
             raise InputError(args.labels, f"no labelled pair ({blank} blank labels)", "--labels")
         ids = labelled_rows(table, labels, args.labels)
@@ -185,14 +186,10 @@ def run(args: argparse.Namespace) -> dict:
         if best is not None and np.isfinite(best["threshold"]):
             thr = np.full(table.num_rows, best["threshold"])
         keep = np.isfinite(thr) & (scores >= np.nan_to_num(thr, nan=np.inf))
-        counter = StageCounter()
         counter.add_in("pairs", table.num_rows)
         counter.add_out("pairs", int(keep.sum()))
         counter.add_dropped("pairs", "below_threshold", int((np.isfinite(thr) & ~keep).sum()))
         counter.add_dropped("pairs", "target_unreachable", int((~np.isfinite(thr)).sum()))
-        counter.add_in("labelled_pairs", labels.num_rows + blank)
-        counter.add_out("labelled_pairs", labels.num_rows)
-        counter.add_dropped("labelled_pairs", "unlabelled", blank)
         report = to_report(STAGE, counter.counts, config=to_dict(cfg),
                            oof_auc=fit.oof_auc, features={f.name: {"auc": f.auc, "weight": f.weight}
                                                           for f in fit.features})  # fmt: skip

@@ -30,7 +30,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from filters.bitext.cliutil import run_command
+from filters.bitext.cliutil import check_numeric_column, run_command
 from filters.bitext.pair_io import read_pairs
 from filters.bitext.sample import auto_label, draw_sample, split_halves, write_for_labelling
 from labse_common.cli import (
@@ -41,7 +41,7 @@ from labse_common.cli import (
     load_config,
 )
 from labse_common.config import to_dict
-from labse_common.datafiles import read_parquet
+from labse_common.datafiles import check_text_column, read_parquet
 from labse_common.errors import InputError, UsageError
 from labse_common.output_dir import OutputDir
 from labse_common.stats import StageCounter, to_report, write_report
@@ -89,6 +89,11 @@ def run(args: argparse.Namespace) -> dict:
         table = read_parquet(args.pairs, flag="--pairs", required=("src", "trg"))
         if table.num_rows == 0:
             raise InputError(args.pairs, "no pairs to sample from", "--pairs")
+        for c in ("src", "trg"):
+            check_text_column(args.pairs, c, table.schema.field(c).type, "--pairs")
+        if "margin" in table.column_names:  # the strata are margin buckets
+            check_numeric_column(table.schema, "margin", args.pairs, "--pairs",
+                                 "the mined pairs' margin scores are numbers (as mining writes them)")
         counter = StageCounter()
         counter.add_in("pairs", table.num_rows)
         pool, ids = table, np.arange(table.num_rows)

@@ -117,10 +117,16 @@ def check_score_type(schema: pa.Schema, column: str, path: str, flag: str) -> No
     if column not in schema.names:
         raise InputError(path, f"no {column!r} column (columns: {', '.join(schema.names)}); run "
                          "python -m filters cds-score first", flag)  # fmt: skip
+    check_numeric_column(schema, column, path, flag, "a score column must be numeric (as "
+                         "cds-score writes it)")  # fmt: skip
+
+
+def check_numeric_column(schema: pa.Schema, column: str, path: str, flag: str, why: str) -> None:
+    """InputError naming the file and ``column`` when it holds anything but numbers (a column
+    that is absent is the caller's business)."""
     t = schema.field(column).type
     if not (pa.types.is_floating(t) or pa.types.is_integer(t) or pa.types.is_decimal(t)):
-        raise InputError(path, f"column {column!r} holds {t}, not numbers: a score column must be "
-                         "numeric (as cds-score writes it)", flag)  # fmt: skip
+        raise InputError(path, f"column {column!r} holds {t}, not numbers: {why}", flag)
 
 
 def score_values(column: pa.ChunkedArray | pa.Array) -> np.ndarray:

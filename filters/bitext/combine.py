@@ -74,13 +74,29 @@ DERIVED: Mapping[str, Callable[[Sequence[str], Sequence[str]], np.ndarray]] = {
 }
 
 
+#: How a rule flag column is named (``filters rules --flag-only``): any such boolean column is a
+#: feature.
+RULE_PREFIX = "rule_"
+
+
+def known_feature(name: str) -> bool:
+    """Whether ``name`` can be a feature of some pairs table: a score column, a derived feature or
+    a rule flag. The config checks ``combine.features`` against this before any work."""
+    return name in SCORE_COLUMNS or name in DERIVED or (name.startswith(RULE_PREFIX) and name != RULE_PREFIX)
+
+
+def known_feature_names() -> list[str]:
+    """The known features as the config's error line lists them."""
+    return [*SCORE_COLUMNS, *DERIVED, f"{RULE_PREFIX}<name>"]
+
+
 def available_features(table: pa.Table) -> list[str]:
     """The features this table can give, in a stable order."""
     names = [c for c in SCORE_COLUMNS if c in table.column_names]
     if "src" in table.column_names and "trg" in table.column_names:
         names += list(DERIVED)
     names += sorted(c for c in table.column_names
-                    if c.startswith("rule_") and pa.types.is_boolean(table.schema.field(c).type))  # fmt: skip
+                    if c.startswith(RULE_PREFIX) and pa.types.is_boolean(table.schema.field(c).type))  # fmt: skip
     return names
 
 
@@ -234,6 +250,15 @@ def fit_combined(
     names = list(features) if features is not None else available_features(table)
     if not names:
         raise CalibrationError("the labelled pairs have no score column to combine")
+    absent = [n for n in names if n not in DERIVED and n not in table.column_names]
+    if absent:
+        raise CalibrationError(f"feature(s) {', '.join(absent)} not in the pairs table (columns: "
+                               f"{', '.join(table.column_names)})")  # fmt: skip
+    for n in names:  # a score stored as text would be parsed, or fail nameless, in numpy
+        t = None if n in DERIVED else table.schema.field(n).type
+        if t is not None and not (pa.types.is_floating(t) or pa.types.is_integer(t)
+                                  or pa.types.is_boolean(t) or pa.types.is_decimal(t)):
+            raise CalibrationError(f"feature column {n!r} holds {t}, not numbers")
     if good.all() or not good.any():
         raise CalibrationError("the labelled sample needs both GOOD and BAD pairs")
     x = feature_matrix(table, names)

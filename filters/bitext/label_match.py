@@ -9,12 +9,13 @@ each labelled pair among the candidate pairs and counts those it cannot find, ne
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
 
 from filters.bitext.sample import LABEL, read_sheet, tsv_cell
+from labse_common.errors import InputError
 from labse_common.stats import StageCounter
 
 Key = tuple[str, str]
@@ -31,28 +32,61 @@ def read_rows(path: str | os.PathLike, flag: str | None = None) -> tuple[list[st
                           for row, lab in zip(sheet.rows, sheet.labels)]  # fmt: skip
 
 
-def known_labels(rows: Iterable[Mapping], counter: StageCounter, unit: str) -> dict[Key, str]:
-    """Labelled rows as {pair text: label}. A pair labelled twice alike counts once
-    (``duplicate``); labelled both GOOD and BAD it is left out (``conflicting``): which label is
-    right is the person's to say, not this code's."""
-    seen: dict[Key, set[str]] = {}
-    for r in rows:
+#: The reasons a labelled row is not used, in every reader of labels (the runner's labels stage,
+#: ``combine``, ``calibrate``): the same pair text labelled again alike, or both GOOD and BAD.
+DUPLICATE = "duplicate_label"
+CONFLICTING = "conflicting_label"
+#: Above this share of the labelled rows in conflict the file is refused rather than thinned: so
+#: many contradictions mean a damaged or mixed-up file, not a few slips of a person.
+MAX_CONFLICT_SHARE = 0.1
+
+
+def unique_labels(keys: Sequence[Key], labels: Sequence[object], counter: StageCounter, unit: str,
+                  where: str | os.PathLike | None = None, flag: str | None = None,
+                  rows: Sequence[int] | None = None) -> list[int]:  # fmt: skip
+    """Positions of the labelled rows to use, in order: the first row of each pair text. Later
+    rows with the same label are counted ``duplicate_label`` (a pair counts once, not twice);
+    every row of a pair labelled both ways is counted ``conflicting_label`` and left out, since
+    which label is right is the person's to say, not this code's. When the conflicting rows are
+    more than :data:`MAX_CONFLICT_SHARE` of all, an InputError names ``where`` and the rows
+    (``rows``: their numbers as the user sees them; default position + 1). Counts only drops: the
+    caller counts the rows in and the kept ones out."""
+    by_key: dict[Key, list[int]] = {}
+    for i, k in enumerate(keys):
+        by_key.setdefault(k, []).append(i)
+    keep, conflicts = [], []
+    for idx in by_key.values():
+        if len({labels[i] for i in idx}) > 1:
+            conflicts += idx
+            counter.add_dropped(unit, CONFLICTING, len(idx))
+        else:
+            keep.append(idx[0])
+            if len(idx) > 1:
+                counter.add_dropped(unit, DUPLICATE, len(idx) - 1)
+    if conflicts and len(conflicts) > MAX_CONFLICT_SHARE * len(keys):
+        nums = sorted(rows[i] if rows is not None else i + 1 for i in conflicts)
+        shown = ", ".join(map(str, nums[:10])) + (", ..." if len(nums) > 10 else "")
+        raise InputError(where, f"{len(conflicts)} of {len(keys)} labelled rows give the same pair "
+                         f"both GOOD and BAD (rows {shown}): correct the labels", flag)  # fmt: skip
+    return sorted(keep)
+
+
+def known_labels(rows: Iterable[Mapping], counter: StageCounter, unit: str,
+                 where: str | os.PathLike | None = None) -> dict[Key, str]:  # fmt: skip
+    """Labelled rows as {pair text: label}, by :func:`unique_labels`' rule (blank rows are
+    counted ``blank``)."""
+    keys, labs, nums = [], [], []
+    for n, r in enumerate(rows, start=1):
         counter.add_in(unit)
         if not r[LABEL]:
             counter.add_dropped(unit, "blank")
             continue
-        k = key_of(r["src"], r["trg"])
-        if k in seen:
-            counter.add_dropped(unit, "duplicate")
-        seen.setdefault(k, set()).add(r[LABEL])
-    out = {}
-    for k, labs in seen.items():
-        if len(labs) == 1:
-            out[k] = next(iter(labs))
-            counter.add_out(unit)
-        else:
-            counter.add_dropped(unit, "conflicting")
-    return out
+        keys.append(key_of(r["src"], r["trg"]))
+        labs.append(r[LABEL])
+        nums.append(n)
+    keep = unique_labels(keys, labs, counter, unit, where, rows=nums)
+    counter.add_out(unit, len(keep))
+    return {keys[i]: labs[i] for i in keep}
 
 
 def merge_labels(sample_rows: list[dict], earlier: Mapping[Key, str], person: Mapping[Key, str]

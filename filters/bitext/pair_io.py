@@ -62,7 +62,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from labse_common.datafiles import iter_parquet_batches, iter_parquet_counted
+from labse_common.datafiles import check_text_column, iter_parquet_batches, iter_parquet_counted
 from labse_common.errors import InputError
 from labse_common.stats import StageCounter
 
@@ -147,7 +147,9 @@ def _normalise_batch(batch: pa.RecordBatch | pa.Table, where: str, flag: str | N
 
 def utf8_column(col: pa.Array, name: str, where: str, flag: str | None) -> pa.Array:
     """``col`` as strings, nulls as ""; bytes that are not UTF-8 are an error naming the file
-    (pyarrow does not check string columns when it reads them, and would fail later, nameless)."""
+    (pyarrow does not check string columns when it reads them, and would fail later, nameless).
+    A column that is not text (numbers) is refused by the rule encode applies too."""
+    check_text_column(where, name, col.type, flag)
     try:
         if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
             col.validate(full=True)

@@ -24,7 +24,7 @@ import hashlib
 import io
 import os
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
@@ -32,6 +32,7 @@ import pyarrow.compute as pc
 
 from filters.bitext.calibrate import BAD, GOOD
 from labse_common.errors import InputError
+from labse_common.stats import StageCounter
 
 LABEL = "label"
 #: Columns of the labelling TSV, in order (the text columns last: they are the long ones).
@@ -149,6 +150,7 @@ class Sheet:
     rows: list[list[str]]
     labels: list[str]
     bom: bool = False
+    lines: list[int] = field(default_factory=list)  # each row's line number in the file
 
 
 def read_sheet(path: str | os.PathLike, flag: str | None = None) -> Sheet:
@@ -180,18 +182,34 @@ def read_sheet(path: str | os.PathLike, flag: str | None = None) -> Sheet:
             raise InputError(path, f"line {lineno}: label {lab!r} is not GOOD, BAD or blank", flag)
         sheet.rows.append(row)
         sheet.labels.append(lab)
+        sheet.lines.append(lineno)
     return sheet
 
 
-def read_labels(path: str | os.PathLike) -> tuple[pa.Table, int]:
-    """The labelled rows of a labelling TSV (label GOOD/BAD) and the count of blank ones."""
-    sheet = read_sheet(path)
+def read_labels(path: str | os.PathLike, counter: StageCounter | None = None,
+                unit: str = "labelled_pairs", flag: str | None = "--labels") -> tuple[pa.Table, int]:
+    """The labelled rows of a labelling TSV (label GOOD/BAD) and the count of blank ones. A pair
+    labelled twice counts once and one labelled both ways is left out, by the rule the runner's
+    labels stage uses (:func:`filters.bitext.label_match.unique_labels`); ``counter`` gets every
+    row in, the used ones out, the others dropped ``unlabelled``, ``duplicate_label`` or
+    ``conflicting_label``."""
+    from filters.bitext.label_match import key_of, unique_labels  # it imports this module
+
+    counter = StageCounter() if counter is None else counter
+    sheet = read_sheet(path, flag)
+    counter.add_in(unit, len(sheet.rows))
+    labelled = [(n, row, lab) for n, (row, lab) in enumerate(zip(sheet.rows, sheet.labels)) if lab]
+    blank = len(sheet.rows) - len(labelled)
+    if blank:
+        counter.add_dropped(unit, "unlabelled", blank)
+    isrc, itrg = sheet.header.index("src"), sheet.header.index("trg")
+    keep = unique_labels([key_of(row[isrc], row[itrg]) for _, row, _ in labelled],
+                         [lab for _, _, lab in labelled], counter, unit, path, flag,
+                         rows=[sheet.lines[n] for n, _, _ in labelled])  # fmt: skip
+    counter.add_out(unit, len(keep))
     cols: dict[str, list] = {h: [] for h in sheet.header}
-    blank = 0
-    for row, lab in zip(sheet.rows, sheet.labels):
-        if not lab:
-            blank += 1
-            continue
+    for i in keep:
+        _, row, lab = labelled[i]
         for h, v in zip(sheet.header, row):
             cols[h].append(lab if h == LABEL else v)
     table = pa.table(cols)

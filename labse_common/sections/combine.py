@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from labse_common.config import option
+from labse_common.config import ConfigError, option
 
 
 @dataclass
@@ -55,6 +55,23 @@ class CombineConfig:
         help="no threshold reaches the target: stop (exit 2, nothing written; the run stops there) or continue (the pairs at the threshold with the best reachable precision are kept, and the console, combined.json and the report say the target was not reached and what was)",
     )
     seed: int = option(0)
+
+    def validate(self) -> None:
+        # Checked at load, not when the pairs are read: a misspelt feature would otherwise be a
+        # KeyError traceback after the sample was read and the output claimed.
+        from filters.bitext.combine import known_feature, known_feature_names
+
+        if self.features is None:
+            return
+        if not self.features:
+            raise ConfigError("combine.features is empty: list feature names, or null for every "
+                              "feature the pairs have")  # fmt: skip
+        unknown = [f for f in self.features if not known_feature(f)]
+        if unknown:
+            raise ConfigError(f"combine.features: unknown feature(s) {', '.join(map(repr, unknown))}; "
+                              f"known: {', '.join(known_feature_names())}")  # fmt: skip
+        if len(set(self.features)) != len(self.features):
+            raise ConfigError("combine.features: a feature is listed twice")
 
 
 CONFIG = CombineConfig
