@@ -35,6 +35,7 @@ import json
 import math
 import time
 from dataclasses import asdict, dataclass, field
+from decimal import Decimal, InvalidOperation
 
 GIB = 1 << 30
 # Per corpus row beside its data: Arrow offsets and the cleaning's index arrays (measured:
@@ -648,17 +649,18 @@ def add_plan_parser(sub) -> None:
         "per-operation costs measured on the development machine (--calibrate measures them "
         "here first).",
     )
-    p.add_argument("--n-src", type=int, required=True, help="source vectors")
-    p.add_argument("--n-trg", type=int, required=True, help="target vectors")
-    p.add_argument("--dim", type=int, default=768, help="vector dimension (default 768)")
+    p.add_argument("--n-src", type=str, required=True,
+                   help="source vectors: a whole number, 1000000 or 1e6")  # fmt: skip
+    p.add_argument("--n-trg", type=str, required=True, help="target vectors (as --n-src)")
+    p.add_argument("--dim", type=str, default=768, help="vector dimension (default 768)")
     p.add_argument("--mem-gb", type=float, required=True, help="memory of one worker, GB")
-    p.add_argument("--workers", type=int, default=1, help="workers (processes/machines)")
-    p.add_argument("--cores", type=int, help="cores per worker (default: this machine's)")
+    p.add_argument("--workers", type=str, default=1, help="workers (processes/machines)")
+    p.add_argument("--cores", type=str, help="cores per worker (default: this machine's)")
     p.add_argument("--gpu", action="store_true", help="FAISS on a GPU per worker (assumed costs)")
-    p.add_argument("--k", type=int, default=4, help="margin neighbourhood (default 4)")
-    p.add_argument("--rerank", type=int, default=RERANK,
+    p.add_argument("--k", type=str, default=4, help="margin neighbourhood (default 4)")
+    p.add_argument("--rerank", type=str, default=RERANK,
                    help=f"candidates k*rerank re-scored exactly (default {RERANK}, as mining.rerank)")
-    p.add_argument("--train-size", type=int, default=200_000, help="index training sample")
+    p.add_argument("--train-size", type=str, default=200_000, help="index training sample")
     p.add_argument("--dtype", choices=["float16", "float32"], default="float16",
                    help="store precision (bytes read per value)")  # fmt: skip
     p.add_argument("--exact-hours", type=float, default=1.0,
@@ -666,31 +668,64 @@ def add_plan_parser(sub) -> None:
     p.add_argument("--max-hours", type=float, default=6.0,
                    help="otherwise the most accurate index predicted within this (default 6)")  # fmt: skip
     p.add_argument("--index", choices=KINDS, help="force an index kind instead of choosing")
-    p.add_argument("--nprobe", type=int, help="force nprobe")
+    p.add_argument("--nprobe", type=str, help="force nprobe")
     p.add_argument("--calibrate", action="store_true", help="measure the cost constants here first")
-    p.add_argument("--text-bytes", type=int, default=150,
+    p.add_argument("--text-bytes", type=str, default=150,
                    help="bytes of text, id and provenance per sentence, for the corpora that "
                    "`mining mine` holds on the driver (default 150; 0: vectors only)")  # fmt: skip
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
     p.set_defaults(func=cmd_plan)
 
 
-def cmd_plan(args) -> int:
+#: The plan's whole-number flags and their least value (read by :func:`parse_count`).
+COUNT_FLAGS = {"n_src": 1, "n_trg": 1, "dim": 1, "workers": 1, "k": 1, "rerank": 1,
+               "train_size": 1, "cores": 1, "nprobe": 1, "text_bytes": 0}  # fmt: skip
+
+
+def parse_count(value: str | int, flag: str, least: int = 1) -> int:
+    """A whole number as people write sizes: ``1000000``, ``1_000_000`` or ``1e9`` (scientific
+    notation whose value is a whole number, as the docs write corpus sizes); ``1.5``, ``nan``,
+    ``inf`` or a value below ``least`` is a UsageError naming ``flag``."""
     from labse_common.errors import UsageError
 
-    for name in ("n_src", "n_trg", "dim", "workers", "k", "rerank", "train_size", "cores"):
-        if getattr(args, name) is None:
-            continue
-        if getattr(args, name) < 1:
-            raise UsageError(f"--{name.replace('_', '-')} must be >= 1")
-    if args.mem_gb <= 0:
-        raise UsageError("--mem-gb must be > 0")
-    if args.text_bytes < 0:
-        raise UsageError("--text-bytes must be >= 0")
-    if args.max_hours <= 0 or args.exact_hours < 0:
-        raise UsageError("--max-hours must be > 0 and --exact-hours >= 0")
-    if args.nprobe is not None and args.nprobe < 1:
-        raise UsageError("--nprobe must be >= 1")
+    if isinstance(value, int):
+        n = value
+    else:
+        text = str(value).strip().replace("_", "")
+        try:
+            n = int(text)
+        except ValueError:
+            try:  # Decimal, not float: 1e18 + 1 must not round to a neighbour
+                d = Decimal(text)
+            except InvalidOperation:
+                raise UsageError(f"{flag} {value}: not a whole number") from None
+            if not d.is_finite() or d != d.to_integral_value():
+                raise UsageError(f"{flag} {value}: not a whole number") from None
+            n = int(d)
+    if n < least:
+        raise UsageError(f"{flag} {value}: must be >= {least}")
+    return n
+
+
+def _check_plan_args(args) -> None:
+    """Every flag of ``mining plan`` read and checked: one line naming the flag if wrong."""
+    from labse_common.errors import UsageError
+
+    for name, least in COUNT_FLAGS.items():
+        if getattr(args, name) is not None:
+            setattr(args, name, parse_count(getattr(args, name), f"--{name.replace('_', '-')}",
+                                            least))  # fmt: skip
+    # float() reads "nan" and "inf": a comparison with NaN is always False, so test finiteness.
+    if not (math.isfinite(args.mem_gb) and args.mem_gb > 0):
+        raise UsageError(f"--mem-gb {args.mem_gb}: must be a positive finite number (GB)")
+    if not (math.isfinite(args.max_hours) and args.max_hours > 0):
+        raise UsageError(f"--max-hours {args.max_hours}: must be a positive finite number")
+    if not (math.isfinite(args.exact_hours) and args.exact_hours >= 0):
+        raise UsageError(f"--exact-hours {args.exact_hours}: must be a finite number >= 0")
+
+
+def cmd_plan(args) -> int:
+    _check_plan_args(args)
     costs = calibrate(args.dim) if args.calibrate else None
     if costs is not None and args.gpu:
         costs = dataclasses.replace(GPU_ASSUMED, read_s=costs.read_s, gather_s=costs.gather_s,
