@@ -269,12 +269,12 @@ def _check(args: argparse.Namespace, cfg_obj) -> None:
     if args.cds_threshold is not None and not args.cds_model:
         raise UsageError("--cds-threshold needs --cds-model")
     if args.cds_model:
-        if not FileSystems.exists(args.cds_model):
-            raise InputError(args.cds_model, "CDS model folder not found", "--cds-model")
         try:
-            import filters.bitext.cds.score  # noqa: F401
+            from filters.bitext.cds.score import check_model_dir
         except ImportError as e:
             raise UsageError(f"--cds-model needs filters.bitext.cds (not available: {e})") from None
+        # Its files, once, here: a wrong folder was a long traceback from every worker.
+        check_model_dir(args.cds_model, "--cds-model")
     if {"script", "lang"} & set(cfg_obj.steps) and not (args.src_lang and args.trg_lang):
         log.warning("no --src-lang/--trg-lang: the script and lang rules use the input's "
                     "src_lang/trg_lang columns and skip pairs without them")  # fmt: skip

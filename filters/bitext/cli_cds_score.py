@@ -32,15 +32,13 @@ from tqdm import tqdm
 from filters.bitext.cliutil import (
     add_common_options,
     add_layout_option,
-    local_input,
     positive,
     run_command,
     section_config,
     write_stats,
 )
 from filters.bitext.pair_io import PAIRS, iter_pair_batches, no_pairs
-from labse_common.datafiles import read_json
-from labse_common.errors import InputError, UsageError
+from labse_common.errors import UsageError
 from labse_common.output_dir import OutputDir
 from labse_common.stats import StageCounter
 
@@ -95,19 +93,10 @@ def with_scores(batch: pa.RecordBatch, scores: dict) -> pa.RecordBatch:
 
 
 def check_model_dir(path: str) -> None:
-    """A cds-train output folder: its cds.json is there and of the known format."""
-    from filters.bitext.cds.score import FORMAT, META_FILE
+    """A cds-train output folder, checked before any work (see the shared check)."""
+    from filters.bitext.cds.score import check_model_dir as check
 
-    local_input(path, "--model", "a local CDS model folder")
-    if not os.path.isdir(path):
-        raise InputError(path, "not found (a folder written by filters cds-train)", "--model")
-    meta = os.path.join(path, META_FILE)
-    if not os.path.isfile(meta):
-        raise InputError(path, f"not a CDS model folder (no {META_FILE}; train one with "
-                         "python -m filters cds-train)", "--model")  # fmt: skip
-    doc = read_json(meta, "--model")
-    if doc.get("format") != FORMAT:
-        raise InputError(meta, f"unknown CDS model format {doc.get('format')!r}", "--model")
+    check(path, "--model")
 
 
 def _check_output(output: str) -> None:

@@ -161,3 +161,26 @@ def test_calibrate_counts_duplicates_once(tmp_path, capsys, caplog):
     assert unit["dropped"]["conflicting_label"] == 2 and unit["out"] == n - 1
     doc = json.loads((out / "threshold.json").read_text())
     assert doc["labelled"] == n - 1
+
+
+@pytest.mark.parametrize("layout", ["empty", "meta_only", "no_weights"])
+def test_cds_model_that_is_not_a_cds_folder_is_one_line(tmp_path, capsys, caplog, layout):
+    from pipelines.filter_pairs import run as filter_pairs
+
+    model = tmp_path / "model"
+    model.mkdir()
+    if layout != "empty":
+        (model / "cds.json").write_text(json.dumps({"format": 1, "directions": ["fwd"], "max_length": 64}))
+        (model / "tokenizer_config.json").write_text("{}")
+    if layout == "no_weights":
+        for half in ("noisy", "clean"):
+            (model / "fwd" / half).mkdir(parents=True)
+            (model / "fwd" / half / "config.json").write_text("{}")
+    pairs = tmp_path / "pairs.tsv"
+    pairs.write_text("ein Satz\ta sentence\n")
+    rc = filter_pairs(["--input", str(pairs), "--output", str(tmp_path / "out"), "--cds-model", str(model),
+                       "--runner", "DirectRunner"])  # fmt: skip
+    assert rc == 2
+    line = _err_line(capsys, caplog)
+    assert "--cds-model" in line and str(model) in line and "not a CDS model folder" in line, line
+    assert not (tmp_path / "out").exists()

@@ -39,11 +39,55 @@ from filters.bitext.cds.model import (
     pick_device,
     token_logprobs,
 )
+from labse_common.errors import InputError
 
 log = logging.getLogger(__name__)
 
 META_FILE = "cds.json"
 FORMAT = 1
+
+
+#: What save_pretrained leaves beside a model's config.json (one of them; sharded: the index).
+WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin", "model.safetensors.index.json",
+                "pytorch_model.bin.index.json")  # fmt: skip
+DIRECTIONS = ("fwd", "bwd")
+
+
+def check_model_dir(path: str, flag: str = "--model") -> dict:
+    """``path`` is a folder ``python -m filters cds-train`` wrote: cds.json of the known format,
+    the tokenizer, and each direction's noisy and clean model (config.json and weights). Checked
+    once, before any work: a wrong folder would otherwise fail inside every worker, as a long
+    traceback from transformers. Returns cds.json's content; an InputError names what lacks."""
+    from filters.bitext.cliutil import local_input
+    from labse_common.datafiles import read_json
+
+    local_input(path, flag, "a local CDS model folder")
+    if not os.path.isdir(path):
+        raise InputError(path, "not found (a folder written by filters cds-train)", flag)
+    meta_path = os.path.join(path, META_FILE)
+    if not os.path.isfile(meta_path):
+        raise InputError(path, f"not a CDS model folder (no {META_FILE}; train one with "
+                         "python -m filters cds-train)", flag)  # fmt: skip
+    meta = read_json(meta_path, flag, expect=dict)
+    if meta.get("format") != FORMAT:
+        raise InputError(meta_path, f"unknown CDS model format {meta.get('format')!r}", flag)
+    dirs = meta.get("directions")
+    if not (isinstance(dirs, list) and "fwd" in dirs and set(dirs) <= set(DIRECTIONS)):
+        raise InputError(meta_path, f"directions {dirs!r} is not [fwd] or [fwd, bwd]", flag)
+    length = meta.get("max_length")
+    if isinstance(length, bool) or not isinstance(length, int) or length < 1:
+        raise InputError(meta_path, f"max_length {length!r} is not a positive integer", flag)
+    if not os.path.isfile(os.path.join(path, "tokenizer_config.json")):
+        raise InputError(path, "not a CDS model folder (no tokenizer_config.json)", flag)
+    for d in dirs:
+        for half in ("noisy", "clean"):
+            sub = os.path.join(path, d, half)
+            if not os.path.isfile(os.path.join(sub, "config.json")):
+                raise InputError(path, f"not a CDS model folder (no {d}/{half}/config.json)", flag)
+            if not any(os.path.isfile(os.path.join(sub, w)) for w in WEIGHT_FILES):
+                raise InputError(path, f"not a CDS model folder (no weights in {d}/{half}: "
+                                 f"{' or '.join(WEIGHT_FILES[:2])})", flag)  # fmt: skip
+    return meta
 
 
 def dual_xent(h_fwd: np.ndarray, h_bwd: np.ndarray) -> np.ndarray:
