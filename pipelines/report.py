@@ -63,13 +63,42 @@ def _metrics(p: Path) -> list[dict]:
     return rows
 
 
+def _checked_counts(report: dict, path: Path) -> dict:
+    """``report`` when every unit of its counts has numbers in and out and a mapping of dropped
+    reasons to numbers (what every stage writes); else an InputError naming the file and the
+    unit, instead of a KeyError deep in a table of the report."""
+    counts = report.get("counts", {})
+    if not isinstance(counts, dict):
+        raise InputError(path, f"'counts' is {type(counts).__name__}, not a mapping of units")
+    for unit, c in counts.items():
+        problem = None
+        if not isinstance(c, dict):
+            problem = f"is {type(c).__name__}, not a mapping of in, out and dropped"
+        else:
+            lacking = [k for k in ("in", "out", "dropped") if k not in c]
+            if lacking:
+                problem = f"has no {', '.join(map(repr, lacking))} (a unit counts in, out and dropped per reason)"
+            elif not all(_count(c[k]) for k in ("in", "out")):
+                problem = "has in/out that are not counts"
+            elif not (isinstance(c["dropped"], dict) and all(map(_count, c["dropped"].values()))):
+                problem = "has 'dropped' that is not a mapping of reasons to counts"
+        if problem:
+            raise InputError(path, f"unit {unit!r} {problem}")
+    return report
+
+
+def _count(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
 def stage_stats(stage_dir: Path) -> dict | None:
     """A stage's stats.json; a stage that writes one per part (mining: one per language pair)
     gets their counts summed."""
     top = _read_json(stage_dir / "stats.json")
     if top is not None:
-        return top
-    parts = [r for p in sorted(stage_dir.glob("*/stats.json")) if (r := _read_json(p))]
+        return _checked_counts(top, stage_dir / "stats.json")
+    parts = [_checked_counts(r, p) for p in sorted(stage_dir.glob("*/stats.json"))
+             if (r := _read_json(p))]  # fmt: skip
     if not parts:
         return None
     units: dict[str, dict] = {}
