@@ -15,10 +15,21 @@ Every stage writes its output folder the same way::
    (:class:`OutputNotEmpty`).
 3. **Write** under ``OUTPUT/_tmp-<job id>/``. Beam jobs pass that path to their writers, which go
    through ``FileSystems``, so the same code writes a local folder, ``s3://`` or ``gs://``.
-4. **Commit**: with ``overwrite`` everything the previous run left is deleted first (old shards,
-   empty language folders, stale ``_tmp-*`` folders of killed jobs), then the temporary files move
-   into place (``os.replace`` locally, ``FileSystems.rename`` = copy + delete on object stores),
-   then the claim is released. The previous output stays readable until the new one is complete.
+4. **Commit** (a rename-swap: the old output is replaced only once the new one is complete).
+   Locally, with ``overwrite`` everything the previous run left (old shards, empty language
+   folders, stale ``_tmp-*`` folders of killed jobs) is first moved aside into
+   ``OUTPUT/_old-<job id>/``, then the new entries move into place (``os.replace``), then the
+   aside folder is deleted; a failure at any step moves everything back, so the old output is
+   intact. On object stores (no atomic rename) the new objects are copied into place first (old
+   objects of the same names copied aside before, and back on a failure), and the old objects
+   the new output does not contain are deleted only after every copy succeeded. Then the claim is
+   released.
+5. **Nested writers**: a job refuses an output inside a folder another live job has claimed
+   (that job's ``--overwrite`` would delete it at its commit), and with ``overwrite`` an output
+   that holds another live job's claim below it. The stage runner's :func:`resumable_claim`
+   deletes nothing, so its stages write inside it.
+6. **A full disk or a file-size limit** (``ENOSPC``, ``EDQUOT``, ``EFBIG``) while the job writes
+   is an :class:`OutputError` naming the output (one line, exit 2); the old output is untouched.
 
 Object stores have no directories and Beam's S3/GCS filesystems expose no conditional create, so
 there the claim is best effort: the job writes its claim, reads it back and stops if another
@@ -30,6 +41,7 @@ writer per output prefix on object stores (an orchestrator such as the stage run
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -46,6 +58,12 @@ log = logging.getLogger(__name__)
 
 CLAIM = "_CLAIM.json"
 TMP_PREFIX = "_tmp-"
+#: Where a commit moves the previous output while the new one moves in (deleted at the end).
+OLD_PREFIX = "_old-"
+#: ``kind`` of a claim that deletes nothing (the stage runner's): writers may work inside it.
+RESUMABLE = "resumable"
+#: Write errors that are the machine's limits, not a bug: reported in one line naming the output.
+FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EFBIG, errno.EDQUOT})
 
 
 class OutputError(UsageError, ValueError):
@@ -87,6 +105,138 @@ def _top_entry(output: str, path: str) -> str:
     return rel.split("/", 1)[0]
 
 
+def full_error(output: str, exc: OSError) -> OutputError | None:
+    """The one-line error of a write that hit the machine's limits (a full disk, a quota, the
+    file-size limit), naming the output; None for any other OSError (those stay what they are)."""
+    why = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "disk quota exceeded",
+           errno.EFBIG: "file too large (the file-size limit, ulimit -f)"}.get(exc.errno)  # fmt: skip
+    if why is None:
+        return None
+    return OutputError(f"output {output!r}: {why} while writing it; nothing was committed and the "
+                       "previous output is unchanged")  # fmt: skip
+
+
+def _rename_all(moves: list[tuple[str, str]]) -> None:
+    """``os.replace`` each ``(src, dst)`` in order; on any failure (Ctrl-C too) the moves done so
+    far are undone in reverse order before the error propagates, so nothing is left half moved."""
+    done: list[tuple[str, str]] = []
+    try:
+        for src, dst in moves:
+            os.replace(src, dst)
+            done.append((src, dst))
+    except BaseException:
+        for src, dst in reversed(done):
+            try:
+                os.replace(dst, src)
+            except OSError as e:  # keep undoing the rest; this one needs a person
+                log.error("could not move %s back to %s (%s): move it by hand", dst, src, e)
+        raise
+
+
+def _remove(path: str) -> None:
+    """Delete a file or folder a commit no longer needs; a failure only costs disk space."""
+    try:
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path)
+        elif os.path.lexists(path):
+            os.unlink(path)
+    except OSError as e:
+        log.warning("could not delete %s (%s): delete it by hand", path, e)
+
+
+def _copy_objects(pairs: list[tuple[str, str]]) -> None:
+    """Copy object-store objects one by one. Beam's S3 ``copy`` returns its failures instead of
+    raising them: they are raised here, so a failed copy can never pass for a done one."""
+    from labse_common.errors import RemoteError
+
+    for src, dst in pairs:
+        results = _fs().filesystem(src).copy([src], [dst])
+        bad = [err for *_, err in (results or []) if err is not None]
+        if bad:
+            raise RemoteError(f"could not copy {src} to {dst}: {bad[0]}")
+
+
+# --- claims of other jobs around an output ---------------------------------------------------
+
+
+def _claim_field(text: str, key: str) -> object:
+    try:
+        info = json.loads(text)
+    except ValueError:
+        return None
+    return info.get(key) if isinstance(info, dict) else None
+
+
+def _live_claim(path: str) -> str | None:
+    """The text of the local claim file ``path`` while a live job holds it; None when there is
+    none or its job is gone. A holder keeps an ``flock`` on it (taking a shared lock fails); a
+    claim without a lock (``claimed_file``'s, an older version's) is judged by its process."""
+    import fcntl
+
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)  # released by the close below
+            locked = False
+        except BlockingIOError:
+            locked = True
+        text = os.read(fd, 1 << 16).decode("utf-8", "replace").strip() or "claim unreadable"
+        return text if locked or _held_elsewhere(text) else None
+    finally:
+        os.close(fd)
+
+
+def refuse_claimed_parents(output: str | os.PathLike) -> None:
+    """:class:`OutputBusy` when a folder above the local ``output`` is claimed by another live
+    job: that job's ``--overwrite`` would delete this output at its commit. The stage runner's
+    claim (:data:`RESUMABLE`) deletes nothing, and a job may write inside its own temporary
+    folder. A few ``stat`` calls: one per folder above."""
+    output = os.fspath(output)
+    real = os.path.realpath(output)
+    parent = os.path.dirname(real)
+    while True:
+        claim = os.path.join(parent, CLAIM)
+        text = _live_claim(claim) if os.path.lexists(claim) else None
+        if text is not None and _claim_field(text, "kind") != RESUMABLE:
+            first = os.path.relpath(real, parent).split(os.sep, 1)[0]
+            if first != f"{TMP_PREFIX}{_claim_field(text, 'job_id')}":
+                raise OutputBusy(
+                    f"output {output!r} is inside {parent!r}, which another job is writing "
+                    f"({text}); its --overwrite would delete this output: wait for it or write "
+                    f"elsewhere (if no job is running delete {claim})")  # fmt: skip
+        up = os.path.dirname(parent)
+        if up == parent:
+            return
+        parent = up
+
+
+#: How deep below an output a commit with ``overwrite`` looks for other jobs' claims.
+_CLAIM_SCAN_DEPTH = 3
+
+
+def _live_claim_below(output: str, skip: set[str]) -> tuple[str, str] | None:
+    """``(claim path, its text)`` of a live claim of another job inside the local ``output``
+    (folders named in ``skip`` at its top are not searched; its own top claim is this job's)."""
+    top = os.path.normpath(output)
+    for root, dirs, files in os.walk(top):
+        depth = 0 if root == top else os.path.relpath(root, top).count(os.sep) + 1
+        if root == top:
+            dirs[:] = [d for d in dirs if d not in skip]
+        if depth >= _CLAIM_SCAN_DEPTH:
+            dirs[:] = []
+        for f in files:
+            # A folder's claim below the top, or a claimed file's ``FILE._CLAIM.json``.
+            if (f == CLAIM and root != top) or f.endswith("." + CLAIM):
+                path = os.path.join(root, f)
+                text = _live_claim(path)
+                if text is not None:
+                    return path, text
+    return None
+
+
 def new_job_id() -> str:
     return f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{os.getpid()}-{secrets.token_hex(3)}"
 
@@ -104,11 +254,32 @@ class OutputDir:
         self._claimed = False
         self._created_dir = False
         self._fd: int | None = None  # the local claim's descriptor (holds its flock)
+        self.kind = "output"  # RESUMABLE for the stage runner's claim (it deletes nothing)
 
     # -- claim -------------------------------------------------------------------------------
     def _claim_info(self) -> dict:
         return {"job_id": self.job_id, "host": socket.gethostname(), "pid": os.getpid(),
-                "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}  # fmt: skip
+                "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                "kind": self.kind}  # fmt: skip
+
+    def final_path(self, path: str) -> str:
+        """Where a path under this job's temporary folder will be once committed (what a
+        message should name: the temporary one is gone after the commit)."""
+        tmp = self.tmp.rstrip("/")
+        if path == tmp:
+            return self.output
+        if path.startswith(tmp + "/") or path.startswith(tmp + os.sep):
+            return join(self.output, path[len(tmp) + 1 :])
+        return path
+
+    def _refuse_claims_below(self) -> None:
+        found = _live_claim_below(self.output, {TMP_PREFIX + self.job_id})
+        if found:
+            path, text = found
+            raise OutputBusy(
+                f"output {self.output!r} holds the output of another job being written ({path}: "
+                f"{text}); --overwrite would delete it: wait for it (if no job is running delete "
+                f"{path})")  # fmt: skip
 
     def _busy(self, info: str) -> OutputBusy:
         return OutputBusy(
@@ -145,6 +316,9 @@ class OutputDir:
         else:
             if os.path.exists(self.output) and not os.path.isdir(self.output):
                 raise OutputError(f"output {self.output!r} exists and is not a folder")
+            refuse_claimed_parents(self.output)
+            if self.overwrite and os.path.isdir(self.output):
+                self._refuse_claims_below()
             if not os.path.isdir(self.output):
                 os.makedirs(self.output, exist_ok=True)
                 self._created_dir = True
@@ -192,44 +366,86 @@ class OutputDir:
                 self._fd = None
 
     # -- commit / abort ----------------------------------------------------------------------
-    def _delete_previous(self) -> None:
-        old = self.existing()
-        if not old:
-            return
-        log.info("--overwrite: removing %d entries the previous run left in %s",
-                 len(old), self.output)  # fmt: skip
-        if is_remote(self.output):
-            keep = {CLAIM, TMP_PREFIX + self.job_id}
-            paths = [p for p in _remote_files(self.output)
-                     if _top_entry(self.output, p) not in keep]  # fmt: skip
-            if paths:
-                _fs().delete(paths)
-            return
-        for name in old:
-            p = os.path.join(self.output, name)
-            if os.path.isdir(p) and not os.path.islink(p):
-                shutil.rmtree(p)
-            else:
-                os.unlink(p)
-
-    def commit(self) -> None:
-        """Move the temporary files into place (after removing the old ones with overwrite)."""
+    def _commit_local(self) -> None:
+        names = sorted(os.listdir(self.tmp))
+        old = self.existing() if self.overwrite else []
         if self.overwrite:
-            self._delete_previous()
-        if is_remote(self.output):
-            fs = _fs()
-            srcs = _remote_files(self.tmp)
-            dsts = [join(self.output, s[len(self.tmp.rstrip("/")) + 1 :]) for s in srcs]
-            if srcs:
-                fs.rename(srcs, dsts)
+            self._refuse_claims_below()  # a job that started inside meanwhile
         else:
-            clash = [n for n in os.listdir(self.tmp)
-                     if os.path.lexists(os.path.join(self.output, n))]  # fmt: skip
+            clash = [n for n in names if os.path.lexists(os.path.join(self.output, n))]
             if clash:
                 raise OutputError(f"output {self.output!r}: {clash} appeared while the job ran")
-            for name in os.listdir(self.tmp):
-                os.replace(os.path.join(self.tmp, name), os.path.join(self.output, name))
-            os.rmdir(self.tmp)
+        aside = os.path.join(self.output, OLD_PREFIX + self.job_id)
+        if old:
+            log.info("--overwrite: replacing %d entries the previous run left in %s",
+                     len(old), self.output)  # fmt: skip
+            os.mkdir(aside)
+        # The swap: old entries aside, new ones in; any failure puts everything back.
+        moves = [(os.path.join(self.output, n), os.path.join(aside, n)) for n in old]
+        moves += [(os.path.join(self.tmp, n), os.path.join(self.output, n)) for n in names]
+        try:
+            _rename_all(moves)
+        except BaseException:
+            if old:
+                try:
+                    os.rmdir(aside)
+                except OSError as e:
+                    log.error("%s keeps what could not be moved back (%s)", aside, e)
+            raise
+        os.rmdir(self.tmp)
+        if old:
+            _remove(aside)
+
+    def _commit_remote(self) -> None:
+        fs = _fs()
+        prefix = self.tmp.rstrip("/") + "/"
+        srcs = _remote_files(self.tmp)
+        dsts = [join(self.output, s[len(prefix) :]) for s in srcs]
+        old: list[str] = []
+        if self.overwrite:
+            keep = {CLAIM, TMP_PREFIX + self.job_id}
+            old = [p for p in _remote_files(self.output)
+                   if _top_entry(self.output, p) not in keep]  # fmt: skip
+        old_set, new_set = set(old), set(dsts)
+        # No atomic rename: copy the new objects into place, keeping the old bytes of the names
+        # they replace aside until every copy succeeded; only then delete what is gone.
+        aside = join(self.output, OLD_PREFIX + self.job_id)
+        saved = [(d, join(aside, d[len(self.output.rstrip("/")) + 1 :]))
+                 for d in dsts if d in old_set]  # fmt: skip
+        copied: list[str] = []
+        try:
+            _copy_objects(saved)
+            for src, dst in zip(srcs, dsts):
+                _copy_objects([(src, dst)])
+                copied.append(dst)
+        except BaseException:
+            self._undo_remote(saved, copied, old_set)
+            raise
+        gone = [p for p in old if p not in new_set]
+        if gone:
+            log.info("--overwrite: removing %d objects the previous run left in %s",
+                     len(gone), self.output)  # fmt: skip
+        fs.delete(gone + [a for _, a in saved] + srcs)
+
+    def _undo_remote(self, saved: list[tuple[str, str]], copied: list[str],
+                     old: set[str]) -> None:  # fmt: skip
+        """Put back the old objects a failed remote commit replaced and remove the new ones it
+        added; what cannot be undone is logged (the saved copies stay under ``_old-<job>``)."""
+        back = dict(saved)
+        try:
+            _copy_objects([(back[d], d) for d in copied if d in back])
+            _fs().delete([d for d in copied if d not in old] + list(back.values()))
+        except Exception as e:  # noqa: BLE001 - BeamIOError/RemoteError: the store is failing
+            log.error("could not undo the failed commit of %s (%s): the old objects are kept "
+                      "under %s", self.output, e, join(self.output, OLD_PREFIX + self.job_id))  # fmt: skip
+
+    def commit(self) -> None:
+        """Put the new output in place of the old one (module docstring, point 4), then release
+        the claim. On an exception the old output is as it was and the claim is still held."""
+        if is_remote(self.output):
+            self._commit_remote()
+        else:
+            self._commit_local()
         self.release()
         log.debug("committed %s", self.output)
 
@@ -252,14 +468,19 @@ class OutputDir:
 
     @contextmanager
     def open(self) -> Iterator[OutputDir]:
-        """Claim; yield; commit on success, abort on an exception (which propagates)."""
+        """Claim; yield; commit on success, abort on an exception (which propagates; a full
+        disk or a file-size limit becomes one :class:`OutputError` naming the output). A failed
+        commit aborts too: the old output is intact, the new files and the claim are gone."""
         self.claim()
         try:
             yield self
-        except BaseException:
+            self.commit()
+        except BaseException as e:
             self.abort()
+            full = full_error(self.output, e) if isinstance(e, OSError) else None
+            if full is not None:
+                raise full from e
             raise
-        self.commit()
 
 
 @contextmanager
@@ -312,14 +533,18 @@ def claimed_file(
     """One output file (or a family of files sharing a stem: ``suffixes``, e.g. a model and its
     report) written the way :class:`OutputDir` writes a folder: claimed by ``FILE._CLAIM.json``
     beside it (``O_EXCL``: of two writers exactly one gets it, the other gets
-    :class:`OutputBusy`), written under the yielded temporary stem ``_tmp-<job>-FILE`` and renamed
-    into place at the end in the order of ``suffixes``; on an exception the temporary files are
-    removed. An existing file needs ``overwrite``. The folder around it is not claimed: other
-    writers may fill the rest of it. Local only."""
+    :class:`OutputBusy`), written under the yielded temporary stem ``_tmp-<job>-FILE`` and swapped
+    into place at the end: the old files (every suffix) are renamed aside to ``_old-<job>-FILE``,
+    the new ones renamed in, the old ones deleted; a failure puts the old ones back. On an
+    exception the temporary files are removed (a full disk or a file-size limit is one
+    :class:`OutputError` naming the file). An existing file needs ``overwrite``. The folder
+    around it is not claimed: other writers may fill the rest of it, but not while a job has
+    claimed a folder above it (:func:`refuse_claimed_parents`). Local only."""
     path = os.fspath(path)
-    if os.path.isdir(path):
+    if any(os.path.isdir(path + s) for s in suffixes):
         raise OutputError(f"--output {path} is a folder; give the file to write")
     head, name = os.path.split(os.path.abspath(path))
+    refuse_claimed_parents(path)
     os.makedirs(head, exist_ok=True)
     job = new_job_id()
     claim = f"{path}.{CLAIM}"
@@ -335,10 +560,18 @@ def claimed_file(
                        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, f)  # fmt: skip
         if not overwrite and any(os.path.exists(path + s) for s in suffixes):
             raise OutputNotEmpty(f"--output {path} exists; pass --overwrite to replace it")
-        yield tmp
-        for s in suffixes:
-            if os.path.exists(tmp + s):
-                os.replace(tmp + s, path + s)
+        try:
+            yield tmp
+        except OSError as e:
+            full = full_error(path, e)
+            if full is not None:
+                raise full from e
+            raise
+        aside = os.path.join(head, f"{OLD_PREFIX}{job}-{name}")
+        old = [(path + s, aside + s) for s in suffixes if os.path.lexists(path + s)]
+        _rename_all(old + [(tmp + s, path + s) for s in suffixes if os.path.exists(tmp + s)])
+        for _, a in old:
+            _remove(a)
     finally:
         for s in suffixes:
             if os.path.exists(tmp + s):
@@ -432,8 +665,10 @@ def resumable_claim(output: str | os.PathLike) -> Iterator[OutputDir]:
     without the user deleting the file. A claim of a live process, or of another host, stays
     busy."""
     od = OutputDir(output)
+    od.kind = RESUMABLE  # writers may work inside it: it never deletes what it did not write
     if os.path.exists(od.output) and not os.path.isdir(od.output):
         raise OutputError(f"output {od.output!r} exists and is not a folder")
+    refuse_claimed_parents(od.output)
     os.makedirs(od.output, exist_ok=True)
     fd = _take_local_claim(od)
     try:
