@@ -12,9 +12,11 @@ of the pooler), so ``BertModel.from_pretrained`` and ``SentenceTransformer`` bot
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +24,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from transformers import BertConfig, BertModel, BertTokenizerFast
+
+from labse_common.errors import UsageError
 
 log = logging.getLogger(__name__)
 
@@ -38,8 +42,58 @@ ST_MODULES = "modules.json"
 TANH = "torch.nn.modules.activation.Tanh"
 
 
-class CheckpointError(RuntimeError):
-    """A model directory that is missing files or cannot be read."""
+class CheckpointError(UsageError, RuntimeError):
+    """A model directory that is missing files, cannot be read, or whose vocabulary does not fit
+    its weights: the user's to fix, so one line and exit status 2 in every command."""
+
+
+#: Rows an embedding table may have beyond its tokenizer's size: tables are sometimes padded up
+#: to a multiple of 64 or 128 for faster matrix kernels, and those rows are never looked up.
+#: More is a vocabulary from another model (most of its pieces would be missing: nearly every
+#: token [UNK]); fewer rows than tokens would be an IndexError on the first rare token.
+EMBEDDING_PADDING = 127
+
+
+def check_vocab_fits(tokenizer: Any, bert: BertModel, where: str) -> None:
+    """A CheckpointError unless ``tokenizer`` and ``bert``'s embedding table agree (see
+    :data:`EMBEDDING_PADDING`)."""
+    vocab, rows = len(tokenizer), bert.get_input_embeddings().num_embeddings
+    if vocab > rows:
+        raise CheckpointError(f"{where}: the vocabulary has {vocab} tokens but the model's "
+                              f"embedding table only {rows} rows: the vocab.txt/tokenizer.json "
+                              "belongs to another model")  # fmt: skip
+    if rows - vocab > EMBEDDING_PADDING:
+        raise CheckpointError(f"{where}: the vocabulary has {vocab} tokens but the model's "
+                              f"embedding table {rows} rows (at most {EMBEDDING_PADDING} padding "
+                              "rows are allowed): the vocab.txt/tokenizer.json belongs to another "
+                              "model")  # fmt: skip
+
+
+@contextlib.contextmanager
+def quiet_transformers(what: str) -> Iterator[None]:
+    """transformers' own log lines (its load report, progress bars) held back during a load: a
+    failed load is then one error line, not a report followed by it. A load that succeeds
+    passes the held lines on at DEBUG."""
+    from transformers.utils import logging as tlog
+
+    root = tlog.get_logger()  # the library's root logger, where its handler sits
+    held: list[logging.LogRecord] = []
+
+    class _Hold(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            held.append(record)
+
+    handlers, propagate, bars = root.handlers[:], root.propagate, tlog.is_progress_bar_enabled()
+    root.handlers, root.propagate = [_Hold()], False
+    tlog.disable_progress_bar()
+    try:
+        yield
+    finally:
+        root.handlers, root.propagate = handlers, propagate
+        if bars:
+            tlog.enable_progress_bar()
+    for r in held:  # reached only when the load succeeded
+        log.debug("%s: transformers: %s", what, r.getMessage())
 
 
 @dataclass
@@ -220,7 +274,8 @@ def _load_bert(directory: str, add_pooling_layer: bool) -> BertModel:
     if not os.path.exists(os.path.join(directory, "config.json")):
         raise CheckpointError(f"not a model directory (no config.json): {directory}")
     try:
-        return BertModel.from_pretrained(directory, add_pooling_layer=add_pooling_layer)
+        with quiet_transformers(directory):
+            return BertModel.from_pretrained(directory, add_pooling_layer=add_pooling_layer)
     except Exception as e:  # transformers wraps safetensors errors in several types
         raise CheckpointError(f"cannot load BERT weights from {directory}: {e}") from e
 
@@ -277,9 +332,11 @@ def load_encoder(path: str) -> tuple[SentenceEncoder, BertTokenizerFast, dict]:
         enc = SentenceEncoder(_load_bert(path, add_pooling_layer=True))
         tok_dir = path
     try:
-        tokenizer = BertTokenizerFast.from_pretrained(tok_dir)
+        with quiet_transformers(tok_dir):
+            tokenizer = BertTokenizerFast.from_pretrained(tok_dir)
     except Exception as e:
         raise CheckpointError(f"cannot load the tokenizer from {tok_dir}: {e}") from e
+    check_vocab_fits(tokenizer, enc.bert, path)
     return enc, tokenizer, info
 
 
@@ -288,7 +345,8 @@ def load_tokenizer(path: str) -> BertTokenizerFast:
     if not os.path.isdir(path):
         raise FileNotFoundError(f"vocabulary directory not found: {path}")
     check_vocab_dir(path)
-    return BertTokenizerFast.from_pretrained(path)
+    with quiet_transformers(path):
+        return BertTokenizerFast.from_pretrained(path)
 
 
 def check_vocab_dir(path: str) -> None:
