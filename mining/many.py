@@ -109,8 +109,8 @@ def language_pairs(pairs: Sequence[str | tuple[str, str]]) -> list[tuple[str, st
         text = p if isinstance(p, str) else "-".join(p)
         try:
             out[parse_pair(text)] = None
-        except ValueError as e:  # the pair as written, then why (its message may name one code)
-            bad.append(str(e) if repr(text) in str(e) else f"{text!r}: {e}")
+        except ValueError as e:  # the pair as written, then why (the message may name one code)
+            bad.append(f"{text!r}: {e}")
     if bad:
         raise UsageError(f"mining.pairs: {'; '.join(bad)}")
     if not out:
