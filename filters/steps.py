@@ -7,7 +7,7 @@ that needs a model (language ID, a quality classifier) annotates a whole batch f
 
 :class:`Chain` runs steps in order over a batch, step by step, and keeps for every step how many
 records came in, went out and were dropped under each reason; the unit totals go to a
-:class:`~labse_common.stats.StageCounter` as well, so a stage's stats.json keeps the DESIGN.md
+:class:`~labse_common.stats.StageCounter` as well, so a stage's stats.json keeps the docs/design.md
 shape (``in == out + sum(dropped)``) and gains a ``steps`` section. Adding a rule is one small
 class and one line in a preset; nothing else changes.
 

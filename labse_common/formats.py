@@ -1,13 +1,13 @@
 """On-disk formats shared by the stages: one definition of each schema.
 
-The sentence contract of DESIGN.md (kept and dropped rows share the row columns).
+The sentence contract of docs/design.md (kept and dropped rows share the row columns).
 """
 
 from __future__ import annotations
 
 import pyarrow as pa
 
-# The columns of DESIGN.md's sentence contract; kept and dropped rows share them.
+# The columns of docs/design.md's sentence contract; kept and dropped rows share them.
 SENTENCE_ROW_FIELDS = [
     ("text", pa.string()),
     ("lang", pa.string()),

@@ -1,4 +1,4 @@
-"""The stats contract shared by every stage (see DESIGN.md).
+"""The stats contract shared by every stage (see docs/design.md).
 
 A stage counts, per unit it handles (documents, lines, sentences, pairs, ...), how many records
 came in, how many went out, and how many were dropped under each named reason. ``in == out +
@@ -62,7 +62,7 @@ def merge_counts(parts: Iterable[Mapping[str, int]]) -> dict[str, int]:
 
 
 def to_report(stage: str, flat: Mapping[str, int], **extra: object) -> dict:
-    """Turn flat ``unit/field[/reason]`` counts into the DESIGN.md stats.json shape."""
+    """Turn flat ``unit/field[/reason]`` counts into the stats.json shape of docs/design.md."""
     units: dict[str, dict] = {}
     for key, n in sorted(flat.items()):
         unit, field, *rest = key.split("/", 2)
