@@ -203,6 +203,15 @@ def run_main(
         if not is_usage_error(e):
             raise
         return usage_error(e, logger)
+    except OSError as e:
+        # Beam's BeamIOError wraps each path's error: an object store that failed mid-run
+        # (labse_common.remote_errors) is the user's to fix, one line like any RemoteError.
+        from labse_common.remote import failure_in
+
+        found = failure_in(e)
+        if found is None:
+            raise
+        return usage_error(found, logger)
 
 
 def refuse_inputs_inside_output(args: argparse.Namespace) -> None:

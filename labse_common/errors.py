@@ -36,3 +36,23 @@ class InputError(UsageError):
 
 class RemoteError(UsageError):
     """An object-store path that cannot be used: no credentials, no endpoint, no bucket."""
+
+
+class RemoteFailure(RemoteError):
+    """An object store that failed during the work, after the start-up check passed: it stopped
+    answering, closed the connection, refused a request or answered something that is not S3.
+
+    One line naming the operation, the path and the endpoint, e.g. ``PutObject
+    s3://b/out/x.npy: S3 endpoint http://10.0.0.5:9000 did not answer within 30 s (3
+    attempts)``. ``code`` is the HTTP status when the server answered one (else None).
+    Keyword fields are optional so the error pickles (a Beam worker sends it back by its
+    message).
+    """
+
+    def __init__(self, message: str, *, operation: str | None = None, path: str | None = None,
+                 endpoint: str | None = None, code: int | None = None) -> None:  # fmt: skip
+        super().__init__(message)
+        self.operation = operation
+        self.path = path
+        self.endpoint = endpoint
+        self.code = code

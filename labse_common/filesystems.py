@@ -17,9 +17,11 @@ Beam is imported only when a remote path is used.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
 import shlex
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 ENV = "LABSE_BEAM_OPTIONS"
 
@@ -59,34 +61,56 @@ def filesystem(path: str):
     return fs
 
 
+@contextlib.contextmanager
+def _remote_failures() -> Iterator[None]:
+    """Beam's filesystem wraps each path's error in a ``BeamIOError``; one whose cause is a
+    :class:`~labse_common.errors.RemoteFailure` (the server stalled, died, refused or answered
+    HTML) is raised as that failure: one line naming the operation, path and endpoint."""
+    try:
+        yield
+    except OSError as e:
+        from labse_common.remote import failure_in
+
+        found = failure_in(e)
+        if found is None or found is e:
+            raise
+        raise found from None
+
+
 def open_read(path: str):
     from apache_beam.io.filesystem import CompressionTypes
 
-    return filesystem(path).open(path, compression_type=CompressionTypes.UNCOMPRESSED)
+    with _remote_failures():
+        return filesystem(path).open(path, compression_type=CompressionTypes.UNCOMPRESSED)
 
 
 def create(path: str):
     from apache_beam.io.filesystem import CompressionTypes
 
-    return filesystem(path).create(path, compression_type=CompressionTypes.UNCOMPRESSED)
+    with _remote_failures():
+        return filesystem(path).create(path, compression_type=CompressionTypes.UNCOMPRESSED)
 
 
 def match(pattern: str) -> list[str]:
-    return [m.path for m in filesystem(pattern).match([pattern])[0].metadata_list]
+    with _remote_failures():
+        return [m.path for m in filesystem(pattern).match([pattern])[0].metadata_list]
 
 
 def exists(path: str) -> bool:
-    return filesystem(path).exists(path)
+    with _remote_failures():
+        return filesystem(path).exists(path)
 
 
 def delete(paths: list[str]) -> None:
     if paths:
-        filesystem(paths[0]).delete(paths)
+        with _remote_failures():
+            filesystem(paths[0]).delete(paths)
 
 
 def rename(srcs: list[str], dsts: list[str]) -> None:
     if srcs:
-        filesystem(srcs[0]).rename(srcs, dsts)
+        with _remote_failures():
+            filesystem(srcs[0]).rename(srcs, dsts)
 
 
 def join(base: str, *parts: str) -> str:
@@ -145,6 +169,48 @@ def uninstall_s3_transfers() -> None:
             setattr(s3io, name, stock)
 
 
+#: Beam's S3 client wrapper methods and the S3 operation each sends.
+_CLIENT_OPERATIONS = {
+    "get_object_metadata": "HeadObject", "get_stream": "GetObject", "list": "ListObjectsV2",
+    "create_multipart_upload": "CreateMultipartUpload", "upload_part": "UploadPart",
+    "complete_multipart_upload": "CompleteMultipartUpload", "delete": "DeleteObject",
+    "delete_batch": "DeleteObjects", "copy": "CopyObject",
+}  # fmt: skip
+
+
+def _request_path(request) -> str:
+    """The object(s) a Beam S3 request names, for the error line."""
+    if hasattr(request, "src_bucket"):
+        return (f"s3://{request.src_bucket}/{request.src_key} -> "
+                f"s3://{request.dest_bucket}/{request.dest_key}")  # fmt: skip
+    if hasattr(request, "objects"):
+        keys = list(request.objects or [])
+        more = f" (and {len(keys) - 1} more)" if len(keys) > 1 else ""
+        return f"s3://{request.bucket}/{keys[0] if keys else ''}{more}"
+    key = getattr(request, "object", None) or getattr(request, "prefix", None) or ""
+    return f"s3://{getattr(request, 'bucket', '?')}/{key}"
+
+
+def _bounded(method, operation: str):
+    """Beam's wrapper method, its errors judged by :func:`labse_common.s3_upload.as_beam_error`:
+    404/412 stay Beam's ``S3ClientError``; the rest, after the client's bounded attempts, is an
+    ``S3Failure`` that Beam's retry decorators do not retry again (they would try seven more
+    times, minutes of back-off with a traceback logged each time)."""
+    from apache_beam.io.aws.clients.s3 import messages
+
+    from labse_common.s3_upload import as_beam_error
+
+    @functools.wraps(method)
+    def call(self, request, *args, **kwargs):
+        try:
+            return method(self, request, *args, **kwargs)
+        except messages.S3ClientError as e:
+            raise as_beam_error(e, operation, _request_path(request),
+                                self.client.meta.endpoint_url) from e  # fmt: skip
+
+    return call
+
+
 def install_s3_client_cache() -> bool:
     """Make Beam's S3 filesystem reuse one boto3 client per process and option set, and write
     through :mod:`labse_common.s3_upload` (one request per small file, parallel parts) and read
@@ -153,8 +219,13 @@ def install_s3_client_cache() -> bool:
     Beam builds a new boto3 session and client for every file operation (``S3IO(options)`` in
     each ``S3FileSystem`` method), ~0.5 s each on the loopback server: a job with many small files
     spends most of its time there. boto3 clients are thread-safe; the per-download state Beam
-    keeps lives on its wrapper object, which stays per operation. Idempotent; False when Beam's
-    AWS extra is not installed."""
+    keeps lives on its wrapper object, which stays per operation.
+
+    The client is :func:`labse_common.remote.s3_client`'s (Beam builds its own with botocore's
+    defaults: 60 s timeouts, and its own retries on top): bounded connect/read timeouts and
+    attempts (``LABSE_S3_*``), answers that are not S3's refused, and a failure after the
+    attempts raised as one ``S3Failure`` line that Beam does not retry. Idempotent; False when
+    Beam's AWS extra is not installed."""
     try:
         from apache_beam.io.aws.clients.s3 import boto3_client
     except ImportError:
@@ -163,23 +234,25 @@ def install_s3_client_cache() -> bool:
     cls = boto3_client.Client
     if getattr(cls, "_labse_client_cache", False):
         return True
-    original = cls.__init__
 
     def __init__(self, options):  # noqa: N807 - replaces Client.__init__
-        key = _s3_key(options)
+        from labse_common.remote import s3_client, s3_limits
+
+        key = (*_s3_key(options), s3_limits())
         with _S3_LOCK:
             client = _S3_CLIENTS.get(key)
         if client is None:
-            original(self, options)
+            client = s3_client(options)
             with _S3_LOCK:
-                _S3_CLIENTS.setdefault(key, self.client)
-            return
+                client = _S3_CLIENTS.setdefault(key, client)
         self.client = client
         self._download_request = None
         self._download_stream = None
         self._download_pos = 0
 
     cls.__init__ = __init__
+    for name, operation in _CLIENT_OPERATIONS.items():
+        setattr(cls, name, _bounded(getattr(cls, name), operation))
     cls._labse_client_cache = True
     return True
 

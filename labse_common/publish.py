@@ -22,16 +22,17 @@ A failure at any step (endpoint gone, HTTP error, an answer that is not S3's XML
 :class:`~labse_common.errors.RemoteError` naming the URL and the step; there is no manifest at
 the destination then. Publishing again is the way to finish.
 
-**S3 goes through boto3 directly**, not Beam's ``FileSystems``: Beam's S3 client has no
-connect/read timeouts and retries a dead endpoint for minutes, and it hides the object sizes of
-a listing behind its own error types. boto3 here has short connect timeouts, a bounded read
-timeout and three attempts, multipart uploads for large files with parallel parts (s3transfer,
-which aborts a failed multipart upload), and one listing for the check. Its options are the
-ones :func:`labse_common.remote.check_s3` uses: Beam's S3 flags from ``$LABSE_BEAM_OPTIONS``
-(``--s3_endpoint_url``, ``--s3_access_key_id``, ``--s3_secret_access_key``,
-``--s3_region_name``, ``--s3_verify``; or a job's own options passed as ``options``), otherwise
-boto3's environment (``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``,
-``AWS_DEFAULT_REGION``). **GCS goes through Beam's FileSystems** (configured by
+**S3 goes through boto3 directly**, not Beam's ``FileSystems``: Beam's S3 filesystem hides
+the object sizes of a listing behind its own error types. The client is
+:func:`labse_common.remote.s3_client`'s (connect/read timeouts and attempts from
+``LABSE_S3_CONNECT_TIMEOUT``, ``LABSE_S3_READ_TIMEOUT``, ``LABSE_S3_MAX_ATTEMPTS``; an answer
+that is not S3's refused; a failure names the endpoint), with multipart uploads for large files
+with parallel parts (s3transfer, which aborts a failed multipart upload), and one listing for
+the check. Its options are the ones :func:`labse_common.remote.check_s3` uses: Beam's S3 flags
+from ``$LABSE_BEAM_OPTIONS`` (``--s3_endpoint_url``, ``--s3_access_key_id``,
+``--s3_secret_access_key``, ``--s3_region_name``, ``--s3_verify``; or a job's own options
+passed as ``options``), otherwise boto3's environment (``AWS_ENDPOINT_URL``,
+``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_DEFAULT_REGION``). **GCS goes through Beam's FileSystems** (configured by
 :mod:`labse_common.filesystems`); **a local destination** through plain file copies.
 """
 
@@ -57,10 +58,6 @@ log = logging.getLogger(__name__)
 
 MANIFEST = "_PUBLISHED.json"
 FORMAT_VERSION = 1
-#: Seconds to open a connection / to wait for an answer; attempts per request (boto3).
-CONNECT_TIMEOUT_S = 5.0
-READ_TIMEOUT_S = 30.0
-MAX_ATTEMPTS = 3
 #: Files from this size are sent as multipart uploads of this part size.
 PART_BYTES = 8 << 20
 #: Parts of one file in flight at once.
@@ -215,10 +212,8 @@ class _Target:
 
 class _S3Target(_Target):
     def __init__(self, url: str, flag: str | None, options: Any) -> None:
-        import boto3
         from boto3.exceptions import S3UploadFailedError
         from boto3.s3.transfer import TransferConfig
-        from botocore.config import Config
         from botocore.exceptions import BotoCoreError, ClientError
 
         self.errors = (BotoCoreError, ClientError, S3UploadFailedError, OSError)
@@ -226,26 +221,23 @@ class _S3Target(_Target):
         self.bucket, self.prefix = _split_s3(url, flag)
         self.url = f"s3://{self.bucket}/{self.prefix}" if self.prefix else f"s3://{self.bucket}"
         self.where = _where(flag, url)
-        # The same options and credentials as remote.check_s3, so the preflight checked this.
-        o = remote._s3_options(options)  # noqa: SLF001 - one source for the S3 options
-        session = boto3.session.Session(
-            aws_access_key_id=o.get("s3_access_key_id"),
-            aws_secret_access_key=o.get("s3_secret_access_key"),
-            aws_session_token=o.get("s3_session_token"),
-            region_name=o.get("s3_region_name"),
-        )
-        cfg = Config(connect_timeout=CONNECT_TIMEOUT_S, read_timeout=READ_TIMEOUT_S,
-                     retries={"max_attempts": MAX_ATTEMPTS, "mode": "standard"},
-                     max_pool_connections=2 * MAX_CONCURRENCY)  # fmt: skip
-        verify = o.get("s3_verify")
-        self.s3 = session.client("s3", endpoint_url=o.get("s3_endpoint_url"), config=cfg,
-                                 verify=None if verify is None else verify not in (False, "false"))  # fmt: skip
+        # The same options, credentials and limits as remote.check_s3 (LABSE_S3_* timeouts and
+        # attempts; an answer that is not S3's refused), so the preflight checked this.
+        self.s3 = remote.s3_client(options, max_pool_connections=2 * MAX_CONCURRENCY)
         self.transfer = TransferConfig(multipart_threshold=PART_BYTES,
                                        multipart_chunksize=PART_BYTES,
                                        max_concurrency=MAX_CONCURRENCY)  # fmt: skip
 
     def key(self, rel: str) -> str:
         return f"{self.prefix}/{rel}" if self.prefix else rel
+
+    def fail(self, what: str, e: BaseException) -> RemoteError:
+        from labse_common.remote_errors import describe
+
+        # s3transfer wraps a part's error; the server's own words are in the original.
+        cause = (e.__cause__ or e.__context__) if type(e).__name__ == "S3UploadFailedError" else e
+        return RemoteError(f"{self.where}: {what} failed: S3 endpoint "
+                           f"{self.s3.meta.endpoint_url} {describe(cause or e)}")  # fmt: skip
 
     def read_manifest(self) -> bytes | None:
         try:

@@ -1,4 +1,4 @@
-"""Object-store paths checked up front: one line and exit 2 within seconds, not a hang.
+"""Object-store paths checked up front, and every S3 call bounded: one line and exit 2, not a hang.
 
 Beam's S3 filesystem retries a failing call for minutes with a traceback per retry when the
 endpoint does not answer or there are no credentials. :func:`check_paths` asks the same
@@ -10,20 +10,74 @@ questions once, with short timeouts and no retries, before a command reads or wr
 
 The options are Beam's S3 options, from the job's own flags (Beam jobs) or from
 ``$LABSE_BEAM_OPTIONS`` (every other command; see :mod:`labse_common.filesystems`).
+
+After the check the server can still stall or die. Every boto3 client the project makes comes
+from :func:`s3_client` (the check, ``--publish``, and Beam's S3 filesystem through
+:func:`labse_common.filesystems.install_s3_client_cache`), with the limits of
+:func:`s3_limits`, set in the environment (so Beam's local workers inherit them):
+
+* ``LABSE_S3_CONNECT_TIMEOUT``: seconds to open a connection (default 5);
+* ``LABSE_S3_READ_TIMEOUT``: seconds to wait for an answer, or to send one chunk (default 30);
+* ``LABSE_S3_MAX_ATTEMPTS``: attempts per request, first included (default 3; botocore's
+  "standard" retries of timeouts, dropped connections, 5xx and throttling).
+
+A call that still fails is one :class:`~labse_common.errors.RemoteFailure` line naming the
+operation, the path and the endpoint (:mod:`labse_common.remote_errors`).
 """
 
 from __future__ import annotations
 
 import logging
+import math
+import os
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
-from labse_common.errors import RemoteError, UsageError
+from labse_common.errors import RemoteError, RemoteFailure, UsageError
 
 log = logging.getLogger(__name__)
 
 SCHEMES = ("s3://", "gs://")
-CONNECT_TIMEOUT_S = 5.0
+CONNECT_TIMEOUT_ENV = "LABSE_S3_CONNECT_TIMEOUT"
+READ_TIMEOUT_ENV = "LABSE_S3_READ_TIMEOUT"
+MAX_ATTEMPTS_ENV = "LABSE_S3_MAX_ATTEMPTS"
+DEFAULT_CONNECT_TIMEOUT_S = 5.0
+DEFAULT_READ_TIMEOUT_S = 30.0
+DEFAULT_MAX_ATTEMPTS = 3
+
+
+@dataclass(frozen=True)
+class S3Limits:
+    """Bounds of one S3 request: the worst case of a silent server is about
+    ``attempts * (connect_s + read_s)`` plus botocore's short back-off."""
+
+    connect_s: float
+    read_s: float
+    attempts: int
+
+
+def _env_number(name: str, default: float, integer: bool = False) -> float:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw, 10) if integer else float(raw)
+    except ValueError:
+        value = math.nan
+    top = 20 if integer else 3600.0  # beyond that a silent server is a hang again
+    if not (math.isfinite(value) and 0 < value <= top):
+        kind = "a whole number of attempts" if integer else "seconds"
+        raise UsageError(f"{name}={raw!r}: not {kind} > 0 and <= {top:g}")
+    return value
+
+
+def s3_limits() -> S3Limits:
+    """The limits of every S3 request, from the environment (module docstring); a bad value is
+    a UsageError naming the variable."""
+    return S3Limits(_env_number(CONNECT_TIMEOUT_ENV, DEFAULT_CONNECT_TIMEOUT_S),
+                    _env_number(READ_TIMEOUT_ENV, DEFAULT_READ_TIMEOUT_S),
+                    int(_env_number(MAX_ATTEMPTS_ENV, DEFAULT_MAX_ATTEMPTS, integer=True)))  # fmt: skip
 
 
 def is_remote(path: Any) -> bool:
@@ -42,6 +96,10 @@ def remote_paths(values: Iterable[Any]) -> list[str]:
 
 
 def _s3_options(options=None) -> dict[str, Any]:
+    """Beam's S3 options as a dict: from ``options`` (PipelineOptions or a dict of them), else
+    from the process's FileSystems options (``$LABSE_BEAM_OPTIONS``)."""
+    if isinstance(options, dict):
+        return options
     if options is None:
         from labse_common.filesystems import filesystems
 
@@ -51,6 +109,54 @@ def _s3_options(options=None) -> dict[str, Any]:
     from apache_beam.options.pipeline_options import S3Options
 
     return options.view_as(S3Options).get_all_options()
+
+
+def _verify(value: Any) -> bool | str | None:
+    """``--s3_verify`` as botocore takes it: a flag's "false" means False, a path a CA bundle."""
+    if value is None or isinstance(value, bool):
+        return value
+    text = str(value).strip()
+    if text.lower() in ("false", "0", "no"):
+        return False
+    if text.lower() in ("true", "1", "yes", ""):
+        return True
+    return text
+
+
+def _session(o: dict[str, Any]):
+    import boto3
+
+    return boto3.session.Session(
+        aws_access_key_id=o.get("s3_access_key_id"),
+        aws_secret_access_key=o.get("s3_secret_access_key"),
+        aws_session_token=o.get("s3_session_token"),
+        region_name=o.get("s3_region_name"),
+    )
+
+
+def s3_client(options: Any = None, *, preflight: bool = False, session: Any = None,
+              **config: Any):  # fmt: skip
+    """A boto3 S3 client for Beam's S3 ``options`` (PipelineOptions, a dict of them, or None:
+    ``$LABSE_BEAM_OPTIONS``, else boto3's environment) with the limits of :func:`s3_limits` and
+    the check that answers are S3's (:func:`labse_common.remote_errors.refuse_non_s3`).
+    ``preflight``: one attempt with short timeouts. ``config``: more botocore Config fields."""
+    from botocore.config import Config
+
+    from labse_common.remote_errors import refuse_non_s3
+
+    o = _s3_options(options)
+    lim = s3_limits()
+    cfg = Config(connect_timeout=lim.connect_s,
+                 read_timeout=min(lim.connect_s, lim.read_s) if preflight else lim.read_s,
+                 retries={"total_max_attempts": 1 if preflight else lim.attempts, "mode": "standard"},
+                 **config)  # fmt: skip
+    session = session if session is not None else _session(o)
+    client = session.client("s3", endpoint_url=o.get("s3_endpoint_url"), config=cfg,
+                            api_version=o.get("s3_api_version"),
+                            use_ssl=not o.get("s3_disable_ssl"),
+                            verify=_verify(o.get("s3_verify")))  # fmt: skip
+    client.meta.events.register("before-parse.s3", refuse_non_s3)
+    return client
 
 
 def _bucket(path: str) -> tuple[str, str]:
@@ -65,8 +171,7 @@ def check_s3(path: str, options=None, flag: str | None = None) -> None:
     """Credentials, endpoint and bucket of one ``s3://`` path; RemoteError naming what lacks."""
     where = f"{flag} {path}" if flag else path
     try:
-        import boto3
-        from botocore.config import Config
+        import boto3  # noqa: F401
         from botocore.exceptions import (
             BotoCoreError,
             ClientError,
@@ -79,28 +184,19 @@ def check_s3(path: str, options=None, flag: str | None = None) -> None:
         raise RemoteError(f"{where}: S3 needs boto3: pip install 'apache-beam[aws]'") from None
     o = _s3_options(options)
     _, bucket = _bucket(path)
-    session = boto3.session.Session(
-        aws_access_key_id=o.get("s3_access_key_id"),
-        aws_secret_access_key=o.get("s3_secret_access_key"),
-        aws_session_token=o.get("s3_session_token"),
-        region_name=o.get("s3_region_name"),
-    )
-    endpoint = o.get("s3_endpoint_url")
+    session = _session(o)
     if session.get_credentials() is None:
         raise RemoteError(
             f"{where}: no S3 credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or pass "
             "--s3_access_key_id/--s3_secret_access_key (Beam jobs) or LABSE_BEAM_OPTIONS")
-    cfg = Config(connect_timeout=CONNECT_TIMEOUT_S, read_timeout=CONNECT_TIMEOUT_S,
-                 retries={"max_attempts": 1, "mode": "standard"})  # fmt: skip
-    verify = o.get("s3_verify")
-    client = session.client("s3", endpoint_url=endpoint, config=cfg,
-                            verify=None if verify is None else verify not in (False, "false"))  # fmt: skip
+    client = s3_client(o, preflight=True, session=session)
+    # The endpoint the client really uses: the option, AWS_ENDPOINT_URL(_S3), or AWS's own.
+    shown = client.meta.endpoint_url
     try:
         client.head_bucket(Bucket=bucket)
     except NoCredentialsError:
         raise RemoteError(f"{where}: no S3 credentials") from None
     except (EndpointConnectionError, BotoConnectTimeout, ReadTimeoutError) as e:
-        shown = endpoint or "the default AWS endpoint"
         raise RemoteError(
             f"{where}: S3 endpoint {shown} does not answer ({type(e).__name__}); set "
             "--s3_endpoint_url / AWS_ENDPOINT_URL to a reachable server") from None
@@ -112,7 +208,25 @@ def check_s3(path: str, options=None, flag: str | None = None) -> None:
             raise RemoteError(f"{where}: access to bucket {bucket!r} denied ({code})") from None
         raise RemoteError(f"{where}: S3 refused the request ({code or e})") from None
     except BotoCoreError as e:
-        raise RemoteError(f"{where}: S3 is not usable ({e})") from None
+        from labse_common.remote_errors import describe
+
+        raise RemoteError(f"{where}: S3 endpoint {shown} {describe(e)}") from None
+
+
+def failure_in(e: BaseException | None, depth: int = 0) -> RemoteFailure | None:
+    """The RemoteFailure behind ``e``: ``e`` itself, one inside a Beam ``BeamIOError``'s
+    per-path details (Beam's filesystem wraps each path's error), or its explicit cause."""
+    if e is None or depth > 8:
+        return None
+    if isinstance(e, RemoteFailure):
+        return e
+    details = getattr(e, "exception_details", None)
+    if isinstance(details, dict):
+        for inner in details.values():
+            found = failure_in(inner if isinstance(inner, BaseException) else None, depth + 1)
+            if found is not None:
+                return found
+    return failure_in(e.__cause__, depth + 1)
 
 
 def check_gcs(path: str, flag: str | None = None) -> None:

@@ -15,8 +15,10 @@ on the loopback moto server they read large files at 0.55x of one stream, becaus
 the whole object for every request (a 1 KB range of a 64 MB object costs 35 ms, the whole object
 120 ms), so they were not kept; see bench/README.md "Object stores".
 
-Errors surface as Beam's: ``OSError(ENOENT)`` for a missing object when it is opened, and
-``messages.S3ClientError`` with the HTTP code otherwise. A failed read is retried once from the
+Errors surface as Beam's: ``OSError(ENOENT)`` for a missing object when it is opened,
+``messages.S3ClientError`` with 412 for a replaced one, and
+:class:`labse_common.remote_errors.S3Failure` (one line naming the object and the endpoint)
+when the server stalls, dies, refuses or does not answer as S3. A failed read is retried once from the
 same position, as Beam's stock reader does. Installed with
 :func:`labse_common.filesystems.install_s3_client_cache`, which every job calls.
 """
@@ -57,8 +59,8 @@ class S3NoHeadDownloader(Downloader):
             first = self._stream.read(min(FIRST_BYTES, size))
         except Exception as e:
             self._stream = None
-            err = as_beam_error(e)
-            if err.code == 404:
+            err = as_beam_error(e, "GetObject", self._path, self._s3.meta.endpoint_url)
+            if getattr(err, "code", None) == 404:
                 raise OSError(errno.ENOENT, f"Not found: {self._path}") from e
             raise err from e
         self._stream_pos = len(first)
@@ -87,8 +89,9 @@ class S3NoHeadDownloader(Downloader):
                 return data
             except Exception as e:
                 self._stream = None
-                err = as_beam_error(e)
-                if attempt or err.code == 412:  # a replaced file is not read again
+                err = as_beam_error(e, f"GetObject (from byte {start})", self._path,
+                                    self._s3.meta.endpoint_url)  # fmt: skip
+                if attempt or getattr(err, "code", None) == 412:  # a replaced file is not read again
                     raise err from e
         raise AssertionError("unreachable")
 

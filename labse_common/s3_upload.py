@@ -10,8 +10,10 @@ one after another, each waiting for the previous one's round trip. Here:
   keeps filling the next part while earlier ones travel. Memory per open file is at most
   ``MAX_IN_FLIGHT + 1`` parts.
 
-Errors surface as Beam's (``messages.S3ClientError`` with the HTTP code), at the latest when
-the file is closed; a failed multipart upload is aborted so no parts linger on the bucket.
+Errors surface at the latest when the file is closed, as
+:class:`labse_common.remote_errors.S3Failure` (one line naming the operation, the object and the
+endpoint; the call already made its bounded attempts, so Beam does not retry it); a failed
+multipart upload is aborted so no parts linger on the bucket.
 Installed with :func:`labse_common.filesystems.install_s3_client_cache`, which every job calls.
 """
 
@@ -31,13 +33,25 @@ PART_BYTES = 8 << 20
 MAX_IN_FLIGHT = 4
 
 
-def as_beam_error(e: Exception) -> Exception:
-    """A boto/connection error as Beam's ``S3ClientError`` with its HTTP code (what Beam's
-    callers test)."""
+def as_beam_error(e: Exception, operation: str = "S3 request", path: str = "",
+                  endpoint: str | None = None) -> Exception:  # fmt: skip
+    """A boto/connection error as Beam's callers need it: ``messages.S3ClientError`` with the
+    HTTP code for 404 (missing) and 412 (replaced while read), which Beam's code and
+    :mod:`labse_common.s3_download` test; anything else (the server stalled, died, refused or
+    answered HTML, after the client's bounded attempts) a
+    :class:`~labse_common.remote_errors.S3Failure` naming ``operation``, ``path`` and
+    ``endpoint``, which Beam does not retry again."""
     from apache_beam.io.aws.clients.s3 import messages
-    from apache_beam.io.aws.clients.s3.boto3_client import get_http_error_code
 
-    return messages.S3ClientError(str(e), get_http_error_code(e))
+    from labse_common.errors import RemoteFailure
+    from labse_common.remote_errors import http_status, s3_failure
+
+    if isinstance(e, messages.S3ClientError) and isinstance(e.__context__, Exception):
+        e = e.__context__  # Beam's wrapper around the botocore error: judge the original
+    status = http_status(e)
+    if status in (404, 412) and not isinstance(e, RemoteFailure):
+        return messages.S3ClientError(str(e), status)
+    return s3_failure(e, operation, path, endpoint)
 
 
 class S3ParallelUploader(Uploader):
@@ -78,7 +92,7 @@ class S3ParallelUploader(Uploader):
                 r = self._s3.create_multipart_upload(Bucket=self._bucket, Key=self._key,
                                                      ContentType=self._mime)  # fmt: skip
             except Exception as e:
-                raise as_beam_error(e) from e
+                raise self._error(e, "CreateMultipartUpload") from e
             self._upload_id = r["UploadId"]
             self._pool = ThreadPoolExecutor(MAX_IN_FLIGHT, thread_name_prefix="s3-upload")
         pending = [f for f in self._parts if not f.done()]
@@ -87,9 +101,15 @@ class S3ParallelUploader(Uploader):
         number = len(self._parts) + 1
         self._parts.append(self._pool.submit(self._upload_part, number, chunk))
 
+    def _error(self, e: Exception, operation: str) -> Exception:
+        return as_beam_error(e, operation, self._path, self._s3.meta.endpoint_url)
+
     def _upload_part(self, number: int, chunk: bytes) -> str:
-        r = self._s3.upload_part(Bucket=self._bucket, Key=self._key, UploadId=self._upload_id,
-                                 PartNumber=number, Body=chunk)  # fmt: skip
+        try:
+            r = self._s3.upload_part(Bucket=self._bucket, Key=self._key,
+                                     UploadId=self._upload_id, PartNumber=number, Body=chunk)  # fmt: skip
+        except Exception as e:
+            raise self._error(e, f"UploadPart {number} of") from e
         return r["ETag"]
 
     def finish(self) -> None:
@@ -98,6 +118,7 @@ class S3ParallelUploader(Uploader):
             if self._pool is not None:
                 self._pool.shutdown(wait=True)
             raise self._failed
+        operation = "PutObject"
         try:
             if self._upload_id is None:  # the whole file is smaller than a part
                 self._s3.put_object(Bucket=self._bucket, Key=self._key, Body=bytes(self._buf),
@@ -107,12 +128,13 @@ class S3ParallelUploader(Uploader):
                 self._send(bytes(self._buf))
             self._buf = bytearray()
             parts = [{"ETag": f.result(), "PartNumber": i + 1} for i, f in enumerate(self._parts)]
+            operation = "CompleteMultipartUpload"
             self._s3.complete_multipart_upload(Bucket=self._bucket, Key=self._key,
                                                UploadId=self._upload_id,
                                                MultipartUpload={"Parts": parts})  # fmt: skip
         except Exception as e:
             self._abort()
-            raise as_beam_error(e) from e
+            raise self._error(e, operation) from e
         finally:
             if self._pool is not None:
                 self._pool.shutdown(wait=True)

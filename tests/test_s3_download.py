@@ -112,9 +112,8 @@ def test_a_file_replaced_while_read_fails_instead_of_mixing_versions(s3):
     assert e.value.code == 412
 
 
-def test_a_failed_read_is_retried_once_then_raises_beams_error(s3, monkeypatch):
-    from apache_beam.io.aws.clients.s3.messages import S3ClientError
-
+def test_a_failed_read_is_retried_once_then_raises_one_line(s3, monkeypatch):
+    from labse_common.errors import RemoteFailure
     from labse_common.s3_download import FIRST_BYTES
 
     endpoint, _ = s3
@@ -137,9 +136,10 @@ def test_a_failed_read_is_retried_once_then_raises_beams_error(s3, monkeypatch):
     assert d.get_range(at, at + 10) == data[at : at + 10]
     assert failures == [f"bytes={at}-"]
     failures.clear()
-    budget = 10  # every try fails: Beam's error, not a short read
-    with pytest.raises(S3ClientError, match="reset"):
+    budget = 10  # every try fails: one line naming the object and the endpoint, not a short read
+    with pytest.raises(RemoteFailure, match="reset") as e:
         d2.get_range(at, at + 10)
+    assert path in str(e.value) and endpoint in str(e.value) and "GetObject" in str(e.value)
 
 
 def test_beams_filesystem_reads_through_it(s3):
