@@ -528,7 +528,8 @@ def upload_tree(local: str, remote: str, chunk: int = 8 << 20) -> int:
 
 @contextmanager
 def claimed_file(
-    path: str | os.PathLike, overwrite: bool = False, suffixes: tuple[str, ...] = ("",)
+    path: str | os.PathLike, overwrite: bool = False, suffixes: tuple[str, ...] = ("",),
+    shown: str | None = None,
 ) -> Iterator[str]:
     """One output file (or a family of files sharing a stem: ``suffixes``, e.g. a model and its
     report) written the way :class:`OutputDir` writes a folder: claimed by ``FILE._CLAIM.json``
@@ -539,19 +540,21 @@ def claimed_file(
     exception the temporary files are removed (a full disk or a file-size limit is one
     :class:`OutputError` naming the file). An existing file needs ``overwrite``. The folder
     around it is not claimed: other writers may fill the rest of it, but not while a job has
-    claimed a folder above it (:func:`refuse_claimed_parents`). Local only."""
+    claimed a folder above it (:func:`refuse_claimed_parents`). Local only. ``shown``: the
+    output as messages name it (default ``path``; e.g. ``X.npy`` for the stem ``X``)."""
     path = os.fspath(path)
+    shown = shown or path
     if any(os.path.isdir(path + s) for s in suffixes):
-        raise OutputError(f"--output {path} is a folder; give the file to write")
+        raise OutputError(f"--output {shown} is a folder; give the file to write")
     head, name = os.path.split(os.path.abspath(path))
-    refuse_claimed_parents(path)
+    refuse_claimed_parents(shown)
     os.makedirs(head, exist_ok=True)
     job = new_job_id()
     claim = f"{path}.{CLAIM}"
     try:
         fd = os.open(claim, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
     except FileExistsError:
-        raise OutputBusy(f"--output {path} is being written by another job ({claim} exists); "
+        raise OutputBusy(f"--output {shown} is being written by another job ({claim} exists); "
                          f"wait for it, or if no job is running delete {claim}") from None  # fmt: skip
     tmp = os.path.join(head, f"{TMP_PREFIX}{job}-{name}")
     try:
@@ -559,11 +562,11 @@ def claimed_file(
             json.dump({"job_id": job, "host": socket.gethostname(), "pid": os.getpid(),
                        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, f)  # fmt: skip
         if not overwrite and any(os.path.exists(path + s) for s in suffixes):
-            raise OutputNotEmpty(f"--output {path} exists; pass --overwrite to replace it")
+            raise OutputNotEmpty(f"--output {shown} exists; pass --overwrite to replace it")
         try:
             yield tmp
         except OSError as e:
-            full = full_error(path, e)
+            full = full_error(shown, e)
             if full is not None:
                 raise full from e
             raise

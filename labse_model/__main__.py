@@ -196,16 +196,17 @@ def _encode_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--batch-size", type=int, default=64,
                    help="sentences per forward pass (default: 64)")  # fmt: skip
     p.add_argument("--max-seq-length", type=int, default=128,
-                   help="tokens per sentence; longer ones are truncated and counted (default: 128)")  # fmt: skip
+                   help="tokens per sentence incl. [CLS] and [SEP] (at least 3); longer ones are "
+                   "truncated and counted (default: 128)")  # fmt: skip
     p.add_argument("--text-column", default="text",
                    help="Parquet column holding the sentences (default: text)")  # fmt: skip
     p.add_argument("--rows-per-shard", "--shard-size", dest="rows_per_shard", type=int,
                    default=None, help="rows per shard of the store (default 100000)")  # fmt: skip
     p.add_argument("--device", help="cpu, cuda, cuda:1 ... (default: cuda if available)")
-    add_overwrite_option(p, "store folder (old files are removed at the end)")
+    add_overwrite_option(p, "store folder or .npy (the old output is replaced at the end)")
     p.add_argument("--stats", metavar="FILE",
-                   help="where to write stats for a .npy output (default: stats.json next to "
-                   "it); a store keeps its stats.json inside")  # fmt: skip
+                   help="also write the stats here (a store keeps its stats.json inside, a "
+                   "X.npy its own X.stats.json beside it)")  # fmt: skip
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     add_log_level_option(p, subcommand=True)
 
@@ -431,7 +432,8 @@ def run_encode(args: argparse.Namespace) -> int:
             raise UsageError("--rows-per-shard writes an embedding store folder: give --output "
                              "DIR (not a .npy file)")  # fmt: skip
         report = embed_store.embed_to_npy(args.model, args.input, args.output,
-                                          stats_path=args.stats, **common)  # fmt: skip
+                                          stats_path=args.stats, overwrite=args.overwrite,
+                                          **common)  # fmt: skip
     else:
         report = embed_store.embed_to_store(
             args.model, args.input, args.output, overwrite=args.overwrite,

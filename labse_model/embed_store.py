@@ -25,8 +25,14 @@ The contract:
   ``text`` (null -> ""), then the metadata columns of :data:`META_COLUMNS` found in the inputs.
 * **Output**: a store (``labse_common.embedding_store``) written under the
   :class:`~labse_common.output_dir.OutputDir` claim (temporary folder, committed at the end), with
-  a balanced ``stats.json`` inside. An input without any row is an
+  a balanced ``stats.json`` inside; or one ``X.npy`` with its own ``X.stats.json``, claimed and
+  committed together by :func:`~labse_common.output_dir.claimed_file` (a second writer gets
+  exit 2; an existing file needs ``overwrite``). Both are written by the same loop
+  (:func:`_embedded_chunks`). An input without any row is an
   :class:`~labse_common.errors.InputError` (nothing is written).
+* **Options** are checked in one place (:func:`check_options`) by every entry point, the Beam
+  driver included: ``max_seq_length`` below :data:`MIN_SEQ_LENGTH` is one line, not a worker's
+  traceback.
 * **One encoder per process**: models load through :func:`labse_model.encode.cached_encoder`.
 
 torch is imported only when a model is loaded: the Beam driver imports this module without it.
@@ -49,7 +55,7 @@ import pyarrow as pa
 from labse_common import datafiles
 from labse_common import embedding_store as es
 from labse_common.errors import InputError, UsageError
-from labse_common.output_dir import OutputDir, is_remote, join
+from labse_common.output_dir import OutputDir, claimed_file, is_remote, join
 from labse_common.stats import StageCounter, check_balanced, to_report
 
 if TYPE_CHECKING:
@@ -60,6 +66,10 @@ log = logging.getLogger(__name__)
 STAGE = "embed"
 UNIT = "sentences"
 CHUNK_ROWS = 8192  # rows embedded together: enough for length-sorted batches to pad little
+#: The shortest ``max_seq_length``: a sentence needs [CLS] and [SEP] plus at least one token.
+MIN_SEQ_LENGTH = 3
+#: A ``.npy`` output's own stats file: ``X.npy`` -> ``X.stats.json`` (two in a folder never share).
+NPY_STATS = ".stats.json"
 ROWS_PER_SHARD = 100_000
 DTYPES = es.DTYPES
 #: Parquet columns carried into the store's row table (``id`` as text), when an input has them.
@@ -273,6 +283,7 @@ def load_model(model: str, device: str | None = None, max_seq_length: int = 128,
     from labse_model.encode import cached_encoder
     from labse_model.model import CheckpointError
 
+    check_max_seq_length(max_seq_length)
     if not os.path.isdir(model):
         raise InputError(model, "model directory not found", flag)
     try:
@@ -399,19 +410,68 @@ def write_json(path: str, doc: dict) -> None:
     es.write_bytes(path, (json.dumps(doc, indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
 
 
-def _check_options(dtype: str, batch_size: int, rows_per_shard: int, chunk_rows: int) -> None:
+def check_max_seq_length(max_seq_length: int, flag: str = "--max-seq-length") -> None:
+    """UsageError unless a sentence fits: [CLS], [SEP] and at least one token."""
+    if max_seq_length < MIN_SEQ_LENGTH:
+        raise UsageError(f"{flag} {max_seq_length}: must be >= {MIN_SEQ_LENGTH} (a sentence "
+                         "needs [CLS] and [SEP] plus at least one token)")  # fmt: skip
+
+
+def check_options(dtype: str, batch_size: int, rows_per_shard: int, chunk_rows: int,
+                  max_seq_length: int = 128) -> None:  # fmt: skip
+    """The embedding options every entry point takes, checked once here (UsageError)."""
     if dtype not in DTYPES:
         raise UsageError(f"--dtype {dtype}: must be one of {', '.join(DTYPES)}")
     for flag, v in (("--batch-size", batch_size), ("--rows-per-shard", rows_per_shard),
                     ("chunk_rows", chunk_rows)):  # fmt: skip
         if v < 1:
             raise UsageError(f"{flag} {v}: must be >= 1")
+    check_max_seq_length(max_seq_length)
+
+
+
+def npy_stats_path(output: str) -> str:
+    """The stats file of a ``.npy`` output: ``X.npy`` -> ``X.stats.json``."""
+    return (output[: -len(".npy")] if output.endswith(".npy") else output) + NPY_STATS
 
 
 def _progress(show: bool):
     from tqdm import tqdm
 
     return tqdm(desc="embed", unit="sent", disable=not show)
+
+
+def _prepare(model: str | Encoder, inputs: str | Sequence[str], options: tuple, text_column: str,
+             device: str | None, max_seq_length: int, flag: str | None,
+             ) -> tuple[list[str], list[str], Encoder]:  # fmt: skip
+    """What every writer does first: the options, the inputs and their columns, the model."""
+    check_options(*options, max_seq_length)
+    files = expand_inputs(inputs, flag)
+    columns = check_inputs(files, text_column, flag)
+    encoder = (load_model(model, device, max_seq_length)
+               if isinstance(model, (str, os.PathLike)) else model)  # fmt: skip
+    return files, columns, encoder
+
+
+def _embedded_chunks(encoder: Encoder, files: Sequence[str], columns: Sequence[str],
+                     text_column: str, chunk_rows: int, batch_size: int, dtype: str,
+                     counter: StageCounter, show_progress: bool, flag: str | None,
+                     ) -> Iterator[tuple[str, int, np.ndarray, list[str], dict[str, list]]]:  # fmt: skip
+    """THE loop of the local writers: ``(file, first global row, vectors, texts, metadata)`` of
+    every chunk of every input, in row order; the chunks' counts go into ``counter``."""
+    bar = _progress(show_progress)
+    try:
+        row = 0
+        for path in files:
+            for _, texts, meta in read_chunks(path, columns, text_column, chunk_rows, flag):
+                vecs, clean, counts = embed_chunk(encoder, texts, batch_size, dtype,
+                                                  meta.get(DAMAGED))  # fmt: skip
+                counter.merge(counts)
+                yield path, row, vecs, clean, meta
+                row += len(clean)
+                bar.update(len(clean))
+    finally:
+        bar.close()
 
 
 def embed_to_store(
@@ -435,34 +495,26 @@ def embed_to_store(
 
     ``model``: a checkpoint folder (loaded once per process) or a loaded Encoder."""
     chunk_rows = chunk_rows or CHUNK_ROWS
-    _check_options(dtype, batch_size, rows_per_shard, chunk_rows)
-    files = expand_inputs(inputs, flag)
-    columns = check_inputs(files, text_column, flag)
-    encoder = (load_model(model, device, max_seq_length)
-               if isinstance(model, (str, os.PathLike)) else model)  # fmt: skip
+    files, columns, encoder = _prepare(model, inputs, (dtype, batch_size, rows_per_shard,
+                                       chunk_rows), text_column, device, max_seq_length, flag)  # fmt: skip
     counter = StageCounter()
-    bar = _progress(show_progress)
+    rows = 0
     with OutputDir(output, overwrite).open() as out:  # claim; written in out.tmp; commit
         w = es.StoreWriter(out.tmp, dim=encoder.dim, dtype=dtype, rows_per_shard=rows_per_shard)
-        row = 0
-        for path in files:
-            for _, texts, meta in read_chunks(path, columns, text_column, chunk_rows, flag):
-                vecs, clean, counts = embed_chunk(encoder, texts, batch_size, dtype,
-                                                  meta.get(DAMAGED))  # fmt: skip
-                counter.merge(counts)
-                cols = row_columns(row, clean, meta, columns)
-                del cols["row"]  # StoreWriter numbers the rows itself (the same numbers)
-                ids = cols.pop("id")
-                w.add(vecs, ids, **cols)
-                row += len(clean)
-                bar.update(len(clean))
+        for _, row, vecs, clean, meta in _embedded_chunks(
+                encoder, files, columns, text_column, chunk_rows, batch_size, dtype, counter,
+                show_progress, flag):  # fmt: skip
+            cols = row_columns(row, clean, meta, columns)
+            del cols["row"]  # StoreWriter numbers the rows itself (the same numbers)
+            ids = cols.pop("id")
+            w.add(vecs, ids, **cols)
+            rows = row + len(clean)
         require_readable(counter, files, flag)
         store = w.close()
         report = stats_report(counter.counts, dim=encoder.dim, dtype=dtype,
                               shards=len(store.shards), inputs=files, output=str(output))  # fmt: skip
         write_json(join(out.tmp, "stats.json"), report)
-    bar.close()
-    log.info("embedded %d rows from %d file(s) into %s", row, len(files), output)
+    log.info("embedded %d rows from %d file(s) into %s", rows, len(files), output)
     return report
 
 
@@ -476,56 +528,49 @@ def embed_to_npy(
     chunk_rows: int | None = None,
     text_column: str = "text",
     stats_path: str | None = None,
+    overwrite: bool = False,
     device: str | None = None,
     max_seq_length: int = 128,
     show_progress: bool = False,
     flag: str | None = "--input",
 ) -> dict:
-    """The same rows as :func:`embed_to_store`, as one local ``.npy`` (row i = line i; memory-
-    mapped, so outputs larger than RAM work); stats.json beside it or at ``stats_path``. The
-    file is written under a temporary name and renamed when complete."""
+    """The same rows as :func:`embed_to_store`, by the same loop, as one local ``.npy`` (row i
+    = line i; memory-mapped, so outputs larger than RAM work) with its own ``X.stats.json``
+    (:func:`npy_stats_path`; also copied to ``stats_path`` when given). Both are claimed
+    (``X._CLAIM.json``: a second writer gets exit 2), written under temporary names and swapped
+    in together when complete; an existing ``.npy`` needs ``overwrite``."""
     from labse_common.remote import require_local
 
     require_local(output, "--output")
+    output = os.fspath(output)
     chunk_rows = chunk_rows or CHUNK_ROWS
-    _check_options(dtype, batch_size, 1, chunk_rows)
-    files = expand_inputs(inputs, flag)
-    columns = check_inputs(files, text_column, flag)
-    encoder = (load_model(model, device, max_seq_length)
-               if isinstance(model, (str, os.PathLike)) else model)  # fmt: skip
+    files, columns, encoder = _prepare(model, inputs, (dtype, batch_size, 1, chunk_rows),
+                                       text_column, device, max_seq_length, flag)  # fmt: skip
     n = sum(count_rows(p, flag) for p in files)
-    os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
-    tmp = f"{output}.tmp-{os.getpid()}"
+    npy = ".npy" if output.endswith(".npy") else ""
     counter = StageCounter()
-    bar = _progress(show_progress)
-    try:
-        arr = np.lib.format.open_memmap(tmp, mode="w+", dtype=dtype, shape=(n, encoder.dim))
-        row = 0
-        for path in files:
-            for _, texts, meta in read_chunks(path, columns, text_column, chunk_rows, flag):
-                vecs, clean, counts = embed_chunk(encoder, texts, batch_size, dtype,
-                                                  meta.get(DAMAGED))  # fmt: skip
-                counter.merge(counts)
-                if row + len(clean) > n:
-                    raise InputError(path, f"changed while it was read ({n} rows counted)", flag)
-                arr[row : row + len(clean)] = vecs
-                row += len(clean)
-                bar.update(len(clean))
-        if row != n:
-            raise InputError(files[-1], f"changed while it was read ({n} rows counted, {row} "
+    stem = output[: len(output) - len(npy)]
+    with claimed_file(stem, overwrite, (npy, NPY_STATS), shown=output) as tmp:
+        arr = np.lib.format.open_memmap(tmp + npy, mode="w+", dtype=dtype, shape=(n, encoder.dim))
+        end = 0
+        for path, row, vecs, _, _ in _embedded_chunks(
+                encoder, files, columns, text_column, chunk_rows, batch_size, dtype, counter,
+                show_progress, flag):  # fmt: skip
+            end = row + len(vecs)
+            if end > n:
+                raise InputError(path, f"changed while it was read ({n} rows counted)", flag)
+            arr[row:end] = vecs
+        if end != n:
+            raise InputError(files[-1], f"changed while it was read ({n} rows counted, {end} "
                              "read)", flag)  # fmt: skip
         require_readable(counter, files, flag)
         arr.flush()
         del arr
-        os.replace(tmp, output)
-    finally:
-        bar.close()
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    report = stats_report(counter.counts, dim=encoder.dim, dtype=dtype, shards=0, inputs=files,
-                          output=str(output))  # fmt: skip
-    write_json(stats_path or os.path.join(os.path.dirname(os.path.abspath(output)), "stats.json"),
-               report)  # fmt: skip
+        report = stats_report(counter.counts, dim=encoder.dim, dtype=dtype, shards=0,
+                              inputs=files, output=output)  # fmt: skip
+        write_json(tmp + NPY_STATS, report)
+    if stats_path:
+        write_json(stats_path, report)
     return report
 
 

@@ -265,7 +265,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--device", default=None, help="torch device on workers (default: cuda if present)"
     )
     ap.add_argument("--max-seq-length", type=int, default=128,
-                    help="tokens per sentence; longer ones are truncated and counted (128)")  # fmt: skip
+                    help="tokens per sentence incl. [CLS] and [SEP] (at least 3); longer ones are "
+                    "truncated and counted (128)")  # fmt: skip
     add_overwrite_option(ap, "--output folder (old files are removed at the end)")
     add_log_level_option(ap)
     return ap
@@ -276,7 +277,9 @@ def _run(args: argparse.Namespace, beam_args: list[str]) -> int:
         raise UsageError(f"--num-shards {args.num_shards}: must be >= 1")
     rows_per_shard = args.rows_per_shard if args.rows_per_shard is not None else (
         None if args.num_shards else lib.ROWS_PER_SHARD)  # fmt: skip
-    lib._check_options(args.dtype, args.batch_size, rows_per_shard or 1, lib.CHUNK_ROWS)
+    # The driver checks what the workers would trip on (a short --max-seq-length included).
+    lib.check_options(args.dtype, args.batch_size, rows_per_shard or 1, lib.CHUNK_ROWS,
+                      args.max_seq_length)
     if not os.path.isdir(args.model):
         raise UsageError(f"--model {args.model}: model directory not found")
     options = pipeline_options(beam_args)  # first: it gives FileSystems the S3/GCS options

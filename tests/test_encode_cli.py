@@ -60,7 +60,9 @@ def test_encode_text_file(tiny, tmp_path):
     assert emb.shape == (len(LINES), 32) and emb.dtype == np.float32
     np.testing.assert_allclose(emb, _reference(tiny, LINES), atol=1e-6)
     assert not emb[1].any() and emb[0].any()  # the blank line: its row, a zero vector
-    report = read_report(str(tmp_path / "emb" / "stats.json"))
+    # Its own stats beside it (X.npy -> X.stats.json): other .npy files in the folder have theirs.
+    assert sorted(os.listdir(tmp_path / "emb")) == ["x.npy", "x.stats.json"]
+    report = read_report(str(tmp_path / "emb" / "x.stats.json"))
     assert check_balanced(report) == []
     c = report["counts"]["sentences"]
     assert c["in"] == c["out"] == len(LINES)
