@@ -262,16 +262,6 @@ class OutputDir:
                 "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                 "kind": self.kind}  # fmt: skip
 
-    def final_path(self, path: str) -> str:
-        """Where a path under this job's temporary folder will be once committed (what a
-        message should name: the temporary one is gone after the commit)."""
-        tmp = self.tmp.rstrip("/")
-        if path == tmp:
-            return self.output
-        if path.startswith(tmp + "/") or path.startswith(tmp + os.sep):
-            return join(self.output, path[len(tmp) + 1 :])
-        return path
-
     def _refuse_claims_below(self) -> None:
         found = _live_claim_below(self.output, {TMP_PREFIX + self.job_id})
         if found:

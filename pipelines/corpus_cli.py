@@ -179,7 +179,7 @@ def _run(build, args, beam_args, stage: str, extra_flags, check) -> int:
             build(p, inputs, argparse.Namespace(**{**vars(args), "output": out.tmp}), cfg)
             run_pipeline(p)
         remove_spill(out.tmp)
-        code = report_and_exit(out.tmp, stage)
+        code = report_and_exit(out.tmp, stage, shown_as=out.output)  # named where it will be
         _require_some_input(out.tmp, inputs)
     return code
 

@@ -53,9 +53,13 @@ def write_stats(stats_pcolls: list, output: str, stage: str, extra: dict):
     )
 
 
-def report_and_exit(output: str, stage: str) -> int:
-    """Read the job's stats.json back, check the balance, warn about bad input; exit code."""
+def report_and_exit(output: str, stage: str, shown_as: str | None = None) -> int:
+    """Read the job's stats.json back, check the balance, warn about bad input; exit code.
+
+    ``shown_as``: the folder messages name (the committed output, when ``output`` is the job's
+    temporary folder, which the commit removes)."""
     path = FileSystems.join(output, "stats.json")
+    shown = FileSystems.join(shown_as, "stats.json") if shown_as else path
     with FileSystems.open(path) as f:
         report = json.loads(f.read().decode("utf-8"))
     problems = check_balanced(report)
@@ -67,7 +71,7 @@ def report_and_exit(output: str, stage: str) -> int:
            report["counts"].get(u, {}).get("dropped", {}).items()
            if r in BAD_INPUT_REASONS}  # fmt: skip
     if bad:
-        log.warning("bad input was skipped (see %s): %s", path, bad)
+        log.warning("bad input was skipped (see %s): %s", shown, bad)
     return 1 if problems else 0
 
 
