@@ -238,6 +238,11 @@ class Objective(Protocol):
 
     def lr_scale(self, state: TrainState) -> float: ...
 
+    # Optional: ``forward_backward(model, batch, loss_scale, autocast, sync) -> (loss, parts)``
+    # computes the step AND backpropagates ``loss * loss_scale`` itself (gradient caching runs
+    # several backward passes per micro-batch); ``sync`` is False on a micro-batch that must not
+    # all-reduce yet. Without it the loop calls ``train_step`` and ``backward`` once.
+
 
 # --- metrics -----------------------------------------------------------------------------------
 
@@ -432,9 +437,15 @@ def run(
                 last_micro = micro == section.grad_accum - 1
                 sync = model.no_sync() if (info.enabled and not last_micro) else nullcontext()
                 with sync:
-                    with autocast():
-                        loss, parts = objective.train_step(model, batch)
-                    (loss / section.grad_accum).backward()
+                    own_backward = getattr(objective, "forward_backward", None)
+                    if own_backward is not None:
+                        # The objective runs its own backward passes (gradient caching).
+                        loss, parts = own_backward(model, batch, 1.0 / section.grad_accum,
+                                                   autocast, last_micro)  # fmt: skip
+                    else:
+                        with autocast():
+                            loss, parts = objective.train_step(model, batch)
+                        (loss / section.grad_accum).backward()
                 for k, v in parts.items():
                     sums[k] = sums.get(k, 0) + v.detach().float() / section.grad_accum
                 cursors = batch.cursors

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from typing import Any
 
 import torch
@@ -25,6 +26,7 @@ from labse_common.sections.train import TrainConfig
 from labse_model import stream
 from labse_model.batching import SentenceTokenizer, pad_batch
 from labse_model.distributed import DistInfo, barrier, init_from_env
+from labse_model.grad_cache import cached_forward_backward
 from labse_model.loop import (
     Batch,
     LoopConfig,
@@ -140,13 +142,30 @@ class DualEncoderObjective:
             yield Batch({"input_ids": input_ids, "attention_mask": mask}, {PAIR_UNIT: dict(pos)},
                         events, samples=len(ids), tokens=int(mask.sum()))  # fmt: skip
 
+    def _loss(self, emb: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        local_b = emb.shape[0] // 2
+        out = self.loss_fn(emb[:local_b], emb[local_b:])
+        return out.loss, {"loss": out.loss.detach(), "accuracy": out.accuracy}
+
     def train_step(self, model: torch.nn.Module, batch: Batch):
         ids = batch.tensors["input_ids"].to(self.device, non_blocking=True)
         mask = batch.tensors["attention_mask"].to(self.device, non_blocking=True)
-        local_b = ids.shape[0] // 2
-        emb = model(ids, mask)  # source and target in one call
-        out = self.loss_fn(emb[:local_b], emb[local_b:])
-        return out.loss, {"loss": out.loss.detach(), "accuracy": out.accuracy}
+        return self._loss(model(ids, mask))  # source and target in one call
+
+    def forward_backward(self, model: torch.nn.Module, batch: Batch, loss_scale: float,
+                         autocast: Callable[[], AbstractContextManager], sync: bool):  # fmt: skip
+        """One micro-batch with its backward; gradient caching when ``chunk_size`` is smaller
+        than this rank's sentences (source and target rows)."""
+        chunk = self.cfg.chunk_size
+        ids = batch.tensors["input_ids"]
+        if chunk is None or chunk >= ids.shape[0]:
+            with autocast():
+                loss, parts = self.train_step(model, batch)
+            (loss * loss_scale).backward()
+            return loss, parts
+        ids = ids.to(self.device, non_blocking=True)
+        mask = batch.tensors["attention_mask"].to(self.device, non_blocking=True)
+        return cached_forward_backward(model, ids, mask, self._loss, chunk, loss_scale, autocast, sync)
 
     def save_model(self, state: TrainState, directory: str) -> None:
         save_encoder(state.model, self.tokenizer, directory, max_seq_length=self.stok.max_seq_length)

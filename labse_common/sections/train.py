@@ -12,6 +12,12 @@ from labse_common.config import option
 class TrainConfig:
     batch_size: int = option(64, min=1, help="GLOBAL micro-batch = the in-batch negatives, split over all ranks")
     grad_accum: int = option(1, min=1, help="micro-batches per optimizer step")
+    chunk_size: int | None = option(
+        None, min=1, help="gradient caching: sentences (source and target rows) per forward chunk "
+        "on each rank; the whole batch is embedded without gradients, the loss's gradients are "
+        "cached and each chunk re-run with gradients, so batch_size costs the memory of one chunk "
+        "and gives the plain batch's gradients; null = off (one forward of the whole batch)"
+    )
     max_seq_length: int = option(64, min=2, help="tokens incl. [CLS]/[SEP]; longer sentences truncated and counted")
     steps: int = option(
         300, min=0, help="optimizer steps = length of the linear schedule; 0 = no training (the "
