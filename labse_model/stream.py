@@ -41,6 +41,7 @@ from labse_common.datafiles import STREAM_BUFFER, LostRows, count_lost, read_row
 from labse_common.errors import InputError
 from labse_common.stats import StageCounter
 from labse_model.stream_blocks import Block, BlockList
+from labse_model.vocab.pretokenize import has_words
 
 log = logging.getLogger(__name__)
 
@@ -308,6 +309,10 @@ class _HeldOut:
     record: object
 
 
+#: The drop reason of a record (or one side of a pair) that the tokenizer would clean to nothing.
+EMPTY_AFTER_NORMALISATION = "empty_after_normalisation"
+
+
 class _Validator:
     """Applies the per-record rules of a kind, counting drops; used by the scan and readers."""
 
@@ -351,6 +356,11 @@ class _Validator:
         return self._final(rec)
 
     def _final(self, rec):
+        # strip() keeps U+200B and friends: a side of only those tokenizes to nothing, so it is
+        # dropped here (counted), and all-such input ends in "no usable pairs", not exit 0.
+        if not all(map(has_words, rec if isinstance(rec, tuple) else (rec,))):
+            self._drop(EMPTY_AFTER_NORMALISATION)
+            return None
         if is_heldout(rec, self.heldout):
             self._drop("heldout_for_eval")
             return _HeldOut(rec)

@@ -103,7 +103,8 @@ def _run(args: argparse.Namespace) -> int:
         else None  # fmt: skip
     try:  # the learner checks the table's alphabet against the size before any learning
         with OutputDir(args.output, args.overwrite).open() as out:
-            tmp = finish_vocab(words, counts, params, out.tmp, StageCounter(), heldout, summary)
+            tmp = finish_vocab(words, counts, params, out.tmp, StageCounter(), heldout, summary,
+                               source=args.counts, flag="--counts")
             stats = read_json(tmp / "vocab_stats.json")
     except VocabTooSmall as e:  # the table's alphabet does not fit in --vocab-size
         raise UsageError(f"--vocab-size: {e}") from None

@@ -19,6 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from labse_common.errors import InputError
 from labse_common.stats import StageCounter, check_balanced, write_report
 from labse_model.vocab.counting import WORDS, sentence_words
 from labse_model.vocab.evaluate import coverage_by_lang
@@ -162,12 +163,22 @@ def finish_vocab(
     heldout_by_lang: Mapping[str, Sequence[str]] | None = None,
     summary: Mapping[str, dict] | None = None,
     extra: Mapping[str, Any] | None = None,
+    source: str | None = None,
+    flag: str | None = None,
 ) -> Path:
-    """Learn, export and evaluate; write vocab_stats.json and a balanced stats.json."""
+    """Learn, export and evaluate; write vocab_stats.json and a balanced stats.json. Nothing
+    learned beyond the special tokens is an InputError naming ``source`` (``flag``)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     result = learn_vocab(list(words), counts, params)
     counter.merge(result.counts)
+    if len(result.vocab) <= len(params.reserved_tokens):
+        # A vocabulary of only [PAD], [UNK], ... tokenizes every sentence to [UNK]: text that is
+        # only zero-width or control characters normalises to nothing, and that is the input's
+        # fault, not a result (every command would otherwise go on with exit 0).
+        raise InputError(source, "no usable word after normalisation (every sentence is empty "
+                         "or only zero-width/control characters): the vocabulary would hold only "
+                         f"the {len(params.reserved_tokens)} special tokens", flag)  # fmt: skip
     tok = save_tokenizer(result.vocab, out)
     cov = coverage_by_lang(tok, heldout_by_lang or {})
     langs: dict[str, dict] = {}
@@ -206,6 +217,7 @@ def build_vocab(
     heldout_by_lang: Mapping[str, Sequence[str]] | None = None,
     heldout_fraction: float = 0.0,
     learner: Mapping[str, Any] | None = None,
+    source: str | None = None,
 ) -> Path:
     """Build a vocabulary in-process (no Beam): count, smooth, learn, export, evaluate.
 
@@ -263,4 +275,5 @@ def build_vocab(
     )
     (out / SUMMARY_FILE).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     extra = {"smoothing": smoothing, "min_count": min_count, "max_word_length": max_word_length}
-    return finish_vocab(words, counts, params, out, counter, heldout, summary, extra)
+    return finish_vocab(words, counts, params, out, counter, heldout, summary, extra,
+                        source=source or f"the sentences of {', '.join(sorted(sentences_by_lang)) or 'no language'}")

@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from labse_model.vocab.pretokenize import is_bert_punctuation, is_cjk
+from labse_model.vocab.pretokenize import has_words, is_bert_punctuation, is_cjk
 
 log = logging.getLogger(__name__)
 
@@ -256,6 +256,13 @@ def _prepare_input(
     stats["word_types/dropped/reserved"] = len(keep_idx) - len(good)
     words = [words[i] for i in good]
     counts = np.asarray(counts, dtype=np.float64)[good]
+    # A word the tokenizer cleans to nothing (only zero-width/control characters, from a
+    # counts table not made by our counting) would give tokens no text can ever produce.
+    empty = np.fromiter((not has_words(w) for w in words), dtype=bool, count=len(words))
+    if empty.any():
+        stats["word_types/dropped/empty_after_normalisation"] = int(empty.sum())
+        words = [w for w, bad in zip(words, empty) if not bad]
+        counts = counts[~empty]
     nonpos = ~(counts > 0)  # also catches NaN
     if nonpos.any():
         stats["word_types/dropped/non_positive_count"] = int(nonpos.sum())

@@ -103,6 +103,21 @@ def pretokenize(text: str) -> CleanResult:
     return CleanResult(word_re.findall(text), n_ctl, n_sur)
 
 
+def has_words(text: str) -> bool:
+    """Whether anything of ``text`` is left once the tokenizer cleans it (:func:`pretokenize`
+    removes U+FFFD, surrogates and category C*: control, format such as U+200B/U+FEFF, unassigned;
+    what is left and not whitespace is a word). Per character, stopping at the first letter or
+    digit: this runs on every training record, and nearly all begin with one."""
+    for ch in text:
+        if ch.isalnum():
+            return True
+        if ch.isspace() or ch == "\ufffd":
+            continue
+        if not unicodedata.category(ch).startswith("C"):
+            return True
+    return False
+
+
 def split_words(text: str) -> list[str]:
     """The words of one sentence (cleaning silently); the tokenizer's view of the text."""
     return pretokenize(text).words
