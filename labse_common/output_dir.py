@@ -62,8 +62,6 @@ TMP_PREFIX = "_tmp-"
 OLD_PREFIX = "_old-"
 #: ``kind`` of a claim that deletes nothing (the stage runner's): writers may work inside it.
 RESUMABLE = "resumable"
-#: Write errors that are the machine's limits, not a bug: reported in one line naming the output.
-FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EFBIG, errno.EDQUOT})
 
 
 class OutputError(UsageError, ValueError):
@@ -105,15 +103,24 @@ def _top_entry(output: str, path: str) -> str:
     return rel.split("/", 1)[0]
 
 
-def full_error(output: str, exc: OSError) -> OutputError | None:
+_FULL_WHY = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "disk quota exceeded",
+             errno.EFBIG: "file too large (the file-size limit, ulimit -f)"}  # fmt: skip
+
+
+def full_error(output: str, exc: BaseException) -> OutputError | None:
     """The one-line error of a write that hit the machine's limits (a full disk, a quota, the
-    file-size limit), naming the output; None for any other OSError (those stay what they are)."""
-    why = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "disk quota exceeded",
-           errno.EFBIG: "file too large (the file-size limit, ulimit -f)"}.get(exc.errno)  # fmt: skip
-    if why is None:
-        return None
-    return OutputError(f"output {output!r}: {why} while writing it; nothing was committed and the "
-                       "previous output is unchanged")  # fmt: skip
+    file-size limit), naming the output; None for any other error (it stays what it is). The
+    causes are searched too: a Beam runner re-raises a worker's OSError inside a RuntimeError."""
+    seen: set[int] = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        why = _FULL_WHY.get(e.errno) if isinstance(e, OSError) else None
+        if why:
+            return OutputError(f"output {output!r}: {why} while writing it; nothing was "
+                               "committed and the previous output is unchanged")  # fmt: skip
+        e = e.__cause__ or e.__context__
+    return None
 
 
 def _rename_all(moves: list[tuple[str, str]]) -> None:
@@ -467,7 +474,7 @@ class OutputDir:
             self.commit()
         except BaseException as e:
             self.abort()
-            full = full_error(self.output, e) if isinstance(e, OSError) else None
+            full = full_error(self.output, e)
             if full is not None:
                 raise full from e
             raise
@@ -555,7 +562,7 @@ def claimed_file(
             raise OutputNotEmpty(f"--output {shown} exists; pass --overwrite to replace it")
         try:
             yield tmp
-        except OSError as e:
+        except Exception as e:  # noqa: BLE001 - re-raised as it is unless the disk is full
             full = full_error(shown, e)
             if full is not None:
                 raise full from e

@@ -47,6 +47,7 @@ from labse_common.cli import (
     run_main,
 )
 from labse_common.logs import setup_logging
+from labse_common.output_dir import full_error
 from labse_common.remote import check_paths, remote_paths
 from labse_common.stats import merge_counts
 from labse_model import embed_store as lib
@@ -299,8 +300,11 @@ def _run(args: argparse.Namespace, beam_args: list[str]) -> int:
                            rows_per_shard=rows_per_shard, num_shards=args.num_shards,
                            max_seq_length=args.max_seq_length, name=args.output)  # fmt: skip
             run_pipeline(p)
-    except BaseException:
+    except BaseException as e:
         out.abort()
+        full = full_error(args.output, e)  # a full disk on a worker: one line, exit 2
+        if full is not None:
+            raise full from e
         raise
     out.commit()
     log.info("embedding store written to %s", args.output)

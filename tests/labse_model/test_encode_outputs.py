@@ -4,11 +4,13 @@
 * two writers to one ``.npy``: exactly one wins, the other exits 2; an existing one needs
   ``--overwrite``;
 * ``--max-seq-length`` below 3 is one line and exit 2 (encode and the Beam job's driver);
-* a file-size limit while writing is one line naming the output, exit 2, the old file intact.
+* a file-size limit while writing, or a full disk on a Beam worker, is one line naming the
+  output, exit 2, the old output intact.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import resource
 import signal
@@ -135,3 +137,25 @@ def test_a_file_size_limit_is_one_line_and_the_old_output_stays(tiny, tmp_path):
     assert len(line) == 1 and repr(str(out)) in line[0]
     after = {p: p.read_bytes() for p in sorted(tmp_path.rglob("*")) if p.is_file()}
     assert after == before
+
+
+def test_a_full_disk_on_a_beam_worker_is_one_line(tiny, text, tmp_path, caplog, monkeypatch):
+    from labse_common import embedding_store
+    from labse_model.embed_store import embed_to_store
+    from pipelines.embed import run
+
+    out = tmp_path / "s"
+    embed_to_store(tiny, text, str(out))
+    before = {p: p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    # The in-memory runner runs the workers in this process: their shard writer fails.
+    monkeypatch.setattr(embedding_store, "write_pieces", full)
+    assert run(["--input", text, "--model", tiny, "--output", str(out), "--overwrite",
+                "--direct_running_mode", "in_memory", "--direct_num_workers", "1"]) == 2  # fmt: skip
+    errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert errors[-1] == (f"output {str(out)!r}: no space left on the device while writing it; "
+                          "nothing was committed and the previous output is unchanged")  # fmt: skip
+    assert {p: p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()} == before
