@@ -81,14 +81,69 @@ def option(
     return dataclasses.field(default=default, metadata=meta)
 
 
+#: The most characters of a value an error message echoes: a value pasted by mistake (a whole
+#: file, an alias-expanded YAML structure) must not make the one error line a megabyte.
+SHOWN_CHARS = 200
+
+
+def shown(value: Any, limit: int = SHOWN_CHARS) -> str:
+    """``repr(value)`` for an error message, at most ``limit`` characters (an ellipsis marks the
+    cut). Bounded in time too: nested and long containers are abbreviated before being joined."""
+    import reprlib
+
+    r = reprlib.Repr()
+    r.maxlevel, r.maxlist, r.maxtuple, r.maxdict, r.maxset = 4, 12, 12, 12, 12
+    r.maxstring = r.maxother = r.maxlong = limit
+    text = r.repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _clip(text: str, limit: int = 4 * SHOWN_CHARS) -> str:
+    """A library's message (YAML's, with its excerpt of the file) cut to ``limit`` characters."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 # --- presets and overrides -------------------------------------------------------------------
+
+
+#: More values than this once YAML's aliases are expanded is refused: a config holds hundreds,
+#: and a few lines of nested aliases (the "billion laughs") would otherwise expand to millions.
+MAX_EXPANDED_VALUES = 100_000
 
 
 class ConfigLoader(yaml.SafeLoader):
     """YAML as a config means it, the same in a file and in ``--set``: integers in base 10
     (``010`` is 10, not YAML 1.1's octal 8), no base-60 numbers (``1:30`` stays text, so a
-    number key refuses it), booleans only true/false (``no`` stays the language code), and a
-    key given twice in one mapping refused instead of the last one silently winning."""
+    number key refuses it), booleans only true/false (``no`` stays the language code), a
+    key given twice in one mapping refused instead of the last one silently winning, and a
+    document whose aliases expand to more than :data:`MAX_EXPANDED_VALUES` values refused."""
+
+    def get_single_node(self) -> yaml.Node | None:
+        node = super().get_single_node()
+        if node is not None:
+            n = _expanded_size(node, {})
+            if n > MAX_EXPANDED_VALUES:
+                raise yaml.composer.ComposerError(
+                    None, None, f"its aliases expand to {n} values (more than "
+                    f"{MAX_EXPANDED_VALUES}): not a configuration", node.start_mark)  # fmt: skip
+        return node
+
+
+def _expanded_size(node: yaml.Node, memo: dict[int, int]) -> int:
+    """Values in ``node`` with every alias expanded, counted in time linear in the nodes written
+    (each node's size once, by identity; an alias of an enclosing node counts once)."""
+    key = id(node)
+    if key in memo:
+        return memo[key]
+    memo[key] = 1
+    if isinstance(node, yaml.SequenceNode):
+        n = 1 + sum(_expanded_size(c, memo) for c in node.value)
+    elif isinstance(node, yaml.MappingNode):
+        n = 1 + sum(_expanded_size(k, memo) + _expanded_size(v, memo) for k, v in node.value)
+    else:
+        n = 1
+    memo[key] = n
+    return n
 
 
 def _strict_scalars() -> None:
@@ -121,7 +176,7 @@ def _strict_scalars() -> None:
             key = loader.construct_object(key_node, deep=deep)
             if key in seen:
                 raise yaml.constructor.ConstructorError(
-                    None, None, f"key {key!r} given twice (lines {seen[key]} and "
+                    None, None, f"key {shown(key)} given twice (lines {seen[key]} and "
                     f"{key_node.start_mark.line + 1})", key_node.start_mark)  # fmt: skip
             seen[key] = key_node.start_mark.line + 1
         return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
@@ -152,9 +207,9 @@ def read_preset(name_or_path: str | os.PathLike, _chain: tuple[str, ...] = ()) -
         with open(path, encoding="utf-8") as f:
             data = yaml.load(f, Loader=ConfigLoader)
     except yaml.YAMLError as e:
-        raise ConfigError(f"{path}: not valid YAML: {e}") from None
+        raise ConfigError(f"{path}: not valid YAML: {_clip(str(e))}") from None
     except (OSError, UnicodeDecodeError) as e:
-        raise ConfigError(f"{path}: cannot read: {e}") from None
+        raise ConfigError(f"{path}: cannot read: {_clip(str(e))}") from None
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -165,11 +220,11 @@ def read_preset(name_or_path: str | os.PathLike, _chain: tuple[str, ...] = ()) -
     # `extends: demo` (or a path, relative to this file): that preset, with this file's keys
     # merged over it section by section, so a user's config holds only what differs.
     if not isinstance(base, str):
-        raise ConfigError(f"{path}: {EXTENDS} must name a preset or a YAML file, not {base!r}")
+        raise ConfigError(f"{path}: {EXTENDS} must name a preset or a YAML file, not {shown(base)}")
     chain = (*_chain, str(path.resolve()))
     target = base if base in PRESETS or os.path.isabs(base) else str(path.parent / base)
     if target not in PRESETS and str(Path(target).resolve()) in chain:
-        raise ConfigError(f"{path}: {EXTENDS} {base!r} leads back to itself")
+        raise ConfigError(f"{path}: {EXTENDS} {shown(base)} leads back to itself")
     return _merge(read_preset(target, _chain=chain), data)
 
 
@@ -201,11 +256,11 @@ def load_section(name_or_path: str | os.PathLike, section: str) -> dict[str, Any
 def parse_override(item: str) -> tuple[list[str], Any]:
     """``a.b=value`` -> (["a", "b"], parsed value)."""
     if "=" not in item:
-        raise ConfigError(f"override {item!r} is not key=value")
+        raise ConfigError(f"override {shown(item)} is not key=value")
     key, raw = item.split("=", 1)
     parts = [p for p in key.strip().split(".")]
     if not all(parts):
-        raise ConfigError(f"override {item!r}: empty key")
+        raise ConfigError(f"override {shown(item)}: empty key")
     return parts, _parse_value(raw)
 
 
@@ -218,7 +273,7 @@ def apply_overrides(cfg: Mapping[str, Any], overrides: Iterable[str]) -> dict[st
         for p in parts[:-1]:
             node = node.setdefault(p, {})
             if not isinstance(node, dict):
-                raise ConfigError(f"override {item!r}: {p!r} is not a section")
+                raise ConfigError(f"override {shown(item)}: {shown(p)} is not a section")
         node[parts[-1]] = value
     return out
 
@@ -278,14 +333,14 @@ def load(
 def from_dict(cls: type[T], data: Mapping[str, Any], prefix: str = "") -> T:
     """Build and validate dataclass ``cls`` from ``data``; errors name ``prefix.key``."""
     if not isinstance(data, Mapping):
-        raise ConfigError(f"{prefix or cls.__name__}: expected a mapping, got {data!r}")
+        raise ConfigError(f"{prefix or cls.__name__}: expected a mapping, got {shown(data)}")
     hints = typing.get_type_hints(cls)
     known = {f.name: f for f in dataclasses.fields(cls) if f.init}
-    unknown = sorted(set(data) - set(known))
+    unknown = sorted(set(data) - set(known), key=str)
     if unknown:
         where = f"{prefix}." if prefix else ""
         raise ConfigError(
-            f"unknown config key(s) {', '.join(where + k for k in unknown)}; "
+            f"unknown config key(s) {', '.join(where + _clip(str(k), 60) for k in unknown)}; "
             f"known keys: {', '.join(sorted(known))}"
         )
     kwargs = {}
@@ -339,14 +394,14 @@ def _coerce(value: Any, tp: Any, path: str) -> Any:
             except ConfigError as e:
                 errors.append(e)
         raise ConfigError(
-            f"{path}={value!r} is not a valid {' or '.join(_type_name(o) for o in options)}"
+            f"{path}={shown(value)} is not a valid {' or '.join(_type_name(o) for o in options)}"
         )
     if value is None:
         raise ConfigError(f"{path} may not be null (expected {_type_name(tp)})")
     if origin is Literal:
         if value in get_args(tp):
             return value
-        raise ConfigError(f"{path}={value!r} is not one of {', '.join(map(repr, get_args(tp)))}")
+        raise ConfigError(f"{path}={shown(value)} is not one of {', '.join(map(repr, get_args(tp)))}")
     if tp is Any:
         return value
     if tp is bool:
@@ -356,10 +411,10 @@ def _coerce(value: Any, tp: Any, path: str) -> Any:
             return value.lower() in ("true", "yes", "1")
         if isinstance(value, int) and value in (0, 1):
             return bool(value)
-        raise ConfigError(f"{path}={value!r} is not a boolean (true/false)")
+        raise ConfigError(f"{path}={shown(value)} is not a boolean (true/false)")
     if tp is int:
         if isinstance(value, bool):
-            raise ConfigError(f"{path}={value!r} is not an integer")
+            raise ConfigError(f"{path}={shown(value)} is not an integer")
         if isinstance(value, int):
             return value
         if isinstance(value, float) and math.isfinite(value) and value.is_integer():
@@ -369,32 +424,32 @@ def _coerce(value: Any, tp: Any, path: str) -> Any:
                 return int(value.replace("_", ""))
             except ValueError:
                 pass
-        raise ConfigError(f"{path}={value!r} is not an integer")
+        raise ConfigError(f"{path}={shown(value)} is not an integer")
     if tp is float:
         if isinstance(value, bool):
-            raise ConfigError(f"{path}={value!r} is not a number")
+            raise ConfigError(f"{path}={shown(value)} is not a number")
         try:
             out = float(value)
         except (TypeError, ValueError):
-            raise ConfigError(f"{path}={value!r} is not a number") from None
+            raise ConfigError(f"{path}={shown(value)} is not a number") from None
         if not math.isfinite(out):
-            raise ConfigError(f"{path}={value!r} is not a finite number")
+            raise ConfigError(f"{path}={shown(value)} is not a finite number")
         return out
     if tp is str:
         if isinstance(value, (str, int, float)) and not isinstance(value, bool):
             return str(value)
-        raise ConfigError(f"{path}={value!r} is not a string")
+        raise ConfigError(f"{path}={shown(value)} is not a string")
     if origin in (list, tuple) or tp in (list, tuple):
         if isinstance(value, str):  # "de-en,fr-en" from a flag
             value = [v.strip() for v in value.split(",") if v.strip()]
         if not isinstance(value, (list, tuple)):
-            raise ConfigError(f"{path}={value!r} is not a list")
+            raise ConfigError(f"{path}={shown(value)} is not a list")
         args = get_args(tp)
         item_tp = args[0] if args else Any
         return [_coerce(v, item_tp, f"{path}[{i}]") for i, v in enumerate(value)]
     if origin is dict or tp is dict:
         if not isinstance(value, Mapping):
-            raise ConfigError(f"{path}={value!r} is not a mapping")
+            raise ConfigError(f"{path}={shown(value)} is not a mapping")
         args = get_args(tp)
         val_tp = args[1] if len(args) == 2 else Any
         return {str(k): _coerce(v, val_tp, f"{path}.{k}") for k, v in value.items()}
@@ -414,16 +469,16 @@ def _check_range(value: Any, meta: Mapping[str, Any], path: str) -> None:
         return
     choices = meta.get("choices")
     if choices is not None and value not in choices:
-        raise ConfigError(f"{path}={value!r} is not one of {', '.join(map(repr, choices))}")
+        raise ConfigError(f"{path}={shown(value)} is not one of {', '.join(map(repr, choices))}")
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         lo, hi = meta.get("min"), meta.get("max")
         if lo is not None:
             if meta.get("min_exclusive") and not value > lo:
-                raise ConfigError(f"{path}={value!r} must be > {lo}")
+                raise ConfigError(f"{path}={shown(value)} must be > {lo}")
             if value < lo:
-                raise ConfigError(f"{path}={value!r} must be >= {lo}")
+                raise ConfigError(f"{path}={shown(value)} must be >= {lo}")
         if hi is not None and value > hi:
-            raise ConfigError(f"{path}={value!r} must be <= {hi}")
+            raise ConfigError(f"{path}={shown(value)} must be <= {hi}")
 
 
 # --- the configuration reference -------------------------------------------------------------
