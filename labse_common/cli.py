@@ -203,9 +203,10 @@ def run_main(
         if not is_usage_error(e):
             raise
         return usage_error(e, logger)
-    except OSError as e:
-        # Beam's BeamIOError wraps each path's error: an object store that failed mid-run
-        # (labse_common.remote_errors) is the user's to fix, one line like any RemoteError.
+    except (OSError, RuntimeError) as e:
+        # Beam wraps an object store's failure mid-run (labse_common.remote_errors): per path in
+        # a BeamIOError, as a worker's traceback text in a RuntimeError. The user's to fix: one
+        # line like any RemoteError; anything else stays a traceback.
         from labse_common.remote import failure_in
 
         found = failure_in(e)

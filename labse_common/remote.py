@@ -30,6 +30,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -213,22 +214,6 @@ def check_s3(path: str, options=None, flag: str | None = None) -> None:
         raise RemoteError(f"{where}: S3 endpoint {shown} {describe(e)}") from None
 
 
-def failure_in(e: BaseException | None, depth: int = 0) -> RemoteFailure | None:
-    """The RemoteFailure behind ``e``: ``e`` itself, one inside a Beam ``BeamIOError``'s
-    per-path details (Beam's filesystem wraps each path's error), or its explicit cause."""
-    if e is None or depth > 8:
-        return None
-    if isinstance(e, RemoteFailure):
-        return e
-    details = getattr(e, "exception_details", None)
-    if isinstance(details, dict):
-        for inner in details.values():
-            found = failure_in(inner if isinstance(inner, BaseException) else None, depth + 1)
-            if found is not None:
-                return found
-    return failure_in(e.__cause__, depth + 1)
-
-
 def check_gcs(path: str, flag: str | None = None) -> None:
     where = f"{flag} {path}" if flag else path
     try:
@@ -258,3 +243,32 @@ def require_local(path: str | None, flag: str, what: str = "this command") -> No
     if path is not None and "://" in str(path) and not str(path).startswith("file://"):
         raise UsageError(f"{flag} {path}: {what} writes only to a local folder; "
                          "write locally and copy the folder to the object store")  # fmt: skip
+
+
+#: How a Beam worker's traceback text names a failure (a worker process sends its error back
+#: as text in a RuntimeError).
+_WORKER_FAILURE = re.compile(
+    r"labse_common\.remote_errors\.S3Failure: (.+?)(?: \[while running [^\]]*\])?\s*$", re.MULTILINE
+)
+
+
+def failure_in(e: BaseException | None, depth: int = 0) -> RemoteFailure | None:
+    """The RemoteFailure behind ``e``: ``e`` itself, one inside a Beam ``BeamIOError``'s
+    per-path details (Beam's filesystem wraps each path's error), its explicit cause, or, for
+    the RuntimeError of a Beam job whose worker process failed, the failure its traceback text
+    names."""
+    if e is None or depth > 8:
+        return None
+    if isinstance(e, RemoteFailure):
+        return e
+    details = getattr(e, "exception_details", None)
+    if isinstance(details, dict):
+        for inner in details.values():
+            found = failure_in(inner if isinstance(inner, BaseException) else None, depth + 1)
+            if found is not None:
+                return found
+    if isinstance(e, RuntimeError):
+        lines = _WORKER_FAILURE.findall(str(e))
+        if lines:
+            return RemoteFailure(lines[-1].strip())
+    return failure_in(e.__cause__, depth + 1)

@@ -7,7 +7,12 @@ import shutil
 from collections.abc import Iterator, Sequence
 
 from apache_beam.io.filesystems import FileSystems
-from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
+from apache_beam.options.pipeline_options import (
+    DirectOptions,
+    PipelineOptions,
+    SetupOptions,
+    StandardOptions,
+)
 from apache_beam.runners.runner import create_runner
 
 from labse_common.cli import UsageError
@@ -35,6 +40,11 @@ def pipeline_options(beam_args: Sequence[str]) -> PipelineOptions:
     # The driver's own FileSystems calls (input globbing, output claim, stats) use the job's
     # S3/GCS options too; Dask workers get them from a worker plugin (below).
     FileSystems.set_options(opts)
+    # Beam's SDK workers (local processes, Flink, Dataflow) import this package first: its import
+    # installs the bounded S3 client there too, even in a worker whose stages are all Beam's own
+    # (a sink's finalize), which would otherwise wait 60 s per try and retry for minutes.
+    setup = opts.view_as(SetupOptions)
+    setup.beam_plugins = [*(setup.beam_plugins or []), "pipelines"]
     _give_dask_workers_options(opts, beam_args)
     std = opts.view_as(StandardOptions)
     if not std.runner:  # Beam's default, the DirectRunner, would first download Prism

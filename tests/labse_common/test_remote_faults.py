@@ -86,7 +86,9 @@ def no_beam_retries(caplog) -> None:
     assert not retries, retries[0].getMessage()[:500]
 
 
-def command(body, url: str, caplog) -> tuple[int, list[str]]:
+def command(body, url: str, caplog, limit: float = BOUND_S) -> tuple[int, list[str]]:
+    """``body`` as a command with ``--output url`` under run_main (the preflight included):
+    its exit status and the ERROR lines the command itself logged."""
     from labse_common.cli import run_main
 
     args = argparse.Namespace(output=url, overwrite=False)
@@ -97,10 +99,11 @@ def command(body, url: str, caplog) -> tuple[int, list[str]]:
         box["status"] = run_main(body, "faults", args)
 
     with caplog.at_level(logging.WARNING):
-        err, _ = bounded(call)
+        err, _ = bounded(call, limit)
     assert err is None, f"a traceback (exit 1), not one line: {type(err).__name__}: {err}"
     no_beam_retries(caplog)
-    return box["status"], [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    return box["status"], [r.getMessage() for r in caplog.records
+                           if r.levelno >= logging.ERROR and r.name == "faults"]  # fmt: skip
 
 
 def write(path: str, data: bytes) -> None:
@@ -146,6 +149,30 @@ def test_a_stall_under_a_command_is_exit_2(proxy, caplog):
     status, errors = command(body, url, caplog)
     assert status == 2 and len(errors) == 1, errors
     one_line(errors[0], "PutObject", proxy.endpoint, "did not answer")
+
+
+def test_a_stall_under_a_beam_job_on_worker_processes_is_exit_2(proxy, caplog):
+    """A Beam job's sink written by worker processes (Beam's own code only, nothing of this
+    project unpickled there): the workers use the bounded client too (``--beam_plugin``), and
+    the worker's failure, sent back as traceback text, is one line."""
+    import apache_beam as beam
+
+    from pipelines.options import pipeline_options, run_pipeline
+
+    url = f"s3://{BUCKET}/beam-stall"
+    opts = pipeline_options([*s3_args(proxy.endpoint), "--direct_running_mode",
+                             "multi_processing", "--direct_num_workers", "1"])  # fmt: skip
+
+    def body() -> int:
+        p = beam.Pipeline(options=opts)
+        _ = p | beam.Create(["a", "b"]) | beam.io.WriteToText(f"{url}/part")
+        proxy.arm("stall", is_put("/beam-stall/"))
+        run_pipeline(p)
+        return 0
+
+    status, errors = command(body, url, caplog, limit=120)  # Beam's stock client: > 200 s
+    assert status == 2 and len(errors) == 1, errors
+    one_line(errors[0], "PutObject", f"{url}/", proxy.endpoint, "did not answer within 1 s")
 
 
 # -- the server dies mid-upload -------------------------------------------------------------
