@@ -65,7 +65,8 @@ def _add_mining_options(p: argparse.ArgumentParser) -> None:
     g = add_scoring_options(p)
     g.add_argument(
         "--index",
-        help="flat (exact, blocked), ivf, ivfNNN, ivfpq, opq, or a FAISS factory string "
+        help="flat (exact, blocked), auto (the planner's choice), ivf_flat, ivf_sq8, ivf_pq, "
+        "ivf_pqfs, opq_ivf_pq (or ivf, ivfsq, ivfpq, opq), ivfNNN, or a FAISS factory string "
         "such as 'IVF4096,PQ64' (default flat)",
     )
     g.add_argument("--nprobe", type=int, help="IVF lists probed per query (default 16)")

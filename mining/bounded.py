@@ -35,7 +35,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from labse_common.config import ConfigError
 from labse_common.embedding_store import load_npy, unit_rows
 from labse_common.output_dir import is_remote
 from labse_common.sections.mining import MiningConfig
@@ -47,7 +46,6 @@ from mining.knn import (
     SAMPLE_SEED,
     Neighbours,
     exact_scores,
-    factory_string,
     gpu_available,
     merge_topk,
     search_flat,
@@ -398,28 +396,9 @@ def _rescore(queries: VectorSide, base: VectorSide, q0: int, q1: int, cand: np.n
 
 
 def _index_spec(spec: str, n_src: int, n_trg: int, dim: int, cfg: MiningConfig, layout: Layout):
-    """``(kind, factory_trg, factory_src, nprobe)`` of an index spec: 'auto' asks the planner;
-    a planner kind (flat, ivf_flat, ivf_sq8, opq_ivf_pq) is sized per side; anything else goes
-    through mining.knn.factory_string (ivf, ivfpq, opq, or a FAISS factory string)."""
-    k = cfg
-    if spec == "auto":
-        p = planner.make_plan(n_src, n_trg, dim, k.mem_gb, max(1, layout.workers), bool(k.gpu),
-                              cfg.k, k.rerank, k.train_size)  # fmt: skip
-        return p.kind, p.factory_trg, p.factory_src, p.nprobe or k.nprobe
-    if spec.lower() in ("flat", "flatip"):
-        return "flat", "Flat", "Flat", 0
-    if spec in planner.KINDS:
-        return (spec, planner.factory_for(spec, n_trg, dim, k.train_size),
-                planner.factory_for(spec, n_src, dim, k.train_size), k.nprobe)  # fmt: skip
-    f_trg, f_src = factory_string(spec, n_trg, dim), factory_string(spec, n_src, dim)
-    for f in {f_trg, f_src}:
-        try:  # parsed before any work: a wrong mining.index is the user's, one line, exit 2
-            faiss.index_factory(dim, f, faiss.METRIC_INNER_PRODUCT)
-        except RuntimeError as e:
-            msg = str(e).splitlines()[-1].split(": ")[-1]
-            raise ConfigError(f"mining.index={spec!r}: not an index kind ({', '.join(planner.KINDS)}, "
-                              f"auto, ivf, ivfpq, opq) nor a FAISS factory string ({msg})") from None  # fmt: skip
-    return "ann", f_trg, f_src, k.nprobe
+    """``(kind, factory_trg, factory_src, nprobe)``: the registry's resolution
+    (:func:`mining.plan.index_choice`), for this layout's workers."""
+    return planner.index_choice(spec, n_src, n_trg, dim, cfg, max(1, layout.workers))
 
 
 def _train(base: VectorSide, factory: str, knn_cfg, path: str, resume: bool = False) -> None:
@@ -574,7 +553,7 @@ def mine_bounded(
     """Mine pairs between two stores (or ``.npy`` files) without holding either matrix.
 
     ``cfg.index``: ``flat`` (exact), ``auto`` (the planner's choice for the sizes and
-    ``cfg.mem_gb``), a planner kind, or anything :func:`mining.knn.factory_string` takes.
+    ``cfg.mem_gb``), or any other name of the index registry (:mod:`mining.indexes`).
     Pair indices are compact rows of each side (global rows unless ``rows`` were selected).
     """
     if cfg.k < 1:

@@ -1,9 +1,10 @@
 """k-nearest-neighbour search by inner product on L2-normalised vectors (= cosine).
 
 Exact search is blocked over both queries and base so the working set stays under a memory
-budget whatever the corpus size; approximate indexes (IVF, PQ, OPQ or any FAISS factory string)
-are trained on a sample. GPU FAISS is used when present, through the same functions. Returned
-scores are always true cosines: approximate candidates are re-scored exactly.
+budget whatever the corpus size; approximate indexes (any name of the one registry,
+:mod:`mining.indexes`: IVF, PQ, OPQ, ``auto`` or a FAISS factory string) are trained on a
+sample. GPU FAISS is used when present, through the same functions. Returned scores are always
+true cosines: approximate candidates are re-scored exactly.
 
 Every function reads the search keys of the ``mining`` section (``index``, ``mem_gb``, ``nprobe``,
 ``train_size``, ``rerank``, ``gpu``, ``progress``) from the :class:`MiningConfig` it is given.
@@ -21,6 +22,8 @@ from tqdm import tqdm
 
 from labse_common.sections.mining import MiningConfig
 from mining.faiss_lib import faiss
+from mining.indexes import is_flat
+from mining.plan import index_choice
 
 log = logging.getLogger(__name__)
 
@@ -125,31 +128,11 @@ def search_flat(
     return sims, inds
 
 
-def factory_string(spec: str, n: int, dim: int) -> str:
-    """Turn a short index name into a FAISS factory string sized for ``n`` base vectors."""
-    # ~4*sqrt(n) lists is FAISS's rule of thumb; cap so every list gets >= 39 training points.
-    nlist = max(1, min(int(4 * math.sqrt(max(n, 1))), max(1, n // 39)))
-    m = next(m for m in (dim // 8, dim // 4, dim // 2, dim, 1) if m and dim % m == 0)
-    # 8-bit codebooks need ~39*256 training points; smaller corpora get 4-bit codes.
-    pq = f"PQ{m}" if n >= 39 * 256 else f"PQ{m}x4"
-    spec_l = spec.lower()
-    if spec_l == "ivf":
-        return f"IVF{nlist},Flat"
-    if spec_l == "ivfsq":
-        return f"IVF{nlist},SQ8"
-    if spec_l == "ivfpq":
-        return f"IVF{nlist},{pq}"
-    if spec_l == "opq":
-        return f"OPQ{m},IVF{nlist},{pq}"
-    if spec_l.startswith("ivf") and spec_l[3:].isdigit():
-        return f"IVF{int(spec_l[3:])},Flat"
-    return spec  # a FAISS factory string as given
-
-
 def build_index(xb: np.ndarray, cfg: MiningConfig):
-    """Train an approximate index on a sample of ``xb`` and add every row (in blocks)."""
+    """Train the index ``cfg.index`` names (any kind the registry takes: :mod:`mining.indexes`,
+    ``auto`` included) on a sample of ``xb`` and add every row (in blocks)."""
     n, dim = xb.shape
-    fs = factory_string(cfg.index, n, dim)
+    _, fs, _, nprobe = index_choice(cfg.index, n, n, dim, cfg)
     index = faiss.index_factory(dim, fs, faiss.METRIC_INNER_PRODUCT)
     if not index.is_trained:
         rng = np.random.default_rng(SAMPLE_SEED)
@@ -163,7 +146,7 @@ def build_index(xb: np.ndarray, cfg: MiningConfig):
     for b0 in tqdm(range(0, n, step), desc="index add", disable=not cfg.progress):
         index.add(_f32(xb[b0 : b0 + step]))
     try:
-        faiss.ParameterSpace().set_index_parameter(index, "nprobe", cfg.nprobe)
+        faiss.ParameterSpace().set_index_parameter(index, "nprobe", nprobe or cfg.nprobe)
     except RuntimeError:
         pass  # not an IVF index (e.g. HNSW): nothing to probe
     return index
@@ -233,7 +216,7 @@ def knn(
         raise ValueError(f"k must be >= 1, got {k}")
     if len(xq) and len(xb) and xq.shape[1] != xb.shape[1]:
         raise ValueError(f"dimension mismatch: queries {xq.shape[1]} vs base {xb.shape[1]}")
-    if cfg.index == "flat" and index is None:
+    if index is None and is_flat(cfg.index):
         return search_flat(xq, xb, k, cfg)
     if len(xb) == 0 or len(xq) == 0:
         return search_flat(xq, xb, k, cfg)

@@ -36,20 +36,30 @@ import math
 import time
 from dataclasses import asdict, dataclass, field
 from decimal import Decimal, InvalidOperation
+from typing import TYPE_CHECKING
+
+# The index registry (kinds, sizing); re-exported, the planner's names since it was written.
+from mining.indexes import (  # noqa: F401
+    AUTO,
+    AUTO_KINDS,
+    KINDS,
+    factory,
+    factory_for,
+    ivf_lists,
+    kind_of,
+    pow2_near,
+    pq_m,
+    pqfs_m,
+)
+
+if TYPE_CHECKING:
+    from labse_common.sections.mining import MiningConfig
 
 GIB = 1 << 30
 # Per corpus row beside its data: Arrow offsets and the cleaning's index arrays (measured:
 # 238 B per added sentence with 146 B of text, id and URL, bench/mine_corpus_bench.py).
 CORPUS_ROW_BYTES = 90
 OUTPUT_SLICE_ROWS = 65536  # mining.output.WRITE_SLICE_ROWS (not imported: the planner is standalone)
-# In order of accuracy; "auto" never picks opq_ivf_pq by itself: on CPUs its training costs
-# ~9 PQ trainings (OPQ alternates 50 rotations with short PQ trainings); ask for it by name.
-# ivf_pqfs is IVF-PQ with 4-bit codes scanned by FAISS's SIMD "fast scan": as many code bytes
-# as ivf_pq (d/8) in twice the sub-quantizers, ~5-7x faster to scan than SQ8 or 8-bit PQ on
-# AVX2 (recall of the true top-4 among 16 candidates 0.78 vs SQ8's 1.00 on the bench's data;
-# the exact re-score then orders them). CPU only: faiss-gpu has no fast-scan index.
-KINDS = ("flat", "ivf_flat", "ivf_sq8", "ivf_pq", "ivf_pqfs", "opq_ivf_pq")
-AUTO_KINDS = ("ivf_flat", "ivf_sq8", "ivf_pq", "ivf_pqfs")
 # k-means iterations: FAISS's ClusteringParameters default (25) trains the PQ codebooks, but an
 # IVF index sets its coarse quantizer's to 10 (Level1Quantizer; "typically used for large
 # clusterings"). Counting 25 for the coarse k-means over-predicted its training 3.1-3.6x at
@@ -162,60 +172,6 @@ def chunk_sizes(mem_gb: float, dim: int, k: int, kk: int, shards: int = 1,
             1 << 16, _rows(q, shards * kk * 12 * 2 + kk * dim * 4 + dim * (4 + itemsize))
         ),
     )
-
-
-def pow2_near(x: float) -> int:
-    return 1 << max(0, round(math.log2(max(x, 1.0))))
-
-
-def ivf_lists(n: int, train_size: int) -> int:
-    """~4*sqrt(n) lists (FAISS's rule of thumb), a power of two, with >= 39 training points
-    each (FAISS warns below that) and >= 1."""
-    nlist = pow2_near(4 * math.sqrt(max(n, 1)))
-    cap = max(1, min(n, train_size) // 39)
-    while nlist > cap and nlist > 1:
-        nlist //= 2
-    return nlist
-
-
-def pq_m(dim: int) -> int:
-    """Sub-quantizers: d/8 (8 bytes of a 768-d vector per 64 dims), the largest divisor of d
-    at most d/8 otherwise."""
-    for m in range(max(1, dim // 8), 0, -1):
-        if dim % m == 0:
-            return m
-    return 1
-
-
-def pqfs_m(dim: int) -> int:
-    """Fast-scan sub-quantizers: d/4 of 4 bits (the bytes of ``pq_m``'s 8-bit codes), the
-    largest even divisor of d at most d/4 (fast scan packs two codes per byte)."""
-    for m in range(max(2, dim // 4), 1, -1):
-        if dim % m == 0 and m % 2 == 0:
-            return m
-    return 2 if dim % 2 == 0 else 1
-
-
-def factory_for(kind: str, n: int, dim: int, train_size: int = 200_000) -> str:
-    """The FAISS factory string of an index kind for ``n`` base vectors."""
-    nlist = ivf_lists(n, train_size)
-    m = pq_m(dim)
-    # 8-bit codebooks need ~39*256 training points; fewer get 4-bit codes. "np": no
-    # polysemous training (slow, and only for Hamming filtering, which is not used here).
-    pq = f"PQ{m}{'' if min(n, train_size) >= 39 * 256 else 'x4'}np"
-    if kind == "flat":
-        return "Flat"
-    if kind == "ivf_flat":
-        return f"IVF{nlist},Flat"
-    if kind == "ivf_sq8":
-        return f"IVF{nlist},SQ8"
-    if kind == "ivf_pq":
-        return f"IVF{nlist},{pq}"
-    if kind == "ivf_pqfs":
-        return f"IVF{nlist},PQ{pqfs_m(dim)}x4fs"
-    if kind == "opq_ivf_pq":
-        return f"OPQ{m},IVF{nlist},{pq}"
-    raise ValueError(f"unknown index kind {kind!r}; choose from {KINDS}")
 
 
 def code_bytes(kind: str, dim: int) -> int:
@@ -405,6 +361,24 @@ def make_plan(
     p.reason = (f"{why}; no index fits {mem_gb} GB with {workers} shard(s): {pq} in "
                 f"{p.shards} shards")  # fmt: skip
     return p
+
+
+def index_choice(spec: str, n_src: int, n_trg: int, dim: int, cfg: MiningConfig,
+                 workers: int = 1) -> tuple[str, str, str, int]:  # fmt: skip
+    """``(kind, factory_trg, factory_src, nprobe)`` of a ``mining.index`` value for these sizes:
+    the one resolution every path that builds an index goes through (:mod:`mining.indexes`).
+
+    ``auto`` is :func:`make_plan`'s choice for ``cfg.mem_gb`` and ``workers``; a kind or alias
+    is sized per side; ``ivfNNN`` and FAISS strings are ``"factory"`` kinds. ``kind`` is
+    ``"flat"`` exactly when the search is exact; ``nprobe`` is 0 then."""
+    if spec.strip().lower() == AUTO:
+        p = make_plan(max(1, n_src), max(1, n_trg), max(1, dim), cfg.mem_gb, max(1, workers),
+                      bool(cfg.gpu), cfg.k, cfg.rerank, cfg.train_size)  # fmt: skip
+        return p.kind, p.factory_trg, p.factory_src, p.nprobe or cfg.nprobe
+    kind = kind_of(spec) or "factory"
+    f_trg = factory(spec, n_trg, dim, cfg.train_size)
+    f_src = factory(spec, n_src, dim, cfg.train_size)
+    return kind, f_trg, f_src, 0 if kind == "flat" else cfg.nprobe
 
 
 def _local_cores() -> int:
