@@ -27,7 +27,8 @@ Every stage writes its output folder the same way::
 5. **Nested writers**: a job refuses an output inside a folder another live job has claimed
    (that job's ``--overwrite`` would delete it at its commit), and with ``overwrite`` an output
    that holds another live job's claim below it. The stage runner's :func:`resumable_claim`
-   deletes nothing, so its stages write inside it.
+   deletes nothing, so its stages write inside it. Local folders only (an object store's claim
+   cannot be judged live or stale; run one writer per prefix there, as below).
 6. **A full disk or a file-size limit** (``ENOSPC``, ``EDQUOT``, ``EFBIG``) while the job writes
    is an :class:`OutputError` naming the output (one line, exit 2); the old output is untouched.
 
