@@ -233,3 +233,14 @@ def test_commands_that_load_faiss_print_no_loader_lines(tmp_path: Path) -> None:
         assert res.returncode == 0, res.stderr
         text = res.stdout + res.stderr
         assert "Could not load library" not in text and "faiss.loader" not in text, text
+
+
+def test_faiss_is_imported_in_one_place() -> None:
+    """The loader is quietened in mining/faiss_lib.py: a second import elsewhere could run first."""
+    found = []
+    for pkg in ("mining", "labse_common", "labse_model", "filters", "pipelines"):
+        for path in (REPO / pkg).rglob("*.py"):
+            for line in path.read_text(encoding="utf-8").splitlines():
+                if line.strip().startswith(("import faiss", "from faiss")):
+                    found.append(str(path.relative_to(REPO)))
+    assert found == ["mining/faiss_lib.py"], found
