@@ -175,6 +175,39 @@ def test_a_stall_under_a_beam_job_on_worker_processes_is_exit_2(proxy, caplog):
     one_line(errors[0], "PutObject", f"{url}/", proxy.endpoint, "did not answer within 1 s")
 
 
+def test_mining_to_a_bucket_that_stalls_mid_upload_exits_2_in_one_line(proxy, tmp_path):
+    """The audit's case, a real command in its own process: `mining mine --output s3://...`
+    whose upload meets a silent server ended with a kill at 150 s; now exit 2 with one line."""
+    import subprocess
+    import sys
+
+    import numpy as np
+
+    from labse_common.embedding_store import StoreWriter
+
+    rng = np.random.default_rng(0)
+    for name in ("src", "trg"):
+        (tmp_path / f"{name}.txt").write_text("".join(f"{name} {i}\n" for i in range(20)))
+        w = StoreWriter(str(tmp_path / name), dim=8, dtype="float32")
+        w.add(rng.normal(size=(20, 8)).astype(np.float32), [f"{name}{i}" for i in range(20)],
+              text=[f"{name} {i}" for i in range(20)])  # fmt: skip
+        w.close()
+    url = f"s3://{BUCKET}/cli-stall"
+    proxy.arm("stall", is_put("/cli-stall/_tmp-"))  # the claim passes, the upload stalls
+    args = [sys.executable, "-m", "mining", "mine", "--output", url]
+    for flag, name in (("--src-text", "src.txt"), ("--trg-text", "trg.txt"),
+                       ("--src-emb", "src"), ("--trg-emb", "trg")):  # fmt: skip
+        args += [flag, str(tmp_path / name)]
+    t0 = time.monotonic()
+    p = subprocess.run(args, env=dict(os.environ), capture_output=True, text=True, timeout=120,
+                       cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))  # fmt: skip
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr[-3000:]
+    assert proxy.hits and time.monotonic() - t0 < 90
+    errors = [line for line in p.stderr.splitlines() if proxy.endpoint in line]
+    assert len(errors) == 1, p.stderr[-3000:]
+    one_line(errors[0], "PutObject", f"{url}/_tmp-", "did not answer within 1 s")
+
+
 # -- the server dies mid-upload -------------------------------------------------------------
 
 
