@@ -73,7 +73,18 @@ class AdditiveMarginRankingLoss(nn.Module):
         self.reduction = reduction
         self.combine = combine
 
-    def forward(self, src: torch.Tensor, trg: torch.Tensor) -> LossOutput:
+    def forward(
+        self,
+        src: torch.Tensor,
+        trg: torch.Tensor,
+        extra: torch.Tensor | None = None,
+        src_groups: torch.Tensor | None = None,
+        extra_groups: torch.Tensor | None = None,
+    ) -> LossOutput:
+        """``extra``: hard-negative targets, candidate columns of every source (gathered across
+        ranks like the targets) in the source->target direction only. ``src_groups`` and
+        ``extra_groups`` are translation-group ids (hard_negatives.py): a column in its row's
+        group, or with a negative id (an empty slot), is left out of that row's softmax."""
         if src.shape != trg.shape:
             raise ValueError(f"src {tuple(src.shape)} and trg {tuple(trg.shape)} differ")
         distributed = dist.is_available() and dist.is_initialized()
@@ -84,6 +95,8 @@ class AdditiveMarginRankingLoss(nn.Module):
         labels = torch.arange(b, device=src.device) + offset
         all_trg = gather_with_grad(trg)
         logits = margin_logits(src, all_trg, self.scale, self.margin, offset)
+        if extra is not None and extra.shape[0]:
+            logits = torch.cat([logits, self._extra_logits(src, extra, src_groups, extra_groups)], dim=1)
         loss = F.cross_entropy(logits, labels, reduction="sum")
         if self.bidirectional:
             all_src = gather_with_grad(src)
@@ -94,3 +107,17 @@ class AdditiveMarginRankingLoss(nn.Module):
         with torch.no_grad():
             acc = (logits.argmax(dim=1) == labels).float().mean()
         return LossOutput(loss, acc)
+
+    def _extra_logits(self, src: torch.Tensor, extra: torch.Tensor, src_groups: torch.Tensor | None,
+                      extra_groups: torch.Tensor | None) -> torch.Tensor:  # fmt: skip
+        all_extra = gather_with_grad(extra)
+        dtype = torch.promote_types(src.dtype, torch.float32)
+        logits = self.scale * (src.to(dtype) @ all_extra.to(dtype).t())
+        if extra_groups is not None:
+            all_groups = gather_with_grad(extra_groups)
+            drop = all_groups[None, :] < 0
+            if src_groups is not None:
+                # A translation of the row (same group) must never count as its negative.
+                drop = drop | (src_groups[:, None] == all_groups[None, :])
+            logits = logits.masked_fill(drop, float("-inf"))
+        return logits

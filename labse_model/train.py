@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from typing import Any
@@ -27,6 +28,7 @@ from labse_model import stream
 from labse_model.batching import SentenceTokenizer, pad_batch
 from labse_model.distributed import DistInfo, barrier, init_from_env
 from labse_model.grad_cache import cached_forward_backward
+from labse_model.hard_negatives import HardNegativePool
 from labse_model.loop import (
     Batch,
     LoopConfig,
@@ -119,6 +121,51 @@ class DualEncoderObjective:
         self.loss_fn = AdditiveMarginRankingLoss(cfg.scale, cfg.margin, cfg.bidirectional,
                                                  cfg.reduction, cfg.combine)  # fmt: skip
         self.per_lane = cfg.batch_size // cfg.lanes
+        self.pool: HardNegativePool | None = None
+        self.pool_ids: list[list[int]] | None = None
+        self.mine_every = 0
+        if cfg.hard_negatives:
+            records = [(r[0], r[1]) for r in stream.iter_all_records(scan_res, PAIR_UNIT)]
+            self.pool = HardNegativePool([s for s, _ in records], [t for _, t in records])
+            # Tokenised once: a batch's negatives are then only looked up.
+            self.pool_ids, _ = stok.encode(self.pool.targets)
+            self.empty_ids = stok.encode([""])[0][0]
+            # Once per epoch by default: the pool seen once by the current encoder.
+            self.mine_every = cfg.hard_negatives_every or max(1, len(self.pool) // cfg.batch_size)
+            log.info("hard negatives: %d per source, mined every %d steps from %d pairs",
+                     cfg.hard_negatives, self.mine_every, len(self.pool))  # fmt: skip
+
+    def _with_negatives(self, batch: Batch) -> Batch:
+        """The batch plus its rows' hard negatives, appended after the targets.
+
+        Done in the training thread, not the producer: which mining a batch uses must not
+        depend on how far ahead the producer runs (a rerun or a resume gives the same batches).
+        Every row gets exactly ``hard_negatives`` slots (an empty one has group -1 and is
+        masked): all ranks must gather the same number of columns, whatever each has mined.
+        """
+        pool, n = self.pool, self.cfg.hard_negatives
+        assert pool is not None and self.pool_ids is not None
+        index = batch.tensors["pool_index"].tolist()
+        ids: list[list[int]] = []
+        extra_groups: list[int] = []
+        for i in index:
+            negs = pool.negatives_at(i)[:n]
+            ids += [self.pool_ids[c] for c in negs] + [self.empty_ids] * (n - len(negs))
+            extra_groups += [int(pool.groups[c]) for c in negs] + [-1] * (n - len(negs))
+        neg_ids, neg_mask = pad_batch(ids, self.stok.pad_id)
+        old_ids, old_mask = batch.tensors["input_ids"], batch.tensors["attention_mask"]
+        width = max(old_ids.shape[1], neg_ids.shape[1])
+
+        def widen(x: torch.Tensor, fill: int) -> torch.Tensor:
+            return torch.nn.functional.pad(x, (0, width - x.shape[1]), value=fill)
+
+        tensors = {
+            "input_ids": torch.cat([widen(old_ids, self.stok.pad_id), widen(neg_ids, self.stok.pad_id)]),
+            "attention_mask": torch.cat([widen(old_mask, 0), widen(neg_mask, 0)]),
+            "src_groups": torch.tensor([pool.group_at(i) for i in index], dtype=torch.long),
+            "extra_groups": torch.tensor(extra_groups, dtype=torch.long),
+        }
+        return Batch(tensors, batch.cursors, batch.events, batch.samples, batch.tokens)
 
     def batches(self, state: TrainState) -> Iterator[Batch]:
         cfg = self.cfg
@@ -137,26 +184,50 @@ class DualEncoderObjective:
                     trg.append(t)
                 pos[j] += self.per_lane
             ids, truncated = self.stok.encode(src + trg)
+            extra: dict[str, torch.Tensor] = {}
+            if self.pool is not None:
+                extra["pool_index"] = torch.tensor([self.pool.index_of(s, t) for s, t in zip(src, trg)])
             input_ids, mask = pad_batch(ids, self.stok.pad_id)
             events = {f"{PAIR_UNIT}/event/sentences_truncated": truncated} if truncated else {}
-            yield Batch({"input_ids": input_ids, "attention_mask": mask}, {PAIR_UNIT: dict(pos)},
-                        events, samples=len(ids), tokens=int(mask.sum()))  # fmt: skip
+            yield Batch({"input_ids": input_ids, "attention_mask": mask, **extra},
+                        {PAIR_UNIT: dict(pos)}, events, samples=len(ids),
+                        tokens=int(mask.sum()))  # fmt: skip
 
-    def _loss(self, emb: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        local_b = emb.shape[0] // 2
-        out = self.loss_fn(emb[:local_b], emb[local_b:])
-        return out.loss, {"loss": out.loss.detach(), "accuracy": out.accuracy}
+    def _loss_of(self, batch: Batch) -> Callable[[torch.Tensor], tuple[torch.Tensor, dict[str, torch.Tensor]]]:
+        """The loss of this batch's embeddings: rows are sources, targets, then the hard
+        negatives (``hard_negatives`` per source) when they are on."""
+        t = batch.tensors
+        if "src_groups" not in t:
+            def loss(emb: torch.Tensor):
+                b = emb.shape[0] // 2
+                out = self.loss_fn(emb[:b], emb[b:])
+                return out.loss, {"loss": out.loss.detach(), "accuracy": out.accuracy}
+
+            return loss
+        src_groups = t["src_groups"].to(self.device)
+        extra_groups = t["extra_groups"].to(self.device)
+
+        def loss_hard(emb: torch.Tensor):
+            b = src_groups.shape[0]
+            out = self.loss_fn(emb[:b], emb[b : 2 * b], emb[2 * b :], src_groups, extra_groups)
+            return out.loss, {"loss": out.loss.detach(), "accuracy": out.accuracy}
+
+        return loss_hard
 
     def train_step(self, model: torch.nn.Module, batch: Batch):
+        if self.pool is not None and "src_groups" not in batch.tensors:
+            batch = self._with_negatives(batch)
         ids = batch.tensors["input_ids"].to(self.device, non_blocking=True)
         mask = batch.tensors["attention_mask"].to(self.device, non_blocking=True)
-        return self._loss(model(ids, mask))  # source and target in one call
+        return self._loss_of(batch)(model(ids, mask))  # all rows in one call
 
     def forward_backward(self, model: torch.nn.Module, batch: Batch, loss_scale: float,
                          autocast: Callable[[], AbstractContextManager], sync: bool):  # fmt: skip
         """One micro-batch with its backward; gradient caching when ``chunk_size`` is smaller
         than this rank's sentences (source and target rows)."""
         chunk = self.cfg.chunk_size
+        if self.pool is not None:
+            batch = self._with_negatives(batch)
         ids = batch.tensors["input_ids"]
         if chunk is None or chunk >= ids.shape[0]:
             with autocast():
@@ -165,7 +236,8 @@ class DualEncoderObjective:
             return loss, parts
         ids = ids.to(self.device, non_blocking=True)
         mask = batch.tensors["attention_mask"].to(self.device, non_blocking=True)
-        return cached_forward_backward(model, ids, mask, self._loss, chunk, loss_scale, autocast, sync)
+        return cached_forward_backward(model, ids, mask, self._loss_of(batch), chunk, loss_scale,
+                                       autocast, sync)  # fmt: skip
 
     def save_model(self, state: TrainState, directory: str) -> None:
         save_encoder(state.model, self.tokenizer, directory, max_seq_length=self.stok.max_seq_length)
@@ -173,7 +245,17 @@ class DualEncoderObjective:
     def evaluate(self, state: TrainState) -> dict[str, float]:
         return {}
 
+    def mine_hard_negatives(self, state: TrainState) -> None:
+        """Re-mine with the current weights (every rank: the pool's embedding is shared)."""
+        assert self.pool is not None
+        t0 = time.perf_counter()
+        self.pool.refresh(state.model, self.tokenizer, self.stok.max_seq_length, self.device,
+                          self.cfg.hard_negatives)  # fmt: skip
+        log.info("hard negatives mined at step %d in %.1f s", state.step, time.perf_counter() - t0)
+
     def after_step(self, state: TrainState) -> bool:
+        if self.pool is not None and state.step % self.mine_every == 0:
+            self.mine_hard_negatives(state)
         return False
 
     def lr_scale(self, state: TrainState) -> float:
@@ -248,6 +330,8 @@ def train(
     state.extra["data"] = fingerprint
 
     objective = DualEncoderObjective(cfg, scan_res, stok, tokenizer, info, device)
+    if objective.pool is not None and state.step >= objective.mine_every:
+        objective.mine_hard_negatives(state)  # a resumed run: the negatives are not saved
     loop_cfg = LoopConfig.of(cfg, total_steps, stop_at_step)
     bound = stream.window_bound(scan_res, cfg.lanes, cfg.lanes // info.world_size, cfg.shuffle_blocks)
     windows = stream.log_window_bounds({PAIR_UNIT: bound}, cfg.shuffle_blocks, cfg.block_rows)

@@ -18,6 +18,16 @@ class TrainConfig:
         "cached and each chunk re-run with gradients, so batch_size costs the memory of one chunk "
         "and gives the plain batch's gradients; null = off (one forward of the whole batch)"
     )
+    hard_negatives: int = option(
+        0, min=0, help="hard negatives per source: targets the current encoder puts nearest it "
+        "that are not its translation (duplicates and near-duplicates by normalised text "
+        "excluded), mined from the training pool and added as extra candidate columns of the "
+        "softmax; each costs one more sentence per pair in the forward; 0 = off"
+    )
+    hard_negatives_every: int = option(
+        0, min=0, help="optimizer steps between two minings of the hard negatives (the first "
+        "after this many; batches before it carry empty slots); 0 = once per epoch of the pool"
+    )
     max_seq_length: int = option(64, min=2, help="tokens incl. [CLS]/[SEP]; longer sentences truncated and counted")
     steps: int = option(
         300, min=0, help="optimizer steps = length of the linear schedule; 0 = no training (the "
