@@ -202,6 +202,12 @@ def run_main(
     except USAGE_ERRORS as e:
         if not is_usage_error(e):
             raise
+        from labse_common.errors import RemoteFailure
+
+        if isinstance(e, RemoteFailure):  # not the clean-up's failure on the same dead server
+            from labse_common.remote import first_failure
+
+            e = first_failure(e)
         return usage_error(e, logger)
     except (OSError, RuntimeError) as e:
         # Beam wraps an object store's failure mid-run (labse_common.remote_errors): per path in

@@ -197,6 +197,7 @@ def _bounded(method, operation: str):
     ``S3Failure`` that Beam's retry decorators do not retry again (they would try seven more
     times, minutes of back-off with a traceback logged each time)."""
     from apache_beam.io.aws.clients.s3 import messages
+    from botocore.exceptions import BotoCoreError, ClientError
 
     from labse_common.s3_upload import as_beam_error
 
@@ -204,7 +205,15 @@ def _bounded(method, operation: str):
     def call(self, request, *args, **kwargs):
         try:
             return method(self, request, *args, **kwargs)
-        except messages.S3ClientError as e:
+        except Exception as e:
+            # Beam's handler itself fails on botocore errors whose ``response`` is None (read
+            # timeouts, closed connections: an AttributeError, which Beam retries as if it were
+            # a server error); the botocore error it was handling is the one to judge.
+            ctx = e.__context__
+            if not isinstance(e, messages.S3ClientError):
+                if not isinstance(ctx, (BotoCoreError, ClientError)):
+                    raise
+                e = ctx
             raise as_beam_error(e, operation, _request_path(request),
                                 self.client.meta.endpoint_url) from e  # fmt: skip
 

@@ -260,7 +260,7 @@ def failure_in(e: BaseException | None, depth: int = 0) -> RemoteFailure | None:
     if e is None or depth > 8:
         return None
     if isinstance(e, RemoteFailure):
-        return e
+        return first_failure(e)
     details = getattr(e, "exception_details", None)
     if isinstance(details, dict):
         for inner in details.values():
@@ -272,3 +272,19 @@ def failure_in(e: BaseException | None, depth: int = 0) -> RemoteFailure | None:
         if lines:
             return RemoteFailure(lines[-1].strip())
     return failure_in(e.__cause__, depth + 1)
+
+
+def first_failure(e: RemoteFailure) -> RemoteFailure:
+    """The failure that started it: a clean-up after a failed write (deleting the temporary
+    files, releasing the claim) meets the same dead server and fails too, and its failure
+    replaces the first one; the first names the operation that actually broke. Python keeps
+    the first in the ``__context__`` chain (through Beam's and botocore's own wrappers)."""
+    first: RemoteFailure = e
+    seen: set[int] = set()
+    cur: BaseException | None = e
+    while cur is not None and id(cur) not in seen and len(seen) < 64:
+        seen.add(id(cur))
+        if isinstance(cur, RemoteFailure):
+            first = cur
+        cur = cur.__context__
+    return first

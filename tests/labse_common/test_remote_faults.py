@@ -231,7 +231,7 @@ def test_a_server_dying_mid_upload_is_one_line_without_beam_retries(proxy, caplo
     status, errors = command(body, url, caplog)
     assert status == 2 and len(errors) == 1, errors
     assert proxy.hits == 1 and time.monotonic() - t0 < BOUND_S
-    one_line(errors[0], f"s3://{BUCKET}/dying/", proxy.endpoint)
+    one_line(errors[0], "UploadPart 1 of", f"s3://{BUCKET}/dying/", proxy.endpoint)
     assert "refused the connection" in errors[0] or "closed the connection" in errors[0]
 
 
@@ -262,9 +262,9 @@ def test_a_server_dying_at_the_commit_is_one_line_exit_2(proxy, caplog):
 
     status, errors = command(body, url, caplog)
     assert status == 2 and len(errors) == 1 and proxy.hits == 1, errors
-    # The CopyObject failed; the clean-up after it (output_dir's abort) finds the server gone
-    # and its own failure is the line: either way the endpoint and the output are named.
-    one_line(errors[0], f"s3://{BUCKET}/commit/", proxy.endpoint)
+    # The clean-up after it (output_dir's abort) finds the server gone too; the line names the
+    # operation that broke, not the clean-up's.
+    one_line(errors[0], "CopyObject", f"s3://{BUCKET}/commit/a.txt", proxy.endpoint)
 
 
 # -- the server answers HTML with status 200 ------------------------------------------------
