@@ -94,7 +94,7 @@ def prepare_language(
     counter = StageCounter()
     side = prepare_side(corpus.text, blocks, cfg.unify, counter, "sentences", materialize=False,
                         text_input=(corpus_path, "--corpus"),
-                        vector_input=(store, "--model" if model else "--emb"))  # fmt: skip
+                        vector_input=(model, "--model") if model else (store, "--emb"))  # fmt: skip
     dim = int(blocks[0].shape[1]) if blocks and len(blocks[0]) else 0
     return Language(corpus, side, dict(counter.counts), str(store), dim)
 

@@ -239,10 +239,13 @@ def prepare_inputs(
                          "--trg-emb")  # fmt: skip
 
     counter = StageCounter()
+    # A side with no usable vector is blamed on what made the vectors: the model or the file.
+    src_vec, trg_vec = (((model, "--model"),) * 2 if model
+                        else ((src_emb, "--src-emb"), (trg_emb, "--trg-emb")))  # fmt: skip
     src = prepare_side(src_c.text, src_blocks, cfg.unify, counter, "src_sentences", not sharded,
-                       (str(src_text), "--src-text"), (src_emb, "--src-emb"))  # fmt: skip
+                       (str(src_text), "--src-text"), src_vec)  # fmt: skip
     trg = prepare_side(trg_c.text, trg_blocks, cfg.unify, counter, "trg_sentences", not sharded,
-                       (str(trg_text), "--trg-text"), (trg_emb, "--trg-emb"))  # fmt: skip
+                       (str(trg_text), "--trg-text"), trg_vec)  # fmt: skip
     return MineInputs(out, src_c, trg_c, src, trg, counter, src_emb, trg_emb, t0)
 
 
