@@ -305,10 +305,11 @@ def labels(sample: Path, candidates: Path, person_file: Path, earlier: Path | No
     sample_rows = [{h: ("" if h == LABEL else r.get(h)) for h in header} for r in smp.to_pylist()]
     earlier_labels = {}
     if earlier is not None:
-        earlier_labels = lm.known_labels(lm.read_rows(earlier, "combine.labels")[1], counter, "earlier_labels")
+        earlier_labels = lm.known_labels(lm.read_rows(earlier, "combine.labels")[1], counter, "earlier_labels",
+                                         earlier)
     person_header, person_rows = (lm.read_rows(person_file, "labels file") if person_file.is_file()
                                   else (header, []))  # fmt: skip
-    person = lm.known_labels(person_rows, counter, "person_labels")
+    person = lm.known_labels(person_rows, counter, "person_labels", person_file)
     merged = lm.merge_labels(sample_rows, earlier_labels, person)
     # The person's labels of pairs outside this sample stay in the file: a rerun may mine them again.
     in_sample = {lm.key_of(r["src"], r["trg"]) for r in merged}
