@@ -208,6 +208,19 @@ def test_mining_to_a_bucket_that_stalls_mid_upload_exits_2_in_one_line(proxy, tm
     one_line(errors[0], "PutObject", f"{url}/_tmp-", "did not answer within 1 s")
 
 
+def test_publish_to_a_server_that_stalls_is_bounded_and_names_it(proxy, tmp_path):
+    """``--publish`` has its own boto3 client: the same limits, the same endpoint named."""
+    from labse_common.publish import publish
+
+    (tmp_path / "final").mkdir()
+    (tmp_path / "final" / "bitext.tsv").write_text("a\tb\n")
+    url = f"s3://{BUCKET}/published"
+    proxy.arm("stall", is_put("/published/"))
+    err, took = bounded(lambda: publish(tmp_path / "final", url))
+    assert isinstance(err, RemoteError) and took < 10, repr(err)
+    one_line(str(err), "--publish", url, "bitext.tsv", proxy.endpoint, "did not answer within 1 s")
+
+
 # -- the server dies mid-upload -------------------------------------------------------------
 
 
