@@ -8,7 +8,7 @@ DEMO_OUT ?= demo_out
 SHARED  := $(wildcard ../shared/data/tatoeba)
 DEMO_DATA ?= $(if $(SHARED),--data ../shared/data,)
 
-.PHONY: venv demo test lint bench clean
+.PHONY: venv demo test test-fast lint bench clean
 
 venv: $(STAMP)
 
@@ -26,8 +26,14 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/python -m pipelines.run --config configs/demo.yaml $(DEMO_DATA) --output $(DEMO_OUT)
 
+# --dist loadscope: a module's tests stay on one worker, so its module fixtures (a whole runner
+# run, the contract cases) are built once, not once per worker.
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -n auto tests
+	$(BIN)/python -m pytest -q -n auto --dist loadscope tests
+
+# The development loop: everything but the end-to-end runs, clusters and servers (marked slow).
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -n auto --dist loadscope -m "not slow" tests
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -838,7 +838,7 @@ def _why_off(s: Stage, ctx: Context) -> str | None:
     return f"needs {', '.join(gone)}, which is off" if gone else None
 
 
-def make_plan(ctx: Context, start: str | None = None, only: str | None = None) -> list[Plan]:
+def make_plan(ctx: Context, start: str | None = None, only: Sequence[str] | None = None) -> list[Plan]:
     """Every stage: run (and why), skip (up to date), off (and why) or missing (an input of
     --from/--only that is not complete)."""
     ctx.on = {}
@@ -851,7 +851,7 @@ def make_plan(ctx: Context, start: str | None = None, only: str | None = None) -
     if start:
         forced = set(NAMES[NAMES.index(start) :])
     if only:
-        forced = {only}
+        forced = set(only)
     for s in STAGES:
         why_off = _why_off(s, ctx)
         if why_off:
@@ -869,7 +869,7 @@ def make_plan(ctx: Context, start: str | None = None, only: str | None = None) -
         elif up:
             reason = reason or f"upstream {', '.join(up)} reruns"
         if forced and s.name not in forced:
-            before = NAMES.index(s.name) < NAMES.index(only or start)
+            before = NAMES.index(s.name) < min(NAMES.index(n) for n in forced)
             if reason and before:  # an input of the forced stages that is not complete
                 plans.append(Plan(s, "missing", reason, key, parts))
             else:
@@ -1164,9 +1164,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ap.add_argument(
         "--only",
-        choices=NAMES,
-        metavar="STAGE",
-        help="rerun STAGE alone (its inputs must be complete)",
+        type=_stage_list,
+        metavar="STAGE[,STAGE...]",
+        help="rerun these stages alone, e.g. --only wikipedia,commoncrawl (their inputs must be "
+        "complete; the stages after them are left as they are)",
     )
     ap.add_argument(
         "--dry-run", action="store_true", help="print the plan (run/skip and why) and exit"
@@ -1178,6 +1179,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_log_level_option(ap)
     return ap  # fmt: skip
+
+
+def _stage_list(value: str) -> tuple[str, ...]:
+    names = tuple(n.strip() for n in value.split(",") if n.strip())
+    wrong = [n for n in names if n not in NAMES]
+    if wrong or not names:
+        raise argparse.ArgumentTypeError(
+            f"unknown stage {', '.join(wrong) or repr(value)} (stages: {', '.join(NAMES)})"
+        )
+    return names
 
 
 def describe_stages() -> str:
