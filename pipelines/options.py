@@ -114,11 +114,20 @@ class _FileSystemOptions(_WorkerPlugin):
     name = "labse-beam-filesystem-options"
 
     def __init__(self, args: list[str]) -> None:
+        import os
+
+        from labse_common.remote import LIMIT_ENVS
+
         self.args = args
+        # The S3 limits are environment settings: a cluster's workers do not share ours.
+        self.limits = {k: os.environ[k] for k in LIMIT_ENVS if k in os.environ}
 
     def setup(self, worker) -> None:
+        import os
+
         from labse_common.filesystems import configure
 
+        os.environ.update(getattr(self, "limits", {}))
         configure(self.args)
 
 

@@ -376,3 +376,25 @@ def test_the_limits_reach_beams_s3_client(proxy):
     cfg = client.meta.config
     assert (cfg.connect_timeout, cfg.read_timeout) == (1.0, 1.0)
     assert cfg.retries["total_max_attempts"] == 2 and client.meta.endpoint_url == proxy.endpoint
+
+
+def test_dask_workers_get_the_limits(monkeypatch):
+    """A Dask cluster's workers do not share this process's environment: the worker plugin
+    that gives them the job's S3 options carries the limits too."""
+    from apache_beam.io.filesystems import FileSystems
+
+    from labse_common.remote import s3_limits
+    from pipelines.options import _FileSystemOptions
+
+    for k, v in LIMITS.items():
+        monkeypatch.setenv(k, v)
+    plugin = _FileSystemOptions(["--s3_region_name", "us-east-1"])
+    for k in LIMITS:
+        monkeypatch.delenv(k)  # a worker on another machine
+    previous = FileSystems._pipeline_options
+    try:
+        plugin.setup(None)
+        lim = s3_limits()
+        assert (lim.connect_s, lim.read_s, lim.attempts) == (1.0, 1.0, 2)
+    finally:  # monkeypatch's undo removes the variables setup() set
+        FileSystems.set_options(previous)
