@@ -19,6 +19,9 @@ Under data parallelism each rank scores its local rows against the gathered glob
 over local rows; DDP then averages gradients over ranks, which gives exactly the gradient of
 the global-batch mean. With ``reduction="sum"`` the local sum is multiplied by the world size
 so DDP's average again equals the global sum's gradient.
+
+Hard negatives (hard_negatives.py) enter as extra columns of the source->target softmax, gathered
+like the targets, with no margin; a column in the row's translation group is masked out.
 """
 
 from __future__ import annotations

@@ -4,7 +4,10 @@ Runs alone or as one torchrun worker (see ``launcher.py``). Each step: every ran
 lanes' share of the global micro-batch from the streaming reader (stream.py; a producer thread
 tokenises ahead), encodes source and target in ONE forward call (a DDP module called twice per
 step would break its gradient hooks), and the loss gathers embeddings from all ranks so the
-in-batch negatives are the global batch.
+in-batch negatives are the global batch. With ``chunk_size`` the step is gradient-cached
+(grad_cache.py: any batch size in the memory of one chunk); with ``hard_negatives`` the
+encoder mines its own hard negatives from the pairs every few steps (hard_negatives.py) and
+each batch carries them as extra candidate columns.
 
 Outputs under ``--output``: ``checkpoints/step-*/`` (resumable, see checkpoint.py), ``model/``
 (final encoder, HF + sentence-transformers layout), ``metrics.jsonl``, ``tb/`` (TensorBoard),
