@@ -72,8 +72,8 @@ def check_vocab_fits(tokenizer: Any, bert: BertModel, where: str) -> None:
 @contextlib.contextmanager
 def quiet_transformers(what: str) -> Iterator[None]:
     """transformers' own log lines (its load report, progress bars) held back during a load: a
-    failed load is then one error line, not a report followed by it. A load that succeeds
-    passes the held lines on at DEBUG."""
+    failed load is then one error line, not a report followed by it. The held lines are passed
+    on at DEBUG."""
     from transformers.utils import logging as tlog
 
     root = tlog.get_logger()  # the library's root logger, where its handler sits
@@ -92,8 +92,8 @@ def quiet_transformers(what: str) -> Iterator[None]:
         root.handlers, root.propagate = handlers, propagate
         if bars:
             tlog.enable_progress_bar()
-    for r in held:  # reached only when the load succeeded
-        log.debug("%s: transformers: %s", what, r.getMessage())
+        for r in held:  # what transformers said stays available to --log-level DEBUG
+            log.debug("%s: transformers: %s", what, r.getMessage())
 
 
 @dataclass
@@ -277,7 +277,11 @@ def _load_bert(directory: str, add_pooling_layer: bool) -> BertModel:
         with quiet_transformers(directory):
             return BertModel.from_pretrained(directory, add_pooling_layer=add_pooling_layer)
     except Exception as e:  # transformers wraps safetensors errors in several types
-        raise CheckpointError(f"cannot load BERT weights from {directory}: {e}") from e
+        why = " ".join(str(e).split())
+        if "report" in why:  # its report was held back (quiet_transformers): say what it says
+            why = ("the weights do not fit config.json (transformers' load report, shown with "
+                   "--log-level DEBUG, names the tensors)")  # fmt: skip
+        raise CheckpointError(f"cannot load BERT weights from {directory}: {why}") from e
 
 
 def load_encoder(path: str) -> tuple[SentenceEncoder, BertTokenizerFast, dict]:
