@@ -16,6 +16,7 @@ import contextlib
 import json
 import logging
 import os
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -76,6 +77,18 @@ def quiet_transformers(what: str) -> Iterator[None]:
     on at DEBUG."""
     from transformers.utils import logging as tlog
 
+    with _TRANSFORMERS_LOGGING:  # threads of one process (Beam's DirectRunner) load together
+        with _held_transformers_lines(what, tlog):
+            yield
+
+
+#: Serialises the swap of transformers' handlers: two threads swapping at once could leave the
+#: holding handler in place for good.
+_TRANSFORMERS_LOGGING = threading.RLock()
+
+
+@contextlib.contextmanager
+def _held_transformers_lines(what: str, tlog: Any) -> Iterator[None]:
     root = tlog.get_logger()  # the library's root logger, where its handler sits
     held: list[logging.LogRecord] = []
 
