@@ -51,8 +51,11 @@ def test_retrieval_modes_and_margins_have_one_definition():
     for mode in mining_section.RETRIEVAL_MODES:  # every mode the config accepts is implemented
         pairs = retrieval.retrieve(sims, inds, sims[:5], inds[:5] % 6, mode)
         assert len(pairs) > 0, mode
+    # Each name computes its own formula (a = the pair's cosine, b = the neighbourhood mean).
+    expected = {"ratio": 3.0 / 1.5, "distance": 3.0 - 1.5, "absolute": 3.0}
+    assert set(expected) == set(mining_section.MARGINS)
     for name in mining_section.MARGINS:
-        assert margin.margin_fn(name)(np.float32(2.0), np.float32(1.0)) is not None
+        assert margin.margin_fn(name)(np.float32(3.0), np.float32(1.5)) == pytest.approx(expected[name]), name
     with pytest.raises(ConfigError, match="mining.mode='sideways' is not one of"):
         load("mining", "demo", ["mode=sideways"])
     from mining.__main__ import build_parser
