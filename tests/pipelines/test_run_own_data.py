@@ -27,7 +27,8 @@ from tests.pipelines.own_layout import make_layout
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-FAST = ["run.quality_bootstrap=false", "cds.noisy_epochs=1", "cds.clean_epochs=1",
+FAST = ["run.quality_bootstrap=false", "cds.noisy_epochs=1", "cds.clean_epochs=1", "cds.model.d_model=32",
+        "cds.model.ffn_dim=64", "cds.model.encoder_layers=1", "cds.model.decoder_layers=1",
         "combine.min_labelled=10", "combine.min_per_label=2", "combine.on_unreachable=continue",
         "train.steps=0", 'sources.eval=["gold/*.{src}-{trg}.*"]']  # fmt: skip
 
