@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from labse_common.embedding_store import load_npy, unit_rows
+from labse_common.errors import UsageError
 from labse_common.output_dir import is_remote
 from labse_common.sections.mining import MiningConfig
 from labse_common.stats import StageCounter
@@ -415,6 +416,20 @@ def _train(base: VectorSide, factory: str, knn_cfg, path: str, resume: bool = Fa
     os.replace(path + ".part", path)  # whole or absent: a resumed run may trust it
 
 
+def check_workdir(path: str, flag: str) -> None:
+    """A work folder that is a file (or under one) is the user's mistake: one line, exit 2."""
+    p = os.path.abspath(path)
+    while p and not os.path.exists(p):
+        parent = os.path.dirname(p)
+        if parent == p:
+            return
+        p = parent
+    if not os.path.isdir(p):
+        raise UsageError(f"{flag} {path}: {p} is a file, not a folder")
+    if not os.access(p, os.W_OK):
+        raise UsageError(f"{flag} {path}: {p} is not writable")
+
+
 def bounded_neighbours(
     src: VectorSide, trg: VectorSide, cfg: MiningConfig, layout: Layout | None = None
 ) -> tuple[Neighbours, dict[str, str], dict[str, float]]:
@@ -442,6 +457,7 @@ def bounded_neighbours(
     tmp = None
     if layout.workdir:
         work = layout.workdir
+        check_workdir(work, "workdir")
         os.makedirs(work, exist_ok=True)
     else:
         tmp = tempfile.TemporaryDirectory(prefix="bounded-mining-")

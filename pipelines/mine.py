@@ -45,6 +45,7 @@ from labse_common.output_dir import join, staged_output
 from labse_common.remote import require_local
 from labse_common.sections.mining import MiningConfig
 from mining.__main__ import _print_stats, add_scoring_options, mining_config
+from mining.bounded import check_workdir
 from mining.mine import run_mine
 from pipelines.options import check_remote, new_pipeline, pipeline_options, run_pipeline
 
@@ -139,6 +140,7 @@ def run(argv: Sequence[str] | None = None) -> int:
 def _run(args: argparse.Namespace, beam_args: list[str]) -> int:
     if args.workdir:  # the tasks write it with local file APIs
         require_local(args.workdir, "--workdir", "python -m pipelines.mine")
+        check_workdir(args.workdir, "--workdir")
     cfg = mining_config(args)  # typed: shard_rows >= 1, k >= 1, no NaN, ...
     opts = pipeline_options(beam_args)  # first: it gives FileSystems the S3/GCS options
     check_remote([args.src_emb, args.trg_emb, args.src_text, args.trg_text, args.output], opts)
