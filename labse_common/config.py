@@ -393,6 +393,8 @@ def _coerce(value: Any, tp: Any, path: str) -> Any:
                 return _coerce(value, opt, path)
             except ConfigError as e:
                 errors.append(e)
+        if len(errors) == 1:  # X | None: X's own error names the key inside it
+            raise errors[0]
         raise ConfigError(
             f"{path}={shown(value)} is not a valid {' or '.join(_type_name(o) for o in options)}"
         )

@@ -60,6 +60,12 @@ class DemoSource:
     synthetic_train: int = option(300, min=10, help="synthetic training pairs per language")
     synthetic_dev: int = option(100, min=10, help="synthetic dev pairs per language (hidden)")
 
+    def validate(self) -> None:
+        # No mined language: no planted pairs, an empty evaluation and an empty labelled sample,
+        # which the run would only discover stages later (or never: exit 0 with empty gold).
+        if not self.langs:
+            raise ValueError("langs is empty: the demo hides the dev pairs of at least one language")
+
 
 @dataclass
 class SourcesConfig:

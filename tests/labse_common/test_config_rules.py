@@ -50,3 +50,14 @@ def test_a_misspelt_section_is_refused_by_a_stage_command(tmp_path: Path):
     p = subprocess.run([sys.executable, "-m", "filters", "rules", "--pairs", str(pairs), "--config", str(f),
                         "--output", str(tmp_path / "out")], cwd=ROOT, capture_output=True, text=True)  # fmt: skip
     assert p.returncode == 2 and "minning" in p.stderr and "Traceback" not in p.stderr, p.stderr
+
+
+def test_an_empty_demo_language_list_is_refused_naming_the_key():
+    """``sources.demo.langs=[]`` planned a run with no planted pairs and an empty gold (exit 0);
+    the error of a value inside an optional section names the key inside it."""
+    from labse_common.config import ConfigError, load
+
+    with pytest.raises(ConfigError, match=r"^sources\.demo: langs is empty"):
+        load("sources", "demo", ["demo.langs=[]"])
+    with pytest.raises(ConfigError, match=r"^sources\.demo\.heldout='x' is not an integer"):
+        load("sources", "demo", ["demo.heldout=x"])
