@@ -301,15 +301,28 @@ def require_readable(counter: StageCounter, files: Sequence[str], flag: str | No
     """Damaged row groups are survived, but an input of which no row could be decoded would be
     a store of zero vectors: that is an error, before anything is committed."""
     lost = counter.counts.get(f"{UNIT}/event/damaged_row_group", 0)
-    if lost and lost == counter.counts.get(f"{UNIT}/in", 0):
+    total = counter.counts.get(f"{UNIT}/in", 0)
+    if lost and lost == total:
         raise _no_readable_row(files, lost, flag)
+    blank = counter.counts.get(f"{UNIT}/event/empty", 0)  # nulls are counted empty as well
+    if total and lost + blank == total:
+        raise _no_text(files, blank, lost, flag)
+
+
+def _no_text(files: Sequence[str], blank: int, lost: int, flag: str | None) -> InputError:
+    # Every row would be a zero vector: a store that mines nothing, written with exit 0 before.
+    return InputError(files[0] if len(files) == 1 else f"{len(files)} inputs",
+                      f"no text to embed: every row is null or blank ({blank} rows"
+                      + (f", {lost} more in damaged row groups)" if lost else ")"), flag)  # fmt: skip
 
 
 def check_readable(files: Sequence[str], text_column: str = "text",
                    flag: str | None = "--input") -> None:  # fmt: skip
     """:func:`require_readable` before embedding, for a job that must fail before its claim
     (the Beam job): decodes the text column of every Parquet input once."""
-    read = lost = 0
+    import pyarrow.compute as pc
+
+    read = lost = texts = 0
     for path in files:
         if not is_parquet(path):
             return  # a text input is read with bad bytes replaced: it always has rows
@@ -318,8 +331,12 @@ def check_readable(files: Sequence[str], text_column: str = "text",
                 lost += batch.rows
             else:
                 read += batch.num_rows
+                col = batch.column(0)
+                texts += pc.sum(pc.not_equal(pc.utf8_trim_whitespace(col), "")).as_py() or 0
     if lost and not read:
         raise _no_readable_row(files, lost, flag)
+    if read and not texts:
+        raise _no_text(files, read, lost, flag)
 
 
 def embed_chunk(encoder: Encoder, texts: Sequence[str | None], batch_size: int = 64,

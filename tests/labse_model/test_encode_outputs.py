@@ -159,3 +159,26 @@ def test_a_full_disk_on_a_beam_worker_is_one_line(tiny, text, tmp_path, caplog, 
     assert errors[-1] == (f"output {str(out)!r}: no space left on the device while writing it; "
                           "nothing was committed and the previous output is unchanged")  # fmt: skip
     assert {p: p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()} == before
+
+
+@pytest.mark.parametrize("values", [[None, None, None], ["", "  ", None]], ids=["null", "blank"])
+def test_a_column_with_no_text_is_exit_2_not_a_store_of_zero_vectors(tiny, tmp_path, values):
+    """Every value null or blank: each row would be a zero vector, a store that mines nothing
+    (it was written with exit 0). The store path, the .npy path and the Beam job's pre-claim
+    check all refuse it in one line naming the input."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from labse_common.errors import InputError
+    from labse_model.embed_store import check_readable
+
+    inp = tmp_path / "nulls.parquet"
+    pq.write_table(pa.table({"text": pa.array(values, pa.string())}), inp)
+    for out in (tmp_path / "store", tmp_path / "v.npy"):
+        assert _encode(tiny, str(inp), out) == 2
+        assert not out.exists()
+    with pytest.raises(InputError, match="no text to embed: every row is null or blank"):
+        check_readable([str(inp)])
+    pq.write_table(pa.table({"text": pa.array([*values, "one sentence"], pa.string())}), inp)
+    check_readable([str(inp)])  # one row of text is enough
+    assert _encode(tiny, str(inp), tmp_path / "store") == 0
