@@ -49,7 +49,7 @@ from labse_common.config import to_dict
 from labse_common.datafiles import iter_parquet_batches, iter_parquet_counted, parquet_file
 from labse_common.errors import InputError, UsageError
 from labse_common.logs import setup_logging
-from labse_common.output_dir import OutputDir, is_remote, upload_tree
+from labse_common.output_dir import OutputDir, full_error, is_remote, upload_tree
 from labse_common.sections.vocab import VocabConfig
 from labse_common.stats import StageCounter, merge_counts
 from labse_model.vocab.build import (
@@ -557,8 +557,11 @@ def _run(args: argparse.Namespace, beam_args: list[str]) -> int:
     log.info("vocab: %d languages, %d files -> %s", len(langs), len(files), args.output)
     try:
         problem = _run_into(out.tmp, args.output, langs, files, cfg, opts)  # OUTPUT/_tmp-<id>/
-    except BaseException:
+    except BaseException as e:
         out.abort()  # a useless input included: nothing is left
+        full = full_error(args.output, e)  # a full disk on a worker: one line, exit 2
+        if full is not None:
+            raise full from e
         raise
     out.commit()  # also when the learner failed: the counts are kept for a rerun
     if problem:

@@ -135,3 +135,20 @@ def test_cli_usage_errors_and_help(corpus, tmp_path):
     for opt in ("--input", "--output", "--vocab-size", "--smoothing", "--config", "--min-count",
                 "--max-word-length", "--heldout-fraction", "--set", "--log-level", "--runner"):  # fmt: skip
         assert opt in r.stdout, opt
+
+
+def test_a_full_disk_during_the_job_is_one_line_and_nothing_committed(corpus, tmp_path, monkeypatch, caplog):
+    import errno
+
+    import pipelines.vocab as job
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    root, _ = corpus
+    out = tmp_path / "o"
+    monkeypatch.setattr(job, "_run_into", full)  # where the workers' writes happen
+    assert job.run(["--input", str(root), "--output", str(out), "--vocab-size", "400"]) == 2
+    errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert len(errors) == 1 and "no space left on the device" in errors[0] and str(out) in errors[0]
+    assert not out.exists() or not [p for p in out.iterdir()]
