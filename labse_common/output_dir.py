@@ -456,6 +456,9 @@ class OutputDir:
                     _fs().delete(paths)
             else:
                 shutil.rmtree(self.tmp, ignore_errors=True)
+        except Exception as e:  # noqa: BLE001 - the error that made us abort is the one to report
+            # A dead server fails the clean-up too; raising here would hide the first failure.
+            log.warning("could not remove the temporary files under %s: %s", self.tmp, e)
         finally:
             self.release()
             if self._created_dir and not is_remote(self.output):

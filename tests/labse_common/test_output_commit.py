@@ -272,3 +272,20 @@ def test_a_failed_s3_commit_leaves_the_old_output(s3_fs, monkeypatch, n):
 def test_full_error_names_only_the_machine_limits():
     assert isinstance(od.full_error("o", OSError(errno.EFBIG, "x")), OutputError)
     assert od.full_error("o", OSError(errno.EIO, "x")) is None
+
+
+def test_a_clean_up_that_fails_does_not_hide_the_error_that_aborted(tmp_path: Path, monkeypatch, caplog):
+    """On a dead server the clean-up of the temporary files fails too; the job's own error is
+    the one raised, the clean-up's is a warning, and the claim is released."""
+
+    def broken(*args, **kwargs):
+        raise OSError("the server went away")
+
+    monkeypatch.setattr(od.shutil, "rmtree", broken)
+    out = tmp_path / "out"
+    with pytest.raises(ValueError, match="the job's own failure"):
+        with OutputDir(str(out)).open() as o:
+            Path(o.tmp, "x.txt").write_text("partial")
+            raise ValueError("the job's own failure")
+    assert not (out / CLAIM).exists()
+    assert any("could not remove the temporary files" in r.getMessage() for r in caplog.records)
