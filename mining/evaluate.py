@@ -62,10 +62,14 @@ def npy_embedder(emb_dir: str | None = None) -> Embedder:
     return embed
 
 
-def _clean(x: np.ndarray) -> np.ndarray:
+def _clean(x: np.ndarray, where: str | None = None) -> np.ndarray:
     # Invalid vectors become zeros: they can never be retrieved nor retrieve (counted as misses).
     x = np.asarray(x, dtype=np.float32)
     ok = valid_mask(x)
+    if where is not None and len(x) and not ok.any():
+        # An accuracy of 0 from an encoder that gave no usable vector is no measurement.
+        raise InputError(where, f"no usable vector: all {len(x)} embeddings are zero, NaN/inf or "
+                         "overflow (is the model or the embedding file broken?)")  # fmt: skip
     out = np.zeros_like(x)
     out[ok] = unit_rows(x[ok], "evaluation vectors")
     return out
@@ -152,7 +156,7 @@ def evaluate_tatoeba(
             raise InputError(None, f"{fx}: {len(tx)} lines but {fe} has {len(te)}")
         if not tx:
             raise InputError(None, f"{fx}: no sentences")
-        x, e = _clean(embed(tx, fx)), _clean(embed(te, fe))
+        x, e = _clean(embed(tx, fx), fx), _clean(embed(te, fe), fe)
         to_eng = accuracy(retrieve_top1(x, e, scoring, k), te, te)
         from_eng = accuracy(retrieve_top1(e, x, scoring, k), tx, tx)
         rows.append(
@@ -181,7 +185,7 @@ def evaluate_pool(
     ts, tt = read_lines(fs), read_lines(ft)
     if len(ts) != len(tt):
         raise InputError(None, f"{fs}: {len(ts)} lines but {ft} has {len(tt)}")
-    x, y = _clean(embed(ts, fs)), _clean(embed(tt, ft))
+    x, y = _clean(embed(ts, fs), fs), _clean(embed(tt, ft), ft)
     p_fwd = accuracy(retrieve_top1(x, y, scoring, k, cfg), tt, tt)
     p_bwd = accuracy(retrieve_top1(y, x, scoring, k, cfg), ts, ts)
     return {

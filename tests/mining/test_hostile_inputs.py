@@ -244,3 +244,16 @@ def test_faiss_is_imported_in_one_place() -> None:
                 if line.strip().startswith(("import faiss", "from faiss")):
                     found.append(str(path.relative_to(REPO)))
     assert found == ["mining/faiss_lib.py"], found
+
+
+def test_tatoeba_evaluation_of_an_encoder_without_a_usable_vector_is_an_error(tmp_path: Path) -> None:
+    """It scored 0 with exit 0: a broken model looked like a bad one."""
+    from labse_common.errors import InputError
+    from mining.evaluate import evaluate_tatoeba
+
+    for ext, words in (("deu", "Satz"), ("eng", "sentence")):
+        (tmp_path / f"tatoeba.deu-eng.{ext}").write_text("".join(f"{words} {i}\n" for i in range(5)))
+    with pytest.raises(InputError, match="no usable vector: all 5 embeddings"):
+        evaluate_tatoeba(tmp_path, lambda texts, path: np.zeros((len(texts), DIM), np.float32))
+    good_rows = evaluate_tatoeba(tmp_path, lambda texts, path: np.eye(len(texts), DIM, dtype=np.float32))
+    assert good_rows["average"]["both"] == 100.0
