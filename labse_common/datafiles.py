@@ -46,8 +46,8 @@ def is_text_type(t: pa.DataType) -> bool:
 def check_text_column(path: str, name: str, t: pa.DataType, flag: str | None = None) -> None:
     """InputError naming the file, the column and its type unless :func:`is_text_type`."""
     if not is_text_type(t):
-        raise InputError(path, f"column {name!r} holds {t}, not text (a text column must hold "
-                         "strings)", flag)  # fmt: skip
+        raise InputError(path, f"column {name!r} holds {t}, not UTF-8 text (a text column must "
+                         "hold strings)", flag)  # fmt: skip
 
 
 def _missing(path: str, flag: str | None) -> InputError:

@@ -53,7 +53,7 @@ def test_rules_refuse_an_integer_text_column(tmp_path, capsys, caplog):
                        "--output", str(tmp_path / "out")])  # fmt: skip
     assert rc == 2
     line = _err_line(capsys, caplog)
-    assert "'src'" in line and "int64" in line and "not text" in line, line
+    assert "'src'" in line and "int64" in line and "not UTF-8 text" in line, line
 
 
 def test_encode_and_rules_share_the_text_rule():
