@@ -216,6 +216,3 @@ def segment_attention_mask(segment_ids: torch.Tensor, attn_implementation: str, 
         raise ValueError(f"segment-packed rows need sdpa or eager attention, not {attn_implementation!r}")
     return torch.zeros(allowed.shape, dtype=dtype, device=allowed.device).masked_fill(~allowed, torch.finfo(dtype).min)
 
-
-def to_tensors(batch: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
-    return {k: torch.from_numpy(v) for k, v in batch.items() if k != "real"}

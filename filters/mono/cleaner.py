@@ -11,7 +11,7 @@ needs the whole corpus and lives in the Beam job.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from filters.langid import LanguageFilter, LanguageIdentifier, LidResult
@@ -165,13 +165,3 @@ class SentenceCleaner:
             counter.add_dropped("documents", "no_sentence_kept")
         return res
 
-
-def clean_all(
-    cleaner: SentenceCleaner, docs: Iterable[Document], counter: StageCounter
-) -> list[dict]:
-    """Convenience for small inputs and benchmarks: clean every document, return kept rows."""
-    out: list[dict] = []
-    for d in docs:
-        counter.add_in("documents")
-        out.extend(cleaner.clean(d, counter).kept)
-    return out
