@@ -32,7 +32,8 @@ SMALL = ["sources.demo.synthetic_train=120", "sources.demo.synthetic_dev=40", "s
          # less well (its quality is measured in bench/README.md, not here).
          "cds.noisy_epochs=1", "cds.clean_epochs=1", "cds.model.d_model=32", "cds.model.ffn_dim=64",
          "cds.model.encoder_layers=1", "cds.model.decoder_layers=1",
-         # Pretraining: three tiny stages.
+         # A narrower encoder on a smaller vocabulary, and three tiny pretraining stages.
+         "model.hidden_size=64", "model.intermediate_size=128", "vocab.vocab_size=2000",
          "pretrain.stage_steps=[4,4,8]", "pretrain.warmup_steps=2", "pretrain.save_every=8",
          "pretrain.eval_every=8", "pretrain.log_every=4"]  # fmt: skip
 STAGES = runner.NAMES
