@@ -457,8 +457,10 @@ class OutputDir:
             else:
                 shutil.rmtree(self.tmp, ignore_errors=True)
         except Exception as e:  # noqa: BLE001 - the error that made us abort is the one to report
-            # A dead server fails the clean-up too; raising here would hide the first failure.
-            log.warning("could not remove the temporary files under %s: %s", self.tmp, e)
+            # A dead server fails the clean-up too; raising here would hide the first failure,
+            # and repeating its message would make one failure read as two.
+            log.warning("could not remove the temporary files under %s (%s); remove them by hand",
+                        self.tmp, type(e).__name__)
         finally:
             self.release()
             if self._created_dir and not is_remote(self.output):
