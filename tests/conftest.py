@@ -115,3 +115,14 @@ def cluster(tmp_path_factory):
         pytest.skip(why)
     with dask_cluster(2, tmp_path_factory.mktemp("dask-logs")) as addr:
         yield addr
+
+
+@pytest.fixture
+def one_torch_thread():
+    """torch on one thread for the test (xdist workers share 2 cores); restored after."""
+    import torch
+
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)

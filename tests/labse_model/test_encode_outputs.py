@@ -32,12 +32,7 @@ ROOT = Path(__file__).resolve().parents[2]
 LINES = [f"sentence {i} about topic {i % 5}" for i in range(40)]
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tests/conftest.py
 
 
 @pytest.fixture(scope="module")

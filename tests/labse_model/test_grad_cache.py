@@ -23,12 +23,7 @@ VOCAB = 60
 PAIRS = 12  # global batch of the DDP case: 6 pairs (12 rows) per rank
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tests/conftest.py
 
 
 def small_encoder(dropout: float, seed: int = 0) -> SentenceEncoder:

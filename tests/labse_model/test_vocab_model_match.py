@@ -9,7 +9,6 @@ import os
 import shutil
 
 import pytest
-import torch
 
 from labse_model.__main__ import main
 from labse_model.model import EMBEDDING_PADDING, CheckpointError, load_encoder
@@ -21,12 +20,7 @@ _SYL = ["ka", "lo", "mi", "ne", "su", "ra", "te", "vo", "qu", "zi", "bé", "dö"
 WORDS = [" ".join(a + b + c for c in _SYL) for a in _SYL for b in _SYL]
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tests/conftest.py
 
 
 @pytest.fixture(scope="module")
