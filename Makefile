@@ -36,6 +36,7 @@ test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -n auto --dist loadscope -m "not slow" tests
 
 lint: $(STAMP)
+	$(BIN)/ruff format --check .
 	$(BIN)/ruff check .
 
 bench: $(STAMP)

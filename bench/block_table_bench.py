@@ -32,7 +32,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 log = logging.getLogger("block_table_bench")
-BLOCKS_PER_FILE = 200  # a 200k-row corpus file (the paper preset's rows_per_file) at block_rows 1,000
+BLOCKS_PER_FILE = (
+    200  # a 200k-row corpus file (the paper preset's rows_per_file) at block_rows 1,000
+)
 
 CHILD = r"""
 import json, pickle, resource, sys, time
@@ -97,20 +99,41 @@ print(json.dumps({"n": n, "held_bytes_per_block": held / n, "build_s": build_s, 
 
 
 def run(repo: Path, n: int, ranks: int, lanes: int) -> dict:
-    r = subprocess.run([sys.executable, "-c", CHILD, str(repo), str(n), str(ranks), str(lanes),
-                        str(BLOCKS_PER_FILE)], capture_output=True, text=True)  # fmt: skip
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            CHILD,
+            str(repo),
+            str(n),
+            str(ranks),
+            str(lanes),
+            str(BLOCKS_PER_FILE),
+        ],
+        capture_output=True,
+        text=True,
+    )
     if r.returncode:
         raise SystemExit(f"{repo}: {r.stderr[-2000:]}")
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
-    ap.add_argument("--peer-repo", required=True,
-                    help="a checkout of the code before the block table (the peer)")  # fmt: skip
-    ap.add_argument("--blocks", type=int, nargs="+", default=[1_000_000, 4_000_000],
-                    help="blocks per run (17M = the paper's 17B sentences at block_rows 1,000)")  # fmt: skip
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--peer-repo",
+        required=True,
+        help="a checkout of the code before the block table (the peer)",
+    )
+    ap.add_argument(
+        "--blocks",
+        type=int,
+        nargs="+",
+        default=[1_000_000, 4_000_000],
+        help="blocks per run (17M = the paper's 17B sentences at block_rows 1,000)",
+    )
     ap.add_argument("--ranks", type=int, default=8, help="shares exchanged (ranks of the job)")
     ap.add_argument("--lanes", type=int, default=256, help="lanes the blocks are dealt to")
     ap.add_argument("--json", help="also write the rows here")
@@ -125,22 +148,30 @@ def main(argv: list[str] | None = None) -> int:
             log.info("%s, %d blocks ...", name, n)
             rows.append({"code": name, **run(repo, n, args.ranks, args.lanes)})
     print(f"\n{args.ranks} ranks' shares exchanged, {args.lanes} lanes\n")
-    print("| blocks | code | held B/block | pickled B/block | exchange + sort s | peak RSS MiB | "
-          "one lane's epoch deal ms |")  # fmt: skip
+    print(
+        "| blocks | code | held B/block | pickled B/block | exchange + sort s | peak RSS MiB | "
+        "one lane's epoch deal ms |"
+    )
     print("|---:|---|---:|---:|---:|---:|---:|")
     for r in rows:
-        print(f"| {r['n']:,} | {r['code']} | {r['held_bytes_per_block']:.0f} | "
-              f"{r['wire_bytes'] / r['n']:.1f} | {r['exchange_s']:.2f} | {r['peak_rss'] / 2**20:,.0f} | "
-              f"{1e3 * r['deal_s']:.1f} |")  # fmt: skip
+        print(
+            f"| {r['n']:,} | {r['code']} | {r['held_bytes_per_block']:.0f} | "
+            f"{r['wire_bytes'] / r['n']:.1f} | {r['exchange_s']:.2f} | {r['peak_rss'] / 2**20:,.0f} | "
+            f"{1e3 * r['deal_s']:.1f} |"
+        )
     print("\nours / peer, same run:")
     for i in range(0, len(rows), 2):
         p, o = rows[i], rows[i + 1]
         if p["lane_records"] != o["lane_records"]:
-            raise SystemExit(f"{p['n']} blocks: the lane's records differ ({o['lane_records']} "
-                             f"against the peer's {p['lane_records']})")  # fmt: skip
-        print(f"  {p['n']:,} blocks: held {o['held_bytes_per_block'] / p['held_bytes_per_block']:.3f}x, "
-              f"exchange {o['exchange_s'] / p['exchange_s']:.3f}x, peak RSS "
-              f"{o['peak_rss'] / p['peak_rss']:.3f}x, epoch deal {o['deal_s'] / p['deal_s']:.3f}x")  # fmt: skip
+            raise SystemExit(
+                f"{p['n']} blocks: the lane's records differ ({o['lane_records']} "
+                f"against the peer's {p['lane_records']})"
+            )
+        print(
+            f"  {p['n']:,} blocks: held {o['held_bytes_per_block'] / p['held_bytes_per_block']:.3f}x, "
+            f"exchange {o['exchange_s'] / p['exchange_s']:.3f}x, peak RSS "
+            f"{o['peak_rss'] / p['peak_rss']:.3f}x, epoch deal {o['deal_s'] / p['deal_s']:.3f}x"
+        )
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
     return 0

@@ -39,21 +39,33 @@ def main(argv: list[str] | None = None) -> int:
         half = split_halves(table.column("src").to_pylist())
         pool, held = table.filter(pa.array(half == 0)), table.filter(pa.array(half == 1))
         s = auto_label(draw_sample(pool, args.sample, seed=seed), planted)
-        fit = fit_combined(s, labels_bool(s), target=args.target, bootstrap=300,
-                           confidence=args.confidence, seed=seed)  # fmt: skip
+        fit = fit_combined(
+            s,
+            labels_bool(s),
+            target=args.target,
+            bootstrap=300,
+            confidence=args.confidence,
+            seed=seed,
+        )
         if fit.calibration is None:
             print(f"seed {seed}: target unreachable ({fit.unreachable})")
             continue
         keep = fit.scorer.score(held) >= fit.calibration.threshold
-        truth = np.array([(a, b) in planted for a, b in zip(held.column("src").to_pylist(),
-                                                           held.column("trg").to_pylist())])  # fmt: skip
+        truth = np.array(
+            [
+                (a, b) in planted
+                for a, b in zip(held.column("src").to_pylist(), held.column("trg").to_pylist())
+            ]
+        )
         p = float(truth[keep].mean())
         lo, hi = fit.calibration.precision_ci
         inside += lo <= p <= hi
         auc = {f.name: f.auc for f in fit.features}
         ratios.append(fit.oof_auc / max(auc["margin"], auc["cds_score"]))
-        print(f"seed {seed:2d}: unseen-half precision {p:.3f}, interval [{lo:.3f}, {hi:.3f}], "
-              f"AUC combined {fit.oof_auc:.3f} margin {auc['margin']:.3f} cds {auc['cds_score']:.3f}")  # fmt: skip
+        print(
+            f"seed {seed:2d}: unseen-half precision {p:.3f}, interval [{lo:.3f}, {hi:.3f}], "
+            f"AUC combined {fit.oof_auc:.3f} margin {auc['margin']:.3f} cds {auc['cds_score']:.3f}"
+        )
     print(f"\ninside the {args.confidence:.0%} interval: {inside}/{args.seeds}")
     print(f"ratio combined AUC / best single feature: median {np.median(ratios):.3f}x")
     return 0

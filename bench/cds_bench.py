@@ -75,24 +75,48 @@ def naive_scores(scorer: CdsScorer, src: list[str], trg: list[str]) -> list[floa
     out = []
     with torch.inference_mode():
         for s, t in zip(src, trg):
-            ids = tok(s, return_tensors="pt", truncation=True, max_length=scorer.max_length)["input_ids"]
-            lab = tok(text_target=t, return_tensors="pt", truncation=True, max_length=scorer.max_length)["input_ids"]
+            ids = tok(s, return_tensors="pt", truncation=True, max_length=scorer.max_length)[
+                "input_ids"
+            ]
+            lab = tok(
+                text_target=t, return_tensors="pt", truncation=True, max_length=scorer.max_length
+            )["input_ids"]
             if lab[0, 0] == start:
                 lab = lab[:, 1:]
             ids, lab = ids.to(scorer.device), lab.to(scorer.device)
-            out.append(float(noisy(input_ids=ids, labels=lab).loss - clean(input_ids=ids, labels=lab).loss))
+            out.append(
+                float(noisy(input_ids=ids, labels=lab).loss - clean(input_ids=ids, labels=lab).loss)
+            )
     return out
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--pairs", type=int, default=2000, help="pairs scored by ours (default 2000)")
-    ap.add_argument("--peer-pairs", type=int, default=200, help="pairs scored by the per-pair peer (default 200)")
+    ap.add_argument(
+        "--peer-pairs",
+        type=int,
+        default=200,
+        help="pairs scored by the per-pair peer (default 200)",
+    )
     ap.add_argument("--batch-size", type=int, default=64)
-    ap.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1: per-core figures)")
-    ap.add_argument("--repeats", type=int, default=3, help="best of N alternating runs (shared machine)")
-    ap.add_argument("--bidirectional", action="store_true", help="also time the 4-model scorer (dual_xent)")
-    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="cuda: GPU row (skipped without a GPU)")
+    ap.add_argument(
+        "--threads", type=int, default=1, help="torch CPU threads (default 1: per-core figures)"
+    )
+    ap.add_argument(
+        "--repeats", type=int, default=3, help="best of N alternating runs (shared machine)"
+    )
+    ap.add_argument(
+        "--bidirectional", action="store_true", help="also time the 4-model scorer (dual_xent)"
+    )
+    ap.add_argument(
+        "--device",
+        default="cpu",
+        choices=["cpu", "cuda"],
+        help="cuda: GPU row (skipped without a GPU)",
+    )
     ap.add_argument("--json", help="write the figures here")
     args = ap.parse_args()
     quiet_transformers()
@@ -105,37 +129,67 @@ def main() -> None:
         tok = train_wordpiece(src + trg, d, vocab_size=cfg.vocab_size)
     models = [new_model(tok, cfg.model, seed=s) for s in range(4)]
     n_params = sum(p.numel() for p in models[0].parameters())
-    fwd = CdsScorer(tok, models[0], models[1], max_length=cfg.model.max_length, device=args.device,
-                    batch_size=args.batch_size)  # fmt: skip
-    bi = CdsScorer(tok, *models, max_length=cfg.model.max_length, device=args.device,
-                   batch_size=args.batch_size)  # fmt: skip
+    fwd = CdsScorer(
+        tok,
+        models[0],
+        models[1],
+        max_length=cfg.model.max_length,
+        device=args.device,
+        batch_size=args.batch_size,
+    )
+    bi = CdsScorer(
+        tok,
+        *models,
+        max_length=cfg.model.max_length,
+        device=args.device,
+        batch_size=args.batch_size,
+    )
     # Warm-up (allocator, kernels), then alternate ours and the peer; keep each one's best.
     fwd.score(src[:64], trg[:64])
     naive_scores(fwd, src[:8], trg[:8])
     np.testing.assert_allclose(  # the peer computes the same score
-        naive_scores(fwd, src[:16], trg[:16]), fwd.score(src[:16], trg[:16]), rtol=1e-3, atol=1e-4)
+        naive_scores(fwd, src[:16], trg[:16]), fwd.score(src[:16], trg[:16]), rtol=1e-3, atol=1e-4
+    )
     best = {}
     for _ in range(args.repeats):
-        runs = {"ours (CdsScorer, fwd)": (lambda: fwd.score_all(src, trg), len(src)),
-                "peer: per-pair loop, same models": (lambda: naive_scores(fwd, src[:args.peer_pairs], trg[:args.peer_pairs]), args.peer_pairs)}  # fmt: skip
+        runs = {
+            "ours (CdsScorer, fwd)": (lambda: fwd.score_all(src, trg), len(src)),
+            "peer: per-pair loop, same models": (
+                lambda: naive_scores(fwd, src[: args.peer_pairs], trg[: args.peer_pairs]),
+                args.peer_pairs,
+            ),
+        }
         if args.bidirectional:
-            runs["ours (CdsScorer, fwd+bwd, dual_xent)"] = (lambda: bi.score_all(src, trg), len(src))
+            runs["ours (CdsScorer, fwd+bwd, dual_xent)"] = (
+                lambda: bi.score_all(src, trg),
+                len(src),
+            )
         for name, (fn, n) in runs.items():
             wall, cpu = timed(fn)
             rate = (n / wall, n / max(cpu, 1e-9))
             if name not in best or rate[1] > best[name][1]:
                 best[name] = rate
-    dev = f"{args.device}, {args.threads} thread(s)" if args.device == "cpu" else torch.cuda.get_device_name()
-    print(f"\nCDS scoring, demo model ({n_params / 1e6:.2f}M parameters per model), {len(src)} Tatoeba pairs, "
-          f"batch {args.batch_size}, {dev}, best of {args.repeats}\n")
+    dev = (
+        f"{args.device}, {args.threads} thread(s)"
+        if args.device == "cpu"
+        else torch.cuda.get_device_name()
+    )
+    print(
+        f"\nCDS scoring, demo model ({n_params / 1e6:.2f}M parameters per model), {len(src)} Tatoeba pairs, "
+        f"batch {args.batch_size}, {dev}, best of {args.repeats}\n"
+    )
     print("| system | pairs/s (wall) | pairs per CPU-s |")
     print("|---|---|---|")
     for name, (w, c) in best.items():
         print(f"| {name} | {w:.1f} | {c:.1f} |")
     ours = best["ours (CdsScorer, fwd)"]
     peer = best["peer: per-pair loop, same models"]
-    print(f"| **ratio ours/peer (same run)** | {ours[0] / peer[0]:.2f} | **{ours[1] / peer[1]:.2f}** |")
-    print("\nAgainst PUBLISHED bicleaner-ai figures (not same run, other machine and model; orientation only):\n")
+    print(
+        f"| **ratio ours/peer (same run)** | {ours[0] / peer[0]:.2f} | **{ours[1] / peer[1]:.2f}** |"
+    )
+    print(
+        "\nAgainst PUBLISHED bicleaner-ai figures (not same run, other machine and model; orientation only):\n"
+    )
     print("| published figure | pairs/s | ours / published |")
     print("|---|---|---|")
     mine = ours[0] if args.device == "cuda" else ours[1]
@@ -148,8 +202,12 @@ def main() -> None:
         ratios[name] = mine / rate
         print(f"| {name} | {rate:g} | {mine / rate:.2f} |")
     if args.json:
-        Path(args.json).write_text(json.dumps({"best": best, "published_ratios": ratios,
-                                               "params": n_params, "device": dev}, indent=2))  # fmt: skip
+        Path(args.json).write_text(
+            json.dumps(
+                {"best": best, "published_ratios": ratios, "params": n_params, "device": dev},
+                indent=2,
+            )
+        )
 
 
 if __name__ == "__main__":

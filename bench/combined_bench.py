@@ -108,8 +108,10 @@ def main(argv: list[str] | None = None) -> int:
             auc = roc_auc(s[ok], good[ok])
             # A feature where lower means GOOD (cross-entropy): report its better orientation.
             rows[kind][name] = max(auc, 1.0 - auc) if name != "combined" else auc
-    print(f"\n{len(noisy)} pairs ({int(good.sum())} GOOD) from {args.split} of {len(langs)} "
-          f"languages; combined = {len(names)} features, out-of-fold over {args.folds} folds\n")  # fmt: skip
+    print(
+        f"\n{len(noisy)} pairs ({int(good.sum())} GOOD) from {args.split} of {len(langs)} "
+        f"languages; combined = {len(names)} features, out-of-fold over {args.folds} folds\n"
+    )
     head = ["kind", "combined", *names]
     print(" | ".join(f"{h:>14}" for h in head))
     for kind, r in rows.items():
@@ -120,8 +122,10 @@ def main(argv: list[str] | None = None) -> int:
             for kind, r in rows.items():
                 print(f"ratio combined / {peer} alone, {kind:>14}: {r['combined'] / r[peer]:.2f}x")
     if args.json:
-        Path(args.json).write_text(json.dumps({"pairs": len(noisy), "features": names,
-                                               "auc": rows}, indent=2), encoding="utf-8")  # fmt: skip
+        Path(args.json).write_text(
+            json.dumps({"pairs": len(noisy), "features": names, "auc": rows}, indent=2),
+            encoding="utf-8",
+        )
     return 0
 
 

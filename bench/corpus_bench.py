@@ -107,8 +107,7 @@ def _renamed_page(page: str, k: int) -> str:
     """Copy k of a page: new title and page id (the first <id> of a page is the page's)."""
     page = re.sub(r"<title>(.*?)</title>", rf"<title>\1 (copy {k})</title>", page, count=1)
     shift = k * 100_000_000
-    return re.sub(r"<id>(\d+)</id>", lambda m: f"<id>{int(m.group(1)) + shift}</id>", page,
-                  count=1)  # fmt: skip
+    return re.sub(r"<id>(\d+)</id>", lambda m: f"<id>{int(m.group(1)) + shift}</id>", page, count=1)
 
 
 def build_wiki_dump(dst: Path, repeat: int) -> dict:
@@ -174,31 +173,80 @@ def bench_wiki(work: Path, repeat: int, workers: int) -> dict:
 
     res: dict = {"input": {**info, "path": str(dump)}}
     out = work / "wiki_ours"
-    ours = run_timed([PY, "-m", "pipelines.wikipedia", "--input", str(dump), "--output", str(out),
-                      "--overwrite", "--direct_running_mode", "in_memory",
-                      "--direct_num_workers", "1", "--log-level", "WARNING"])  # fmt: skip
+    ours = run_timed(
+        [
+            PY,
+            "-m",
+            "pipelines.wikipedia",
+            "--input",
+            str(dump),
+            "--output",
+            str(out),
+            "--overwrite",
+            "--direct_running_mode",
+            "in_memory",
+            "--direct_num_workers",
+            "1",
+            "--log-level",
+            "WARNING",
+        ]
+    )
     stats = json.loads((out / "stats.json").read_text())
     n_ours = stats["counts"]["documents"]["out"] + sum(
-        v for k, v in stats["counts"]["documents"]["dropped"].items()
-        if k not in ("other_namespace", "redirect"))  # fmt: skip
+        v
+        for k, v in stats["counts"]["documents"]["dropped"].items()
+        if k not in ("other_namespace", "redirect")
+    )
     sents = read_parquet_texts(out)
-    res["ours"] = {"system": "pipelines.wikipedia (Beam in_memory, 1 worker + parse helper)",
-                   "processes": 2, "articles": n_ours, "wall_s": ours["wall_s"],
-                   "cpu_s": ours["cpu_s"], "output_sentences": len(sents),
-                   "residue_sentences": residue(sents)}  # fmt: skip
+    res["ours"] = {
+        "system": "pipelines.wikipedia (Beam in_memory, 1 worker + parse helper)",
+        "processes": 2,
+        "articles": n_ours,
+        "wall_s": ours["wall_s"],
+        "cpu_s": ours["cpu_s"],
+        "output_sentences": len(sents),
+        "residue_sentences": residue(sents),
+    }
 
-    ext = run_timed([PY, str(Path(__file__).resolve()), "--worker", "ours_wiki_extract",
-                     str(dump), str(work / "wiki_extract.json")])  # fmt: skip
+    ext = run_timed(
+        [
+            PY,
+            str(Path(__file__).resolve()),
+            "--worker",
+            "ours_wiki_extract",
+            str(dump),
+            str(work / "wiki_extract.json"),
+        ]
+    )
     n_ext = json.loads((work / "wiki_extract.json").read_text())["articles"]
-    res["ours_extract"] = {"system": "ours, extraction only (read + wikitext -> text)",
-                           "processes": 1, "articles": n_ext, "wall_s": ext["wall_s"],
-                           "cpu_s": ext["cpu_s"]}  # fmt: skip
+    res["ours_extract"] = {
+        "system": "ours, extraction only (read + wikitext -> text)",
+        "processes": 1,
+        "articles": n_ext,
+        "wall_s": ext["wall_s"],
+        "cpu_s": ext["cpu_s"],
+    }
 
     if workers > 1:
         out_mp = work / "wiki_ours_mp"
-        mp = run_timed([PY, "-m", "pipelines.wikipedia", "--input", str(dump), "--output",
-                        str(out_mp), "--overwrite", "--direct_running_mode", "multi_processing",
-                        "--direct_num_workers", str(workers), "--log-level", "WARNING"])  # fmt: skip
+        mp = run_timed(
+            [
+                PY,
+                "-m",
+                "pipelines.wikipedia",
+                "--input",
+                str(dump),
+                "--output",
+                str(out_mp),
+                "--overwrite",
+                "--direct_running_mode",
+                "multi_processing",
+                "--direct_num_workers",
+                str(workers),
+                "--log-level",
+                "WARNING",
+            ]
+        )
         res["ours_multi"] = {
             "system": f"pipelines.wikipedia (multi_processing, {workers} workers)",
             "processes": workers,
@@ -211,27 +259,57 @@ def bench_wiki(work: Path, repeat: int, workers: int) -> dict:
         import shutil
 
         shutil.rmtree(wout)
-    peer = run_timed([PY, "-m", "wikiextractor.WikiExtractor", str(dump), "-o", str(wout),
-                      "--no-templates", "--processes", "1", "-q"])  # fmt: skip
+    peer = run_timed(
+        [
+            PY,
+            "-m",
+            "wikiextractor.WikiExtractor",
+            str(dump),
+            "-o",
+            str(wout),
+            "--no-templates",
+            "--processes",
+            "1",
+            "-q",
+        ]
+    )
     n_peer, lines = read_wikiextractor(wout)
     peer_sents = [s for ln in lines for s in split_sentences(ln)]
-    res["peer"] = {"system": "wikiextractor 3.1.0 --no-templates --processes 1",
-                   "processes": 3, "articles": n_peer, "wall_s": peer["wall_s"],
-                   "cpu_s": peer["cpu_s"], "output_lines": len(lines),
-                   "residue_lines": residue(lines), "residue_sentences": residue(peer_sents)}  # fmt: skip
+    res["peer"] = {
+        "system": "wikiextractor 3.1.0 --no-templates --processes 1",
+        "processes": 3,
+        "articles": n_peer,
+        "wall_s": peer["wall_s"],
+        "cpu_s": peer["cpu_s"],
+        "output_lines": len(lines),
+        "residue_lines": residue(lines),
+        "residue_sentences": residue(peer_sents),
+    }
     filt_out = work / "wiki_wikiextractor_filtered"
-    filt = run_timed([PY, str(Path(__file__).resolve()), "--worker", "wikiextractor_filters",
-                      str(wout), str(filt_out)])  # fmt: skip
+    filt = run_timed(
+        [
+            PY,
+            str(Path(__file__).resolve()),
+            "--worker",
+            "wikiextractor_filters",
+            str(wout),
+            str(filt_out),
+        ]
+    )
     filt_sents = read_parquet_texts(filt_out)
     filt_counts = json.loads((filt_out / "counts.json").read_text())
     sc = stats["counts"]["sentences"]
     res["ours"]["kept_sentences_before_dedup"] = sc["out"] + sc["dropped"].get("duplicate", 0)
     res["peer_same_work"] = {
         "system": "wikiextractor + the same filters, dedup and Parquet (plain Python loop)",
-        "processes": 3, "articles": n_peer, "wall_s": peer["wall_s"] + filt["wall_s"],
-        "cpu_s": peer["cpu_s"] + filt["cpu_s"], "output_sentences": len(filt_sents),
+        "processes": 3,
+        "articles": n_peer,
+        "wall_s": peer["wall_s"] + filt["wall_s"],
+        "cpu_s": peer["cpu_s"] + filt["cpu_s"],
+        "output_sentences": len(filt_sents),
         "residue_sentences": residue(filt_sents),
-        "kept_sentences_before_dedup": filt_counts.get("sentences/out", 0)}  # fmt: skip
+        "kept_sentences_before_dedup": filt_counts.get("sentences/out", 0),
+    }
     for side in ("ours", "ours_extract", "peer", "peer_same_work"):
         r = res[side]
         r["pages_per_s"] = r["articles"] / r["wall_s"]
@@ -247,13 +325,14 @@ def bench_wiki(work: Path, repeat: int, workers: int) -> dict:
         "same_work_pages_per_cpu_s": res["ours"]["pages_per_cpu_s"]
         / res["peer_same_work"]["pages_per_cpu_s"],
         # Useful output per CPU second: the extractors leave different amounts of text per page.
-        "same_work_kept_sentences_per_cpu_s":
-            (res["ours"]["kept_sentences_before_dedup"] / res["ours"]["cpu_s"])
-            / (res["peer_same_work"]["kept_sentences_before_dedup"]
-               / res["peer_same_work"]["cpu_s"]),
-        "residue_sentences": _safe_ratio(res["ours"]["residue_sentences"]["any"],
-                                         res["peer"]["residue_sentences"]["any"]),
-    }  # fmt: skip
+        "same_work_kept_sentences_per_cpu_s": (
+            res["ours"]["kept_sentences_before_dedup"] / res["ours"]["cpu_s"]
+        )
+        / (res["peer_same_work"]["kept_sentences_before_dedup"] / res["peer_same_work"]["cpu_s"]),
+        "residue_sentences": _safe_ratio(
+            res["ours"]["residue_sentences"]["any"], res["peer"]["residue_sentences"]["any"]
+        ),
+    }
     return res
 
 
@@ -293,8 +372,9 @@ def build_wet(dst: Path, repeat: int) -> dict:
                         "WARC-Date": "2019-08-17T20:32:22Z",
                         "WARC-Identified-Payload-Type": "text/plain",
                     }
-                    rec = writer.create_warc_record(u, "conversion", payload=io.BytesIO(payload),
-                                                    warc_headers_dict=headers)  # fmt: skip
+                    rec = writer.create_warc_record(
+                        u, "conversion", payload=io.BytesIO(payload), warc_headers_dict=headers
+                    )
                     rec.rec_headers.replace_header("Content-Type", "text/plain")
                     writer.write_record(rec)
         tmp.rename(dst)
@@ -320,19 +400,27 @@ def serbian_residue(kept: list[tuple[str, str]]) -> dict:
     kinds = {"body": 0, "headline": 0, "navigation": 0}
     examples = []
     for s in sents:
-        kind = ("body" if any(s in b for b in body)
-                else "headline" if any(s in h for h in headlines) else "navigation")  # fmt: skip
+        kind = (
+            "body"
+            if any(s in b for b in body)
+            else "headline"
+            if any(s in h for h in headlines)
+            else "navigation"
+        )
         kinds[kind] += 1
         if kind != "body":
             examples.append(s)
     n = len(sents)
     body_chars = sum(len(b) for b in body)
     kept_chars = sum(len(s) for s in sents if any(s in b for b in body))
-    return {"kept_sentences": n, "by_origin": kinds,
-            "residue": (n - kinds["body"]) / n if n else 0.0,
-            "navigation_residue": kinds["navigation"] / n if n else 0.0,
-            "body_chars_kept": min(1.0, kept_chars / body_chars) if body_chars else 0.0,
-            "boilerplate_examples": examples[:8]}  # fmt: skip
+    return {
+        "kept_sentences": n,
+        "by_origin": kinds,
+        "residue": (n - kinds["body"]) / n if n else 0.0,
+        "navigation_residue": kinds["navigation"] / n if n else 0.0,
+        "body_chars_kept": min(1.0, kept_chars / body_chars) if body_chars else 0.0,
+        "boilerplate_examples": examples[:8],
+    }
 
 
 _SR_DATE = re.compile(r"^\d{1,2}\. \d{2}\. \d{4}\.$")
@@ -453,8 +541,9 @@ def worker_datatrove_cc(wet: str, dump: str) -> dict:
     pipeline.append(LambdaFilter(lambda d: bool(d.text.strip())))
     pipeline.append(Collect())
     logdir = wet_path.parent / "datatrove_logs"
-    LocalPipelineExecutor(pipeline=pipeline, tasks=1, workers=1, logging_dir=str(logdir),
-                          skip_completed=False).run()  # fmt: skip
+    LocalPipelineExecutor(
+        pipeline=pipeline, tasks=1, workers=1, logging_dir=str(logdir), skip_completed=False
+    ).run()
     wall = time.perf_counter() - t0
     return {"wall_s_inproc": wall}
 
@@ -475,15 +564,37 @@ def bench_cc(work: Path, repeat: int, beam: bool) -> dict:
         r = run_timed([PY, str(Path(__file__).resolve()), "--worker", fn, str(wet), str(dump)])
         inner = json.loads(r["stdout"].strip().splitlines()[-1])
         kept = [tuple(x) for x in json.loads(dump.read_text())]
-        res[side] = {"system": name, "processes": 1, "wall_s": r["wall_s"], "cpu_s": r["cpu_s"],
-                     "wall_s_inproc": inner["wall_s_inproc"], "kept_sentences": len(kept),
-                     "MB_per_s": mb / r["wall_s"], "MB_per_cpu_s": mb / r["cpu_s"],
-                     "serbian": serbian_residue(kept)}  # fmt: skip
+        res[side] = {
+            "system": name,
+            "processes": 1,
+            "wall_s": r["wall_s"],
+            "cpu_s": r["cpu_s"],
+            "wall_s_inproc": inner["wall_s_inproc"],
+            "kept_sentences": len(kept),
+            "MB_per_s": mb / r["wall_s"],
+            "MB_per_cpu_s": mb / r["cpu_s"],
+            "serbian": serbian_residue(kept),
+        }
     if beam:
         out = work / "cc_beam"
-        r = run_timed([PY, "-m", "pipelines.commoncrawl", "--input", str(wet), "--output",
-                       str(out), "--overwrite", "--direct_running_mode", "in_memory",
-                       "--direct_num_workers", "1", "--log-level", "WARNING"])  # fmt: skip
+        r = run_timed(
+            [
+                PY,
+                "-m",
+                "pipelines.commoncrawl",
+                "--input",
+                str(wet),
+                "--output",
+                str(out),
+                "--overwrite",
+                "--direct_running_mode",
+                "in_memory",
+                "--direct_num_workers",
+                "1",
+                "--log-level",
+                "WARNING",
+            ]
+        )
         res["ours_beam"] = {
             "system": "pipelines.commoncrawl (Beam in_memory, 1 worker)",
             "processes": 1,
@@ -495,12 +606,14 @@ def bench_cc(work: Path, repeat: int, beam: bool) -> dict:
     res["ratio"] = {
         "MB_per_cpu_s": res["ours"]["MB_per_cpu_s"] / res["peer"]["MB_per_cpu_s"],
         "MB_per_s": res["ours"]["MB_per_s"] / res["peer"]["MB_per_s"],
-        "serbian_residue": _safe_ratio(res["ours"]["serbian"]["residue"],
-                                       res["peer"]["serbian"]["residue"]),
-    }  # fmt: skip
+        "serbian_residue": _safe_ratio(
+            res["ours"]["serbian"]["residue"], res["peer"]["serbian"]["residue"]
+        ),
+    }
     if beam:
-        res["ratio"]["beam_MB_per_cpu_s"] = (res["ours_beam"]["MB_per_cpu_s"]
-                                             / res["peer"]["MB_per_cpu_s"])  # fmt: skip
+        res["ratio"]["beam_MB_per_cpu_s"] = (
+            res["ours_beam"]["MB_per_cpu_s"] / res["peer"]["MB_per_cpu_s"]
+        )
     return res
 
 
@@ -542,17 +655,25 @@ def worker_wikiextractor_filters(wout: str, out: str) -> dict:
     for lang, rows in by_lang.items():
         rows.sort(key=lambda r: r["text"])
         Path(out, lang).mkdir(parents=True, exist_ok=True)
-        pq.write_table(pa.Table.from_pylist(rows), str(Path(out, lang, "part-0.parquet")),
-                       compression="zstd")  # fmt: skip
+        pq.write_table(
+            pa.Table.from_pylist(rows), str(Path(out, lang, "part-0.parquet")), compression="zstd"
+        )
     Path(out, "counts.json").write_text(json.dumps(counter.drain()))
     return {"articles": docs, "kept": len(seen)}
 
 
 def _wiki_row(r: dict) -> tuple:
-    return (r["system"], r["processes"], r["articles"], f"{r['wall_s']:.1f}", f"{r['cpu_s']:.1f}",
-            f"{r['pages_per_s']:.1f}", f"{r['pages_per_s_per_process']:.1f}",
-            f"{r['pages_per_cpu_s']:.1f}",
-            f"{r['residue_sentences']['hits']}/{r['residue_sentences']['n']}")  # fmt: skip
+    return (
+        r["system"],
+        r["processes"],
+        r["articles"],
+        f"{r['wall_s']:.1f}",
+        f"{r['cpu_s']:.1f}",
+        f"{r['pages_per_s']:.1f}",
+        f"{r['pages_per_s_per_process']:.1f}",
+        f"{r['pages_per_cpu_s']:.1f}",
+        f"{r['residue_sentences']['hits']}/{r['residue_sentences']['n']}",
+    )
 
 
 def print_tables(results: dict) -> None:
@@ -562,27 +683,64 @@ def print_tables(results: dict) -> None:
             f"\nWikipedia: {w['input']['articles']} articles "
             f"({w['input']['pages']} pages, {w['input']['bytes_bz2'] / 1e6:.1f} MB bz2)"
         )
-        rows = [("system", "procs", "articles", "wall s", "CPU s", "pages/s", "pages/s/proc",
-                 "pages/CPU-s", "markup sents")]  # fmt: skip
+        rows = [
+            (
+                "system",
+                "procs",
+                "articles",
+                "wall s",
+                "CPU s",
+                "pages/s",
+                "pages/s/proc",
+                "pages/CPU-s",
+                "markup sents",
+            )
+        ]
         rows += [_wiki_row(w[side]) for side in ("ours", "peer")]
         ra = w["ratio"]
-        rows.append(("ratio ours/peer", "", "", "", "", f"{ra['pages_per_s']:.2f}",
-                     f"{ra['pages_per_s_per_process']:.2f}", f"{ra['pages_per_cpu_s']:.2f}",
-                     "n/a" if ra["residue_sentences"] is None
-                     else f"{ra['residue_sentences']:.3f} (fraction)"))  # fmt: skip
+        rows.append(
+            (
+                "ratio ours/peer",
+                "",
+                "",
+                "",
+                "",
+                f"{ra['pages_per_s']:.2f}",
+                f"{ra['pages_per_s_per_process']:.2f}",
+                f"{ra['pages_per_cpu_s']:.2f}",
+                "n/a"
+                if ra["residue_sentences"] is None
+                else f"{ra['residue_sentences']:.3f} (fraction)",
+            )
+        )
         r = w["peer_same_work"]
         rows.append(_wiki_row(r))
-        rows.append(("ratio ours/peer with the same filters", "", "", "", "", "", "",
-                     f"{ra['same_work_pages_per_cpu_s']:.2f}", ""))  # fmt: skip
+        rows.append(
+            (
+                "ratio ours/peer with the same filters",
+                "",
+                "",
+                "",
+                "",
+                "",
+                "",
+                f"{ra['same_work_pages_per_cpu_s']:.2f}",
+                "",
+            )
+        )
         _table(rows)
-        print(f"kept sentences before dedup: ours {w['ours']['kept_sentences_before_dedup']}, "
-              f"peer + same filters {r['kept_sentences_before_dedup']}; kept sentences per "
-              f"CPU-s, ours/peer with the same filters: "
-              f"{ra['same_work_kept_sentences_per_cpu_s']:.2f}")  # fmt: skip
+        print(
+            f"kept sentences before dedup: ours {w['ours']['kept_sentences_before_dedup']}, "
+            f"peer + same filters {r['kept_sentences_before_dedup']}; kept sentences per "
+            f"CPU-s, ours/peer with the same filters: "
+            f"{ra['same_work_kept_sentences_per_cpu_s']:.2f}"
+        )
         e = w["ours_extract"]
-        print(f"{e['system']}: {e['articles']} articles, CPU {e['cpu_s']:.1f} s, "
-              f"{e['pages_per_cpu_s']:.1f} pages/CPU-s; ratio to the peer "
-              f"{ra['extraction_pages_per_cpu_s']:.2f}")  # fmt: skip
+        print(
+            f"{e['system']}: {e['articles']} articles, CPU {e['cpu_s']:.1f} s, "
+            f"{e['pages_per_cpu_s']:.1f} pages/CPU-s; ratio to the peer "
+            f"{ra['extraction_pages_per_cpu_s']:.2f}"
+        )
         pl = w["peer"]["residue_lines"]
         print(
             f"residue = output sentences with wiki markup; wikiextractor per line: "
@@ -605,27 +763,73 @@ def print_tables(results: dict) -> None:
             f"\nCommonCrawl: {c['input']['documents']} WET documents, "
             f"{c['input']['text_bytes'] / 1e6:.1f} MB text"
         )
-        rows = [("system", "procs", "wall s", "CPU s", "MB/s", "MB/CPU-s", "kept sent",
-                 "sr body/headline/nav", "sr residue", "sr nav residue", "sr body kept")]  # fmt: skip
+        rows = [
+            (
+                "system",
+                "procs",
+                "wall s",
+                "CPU s",
+                "MB/s",
+                "MB/CPU-s",
+                "kept sent",
+                "sr body/headline/nav",
+                "sr residue",
+                "sr nav residue",
+                "sr body kept",
+            )
+        ]
         for side in ("ours", "peer", "ours_beam"):
             if side not in c:
                 continue
             r = c[side]
             sr = r.get("serbian")
-            rows.append((r["system"], r["processes"], f"{r['wall_s']:.1f}", f"{r['cpu_s']:.1f}",
-                         f"{r['MB_per_s']:.2f}", f"{r['MB_per_cpu_s']:.2f}",
-                         r.get("kept_sentences", ""),
-                         "/".join(str(v) for v in sr["by_origin"].values()) if sr else "",
-                         f"{sr['residue']:.3f}" if sr else "",
-                         f"{sr['navigation_residue']:.3f}" if sr else "",
-                         f"{sr['body_chars_kept']:.3f}" if sr else ""))  # fmt: skip
+            rows.append(
+                (
+                    r["system"],
+                    r["processes"],
+                    f"{r['wall_s']:.1f}",
+                    f"{r['cpu_s']:.1f}",
+                    f"{r['MB_per_s']:.2f}",
+                    f"{r['MB_per_cpu_s']:.2f}",
+                    r.get("kept_sentences", ""),
+                    "/".join(str(v) for v in sr["by_origin"].values()) if sr else "",
+                    f"{sr['residue']:.3f}" if sr else "",
+                    f"{sr['navigation_residue']:.3f}" if sr else "",
+                    f"{sr['body_chars_kept']:.3f}" if sr else "",
+                )
+            )
         ra = c["ratio"]
-        rows.append(("ratio ours/peer (library)", "", "", "", f"{ra['MB_per_s']:.2f}",
-                     f"{ra['MB_per_cpu_s']:.2f}", "", "", "n/a" if ra["serbian_residue"] is None
-                     else f"{ra['serbian_residue']:.3f}", "", ""))  # fmt: skip
+        rows.append(
+            (
+                "ratio ours/peer (library)",
+                "",
+                "",
+                "",
+                f"{ra['MB_per_s']:.2f}",
+                f"{ra['MB_per_cpu_s']:.2f}",
+                "",
+                "",
+                "n/a" if ra["serbian_residue"] is None else f"{ra['serbian_residue']:.3f}",
+                "",
+                "",
+            )
+        )
         if "beam_MB_per_cpu_s" in ra:
-            rows.append(("ratio ours Beam job/peer", "", "", "", "",
-                         f"{ra['beam_MB_per_cpu_s']:.2f}", "", "", "", "", ""))  # fmt: skip
+            rows.append(
+                (
+                    "ratio ours Beam job/peer",
+                    "",
+                    "",
+                    "",
+                    "",
+                    f"{ra['beam_MB_per_cpu_s']:.2f}",
+                    "",
+                    "",
+                    "",
+                    "",
+                    "",
+                )
+            )
         _table(rows)
         for side in ("ours", "peer"):
             ex = c[side]["serbian"]["boilerplate_examples"]
@@ -635,16 +839,22 @@ def print_tables(results: dict) -> None:
 def _table(rows: list[tuple]) -> None:
     widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
     for n, r in enumerate(rows):
-        print("  ".join(str(v).ljust(w) if i == 0 else str(v).rjust(w)
-                        for i, (v, w) in enumerate(zip(r, widths))))  # fmt: skip
+        print(
+            "  ".join(
+                str(v).ljust(w) if i == 0 else str(v).rjust(w)
+                for i, (v, w) in enumerate(zip(r, widths))
+            )
+        )
         if n == 0:
             print("  ".join("-" * w for w in widths))
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter,
-                                epilog=__doc__.split("\n\n", 2)[2])  # fmt: skip
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=__doc__.split("\n\n", 2)[2],
+    )
     p.add_argument("--only", choices=("wiki", "cc"), help="run one benchmark (default: both)")
     p.add_argument(
         "--repeat",
@@ -682,9 +892,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.worker:
         fn, wet, dump = args.worker
         logging.disable(logging.WARNING)
-        out = {"ours_cc": worker_ours_cc, "datatrove_cc": worker_datatrove_cc,
-               "ours_wiki_extract": worker_ours_wiki_extract,
-               "wikiextractor_filters": worker_wikiextractor_filters}[fn](wet, dump)  # fmt: skip
+        out = {
+            "ours_cc": worker_ours_cc,
+            "datatrove_cc": worker_datatrove_cc,
+            "ours_wiki_extract": worker_ours_wiki_extract,
+            "wikiextractor_filters": worker_wikiextractor_filters,
+        }[fn](wet, dump)
         print(json.dumps(out))
         return 0
 

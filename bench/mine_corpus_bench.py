@@ -83,8 +83,13 @@ def write_corpus(path: Path, n: int, seed: int) -> None:
                 text[j] = text[j - 1]
         for j in range(7, k, 100):  # 1%: whitespace only
             text[j] = " \u3000 "
-        t = pa.table({"text": text, "id": [f"doc{lo + i}" for i in range(k)],
-                      "url_or_title": [f"https://example.org/{lo + i}" for i in range(k)]})  # fmt: skip
+        t = pa.table(
+            {
+                "text": text,
+                "id": [f"doc{lo + i}" for i in range(k)],
+                "url_or_title": [f"https://example.org/{lo + i}" for i in range(k)],
+            }
+        )
         if writer is None:
             writer = pq.ParquetWriter(path, t.schema, compression="zstd")
         writer.write_table(t, row_group_size=65536)
@@ -93,20 +98,33 @@ def write_corpus(path: Path, n: int, seed: int) -> None:
 
 def run_child(repo: Path, src: Path, trg: Path, out: Path) -> dict:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(repo)}
-    r = subprocess.run([sys.executable, "-c", CHILD, str(repo), str(src), str(trg), str(out)],
-                       capture_output=True, text=True, env=env, cwd=repo)  # fmt: skip
+    r = subprocess.run(
+        [sys.executable, "-c", CHILD, str(repo), str(src), str(trg), str(out)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=repo,
+    )
     if r.returncode:
         raise SystemExit(f"child failed in {repo}:\n{r.stderr[-3000:]}")
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--peer-repo", required=True,
-                   help="another checkout of this project to compare with (the named peer)")  # fmt: skip
-    p.add_argument("--sizes", type=int, nargs="+", default=[1_000_000, 3_000_000],
-                   help="sentences per side")  # fmt: skip
-    p.add_argument("--workdir", default=None, help="where the corpora are written (default: a temp dir)")
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument(
+        "--peer-repo",
+        required=True,
+        help="another checkout of this project to compare with (the named peer)",
+    )
+    p.add_argument(
+        "--sizes", type=int, nargs="+", default=[1_000_000, 3_000_000], help="sentences per side"
+    )
+    p.add_argument(
+        "--workdir", default=None, help="where the corpora are written (default: a temp dir)"
+    )
     p.add_argument("--json", default=None, help="also write the rows here")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
@@ -126,20 +144,31 @@ def main(argv: list[str] | None = None) -> int:
                 rows.append(r)
                 log.info("%s %d: %s", name, n, r)
     # Peaks (ru_maxrss) up to the end of each phase: reading, cleaning, writing.
-    print(f"{'sentences/side':>14} {'code':>5} {'pairs out':>10} {'s':>7} {'peak read MiB':>14}"
-          f" {'peak clean MiB':>15} {'peak MiB':>9} {'B/sentence':>11}")  # fmt: skip
+    print(
+        f"{'sentences/side':>14} {'code':>5} {'pairs out':>10} {'s':>7} {'peak read MiB':>14}"
+        f" {'peak clean MiB':>15} {'peak MiB':>9} {'B/sentence':>11}"
+    )
     for r in rows:
-        print(f"{r['sentences']:>14,} {r['code']:>5} {r['rows_out']:>10,} {r['seconds']:>7.1f}"
-              f" {r['rss_after_read'] / 2**20:>14,.0f} {r['rss_after_prepare'] / 2**20:>15,.0f}"
-              f" {r['peak_rss'] / 2**20:>9,.0f} {r['peak_rss'] / (2 * r['sentences']):>11,.0f}")  # fmt: skip
+        print(
+            f"{r['sentences']:>14,} {r['code']:>5} {r['rows_out']:>10,} {r['seconds']:>7.1f}"
+            f" {r['rss_after_read'] / 2**20:>14,.0f} {r['rss_after_prepare'] / 2**20:>15,.0f}"
+            f" {r['peak_rss'] / 2**20:>9,.0f} {r['peak_rss'] / (2 * r['sentences']):>11,.0f}"
+        )
     for n in args.sizes:
-        a, b = (next(r for r in rows if r["sentences"] == n and r["code"] == c) for c in ("this", "peer"))
-        print(f"{n:,}/side: this/peer time {a['seconds'] / b['seconds']:.2f}x, "
-              f"peak RSS {a['peak_rss'] / b['peak_rss']:.2f}x")
+        a, b = (
+            next(r for r in rows if r["sentences"] == n and r["code"] == c)
+            for c in ("this", "peer")
+        )
+        print(
+            f"{n:,}/side: this/peer time {a['seconds'] / b['seconds']:.2f}x, "
+            f"peak RSS {a['peak_rss'] / b['peak_rss']:.2f}x"
+        )
     if len(args.sizes) > 1:
         lo, hi = min(args.sizes), max(args.sizes)
         for c in ("this", "peer"):
-            a, b = (next(r for r in rows if r["sentences"] == s and r["code"] == c) for s in (lo, hi))
+            a, b = (
+                next(r for r in rows if r["sentences"] == s and r["code"] == c) for s in (lo, hi)
+            )
             grow = (b["peak_rss"] - a["peak_rss"]) / (2 * (hi - lo))
             print(f"{c}: peak RSS grows {grow:,.0f} B per added sentence (both sides counted)")
     if args.json:

@@ -207,8 +207,10 @@ def scoring_only(data: Path, ks: list[int]) -> dict:
         n_laser = laser_score_and_max(x, y, xs, xi, ys, yi)
         t_laser = time.perf_counter() - t0
         out[k] = {"ours_s": t_ours, "laser_s": t_laser, "pairs": [n_ours, n_laser]}
-        print(f"{k:>3} scoring+max only: ours {t_ours:.2f} s, laser-style {t_laser:.2f} s, "
-              f"laser/ours = {t_laser / t_ours:.1f}  (pairs {n_ours} vs {n_laser})")  # fmt: skip
+        print(
+            f"{k:>3} scoring+max only: ours {t_ours:.2f} s, laser-style {t_laser:.2f} s, "
+            f"laser/ours = {t_laser / t_ours:.1f}  (pairs {n_ours} vs {n_laser})"
+        )
     return out
 
 
@@ -304,11 +306,15 @@ def main() -> None:
         results["exact"][k] = row
         f, o = row["floor"], row["ours"]
         print(f"{k:>3} {'floor':<6} {f['seconds']:>9.2f} {f['peak_mb']:>9.0f}")
-        print(f"{k:>3} {'ours':<6} {o['seconds']:>9.2f} {o['peak_mb']:>9.0f}  ours/floor = {o['seconds'] / f['seconds']:.3f}"
-              f"  (planted found {o['planted_found']}/{o['planted']})")  # fmt: skip
+        print(
+            f"{k:>3} {'ours':<6} {o['seconds']:>9.2f} {o['peak_mb']:>9.0f}  ours/floor = {o['seconds'] / f['seconds']:.3f}"
+            f"  (planted found {o['planted_found']}/{o['planted']})"
+        )
         if "laser" in row:
             la = row["laser"]
-            print(f"{k:>3} {'laser':<6} {la['seconds']:>9.2f} {la['peak_mb']:>9.0f}  laser/ours = {la['seconds'] / o['seconds']:.3f}")  # fmt: skip
+            print(
+                f"{k:>3} {'laser':<6} {la['seconds']:>9.2f} {la['peak_mb']:>9.0f}  laser/ours = {la['seconds'] / o['seconds']:.3f}"
+            )
 
     print(f"\nscoring and retrieval alone, {args.n} x {args.n} (same neighbour lists, one process)")
     results["scoring_only"] = scoring_only(data, args.k)
@@ -322,14 +328,25 @@ def main() -> None:
         )
         # exact floor extrapolated from the timed sample (2 directions, whole corpus)
         floor_est = a["exact_sample_s"] * (args.approx_n / a["sample_queries"]) * 2
-        results["approx"] = {**a, "n": args.approx_n, "index": args.approx_index, "k": k,
-                             "exact_floor_estimate_s": floor_est}  # fmt: skip
-        print(f"\napproximate mining, {args.approx_n} x {args.approx_n}, d={args.dim}, "
-              f"index {args.approx_index}, nprobe {args.nprobe}, budget {args.approx_mem_gb} GB")  # fmt: skip
-        print(f"  seconds {a['seconds']:.1f}, peak {a['peak_mb']:.0f} MiB, recall@{k} "
-              f"{a['recall_at_k']:.3f} (vs exact, {a['sample_queries']} queries)")  # fmt: skip
-        print(f"  exact floor (extrapolated from the sample) {floor_est:.1f} s: "
-              f"ours/exact = {a['seconds'] / floor_est:.3f}")  # fmt: skip
+        results["approx"] = {
+            **a,
+            "n": args.approx_n,
+            "index": args.approx_index,
+            "k": k,
+            "exact_floor_estimate_s": floor_est,
+        }
+        print(
+            f"\napproximate mining, {args.approx_n} x {args.approx_n}, d={args.dim}, "
+            f"index {args.approx_index}, nprobe {args.nprobe}, budget {args.approx_mem_gb} GB"
+        )
+        print(
+            f"  seconds {a['seconds']:.1f}, peak {a['peak_mb']:.0f} MiB, recall@{k} "
+            f"{a['recall_at_k']:.3f} (vs exact, {a['sample_queries']} queries)"
+        )
+        print(
+            f"  exact floor (extrapolated from the sample) {floor_est:.1f} s: "
+            f"ours/exact = {a['seconds'] / floor_est:.3f}"
+        )
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
 

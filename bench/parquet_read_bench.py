@@ -32,8 +32,12 @@ def _write(path: str, rows: int, group_rows: int) -> None:
     rng = np.random.default_rng(0)
     words = np.array([f"w{i}" for i in range(5000)])
     text = [" ".join(rng.choice(words, 12)) for _ in range(rows)]
-    pq.write_table(pa.table({"text": text, "id": [str(i) for i in range(rows)]}), path,
-                   compression="zstd", row_group_size=group_rows)  # fmt: skip
+    pq.write_table(
+        pa.table({"text": text, "id": [str(i) for i in range(rows)]}),
+        path,
+        compression="zstd",
+        row_group_size=group_rows,
+    )
 
 
 def _time(reader, path: str, batch_rows: int, repeat: int) -> float:
@@ -51,11 +55,15 @@ def _time(reader, path: str, batch_rows: int, repeat: int) -> float:
 def main(argv: list[str] | None = None) -> int:
     from labse_common.datafiles import iter_parquet_batches, iter_parquet_surviving
 
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--rows", type=int, default=1_000_000, help="sentences in the file (1000000)")
-    ap.add_argument("--group-rows", default="65536,1048576",
-                    help="row-group sizes to write the file with, comma-separated")  # fmt: skip
+    ap.add_argument(
+        "--group-rows",
+        default="65536,1048576",
+        help="row-group sizes to write the file with, comma-separated",
+    )
     ap.add_argument("--batch-rows", type=int, default=8192, help="rows per batch read (8192)")
     ap.add_argument("--repeat", type=int, default=3, help="runs per reader; the best is kept")
     a = ap.parse_args(argv)

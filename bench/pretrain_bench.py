@@ -78,23 +78,65 @@ def ablation(args) -> None:
     ft_set = [x.removeprefix("train.") for x in args.set if not x.startswith("pretrain.")]
     t_pre = 0.0
     if not (pre / "model" / "config.json").exists():
-        t_pre = _run([PY, "-m", "labse_model", "pretrain", "--config", "demo",
-                      "--sentences", inputs["sentences"], "--pairs", inputs["pairs"],
-                      "--vocab", inputs["vocab"], "--output", str(pre),
-                      "--stage-steps", args.stage_steps, *common, *pre_set], work / "pre.log")  # fmt: skip
+        t_pre = _run(
+            [
+                PY,
+                "-m",
+                "labse_model",
+                "pretrain",
+                "--config",
+                "demo",
+                "--sentences",
+                inputs["sentences"],
+                "--pairs",
+                inputs["pairs"],
+                "--vocab",
+                inputs["vocab"],
+                "--output",
+                str(pre),
+                "--stage-steps",
+                args.stage_steps,
+                *common,
+                *pre_set,
+            ],
+            work / "pre.log",
+        )
     keep = str(args.ft_steps // args.curve_every + 2)
     times = {}
-    for name, init in (("pretrained", ["--init", str(pre / "model")]), ("random", ["--vocab", inputs["vocab"]])):
+    for name, init in (
+        ("pretrained", ["--init", str(pre / "model")]),
+        ("random", ["--vocab", inputs["vocab"]]),
+    ):
         out = work / f"ft-{name}"
         if not (out / "model" / "config.json").exists():
-            times[name] = _run([PY, "-m", "labse_model", "train", "--config", "demo", "--pairs", inputs["pairs"],
-                                *init, "--output", str(out), "--max-steps", str(args.ft_steps),
-                                f"save_every={args.curve_every}", f"keep_checkpoints={keep}", *common, *ft_set],
-                               work / f"ft-{name}.log")  # fmt: skip
+            times[name] = _run(
+                [
+                    PY,
+                    "-m",
+                    "labse_model",
+                    "train",
+                    "--config",
+                    "demo",
+                    "--pairs",
+                    inputs["pairs"],
+                    *init,
+                    "--output",
+                    str(out),
+                    "--max-steps",
+                    str(args.ft_steps),
+                    f"save_every={args.curve_every}",
+                    f"keep_checkpoints={keep}",
+                    *common,
+                    *ft_set,
+                ],
+                work / f"ft-{name}.log",
+            )
     print(f"work dir: {work}")
     m = _metrics(pre)
     print("\npretraining (demo preset, stage steps", args.stage_steps, ")")
-    print(f"{'stage':>6}{'tokens/s':>12}{'train MLM loss':>16}{'held-out MLM loss':>19}{'held-out TLM acc':>18}")
+    print(
+        f"{'stage':>6}{'tokens/s':>12}{'train MLM loss':>16}{'held-out MLM loss':>19}{'held-out TLM acc':>18}"
+    )
     by_stage: dict[int, list[dict]] = {}
     for r in m:
         by_stage.setdefault(r["stage"], []).append(r)
@@ -104,8 +146,10 @@ def ablation(args) -> None:
         rates[s] = sum(r["tokens_per_s"] for r in recs_w) / len(recs_w)
         ev = [r for r in recs if "eval_mlm_loss" in r]
         last = ev[-1] if ev else {}
-        print(f"{s:>6}{rates[s]:>12.0f}{recs[-1].get('mlm_loss', float('nan')):>16.3f}"
-              f"{last.get('eval_mlm_loss', float('nan')):>19.3f}{last.get('eval_tlm_accuracy', float('nan')):>18.3f}")  # fmt: skip
+        print(
+            f"{s:>6}{rates[s]:>12.0f}{recs[-1].get('mlm_loss', float('nan')):>16.3f}"
+            f"{last.get('eval_mlm_loss', float('nan')):>19.3f}{last.get('eval_tlm_accuracy', float('nan')):>18.3f}"
+        )
     if len(rates) > 1:
         print(f"tokens/s ratio stage 0 / stage {max(rates)}: {rates[0] / rates[max(rates)]:.2f}")
     curves = {name: _curve(work / f"ft-{name}") for name in ("pretrained", "random")}
@@ -114,35 +158,68 @@ def ablation(args) -> None:
     for (s, a), (_s, b) in zip(curves["pretrained"], curves["random"], strict=False):
         print(f"{s:>6}{a:>17.3f}{b:>13.3f}")
     final = {n: dev_accuracy(str(work / f"ft-{n}" / "model")) for n in curves}
-    print(f"final: pretrained {final['pretrained']['average']:.3f}  random {final['random']['average']:.3f}  "
-          f"gain {100 * (final['pretrained']['average'] - final['random']['average']):.1f} points")  # fmt: skip
+    print(
+        f"final: pretrained {final['pretrained']['average']:.3f}  random {final['random']['average']:.3f}  "
+        f"gain {100 * (final['pretrained']['average'] - final['random']['average']):.1f} points"
+    )
     if t_pre or times:
-        print(f"wall time: pretraining {t_pre:.0f} s, fine-tuning {times.get('pretrained', 0):.0f} s "
-              f"(pretrained) / {times.get('random', 0):.0f} s (random); pretraining + fine-tuning "
-              f"{(t_pre + times.get('pretrained', 0)) / 60:.1f} min")  # fmt: skip
-    print("per language (pretrained / random):",
-          ", ".join(f"{k} {final['pretrained'][k]:.2f}/{final['random'][k]:.2f}" for k in final["random"] if k != "average"))  # fmt: skip
+        print(
+            f"wall time: pretraining {t_pre:.0f} s, fine-tuning {times.get('pretrained', 0):.0f} s "
+            f"(pretrained) / {times.get('random', 0):.0f} s (random); pretraining + fine-tuning "
+            f"{(t_pre + times.get('pretrained', 0)) / 60:.1f} min"
+        )
+    print(
+        "per language (pretrained / random):",
+        ", ".join(
+            f"{k} {final['pretrained'][k]:.2f}/{final['random'][k]:.2f}"
+            for k in final["random"]
+            if k != "average"
+        ),
+    )
 
 
 def stacking(args) -> None:
     work = Path(args.work or tempfile.mkdtemp(prefix="stacking-bench-"))
     inputs = write_tatoeba_inputs(work / "inputs")
     # Steps per stage in the paper's proportions (400k : 800k : 1.8M), the last `stages` of them.
-    weights = [2, 4, 9][-args.stages:] if args.stages <= 3 else [1] * args.stages
+    weights = [2, 4, 9][-args.stages :] if args.stages <= 3 else [1] * args.stages
     split = [args.steps * w // sum(weights) for w in weights]
     split[-1] += args.steps - sum(split)
     shape = [f"model.num_hidden_layers={args.layers}"]
-    runs = {"stacking": ["--stage-steps", ",".join(map(str, split)), *shape],
-            "full depth": ["--stage-steps", str(args.steps), *shape]}  # fmt: skip
+    runs = {
+        "stacking": ["--stage-steps", ",".join(map(str, split)), *shape],
+        "full depth": ["--stage-steps", str(args.steps), *shape],
+    }
     print(f"model: {args.layers} layers; stacking {args.stages} stages, steps {split}")
     curves = {}
     for name, extra in runs.items():
         out = work / name.replace(" ", "-")
         t0 = time.perf_counter()
-        _run([PY, "-m", "labse_model", "pretrain", "--config", "demo", "--sentences", inputs["sentences"],
-              "--vocab", inputs["vocab"], "--output", str(out), *extra, "tlm_batch_size=0",
-              "eval_every=20", "log_every=20", "progress=false", f"threads={args.threads}",
-              "tensorboard=false", f"save_every={args.steps}"], work / f"{out.name}.log")  # fmt: skip
+        _run(
+            [
+                PY,
+                "-m",
+                "labse_model",
+                "pretrain",
+                "--config",
+                "demo",
+                "--sentences",
+                inputs["sentences"],
+                "--vocab",
+                inputs["vocab"],
+                "--output",
+                str(out),
+                *extra,
+                "tlm_batch_size=0",
+                "eval_every=20",
+                "log_every=20",
+                "progress=false",
+                f"threads={args.threads}",
+                "tensorboard=false",
+                f"save_every={args.steps}",
+            ],
+            work / f"{out.name}.log",
+        )
         wall = time.perf_counter() - t0
         m = [r for r in _metrics(out) if "eval_mlm_loss" in r]
         # Wall time per step from the run's own step times (excludes start-up and scan).
@@ -165,7 +242,9 @@ def stacking(args) -> None:
     for name, c in curves.items():
         hit = next(((s, t) for s, t, loss in c if loss <= target), None)
         reach[name] = hit
-        print(f"  {name:<11} step {hit[0] if hit else '-'}  {hit[1] if hit else float('nan'):.1f} s")
+        print(
+            f"  {name:<11} step {hit[0] if hit else '-'}  {hit[1] if hit else float('nan'):.1f} s"
+        )
     if all(reach.values()):
         print(f"stacking speed-up: {reach['full depth'][1] / reach['stacking'][1]:.2f}x")
 
@@ -199,7 +278,9 @@ def logits_memory(args) -> None:
             print(f"{mode}: failed: {r.stderr[-500:]}")
             continue
         out[mode] = float(r.stdout.strip().splitlines()[-1])
-        print(f"{mode:>7} logits: peak +{out[mode]:.0f} MiB over the model (forward + backward, batch 1 x 512)")
+        print(
+            f"{mode:>7} logits: peak +{out[mode]:.0f} MiB over the model (forward + backward, batch 1 x 512)"
+        )
     if len(out) == 2:
         print(f"full / masked: {out['full'] / max(out['masked'], 1):.1f}x")
 
@@ -237,15 +318,22 @@ def reader_memory(args) -> None:
                 ids = np.arange(k, k + n).astype(str)
                 src = pc.binary_join_element_wise("Satz Nummer ", ids, " ist hier.", "")
                 trg = pc.binary_join_element_wise("Sentence number ", ids, " is here.", "")
-                pq.write_table(pa.table({"src": src, "trg": trg}), d / f"part-{k // per:05d}.parquet",
-                               row_group_size=100_000)  # fmt: skip
-        r = subprocess.run([PY, "-c", _READER, str(d / "*.parquet")], capture_output=True, text=True, env=ENV)
+                pq.write_table(
+                    pa.table({"src": src, "trg": trg}),
+                    d / f"part-{k // per:05d}.parquet",
+                    row_group_size=100_000,
+                )
+        r = subprocess.run(
+            [PY, "-c", _READER, str(d / "*.parquet")], capture_output=True, text=True, env=ENV
+        )
         if r.returncode:
             print(r.stderr[-800:])
             continue
         rows, n, rss = r.stdout.split()
-        print(f"{int(rows):>11,} pairs in {len(list(d.glob('*.parquet')))} shards: peak RSS {float(rss):.0f} MiB "
-              f"(scan + {n} records from 4 lanes)")  # fmt: skip
+        print(
+            f"{int(rows):>11,} pairs in {len(list(d.glob('*.parquet')))} shards: peak RSS {float(rss):.0f} MiB "
+            f"(scan + {n} records from 4 lanes)"
+        )
 
 
 def lexical_baseline(args) -> None:
@@ -260,13 +348,18 @@ def lexical_baseline(args) -> None:
 
     def words(s: str) -> set[str]:
         # Han and kana are written without spaces: each character is a word.
-        return set(re.findall(r"[\u3040-\u30ff\u3400-\u9fff]|[^\W\u3040-\u30ff\u3400-\u9fff]+", s.lower()))
+        return set(
+            re.findall(r"[\u3040-\u30ff\u3400-\u9fff]|[^\W\u3040-\u30ff\u3400-\u9fff]+", s.lower())
+        )
 
     accs = {}
     for lang in tatoeba_langs(DATA):
         xs = [words(s) for s in _lines(DATA / f"train.{lang}-eng.{lang}")]
         ys = [words(s) for s in _lines(DATA / f"train.{lang}-eng.eng")]
-        cx, cy = collections.Counter(w for x in xs for w in x), collections.Counter(w for y in ys for w in y)
+        cx, cy = (
+            collections.Counter(w for x in xs for w in x),
+            collections.Counter(w for y in ys for w in y),
+        )
         cxy = collections.Counter((a, b) for x, y in zip(xs, ys, strict=True) for a in x for b in y)
 
         def dice(a: str, b: str, cxy=cxy, cx=cx, cy=cy) -> float:
@@ -277,32 +370,57 @@ def lexical_baseline(args) -> None:
         dx = [words(s) for s in _lines(DATA / f"dev.{lang}-eng.{lang}")]
         dy = [words(s) for s in _lines(DATA / f"dev.{lang}-eng.eng")]
         idf = {w: math.log(len(ys) / (1 + cy[w])) for y in dy for w in y}
-        score = np.array([[sum(idf[b] * max((dice(a, b) for a in x), default=0.0) for b in y)
-                           / math.sqrt(1 + sum(idf[b] for b in y)) for y in dy] for x in dx])  # fmt: skip
+        score = np.array(
+            [
+                [
+                    sum(idf[b] * max((dice(a, b) for a in x), default=0.0) for b in y)
+                    / math.sqrt(1 + sum(idf[b] for b in y))
+                    for y in dy
+                ]
+                for x in dx
+            ]
+        )
         accs[lang] = float((score.argmax(1) == np.arange(len(dx))).mean())
-    print("Tatoeba dev accuracy of a Dice word-translation table from the train pairs (no encoder):")
-    print(", ".join(f"{k} {v:.2f}" for k, v in accs.items()), f"\naverage {np.mean(list(accs.values())):.3f}")
+    print(
+        "Tatoeba dev accuracy of a Dice word-translation table from the train pairs (no encoder):"
+    )
+    print(
+        ", ".join(f"{k} {v:.2f}" for k, v in accs.items()),
+        f"\naverage {np.mean(list(accs.values())):.3f}",
+    )
 
 
 def main() -> None:
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()  # a "Loading weights" bar per checkpoint scored
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = ap.add_subparsers(dest="cmd", required=True)
     a = sub.add_parser("ablation", help="pretrained vs random init, dev accuracy curves")
     a.add_argument("--stage-steps", default="300,600")
     a.add_argument("--ft-steps", type=int, default=300)
     a.add_argument("--curve-every", type=int, default=50)
-    a.add_argument("--corpus-dev", action="store_true",
-                   help="MLM also reads the dev sentences, each side shuffled (unaligned), as the demo's corpus "
-                   "stages produce them; pairs and vocabulary stay train-only")
-    a.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="config override for the runs (repeatable): model.* for both, pretrain.* for "
-                   "pretraining only, train.* for both fine-tunings only")
+    a.add_argument(
+        "--corpus-dev",
+        action="store_true",
+        help="MLM also reads the dev sentences, each side shuffled (unaligned), as the demo's corpus "
+        "stages produce them; pairs and vocabulary stay train-only",
+    )
+    a.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="config override for the runs (repeatable): model.* for both, pretrain.* for "
+        "pretraining only, train.* for both fine-tunings only",
+    )
     s = sub.add_parser("stacking", help="time to a held-out MLM loss, stacking vs full depth")
     s.add_argument("--steps", type=int, default=300)
-    s.add_argument("--layers", type=int, default=2, help="encoder depth (demo: 2; 4 or 8 show more)")
+    s.add_argument(
+        "--layers", type=int, default=2, help="encoder depth (demo: 2; 4 or 8 show more)"
+    )
     s.add_argument("--stages", type=int, default=2, help="stacking stages (layers must divide)")
     sub.add_parser("logits-memory", help="masked-only vs full logits peak memory, 501k vocab")
     sub.add_parser("lexical-baseline", help="dev accuracy of a word-translation table (no encoder)")
@@ -314,8 +432,13 @@ def main() -> None:
     args = ap.parse_args()
     if not DATA.is_dir() and args.cmd in ("ablation", "stacking", "lexical-baseline"):
         raise SystemExit(f"Tatoeba data not found under {DATA}")
-    {"ablation": ablation, "stacking": stacking, "logits-memory": logits_memory,
-     "reader-memory": reader_memory, "lexical-baseline": lexical_baseline}[args.cmd](args)  # fmt: skip
+    {
+        "ablation": ablation,
+        "stacking": stacking,
+        "logits-memory": logits_memory,
+        "reader-memory": reader_memory,
+        "lexical-baseline": lexical_baseline,
+    }[args.cmd](args)
 
 
 if __name__ == "__main__":

@@ -34,15 +34,23 @@ def sample(cmd: list[str], out_path: str, every: float) -> int:
                 break
             for q in procs:
                 try:
-                    row = {"t": round(time.time() - t0, 1), "pid": q.pid,
-                           "rss": q.memory_info().rss / 2**20, "cmd": " ".join(q.cmdline())[:160]}  # fmt: skip
+                    row = {
+                        "t": round(time.time() - t0, 1),
+                        "pid": q.pid,
+                        "rss": q.memory_info().rss / 2**20,
+                        "cmd": " ".join(q.cmdline())[:160],
+                    }
                 except psutil.Error:
                     continue
                 out.write(json.dumps(row) + "\n")
             out.flush()
             time.sleep(every)
-        log.info("exit %s after %.0f s; the command's output is in %s.log", proc.wait(),
-                 time.time() - t0, out_path)  # fmt: skip
+        log.info(
+            "exit %s after %.0f s; the command's output is in %s.log",
+            proc.wait(),
+            time.time() - t0,
+            out_path,
+        )
         return proc.returncode
 
 
@@ -63,7 +71,9 @@ def summary(path: str, points: int = 20) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--out", required=True, help="JSON-lines trace to write")
     p.add_argument("--every", type=float, default=1.0, help="seconds between samples (default 1)")
     p.add_argument("cmd", nargs=argparse.REMAINDER, help="the command, after --")

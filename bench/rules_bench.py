@@ -37,8 +37,15 @@ sys.path.insert(0, str(REPO))
 TATOEBA = REPO.parent / "shared" / "data" / "tatoeba"
 LANGS = "ara cmn deu ell fra hin ita jpn kor nld pol por rus spa tur vie".split()
 # OpusFilter's CharacterScoreFilter takes Unicode script names per side.
-SCRIPT = {"ara": "Arabic", "cmn": "Han", "ell": "Greek", "hin": "Devanagari", "jpn": "Han",
-          "kor": "Hangul", "rus": "Cyrillic"}  # fmt: skip
+SCRIPT = {
+    "ara": "Arabic",
+    "cmn": "Han",
+    "ell": "Greek",
+    "hin": "Devanagari",
+    "jpn": "Han",
+    "kor": "Hangul",
+    "rus": "Cyrillic",
+}
 
 from labse_common.langs import ISO3_TO_1  # noqa: E402  (after the sys.path line above)
 
@@ -109,8 +116,13 @@ def run_ours(runner, pairs: list[tuple[str, str]], batch_rows: int = 20000) -> s
     kept: set[int] = set()
     for start in range(0, len(pairs), batch_rows):
         chunk = pairs[start : start + batch_rows]
-        b = pa.RecordBatch.from_pydict({"src": [s for s, _ in chunk], "trg": [t for _, t in chunk],
-                                        "i": list(range(start, start + len(chunk)))})  # fmt: skip
+        b = pa.RecordBatch.from_pydict(
+            {
+                "src": [s for s, _ in chunk],
+                "trg": [t for _, t in chunk],
+                "i": list(range(start, start + len(chunk))),
+            }
+        )
         k, _ = runner.filter_batch(b)
         kept.update(k.column("i").to_pylist())
     return kept
@@ -149,9 +161,20 @@ def main() -> int:
         data[lang] = ((real + bad) * args.repeat, flags)
     results = {}
     for rnd in range(2):
-        tot = {"pairs": 0, "ours_cpu": 0.0, "opus_cpu": 0.0, "ours_kept": 0, "opus_kept": 0, "agree": 0,
-               "real": 0, "ours_real_kept": 0, "opus_real_kept": 0, "bad": 0, "ours_bad_dropped": 0,
-               "opus_bad_dropped": 0}  # fmt: skip
+        tot = {
+            "pairs": 0,
+            "ours_cpu": 0.0,
+            "opus_cpu": 0.0,
+            "ours_kept": 0,
+            "opus_kept": 0,
+            "agree": 0,
+            "real": 0,
+            "ours_real_kept": 0,
+            "opus_real_kept": 0,
+            "bad": 0,
+            "ours_bad_dropped": 0,
+            "opus_bad_dropped": 0,
+        }
         for lang, (pairs, flags) in data.items():
             runner = PairRulesRunner(cfg, lang, "eng")
             chain = opus_chain(lang, lid)
@@ -179,22 +202,32 @@ def main() -> int:
             print(f"warm-up round done ({tot['pairs']} pairs)", file=sys.stderr)
     n = results["pairs"]
     ours_ps, opus_ps = n / results["ours_cpu"], n / results["opus_cpu"]
-    print(f"{n} pairs ({len(args.langs)} language pairs, half real Tatoeba, half corrupted), "
-          f"opusfilter {version('opusfilter')}")  # fmt: skip
+    print(
+        f"{n} pairs ({len(args.langs)} language pairs, half real Tatoeba, half corrupted), "
+        f"opusfilter {version('opusfilter')}"
+    )
     r = results
     print(
         "| system | CPU s | pairs/CPU-s (per core) | speed ours/peer | real pairs kept | corrupted pairs dropped |"
     )
     print("|---|---|---|---|---|---|")
-    print(f"| ours: filters.bitext.pair_rules (10 rules) | {r['ours_cpu']:.2f} | {ours_ps:,.0f} | "
-          f"{ours_ps / opus_ps:.2f}x | {r['ours_real_kept'] / r['real']:.1%} | "
-          f"{r['ours_bad_dropped'] / r['bad']:.1%} |")  # fmt: skip
-    print(f"| OpusFilter 3.3.1 (8 equivalent filters) | {r['opus_cpu']:.2f} | {opus_ps:,.0f} | 1.00x | "
-          f"{r['opus_real_kept'] / r['real']:.1%} | {r['opus_bad_dropped'] / r['bad']:.1%} |")  # fmt: skip
+    print(
+        f"| ours: filters.bitext.pair_rules (10 rules) | {r['ours_cpu']:.2f} | {ours_ps:,.0f} | "
+        f"{ours_ps / opus_ps:.2f}x | {r['ours_real_kept'] / r['real']:.1%} | "
+        f"{r['ours_bad_dropped'] / r['bad']:.1%} |"
+    )
+    print(
+        f"| OpusFilter 3.3.1 (8 equivalent filters) | {r['opus_cpu']:.2f} | {opus_ps:,.0f} | 1.00x | "
+        f"{r['opus_real_kept'] / r['real']:.1%} | {r['opus_bad_dropped'] / r['bad']:.1%} |"
+    )
     print(f"decisions agree on {results['agree'] / n:.1%} of the pairs")
     if args.json:
-        Path(args.json).write_text(json.dumps({**results, "ours_pairs_per_cpu_s": ours_ps,
-                                               "opus_pairs_per_cpu_s": opus_ps}, indent=2))  # fmt: skip
+        Path(args.json).write_text(
+            json.dumps(
+                {**results, "ours_pairs_per_cpu_s": ours_ps, "opus_pairs_per_cpu_s": opus_ps},
+                indent=2,
+            )
+        )
     return 0
 
 

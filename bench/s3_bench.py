@@ -130,8 +130,15 @@ def measure(name: str, root: str, payloads: list[bytes], client=None) -> dict:
         w, r = _transfer_disk(root, payloads)
     else:
         w, r = _transfer(root, payloads)
-    row = {"system": name, "files": len(payloads), "mb": mb, "write_mb_s": mb / w, "read_mb_s": mb / r,
-           "write_files_s": len(payloads) / w, "read_files_s": len(payloads) / r}  # fmt: skip
+    row = {
+        "system": name,
+        "files": len(payloads),
+        "mb": mb,
+        "write_mb_s": mb / w,
+        "read_mb_s": mb / r,
+        "write_files_s": len(payloads) / w,
+        "read_files_s": len(payloads) / r,
+    }
     log.info("%s", row)
     return row
 
@@ -144,8 +151,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--small-kb", type=int, default=64, help="size of a small file in KB (64)")
     ap.add_argument("--large", type=int, default=4, help="large files (default 4)")
     ap.add_argument("--large-mb", type=int, default=32, help="size of a large file in MB (32)")
-    ap.add_argument("--server", choices=("moto", "s3rver"), default="moto",
-                    help="the loopback S3 server (see above; default moto)")  # fmt: skip
+    ap.add_argument(
+        "--server",
+        choices=("moto", "s3rver"),
+        default="moto",
+        help="the loopback S3 server (see above; default moto)",
+    )
     ap.add_argument("--s3rver", default=str(S3RVER), help=f"the s3rver executable ({S3RVER})")
     a = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
@@ -168,8 +179,10 @@ def main(argv: list[str] | None = None) -> int:
         tmp = stack.enter_context(tempfile.TemporaryDirectory())
         if a.server == "s3rver":
             if not os.access(a.s3rver, os.X_OK):
-                ap.error(f"--s3rver {a.s3rver}: not found "
-                         "(npm install --prefix bench/.node s3rver@3.7.1)")  # fmt: skip
+                ap.error(
+                    f"--s3rver {a.s3rver}: not found "
+                    "(npm install --prefix bench/.node s3rver@3.7.1)"
+                )
             endpoint = stack.enter_context(s3rver_server(a.s3rver, Path(tmp) / "s3rver"))
             client = s3_client(endpoint, S3RVER_KEY)
         else:
@@ -180,8 +193,9 @@ def main(argv: list[str] | None = None) -> int:
         FileSystems.set_options(PipelineOptions(server_options(a.server, endpoint)))
         for wl, payloads in workloads.items():
             rows.append({"workload": wl, **measure("local", os.path.join(tmp, wl), payloads)})
-            rows.append({"workload": wl, **measure("disk", os.path.join(tmp, f"disk-{wl}"),
-                                                   payloads)})  # fmt: skip
+            rows.append(
+                {"workload": wl, **measure("disk", os.path.join(tmp, f"disk-{wl}"), payloads)}
+            )
             uninstall_s3_client_cache()
             rows.append({"workload": wl, **measure("stock", f"s3://bench/stock-{wl}", payloads)})
             install_s3_client_cache()
@@ -190,20 +204,26 @@ def main(argv: list[str] | None = None) -> int:
             install_s3_transfers()
             rows.append({"workload": wl, **measure("parallel", f"s3://bench/par-{wl}", payloads)})
             rows.append({"workload": wl, **measure("boto3", f"boto3-{wl}", payloads, client)})
-    print(f"{'workload':<9}{'system':<9}{'files':>7}{'MB':>8}{'write MB/s':>12}{'read MB/s':>11}"
-          f"{'write files/s':>15}{'read files/s':>14}")  # fmt: skip
+    print(
+        f"{'workload':<9}{'system':<9}{'files':>7}{'MB':>8}{'write MB/s':>12}{'read MB/s':>11}"
+        f"{'write files/s':>15}{'read files/s':>14}"
+    )
     for r in rows:
-        print(f"{r['workload']:<9}{r['system']:<9}{r['files']:>7}{r['mb']:>8.1f}{r['write_mb_s']:>12.1f}"
-              f"{r['read_mb_s']:>11.1f}{r['write_files_s']:>15.1f}{r['read_files_s']:>14.1f}")  # fmt: skip
+        print(
+            f"{r['workload']:<9}{r['system']:<9}{r['files']:>7}{r['mb']:>8.1f}{r['write_mb_s']:>12.1f}"
+            f"{r['read_mb_s']:>11.1f}{r['write_files_s']:>15.1f}{r['read_files_s']:>14.1f}"
+        )
     for wl in workloads:
         by = {r["system"]: r for r in rows if r["workload"] == wl}
         for op in ("write", "read"):
             k = f"{op}_mb_s"
-            print(f"{wl} {op}: parallel/local {by['parallel'][k] / by['local'][k]:.3f}x, "
-                  f"parallel/disk {by['parallel'][k] / by['disk'][k]:.3f}x, "
-                  f"parallel/cached {by['parallel'][k] / by['cached'][k]:.2f}x, "
-                  f"cached/stock {by['cached'][k] / by['stock'][k]:.2f}x, stock/local {by['stock'][k] / by['local'][k]:.3f}x, "
-                  f"parallel/boto3 {by['parallel'][k] / by['boto3'][k]:.2f}x")  # fmt: skip
+            print(
+                f"{wl} {op}: parallel/local {by['parallel'][k] / by['local'][k]:.3f}x, "
+                f"parallel/disk {by['parallel'][k] / by['disk'][k]:.3f}x, "
+                f"parallel/cached {by['parallel'][k] / by['cached'][k]:.2f}x, "
+                f"cached/stock {by['cached'][k] / by['stock'][k]:.2f}x, stock/local {by['stock'][k] / by['local'][k]:.3f}x, "
+                f"parallel/boto3 {by['parallel'][k] / by['boto3'][k]:.2f}x"
+            )
     return 0
 
 

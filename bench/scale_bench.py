@@ -126,23 +126,37 @@ def make_stores(work: Path, n_src: int, n_trg: int, dim: int, seed: int = 0) -> 
 def _cfg(a: dict):
     from labse_common.sections.mining import MiningConfig
 
-    return MiningConfig(k=a["k"], index=a["index"], mem_gb=a["mem_gb"], nprobe=a["nprobe"],
-                        rerank=a["rerank"], train_size=a["train_size"],
-                        progress=False)  # fmt: skip
+    return MiningConfig(
+        k=a["k"],
+        index=a["index"],
+        mem_gb=a["mem_gb"],
+        nprobe=a["nprobe"],
+        rerank=a["rerank"],
+        train_size=a["train_size"],
+        progress=False,
+    )
 
 
 def peer_bounded(a: dict) -> dict:
     from mining.bounded import Layout, mine_bounded
 
     t0 = time.perf_counter()
-    r = mine_bounded(a["src"], a["trg"], _cfg(a),
-                     Layout(shards=a["shards"], workers=a["workers"], resume=True,
-                            workdir=a["lists"]))  # fmt: skip
+    r = mine_bounded(
+        a["src"],
+        a["trg"],
+        _cfg(a),
+        Layout(shards=a["shards"], workers=a["workers"], resume=True, workdir=a["lists"]),
+    )
     secs = time.perf_counter() - t0
     nb = r.scored.neighbours
     q = np.asarray(a["sample_rows"], np.int64)
-    np.savez(a["out"], pairs_src=r.pairs.src, pairs_trg=r.pairs.trg, fwd_inds=nb.fwd_inds[q],
-             fwd_scores=r.scored.fwd_scores[q])  # fmt: skip
+    np.savez(
+        a["out"],
+        pairs_src=r.pairs.src,
+        pairs_trg=r.pairs.trg,
+        fwd_inds=nb.fwd_inds[q],
+        fwd_scores=r.scored.fwd_scores[q],
+    )
     return {"seconds": secs, "phases": r.seconds, "factories": r.factories, "pairs": len(r.pairs)}
 
 
@@ -222,32 +236,57 @@ def cmd_mining(args: argparse.Namespace) -> int:
     n_src, n_trg = args.n, args.n_trg or args.n
     t0 = time.perf_counter()
     src, trg = make_stores(work, n_src, n_trg, args.dim)
-    print(f"data: {n_src:,} x {n_trg:,} vectors, dim {args.dim}, float16 stores "
-          f"({time.perf_counter() - t0:.1f} s to make or reuse)")  # fmt: skip
+    print(
+        f"data: {n_src:,} x {n_trg:,} vectors, dim {args.dim}, float16 stores "
+        f"({time.perf_counter() - t0:.1f} s to make or reuse)"
+    )
 
     kind = args.index if args.index in planner.KINDS else None
-    plan = planner.make_plan(n_src, n_trg, args.dim, args.mem_gb, args.workers, k=args.k,
-                             train_size=args.train_size, itemsize=2, kind=kind,
-                             nprobe=args.nprobe, rerank=args.rerank)  # fmt: skip
+    plan = planner.make_plan(
+        n_src,
+        n_trg,
+        args.dim,
+        args.mem_gb,
+        args.workers,
+        k=args.k,
+        train_size=args.train_size,
+        itemsize=2,
+        kind=kind,
+        nprobe=args.nprobe,
+        rerank=args.rerank,
+    )
     if kind is None and args.index == "auto":
         plan_index = plan.kind
     else:
         plan_index = args.index
-    print(f"plan: {plan.kind} ({plan.factory_trg}), {plan.shards} shard(s), nprobe "
-          f"{plan.nprobe}; predicted {planner.fmt_seconds(plan.total_seconds)}, worker peak "
-          f"{mib(plan.worker_peak_bytes)}, driver peak {mib(plan.driver_peak_bytes)}")  # fmt: skip
+    print(
+        f"plan: {plan.kind} ({plan.factory_trg}), {plan.shards} shard(s), nprobe "
+        f"{plan.nprobe}; predicted {planner.fmt_seconds(plan.total_seconds)}, worker peak "
+        f"{mib(plan.worker_peak_bytes)}, driver peak {mib(plan.driver_peak_bytes)}"
+    )
 
     rng = np.random.default_rng(1)
     sample = np.sort(rng.choice(n_src, size=min(args.sample, n_src), replace=False))
-    peer_args = {"src": src, "trg": trg, "k": args.k, "index": plan_index, "mem_gb": args.mem_gb,
-                 "nprobe": args.nprobe or plan.nprobe or 16, "train_size": args.train_size, "rerank": args.rerank,
-                 "shards": args.shards or plan.shards, "workers": args.workers,
-                 "work": str(work), "sample_rows": sample.tolist()}  # fmt: skip
+    peer_args = {
+        "src": src,
+        "trg": trg,
+        "k": args.k,
+        "index": plan_index,
+        "mem_gb": args.mem_gb,
+        "nprobe": args.nprobe or plan.nprobe or 16,
+        "train_size": args.train_size,
+        "rerank": args.rerank,
+        "shards": args.shards or plan.shards,
+        "workers": args.workers,
+        "work": str(work),
+        "sample_rows": sample.tolist(),
+    }
     # Finished steps (trained indexes, shard lists, merged directions) are kept per size and
     # index under the workdir and reused by a rerun: a stopped run of hours continues. The
     # time printed is then that of the rest; --fresh starts over.
-    lists = work / (f"lists_{n_src}_{n_trg}_{args.dim}_{plan_index}_{peer_args['nprobe']}"
-                    + f"_r{args.rerank}")
+    lists = work / (
+        f"lists_{n_src}_{n_trg}_{args.dim}_{plan_index}_{peer_args['nprobe']}" + f"_r{args.rerank}"
+    )
     if args.fresh and lists.exists():
         shutil.rmtree(lists)
     resumed = lists.exists() and any(lists.iterdir())
@@ -255,8 +294,10 @@ def cmd_mining(args: argparse.Namespace) -> int:
     if resumed:
         print(f"bounded: RESUMED from {lists}: its time is that of the remaining steps only")
     bz = np.load(work / "bounded.npz")
-    print(f"bounded: {b['seconds']:.1f} s, peak RSS {mib(b['peak_rss'])}, {b['pairs']:,} pairs, "
-          f"index {b['factories']['trg']}; phases {b['phases']}")  # fmt: skip
+    print(
+        f"bounded: {b['seconds']:.1f} s, peak RSS {mib(b['peak_rss'])}, {b['pairs']:,} pairs, "
+        f"index {b['factories']['trg']}; phases {b['phases']}"
+    )
 
     n_par = min(n_src, n_trg) // 10
     ps, pt = bz["pairs_src"], bz["pairs_trg"]
@@ -272,33 +313,47 @@ def cmd_mining(args: argparse.Namespace) -> int:
     rows = [
         ("time per source sentence" + partial, f"{b['seconds'] / n_src * 1e6:,.1f} us"),
         ("time per mined pair" + partial, f"{b['seconds'] / max(1, b['pairs']) * 1e6:,.1f} us"),
-        ("time per 1e9 candidate pairs (n_src*n_trg)" + partial,
-         f"{b['seconds'] / (n_src * n_trg) * 1e9:,.2f} s"),
+        (
+            "time per 1e9 candidate pairs (n_src*n_trg)" + partial,
+            f"{b['seconds'] / (n_src * n_trg) * 1e9:,.2f} s",
+        ),
         ("peak RSS" + partial, mib(b["peak_rss"])),
-        ("predicted / measured time",
-         "not compared: the run was resumed, rerun with --fresh for a whole-run time" if resumed
-         else f"{planner.fmt_seconds(plan.total_seconds)} / {planner.fmt_seconds(b['seconds'])} "
-         f"= {plan.total_seconds / max(b['seconds'], 1e-9):.2f}"),
-        ("predicted / measured peak",
-         f"{mib(max(plan.worker_peak_bytes, plan.driver_peak_bytes))} + runtime / "
-         f"{mib(b['peak_rss'])}"),
+        (
+            "predicted / measured time",
+            "not compared: the run was resumed, rerun with --fresh for a whole-run time"
+            if resumed
+            else f"{planner.fmt_seconds(plan.total_seconds)} / {planner.fmt_seconds(b['seconds'])} "
+            f"= {plan.total_seconds / max(b['seconds'], 1e-9):.2f}",
+        ),
+        (
+            "predicted / measured peak",
+            f"{mib(max(plan.worker_peak_bytes, plan.driver_peak_bytes))} + runtime / "
+            f"{mib(b['peak_rss'])}",
+        ),
         (f"recall@{args.k} vs exact ({len(sample)} sampled queries)", f"{recall:.4f}"),
         ("mined fwd pair = exact search's (sample)", f"{agree:.4f}"),
         ("planted pairs found", f"{planted:,} / {n_par:,}"),
-    ]  # fmt: skip
+    ]
     if n_src + n_trg <= args.in_memory_max:
         fac = None if b["factories"]["trg"] == "Flat" else b["factories"]["trg"]
         m = run_peer("in_memory", {**peer_args, "factory": fac, "out": str(work / "mem.npz")})
         mz = np.load(work / "mem.npz")
-        same = (len(mz["pairs_src"]) == len(ps) and np.array_equal(mz["pairs_src"], ps)
-                and np.array_equal(mz["pairs_trg"], pt))  # fmt: skip
+        same = (
+            len(mz["pairs_src"]) == len(ps)
+            and np.array_equal(mz["pairs_src"], ps)
+            and np.array_equal(mz["pairs_trg"], pt)
+        )
         rows += [
             ("in-memory peer (mine_vectors)", f"{m['seconds']:.1f} s, peak {mib(m['peak_rss'])}"),
-            ("bounded / in-memory time", "not compared: resumed" if resumed
-             else f"{b['seconds'] / max(m['seconds'], 1e-9):.2f}"),
+            (
+                "bounded / in-memory time",
+                "not compared: resumed"
+                if resumed
+                else f"{b['seconds'] / max(m['seconds'], 1e-9):.2f}",
+            ),
             ("bounded / in-memory peak RSS", f"{b['peak_rss'] / max(m['peak_rss'], 1):.2f}"),
             ("same pairs as in-memory", str(same)),
-        ]  # fmt: skip
+        ]
     else:
         rows.append(("in-memory peer", f"skipped: {n_src + n_trg:,} > --in-memory-max"))
     width = max(len(r[0]) for r in rows)
@@ -312,12 +367,37 @@ def cmd_mining(args: argparse.Namespace) -> int:
 # pairs: the pair rules and CDS scoring on 1x .. 100x mined-pair files.
 
 # Tatoeba/PUD codes -> the ISO 639-1 codes the miner writes into src_lang/trg_lang.
-ISO1 = {"ara": "ar", "cmn": "zh", "deu": "de", "ell": "el", "fra": "fr", "hin": "hi", "ita": "it",
-        "jpn": "ja", "kor": "ko", "nld": "nl", "pol": "pl", "por": "pt", "rus": "ru", "spa": "es",
-        "tur": "tr", "vie": "vi"}  # fmt: skip
+ISO1 = {
+    "ara": "ar",
+    "cmn": "zh",
+    "deu": "de",
+    "ell": "el",
+    "fra": "fr",
+    "hin": "hi",
+    "ita": "it",
+    "jpn": "ja",
+    "kor": "ko",
+    "nld": "nl",
+    "pol": "pl",
+    "por": "pt",
+    "rus": "ru",
+    "spa": "es",
+    "tur": "tr",
+    "vie": "vi",
+}
 NOISE_EVERY = 10  # every 10th pair is damaged: the rules have something to drop at every size
-NOISE_KINDS = ("empty", "identical", "short", "ratio", "markup", "numbers", "repeats", "copy",
-               "script", "lang")  # fmt: skip
+NOISE_KINDS = (
+    "empty",
+    "identical",
+    "short",
+    "ratio",
+    "markup",
+    "numbers",
+    "repeats",
+    "copy",
+    "script",
+    "lang",
+)
 NON_LATIN = ("ara", "cmn", "ell", "hin", "jpn", "kor", "rus")
 
 
@@ -333,9 +413,10 @@ def parallel_pools(data: Path) -> dict[str, list[tuple[str, str]]]:
             xs = f.with_suffix(f".{lang}").read_text(encoding="utf-8").splitlines()
             es = f.read_text(encoding="utf-8").splitlines()
             pools.setdefault(lang, set()).update(
-                (x.strip(), e.strip()) for x, e in zip(xs, es)
+                (x.strip(), e.strip())
+                for x, e in zip(xs, es)
                 if len(x.strip()) >= 8 and len(e.strip()) >= 8
-            )  # fmt: skip
+            )
     if not pools:
         log.error("no pairs under %s (tatoeba/, pud/): this bench needs them (--data)", data)
         raise SystemExit(2)  # a wrong --data, like every usage error
@@ -351,8 +432,9 @@ class PairMaker:
 
         self.rng = np.random.default_rng(seed)
         self.langs = sorted(pools)
-        self.split = {k: [(_halves(x, k), _halves(e, "eng")) for x, e in v]
-                      for k, v in pools.items()}  # fmt: skip
+        self.split = {
+            k: [(_halves(x, k), _halves(e, "eng")) for x, e in v] for k, v in pools.items()
+        }
         self.seen: set[tuple[str, str]] = set()
 
     def pair(self, lang: str) -> tuple[str, str]:
@@ -427,19 +509,30 @@ def write_mined_pairs(
     if distinct != n:
         raise RuntimeError(f"generated {n} pairs, only {distinct} distinct")
     rng = np.random.default_rng(seed + 1)
-    t = pa.table({"src": src, "trg": trg, "src_lang": sl, "trg_lang": ["en"] * n,
-                  "margin": np.sort(rng.uniform(1.0, 1.6, n).astype(np.float32))[::-1],
-                  "src_id": [str(i) for i in range(n)],
-                  "trg_id": [str(i) for i in rng.permutation(n)],
-                  "cosine": rng.uniform(0.55, 0.95, n).astype(np.float32)})  # fmt: skip
+    t = pa.table(
+        {
+            "src": src,
+            "trg": trg,
+            "src_lang": sl,
+            "trg_lang": ["en"] * n,
+            "margin": np.sort(rng.uniform(1.0, 1.6, n).astype(np.float32))[::-1],
+            "src_id": [str(i) for i in range(n)],
+            "trg_id": [str(i) for i in rng.permutation(n)],
+            "cosine": rng.uniform(0.55, 0.95, n).astype(np.float32),
+        }
+    )
     t = conform(t, MINED_PAIR_SCHEMA, MINED_PAIR_REQUIRED)
     path.mkdir(parents=True, exist_ok=True)
     f = path / "mined.parquet"
     tmp = f.with_name(f.name + ".tmp")
     pq.write_table(t, tmp)  # a stopped run leaves no half input under the final name
     tmp.replace(f)
-    return {"pairs": n, "noise_pairs": noise, "bytes": f.stat().st_size,
-            "row_groups": pq.ParquetFile(f).metadata.num_row_groups}  # fmt: skip
+    return {
+        "pairs": n,
+        "noise_pairs": noise,
+        "bytes": f.stat().st_size,
+        "row_groups": pq.ParquetFile(f).metadata.num_row_groups,
+    }
 
 
 def pair_input(work: Path, n: int, seed: int, pools_of: Callable[[], dict]) -> Path:
@@ -461,9 +554,24 @@ def stage_command(stage: str, inp: Path, out: Path, args: argparse.Namespace) ->
     if stage == "rules":
         cmd = [*base, "rules", "--pairs", str(inp), "--output", str(out), "--overwrite", *rows]
         return cmd + (["--write-dropped"] if args.write_dropped else [])
-    return [*base, "cds-score", "--model", str(args.cds_model), "--pairs", str(inp), "--output",
-            str(out), "--overwrite", "--device", "cpu", "--threads", "1", *rows, "--set",
-            "progress=false"]  # fmt: skip
+    return [
+        *base,
+        "cds-score",
+        "--model",
+        str(args.cds_model),
+        "--pairs",
+        str(inp),
+        "--output",
+        str(out),
+        "--overwrite",
+        "--device",
+        "cpu",
+        "--threads",
+        "1",
+        *rows,
+        "--set",
+        "progress=false",
+    ]
 
 
 def wait_for_model(model: Path, timeout_s: float) -> None:
@@ -473,15 +581,19 @@ def wait_for_model(model: Path, timeout_s: float) -> None:
     while not (model / "cds.json").exists():
         busy = (model / "_CLAIM.json").exists()
         if not busy or time.perf_counter() - t0 > timeout_s:
-            log.error("--cds-model %s: no cds.json%s; train one with python -m filters cds-train",
-                      model, f" after {timeout_s:.0f} s" if busy else "")  # fmt: skip
+            log.error(
+                "--cds-model %s: no cds.json%s; train one with python -m filters cds-train",
+                model,
+                f" after {timeout_s:.0f} s" if busy else "",
+            )
             raise SystemExit(2)
         log.info("waiting for %s/cds.json (a CDS model being trained)", model)
         time.sleep(20)
 
 
-def run_pair_stage(stage: str, x: int, n: int, inp: Path, work: Path,
-                   args: argparse.Namespace) -> dict:  # fmt: skip
+def run_pair_stage(
+    stage: str, x: int, n: int, inp: Path, work: Path, args: argparse.Namespace
+) -> dict:
     from bench.scale_corpus import dir_bytes, run_measured
     from labse_common.stats import check_balanced
 
@@ -500,9 +612,17 @@ def run_pair_stage(stage: str, x: int, n: int, inp: Path, work: Path,
     # The stage's own clock (stats.json) leaves out interpreter start and imports, which at 1x
     # are a visible part of the wall time and make the larger runs look cheaper per pair.
     own = float(st.get("seconds") or 0.0)
-    return {"stage": stage, "x": x, "pairs": n, "kept": c["out"], **m, "stage_seconds": own,
-            "us_per_pair": 1e6 * m["seconds"] / n, "us_per_pair_stage": 1e6 * own / n,
-            "disk_written": dir_bytes(out)}  # fmt: skip
+    return {
+        "stage": stage,
+        "x": x,
+        "pairs": n,
+        "kept": c["out"],
+        **m,
+        "stage_seconds": own,
+        "us_per_pair": 1e6 * m["seconds"] / n,
+        "us_per_pair_stage": 1e6 * own / n,
+        "disk_written": dir_bytes(out),
+    }
 
 
 def cmd_pairs(args: argparse.Namespace) -> int:
@@ -538,16 +658,20 @@ def cmd_pairs(args: argparse.Namespace) -> int:
                 base["us_per_pair_stage"], 1e-9
             )
             r["ratio_peak_rss"] = r["peak_rss"] / base["peak_rss"]
-    hdr = (f"{'stage':<6}{'x':>5}{'pairs in':>11}{'kept':>11}{'wall s':>9}{'stage s':>9}"
-           f"{'us/pair':>9}{'stage us/pair':>15}{'peak RSS MiB':>14}{'disk MiB':>10}"
-           f"{'us/pair ratio':>15}{'stage ratio':>13}{'RSS ratio':>11}")  # fmt: skip
+    hdr = (
+        f"{'stage':<6}{'x':>5}{'pairs in':>11}{'kept':>11}{'wall s':>9}{'stage s':>9}"
+        f"{'us/pair':>9}{'stage us/pair':>15}{'peak RSS MiB':>14}{'disk MiB':>10}"
+        f"{'us/pair ratio':>15}{'stage ratio':>13}{'RSS ratio':>11}"
+    )
     lines = [hdr]
     for r in rows:
-        lines.append(f"{r['stage']:<6}{r['x']:>5}{r['pairs']:>11,}{r['kept']:>11,}"
-                     f"{r['seconds']:>9.1f}{r['stage_seconds']:>9.1f}{r['us_per_pair']:>9.1f}"
-                     f"{r['us_per_pair_stage']:>15.1f}{r['peak_rss'] / 2**20:>14,.0f}"
-                     f"{r['disk_written'] / 2**20:>10.1f}{r['ratio_us_per_pair']:>15.2f}"
-                     f"{r['ratio_us_per_pair_stage']:>13.2f}{r['ratio_peak_rss']:>11.2f}")  # fmt: skip
+        lines.append(
+            f"{r['stage']:<6}{r['x']:>5}{r['pairs']:>11,}{r['kept']:>11,}"
+            f"{r['seconds']:>9.1f}{r['stage_seconds']:>9.1f}{r['us_per_pair']:>9.1f}"
+            f"{r['us_per_pair_stage']:>15.1f}{r['peak_rss'] / 2**20:>14,.0f}"
+            f"{r['disk_written'] / 2**20:>10.1f}{r['ratio_us_per_pair']:>15.2f}"
+            f"{r['ratio_us_per_pair_stage']:>13.2f}{r['ratio_peak_rss']:>11.2f}"
+        )
     print("\n".join(lines))
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
@@ -574,40 +698,86 @@ def main(argv: list[str] | None = None) -> int:
     m.add_argument("--mem-gb", type=float, default=2.0, help="per-worker budget")
     m.add_argument("--index", default="auto", help="auto (the planner), a kind or a factory")
     m.add_argument("--nprobe", type=int)
-    m.add_argument("--rerank", type=int, default=RERANK,
-                   help="mining.rerank: k*rerank approximate candidates re-scored exactly")
+    m.add_argument(
+        "--rerank",
+        type=int,
+        default=RERANK,
+        help="mining.rerank: k*rerank approximate candidates re-scored exactly",
+    )
     m.add_argument("--train-size", type=int, default=200_000)
     m.add_argument("--shards", type=int, help="default: the plan's")
     m.add_argument("--workers", type=int, default=1)
     m.add_argument("--sample", type=int, default=1000, help="queries checked against exact")
-    m.add_argument("--in-memory-max", type=int, default=200_000,
-                   help="run the in-memory peer when n_src + n_trg <= this")  # fmt: skip
+    m.add_argument(
+        "--in-memory-max",
+        type=int,
+        default=200_000,
+        help="run the in-memory peer when n_src + n_trg <= this",
+    )
     m.add_argument("--workdir", default="bench_out/scale_mining")
-    m.add_argument("--fresh", action="store_true",
-                   help="discard the finished steps a stopped run left in --workdir")  # fmt: skip
+    m.add_argument(
+        "--fresh",
+        action="store_true",
+        help="discard the finished steps a stopped run left in --workdir",
+    )
     m.set_defaults(func=cmd_mining)
     p = sub.add_parser("pairs", help="pair rules and CDS scoring on 1x..100x mined-pair files")
     p.add_argument("--base", type=int, default=10_000, help="pairs at 1x")
-    p.add_argument("--sizes", nargs="+", type=int, default=[1, 10, 100],
-                   help="multiples of --base the rules run on")  # fmt: skip
-    p.add_argument("--stages", nargs="+", choices=["rules", "cds"], default=["rules", "cds"],
-                   help="pair stages to measure")  # fmt: skip
-    p.add_argument("--cds-sizes", nargs="+", type=int, default=[1, 10],
-                   help="multiples of --base CDS scores (100 = 1M pairs: ~2 h on one core)")  # fmt: skip
-    p.add_argument("--cds-model", default="demo_out/cds_train",
-                   help="CDS model folder (cds-train output; default: make demo's)")  # fmt: skip
-    p.add_argument("--model-wait", type=float, default=1200.0,
-                   help="seconds to wait for --cds-model/cds.json while a run is training it")  # fmt: skip
-    p.add_argument("--batch-rows", type=int, default=0,
-                   help="--batch-rows of both commands (pairs read and written per chunk; "
-                   "default: each command's own, 5000 rules, 4096 cds-score)")  # fmt: skip
-    p.add_argument("--write-dropped", action="store_true",
-                   help="rules also write the dropped pairs (counted in disk written)")  # fmt: skip
-    p.add_argument("--data", default=str(REPO.parent / "shared" / "data"),
-                   help="../shared/data (tatoeba/, pud/)")  # fmt: skip
+    p.add_argument(
+        "--sizes",
+        nargs="+",
+        type=int,
+        default=[1, 10, 100],
+        help="multiples of --base the rules run on",
+    )
+    p.add_argument(
+        "--stages",
+        nargs="+",
+        choices=["rules", "cds"],
+        default=["rules", "cds"],
+        help="pair stages to measure",
+    )
+    p.add_argument(
+        "--cds-sizes",
+        nargs="+",
+        type=int,
+        default=[1, 10],
+        help="multiples of --base CDS scores (100 = 1M pairs: ~2 h on one core)",
+    )
+    p.add_argument(
+        "--cds-model",
+        default="demo_out/cds_train",
+        help="CDS model folder (cds-train output; default: make demo's)",
+    )
+    p.add_argument(
+        "--model-wait",
+        type=float,
+        default=1200.0,
+        help="seconds to wait for --cds-model/cds.json while a run is training it",
+    )
+    p.add_argument(
+        "--batch-rows",
+        type=int,
+        default=0,
+        help="--batch-rows of both commands (pairs read and written per chunk; "
+        "default: each command's own, 5000 rules, 4096 cds-score)",
+    )
+    p.add_argument(
+        "--write-dropped",
+        action="store_true",
+        help="rules also write the dropped pairs (counted in disk written)",
+    )
+    p.add_argument(
+        "--data",
+        default=str(REPO.parent / "shared" / "data"),
+        help="../shared/data (tatoeba/, pud/)",
+    )
     p.add_argument("--seed", type=int, default=0, help="seed of the generated pairs")
-    p.add_argument("--workdir", default="bench_out/scale_pairs",
-                   help="generated inputs (kept, reused) and the stage outputs")  # fmt: skip
+    p.add_argument(
+        "--workdir",
+        default="bench_out/scale_pairs",
+        help="generated inputs (kept, reused) and the stage outputs",
+    )
     p.add_argument("--json", help="also write the rows here")
     p.set_defaults(func=cmd_pairs)
     args = ap.parse_args(argv)

@@ -102,9 +102,11 @@ class SentenceMaker:
 
 def _wet_record(url: str, text: bytes, n: int) -> bytes:
     rid = uuid.uuid5(uuid.NAMESPACE_URL, url)
-    head = (f"WARC/1.0\r\nWARC-Type: conversion\r\nWARC-Target-URI: {url}\r\n"
-            f"WARC-Date: 2024-03-12T00:00:00Z\r\nWARC-Record-ID: <urn:uuid:{rid}>\r\n"
-            f"Content-Type: text/plain\r\nContent-Length: {len(text)}\r\n\r\n").encode()  # fmt: skip
+    head = (
+        f"WARC/1.0\r\nWARC-Type: conversion\r\nWARC-Target-URI: {url}\r\n"
+        f"WARC-Date: 2024-03-12T00:00:00Z\r\nWARC-Record-ID: <urn:uuid:{rid}>\r\n"
+        f"Content-Type: text/plain\r\nContent-Length: {len(text)}\r\n\r\n"
+    ).encode()
     return gzip.compress(head + text + b"\r\n\r\n", compresslevel=5)
 
 
@@ -127,8 +129,12 @@ def write_wet(path: Path, mb: float, seed: int, pools: dict[str, list[str]]) -> 
         written += len(text)
         docs += 1
     out.close()
-    return {"text_mb": written / MB, "docs": docs, "files": files,
-            "bytes": sum(f.stat().st_size for f in path.iterdir())}  # fmt: skip
+    return {
+        "text_mb": written / MB,
+        "docs": docs,
+        "files": files,
+        "bytes": sum(f.stat().st_size for f in path.iterdir()),
+    }
 
 
 # --- Wikipedia multistream dump ------------------------------------------------------------
@@ -136,15 +142,19 @@ def write_wet(path: Path, mb: float, seed: int, pools: dict[str, list[str]]) -> 
 
 def _page(title: str, pid: int, sents: list[str]) -> str:
     s = sents
-    text = (f"{{{{Infobox thing\n| name = {title}\n| founded = {{{{start date|19{pid % 100:02d}}}}}\n}}}}\n"
-            f"'''{title}''' {s[0]}<ref>{{{{cite web|url=https://example.org/{pid}|title=Src}}}}</ref> "
-            f"[[Link {pid}|{s[1]}]]\n\n== History ==\n{s[2]} {s[3]}\n\n"
-            f"[[File:Img{pid}.jpg|thumb|Caption]]\n{{| class=\"wikitable\"\n|-\n! a !! b\n|-\n| 1 || 2\n|}}\n"
-            f"{' '.join(s[4:])}\n\n== References ==\n{{{{Reflist}}}}\n[[Category:Scale pages]]\n")  # fmt: skip
-    return (f"  <page>\n    <title>{escape(title)}</title>\n    <ns>0</ns>\n    <id>{pid}</id>\n"
-            f"    <revision>\n      <id>{pid * 10}</id>\n      <model>wikitext</model>\n"
-            f"      <format>text/x-wiki</format>\n      <text xml:space=\"preserve\">{escape(text)}</text>\n"
-            f"    </revision>\n  </page>\n")  # fmt: skip
+    text = (
+        f"{{{{Infobox thing\n| name = {title}\n| founded = {{{{start date|19{pid % 100:02d}}}}}\n}}}}\n"
+        f"'''{title}''' {s[0]}<ref>{{{{cite web|url=https://example.org/{pid}|title=Src}}}}</ref> "
+        f"[[Link {pid}|{s[1]}]]\n\n== History ==\n{s[2]} {s[3]}\n\n"
+        f'[[File:Img{pid}.jpg|thumb|Caption]]\n{{| class="wikitable"\n|-\n! a !! b\n|-\n| 1 || 2\n|}}\n'
+        f"{' '.join(s[4:])}\n\n== References ==\n{{{{Reflist}}}}\n[[Category:Scale pages]]\n"
+    )
+    return (
+        f"  <page>\n    <title>{escape(title)}</title>\n    <ns>0</ns>\n    <id>{pid}</id>\n"
+        f"    <revision>\n      <id>{pid * 10}</id>\n      <model>wikitext</model>\n"
+        f'      <format>text/x-wiki</format>\n      <text xml:space="preserve">{escape(text)}</text>\n'
+        f"    </revision>\n  </page>\n"
+    )
 
 
 def write_wiki(
@@ -155,9 +165,11 @@ def write_wiki(
     maker = SentenceMaker({lang: pools[lang]}, seed)
     path.mkdir(parents=True, exist_ok=True)
     f = path / "scalewiki-pages-articles-multistream.xml.bz2"
-    head = ('<mediawiki xmlns="http://www.mediawiki.org/xml/export-0.10/" version="0.10" '
-            'xml:lang="en">\n  <siteinfo>\n    <sitename>Scale</sitename>\n'
-            "    <dbname>scalewiki</dbname>\n  </siteinfo>\n")  # fmt: skip
+    head = (
+        '<mediawiki xmlns="http://www.mediawiki.org/xml/export-0.10/" version="0.10" '
+        'xml:lang="en">\n  <siteinfo>\n    <sitename>Scale</sitename>\n'
+        "    <dbname>scalewiki</dbname>\n  </siteinfo>\n"
+    )
     pages = 0
     with open(f, "wb") as out:
         out.write(bz2.compress(head.encode()))
@@ -261,8 +273,12 @@ def run_measured(cmd: list[str]) -> dict:
     # The tree's sum grows with the number of busy workers (one per input file here, up to
     # --direct_num_workers); the largest process is what one worker or the driver needs.
     hwm = hw.largest()
-    return {"seconds": dt, "peak_rss": max(peak, hwm), "peak_proc_rss": max(peak_proc, hwm),
-            "sampled_peak_rss": peak}  # fmt: skip
+    return {
+        "seconds": dt,
+        "peak_rss": max(peak, hwm),
+        "peak_proc_rss": max(peak_proc, hwm),
+        "sampled_peak_rss": peak,
+    }
 
 
 def dir_bytes(p: Path) -> int:
@@ -279,8 +295,15 @@ def sentences_out(stats_file: Path) -> int:
 # --- the ladder -----------------------------------------------------------------------------
 
 
-def ladder(stage: str, sizes: list[int], base_mb: float, work: Path, seed: int,
-           pools: dict[str, list[str]], extra: list[str]) -> list[dict]:  # fmt: skip
+def ladder(
+    stage: str,
+    sizes: list[int],
+    base_mb: float,
+    work: Path,
+    seed: int,
+    pools: dict[str, list[str]],
+    extra: list[str],
+) -> list[dict]:
     rows = []
     for x in sizes:
         inp = work / f"{stage}-in-{x}x"
@@ -295,14 +318,31 @@ def ladder(stage: str, sizes: list[int], base_mb: float, work: Path, seed: int,
         info = json.loads(meta.read_text())
         files = sorted(str(f) for f in inp.iterdir() if f.name.endswith((".gz", ".bz2")))
         out = work / f"{stage}-out-{x}x"
-        cmd = [sys.executable, "-m", f"pipelines.{stage}",
-               *[a for f in files for a in ("--input", f)], "--output", str(out), "--overwrite", *extra]  # fmt: skip
+        cmd = [
+            sys.executable,
+            "-m",
+            f"pipelines.{stage}",
+            *[a for f in files for a in ("--input", f)],
+            "--output",
+            str(out),
+            "--overwrite",
+            *extra,
+        ]
         m = run_measured(cmd)
         n = sentences_out(out / "stats.json")
         mb_in = info["bytes"] / MB
-        rows.append({"stage": stage, "x": x, "input_mb": mb_in, **m, "sentences": n,
-                     "s_per_mb": m["seconds"] / mb_in, "us_per_sentence": 1e6 * m["seconds"] / max(n, 1),
-                     "disk_written": dir_bytes(out)})  # fmt: skip
+        rows.append(
+            {
+                "stage": stage,
+                "x": x,
+                "input_mb": mb_in,
+                **m,
+                "sentences": n,
+                "s_per_mb": m["seconds"] / mb_in,
+                "us_per_sentence": 1e6 * m["seconds"] / max(n, 1),
+                "disk_written": dir_bytes(out),
+            }
+        )
         log.info("%s %dx: %s", stage, x, rows[-1])
     base = rows[0]
     for r in rows:
@@ -317,8 +357,13 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    ap.add_argument("--stages", nargs="+", default=["commoncrawl", "wikipedia"],
-                    choices=["commoncrawl", "wikipedia"], help="corpus jobs to measure")  # fmt: skip
+    ap.add_argument(
+        "--stages",
+        nargs="+",
+        default=["commoncrawl", "wikipedia"],
+        choices=["commoncrawl", "wikipedia"],
+        help="corpus jobs to measure",
+    )
     ap.add_argument(
         "--sizes", nargs="+", type=int, default=[1, 10, 100], help="multiples of the base input"
     )
@@ -338,16 +383,20 @@ def main(argv: list[str] | None = None) -> int:
     for st in a.stages:
         base = a.cc_base_mb if st == "commoncrawl" else a.wiki_base_mb
         rows += ladder(st, sorted(a.sizes), base, a.workdir, a.seed, pools, a.extra)
-    hdr = (f"{'stage':<12}{'x':>5}{'in MB':>9}{'s':>8}{'s/MB':>8}{'sent out':>11}{'us/sent':>9}"
-           f"{'peak RSS MiB':>14}{'largest proc MiB':>18}{'disk MiB':>10}{'s/MB ratio':>12}"
-           f"{'us/sent ratio':>15}{'RSS ratio':>11}{'proc ratio':>12}")  # fmt: skip
+    hdr = (
+        f"{'stage':<12}{'x':>5}{'in MB':>9}{'s':>8}{'s/MB':>8}{'sent out':>11}{'us/sent':>9}"
+        f"{'peak RSS MiB':>14}{'largest proc MiB':>18}{'disk MiB':>10}{'s/MB ratio':>12}"
+        f"{'us/sent ratio':>15}{'RSS ratio':>11}{'proc ratio':>12}"
+    )
     lines = [hdr]
     for r in rows:
-        lines.append(f"{r['stage']:<12}{r['x']:>5}{r['input_mb']:>9.1f}{r['seconds']:>8.1f}{r['s_per_mb']:>8.2f}"
-                     f"{r['sentences']:>11,}{r['us_per_sentence']:>9.1f}{r['peak_rss'] / MB:>14,.0f}"
-                     f"{r['peak_proc_rss'] / MB:>18,.0f}{r['disk_written'] / MB:>10.1f}"
-                     f"{r['ratio_s_per_mb']:>12.2f}{r['ratio_us_per_sentence']:>15.2f}"
-                     f"{r['ratio_peak_rss']:>11.2f}{r['ratio_peak_proc_rss']:>12.2f}")  # fmt: skip
+        lines.append(
+            f"{r['stage']:<12}{r['x']:>5}{r['input_mb']:>9.1f}{r['seconds']:>8.1f}{r['s_per_mb']:>8.2f}"
+            f"{r['sentences']:>11,}{r['us_per_sentence']:>9.1f}{r['peak_rss'] / MB:>14,.0f}"
+            f"{r['peak_proc_rss'] / MB:>18,.0f}{r['disk_written'] / MB:>10.1f}"
+            f"{r['ratio_s_per_mb']:>12.2f}{r['ratio_us_per_sentence']:>15.2f}"
+            f"{r['ratio_peak_rss']:>11.2f}{r['ratio_peak_proc_rss']:>12.2f}"
+        )
     print("\n".join(lines))
     if a.json:
         a.json.write_text(json.dumps(rows, indent=1))

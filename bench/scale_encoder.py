@@ -117,8 +117,14 @@ def distinct_sentences(maker: SentenceMaker, lang: str, n: int) -> list[str]:
     return out
 
 
-def write_sentences(path: Path, n: int, seed: int, pools: dict[str, list[str]],
-                    rows_per_file: int, row_group_rows: int) -> dict:  # fmt: skip
+def write_sentences(
+    path: Path,
+    n: int,
+    seed: int,
+    pools: dict[str, list[str]],
+    rows_per_file: int,
+    row_group_rows: int,
+) -> dict:
     """``n`` distinct sentences, languages round-robin, as the corpus jobs write their output."""
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -138,20 +144,38 @@ def write_sentences(path: Path, n: int, seed: int, pools: dict[str, list[str]],
             chunk = texts[lo : lo + rows_per_file]
             m = len(chunk)
             docs = [f"{code}-{(lo + i) // 30}" for i in range(m)]
-            t = pa.table({"text": chunk, "lang": [code] * m, "lang_score": [0.99] * m,
-                          "quality_score": [0.9] * m, "source": ["commoncrawl"] * m,
-                          "doc_id": docs,
-                          "url_or_title": [f"https://{code}.scale.example.org/{d}" for d in docs],
-                          "locator": [""] * m, "dup_count": [1] * m},
-                         schema=SENTENCE_SCHEMA)  # fmt: skip
-            pq.write_table(t, path / code / f"part-00000-{part:05d}.parquet", compression="zstd",
-                           row_group_size=row_group_rows or None)  # fmt: skip
+            t = pa.table(
+                {
+                    "text": chunk,
+                    "lang": [code] * m,
+                    "lang_score": [0.99] * m,
+                    "quality_score": [0.9] * m,
+                    "source": ["commoncrawl"] * m,
+                    "doc_id": docs,
+                    "url_or_title": [f"https://{code}.scale.example.org/{d}" for d in docs],
+                    "locator": [""] * m,
+                    "dup_count": [1] * m,
+                },
+                schema=SENTENCE_SCHEMA,
+            )
+            pq.write_table(
+                t,
+                path / code / f"part-00000-{part:05d}.parquet",
+                compression="zstd",
+                row_group_size=row_group_rows or None,
+            )
             files += 1
     return {"sentences": n, "languages": len(langs), "files": files, "bytes": dir_bytes(path)}
 
 
-def write_pairs(path: Path, n: int, seed: int, pools: dict[str, list[tuple[str, str]]],
-                rows_per_file: int, fmt: str) -> dict:  # fmt: skip
+def write_pairs(
+    path: Path,
+    n: int,
+    seed: int,
+    pools: dict[str, list[tuple[str, str]]],
+    rows_per_file: int,
+    fmt: str,
+) -> dict:
     """``n`` distinct (xxx, eng) pairs, languages round-robin, one folder per source language."""
     maker = PairMaker(pools, seed)
     files = 0
@@ -171,9 +195,15 @@ def write_pairs(path: Path, n: int, seed: int, pools: dict[str, list[tuple[str, 
 
                 from labse_common.formats import PAIR_SCHEMA
 
-                t = pa.table({"src": [s for s, _ in chunk], "trg": [t for _, t in chunk],
-                              "src_lang": [code] * len(chunk), "trg_lang": ["en"] * len(chunk)},
-                             schema=PAIR_SCHEMA)  # fmt: skip
+                t = pa.table(
+                    {
+                        "src": [s for s, _ in chunk],
+                        "trg": [t for _, t in chunk],
+                        "src_lang": [code] * len(chunk),
+                        "trg_lang": ["en"] * len(chunk),
+                    },
+                    schema=PAIR_SCHEMA,
+                )
                 pq.write_table(t, f, compression="zstd")
             files += 1
     return {"pairs": n, "languages": len(maker.langs), "files": files, "bytes": dir_bytes(path)}
@@ -191,8 +221,13 @@ class Inputs:
 
     def settings(self, x: int) -> dict:
         a = self.args
-        return {"n": a.base * x, "seed": a.seed + x, "rows_per_file": a.rows_per_file,
-                "row_group_rows": a.row_group_rows, "pair_format": a.pair_format}  # fmt: skip
+        return {
+            "n": a.base * x,
+            "seed": a.seed + x,
+            "rows_per_file": a.rows_per_file,
+            "row_group_rows": a.row_group_rows,
+            "pair_format": a.pair_format,
+        }
 
     def get(self, x: int) -> tuple[Path, Path, dict]:
         d = self.work / f"in-{x}x"
@@ -207,10 +242,12 @@ class Inputs:
             self._pair_pools = parallel_pools(Path(self.args.data))
         t0 = time.perf_counter()
         n, seed = want["n"], want["seed"]
-        s = write_sentences(d / "sentences", n, seed, self._pools, self.args.rows_per_file,
-                            self.args.row_group_rows)  # fmt: skip
-        p = write_pairs(d / "pairs", n, seed, self._pair_pools, self.args.rows_per_file,
-                        self.args.pair_format)  # fmt: skip
+        s = write_sentences(
+            d / "sentences", n, seed, self._pools, self.args.rows_per_file, self.args.row_group_rows
+        )
+        p = write_pairs(
+            d / "pairs", n, seed, self._pair_pools, self.args.rows_per_file, self.args.pair_format
+        )
         info = {"settings": want, "sentences": s, "pairs": p}
         meta.write_text(json.dumps(info))
         log.info("%dx inputs written in %.0f s: %s", x, time.perf_counter() - t0, info)
@@ -251,11 +288,18 @@ def make_vocab_and_model(work: Path, sentences: Path, pairs: Path, key: dict) ->
     tok = train_wordpiece(texts_of(sentences, pairs), str(vocab), vocab_size=size)
     mcfg = to_dict(load("model", "demo"))
     config = build_config(len(tok), tok.pad_token_id or 0, **mcfg)
-    save_encoder(new_encoder(config, seed=0, pooling=mcfg.get("pooling") or "pooler"), tok,
-                 str(model), max_seq_length=128)  # fmt: skip
+    save_encoder(
+        new_encoder(config, seed=0, pooling=mcfg.get("pooling") or "pooler"),
+        tok,
+        str(model),
+        max_seq_length=128,
+    )
     meta.write_text(json.dumps(key))
-    log.info("vocab (%d pieces) and demo-shaped encoder made in %.0f s", len(tok),
-             time.perf_counter() - t0)  # fmt: skip
+    log.info(
+        "vocab (%d pieces) and demo-shaped encoder made in %.0f s",
+        len(tok),
+        time.perf_counter() - t0,
+    )
     return vocab, model
 
 
@@ -313,7 +357,12 @@ def run_sampled(cmd: list[str], metrics: Path | None = None) -> dict:
         raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}):\n{err[0].decode()[-3000:]}")
     cpu = (r1.ru_utime + r1.ru_stime) - (r0.ru_utime + r0.ru_stime)
     # One process: its high-water mark is its peak (scale_corpus.HighWater).
-    out = {"seconds": dt, "peak_rss": max(peak, hw.largest()), "sampled_peak_rss": peak, "cpu_seconds": cpu}
+    out = {
+        "seconds": dt,
+        "peak_rss": max(peak, hw.largest()),
+        "sampled_peak_rss": peak,
+        "cpu_seconds": cpu,
+    }
     if len(marks) >= 2 and marks[-1][0] > marks[0][0]:
         (a, ca), (b, cb) = marks[0], marks[-1]
         out.update(cpu_per_step=(cb - ca) / (b - a), cpu_window_steps=[a, b])
@@ -323,21 +372,78 @@ def run_sampled(cmd: list[str], metrics: Path | None = None) -> dict:
 # --- the stages -------------------------------------------------------------------------------
 
 
-def stage_command(stage: str, sentences: Path, pairs: Path, out: Path, vocab: Path, model: Path,
-                  args: argparse.Namespace) -> list[str]:  # fmt: skip
+def stage_command(
+    stage: str,
+    sentences: Path,
+    pairs: Path,
+    out: Path,
+    vocab: Path,
+    model: Path,
+    args: argparse.Namespace,
+) -> list[str]:
     base = [sys.executable, "-m", "labse_model"]
-    loop = ["--set", f"threads={args.threads}", "--set", "log_every=1", "--set", "progress=false",
-            "--set", "tensorboard=false"]  # fmt: skip
+    loop = [
+        "--set",
+        f"threads={args.threads}",
+        "--set",
+        "log_every=1",
+        "--set",
+        "progress=false",
+        "--set",
+        "tensorboard=false",
+    ]
     if stage == "pretrain":
-        return [*base, "pretrain", "--config", "demo", "--sentences", str(sentences), "--pairs",
-                str(pairs), "--vocab", str(vocab), "--output", str(out), "--stage-steps",
-                str(args.steps), *loop]  # fmt: skip
+        return [
+            *base,
+            "pretrain",
+            "--config",
+            "demo",
+            "--sentences",
+            str(sentences),
+            "--pairs",
+            str(pairs),
+            "--vocab",
+            str(vocab),
+            "--output",
+            str(out),
+            "--stage-steps",
+            str(args.steps),
+            *loop,
+        ]
     if stage == "train":
-        return [*base, "train", "--config", "demo", "--pairs", str(pairs), "--vocab", str(vocab),
-                "--output", str(out), "--max-steps", str(args.steps), *loop]  # fmt: skip
-    return [*base, "encode", "--model", str(model), "--input", str(sentences), "--output",
-            str(out), "--dtype", "float16", "--batch-size", "64", "--device", "cpu",
-            "--overwrite", "--no-progress"]  # fmt: skip
+        return [
+            *base,
+            "train",
+            "--config",
+            "demo",
+            "--pairs",
+            str(pairs),
+            "--vocab",
+            str(vocab),
+            "--output",
+            str(out),
+            "--max-steps",
+            str(args.steps),
+            *loop,
+        ]
+    return [
+        *base,
+        "encode",
+        "--model",
+        str(model),
+        "--input",
+        str(sentences),
+        "--output",
+        str(out),
+        "--dtype",
+        "float16",
+        "--batch-size",
+        "64",
+        "--device",
+        "cpu",
+        "--overwrite",
+        "--no-progress",
+    ]
 
 
 def step_times(out: Path, steps: int) -> list[float]:
@@ -348,8 +454,9 @@ def step_times(out: Path, steps: int) -> list[float]:
         if "step_time_s" in rec:
             times[int(rec["step"])] = float(rec["step_time_s"])
     if sorted(times) != list(range(1, steps + 1)):
-        raise SystemExit(f"{out}/metrics.jsonl: step times of steps {sorted(times)[:5]}..., "
-                         f"expected 1..{steps}")  # fmt: skip
+        raise SystemExit(
+            f"{out}/metrics.jsonl: step times of steps {sorted(times)[:5]}..., expected 1..{steps}"
+        )
     return [times[s] for s in range(1, steps + 1)]
 
 
@@ -360,9 +467,11 @@ def check_counts(stage: str, out: Path, info: dict) -> list[str]:
     st = json.loads((out / "stats.json").read_text())
     problems = check_balanced(st)
     c = st["counts"]
-    want = {"pretrain": {"sentences": info["sentences"]["sentences"], "pairs": info["pairs"]["pairs"]},
-            "train": {"pairs": info["pairs"]["pairs"]},
-            "embed": {"sentences": info["sentences"]["sentences"]}}[stage]  # fmt: skip
+    want = {
+        "pretrain": {"sentences": info["sentences"]["sentences"], "pairs": info["pairs"]["pairs"]},
+        "train": {"pairs": info["pairs"]["pairs"]},
+        "embed": {"sentences": info["sentences"]["sentences"]},
+    }[stage]
     for unit, n in want.items():
         got = c.get(unit, {}).get("in")
         if got != n:
@@ -370,8 +479,17 @@ def check_counts(stage: str, out: Path, info: dict) -> list[str]:
     return problems
 
 
-def run_stage(stage: str, x: int, sentences: Path, pairs: Path, info: dict, vocab: Path,
-              model: Path, startup: dict, args: argparse.Namespace) -> dict:  # fmt: skip
+def run_stage(
+    stage: str,
+    x: int,
+    sentences: Path,
+    pairs: Path,
+    info: dict,
+    vocab: Path,
+    model: Path,
+    startup: dict,
+    args: argparse.Namespace,
+) -> dict:
     out = Path(args.workdir) / f"{stage}-out-{x}x"
     if out.exists():
         shutil.rmtree(out)  # a fresh run: the training stages resume from an old checkpoint
@@ -382,23 +500,43 @@ def run_stage(stage: str, x: int, sentences: Path, pairs: Path, info: dict, voca
     problems = check_counts(stage, out, info)
     if problems:
         raise SystemExit(f"{stage} {x}x: stats.json of {out} does not add up: {problems}")
-    row = {"stage": stage, "x": x, "sentences": info["sentences"]["sentences"],
-           "pairs": info["pairs"]["pairs"], **m, "disk_written": dir_bytes(out)}  # fmt: skip
+    row = {
+        "stage": stage,
+        "x": x,
+        "sentences": info["sentences"]["sentences"],
+        "pairs": info["pairs"]["pairs"],
+        **m,
+        "disk_written": dir_bytes(out),
+    }
     if stage == "embed":
-        row.update(units=n, unit_name="sentences", per_unit_name="us/sentence",
-                   startup_seconds=startup["seconds"], startup_cpu_seconds=startup["cpu_seconds"],
-                   per_unit_cpu=1e6 * (m["cpu_seconds"] - startup["cpu_seconds"]) / n,
-                   per_unit_wall=1e6 * (m["seconds"] - startup["seconds"]) / n,
-                   setup_seconds=None)  # fmt: skip
+        row.update(
+            units=n,
+            unit_name="sentences",
+            per_unit_name="us/sentence",
+            startup_seconds=startup["seconds"],
+            startup_cpu_seconds=startup["cpu_seconds"],
+            per_unit_cpu=1e6 * (m["cpu_seconds"] - startup["cpu_seconds"]) / n,
+            per_unit_wall=1e6 * (m["seconds"] - startup["seconds"]) / n,
+            setup_seconds=None,
+        )
     else:
         st = step_times(out, args.steps)
         if "cpu_per_step" not in m:
-            raise SystemExit(f"{stage} {x}x: steps too fast to sample their CPU time (0.2 s); "
-                             "raise --steps")  # fmt: skip
-        row.update(units=args.steps, unit_name="steps", per_unit_name="s/step",
-                   per_unit_cpu=m["cpu_per_step"], per_unit_wall=statistics.median(st),
-                   steps_seconds=sum(st), mean_step_s=sum(st) / len(st), first_step_s=st[0],
-                   max_step_s=max(st), setup_seconds=m["seconds"] - sum(st))  # fmt: skip
+            raise SystemExit(
+                f"{stage} {x}x: steps too fast to sample their CPU time (0.2 s); raise --steps"
+            )
+        row.update(
+            units=args.steps,
+            unit_name="steps",
+            per_unit_name="s/step",
+            per_unit_cpu=m["cpu_per_step"],
+            per_unit_wall=statistics.median(st),
+            steps_seconds=sum(st),
+            mean_step_s=sum(st) / len(st),
+            first_step_s=st[0],
+            max_step_s=max(st),
+            setup_seconds=m["seconds"] - sum(st),
+        )
     log.info("%s %dx: %s", stage, x, {k: v for k, v in row.items() if k != "stage"})
     return row
 
@@ -416,8 +554,13 @@ def embed_startup(work: Path, sentences: Path, model: Path, args: argparse.Names
     t = pq.read_table(first).slice(0, STARTUP_ROWS)
     pq.write_table(t, d / "in" / "part-00000-00000.parquet", compression="zstd")
     m = run_sampled(stage_command("embed", d / "in", d / "in", d / "out", model, model, args))
-    log.info("encode start-up (%d sentences): %.1f s wall, %.1f s CPU, peak RSS %.0f MiB",
-             t.num_rows, m["seconds"], m["cpu_seconds"], m["peak_rss"] / MB)  # fmt: skip
+    log.info(
+        "encode start-up (%d sentences): %.1f s wall, %.1f s CPU, peak RSS %.0f MiB",
+        t.num_rows,
+        m["seconds"],
+        m["cpu_seconds"],
+        m["peak_rss"] / MB,
+    )
     return {**m, "sentences": t.num_rows}
 
 
@@ -436,9 +579,22 @@ def add_ratios(rows: list[dict]) -> None:
             r["ratio_peak_rss"] = r["peak_rss"] / base["peak_rss"]
 
 
-COLUMNS = ("stage", "x", "inputs", "units", "wall s", "CPU s", "set-up s", "per unit (CPU)",
-           "per unit (wall)", "peak RSS MiB", "disk MiB", "CPU/unit vs 1x", "wall/unit vs 1x",
-           "RSS vs 1x")  # fmt: skip
+COLUMNS = (
+    "stage",
+    "x",
+    "inputs",
+    "units",
+    "wall s",
+    "CPU s",
+    "set-up s",
+    "per unit (CPU)",
+    "per unit (wall)",
+    "peak RSS MiB",
+    "disk MiB",
+    "CPU/unit vs 1x",
+    "wall/unit vs 1x",
+    "RSS vs 1x",
+)
 
 
 def cells(r: dict) -> list[str]:
@@ -450,11 +606,22 @@ def cells(r: dict) -> list[str]:
 
     inputs = r["pairs"] if r["stage"] == "train" else r["sentences"]
     setup = "-" if r["setup_seconds"] is None else f"{r['setup_seconds']:.1f}"
-    return [r["stage"], str(r["x"]), f"{inputs:,}", f"{r['units']:,} {r['unit_name']}",
-            f"{r['seconds']:.1f}", f"{r['cpu_seconds']:.1f}", setup, cost(r["per_unit_cpu"]),
-            cost(r["per_unit_wall"]), f"{r['peak_rss'] / MB:,.0f}",
-            f"{r['disk_written'] / MB:.1f}", f"{r['ratio_per_unit_cpu']:.2f}",
-            f"{r['ratio_per_unit_wall']:.2f}", f"{r['ratio_peak_rss']:.2f}"]  # fmt: skip
+    return [
+        r["stage"],
+        str(r["x"]),
+        f"{inputs:,}",
+        f"{r['units']:,} {r['unit_name']}",
+        f"{r['seconds']:.1f}",
+        f"{r['cpu_seconds']:.1f}",
+        setup,
+        cost(r["per_unit_cpu"]),
+        cost(r["per_unit_wall"]),
+        f"{r['peak_rss'] / MB:,.0f}",
+        f"{r['disk_written'] / MB:.1f}",
+        f"{r['ratio_per_unit_cpu']:.2f}",
+        f"{r['ratio_per_unit_wall']:.2f}",
+        f"{r['ratio_peak_rss']:.2f}",
+    ]
 
 
 def table(rows: list[dict], markdown: bool = False) -> str:
@@ -464,8 +631,9 @@ def table(rows: list[dict], markdown: bool = False) -> str:
         return "\n".join(lines + ["| " + " | ".join(c) + " |" for c in body])
     w = [max(len(h), *(len(c[i]) for c in body)) for i, h in enumerate(COLUMNS)]
     fmt = [f"{{:<{w[0]}}}", *(f"{{:>{k}}}" for k in w[1:])]
-    return "\n".join("  ".join(f.format(v) for f, v in zip(fmt, line))
-                     for line in [list(COLUMNS), *body])  # fmt: skip
+    return "\n".join(
+        "  ".join(f.format(v) for f, v in zip(fmt, line)) for line in [list(COLUMNS), *body]
+    )
 
 
 def check_args(args: argparse.Namespace) -> None:
@@ -486,38 +654,84 @@ def check_args(args: argparse.Namespace) -> None:
     data = Path(args.data)
     missing = [s for s in ("ud", "pud", "tatoeba") if not (data / s).is_dir()]
     if missing:
-        fail(f"--data {data}: no {', '.join(m + '/' for m in missing)} there (the bench needs "
-             "../shared/data's UD, PUD and Tatoeba text)")  # fmt: skip
+        fail(
+            f"--data {data}: no {', '.join(m + '/' for m in missing)} there (the bench needs "
+            "../shared/data's UD, PUD and Tatoeba text)"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = Parser(prog="bench/scale_encoder.py", description=__doc__,
-                formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
-    ap.add_argument("--base", type=int, default=10_000,
-                    help="sentences (and pairs) at 1x (default 10000)")  # fmt: skip
-    ap.add_argument("--sizes", nargs="+", type=int, default=[1, 10, 100],
-                    help="multiples of --base pretraining and training run on")  # fmt: skip
-    ap.add_argument("--embed-sizes", nargs="+", type=int,
-                    help="multiples of --base embedding runs on (default: --sizes; embedding "
-                    "is the one stage whose time grows with the input)")  # fmt: skip
-    ap.add_argument("--stages", nargs="+", choices=STAGES, default=list(STAGES),
-                    help="stages to measure (default: all three)")  # fmt: skip
-    ap.add_argument("--steps", type=int, default=50,
-                    help="optimizer steps of pretraining and of training at every size")  # fmt: skip
-    ap.add_argument("--threads", type=int, default=1,
-                    help="CPU threads of every stage (torch, OpenMP, tokenizers; default 1)")  # fmt: skip
-    ap.add_argument("--rows-per-file", type=int, default=100_000,
-                    help="rows per sentence Parquet file and per pair file (the demo preset's "
-                    "corpus.rows_per_file)")  # fmt: skip
-    ap.add_argument("--row-group-rows", type=int, default=0,
-                    help="rows per Parquet row group of the sentence files; 0 = one per file "
-                    "(the recorded runs); 10000 = as the corpus jobs write them now")  # fmt: skip
-    ap.add_argument("--pair-format", choices=["tsv", "parquet"], default="tsv",
-                    help="pair shards: TSV (as the runner's train_pairs.tsv) or Parquet")  # fmt: skip
-    ap.add_argument("--data", default=str(REPO.parent / "shared" / "data"),
-                    help="../shared/data (ud/, pud/, tatoeba/)")  # fmt: skip
-    ap.add_argument("--workdir", default=str(REPO / "bench_out" / "scale_encoder"),
-                    help="generated inputs (kept, reused) and the stage outputs")  # fmt: skip
+    ap = Parser(
+        prog="bench/scale_encoder.py",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    ap.add_argument(
+        "--base", type=int, default=10_000, help="sentences (and pairs) at 1x (default 10000)"
+    )
+    ap.add_argument(
+        "--sizes",
+        nargs="+",
+        type=int,
+        default=[1, 10, 100],
+        help="multiples of --base pretraining and training run on",
+    )
+    ap.add_argument(
+        "--embed-sizes",
+        nargs="+",
+        type=int,
+        help="multiples of --base embedding runs on (default: --sizes; embedding "
+        "is the one stage whose time grows with the input)",
+    )
+    ap.add_argument(
+        "--stages",
+        nargs="+",
+        choices=STAGES,
+        default=list(STAGES),
+        help="stages to measure (default: all three)",
+    )
+    ap.add_argument(
+        "--steps",
+        type=int,
+        default=50,
+        help="optimizer steps of pretraining and of training at every size",
+    )
+    ap.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="CPU threads of every stage (torch, OpenMP, tokenizers; default 1)",
+    )
+    ap.add_argument(
+        "--rows-per-file",
+        type=int,
+        default=100_000,
+        help="rows per sentence Parquet file and per pair file (the demo preset's "
+        "corpus.rows_per_file)",
+    )
+    ap.add_argument(
+        "--row-group-rows",
+        type=int,
+        default=0,
+        help="rows per Parquet row group of the sentence files; 0 = one per file "
+        "(the recorded runs); 10000 = as the corpus jobs write them now",
+    )
+    ap.add_argument(
+        "--pair-format",
+        choices=["tsv", "parquet"],
+        default="tsv",
+        help="pair shards: TSV (as the runner's train_pairs.tsv) or Parquet",
+    )
+    ap.add_argument(
+        "--data",
+        default=str(REPO.parent / "shared" / "data"),
+        help="../shared/data (ud/, pud/, tatoeba/)",
+    )
+    ap.add_argument(
+        "--workdir",
+        default=str(REPO / "bench_out" / "scale_encoder"),
+        help="generated inputs (kept, reused) and the stage outputs",
+    )
     ap.add_argument("--seed", type=int, default=0, help="seed of the generated text")
     ap.add_argument("--json", help="also write the rows here")
     args = ap.parse_args(argv)
@@ -531,8 +745,9 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(args.workdir)
     work.mkdir(parents=True, exist_ok=True)
     embed_sizes = args.embed_sizes or args.sizes
-    plan = [(s, x) for s in args.stages
-            for x in sorted(embed_sizes if s == "embed" else args.sizes)]  # fmt: skip
+    plan = [
+        (s, x) for s in args.stages for x in sorted(embed_sizes if s == "embed" else args.sizes)
+    ]
     inputs = Inputs(args)
     smallest = min(x for _, x in plan)
     s1, p1, _ = inputs.get(smallest)
@@ -548,12 +763,23 @@ def main(argv: list[str] | None = None) -> int:
     print(table(rows))
     print()
     print(table(rows, markdown=True))
-    print(f"load average (1/5/15 min) at start {load0[0]:.1f}/{load0[1]:.1f}/{load0[2]:.1f}, "
-          f"at end {load1[0]:.1f}/{load1[1]:.1f}/{load1[2]:.1f}; {args.threads} thread(s) per stage")  # fmt: skip
+    print(
+        f"load average (1/5/15 min) at start {load0[0]:.1f}/{load0[1]:.1f}/{load0[2]:.1f}, "
+        f"at end {load1[0]:.1f}/{load1[1]:.1f}/{load1[2]:.1f}; {args.threads} thread(s) per stage"
+    )
     if args.json:
-        Path(args.json).write_text(json.dumps({"rows": rows, "embed_startup": startup,
-                                               "load_start": load0, "load_end": load1,
-                                               "args": vars(args)}, indent=1))  # fmt: skip
+        Path(args.json).write_text(
+            json.dumps(
+                {
+                    "rows": rows,
+                    "embed_startup": startup,
+                    "load_start": load0,
+                    "load_end": load1,
+                    "args": vars(args),
+                },
+                indent=1,
+            )
+        )
     return 0
 
 

@@ -51,9 +51,13 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--input", default=None, help="WET/WARC glob (default: the shared sample)")
     ap.add_argument("--copies", type=int, default=24, help="copies of each input file")
-    ap.add_argument("--partitions", type=int, default=4,
-                    help="--dask_npartitions for both Dask runs (the DaskRunner sets DoFns up, "
-                    "e.g. loads the LID model, once per partition: few large ones)")
+    ap.add_argument(
+        "--partitions",
+        type=int,
+        default=4,
+        help="--dask_npartitions for both Dask runs (the DaskRunner sets DoFns up, "
+        "e.g. loads the LID model, once per partition: few large ones)",
+    )
     args = ap.parse_args()
     pattern = args.input or str(ROOT.parent / "shared/data/commoncrawl/*.gz")
     files = sorted(glob.glob(pattern)) or [str(ROOT / "pipelines/sample_data/sample.warc.wet.gz")]
@@ -78,8 +82,14 @@ def main() -> int:
         record("DirectRunner multi_processing x2", t, str(work / "direct/stats.json"))
         for n in (1, 2):
             with dask_cluster(n, work / f"dask{n}-logs") as addr:
-                t = _run([*common, "--output", str(work / f"dask{n}"),
-                          *dask_args(addr, partitions=args.partitions)])  # fmt: skip
+                t = _run(
+                    [
+                        *common,
+                        "--output",
+                        str(work / f"dask{n}"),
+                        *dask_args(addr, partitions=args.partitions),
+                    ]
+                )
             record(f"DaskRunner, {n} worker(s)", t, str(work / f"dask{n}/stats.json"))
         inmem = ["--direct_running_mode", "in_memory", "--direct_num_workers", "1"]
         t = _run([*common, "--output", str(work / "local"), *inmem])
@@ -89,20 +99,34 @@ def main() -> int:
             client.create_bucket(Bucket="bench")
             for f in sorted(inp.iterdir()):
                 client.upload_file(str(f), "bench", f"in/{f.name}")
-            t = _run(["--input", "s3://bench/in/*", "--config", "demo", "--output",
-                      "s3://bench/out", *inmem, *s3_args(endpoint)])  # fmt: skip
+            t = _run(
+                [
+                    "--input",
+                    "s3://bench/in/*",
+                    "--config",
+                    "demo",
+                    "--output",
+                    "s3://bench/out",
+                    *inmem,
+                    *s3_args(endpoint),
+                ]
+            )
             body = client.get_object(Bucket="bench", Key="out/stats.json")["Body"].read()
             (work / "s3-stats.json").write_bytes(body)
         record("DirectRunner in_memory, S3 (moto)", t, str(work / "s3-stats.json"))
         rate = {name: r for name, _, r in rows}
         d1, d2 = rate["DaskRunner, 1 worker(s)"], rate["DaskRunner, 2 worker(s)"]
-        print(f"\ninput: {n_files} files, {_docs(str(work / 'direct/stats.json'))} documents; "
-              f"{args.partitions} Dask partitions")
+        print(
+            f"\ninput: {n_files} files, {_docs(str(work / 'direct/stats.json'))} documents; "
+            f"{args.partitions} Dask partitions"
+        )
         print(f"Dask 2 workers / 1 worker (scaling):       {d2 / d1:.2f}x")
         print(f"Dask 2 workers / DirectRunner x2:          {d2 / rate[rows[0][0]]:.2f}x")
         print(f"Dask 1 worker / DirectRunner x2:           {d1 / rate[rows[0][0]]:.2f}x")
-        s3, local = rate["DirectRunner in_memory, S3 (moto)"], rate[
-            "DirectRunner in_memory, local disk"]
+        s3, local = (
+            rate["DirectRunner in_memory, S3 (moto)"],
+            rate["DirectRunner in_memory, local disk"],
+        )
         print(f"S3 (moto) / local disk, same job:          {s3 / local:.2f}x throughput")
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -108,8 +108,10 @@ def main(argv: list[str] | None = None) -> int:
             print(
                 f"{kind:<7}{'sized' if sized else 'stock':<8}{al:>9.2f}{bs:>10.2f}{bs / al:>14.2f}"
             )
-        print(f"{kind}: beside a neighbour, stock/sized {rows[kind, False, True] / rows[kind, True, True]:.2f}x; "
-              f"alone, stock/sized {rows[kind, False, False] / rows[kind, True, False]:.2f}x")  # fmt: skip
+        print(
+            f"{kind}: beside a neighbour, stock/sized {rows[kind, False, True] / rows[kind, True, True]:.2f}x; "
+            f"alone, stock/sized {rows[kind, False, False] / rows[kind, True, False]:.2f}x"
+        )
     return 0
 
 

@@ -207,9 +207,22 @@ def worker(
 
 def run_worker(kind: str, counts_path: Path, size: int, tmp: Path, fed: int, dec: str) -> dict:
     out = tmp / f"{kind}-{size}.json"
-    cmd = [sys.executable, __file__, "--worker", kind, "--counts", str(counts_path),
-           "--size", str(size), "--result", str(out), "--fed-words", str(fed),
-           "--decrement", dec]  # fmt: skip
+    cmd = [
+        sys.executable,
+        __file__,
+        "--worker",
+        kind,
+        "--counts",
+        str(counts_path),
+        "--size",
+        str(size),
+        "--result",
+        str(out),
+        "--fed-words",
+        str(fed),
+        "--decrement",
+        dec,
+    ]
     subprocess.run(cmd, check=True)
     return json.loads(out.read_text("utf-8"))
 
@@ -232,10 +245,14 @@ def compare(name: str, counts_path: Path, heldout, sizes, tmp: Path, fed: int, d
         print(f"\n== {name}: vocab {size} ==")
         print(f"{'':28}{'ours':>12}{'tokenizers':>12}{'ratio':>8}")
         print(f"{'vocab size':28}{len(ours['vocab']):>12}{len(hf['vocab']):>12}")
-        print(f"{'learn time (s)':28}{ours['seconds']:>12.2f}{hf['seconds']:>12.2f}"
-              f"{ours['seconds'] / hf['seconds']:>8.2f}")  # fmt: skip
-        print(f"{'peak RSS (MB)':28}{ours['peak_mb']:>12.0f}{hf['peak_mb']:>12.0f}"
-              f"{ours['peak_mb'] / hf['peak_mb']:>8.2f}")  # fmt: skip
+        print(
+            f"{'learn time (s)':28}{ours['seconds']:>12.2f}{hf['seconds']:>12.2f}"
+            f"{ours['seconds'] / hf['seconds']:>8.2f}"
+        )
+        print(
+            f"{'peak RSS (MB)':28}{ours['peak_mb']:>12.0f}{hf['peak_mb']:>12.0f}"
+            f"{ours['peak_mb'] / hf['peak_mb']:>8.2f}"
+        )
         for label, langs in (("small langs " + ",".join(small), small), ("all langs", list(qo))):
             for key in ("wordpieces_per_word", "unk_rate"):
                 a, b = mean(qo, key, langs), mean(qh, key, langs)
@@ -243,8 +260,10 @@ def compare(name: str, counts_path: Path, heldout, sizes, tmp: Path, fed: int, d
                 print(f"{key + ' ' + label[:12]:28}{a:>12.4f}{b:>12.4f}{r}")
         a, b = qo.get("eng"), qh.get("eng")
         if a and b:
-            print(f"{'wordpieces_per_word eng':28}{a['wordpieces_per_word']:>12.4f}"
-                  f"{b['wordpieces_per_word']:>12.4f}")  # fmt: skip
+            print(
+                f"{'wordpieces_per_word eng':28}{a['wordpieces_per_word']:>12.4f}"
+                f"{b['wordpieces_per_word']:>12.4f}"
+            )
 
 
 def write_counts(path: Path, counts_by_lang, alpha: float) -> int:
@@ -283,7 +302,7 @@ def main() -> None:
     ap.add_argument("--counts", help=argparse.SUPPRESS)
     ap.add_argument("--size", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--result", help=argparse.SUPPRESS)
-    args = ap.parse_args()  # fmt: skip
+    args = ap.parse_args()
     if args.worker:
         worker(args.worker, args.counts, args.size, args.result, args.fed_words, args.decrement)
         return
@@ -295,16 +314,32 @@ def main() -> None:
             by_lang = {k: Counter(w for s in v for w in split_words(s)) for k, v in train.items()}
             n = write_counts(tmp / "tatoeba.parquet", by_lang, args.alpha)
             print(f"Tatoeba train: {n} word types, alpha {args.alpha}; evaluated on dev")
-            compare("Tatoeba (real)", tmp / "tatoeba.parquet", dev, [args.tatoeba_size], tmp,
-                    args.fed_words // 10, args.decrement)  # fmt: skip
+            compare(
+                "Tatoeba (real)",
+                tmp / "tatoeba.parquet",
+                dev,
+                [args.tatoeba_size],
+                tmp,
+                args.fed_words // 10,
+                args.decrement,
+            )
         t0 = time.perf_counter()
         counts, heldout = synthetic_counts(args.types)
         n = write_counts(tmp / "synthetic.parquet", counts, args.alpha)
-        print(f"\nsynthetic: {n} word types over {len(counts)} languages "
-              f"(generated in {time.perf_counter() - t0:.0f}s), alpha {args.alpha}")  # fmt: skip
+        print(
+            f"\nsynthetic: {n} word types over {len(counts)} languages "
+            f"(generated in {time.perf_counter() - t0:.0f}s), alpha {args.alpha}"
+        )
         sizes = [int(s) for s in args.sizes.split(",") if s]
-        compare("synthetic", tmp / "synthetic.parquet", heldout, sizes, tmp, args.fed_words,
-                args.decrement)  # fmt: skip
+        compare(
+            "synthetic",
+            tmp / "synthetic.parquet",
+            heldout,
+            sizes,
+            tmp,
+            args.fed_words,
+            args.decrement,
+        )
 
 
 if __name__ == "__main__":

@@ -119,8 +119,15 @@ class NovelWords:
 class LangStream:
     """The deterministic sentence stream of one language (same seed -> same sentences)."""
 
-    def __init__(self, maker: SentenceMaker, pools: dict[str, list[str]], lang: str, seed: int,
-                 novel_rate: float, novel_zipf: float) -> None:  # fmt: skip
+    def __init__(
+        self,
+        maker: SentenceMaker,
+        pools: dict[str, list[str]],
+        lang: str,
+        seed: int,
+        novel_rate: float,
+        novel_zipf: float,
+    ) -> None:
         self.maker, self.lang = maker, lang
         # Own random streams per language: a language's sentences do not depend on the others'
         # sizes, so rungs and reruns with another mix keep the same text.
@@ -174,14 +181,21 @@ def _splits(n: int, rows_per_file: int) -> list[int]:
     return [n // k + (1 if i < n % k else 0) for i in range(k)]
 
 
-def generate(work: Path, pools: dict[str, list[str]], rungs: list[int], a: argparse.Namespace
-             ) -> dict[str, Any]:  # fmt: skip
+def generate(
+    work: Path, pools: dict[str, list[str]], rungs: list[int], a: argparse.Namespace
+) -> dict[str, Any]:
     """Write the input (reused when its parameters match) and link one prefix folder per rung."""
     langs = lang_order(pools)
     sent_dir, meta_f = work / "sentences", work / "sentences" / "_meta.json"
-    params = {"rungs": rungs, "seed": a.seed, "novel_rate": a.novel_rate,
-              "novel_zipf": a.novel_zipf, "lang_skew": a.lang_skew,
-              "rows_per_file": a.rows_per_file, "langs": langs}  # fmt: skip
+    params = {
+        "rungs": rungs,
+        "seed": a.seed,
+        "novel_rate": a.novel_rate,
+        "novel_zipf": a.novel_zipf,
+        "lang_skew": a.lang_skew,
+        "rows_per_file": a.rows_per_file,
+        "langs": langs,
+    }
     if meta_f.exists() and json.loads(meta_f.read_text())["params"] == params:
         meta = json.loads(meta_f.read_text())
         log.info("reusing the input in %s (%d sentences)", sent_dir, meta["sentences"])
@@ -206,12 +220,21 @@ def generate(work: Path, pools: dict[str, list[str]], rungs: list[int], a: argpa
                     done += rows
                     files[lang].append({"name": f.name, "rows": rows, "upto": done})
             log.info("%s: %d sentences, %d files", lang, done, len(files[lang]))
-        meta = {"params": params, "per_rung": {str(r): c for r, c in per_rung.items()},
-                "files": files, "sentences": max(rungs), "bytes": dir_bytes(sent_dir),
-                "seconds": time.perf_counter() - t0}  # fmt: skip
+        meta = {
+            "params": params,
+            "per_rung": {str(r): c for r, c in per_rung.items()},
+            "files": files,
+            "sentences": max(rungs),
+            "bytes": dir_bytes(sent_dir),
+            "seconds": time.perf_counter() - t0,
+        }
         meta_f.write_text(json.dumps(meta))
-        log.info("input written in %.0f s: %d sentences, %.0f MiB of Parquet",
-                 meta["seconds"], meta["sentences"], meta["bytes"] / MB)  # fmt: skip
+        log.info(
+            "input written in %.0f s: %d sentences, %.0f MiB of Parquet",
+            meta["seconds"],
+            meta["sentences"],
+            meta["bytes"] / MB,
+        )
     rung_dirs = {}
     for r in rungs:
         if r == max(rungs):
@@ -229,12 +252,15 @@ def generate(work: Path, pools: dict[str, list[str]], rungs: list[int], a: argpa
     return meta
 
 
-def heldout_sentences(pools: dict[str, list[str]], n: int, a: argparse.Namespace
-                      ) -> dict[str, list[str]]:  # fmt: skip
+def heldout_sentences(
+    pools: dict[str, list[str]], n: int, a: argparse.Namespace
+) -> dict[str, list[str]]:
     """Sentences neither system trained on: the same generator under another seed."""
     maker = SentenceMaker(pools, a.seed + 7919)
-    return {lang: LangStream(maker, pools, lang, a.seed + 7919, a.novel_rate, a.novel_zipf).take(n)
-            for lang in lang_order(pools)}  # fmt: skip
+    return {
+        lang: LangStream(maker, pools, lang, a.seed + 7919, a.novel_rate, a.novel_zipf).take(n)
+        for lang in lang_order(pools)
+    }
 
 
 def iter_texts(input_dir: Path) -> Iterator[list[str]]:
@@ -252,8 +278,9 @@ def run_traced(cmd: list[str], cwd: Path) -> dict[str, Any]:
     ``--repo``; run_measured always runs in its own repo) and a trace: every stderr line and
     the tree RSS with their times, so the peak can be placed in a phase of the job."""
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            text=True, errors="replace")  # fmt: skip
+    proc = subprocess.Popen(
+        cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, errors="replace"
+    )
     ps, lines, trace = psutil.Process(proc.pid), [], []
 
     def read() -> None:
@@ -270,9 +297,13 @@ def run_traced(cmd: list[str], cwd: Path) -> dict[str, Any]:
     if proc.returncode:
         tail = "\n".join(ln for _, ln in lines[-60:])
         raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}):\n{tail}")
-    return {"seconds": dt, "peak_rss": max((r for _, r, _ in trace), default=0),
-            "peak_proc_rss": max((r for _, _, r in trace), default=0),
-            "trace": trace, "stderr": lines}  # fmt: skip
+    return {
+        "seconds": dt,
+        "peak_rss": max((r for _, r, _ in trace), default=0),
+        "peak_proc_rss": max((r for _, _, r in trace), default=0),
+        "trace": trace,
+        "stderr": lines,
+    }
 
 
 def _peak_between(trace: list[tuple[float, int, int]], t0: float, t1: float) -> int:
@@ -280,12 +311,27 @@ def _peak_between(trace: list[tuple[float, int, int]], t0: float, t1: float) -> 
     return max((r for t, r, _ in trace if t0 <= t <= t1), default=0)
 
 
-def run_ours(inp: Path, out: Path, n: int, a: argparse.Namespace,
-             sets: tuple[str, ...] = ()) -> dict[str, Any]:  # fmt: skip
+def run_ours(
+    inp: Path, out: Path, n: int, a: argparse.Namespace, sets: tuple[str, ...] = ()
+) -> dict[str, Any]:
     shutil.rmtree(out, ignore_errors=True)
-    cmd = [sys.executable, "-m", "pipelines.vocab", "--input", str(inp), "--output", str(out),
-           "--config", "paper", "--vocab-size", str(PAPER_VOCAB), "--smoothing", "0.3",
-           "--log-level", "INFO"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "pipelines.vocab",
+        "--input",
+        str(inp),
+        "--output",
+        str(out),
+        "--config",
+        "paper",
+        "--vocab-size",
+        str(PAPER_VOCAB),
+        "--smoothing",
+        "0.3",
+        "--log-level",
+        "INFO",
+    ]
     if a.min_count is not None:
         cmd += ["--set", f"min_count={a.min_count}"]
     for kv in sets:
@@ -307,23 +353,36 @@ def run_ours(inp: Path, out: Path, n: int, a: argparse.Namespace,
             break
     phases = {}
     if learn_start is not None:
-        phases = {"count_seconds": learn_start,
-                  "count_peak_rss": _peak_between(m["trace"], 0, learn_start),
-                  "learn_peak_rss": _peak_between(m["trace"], learn_start, m["seconds"])}  # fmt: skip
-    (out.parent / f"{out.name}.trace.json").write_text(json.dumps(
-        {"rss": m["trace"], "stderr": m["stderr"][-400:]}))  # fmt: skip
+        phases = {
+            "count_seconds": learn_start,
+            "count_peak_rss": _peak_between(m["trace"], 0, learn_start),
+            "learn_peak_rss": _peak_between(m["trace"], learn_start, m["seconds"]),
+        }
+    (out.parent / f"{out.name}.trace.json").write_text(
+        json.dumps({"rss": m["trace"], "stderr": m["stderr"][-400:]})
+    )
     langs = json.loads((out / "languages.json").read_text())
     # How many word types each min_count would have kept: word_counts.parquet holds the
     # smoothed count of every type at or above the one used.
     smoothed = pq.read_table(out / "word_counts.parquet", columns=["count"]).column(0).to_numpy()
     at_min = {c: int((smoothed >= c).sum()) for c in (1, 2, 3, 5, 10)}
-    return {"seconds": m["seconds"], "peak_rss": m["peak_rss"], "peak_proc_rss": m["peak_proc_rss"], "vocab_size": len(vocab),
-            "disk_written": dir_bytes(out), "learn_seconds": stats.get("learn_seconds"),
-            "threshold": stats.get("threshold"), "job_counts": job_counts,
-            "threshold_search": stats.get("threshold_search"),
-            "min_count": a.min_count if a.min_count is not None else "paper preset",
-            "languages": langs, "types_at_min_count": at_min, **phases, "vocab_file": str(out / "vocab.txt"),
-            "counts_md5": hashlib.md5((out / "word_counts.parquet").read_bytes()).hexdigest()}  # fmt: skip
+    return {
+        "seconds": m["seconds"],
+        "peak_rss": m["peak_rss"],
+        "peak_proc_rss": m["peak_proc_rss"],
+        "vocab_size": len(vocab),
+        "disk_written": dir_bytes(out),
+        "learn_seconds": stats.get("learn_seconds"),
+        "threshold": stats.get("threshold"),
+        "job_counts": job_counts,
+        "threshold_search": stats.get("threshold_search"),
+        "min_count": a.min_count if a.min_count is not None else "paper preset",
+        "languages": langs,
+        "types_at_min_count": at_min,
+        **phases,
+        "vocab_file": str(out / "vocab.txt"),
+        "counts_md5": hashlib.md5((out / "word_counts.parquet").read_bytes()).hexdigest(),
+    }
 
 
 def worker_tokenizers(inp: Path, out: Path) -> None:
@@ -336,8 +395,12 @@ def worker_tokenizers(inp: Path, out: Path) -> None:
         clean_text=True, handle_chinese_chars=True, strip_accents=False, lowercase=False
     )
     tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    trainer = trainers.WordPieceTrainer(vocab_size=PAPER_VOCAB, special_tokens=list(RESERVED),
-                                        limit_alphabet=ALPHABET, show_progress=False)  # fmt: skip
+    trainer = trainers.WordPieceTrainer(
+        vocab_size=PAPER_VOCAB,
+        special_tokens=list(RESERVED),
+        limit_alphabet=ALPHABET,
+        show_progress=False,
+    )
     t0 = time.perf_counter()
     tok.train_from_iterator(iter_texts(inp), trainer=trainer)
     secs = time.perf_counter() - t0
@@ -349,15 +412,26 @@ def worker_tokenizers(inp: Path, out: Path) -> None:
 
 def run_tokenizers(inp: Path, out: Path, n: int) -> dict[str, Any]:
     shutil.rmtree(out, ignore_errors=True)
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker-tokenizers", str(inp),
-           "--worker-out", str(out)]  # fmt: skip
+    cmd = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--worker-tokenizers",
+        str(inp),
+        "--worker-out",
+        str(out),
+    ]
     log.info("tokenizers, %d sentences", n)
     m = run_traced(cmd, REPO)
     vocab = (out / "vocab.txt").read_text(encoding="utf-8").splitlines()
     res = json.loads((out / "result.json").read_text())
-    return {"seconds": m["seconds"], "peak_rss": m["peak_rss"], "vocab_size": len(vocab),
-            "disk_written": dir_bytes(out), "train_seconds": res["train_seconds"],
-            "vocab_file": str(out / "vocab.txt")}  # fmt: skip
+    return {
+        "seconds": m["seconds"],
+        "peak_rss": m["peak_rss"],
+        "vocab_size": len(vocab),
+        "disk_written": dir_bytes(out),
+        "train_seconds": res["train_seconds"],
+        "vocab_file": str(out / "vocab.txt"),
+    }
 
 
 def quality(vocab_file: str, heldout: dict[str, list[str]]) -> dict[str, Any]:
@@ -368,8 +442,9 @@ def quality(vocab_file: str, heldout: dict[str, list[str]]) -> dict[str, Any]:
     vocab = Path(vocab_file).read_text(encoding="utf-8").split("\n")
     tok = build_tokenizer([t for t in vocab if t])
     per = {lang: coverage(tok, s) for lang, s in heldout.items()}
-    mean = {k: float(np.mean([p[k] for p in per.values()]))
-            for k in ("wordpieces_per_word", "unk_rate")}  # fmt: skip
+    mean = {
+        k: float(np.mean([p[k] for p in per.values()])) for k in ("wordpieces_per_word", "unk_rate")
+    }
     return {"mean": mean, "per_lang": per}
 
 
@@ -377,27 +452,36 @@ def quality(vocab_file: str, heldout: dict[str, list[str]]) -> dict[str, Any]:
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    lines = [f"{'rung':>11}  {'system':<16}{'seconds':>9}{'us/sent':>9}{'peak RSS MiB':>14}"
-             f"{'vocab':>9}{'disk MiB':>10}{'wp/word':>9}{'unk':>8}"]  # fmt: skip
+    lines = [
+        f"{'rung':>11}  {'system':<16}{'seconds':>9}{'us/sent':>9}{'peak RSS MiB':>14}"
+        f"{'vocab':>9}{'disk MiB':>10}{'wp/word':>9}{'unk':>8}"
+    ]
     for r in rows:
         q = r.get("quality", {}).get("mean", {})
         wpw, unk = q.get("wordpieces_per_word"), q.get("unk_rate")
-        lines.append(f"{r['sentences']:>11,}  {r['system']:<16}{r['seconds']:>9.1f}"
-                     f"{r['us_per_sentence']:>9.1f}{r['peak_rss'] / MB:>14,.0f}{r['vocab_size']:>9,}"
-                     f"{r['disk_written'] / MB:>10.1f}{'-' if wpw is None else f'{wpw:.3f}':>9}"
-                     f"{'-' if unk is None else f'{unk:.4f}':>8}")  # fmt: skip
+        lines.append(
+            f"{r['sentences']:>11,}  {r['system']:<16}{r['seconds']:>9.1f}"
+            f"{r['us_per_sentence']:>9.1f}{r['peak_rss'] / MB:>14,.0f}{r['vocab_size']:>9,}"
+            f"{r['disk_written'] / MB:>10.1f}{'-' if wpw is None else f'{wpw:.3f}':>9}"
+            f"{'-' if unk is None else f'{unk:.4f}':>8}"
+        )
     return "\n".join(lines)
 
 
 def ratios(rows: list[dict[str, Any]], small: int, big: int) -> dict[str, Any]:
     by = {(r["system"], r["sentences"]): r for r in rows}
-    out: dict[str, Any] = {"ours_over_tokenizers": {}, "big_over_small": {},
-                           "files_over_memory": {}}  # fmt: skip
+    out: dict[str, Any] = {
+        "ours_over_tokenizers": {},
+        "big_over_small": {},
+        "files_over_memory": {},
+    }
     for n in (small, big):
         o, t, m = by.get(("ours", n)), by.get(("tokenizers", n)), by.get((MEM_PEER, n))
         if o and t:
-            out["ours_over_tokenizers"][n] = {"time": o["seconds"] / t["seconds"],
-                                              "peak_rss": o["peak_rss"] / t["peak_rss"]}  # fmt: skip
+            out["ours_over_tokenizers"][n] = {
+                "time": o["seconds"] / t["seconds"],
+                "peak_rss": o["peak_rss"] / t["peak_rss"],
+            }
         if o and m and "count_seconds" in o and "count_seconds" in m:
             out["files_over_memory"][n] = {
                 "count_seconds": o["count_seconds"] / m["count_seconds"],
@@ -419,42 +503,87 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    ap.add_argument("--workdir", type=Path, default=REPO / "bench_out" / "vocab_scale",
-                    help="generated input (reused), job outputs, traces (default: %(default)s)")  # fmt: skip
-    ap.add_argument("--sentences", type=int, default=10_000_000,
-                    help="sentences of the big rung, the whole generated input (default: %(default)s)")  # fmt: skip
-    ap.add_argument("--small", type=int, default=1_000_000,
-                    help="sentences of the small rung, a prefix of the same input; 0 = no small "
-                         "rung (default: %(default)s)")  # fmt: skip
-    ap.add_argument("--repo", type=Path, default=REPO,
-                    help="checkout whose `python -m pipelines.vocab` is measured, e.g. a git "
-                         "worktree of the committed code (default: this script's repo)")  # fmt: skip
+    ap.add_argument(
+        "--workdir",
+        type=Path,
+        default=REPO / "bench_out" / "vocab_scale",
+        help="generated input (reused), job outputs, traces (default: %(default)s)",
+    )
+    ap.add_argument(
+        "--sentences",
+        type=int,
+        default=10_000_000,
+        help="sentences of the big rung, the whole generated input (default: %(default)s)",
+    )
+    ap.add_argument(
+        "--small",
+        type=int,
+        default=1_000_000,
+        help="sentences of the small rung, a prefix of the same input; 0 = no small "
+        "rung (default: %(default)s)",
+    )
+    ap.add_argument(
+        "--repo",
+        type=Path,
+        default=REPO,
+        help="checkout whose `python -m pipelines.vocab` is measured, e.g. a git "
+        "worktree of the committed code (default: this script's repo)",
+    )
     ap.add_argument("--json", type=Path, help="also write every figure here")
-    ap.add_argument("--skip-tokenizers", action="store_true",
-                    help="measure ours only (no HuggingFace tokenizers peer)")  # fmt: skip
+    ap.add_argument(
+        "--skip-tokenizers",
+        action="store_true",
+        help="measure ours only (no HuggingFace tokenizers peer)",
+    )
     ap.add_argument("--skip-ours", action="store_true", help="measure the peer only")
-    ap.add_argument("--shuffle-peer", action="store_true",
-                    help="also run our job with vocab.shuffle=memory (Beam's shuffle, which the "
-                         "local runner holds in RAM) as system 'ours-memshuffle', against ours "
-                         "with the default file shuffle")  # fmt: skip
+    ap.add_argument(
+        "--shuffle-peer",
+        action="store_true",
+        help="also run our job with vocab.shuffle=memory (Beam's shuffle, which the "
+        "local runner holds in RAM) as system 'ours-memshuffle', against ours "
+        "with the default file shuffle",
+    )
     ap.add_argument("--seed", type=int, default=0, help="seed of the generated sentences")
-    ap.add_argument("--min-count", type=float, default=1.0,
-                    help="our job's vocab.min_count (passed as --set min_count=C; default: "
-                         "%(default)s). The paper preset's 10 is meant for billions of "
-                         "sentences: here it leaves too few word types for 501,153 pieces "
-                         "(the JSON's types_at_min_count shows how many each value keeps)")  # fmt: skip
-    ap.add_argument("--novel-rate", type=float, default=0.3,
-                    help="share of alphabetic words replaced by novel words in space-separated "
-                         "languages (default: %(default)s)")  # fmt: skip
-    ap.add_argument("--novel-zipf", type=float, default=1.05,
-                    help="Zipf exponent of the novel words' ranks (default: %(default)s)")  # fmt: skip
-    ap.add_argument("--lang-skew", type=float, default=1.2,
-                    help="language i (English first) gets a share ~ 1/i**skew (default: %(default)s)")  # fmt: skip
-    ap.add_argument("--rows-per-file", type=int, default=250_000,
-                    help="at most this many sentences per Parquet file (default: %(default)s)")  # fmt: skip
-    ap.add_argument("--heldout", type=int, default=200,
-                    help="held-out sentences per language for wordpieces/word; 0 = skip "
-                         "(default: %(default)s)")  # fmt: skip
+    ap.add_argument(
+        "--min-count",
+        type=float,
+        default=1.0,
+        help="our job's vocab.min_count (passed as --set min_count=C; default: "
+        "%(default)s). The paper preset's 10 is meant for billions of "
+        "sentences: here it leaves too few word types for 501,153 pieces "
+        "(the JSON's types_at_min_count shows how many each value keeps)",
+    )
+    ap.add_argument(
+        "--novel-rate",
+        type=float,
+        default=0.3,
+        help="share of alphabetic words replaced by novel words in space-separated "
+        "languages (default: %(default)s)",
+    )
+    ap.add_argument(
+        "--novel-zipf",
+        type=float,
+        default=1.05,
+        help="Zipf exponent of the novel words' ranks (default: %(default)s)",
+    )
+    ap.add_argument(
+        "--lang-skew",
+        type=float,
+        default=1.2,
+        help="language i (English first) gets a share ~ 1/i**skew (default: %(default)s)",
+    )
+    ap.add_argument(
+        "--rows-per-file",
+        type=int,
+        default=250_000,
+        help="at most this many sentences per Parquet file (default: %(default)s)",
+    )
+    ap.add_argument(
+        "--heldout",
+        type=int,
+        default=200,
+        help="held-out sentences per language for wordpieces/word; 0 = skip (default: %(default)s)",
+    )
     ap.add_argument("--data", type=Path, default=DATA, help="../shared/data (ud/, pud/, tatoeba/)")
     ap.add_argument(
         "extra", nargs="*", help="after --: flags passed to our job (e.g. Beam options)"
@@ -488,8 +617,14 @@ def main(argv: list[str] | None = None) -> int:
                 log.error("ours: vocab.txt has %d lines, not %d", r["vocab_size"], PAPER_VOCAB)
             if held:
                 r["quality"] = quality(r["vocab_file"], held)
-            log.info("%s %d: %.1f s, peak %.0f MiB, vocab %d", sysname, n, r["seconds"],
-                     r["peak_rss"] / MB, r["vocab_size"])  # fmt: skip
+            log.info(
+                "%s %d: %.1f s, peak %.0f MiB, vocab %d",
+                sysname,
+                n,
+                r["seconds"],
+                r["peak_rss"] / MB,
+                r["vocab_size"],
+            )
             rows.append(r)
             if a.json:  # written after every run: a long run killed midway keeps its figures
                 a.json.write_text(json.dumps({"rows": rows}, indent=1, default=str))
@@ -498,25 +633,38 @@ def main(argv: list[str] | None = None) -> int:
     for n, v in rat["ours_over_tokenizers"].items():
         print(f"ours/tokenizers at {n:,}: time {v['time']:.2f}, peak RSS {v['peak_rss']:.2f}")
     for s, v in rat["big_over_small"].items():
-        print(f"{s} {rungs[-1]:,}/{rungs[0]:,}: seconds {v['seconds']:.2f}, us/sentence "
-              f"{v['us_per_sentence']:.2f}, peak RSS {v['peak_rss']:.2f}")  # fmt: skip
+        print(
+            f"{s} {rungs[-1]:,}/{rungs[0]:,}: seconds {v['seconds']:.2f}, us/sentence "
+            f"{v['us_per_sentence']:.2f}, peak RSS {v['peak_rss']:.2f}"
+        )
     for n, v in rat["files_over_memory"].items():
-        print(f"ours file shuffle / Beam's in-memory shuffle at {n:,}: counting time "
-              f"{v['count_seconds']:.2f}, counting peak RSS {v['count_peak_rss']:.2f}, same "
-              f"word_counts.parquet: {v['same_counts']}")  # fmt: skip
+        print(
+            f"ours file shuffle / Beam's in-memory shuffle at {n:,}: counting time "
+            f"{v['count_seconds']:.2f}, counting peak RSS {v['count_peak_rss']:.2f}, same "
+            f"word_counts.parquet: {v['same_counts']}"
+        )
     for r in rows:
         if r["system"] != "tokenizers" and "count_seconds" in r:
-            print(f"{r['system']} {r['sentences']:,}: counting {r['count_seconds']:.0f} s (peak "
-                  f"{r['count_peak_rss'] / MB:,.0f} MiB), learner {r['learn_seconds']:.0f} s, "
-                  f"learner+export+eval peak {r['learn_peak_rss'] / MB:,.0f} MiB, learner word "
-                  f"types in {r['job_counts']['word_types']['in']:,}, "
-                  f"threshold {r['threshold']:.3g}")  # fmt: skip
+            print(
+                f"{r['system']} {r['sentences']:,}: counting {r['count_seconds']:.0f} s (peak "
+                f"{r['count_peak_rss'] / MB:,.0f} MiB), learner {r['learn_seconds']:.0f} s, "
+                f"learner+export+eval peak {r['learn_peak_rss'] / MB:,.0f} MiB, learner word "
+                f"types in {r['job_counts']['word_types']['in']:,}, "
+                f"threshold {r['threshold']:.3g}"
+            )
     total = time.perf_counter() - t_all
-    print(f"input {meta['sentences']:,} sentences ({meta['bytes'] / MB:,.0f} MiB Parquet, "
-          f"generated in {meta['seconds']:.0f} s); whole run {total:.0f} s")  # fmt: skip
+    print(
+        f"input {meta['sentences']:,} sentences ({meta['bytes'] / MB:,.0f} MiB Parquet, "
+        f"generated in {meta['seconds']:.0f} s); whole run {total:.0f} s"
+    )
     if a.json:
-        a.json.write_text(json.dumps({"rows": rows, "ratios": rat, "input": meta,
-                                      "total_seconds": total}, indent=1, default=str))  # fmt: skip
+        a.json.write_text(
+            json.dumps(
+                {"rows": rows, "ratios": rat, "input": meta, "total_seconds": total},
+                indent=1,
+                default=str,
+            )
+        )
     return 0
 
 

@@ -80,8 +80,11 @@ class LanguageIdentifier:
         # need the next labels to sum the group's mass.
         labels, probs = self.model.predict(clean, k=1)
         labels, probs = list(labels), list(probs)
-        again = [i for i, labs in enumerate(labels)
-                 if labs and labs[0][len(_LABEL_PREFIX):] in _GROUP_OF]  # fmt: skip
+        again = [
+            i
+            for i, labs in enumerate(labels)
+            if labs and labs[0][len(_LABEL_PREFIX) :] in _GROUP_OF
+        ]
         if again:
             more_l, more_p = self.model.predict([clean[i] for i in again], k=self.top_k)
             for i, labs, ps in zip(again, more_l, more_p):
@@ -93,8 +96,11 @@ class LanguageIdentifier:
                 continue
             top = labs[0][len(_LABEL_PREFIX) :]
             group = _GROUP_OF.get(top)
-            score = float(ps[0]) if group is None else float(
-                sum(p for lab, p in zip(labs, ps) if lab[len(_LABEL_PREFIX):] in group))  # fmt: skip
+            score = (
+                float(ps[0])
+                if group is None
+                else float(sum(p for lab, p in zip(labs, ps) if lab[len(_LABEL_PREFIX) :] in group))
+            )
             out.append(LidResult(top, min(score, 1.0)))
         return out
 

@@ -49,9 +49,13 @@ log = logging.getLogger(__name__)
 #: The errors a CLI reports in one line with exit status 2. The OSErrors count only when they
 #: name a file (``exc.filename``): a path the user gave that is missing, a folder, or unreadable.
 USAGE_ERRORS: tuple[type[BaseException], ...] = (
-    UsageError, ConfigError, FileNotFoundError, NotADirectoryError, IsADirectoryError,
+    UsageError,
+    ConfigError,
+    FileNotFoundError,
+    NotADirectoryError,
+    IsADirectoryError,
     PermissionError,
-)  # fmt: skip
+)
 EXIT_INTERRUPTED = 130
 #: ``pipelines.run``: the run waits for a person to label the sample of mined pairs (not a failure).
 EXIT_NEEDS_LABELS = 3
@@ -88,17 +92,25 @@ def add_config_options(
 ) -> None:
     """``--config`` (alias ``--preset``) and repeatable ``--set KEY=VALUE`` for ``section``."""
     action = parser.add_argument(
-        "--config", "--preset", dest="config", default=default, metavar="PRESET|FILE",
+        "--config",
+        "--preset",
+        dest="config",
+        default=default,
+        metavar="PRESET|FILE",
         help=f"preset ({', '.join(PRESETS)}) or YAML file whose `{section}` section gives the "
         f"defaults (default: {default})",
-    )  # fmt: skip
+    )
     _hide_aliases(parser, action, ["--preset"])
     eg = f", e.g. --set {example}" if example else ""
     parser.add_argument(
-        "--set", action="append", default=[], metavar="KEY=VALUE", dest="set",
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        dest="set",
         help=f"override a `{section}` config key (repeatable; values are YAML){eg}; "
         "explicit flags win over --set",
-    )  # fmt: skip
+    )
 
 
 def add_output_option(
@@ -117,16 +129,21 @@ def add_output_option(
 
 def add_overwrite_option(parser: argparse.ArgumentParser, what: str = "the output folder") -> None:
     parser.add_argument(
-        "--overwrite", action="store_true", help=f"replace existing {what} instead of refusing to run"
+        "--overwrite",
+        action="store_true",
+        help=f"replace existing {what} instead of refusing to run",
     )
 
 
 def add_log_level_option(parser: argparse.ArgumentParser, subcommand: bool = False) -> None:
     """``--log-level``; on a subcommand too, without overwriting the value given before it."""
     parser.add_argument(
-        "--log-level", metavar="LEVEL", default=argparse.SUPPRESS if subcommand else None,
-        type=_log_level, help="DEBUG, INFO (default), WARNING, ERROR",
-    )  # fmt: skip
+        "--log-level",
+        metavar="LEVEL",
+        default=argparse.SUPPRESS if subcommand else None,
+        type=_log_level,
+        help="DEBUG, INFO (default), WARNING, ERROR",
+    )
 
 
 def _log_level(value: str) -> str:
@@ -238,8 +255,10 @@ def refuse_inputs_inside_output(args: argparse.Namespace) -> None:
             real = os.path.realpath(v)
             if real == out or real.startswith(out + os.sep):
                 flag = "--" + name.replace("_", "-")
-                raise UsageError(f"{flag} {v} is inside --output {output}: --overwrite would delete "
-                                 "it while the command reads it; write the output elsewhere")  # fmt: skip
+                raise UsageError(
+                    f"{flag} {v} is inside --output {output}: --overwrite would delete "
+                    "it while the command reads it; write the output elsewhere"
+                )
 
 
 def exit_with(main: Callable[[], int]) -> None:

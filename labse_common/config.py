@@ -72,8 +72,13 @@ def option(
     """A dataclass field with its documentation and range: ``lr: float = option(1e-3, min=0,
     min_exclusive=True, help="peak learning rate")``. ``min``/``max`` apply to numbers (and to
     each element of a list of numbers)."""
-    meta = {"help": help, "min": min, "max": max, "min_exclusive": min_exclusive,
-            "choices": tuple(choices) if choices is not None else None}
+    meta = {
+        "help": help,
+        "min": min,
+        "max": max,
+        "min_exclusive": min_exclusive,
+        "choices": tuple(choices) if choices is not None else None,
+    }
     if default_factory is not dataclasses.MISSING:
         return dataclasses.field(default_factory=default_factory, metadata=meta)
     if isinstance(default, (list, dict)):
@@ -124,8 +129,12 @@ class ConfigLoader(yaml.SafeLoader):
             n = _expanded_size(node, {})
             if n > MAX_EXPANDED_VALUES:
                 raise yaml.composer.ComposerError(
-                    None, None, f"its aliases expand to {n} values (more than "
-                    f"{MAX_EXPANDED_VALUES}): not a configuration", node.start_mark)  # fmt: skip
+                    None,
+                    None,
+                    f"its aliases expand to {n} values (more than "
+                    f"{MAX_EXPANDED_VALUES}): not a configuration",
+                    node.start_mark,
+                )
         return node
 
 
@@ -155,17 +164,21 @@ def _strict_scalars() -> None:
         for ch, rs in yaml.SafeLoader.yaml_implicit_resolvers.items()
     }
     ConfigLoader.add_implicit_resolver(
-        "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
+        "tag:yaml.org,2002:bool",
+        re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"),
+        list("tTfF"),
     )
     ConfigLoader.add_implicit_resolver(
         "tag:yaml.org,2002:int", re.compile(r"^[-+]?[0-9][0-9_]*$"), list("-+0123456789")
     )
     ConfigLoader.add_implicit_resolver(
         "tag:yaml.org,2002:float",
-        re.compile(r"^(?:[-+]?(?:[0-9][0-9_]*)?\.[0-9_]*(?:[eE][-+]?[0-9]+)?"
-                   r"|[-+]?[0-9][0-9_]*[eE][-+]?[0-9]+|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"),
+        re.compile(
+            r"^(?:[-+]?(?:[0-9][0-9_]*)?\.[0-9_]*(?:[eE][-+]?[0-9]+)?"
+            r"|[-+]?[0-9][0-9_]*[eE][-+]?[0-9]+|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
+        ),
         list("-+0123456789."),
-    )  # fmt: skip
+    )
 
     def base10(loader: yaml.SafeLoader, node: yaml.Node) -> int:
         return int(str(loader.construct_scalar(node)).replace("_", ""), 10)
@@ -176,8 +189,12 @@ def _strict_scalars() -> None:
             key = loader.construct_object(key_node, deep=deep)
             if key in seen:
                 raise yaml.constructor.ConstructorError(
-                    None, None, f"key {shown(key)} given twice (lines {seen[key]} and "
-                    f"{key_node.start_mark.line + 1})", key_node.start_mark)  # fmt: skip
+                    None,
+                    None,
+                    f"key {shown(key)} given twice (lines {seen[key]} and "
+                    f"{key_node.start_mark.line + 1})",
+                    key_node.start_mark,
+                )
             seen[key] = key_node.start_mark.line + 1
         return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
 
@@ -195,7 +212,9 @@ def preset_path(name_or_path: str | os.PathLike) -> Path:
         return CONFIG_DIR / f"{name}.yaml"
     path = Path(name)
     if not path.is_file():
-        raise ConfigFileNotFound(f"config file not found: {name} (a preset is one of {', '.join(PRESETS)})")
+        raise ConfigFileNotFound(
+            f"config file not found: {name} (a preset is one of {', '.join(PRESETS)})"
+        )
     return path
 
 
@@ -320,8 +339,10 @@ def load(
     if preset is not None:  # a misspelt section would otherwise leave its keys at their defaults
         unknown = sorted(set(read_preset(preset)) - set(section_names()))
         if unknown:
-            raise ConfigError(f"{preset_path(preset)}: unknown config section(s) {', '.join(map(str, unknown))}; "
-                              f"known: {', '.join(section_names())}")  # fmt: skip
+            raise ConfigError(
+                f"{preset_path(preset)}: unknown config section(s) {', '.join(map(str, unknown))}; "
+                f"known: {', '.join(section_names())}"
+            )
     raw = load_section(preset, name) if preset is not None else {}
     raw = apply_overrides(raw, overrides)
     for key, value in (flags or {}).items():
@@ -403,7 +424,9 @@ def _coerce(value: Any, tp: Any, path: str) -> Any:
     if origin is Literal:
         if value in get_args(tp):
             return value
-        raise ConfigError(f"{path}={shown(value)} is not one of {', '.join(map(repr, get_args(tp)))}")
+        raise ConfigError(
+            f"{path}={shown(value)} is not one of {', '.join(map(repr, get_args(tp)))}"
+        )
     if tp is Any:
         return value
     if tp is bool:
@@ -526,17 +549,20 @@ def _rows(cls: type, prefix: str = "") -> list[tuple[str, str, str, str, str]]:
         tname = str(tp).replace("typing.", "") if get_origin(tp) else _type_name(tp)
         shown = yaml.safe_dump(default, default_flow_style=True, width=10**6).strip()
         shown = shown.removesuffix("...").strip()
-        rows.append((key, tname, f"`{shown}`",
-                     _range_text(f.metadata), f.metadata.get("help", "")))  # fmt: skip
+        rows.append((key, tname, f"`{shown}`", _range_text(f.metadata), f.metadata.get("help", "")))
     return rows
 
 
 def reference(sections: Iterable[str] | None = None) -> str:
     """Markdown tables of every section's keys: type, default, allowed range, meaning."""
-    out = ["# Configuration reference", "",
-           "Generated by `python -m labse_common.config --reference` from "
-           "`labse_common/sections/`. Presets: " + ", ".join(f"`configs/{p}.yaml`" for p in PRESETS)
-           + ". Override a key with `--set KEY=VALUE` (nested: `a.b=VALUE`)."]  # fmt: skip
+    out = [
+        "# Configuration reference",
+        "",
+        "Generated by `python -m labse_common.config --reference` from "
+        "`labse_common/sections/`. Presets: "
+        + ", ".join(f"`configs/{p}.yaml`" for p in PRESETS)
+        + ". Override a key with `--set KEY=VALUE` (nested: `a.b=VALUE`).",
+    ]
     for name in sections or section_names():
         cls = section_class(name)
         out += ["", f"## `{name}`", ""]
@@ -556,10 +582,16 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m labse_common.config",
         description="Print the configuration reference, or check a preset/file.",
     )
-    ap.add_argument("--reference", action="store_true",
-                    help="print every section's keys, types, defaults, ranges and help (Markdown)")
-    ap.add_argument("--check", metavar="PRESET|FILE",
-                    help="load every section of this preset or file with the typed loader")
+    ap.add_argument(
+        "--reference",
+        action="store_true",
+        help="print every section's keys, types, defaults, ranges and help (Markdown)",
+    )
+    ap.add_argument(
+        "--check",
+        metavar="PRESET|FILE",
+        help="load every section of this preset or file with the typed loader",
+    )
     from labse_common.cli import add_log_level_option, run_main
     from labse_common.logs import setup_logging
 

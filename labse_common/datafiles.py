@@ -46,8 +46,11 @@ def is_text_type(t: pa.DataType) -> bool:
 def check_text_column(path: str, name: str, t: pa.DataType, flag: str | None = None) -> None:
     """InputError naming the file, the column and its type unless :func:`is_text_type`."""
     if not is_text_type(t):
-        raise InputError(path, f"column {name!r} holds {t}, not UTF-8 text (a text column must "
-                         "hold strings)", flag)  # fmt: skip
+        raise InputError(
+            path,
+            f"column {name!r} holds {t}, not UTF-8 text (a text column must hold strings)",
+            flag,
+        )
 
 
 def _missing(path: str, flag: str | None) -> InputError:
@@ -111,8 +114,11 @@ def read_parquet(
     names = set(pf.schema_arrow.names)
     lacking = [c for c in required if c not in names]
     if lacking:
-        raise InputError(path, f"has no column {', '.join(map(repr, lacking))} "
-                         f"(columns: {', '.join(sorted(names))})", flag)  # fmt: skip
+        raise InputError(
+            path,
+            f"has no column {', '.join(map(repr, lacking))} (columns: {', '.join(sorted(names))})",
+            flag,
+        )
     cols = [c for c in columns if c in names] if columns is not None else None
     try:
         return pf.read(columns=cols)
@@ -182,8 +188,9 @@ def iter_parquet_surviving(
             yield batch
 
 
-def read_row_group_surviving(pf: pq.ParquetFile, group: int,
-                             columns: Sequence[str] | None = None) -> pa.Table | LostRows:  # fmt: skip
+def read_row_group_surviving(
+    pf: pq.ParquetFile, group: int, columns: Sequence[str] | None = None
+) -> pa.Table | LostRows:
     """One row group decoded whole, or :class:`LostRows` (all its rows) when it is damaged."""
     try:
         return pf.read_row_group(group, columns=list(columns) if columns else None)
@@ -195,8 +202,14 @@ def count_lost(counter: StageCounter, unit: str, path: str, lost: LostRows) -> N
     """Log a damaged row group and count its rows as ``unit`` in and dropped
     ``damaged_row_group`` (and the event ``damaged_row_groups`` on ``files``): the bookkeeping
     of every stage whose rows stand alone."""
-    log.warning("%s: row group %d damaged, its %d %s dropped (%s)", path, lost.row_group,
-                lost.rows, unit, lost.problem)  # fmt: skip
+    log.warning(
+        "%s: row group %d damaged, its %d %s dropped (%s)",
+        path,
+        lost.row_group,
+        lost.rows,
+        unit,
+        lost.problem,
+    )
     counter.add_in(unit, lost.rows)
     counter.add_dropped(unit, "damaged_row_group", lost.rows)
     counter.add_event("files", "damaged_row_groups")
@@ -271,14 +284,24 @@ def read_json(
     if not isinstance(doc, expect):
         want = expect.__name__ if isinstance(expect, type) else "/".join(t.__name__ for t in expect)
         got = type(doc).__name__
-        raise InputError(path, f"JSON of the wrong shape: {_json_name(got)} where "
-                         f"{_json_name(want)} was expected", flag)  # fmt: skip
+        raise InputError(
+            path,
+            f"JSON of the wrong shape: {_json_name(got)} where {_json_name(want)} was expected",
+            flag,
+        )
     return doc
 
 
 def _json_name(py: str) -> str:
-    return {"dict": "an object", "list": "a list", "str": "a string", "int": "a number",
-            "float": "a number", "NoneType": "null", "bool": "a boolean"}.get(py, py)  # fmt: skip
+    return {
+        "dict": "an object",
+        "list": "a list",
+        "str": "a string",
+        "int": "a number",
+        "float": "a number",
+        "NoneType": "null",
+        "bool": "a boolean",
+    }.get(py, py)
 
 
 def load_npy(path: str | os.PathLike, flag: str | None = None, mmap: bool = True) -> np.ndarray:

@@ -172,8 +172,10 @@ def unit_rows(x: np.ndarray, where: str | None = None) -> np.ndarray:
         return x
     norms = _norms(x)[:, None]
     if where is not None and not (np.isfinite(norms) & (norms > 0)).all():
-        raise ValueError(f"{where}: a NaN/inf/zero vector or an overflowing norm; drop rows "
-                         "with vector_problems first")  # fmt: skip
+        raise ValueError(
+            f"{where}: a NaN/inf/zero vector or an overflowing norm; drop rows "
+            "with vector_problems first"
+        )
     with np.errstate(divide="ignore", invalid="ignore"):
         x /= norms
     return x
@@ -199,11 +201,21 @@ def check_shard_name(name: str, manifest: str, flag: str | None = None) -> str:
 
     A manifest is data: a name such as ``../../x`` would make a reader open (and a mining run
     mine) a file outside the store, so only a bare name without separators is accepted."""
-    bad = (not name or name in (".", "..") or "/" in name or "\\" in name or "\x00" in name
-           or os.path.isabs(name))  # fmt: skip
+    bad = (
+        not name
+        or name in (".", "..")
+        or "/" in name
+        or "\\" in name
+        or "\x00" in name
+        or os.path.isabs(name)
+    )
     if bad:
-        raise StoreDamaged(manifest, f"shard name {name!r} is not a file name inside the store "
-                           "(no '/', '\\', '..' or absolute path)", flag)  # fmt: skip
+        raise StoreDamaged(
+            manifest,
+            f"shard name {name!r} is not a file name inside the store "
+            "(no '/', '\\', '..' or absolute path)",
+            flag,
+        )
     return name
 
 
@@ -226,8 +238,13 @@ def write_manifest(store: str, dim: int, dtype: str, shards: Sequence[ShardInfo]
     """``store.json``, written last: a store without it is incomplete and is not read."""
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {DTYPES}, not {dtype!r}")
-    manifest = {"format": FORMAT, "version": VERSION, "dim": int(dim), "dtype": dtype,
-                "shards": [{"name": s.name, "rows": int(s.rows)} for s in shards]}  # fmt: skip
+    manifest = {
+        "format": FORMAT,
+        "version": VERSION,
+        "dim": int(dim),
+        "dtype": dtype,
+        "shards": [{"name": s.name, "rows": int(s.rows)} for s in shards],
+    }
     write_bytes(join(store, MANIFEST), json.dumps(manifest, indent=2).encode("utf-8"))
 
 
@@ -247,8 +264,11 @@ class EmbeddingStore:
         if not isinstance(meta, dict):
             raise StoreDamaged(manifest, "not a store manifest (not a JSON object)", flag)
         if meta.get("format", FORMAT) != FORMAT or int(meta.get("version", 1)) > VERSION:
-            raise StoreDamaged(manifest, f"unsupported store format {meta.get('format')!r} "
-                               f"version {meta.get('version')!r}", flag)  # fmt: skip
+            raise StoreDamaged(
+                manifest,
+                f"unsupported store format {meta.get('format')!r} version {meta.get('version')!r}",
+                flag,
+            )
         try:
             self.dim = int(meta["dim"])
             self.dtype = str(meta["dtype"])
@@ -273,8 +293,12 @@ class EmbeddingStore:
         path = self.shard_path(i)
         arr = load_npy(path, mmap=mmap, flag=self.flag)
         if arr.ndim != 2 or arr.shape[1] != self.dim or len(arr) != self.shards[i].rows:
-            raise StoreDamaged(path, f"shard {i} has shape {arr.shape}, manifest says "
-                               f"({self.shards[i].rows}, {self.dim})", self.flag)  # fmt: skip
+            raise StoreDamaged(
+                path,
+                f"shard {i} has shape {arr.shape}, manifest says "
+                f"({self.shards[i].rows}, {self.dim})",
+                self.flag,
+            )
         return arr
 
     def metadata(self, i: int) -> pa.Table:
@@ -295,8 +319,13 @@ class EmbeddingStore:
         return pa.concat_tables(tables, promote_options="default")
 
 
-def write_pieces(store: str, index: int, vecs: Sequence[np.ndarray],
-                 columns: Sequence[dict[str, list]], dtype: str) -> ShardInfo:  # fmt: skip
+def write_pieces(
+    store: str,
+    index: int,
+    vecs: Sequence[np.ndarray],
+    columns: Sequence[dict[str, list]],
+    dtype: str,
+) -> ShardInfo:
     """Shard ``index`` from consecutive pieces (vectors + row-table columns, same keys in each):
     how :class:`StoreWriter` and the Beam embed job's workers write a shard, so both give the
     same bytes for the same rows."""
@@ -314,8 +343,13 @@ class StoreWriter:
     Holds at most one shard in memory; ``store.json`` is written by :meth:`close`.
     """
 
-    def __init__(self, path: str | os.PathLike, dim: int, dtype: str = "float16",
-                 rows_per_shard: int = 100_000) -> None:  # fmt: skip
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        dim: int,
+        dtype: str = "float16",
+        rows_per_shard: int = 100_000,
+    ) -> None:
         if dtype not in DTYPES:
             raise ValueError(f"dtype must be float16 or float32, not {dtype!r}")
         if rows_per_shard < 1:
@@ -354,8 +388,9 @@ class StoreWriter:
     def _flush(self) -> None:
         if not self._pending:
             return
-        self.shards.append(write_pieces(self.path, len(self.shards), self._vecs, self._meta,
-                                        self.dtype))  # fmt: skip
+        self.shards.append(
+            write_pieces(self.path, len(self.shards), self._vecs, self._meta, self.dtype)
+        )
         self._vecs, self._meta, self._pending = [], [], 0
 
     def close(self) -> EmbeddingStore:
@@ -380,14 +415,19 @@ def legacy_shards(path: str, flag: str | None = None) -> list[str]:
         got = int(_NUMBERED.search(p).group(1))
         if got != want:
             missing = f"{path[:-4]}.{want:05d}.npy"
-            raise StoreNotFound(missing, f"numbered shard missing (found {len(found)} shards, "
-                                f"the next is {os.path.basename(p)}); rows after it would no "
-                                "longer match their lines", flag)  # fmt: skip
+            raise StoreNotFound(
+                missing,
+                f"numbered shard missing (found {len(found)} shards, "
+                f"the next is {os.path.basename(p)}); rows after it would no "
+                "longer match their lines",
+                flag,
+            )
     return found
 
 
-def load_vectors(path: str | os.PathLike, mmap: bool = True,
-                 flag: str | None = None) -> list[np.ndarray]:  # fmt: skip
+def load_vectors(
+    path: str | os.PathLike, mmap: bool = True, flag: str | None = None
+) -> list[np.ndarray]:
     """A store folder, a ``.npy`` file or old numbered ``.npy`` shards, as a list of blocks."""
     p = os.fspath(path)
     if exists(join(p, MANIFEST)):
@@ -400,8 +440,9 @@ def load_vectors(path: str | os.PathLike, mmap: bool = True,
             return [_check_2d(load_npy(s, mmap, flag), s, flag) for s in old]
         raise StoreNotFound(p, "embeddings not found", flag)
     if not p.endswith(".npy"):
-        raise StoreDamaged(p, f"embeddings must be a .npy file or a store folder ({MANIFEST})",
-                           flag)  # fmt: skip
+        raise StoreDamaged(
+            p, f"embeddings must be a .npy file or a store folder ({MANIFEST})", flag
+        )
     return [_check_2d(load_npy(p, mmap, flag), p, flag)]
 
 
@@ -409,13 +450,13 @@ def _check_2d(arr: np.ndarray, path: str, flag: str | None = None) -> np.ndarray
     if arr.ndim == 1 and arr.size == 0:
         arr = arr.reshape(0, 0)
     if arr.ndim != 2:
-        raise StoreDamaged(path, f"embeddings must be 2-D (rows, dim), got shape {arr.shape}",
-                           flag)  # fmt: skip
+        raise StoreDamaged(path, f"embeddings must be 2-D (rows, dim), got shape {arr.shape}", flag)
     return arr
 
 
-def convert(src: str, dst: str, rows_per_shard: int = 100_000,
-            flag: str | None = None) -> EmbeddingStore:  # fmt: skip
+def convert(
+    src: str, dst: str, rows_per_shard: int = 100_000, flag: str | None = None
+) -> EmbeddingStore:
     """Any layout :func:`load_vectors` reads -> a store (ids = row numbers) written in ``dst``
     (a folder this call may fill; the CLI passes its claimed temporary folder)."""
     blocks = load_vectors(src, flag=flag)

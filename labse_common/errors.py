@@ -49,8 +49,15 @@ class RemoteFailure(RemoteError):
     message).
     """
 
-    def __init__(self, message: str, *, operation: str | None = None, path: str | None = None,
-                 endpoint: str | None = None, code: int | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        message: str,
+        *,
+        operation: str | None = None,
+        path: str | None = None,
+        endpoint: str | None = None,
+        code: int | None = None,
+    ) -> None:
         super().__init__(message)
         self.operation = operation
         self.path = path

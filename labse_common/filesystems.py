@@ -129,9 +129,19 @@ def _s3_key(options) -> tuple:
         get = lambda k: getattr(o, k, None)  # noqa: E731
     else:
         get = options.get
-    return tuple(get(k) for k in ("s3_access_key_id", "s3_secret_access_key", "s3_session_token",
-                                  "s3_endpoint_url", "s3_disable_ssl", "s3_region_name",
-                                  "s3_api_version", "s3_verify"))  # fmt: skip
+    return tuple(
+        get(k)
+        for k in (
+            "s3_access_key_id",
+            "s3_secret_access_key",
+            "s3_session_token",
+            "s3_endpoint_url",
+            "s3_disable_ssl",
+            "s3_region_name",
+            "s3_api_version",
+            "s3_verify",
+        )
+    )
 
 
 _STOCK_TRANSFERS: dict[str, type] = {}
@@ -171,18 +181,25 @@ def uninstall_s3_transfers() -> None:
 
 #: Beam's S3 client wrapper methods and the S3 operation each sends.
 _CLIENT_OPERATIONS = {
-    "get_object_metadata": "HeadObject", "get_stream": "GetObject", "list": "ListObjectsV2",
-    "create_multipart_upload": "CreateMultipartUpload", "upload_part": "UploadPart",
-    "complete_multipart_upload": "CompleteMultipartUpload", "delete": "DeleteObject",
-    "delete_batch": "DeleteObjects", "copy": "CopyObject",
-}  # fmt: skip
+    "get_object_metadata": "HeadObject",
+    "get_stream": "GetObject",
+    "list": "ListObjectsV2",
+    "create_multipart_upload": "CreateMultipartUpload",
+    "upload_part": "UploadPart",
+    "complete_multipart_upload": "CompleteMultipartUpload",
+    "delete": "DeleteObject",
+    "delete_batch": "DeleteObjects",
+    "copy": "CopyObject",
+}
 
 
 def _request_path(request) -> str:
     """The object(s) a Beam S3 request names, for the error line."""
     if hasattr(request, "src_bucket"):
-        return (f"s3://{request.src_bucket}/{request.src_key} -> "
-                f"s3://{request.dest_bucket}/{request.dest_key}")  # fmt: skip
+        return (
+            f"s3://{request.src_bucket}/{request.src_key} -> "
+            f"s3://{request.dest_bucket}/{request.dest_key}"
+        )
     if hasattr(request, "objects"):
         keys = list(request.objects or [])
         more = f" (and {len(keys) - 1} more)" if len(keys) > 1 else ""
@@ -214,8 +231,9 @@ def _bounded(method, operation: str):
                 if not isinstance(ctx, (BotoCoreError, ClientError)):
                     raise
                 e = ctx
-            raise as_beam_error(e, operation, _request_path(request),
-                                self.client.meta.endpoint_url) from e  # fmt: skip
+            raise as_beam_error(
+                e, operation, _request_path(request), self.client.meta.endpoint_url
+            ) from e
 
     return call
 

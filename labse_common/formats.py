@@ -57,15 +57,21 @@ MINED_DIRECTION_FIELDS = [
     ("margin_bwd", pa.float32()),
     ("mutual", pa.float32()),
 ]
-MINED_PAIR_OPTIONAL = [*MINED_DIRECTION_FIELDS,
-                       *[(f"{side}_{name}", PROVENANCE_TYPES.get(name, pa.string()))
-                         for side in ("src", "trg") for name in PROVENANCE_COLUMNS]]  # fmt: skip
+MINED_PAIR_OPTIONAL = [
+    *MINED_DIRECTION_FIELDS,
+    *[
+        (f"{side}_{name}", PROVENANCE_TYPES.get(name, pa.string()))
+        for side in ("src", "trg")
+        for name in PROVENANCE_COLUMNS
+    ],
+]
 MINED_PAIR_SCHEMA = pa.schema([*MINED_PAIR_FIELDS, *MINED_PAIR_OPTIONAL])
 MINED_PAIR_REQUIRED = tuple(n for n, _ in MINED_PAIR_FIELDS)
 
 # Scored pairs (the CDS filter's output): mined pairs plus their CDS score.
-SCORED_PAIR_SCHEMA = pa.schema([*MINED_PAIR_FIELDS, ("cds_score", pa.float32()),
-                                *MINED_PAIR_OPTIONAL])  # fmt: skip
+SCORED_PAIR_SCHEMA = pa.schema(
+    [*MINED_PAIR_FIELDS, ("cds_score", pa.float32()), *MINED_PAIR_OPTIONAL]
+)
 SCORED_PAIR_REQUIRED = (*MINED_PAIR_REQUIRED, "cds_score")
 
 

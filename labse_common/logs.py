@@ -27,5 +27,8 @@ def setup_logging(level: str | None = None) -> None:
     for lg in ("apache_beam", "apache_beam.runners", "__main__"):
         logging.getLogger(lg).setLevel(logging.WARNING)
     if bad:
-        logging.getLogger(__name__).warning("LABSE_LOG_LEVEL=%s is not one of %s; using INFO",
-                                            os.environ.get("LABSE_LOG_LEVEL"), ", ".join(LEVELS))  # fmt: skip
+        logging.getLogger(__name__).warning(
+            "LABSE_LOG_LEVEL=%s is not one of %s; using INFO",
+            os.environ.get("LABSE_LOG_LEVEL"),
+            ", ".join(LEVELS),
+        )

@@ -104,8 +104,11 @@ def _top_entry(output: str, path: str) -> str:
     return rel.split("/", 1)[0]
 
 
-_FULL_WHY = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "disk quota exceeded",
-             errno.EFBIG: "file too large (the file-size limit, ulimit -f)"}  # fmt: skip
+_FULL_WHY = {
+    errno.ENOSPC: "no space left on the device",
+    errno.EDQUOT: "disk quota exceeded",
+    errno.EFBIG: "file too large (the file-size limit, ulimit -f)",
+}
 
 
 def full_error(output: str, exc: BaseException) -> OutputError | None:
@@ -118,8 +121,10 @@ def full_error(output: str, exc: BaseException) -> OutputError | None:
         seen.add(id(e))
         why = _FULL_WHY.get(e.errno) if isinstance(e, OSError) else None
         if why:
-            return OutputError(f"output {output!r}: {why} while writing it; nothing was "
-                               "committed and the previous output is unchanged")  # fmt: skip
+            return OutputError(
+                f"output {output!r}: {why} while writing it; nothing was "
+                "committed and the previous output is unchanged"
+            )
         e = e.__cause__ or e.__context__
     return None
 
@@ -214,7 +219,8 @@ def refuse_claimed_parents(output: str | os.PathLike) -> None:
                 raise OutputBusy(
                     f"output {output!r} is inside {parent!r}, which another job is writing "
                     f"({text}); its --overwrite would delete this output: wait for it or write "
-                    f"elsewhere (if no job is running delete {claim})")  # fmt: skip
+                    f"elsewhere (if no job is running delete {claim})"
+                )
         up = os.path.dirname(parent)
         if up == parent:
             return
@@ -252,8 +258,9 @@ def new_job_id() -> str:
 class OutputDir:
     """One job's exclusive use of an output folder; see the module docstring."""
 
-    def __init__(self, output: str | os.PathLike, overwrite: bool = False,
-                 job_id: str | None = None) -> None:  # fmt: skip
+    def __init__(
+        self, output: str | os.PathLike, overwrite: bool = False, job_id: str | None = None
+    ) -> None:
         self.output = str(output).rstrip("/") if is_remote(str(output)) else os.fspath(output)
         self.overwrite = overwrite
         self.job_id = job_id or new_job_id()
@@ -266,9 +273,13 @@ class OutputDir:
 
     # -- claim -------------------------------------------------------------------------------
     def _claim_info(self) -> dict:
-        return {"job_id": self.job_id, "host": socket.gethostname(), "pid": os.getpid(),
-                "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                "kind": self.kind}  # fmt: skip
+        return {
+            "job_id": self.job_id,
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "kind": self.kind,
+        }
 
     def _refuse_claims_below(self) -> None:
         found = _live_claim_below(self.output, {TMP_PREFIX + self.job_id})
@@ -277,12 +288,14 @@ class OutputDir:
             raise OutputBusy(
                 f"output {self.output!r} holds the output of another job being written ({path}: "
                 f"{text}); --overwrite would delete it: wait for it (if no job is running delete "
-                f"{path})")  # fmt: skip
+                f"{path})"
+            )
 
     def _busy(self, info: str) -> OutputBusy:
         return OutputBusy(
             f"output {self.output!r} is being written by another job ({info}); wait for it, or "
-            f"if no job is running delete {self.claim_path}")
+            f"if no job is running delete {self.claim_path}"
+        )
 
     def _read_claim(self) -> str:
         try:
@@ -328,7 +341,8 @@ class OutputDir:
             self.release()
             raise OutputNotEmpty(
                 f"output {self.output!r} is not empty ({len(leftovers)} entries, e.g. "
-                f"{sorted(leftovers)[0]!r}); pass --overwrite to replace it")
+                f"{sorted(leftovers)[0]!r}); pass --overwrite to replace it"
+            )
         if not is_remote(self.output):
             os.makedirs(self.tmp)
         log.debug("claimed %s as job %s", self.output, self.job_id)
@@ -375,8 +389,11 @@ class OutputDir:
                 raise OutputError(f"output {self.output!r}: {clash} appeared while the job ran")
         aside = os.path.join(self.output, OLD_PREFIX + self.job_id)
         if old:
-            log.info("--overwrite: replacing %d entries the previous run left in %s",
-                     len(old), self.output)  # fmt: skip
+            log.info(
+                "--overwrite: replacing %d entries the previous run left in %s",
+                len(old),
+                self.output,
+            )
             os.mkdir(aside)
         # The swap: old entries aside, new ones in; any failure puts everything back.
         moves = [(os.path.join(self.output, n), os.path.join(aside, n)) for n in old]
@@ -402,14 +419,14 @@ class OutputDir:
         old: list[str] = []
         if self.overwrite:
             keep = {CLAIM, TMP_PREFIX + self.job_id}
-            old = [p for p in _remote_files(self.output)
-                   if _top_entry(self.output, p) not in keep]  # fmt: skip
+            old = [p for p in _remote_files(self.output) if _top_entry(self.output, p) not in keep]
         old_set, new_set = set(old), set(dsts)
         # No atomic rename: copy the new objects into place, keeping the old bytes of the names
         # they replace aside until every copy succeeded; only then delete what is gone.
         aside = join(self.output, OLD_PREFIX + self.job_id)
-        saved = [(d, join(aside, d[len(self.output.rstrip("/")) + 1 :]))
-                 for d in dsts if d in old_set]  # fmt: skip
+        saved = [
+            (d, join(aside, d[len(self.output.rstrip("/")) + 1 :])) for d in dsts if d in old_set
+        ]
         copied: list[str] = []
         try:
             _copy_objects(saved)
@@ -421,12 +438,14 @@ class OutputDir:
             raise
         gone = [p for p in old if p not in new_set]
         if gone:
-            log.info("--overwrite: removing %d objects the previous run left in %s",
-                     len(gone), self.output)  # fmt: skip
+            log.info(
+                "--overwrite: removing %d objects the previous run left in %s",
+                len(gone),
+                self.output,
+            )
         fs.delete(gone + [a for _, a in saved] + srcs)
 
-    def _undo_remote(self, saved: list[tuple[str, str]], copied: list[str],
-                     old: set[str]) -> None:  # fmt: skip
+    def _undo_remote(self, saved: list[tuple[str, str]], copied: list[str], old: set[str]) -> None:
         """Put back the old objects a failed remote commit replaced and remove the new ones it
         added; what cannot be undone is logged (the saved copies stay under ``_old-<job>``)."""
         back = dict(saved)
@@ -434,8 +453,12 @@ class OutputDir:
             _copy_objects([(back[d], d) for d in copied if d in back])
             _fs().delete([d for d in copied if d not in old] + list(back.values()))
         except Exception as e:  # noqa: BLE001 - BeamIOError/RemoteError: the store is failing
-            log.error("could not undo the failed commit of %s (%s): the old objects are kept "
-                      "under %s", self.output, e, join(self.output, OLD_PREFIX + self.job_id))  # fmt: skip
+            log.error(
+                "could not undo the failed commit of %s (%s): the old objects are kept under %s",
+                self.output,
+                e,
+                join(self.output, OLD_PREFIX + self.job_id),
+            )
 
     def commit(self) -> None:
         """Put the new output in place of the old one (module docstring, point 4), then release
@@ -459,8 +482,11 @@ class OutputDir:
         except Exception as e:  # noqa: BLE001 - the error that made us abort is the one to report
             # A dead server fails the clean-up too; raising here would hide the first failure,
             # and repeating its message would make one failure read as two.
-            log.warning("could not remove the temporary files under %s (%s); remove them by hand",
-                        self.tmp, type(e).__name__)
+            log.warning(
+                "could not remove the temporary files under %s (%s); remove them by hand",
+                self.tmp,
+                type(e).__name__,
+            )
         finally:
             self.release()
             if self._created_dir and not is_remote(self.output):
@@ -531,7 +557,9 @@ def upload_tree(local: str, remote: str, chunk: int = 8 << 20) -> int:
 
 @contextmanager
 def claimed_file(
-    path: str | os.PathLike, overwrite: bool = False, suffixes: tuple[str, ...] = ("",),
+    path: str | os.PathLike,
+    overwrite: bool = False,
+    suffixes: tuple[str, ...] = ("",),
     shown: str | None = None,
 ) -> Iterator[str]:
     """One output file (or a family of files sharing a stem: ``suffixes``, e.g. a model and its
@@ -557,13 +585,22 @@ def claimed_file(
     try:
         fd = os.open(claim, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
     except FileExistsError:
-        raise OutputBusy(f"--output {shown} is being written by another job ({claim} exists); "
-                         f"wait for it, or if no job is running delete {claim}") from None  # fmt: skip
+        raise OutputBusy(
+            f"--output {shown} is being written by another job ({claim} exists); "
+            f"wait for it, or if no job is running delete {claim}"
+        ) from None
     tmp = os.path.join(head, f"{TMP_PREFIX}{job}-{name}")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump({"job_id": job, "host": socket.gethostname(), "pid": os.getpid(),
-                       "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, f)  # fmt: skip
+            json.dump(
+                {
+                    "job_id": job,
+                    "host": socket.gethostname(),
+                    "pid": os.getpid(),
+                    "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                },
+                f,
+            )
         if not overwrite and any(os.path.exists(path + s) for s in suffixes):
             raise OutputNotEmpty(f"--output {shown} exists; pass --overwrite to replace it")
         try:
@@ -651,8 +688,9 @@ def _take_local_claim(od: OutputDir) -> int:
         if _held_elsewhere(old):
             os.close(fd)
             raise od._busy(old)
-        log.warning("taking over the claim of %s: the job that held it is gone (%s)",
-                    od.output, old)  # fmt: skip
+        log.warning(
+            "taking over the claim of %s: the job that held it is gone (%s)", od.output, old
+        )
         os.ftruncate(fd, 0)
         os.pwrite(fd, data, 0)
         return fd

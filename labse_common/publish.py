@@ -189,8 +189,9 @@ def _old_files(raw: bytes | None, where: str) -> set[str]:
         entries = json.loads(raw)["files"]
         return {e["path"] for e in entries if _safe_rel(e.get("path"))}
     except (ValueError, KeyError, TypeError, AttributeError):
-        log.warning("%s: the previous %s is not readable; its files are not cleaned up", where,
-                    MANIFEST)  # fmt: skip
+        log.warning(
+            "%s: the previous %s is not readable; its files are not cleaned up", where, MANIFEST
+        )
         return set()
 
 
@@ -224,9 +225,11 @@ class _S3Target(_Target):
         # The same options, credentials and limits as remote.check_s3 (LABSE_S3_* timeouts and
         # attempts; an answer that is not S3's refused), so the preflight checked this.
         self.s3 = remote.s3_client(options, max_pool_connections=2 * MAX_CONCURRENCY)
-        self.transfer = TransferConfig(multipart_threshold=PART_BYTES,
-                                       multipart_chunksize=PART_BYTES,
-                                       max_concurrency=MAX_CONCURRENCY)  # fmt: skip
+        self.transfer = TransferConfig(
+            multipart_threshold=PART_BYTES,
+            multipart_chunksize=PART_BYTES,
+            max_concurrency=MAX_CONCURRENCY,
+        )
 
     def key(self, rel: str) -> str:
         return f"{self.prefix}/{rel}" if self.prefix else rel
@@ -236,8 +239,10 @@ class _S3Target(_Target):
 
         # s3transfer wraps a part's error; the server's own words are in the original.
         cause = (e.__cause__ or e.__context__) if type(e).__name__ == "S3UploadFailedError" else e
-        return RemoteError(f"{self.where}: {what} failed: S3 endpoint "
-                           f"{self.s3.meta.endpoint_url} {describe(cause or e)}")  # fmt: skip
+        return RemoteError(
+            f"{self.where}: {what} failed: S3 endpoint "
+            f"{self.s3.meta.endpoint_url} {describe(cause or e)}"
+        )
 
     def read_manifest(self) -> bytes | None:
         try:
@@ -268,8 +273,9 @@ class _S3Target(_Target):
         out: dict[str, int] = {}
         start = f"{self.prefix}/" if self.prefix else ""
         try:
-            for page in self.s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket,
-                                                                          Prefix=start):  # fmt: skip
+            for page in self.s3.get_paginator("list_objects_v2").paginate(
+                Bucket=self.bucket, Prefix=start
+            ):
                 for obj in page.get("Contents", []):
                     out[obj["Key"][len(start) :]] = int(obj["Size"])
         except self.errors as e:
@@ -279,14 +285,16 @@ class _S3Target(_Target):
     def write_manifest(self, data: bytes) -> None:
         key = self.key(MANIFEST)
         try:
-            self.s3.put_object(Bucket=self.bucket, Key=key, Body=data,
-                               ContentType="application/json")  # fmt: skip
+            self.s3.put_object(
+                Bucket=self.bucket, Key=key, Body=data, ContentType="application/json"
+            )
             size = self.s3.head_object(Bucket=self.bucket, Key=key)["ContentLength"]
         except self.errors as e:
             raise self.fail(f"writing {MANIFEST}", e) from None
         if size != len(data):
-            raise RemoteError(f"{self.where}: {MANIFEST} came back with {size} bytes, "
-                              f"not {len(data)}")  # fmt: skip
+            raise RemoteError(
+                f"{self.where}: {MANIFEST} came back with {size} bytes, not {len(data)}"
+            )
 
 
 class _BeamTarget(_Target):
@@ -347,8 +355,9 @@ class _BeamTarget(_Target):
             found = self.fs.filesystem(self.url).match([start + "**"])[0].metadata_list
         except self.errors as e:
             raise self.fail("listing the uploaded files", e) from None
-        return {m.path[len(start) :]: int(m.size_in_bytes) for m in found
-                if m.path.startswith(start)}  # fmt: skip
+        return {
+            m.path[len(start) :]: int(m.size_in_bytes) for m in found if m.path.startswith(start)
+        }
 
     def write_manifest(self, data: bytes) -> None:
         try:
@@ -404,8 +413,11 @@ class _LocalTarget(_Target):
 
     def sizes(self) -> dict[str, int]:
         try:
-            return {p.relative_to(self.dest).as_posix(): p.stat().st_size
-                    for p in self.dest.rglob("*") if p.is_file()}  # fmt: skip
+            return {
+                p.relative_to(self.dest).as_posix(): p.stat().st_size
+                for p in self.dest.rglob("*")
+                if p.is_file()
+            }
         except OSError as e:
             raise self.fail("listing the copied files", e) from None
 
@@ -430,20 +442,27 @@ def _target(url: str, flag: str | None, options: Any) -> _Target:
 def _check_sizes(target: _Target, files: Iterable[_File]) -> None:
     files = list(files)
     found = target.sizes()
-    bad = [f"{f.rel} (missing)" if f.rel not in found else
-           f"{f.rel} ({found[f.rel]} bytes, expected {f.size})"
-           for f in files if found.get(f.rel) != f.size]  # fmt: skip
+    bad = [
+        f"{f.rel} (missing)"
+        if f.rel not in found
+        else f"{f.rel} ({found[f.rel]} bytes, expected {f.size})"
+        for f in files
+        if found.get(f.rel) != f.size
+    ]
     if bad:
         more = f" and {len(bad) - 3} more" if len(bad) > 3 else ""
         s3_none = isinstance(target, _S3Target) and len(bad) == len(files)
         hint = " (does the endpoint speak S3?)" if s3_none else ""
         error = UsageError if isinstance(target, _LocalTarget) else RemoteError
-        raise error(f"{target.where}: after the upload {len(bad)} of {len(files)} files are "
-                          f"missing or of the wrong size{hint}: {', '.join(bad[:3])}{more}")  # fmt: skip
+        raise error(
+            f"{target.where}: after the upload {len(bad)} of {len(files)} files are "
+            f"missing or of the wrong size{hint}: {', '.join(bad[:3])}{more}"
+        )
 
 
-def publish(folder: str | os.PathLike, url: str, flag: str = "--publish", *,
-            options: Any = None) -> dict:  # fmt: skip
+def publish(
+    folder: str | os.PathLike, url: str, flag: str = "--publish", *, options: Any = None
+) -> dict:
     """Copy every file under ``folder`` to ``url/<relative path>`` and write ``_PUBLISHED.json``
     last; returns ``{"files": n, "bytes": total, "url": url}``. See the module docstring.
 
@@ -483,6 +502,13 @@ def publish(folder: str | os.PathLike, url: str, flag: str = "--publish", *,
         "files": [{"path": f.rel, "bytes": f.size, "sha256": f.sha256} for f in files],
     }
     target.write_manifest((json.dumps(manifest, indent=1) + "\n").encode())
-    log.info("published %d files (%d bytes) from %s to %s in %.1fs (%d old files removed)",
-             len(files), total, src, target.url, time.monotonic() - t0, len(stale))  # fmt: skip
+    log.info(
+        "published %d files (%d bytes) from %s to %s in %.1fs (%d old files removed)",
+        len(files),
+        total,
+        src,
+        target.url,
+        time.monotonic() - t0,
+        len(stale),
+    )
     return {"files": len(files), "bytes": total, "url": target.url}

@@ -77,9 +77,11 @@ def _env_number(name: str, default: float, integer: bool = False) -> float:
 def s3_limits() -> S3Limits:
     """The limits of every S3 request, from the environment (module docstring); a bad value is
     a UsageError naming the variable."""
-    return S3Limits(_env_number(CONNECT_TIMEOUT_ENV, DEFAULT_CONNECT_TIMEOUT_S),
-                    _env_number(READ_TIMEOUT_ENV, DEFAULT_READ_TIMEOUT_S),
-                    int(_env_number(MAX_ATTEMPTS_ENV, DEFAULT_MAX_ATTEMPTS, integer=True)))  # fmt: skip
+    return S3Limits(
+        _env_number(CONNECT_TIMEOUT_ENV, DEFAULT_CONNECT_TIMEOUT_S),
+        _env_number(READ_TIMEOUT_ENV, DEFAULT_READ_TIMEOUT_S),
+        int(_env_number(MAX_ATTEMPTS_ENV, DEFAULT_MAX_ATTEMPTS, integer=True)),
+    )
 
 
 def is_remote(path: Any) -> bool:
@@ -136,8 +138,7 @@ def _session(o: dict[str, Any]):
     )
 
 
-def s3_client(options: Any = None, *, preflight: bool = False, session: Any = None,
-              **config: Any):  # fmt: skip
+def s3_client(options: Any = None, *, preflight: bool = False, session: Any = None, **config: Any):
     """A boto3 S3 client for Beam's S3 ``options`` (PipelineOptions, a dict of them, or None:
     ``$LABSE_BEAM_OPTIONS``, else boto3's environment) with the limits of :func:`s3_limits` and
     the check that answers are S3's (:func:`labse_common.remote_errors.refuse_non_s3`).
@@ -148,15 +149,21 @@ def s3_client(options: Any = None, *, preflight: bool = False, session: Any = No
 
     o = _s3_options(options)
     lim = s3_limits()
-    cfg = Config(connect_timeout=lim.connect_s,
-                 read_timeout=min(lim.connect_s, lim.read_s) if preflight else lim.read_s,
-                 retries={"total_max_attempts": 1 if preflight else lim.attempts, "mode": "standard"},
-                 **config)  # fmt: skip
+    cfg = Config(
+        connect_timeout=lim.connect_s,
+        read_timeout=min(lim.connect_s, lim.read_s) if preflight else lim.read_s,
+        retries={"total_max_attempts": 1 if preflight else lim.attempts, "mode": "standard"},
+        **config,
+    )
     session = session if session is not None else _session(o)
-    client = session.client("s3", endpoint_url=o.get("s3_endpoint_url"), config=cfg,
-                            api_version=o.get("s3_api_version"),
-                            use_ssl=not o.get("s3_disable_ssl"),
-                            verify=_verify(o.get("s3_verify")))  # fmt: skip
+    client = session.client(
+        "s3",
+        endpoint_url=o.get("s3_endpoint_url"),
+        config=cfg,
+        api_version=o.get("s3_api_version"),
+        use_ssl=not o.get("s3_disable_ssl"),
+        verify=_verify(o.get("s3_verify")),
+    )
     client.meta.events.register("before-parse.s3", refuse_non_s3)
     return client
 
@@ -190,7 +197,8 @@ def check_s3(path: str, options=None, flag: str | None = None) -> None:
     if session.get_credentials() is None:
         raise RemoteError(
             f"{where}: no S3 credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or pass "
-            "--s3_access_key_id/--s3_secret_access_key (Beam jobs) or LABSE_BEAM_OPTIONS")
+            "--s3_access_key_id/--s3_secret_access_key (Beam jobs) or LABSE_BEAM_OPTIONS"
+        )
     client = s3_client(o, preflight=True, session=session)
     # The endpoint the client really uses: the option, AWS_ENDPOINT_URL(_S3), or AWS's own.
     shown = client.meta.endpoint_url
@@ -201,7 +209,8 @@ def check_s3(path: str, options=None, flag: str | None = None) -> None:
     except (EndpointConnectionError, BotoConnectTimeout, ReadTimeoutError) as e:
         raise RemoteError(
             f"{where}: S3 endpoint {shown} does not answer ({type(e).__name__}); set "
-            "--s3_endpoint_url / AWS_ENDPOINT_URL to a reachable server") from None
+            "--s3_endpoint_url / AWS_ENDPOINT_URL to a reachable server"
+        ) from None
     except ClientError as e:
         code = str(e.response.get("Error", {}).get("Code", ""))
         if code in ("404", "NoSuchBucket", "NotFound"):
@@ -242,8 +251,10 @@ def check_paths(paths: Iterable[str], options=None) -> None:
 def require_local(path: str | None, flag: str, what: str = "this command") -> None:
     """For outputs a command can only write to a local folder: one clear line, exit 2."""
     if path is not None and "://" in str(path) and not str(path).startswith("file://"):
-        raise UsageError(f"{flag} {path}: {what} writes only to a local folder; "
-                         "write locally and copy the folder to the object store")  # fmt: skip
+        raise UsageError(
+            f"{flag} {path}: {what} writes only to a local folder; "
+            "write locally and copy the folder to the object store"
+        )
 
 
 #: How a Beam worker's traceback text names a failure (a worker process sends its error back

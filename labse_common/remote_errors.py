@@ -96,8 +96,10 @@ def describe(e: BaseException) -> str:
     lim = s3_limits()
     tries = f"{lim.attempts} attempt{'s' if lim.attempts > 1 else ''}"
     if isinstance(e, ReadTimeoutError):
-        return (f"did not answer within {lim.read_s:g} s ({tries}; {READ_TIMEOUT_ENV} and "
-                f"{MAX_ATTEMPTS_ENV} set how long to wait)")  # fmt: skip
+        return (
+            f"did not answer within {lim.read_s:g} s ({tries}; {READ_TIMEOUT_ENV} and "
+            f"{MAX_ATTEMPTS_ENV} set how long to wait)"
+        )
     if isinstance(e, ConnectTimeoutError):
         return f"did not accept a connection within {lim.connect_s:g} s ({tries})"
     if isinstance(e, EndpointConnectionError):
@@ -126,9 +128,15 @@ def s3_failure(e: BaseException, operation: str, path: str, endpoint: str | None
     if isinstance(e, RemoteFailure):
         if isinstance(e, S3Failure):
             return e
-        return S3Failure(str(e), operation=e.operation, path=e.path, endpoint=e.endpoint,
-                         code=e.code)  # fmt: skip
+        return S3Failure(
+            str(e), operation=e.operation, path=e.path, endpoint=e.endpoint, code=e.code
+        )
     status = http_status(e)
     shown = endpoint or "(unknown endpoint)"
-    return S3Failure(f"{operation} {path}: S3 endpoint {shown} {describe(e)}",
-                     operation=operation, path=path, endpoint=endpoint, code=status)  # fmt: skip
+    return S3Failure(
+        f"{operation} {path}: S3 endpoint {shown} {describe(e)}",
+        operation=operation,
+        path=path,
+        endpoint=endpoint,
+        code=status,
+    )

@@ -77,8 +77,9 @@ class S3NoHeadDownloader(Downloader):
                 if self._stream is None or self._stream_pos != start:
                     if self._stream is not None:
                         self._stream.close()
-                    self._stream = self._s3.get_object(Bucket=self._bucket, Key=self._key,
-                                                       Range=f"bytes={start}-", **kw)["Body"]  # fmt: skip
+                    self._stream = self._s3.get_object(
+                        Bucket=self._bucket, Key=self._key, Range=f"bytes={start}-", **kw
+                    )["Body"]
                     self._stream_pos = start
                 data = self._stream.read(n)
                 if len(data) != n:
@@ -89,9 +90,12 @@ class S3NoHeadDownloader(Downloader):
                 return data
             except Exception as e:
                 self._stream = None
-                err = as_beam_error(e, f"GetObject (from byte {start})", self._path,
-                                    self._s3.meta.endpoint_url)  # fmt: skip
-                if attempt or getattr(err, "code", None) == 412:  # a replaced file is not read again
+                err = as_beam_error(
+                    e, f"GetObject (from byte {start})", self._path, self._s3.meta.endpoint_url
+                )
+                if (
+                    attempt or getattr(err, "code", None) == 412
+                ):  # a replaced file is not read again
                     raise err from e
         raise AssertionError("unreachable")
 

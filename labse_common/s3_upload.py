@@ -33,8 +33,9 @@ PART_BYTES = 8 << 20
 MAX_IN_FLIGHT = 4
 
 
-def as_beam_error(e: Exception, operation: str = "S3 request", path: str = "",
-                  endpoint: str | None = None) -> Exception:  # fmt: skip
+def as_beam_error(
+    e: Exception, operation: str = "S3 request", path: str = "", endpoint: str | None = None
+) -> Exception:
     """A boto/connection error as Beam's callers need it: ``messages.S3ClientError`` with the
     HTTP code for 404 (missing) and 412 (replaced while read), which Beam's code and
     :mod:`labse_common.s3_download` test; anything else (the server stalled, died, refused or
@@ -89,8 +90,9 @@ class S3ParallelUploader(Uploader):
     def _send(self, chunk: bytes) -> None:
         if self._upload_id is None:
             try:
-                r = self._s3.create_multipart_upload(Bucket=self._bucket, Key=self._key,
-                                                     ContentType=self._mime)  # fmt: skip
+                r = self._s3.create_multipart_upload(
+                    Bucket=self._bucket, Key=self._key, ContentType=self._mime
+                )
             except Exception as e:
                 raise self._error(e, "CreateMultipartUpload") from e
             self._upload_id = r["UploadId"]
@@ -106,8 +108,13 @@ class S3ParallelUploader(Uploader):
 
     def _upload_part(self, number: int, chunk: bytes) -> str:
         try:
-            r = self._s3.upload_part(Bucket=self._bucket, Key=self._key,
-                                     UploadId=self._upload_id, PartNumber=number, Body=chunk)  # fmt: skip
+            r = self._s3.upload_part(
+                Bucket=self._bucket,
+                Key=self._key,
+                UploadId=self._upload_id,
+                PartNumber=number,
+                Body=chunk,
+            )
         except Exception as e:
             raise self._error(e, f"UploadPart {number} of") from e
         return r["ETag"]
@@ -121,17 +128,24 @@ class S3ParallelUploader(Uploader):
         operation = "PutObject"
         try:
             if self._upload_id is None:  # the whole file is smaller than a part
-                self._s3.put_object(Bucket=self._bucket, Key=self._key, Body=bytes(self._buf),
-                                    ContentType=self._mime)  # fmt: skip
+                self._s3.put_object(
+                    Bucket=self._bucket,
+                    Key=self._key,
+                    Body=bytes(self._buf),
+                    ContentType=self._mime,
+                )
                 return
             if self._buf:
                 self._send(bytes(self._buf))
             self._buf = bytearray()
             parts = [{"ETag": f.result(), "PartNumber": i + 1} for i, f in enumerate(self._parts)]
             operation = "CompleteMultipartUpload"
-            self._s3.complete_multipart_upload(Bucket=self._bucket, Key=self._key,
-                                               UploadId=self._upload_id,
-                                               MultipartUpload={"Parts": parts})  # fmt: skip
+            self._s3.complete_multipart_upload(
+                Bucket=self._bucket,
+                Key=self._key,
+                UploadId=self._upload_id,
+                MultipartUpload={"Parts": parts},
+            )
         except Exception as e:
             self._abort()
             raise self._error(e, operation) from e
@@ -145,7 +159,8 @@ class S3ParallelUploader(Uploader):
         for f in self._parts:
             f.cancel()
         try:
-            self._s3.abort_multipart_upload(Bucket=self._bucket, Key=self._key,
-                                            UploadId=self._upload_id)  # fmt: skip
+            self._s3.abort_multipart_upload(
+                Bucket=self._bucket, Key=self._key, UploadId=self._upload_id
+            )
         except Exception:  # the original error is the one to report
             log.warning("could not abort the multipart upload of %s", self._path)

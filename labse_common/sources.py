@@ -134,8 +134,11 @@ def _compile(pattern: str, base: Path | str | None, flag: str | None) -> _Patter
         if m.group(1) is not None or tok == "{}":
             name = m.group(1)
             if name not in PLACEHOLDERS:
-                raise UsageError(f"{_where(flag, pattern)}: unknown placeholder {tok} (known: "
-                                 + ", ".join(f"{{{p}}}" for p in PLACEHOLDERS) + ")")  # fmt: skip
+                raise UsageError(
+                    f"{_where(flag, pattern)}: unknown placeholder {tok} (known: "
+                    + ", ".join(f"{{{p}}}" for p in PLACEHOLDERS)
+                    + ")"
+                )
             i = count[name] = count.get(name, -1) + 1
             globs.append("*")
             regex.append(f"(?P<{name}_{i}>{_CODE})")
@@ -173,8 +176,10 @@ def _match(pat: _Pattern, flag: str | None) -> list[str]:
 
         from labse_common import filesystems
     except ImportError:
-        raise UsageError(f"{_where(flag, pat.text)}: a remote pattern needs Apache Beam "
-                         "(pip install 'apache-beam[aws]' or '[gcp]')") from None  # fmt: skip
+        raise UsageError(
+            f"{_where(flag, pat.text)}: a remote pattern needs Apache Beam "
+            "(pip install 'apache-beam[aws]' or '[gcp]')"
+        ) from None
     try:
         return sorted(filesystems.match(pat.glob))
     except BeamIOError as e:
@@ -185,14 +190,22 @@ def _codes(pat: _Pattern, path: str, flag: str | None) -> tuple[dict[str, str], 
     """The raw code of each placeholder in ``path``; every occurrence of one must agree."""
     m = pat.regex.fullmatch(path)
     if m is None:
-        raise InputError(path, f"matches {pat.text} but its name does not fit the placeholders "
-                         "(a language code is letters, digits and '_')", flag)  # fmt: skip
+        raise InputError(
+            path,
+            f"matches {pat.text} but its name does not fit the placeholders "
+            "(a language code is letters, digits and '_')",
+            flag,
+        )
     raw: dict[str, str] = {}
     for key, value in m.groupdict().items():
         name = key.rsplit("_", 1)[0]
         if raw.setdefault(name, value) != value:
-            raise InputError(path, f"{{{name}}} is {raw[name]!r} in one place and {value!r} in "
-                             f"another (pattern {pat.text})", flag)  # fmt: skip
+            raise InputError(
+                path,
+                f"{{{name}}} is {raw[name]!r} in one place and {value!r} in "
+                f"another (pattern {pat.text})",
+                flag,
+            )
     return raw, m
 
 
@@ -200,8 +213,9 @@ def _lang(code: str, path: str, pat: _Pattern, flag: str | None) -> str:
     try:
         return normalize_lang(code)
     except ValueError as e:
-        raise InputError(path, f"{e} (the name gives it for a placeholder of {pat.text})",
-                         flag) from None  # fmt: skip
+        raise InputError(
+            path, f"{e} (the name gives it for a placeholder of {pat.text})", flag
+        ) from None
 
 
 def _format_of(name: str) -> str | None:
@@ -214,9 +228,11 @@ def _format_of(name: str) -> str | None:
 
 
 def _unknown_format(where: str, what: str) -> UsageError:
-    return UsageError(f"{where}: {what}: unknown pair file format (known: "
-                      f"{', '.join(TSV_SUFFIXES + PARQUET_SUFFIXES)}, or Moses files named "
-                      "with {lang})")  # fmt: skip
+    return UsageError(
+        f"{where}: {what}: unknown pair file format (known: "
+        f"{', '.join(TSV_SUFFIXES + PARQUET_SUFFIXES)}, or Moses files named "
+        "with {lang})"
+    )
 
 
 # --- pairs -------------------------------------------------------------------------------------
@@ -247,9 +263,11 @@ def expand_pairs(
 def _expand_pair_pattern(pattern: str, base, flag: str | None) -> list[PairFile]:
     where = _where(flag, pattern)
     if PAIR_PLACEHOLDER not in pattern:
-        raise UsageError(f"{where}: a pair pattern needs the placeholder {PAIR_PLACEHOLDER} where "
-                         "the file names give the two languages, e.g. parallel/{src}-{trg}.tsv "
-                         "or corpus/train.{src}-{trg}.{lang} (Moses)")  # fmt: skip
+        raise UsageError(
+            f"{where}: a pair pattern needs the placeholder {PAIR_PLACEHOLDER} where "
+            "the file names give the two languages, e.g. parallel/{src}-{trg}.tsv "
+            "or corpus/train.{src}-{trg}.{lang} (Moses)"
+        )
     pat = _compile(pattern, base, flag)
     moses = "lang" in pat.names
     tail = re.split(r"[*?\]}]", pattern.rsplit("/", 1)[-1])[-1]
@@ -266,8 +284,12 @@ def _expand_pair_pattern(pattern: str, base, flag: str | None) -> list[PairFile]
 def _pair_langs(pat: _Pattern, path: str, raw: dict[str, str], flag) -> tuple[str, str]:
     src, trg = _lang(raw["src"], path, pat, flag), _lang(raw["trg"], path, pat, flag)
     if src == trg:
-        raise InputError(path, f"the name gives the same language on both sides ({raw['src']}-"
-                         f"{raw['trg']} -> {src}), not a pair (pattern {pat.text})", flag)  # fmt: skip
+        raise InputError(
+            path,
+            f"the name gives the same language on both sides ({raw['src']}-"
+            f"{raw['trg']} -> {src}), not a pair (pattern {pat.text})",
+            flag,
+        )
     return src, trg
 
 
@@ -297,9 +319,14 @@ def _moses_pairs(pat: _Pattern, paths: list[str], flag) -> list[PairFile]:
             lang = None
         side = "src" if lang == src else "trg" if lang == trg else None
         if side is None:  # OPUS's .xml/.ids (quietly), a third language (with a warning)
-            log.log(logging.DEBUG if lang is None else logging.WARNING,
-                    "%s: not a side of the %s-%s pair (%s is neither language); skipped",
-                    path, src, trg, raw["lang"])  # fmt: skip
+            log.log(
+                logging.DEBUG if lang is None else logging.WARNING,
+                "%s: not a side of the %s-%s pair (%s is neither language); skipped",
+                path,
+                src,
+                trg,
+                raw["lang"],
+            )
             continue
         key = _blank_lang(path, m)
         groups.setdefault(key, {"src": [], "trg": []})[side].append(path)
@@ -309,13 +336,20 @@ def _moses_pairs(pat: _Pattern, paths: list[str], flag) -> list[PairFile]:
         src, trg, raw = info[key]
         for side, other in (("src", "trg"), ("trg", "src")):
             if len(sides[side]) > 1:
-                raise InputError(sides[side][0], f"two files for the {side} side of one pair: "
-                                 f"{', '.join(sides[side])}", flag)  # fmt: skip
+                raise InputError(
+                    sides[side][0],
+                    f"two files for the {side} side of one pair: {', '.join(sides[side])}",
+                    flag,
+                )
             if not sides[side]:
                 present = sides[other][0]
                 missing = key.replace("\0", raw[side])
-                raise InputError(present, f"Moses file without its partner {missing} (the "
-                                 f"{raw[side]} side of {raw['src']}-{raw['trg']})", flag)  # fmt: skip
+                raise InputError(
+                    present,
+                    f"Moses file without its partner {missing} (the "
+                    f"{raw[side]} side of {raw['src']}-{raw['trg']})",
+                    flag,
+                )
         both = (_norm(sides["src"][0]), _norm(sides["trg"][0]))
         out.append(PairFile(src, trg, "moses", both, pat.text))
     return out
@@ -346,8 +380,10 @@ def expand_texts(
         where = _where(flag, pattern)
         pat = _compile(pattern, base, flag)
         if set(pat.names) - {"lang"}:
-            raise UsageError(f"{where}: a text pattern takes only {{lang}}, not "
-                             f"{{{sorted(set(pat.names) - {'lang'})[0]}}}")  # fmt: skip
+            raise UsageError(
+                f"{where}: a text pattern takes only {{lang}}, not "
+                f"{{{sorted(set(pat.names) - {'lang'})[0]}}}"
+            )
         paths = _match(pat, flag)
         if not paths:
             raise UsageError(f"{where}: matches no file (looked for {pat.glob})")
@@ -442,20 +478,25 @@ def _read_tsv(path: str, counter: StageCounter, unit: str, flag) -> Iterator[tup
             yield pair
 
 
-def _read_moses(paths: tuple[str, ...], counter: StageCounter, unit: str,
-                flag) -> Iterator[tuple[str, str]]:  # fmt: skip
+def _read_moses(
+    paths: tuple[str, ...], counter: StageCounter, unit: str, flag
+) -> Iterator[tuple[str, str]]:
     src_path, trg_path = paths
     n_src, n_trg = _count_lines(src_path, flag), _count_lines(trg_path, flag)
     if n_src != n_trg:
-        raise InputError(src_path, f"Moses files of different lengths: {n_src} lines here, "
-                         f"{n_trg} lines in {trg_path}: line i of one must translate line i of "
-                         "the other", flag)  # fmt: skip
+        raise InputError(
+            src_path,
+            f"Moses files of different lengths: {n_src} lines here, "
+            f"{n_trg} lines in {trg_path}: line i of one must translate line i of "
+            "the other",
+            flag,
+        )
     done = object()
-    for a, b in zip_longest(_text_lines(src_path, flag), _text_lines(trg_path, flag),
-                            fillvalue=done):  # fmt: skip
+    for a, b in zip_longest(
+        _text_lines(src_path, flag), _text_lines(trg_path, flag), fillvalue=done
+    ):
         if a is done or b is done:  # changed since it was counted
-            raise InputError(src_path, f"Moses file and {trg_path} changed length while read",
-                             flag)  # fmt: skip
+            raise InputError(src_path, f"Moses file and {trg_path} changed length while read", flag)
         counter.add_in(unit)
         pair = _emit(a[1], b[1], counter, unit)
         if pair is not None:
@@ -466,13 +507,15 @@ def _is_text(t: pa.DataType) -> bool:
     return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_null(t)
 
 
-def _read_parquet(path: str, counter: StageCounter, unit: str,
-                  flag) -> Iterator[tuple[str, str]]:  # fmt: skip
+def _read_parquet(path: str, counter: StageCounter, unit: str, flag) -> Iterator[tuple[str, str]]:
     schema = datafiles.parquet_file(path, flag).schema_arrow
     lacking = [c for c in ("src", "trg") if c not in schema.names]
     if lacking:
-        raise InputError(path, f"has no column {' or '.join(map(repr, lacking))} (columns: "
-                         f"{', '.join(schema.names)})", flag)  # fmt: skip
+        raise InputError(
+            path,
+            f"has no column {' or '.join(map(repr, lacking))} (columns: {', '.join(schema.names)})",
+            flag,
+        )
     for c in ("src", "trg"):
         if not _is_text(schema.field(c).type):
             raise InputError(path, f"column {c!r} is {schema.field(c).type}, not text", flag)
@@ -535,8 +578,12 @@ def _text_lines(path: str, flag) -> Iterator[tuple[int, str]]:
                 try:
                     text = data.decode("utf-8")
                 except UnicodeDecodeError as e:
-                    raise InputError(path, f"not UTF-8 text (line {lineno}, byte {e.start + 1} "
-                                     f"of the line: {e.reason})", flag) from None  # fmt: skip
+                    raise InputError(
+                        path,
+                        f"not UTF-8 text (line {lineno}, byte {e.start + 1} "
+                        f"of the line: {e.reason})",
+                        flag,
+                    ) from None
                 yield lineno, text.rstrip("\n").rstrip("\r")
             return
         raw.seek(0)
@@ -545,8 +592,11 @@ def _text_lines(path: str, flag) -> Iterator[tuple[int, str]]:
             for lineno, line in enumerate(wrap_text(raw, errors="strict"), 1):  # noqa: B007
                 yield lineno, line.rstrip("\n").rstrip("\r")
         except UnicodeDecodeError as e:
-            raise InputError(path, f"not {enc} text as its byte-order mark says (after line "
-                             f"{lineno}: {e.reason})", flag) from None  # fmt: skip
+            raise InputError(
+                path,
+                f"not {enc} text as its byte-order mark says (after line {lineno}: {e.reason})",
+                flag,
+            ) from None
 
     return _with_raw(path, flag, lines)
 

@@ -37,7 +37,9 @@ def strip_bom(text: str) -> str:
     return text[1:] if text.startswith(BOM_CHAR) else text
 
 
-def wrap_text(raw: io.BufferedIOBase, encoding: str = "utf-8", errors: str = "replace") -> io.TextIOWrapper:
+def wrap_text(
+    raw: io.BufferedIOBase, encoding: str = "utf-8", errors: str = "replace"
+) -> io.TextIOWrapper:
     """Text view of a seekable binary stream at its start; a BOM picks the encoding and is skipped.
 
     Lines end at ``\\n`` only (a stray ``\\r`` inside a sentence does not split it: line i must
@@ -48,7 +50,9 @@ def wrap_text(raw: io.BufferedIOBase, encoding: str = "utf-8", errors: str = "re
     return io.TextIOWrapper(raw, encoding=enc or encoding, errors=errors, newline="\n")
 
 
-def open_text(path: str | os.PathLike, encoding: str = "utf-8", errors: str = "replace") -> io.TextIOWrapper:
+def open_text(
+    path: str | os.PathLike, encoding: str = "utf-8", errors: str = "replace"
+) -> io.TextIOWrapper:
     """Open a text file (``.gz`` decompressed) for reading, honouring and removing a BOM.
 
     ``errors="replace"``: a stray invalid byte costs one character, not the whole file.

@@ -151,8 +151,11 @@ def _pretrain_parser(sub: argparse._SubParsersAction) -> None:
         metavar="DIR",
         help="continue from this pretrained encoder (with its mlm_head.safetensors) instead of random weights",
     )
-    add_output_option(p, "run directory: checkpoints/, model/ (+ mlm_head.safetensors), "
-                      "metrics.jsonl, tb/, stats.json")  # fmt: skip
+    add_output_option(
+        p,
+        "run directory: checkpoints/, model/ (+ mlm_head.safetensors), "
+        "metrics.jsonl, tb/, stats.json",
+    )
     p.add_argument(
         "--stage-steps",
         metavar="A,B,C",
@@ -180,33 +183,66 @@ def _encode_parser(sub: argparse._SubParsersAction) -> None:
         "`mining embed` and `pipelines.embed` share): row i of the output is input row i; blank "
         "lines keep their row with a zero vector and are counted in stats.json.",
     )
-    p.add_argument("--model", required=True, metavar="DIR",
-                   help="HF BertModel or sentence-transformers directory")  # fmt: skip
-    p.add_argument("--input", required=True, metavar="FILE|DIR|GLOB",
-                   help="text file (one sentence per line), Parquet file, folder of Parquet "
-                   "files or embedding store")  # fmt: skip
+    p.add_argument(
+        "--model",
+        required=True,
+        metavar="DIR",
+        help="HF BertModel or sentence-transformers directory",
+    )
+    p.add_argument(
+        "--input",
+        required=True,
+        metavar="FILE|DIR|GLOB",
+        help="text file (one sentence per line), Parquet file, folder of Parquet "
+        "files or embedding store",
+    )
     add_output_option(
-        p, "an embedding store folder (any path not ending in .npy; read by `mining mine "
-        "--src-emb DIR` and load_vectors), or a .npy file", metavar="DIR|EMB.npy", aliases=(),
-    )  # fmt: skip
-    p.add_argument("--dtype", choices=["float16", "float32"], default=None,
-                   help="stored precision (default float32)")  # fmt: skip
-    p.add_argument("--fp16", action="store_true",
-                   help="same as --dtype float16 (computed in fp16 on GPU, fp32 on CPU)")  # fmt: skip
-    p.add_argument("--batch-size", type=int, default=64,
-                   help="sentences per forward pass (default: 64)")  # fmt: skip
-    p.add_argument("--max-seq-length", type=int, default=128,
-                   help="tokens per sentence incl. [CLS] and [SEP] (at least 3); longer ones are "
-                   "truncated and counted (default: 128)")  # fmt: skip
-    p.add_argument("--text-column", default="text",
-                   help="Parquet column holding the sentences (default: text)")  # fmt: skip
-    p.add_argument("--rows-per-shard", "--shard-size", dest="rows_per_shard", type=int,
-                   default=None, help="rows per shard of the store (default 100000)")  # fmt: skip
+        p,
+        "an embedding store folder (any path not ending in .npy; read by `mining mine "
+        "--src-emb DIR` and load_vectors), or a .npy file",
+        metavar="DIR|EMB.npy",
+        aliases=(),
+    )
+    p.add_argument(
+        "--dtype",
+        choices=["float16", "float32"],
+        default=None,
+        help="stored precision (default float32)",
+    )
+    p.add_argument(
+        "--fp16",
+        action="store_true",
+        help="same as --dtype float16 (computed in fp16 on GPU, fp32 on CPU)",
+    )
+    p.add_argument(
+        "--batch-size", type=int, default=64, help="sentences per forward pass (default: 64)"
+    )
+    p.add_argument(
+        "--max-seq-length",
+        type=int,
+        default=128,
+        help="tokens per sentence incl. [CLS] and [SEP] (at least 3); longer ones are "
+        "truncated and counted (default: 128)",
+    )
+    p.add_argument(
+        "--text-column", default="text", help="Parquet column holding the sentences (default: text)"
+    )
+    p.add_argument(
+        "--rows-per-shard",
+        "--shard-size",
+        dest="rows_per_shard",
+        type=int,
+        default=None,
+        help="rows per shard of the store (default 100000)",
+    )
     p.add_argument("--device", help="cpu, cuda, cuda:1 ... (default: cuda if available)")
     add_overwrite_option(p, "store folder or .npy (the old output is replaced at the end)")
-    p.add_argument("--stats", metavar="FILE",
-                   help="also write the stats here (a store keeps its stats.json inside, a "
-                   "X.npy its own X.stats.json beside it)")  # fmt: skip
+    p.add_argument(
+        "--stats",
+        metavar="FILE",
+        help="also write the stats here (a store keeps its stats.json inside, a "
+        "X.npy its own X.stats.json beside it)",
+    )
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     add_log_level_option(p, subcommand=True)
 
@@ -291,7 +327,11 @@ def run_train(args: argparse.Namespace) -> int:
     # keys, wrong types, NaN and out-of-range values, naming the key (exit status 2).
     model_cfg = to_dict(load("model", args.config, model_ov))
     train_cfg = load("train", args.config, train_ov)  # the typed section goes to train() as is
-    steps, flag = (args.max_steps, "--max-steps") if args.max_steps is not None else (train_cfg.steps, "train.steps")
+    steps, flag = (
+        (args.max_steps, "--max-steps")
+        if args.max_steps is not None
+        else (train_cfg.steps, "train.steps")
+    )
     if steps < 1:  # 0 is the runner's "no training" (with model.init); here it would be a no-op
         raise UsageError(f"{flag} is {steps}: nothing to train (give at least 1 step)")
     require_local(args.output, "--output", "labse_model train (torch checkpoints)")
@@ -398,22 +438,41 @@ def _pretrain(args: argparse.Namespace, model_cfg: dict, pre_cfg) -> int:
     from labse_model import launcher
 
     if launcher.needs_launch(args.nproc_per_node, args.nnodes, args.rdzv_endpoint):
-        return launcher.launch(launcher.torchrun_args(
-            _pretrain_worker_argv(args), args.nproc_per_node, args.nnodes, args.node_rank,
-            args.rdzv_endpoint, args.rdzv_backend, args.rdzv_id, args.max_restarts))  # fmt: skip
+        return launcher.launch(
+            launcher.torchrun_args(
+                _pretrain_worker_argv(args),
+                args.nproc_per_node,
+                args.nnodes,
+                args.node_rank,
+                args.rdzv_endpoint,
+                args.rdzv_backend,
+                args.rdzv_id,
+                args.max_restarts,
+            )
+        )
     from labse_model.distributed import shutdown
     from labse_model.pretrain import pretrain
 
     try:
-        summary = pretrain(model_cfg, pre_cfg, args.sentences, args.pairs, args.output,
-                           vocab=args.vocab, init=args.init, stop_at_step=args.stop_at_step)  # fmt: skip
+        summary = pretrain(
+            model_cfg,
+            pre_cfg,
+            args.sentences,
+            args.pairs,
+            args.output,
+            vocab=args.vocab,
+            init=args.init,
+            stop_at_step=args.stop_at_step,
+        )
     finally:
         shutdown()
     if int(os.environ.get("RANK", "0")) == 0:
         last = summary.get("last", {})
-        print(f"step {summary['step']}/{summary['total_steps']}  stage {summary['stage']}  "
-              f"loss {summary['loss']:.4f}  eval_mlm_loss {last.get('eval_mlm_loss', float('nan')):.4f}  "
-              f"model {summary.get('model', '-')}")  # fmt: skip
+        print(
+            f"step {summary['step']}/{summary['total_steps']}  stage {summary['stage']}  "
+            f"loss {summary['loss']:.4f}  eval_mlm_loss {last.get('eval_mlm_loss', float('nan')):.4f}  "
+            f"model {summary.get('model', '-')}"
+        )
     return 0
 
 
@@ -424,21 +483,39 @@ def run_encode(args: argparse.Namespace) -> int:
     if args.fp16 and args.dtype == "float32":
         raise UsageError("--fp16 contradicts --dtype float32")
     dtype = "float16" if args.fp16 else (args.dtype or "float32")
-    common = dict(dtype=dtype, batch_size=args.batch_size, text_column=args.text_column,
-                  device=args.device, max_seq_length=args.max_seq_length,
-                  show_progress=not args.no_progress)  # fmt: skip
+    common = dict(
+        dtype=dtype,
+        batch_size=args.batch_size,
+        text_column=args.text_column,
+        device=args.device,
+        max_seq_length=args.max_seq_length,
+        show_progress=not args.no_progress,
+    )
     if str(args.output).endswith(".npy"):
         if args.rows_per_shard is not None:
-            raise UsageError("--rows-per-shard writes an embedding store folder: give --output "
-                             "DIR (not a .npy file)")  # fmt: skip
-        report = embed_store.embed_to_npy(args.model, args.input, args.output,
-                                          stats_path=args.stats, overwrite=args.overwrite,
-                                          **common)  # fmt: skip
+            raise UsageError(
+                "--rows-per-shard writes an embedding store folder: give --output "
+                "DIR (not a .npy file)"
+            )
+        report = embed_store.embed_to_npy(
+            args.model,
+            args.input,
+            args.output,
+            stats_path=args.stats,
+            overwrite=args.overwrite,
+            **common,
+        )
     else:
         report = embed_store.embed_to_store(
-            args.model, args.input, args.output, overwrite=args.overwrite,
-            rows_per_shard=embed_store.ROWS_PER_SHARD if args.rows_per_shard is None
-            else args.rows_per_shard, **common)  # fmt: skip
+            args.model,
+            args.input,
+            args.output,
+            overwrite=args.overwrite,
+            rows_per_shard=embed_store.ROWS_PER_SHARD
+            if args.rows_per_shard is None
+            else args.rows_per_shard,
+            **common,
+        )
         if args.stats:
             embed_store.write_json(args.stats, report)
     print(embed_store.describe(report))

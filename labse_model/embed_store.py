@@ -133,8 +133,11 @@ def _expand_remote(spec: str, flag: str | None) -> list[str]:
         return [spec]
     else:  # a "folder": every Parquet object under the prefix
         prefix = spec.rstrip("/")
-        found = sorted(p for p in fs.match(prefix + "/**")
-                       if p.endswith(".parquet") and not _hidden(p[len(prefix) + 1 :]))  # fmt: skip
+        found = sorted(
+            p
+            for p in fs.match(prefix + "/**")
+            if p.endswith(".parquet") and not _hidden(p[len(prefix) + 1 :])
+        )
     if not found:
         raise InputError(spec, "matches no file", flag)
     return found
@@ -169,16 +172,20 @@ def _schema(path: str, text_column: str, flag: str | None) -> tuple[list[str], i
     pf = datafiles.parquet_file(path, flag)
     schema = pf.schema_arrow
     if text_column not in schema.names:
-        raise InputError(path, f"has no column {text_column!r} (columns: "
-                         f"{', '.join(schema.names) or 'none'})", flag)  # fmt: skip
+        raise InputError(
+            path,
+            f"has no column {text_column!r} (columns: {', '.join(schema.names) or 'none'})",
+            flag,
+        )
     t = schema.field(text_column).type
     if not _text_type(t):
         raise InputError(path, f"column {text_column!r} holds {t}, not text", flag)
     return schema.names, pf.metadata.num_rows
 
 
-def check_inputs(files: Sequence[str], text_column: str = "text",
-                 flag: str | None = "--input") -> list[str]:  # fmt: skip
+def check_inputs(
+    files: Sequence[str], text_column: str = "text", flag: str | None = "--input"
+) -> list[str]:
     """Check every input before anything is embedded; return the metadata columns to carry.
 
     Parquet files must have a text column (only their footers are read, in parallel); an input
@@ -213,8 +220,13 @@ def _open_text(path: str):
     return wrap_text(FileSystems.open(path, compression_type=CompressionTypes.AUTO))
 
 
-def read_chunks(path: str, columns: Sequence[str] = (), text_column: str = "text",
-                chunk_rows: int | None = None, flag: str | None = "--input") -> Iterator[Chunk]:  # fmt: skip
+def read_chunks(
+    path: str,
+    columns: Sequence[str] = (),
+    text_column: str = "text",
+    chunk_rows: int | None = None,
+    flag: str | None = "--input",
+) -> Iterator[Chunk]:
     """``(first row in the file, texts, metadata)`` of ``chunk_rows`` rows each (default
     :data:`CHUNK_ROWS`, read when called; the last chunk may be shorter). ``columns``: metadata
     columns to carry (None where this file lacks one)."""
@@ -225,12 +237,17 @@ def read_chunks(path: str, columns: Sequence[str] = (), text_column: str = "text
         texts: list = []
         meta: dict[str, list] = {c: [] for c in [*columns, DAMAGED]}
         start = 0
-        for batch in datafiles.iter_parquet_surviving(path, [text_column, *meta_cols], flag,
-                                                      batch_size=chunk_rows):  # fmt: skip
+        for batch in datafiles.iter_parquet_surviving(
+            path, [text_column, *meta_cols], flag, batch_size=chunk_rows
+        ):
             if isinstance(batch, datafiles.LostRows):
-                log.warning("%s: row group %d damaged: its %d rows get empty texts and zero "
-                            "vectors (%s)", path, batch.row_group, batch.rows,
-                            batch.problem)  # fmt: skip
+                log.warning(
+                    "%s: row group %d damaged: its %d rows get empty texts and zero vectors (%s)",
+                    path,
+                    batch.row_group,
+                    batch.rows,
+                    batch.problem,
+                )
                 texts += [""] * batch.rows
                 for c in columns:
                     meta[c] += [None] * batch.rows
@@ -276,8 +293,9 @@ def count_rows(path: str, flag: str | None = "--input") -> int:
 # --- the per-chunk step ----------------------------------------------------------------------
 
 
-def load_model(model: str, device: str | None = None, max_seq_length: int = 128,
-               flag: str | None = "--model") -> Encoder:  # fmt: skip
+def load_model(
+    model: str, device: str | None = None, max_seq_length: int = 128, flag: str | None = "--model"
+) -> Encoder:
     """The process's cached encoder for ``model``; a missing or unreadable checkpoint folder is an
     InputError naming it."""
     from labse_model.encode import cached_encoder
@@ -293,8 +311,11 @@ def load_model(model: str, device: str | None = None, max_seq_length: int = 128,
 
 
 def _no_readable_row(files: Sequence[str], lost: int, flag: str | None) -> InputError:
-    return InputError(files[0] if len(files) == 1 else f"{len(files)} inputs",
-                      f"no readable row: every row group is damaged ({lost} rows)", flag)  # fmt: skip
+    return InputError(
+        files[0] if len(files) == 1 else f"{len(files)} inputs",
+        f"no readable row: every row group is damaged ({lost} rows)",
+        flag,
+    )
 
 
 def require_readable(counter: StageCounter, files: Sequence[str], flag: str | None) -> None:
@@ -311,13 +332,17 @@ def require_readable(counter: StageCounter, files: Sequence[str], flag: str | No
 
 def _no_text(files: Sequence[str], blank: int, lost: int, flag: str | None) -> InputError:
     # Every row would be a zero vector: a store that mines nothing, written with exit 0 before.
-    return InputError(files[0] if len(files) == 1 else f"{len(files)} inputs",
-                      f"no text to embed: every row is null or blank ({blank} rows"
-                      + (f", {lost} more in damaged row groups)" if lost else ")"), flag)  # fmt: skip
+    return InputError(
+        files[0] if len(files) == 1 else f"{len(files)} inputs",
+        f"no text to embed: every row is null or blank ({blank} rows"
+        + (f", {lost} more in damaged row groups)" if lost else ")"),
+        flag,
+    )
 
 
-def check_readable(files: Sequence[str], text_column: str = "text",
-                   flag: str | None = "--input") -> None:  # fmt: skip
+def check_readable(
+    files: Sequence[str], text_column: str = "text", flag: str | None = "--input"
+) -> None:
     """:func:`require_readable` before embedding, for a job that must fail before its claim
     (the Beam job): decodes the text column of every Parquet input once."""
     import pyarrow.compute as pc
@@ -339,9 +364,13 @@ def check_readable(files: Sequence[str], text_column: str = "text",
         raise _no_text(files, read, lost, flag)
 
 
-def embed_chunk(encoder: Encoder, texts: Sequence[str | None], batch_size: int = 64,
-                dtype: str = "float32", damaged: Sequence[bool] | None = None,
-                ) -> tuple[np.ndarray, list[str], dict[str, int]]:  # fmt: skip
+def embed_chunk(
+    encoder: Encoder,
+    texts: Sequence[str | None],
+    batch_size: int = 64,
+    dtype: str = "float32",
+    damaged: Sequence[bool] | None = None,
+) -> tuple[np.ndarray, list[str], dict[str, int]]:
     """THE embedding step every entry point runs on every chunk.
 
     Returns ``(vectors in dtype, texts with None -> "", counts)``: one row per input text; blank
@@ -368,8 +397,9 @@ def embed_chunk(encoder: Encoder, texts: Sequence[str | None], batch_size: int =
         clean.append(t)
     vecs = np.zeros((len(clean), encoder.dim), dtype=dtype)
     if keep:
-        emb, truncated = encoder.encode_counted([clean[i] for i in keep], batch_size=batch_size,
-                                                fp16=dtype == "float16")  # fmt: skip
+        emb, truncated = encoder.encode_counted(
+            [clean[i] for i in keep], batch_size=batch_size, fp16=dtype == "float16"
+        )
         vecs[keep] = emb
         if truncated:
             counter.add_event(UNIT, "truncated", truncated)
@@ -378,8 +408,9 @@ def embed_chunk(encoder: Encoder, texts: Sequence[str | None], batch_size: int =
     return vecs, clean, counter.drain()
 
 
-def row_columns(first_row: int, texts: Sequence[str], meta: dict[str, list],
-                columns: Sequence[str]) -> dict[str, list]:  # fmt: skip
+def row_columns(
+    first_row: int, texts: Sequence[str], meta: dict[str, list], columns: Sequence[str]
+) -> dict[str, list]:
     """The row-table columns of one chunk (``row``, ``id``, ``text``, metadata), in the order
     every writer uses, so the shard Parquet files are the same bytes."""
     rows = list(range(first_row, first_row + len(texts)))
@@ -397,26 +428,41 @@ def row_columns(first_row: int, texts: Sequence[str], meta: dict[str, list],
     return out
 
 
-def embed_texts(model: str | Encoder, texts: Sequence[str | None], batch_size: int = 64,
-                dtype: str = "float32", chunk_rows: int | None = None) -> np.ndarray:  # fmt: skip
+def embed_texts(
+    model: str | Encoder,
+    texts: Sequence[str | None],
+    batch_size: int = 64,
+    dtype: str = "float32",
+    chunk_rows: int | None = None,
+) -> np.ndarray:
     """In-memory vectors of a list of sentences, chunk by chunk as the stores are written (for
     ``mining mine --model``, which keeps the vectors)."""
     encoder = load_model(model) if isinstance(model, (str, os.PathLike)) else model
     chunk_rows = chunk_rows or CHUNK_ROWS
-    parts = [embed_chunk(encoder, texts[s : s + chunk_rows], batch_size, dtype)[0]
-             for s in range(0, len(texts), chunk_rows)]  # fmt: skip
+    parts = [
+        embed_chunk(encoder, texts[s : s + chunk_rows], batch_size, dtype)[0]
+        for s in range(0, len(texts), chunk_rows)
+    ]
     return np.concatenate(parts) if parts else np.zeros((0, encoder.dim), dtype)
 
 
 # --- the store -------------------------------------------------------------------------------
 
 
-def stats_report(counts: dict[str, int], *, dim: int, dtype: str, shards: int, inputs: Sequence[str],
-                 output: str) -> dict:  # fmt: skip
+def stats_report(
+    counts: dict[str, int], *, dim: int, dtype: str, shards: int, inputs: Sequence[str], output: str
+) -> dict:
     """The balanced ``stats.json`` of an embedding run (the local and the Beam writers')."""
     flat = {f"{UNIT}/in": 0, f"{UNIT}/out": 0, **counts}  # the unit is there for 0 rows too
-    report = to_report(STAGE, flat, model_dim=int(dim), dtype=dtype, shards=int(shards),
-                       inputs=list(inputs), outputs=[output])  # fmt: skip
+    report = to_report(
+        STAGE,
+        flat,
+        model_dim=int(dim),
+        dtype=dtype,
+        shards=int(shards),
+        inputs=list(inputs),
+        outputs=[output],
+    )
     problems = check_balanced(report)
     if problems:
         raise RuntimeError(f"unbalanced stats: {problems}")
@@ -430,21 +476,26 @@ def write_json(path: str, doc: dict) -> None:
 def check_max_seq_length(max_seq_length: int, flag: str = "--max-seq-length") -> None:
     """UsageError unless a sentence fits: [CLS], [SEP] and at least one token."""
     if max_seq_length < MIN_SEQ_LENGTH:
-        raise UsageError(f"{flag} {max_seq_length}: must be >= {MIN_SEQ_LENGTH} (a sentence "
-                         "needs [CLS] and [SEP] plus at least one token)")  # fmt: skip
+        raise UsageError(
+            f"{flag} {max_seq_length}: must be >= {MIN_SEQ_LENGTH} (a sentence "
+            "needs [CLS] and [SEP] plus at least one token)"
+        )
 
 
-def check_options(dtype: str, batch_size: int, rows_per_shard: int, chunk_rows: int,
-                  max_seq_length: int = 128) -> None:  # fmt: skip
+def check_options(
+    dtype: str, batch_size: int, rows_per_shard: int, chunk_rows: int, max_seq_length: int = 128
+) -> None:
     """The embedding options every entry point takes, checked once here (UsageError)."""
     if dtype not in DTYPES:
         raise UsageError(f"--dtype {dtype}: must be one of {', '.join(DTYPES)}")
-    for flag, v in (("--batch-size", batch_size), ("--rows-per-shard", rows_per_shard),
-                    ("chunk_rows", chunk_rows)):  # fmt: skip
+    for flag, v in (
+        ("--batch-size", batch_size),
+        ("--rows-per-shard", rows_per_shard),
+        ("chunk_rows", chunk_rows),
+    ):
         if v < 1:
             raise UsageError(f"{flag} {v}: must be >= 1")
     check_max_seq_length(max_seq_length)
-
 
 
 def npy_stats_path(output: str) -> str:
@@ -458,22 +509,39 @@ def _progress(show: bool):
     return tqdm(desc="embed", unit="sent", disable=not show)
 
 
-def _prepare(model: str | Encoder, inputs: str | Sequence[str], options: tuple, text_column: str,
-             device: str | None, max_seq_length: int, flag: str | None,
-             ) -> tuple[list[str], list[str], Encoder]:  # fmt: skip
+def _prepare(
+    model: str | Encoder,
+    inputs: str | Sequence[str],
+    options: tuple,
+    text_column: str,
+    device: str | None,
+    max_seq_length: int,
+    flag: str | None,
+) -> tuple[list[str], list[str], Encoder]:
     """What every writer does first: the options, the inputs and their columns, the model."""
     check_options(*options, max_seq_length)
     files = expand_inputs(inputs, flag)
     columns = check_inputs(files, text_column, flag)
-    encoder = (load_model(model, device, max_seq_length)
-               if isinstance(model, (str, os.PathLike)) else model)  # fmt: skip
+    encoder = (
+        load_model(model, device, max_seq_length)
+        if isinstance(model, (str, os.PathLike))
+        else model
+    )
     return files, columns, encoder
 
 
-def _embedded_chunks(encoder: Encoder, files: Sequence[str], columns: Sequence[str],
-                     text_column: str, chunk_rows: int, batch_size: int, dtype: str,
-                     counter: StageCounter, show_progress: bool, flag: str | None,
-                     ) -> Iterator[tuple[str, int, np.ndarray, list[str], dict[str, list]]]:  # fmt: skip
+def _embedded_chunks(
+    encoder: Encoder,
+    files: Sequence[str],
+    columns: Sequence[str],
+    text_column: str,
+    chunk_rows: int,
+    batch_size: int,
+    dtype: str,
+    counter: StageCounter,
+    show_progress: bool,
+    flag: str | None,
+) -> Iterator[tuple[str, int, np.ndarray, list[str], dict[str, list]]]:
     """THE loop of the local writers: ``(file, first global row, vectors, texts, metadata)`` of
     every chunk of every input, in row order; the chunks' counts go into ``counter``."""
     bar = _progress(show_progress)
@@ -481,8 +549,9 @@ def _embedded_chunks(encoder: Encoder, files: Sequence[str], columns: Sequence[s
         row = 0
         for path in files:
             for _, texts, meta in read_chunks(path, columns, text_column, chunk_rows, flag):
-                vecs, clean, counts = embed_chunk(encoder, texts, batch_size, dtype,
-                                                  meta.get(DAMAGED))  # fmt: skip
+                vecs, clean, counts = embed_chunk(
+                    encoder, texts, batch_size, dtype, meta.get(DAMAGED)
+                )
                 counter.merge(counts)
                 yield path, row, vecs, clean, meta
                 row += len(clean)
@@ -512,15 +581,31 @@ def embed_to_store(
 
     ``model``: a checkpoint folder (loaded once per process) or a loaded Encoder."""
     chunk_rows = chunk_rows or CHUNK_ROWS
-    files, columns, encoder = _prepare(model, inputs, (dtype, batch_size, rows_per_shard,
-                                       chunk_rows), text_column, device, max_seq_length, flag)  # fmt: skip
+    files, columns, encoder = _prepare(
+        model,
+        inputs,
+        (dtype, batch_size, rows_per_shard, chunk_rows),
+        text_column,
+        device,
+        max_seq_length,
+        flag,
+    )
     counter = StageCounter()
     rows = 0
     with OutputDir(output, overwrite).open() as out:  # claim; written in out.tmp; commit
         w = es.StoreWriter(out.tmp, dim=encoder.dim, dtype=dtype, rows_per_shard=rows_per_shard)
         for _, row, vecs, clean, meta in _embedded_chunks(
-                encoder, files, columns, text_column, chunk_rows, batch_size, dtype, counter,
-                show_progress, flag):  # fmt: skip
+            encoder,
+            files,
+            columns,
+            text_column,
+            chunk_rows,
+            batch_size,
+            dtype,
+            counter,
+            show_progress,
+            flag,
+        ):
             cols = row_columns(row, clean, meta, columns)
             del cols["row"]  # StoreWriter numbers the rows itself (the same numbers)
             ids = cols.pop("id")
@@ -528,8 +613,14 @@ def embed_to_store(
             rows = row + len(clean)
         require_readable(counter, files, flag)
         store = w.close()
-        report = stats_report(counter.counts, dim=encoder.dim, dtype=dtype,
-                              shards=len(store.shards), inputs=files, output=str(output))  # fmt: skip
+        report = stats_report(
+            counter.counts,
+            dim=encoder.dim,
+            dtype=dtype,
+            shards=len(store.shards),
+            inputs=files,
+            output=str(output),
+        )
         write_json(join(out.tmp, "stats.json"), report)
     log.info("embedded %d rows from %d file(s) into %s", rows, len(files), output)
     return report
@@ -561,8 +652,9 @@ def embed_to_npy(
     require_local(output, "--output")
     output = os.fspath(output)
     chunk_rows = chunk_rows or CHUNK_ROWS
-    files, columns, encoder = _prepare(model, inputs, (dtype, batch_size, 1, chunk_rows),
-                                       text_column, device, max_seq_length, flag)  # fmt: skip
+    files, columns, encoder = _prepare(
+        model, inputs, (dtype, batch_size, 1, chunk_rows), text_column, device, max_seq_length, flag
+    )
     n = sum(count_rows(p, flag) for p in files)
     npy = ".npy" if output.endswith(".npy") else ""
     counter = StageCounter()
@@ -571,20 +663,31 @@ def embed_to_npy(
         arr = np.lib.format.open_memmap(tmp + npy, mode="w+", dtype=dtype, shape=(n, encoder.dim))
         end = 0
         for path, row, vecs, _, _ in _embedded_chunks(
-                encoder, files, columns, text_column, chunk_rows, batch_size, dtype, counter,
-                show_progress, flag):  # fmt: skip
+            encoder,
+            files,
+            columns,
+            text_column,
+            chunk_rows,
+            batch_size,
+            dtype,
+            counter,
+            show_progress,
+            flag,
+        ):
             end = row + len(vecs)
             if end > n:
                 raise InputError(path, f"changed while it was read ({n} rows counted)", flag)
             arr[row:end] = vecs
         if end != n:
-            raise InputError(files[-1], f"changed while it was read ({n} rows counted, {end} "
-                             "read)", flag)  # fmt: skip
+            raise InputError(
+                files[-1], f"changed while it was read ({n} rows counted, {end} read)", flag
+            )
         require_readable(counter, files, flag)
         arr.flush()
         del arr
-        report = stats_report(counter.counts, dim=encoder.dim, dtype=dtype, shards=0,
-                              inputs=files, output=output)  # fmt: skip
+        report = stats_report(
+            counter.counts, dim=encoder.dim, dtype=dtype, shards=0, inputs=files, output=output
+        )
         write_json(tmp + NPY_STATS, report)
     if stats_path:
         write_json(stats_path, report)
@@ -602,5 +705,7 @@ def describe(report: dict[str, Any]) -> str:
     """One line for a command's summary: rows, events, where."""
     c = report["counts"][UNIT]
     events = ", ".join(f"{k}={v}" for k, v in sorted(c.get("events", {}).items())) or "none"
-    return (f"{c['out']} rows (dim {report['model_dim']}, {report['dtype']}, {report['shards']} "
-            f"shards) -> {', '.join(report['outputs'])}; events: {events}")  # fmt: skip
+    return (
+        f"{c['out']} rows (dim {report['model_dim']}, {report['dtype']}, {report['shards']} "
+        f"shards) -> {', '.join(report['outputs'])}; events: {events}"
+    )

@@ -44,7 +44,9 @@ def chunk_plan(mask: torch.Tensor, chunk_size: int) -> list[torch.Tensor]:
     return list(torch.split(order, chunk_size))
 
 
-def _trimmed(ids: torch.Tensor, mask: torch.Tensor, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def _trimmed(
+    ids: torch.Tensor, mask: torch.Tensor, rows: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """The chunk's rows, cut to its longest row (right padding only)."""
     m = mask[rows]
     width = max(1, int(m.sum(dim=1).max()))
@@ -91,7 +93,9 @@ def cached_forward_backward(
             with autocast():
                 pieces.append(module(ids, mask))
     order = torch.cat(plan)
-    cached = torch.empty((input_ids.shape[0], *pieces[0].shape[1:]), dtype=pieces[0].dtype, device=device)
+    cached = torch.empty(
+        (input_ids.shape[0], *pieces[0].shape[1:]), dtype=pieces[0].dtype, device=device
+    )
     cached[order] = torch.cat(pieces)
     del pieces
     cached.requires_grad_(True)

@@ -121,8 +121,14 @@ def mine(
     return out
 
 
-def embed_pool(model: torch.nn.Module, tokenizer, texts: Sequence[str], max_seq_length: int,
-               device: torch.device, batch_size: int = 256) -> torch.Tensor:  # fmt: skip
+def embed_pool(
+    model: torch.nn.Module,
+    tokenizer,
+    texts: Sequence[str],
+    max_seq_length: int,
+    device: torch.device,
+    batch_size: int = 256,
+) -> torch.Tensor:
     """Embed ``texts`` with ``model`` in eval mode (no dropout), through the one Encoder path;
     under a process group each rank embeds a share and all ranks get every row.
 
@@ -136,7 +142,9 @@ def embed_pool(model: torch.nn.Module, tokenizer, texts: Sequence[str], max_seq_
     try:
         enc = Encoder(model, tokenizer, max_seq_length=max_seq_length, device=device)
         per = math.ceil(len(texts) / world)
-        mine_rows = torch.from_numpy(enc.encode(list(texts[rank * per : (rank + 1) * per]), batch_size))
+        mine_rows = torch.from_numpy(
+            enc.encode(list(texts[rank * per : (rank + 1) * per]), batch_size)
+        )
     finally:
         model.train(was_training)
     if not distributed:
@@ -166,8 +174,9 @@ class HardNegativePool:
     def __len__(self) -> int:
         return len(self.sources)
 
-    def refresh(self, model: torch.nn.Module, tokenizer, max_seq_length: int, device: torch.device,
-                k: int) -> None:  # fmt: skip
+    def refresh(
+        self, model: torch.nn.Module, tokenizer, max_seq_length: int, device: torch.device, k: int
+    ) -> None:
         """Embed the pool with the current ``model`` and mine ``k`` negatives per pair."""
         src = embed_pool(model, tokenizer, self.sources, max_seq_length, device)
         trg = embed_pool(model, tokenizer, self.targets, max_seq_length, device)

@@ -54,8 +54,11 @@ def set_seed(seed: int) -> None:
 
 
 def rng_state() -> dict:
-    state = {"python": random.getstate(), "numpy": np.random.get_state(),
-             "torch": torch.get_rng_state()}  # fmt: skip
+    state = {
+        "python": random.getstate(),
+        "numpy": np.random.get_state(),
+        "torch": torch.get_rng_state(),
+    }
     if torch.cuda.is_available():
         state["cuda"] = torch.cuda.get_rng_state_all()
     return state
@@ -86,7 +89,9 @@ def linear_schedule(warmup: int, total: int) -> Callable[[int], float]:
 WORD_EMBEDDINGS = "embeddings.word_embeddings.weight"
 
 
-def param_groups(model: torch.nn.Module, weight_decay: float, embedding_lr_scale: float = 1.0) -> list[dict]:
+def param_groups(
+    model: torch.nn.Module, weight_decay: float, embedding_lr_scale: float = 1.0
+) -> list[dict]:
     """AdamW groups; each carries ``lr_mult``, its learning rate relative to the schedule's.
 
     BERT convention: no decay on biases and LayerNorm weights. The word-embedding matrix (tied
@@ -102,15 +107,25 @@ def param_groups(model: torch.nn.Module, weight_decay: float, embedding_lr_scale
             emb.append(p)
         else:
             (no_decay if p.ndim < 2 or "LayerNorm" in name else decay).append(p)
-    groups = [{"params": decay, "weight_decay": weight_decay, "lr_mult": 1.0},
-              {"params": no_decay, "weight_decay": 0.0, "lr_mult": 1.0}]  # fmt: skip
+    groups = [
+        {"params": decay, "weight_decay": weight_decay, "lr_mult": 1.0},
+        {"params": no_decay, "weight_decay": 0.0, "lr_mult": 1.0},
+    ]
     if emb:
-        groups.append({"params": emb, "weight_decay": weight_decay, "lr_mult": float(embedding_lr_scale)})
+        groups.append(
+            {"params": emb, "weight_decay": weight_decay, "lr_mult": float(embedding_lr_scale)}
+        )
     return groups
 
 
-def make_optimizer(model: torch.nn.Module, lr: float, weight_decay: float, eps: float,
-                   device: torch.device, embedding_lr_scale: float = 1.0) -> torch.optim.Optimizer:  # fmt: skip
+def make_optimizer(
+    model: torch.nn.Module,
+    lr: float,
+    weight_decay: float,
+    eps: float,
+    device: torch.device,
+    embedding_lr_scale: float = 1.0,
+) -> torch.optim.Optimizer:
     # foreach on CPU too: one kernel per op over all tensors instead of a Python loop.
     cuda = device.type == "cuda"
     groups = param_groups(model, weight_decay, embedding_lr_scale)
@@ -134,13 +149,21 @@ class TrainState:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def trainer_state(self) -> dict:
-        return {"step": self.step, "micro": self.micro, "cursors": self.cursors,
-                "stage": self.stage, "events": self.events, "extra": self.extra,
-                "optimizer": self.optimizer.state_dict()}  # fmt: skip
+        return {
+            "step": self.step,
+            "micro": self.micro,
+            "cursors": self.cursors,
+            "stage": self.stage,
+            "events": self.events,
+            "extra": self.extra,
+            "optimizer": self.optimizer.state_dict(),
+        }
 
 
 def read_trainer_state(path: str) -> dict:
-    return torch.load(os.path.join(path, ckpt.TRAINER_STATE), map_location="cpu", weights_only=False)
+    return torch.load(
+        os.path.join(path, ckpt.TRAINER_STATE), map_location="cpu", weights_only=False
+    )
 
 
 def find_resume(ckpt_root: str, info: DistInfo) -> str | None:
@@ -152,7 +175,9 @@ def find_resume(ckpt_root: str, info: DistInfo) -> str | None:
         ckpt_root, on_corrupt=lambda p, e: log.error("corrupt checkpoint kept but skipped: %s", e)
     )
     if resume is None and ckpt.list_checkpoints(ckpt_root):
-        raise RuntimeError(f"every checkpoint under {ckpt_root} is corrupt; move them away to start over")
+        raise RuntimeError(
+            f"every checkpoint under {ckpt_root} is corrupt; move them away to start over"
+        )
     return resume
 
 
@@ -185,8 +210,9 @@ class Prefetcher:
     def __init__(self, source: Iterator[Batch], depth: int = 4) -> None:
         self.q: queue.Queue = queue.Queue(maxsize=max(1, depth))
         self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, args=(source,), daemon=True,
-                                       name="batch-producer")  # fmt: skip
+        self.thread = threading.Thread(
+            target=self._run, args=(source,), daemon=True, name="batch-producer"
+        )
         self.thread.start()
 
     def _run(self, source: Iterator[Batch]) -> None:
@@ -228,7 +254,9 @@ class Objective(Protocol):
 
     def batches(self, state: TrainState) -> Iterator[Batch]: ...
 
-    def train_step(self, model: torch.nn.Module, batch: Batch) -> tuple[torch.Tensor, dict[str, torch.Tensor]]: ...
+    def train_step(
+        self, model: torch.nn.Module, batch: Batch
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]: ...
 
     def save_model(self, state: TrainState, directory: str) -> None: ...
 
@@ -250,8 +278,9 @@ class Objective(Protocol):
 class Metrics:
     """metrics.jsonl and TensorBoard on the main rank."""
 
-    def __init__(self, output: str, resume_step: int, tensorboard: bool, enabled: bool,
-                 prefix: str = "train") -> None:  # fmt: skip
+    def __init__(
+        self, output: str, resume_step: int, tensorboard: bool, enabled: bool, prefix: str = "train"
+    ) -> None:
         self.enabled = enabled
         self.prefix = prefix
         self.path = os.path.join(output, "metrics.jsonl")
@@ -408,15 +437,24 @@ def run(
             ts["events"] = saved_events
             ts["world_size"] = info.world_size
             torch.save(ts, os.path.join(tmp, ckpt.TRAINER_STATE))
-            path = ckpt.finalize(ckpt_root, at_step, section.keep_checkpoints,
-                                 {"world_size": info.world_size, "stage": state.stage})  # fmt: skip
+            path = ckpt.finalize(
+                ckpt_root,
+                at_step,
+                section.keep_checkpoints,
+                {"world_size": info.world_size, "stage": state.stage},
+            )
             log.info("checkpoint %s", path)
         barrier()
 
     model = wrap(state.model)
     model.train()
-    bar = tqdm(total=cfg.total_steps, initial=state.step, desc=objective.stage_name, unit="step",
-               disable=not (info.is_main and section.progress))  # fmt: skip
+    bar = tqdm(
+        total=cfg.total_steps,
+        initial=state.step,
+        desc=objective.stage_name,
+        unit="step",
+        disable=not (info.is_main and section.progress),
+    )
     last: dict[str, float] = {}
     window_t, window_samples, window_tokens = time.perf_counter(), 0, 0
     gather_timer.reset()
@@ -440,8 +478,9 @@ def run(
                     own_backward = getattr(objective, "forward_backward", None)
                     if own_backward is not None:
                         # The objective runs its own backward passes (gradient caching).
-                        loss, parts = own_backward(model, batch, 1.0 / section.grad_accum,
-                                                   autocast, last_micro)  # fmt: skip
+                        loss, parts = own_backward(
+                            model, batch, 1.0 / section.grad_accum, autocast, last_micro
+                        )
                     else:
                         with autocast():
                             loss, parts = objective.train_step(model, batch)
@@ -471,18 +510,23 @@ def run(
                 if not math.isfinite(rec.get("loss", 0.0)):
                     raise FloatingPointError(f"loss became {rec['loss']} at step {state.step}")
                 elapsed = time.perf_counter() - window_t
-                rec.update(lr=section.lr * scale, grad_norm=float(grad_norm),
-                           sentences_per_s=window_samples * info.world_size / max(elapsed, 1e-9),
-                           tokens_per_s=window_tokens * info.world_size / max(elapsed, 1e-9),
-                           step_time_s=step_time, stage=state.stage,
-                           gather_share=gather_timer.total / max(elapsed, 1e-9))  # fmt: skip
+                rec.update(
+                    lr=section.lr * scale,
+                    grad_norm=float(grad_norm),
+                    sentences_per_s=window_samples * info.world_size / max(elapsed, 1e-9),
+                    tokens_per_s=window_tokens * info.world_size / max(elapsed, 1e-9),
+                    step_time_s=step_time,
+                    stage=state.stage,
+                    gather_share=gather_timer.total / max(elapsed, 1e-9),
+                )
                 if cfg.eval_every and state.step % cfg.eval_every == 0 and info.is_main:
                     rec.update(objective.evaluate(state))
                 barrier()
                 metrics.write(rec)
                 last = rec
-                bar.set_postfix(loss=f"{rec.get('loss', float('nan')):.4f}",
-                                tok_s=f"{rec['tokens_per_s']:.0f}")  # fmt: skip
+                bar.set_postfix(
+                    loss=f"{rec.get('loss', float('nan')):.4f}", tok_s=f"{rec['tokens_per_s']:.0f}"
+                )
                 window_t, window_samples, window_tokens = time.perf_counter(), 0, 0
                 gather_timer.reset()
             bar.update(1)
@@ -499,8 +543,12 @@ def run(
         bar.close()
         metrics.close()
 
-    summary: dict[str, Any] = {"step": state.step, "total_steps": cfg.total_steps,
-                               "loss": last.get("loss", float("nan")), "last": last}  # fmt: skip
+    summary: dict[str, Any] = {
+        "step": state.step,
+        "total_steps": cfg.total_steps,
+        "loss": last.get("loss", float("nan")),
+        "last": last,
+    }
     if state.step >= cfg.total_steps and info.is_main:
         final = os.path.join(output, "model")
         objective.save_model(state, final)
@@ -511,8 +559,12 @@ def run(
         c = StageCounter()
         c.merge(input_counts)
         c.merge(events)
-        report = c.to_report(objective.stage_name, steps=state.step, world_size=info.world_size,
-                             **(report_extra or {}))  # fmt: skip
+        report = c.to_report(
+            objective.stage_name,
+            steps=state.step,
+            world_size=info.world_size,
+            **(report_extra or {}),
+        )
         problems = check_balanced(report)
         if problems:
             raise RuntimeError(f"unbalanced stats: {problems}")

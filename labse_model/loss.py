@@ -99,7 +99,9 @@ class AdditiveMarginRankingLoss(nn.Module):
         all_trg = gather_with_grad(trg)
         logits = margin_logits(src, all_trg, self.scale, self.margin, offset)
         if extra is not None and extra.shape[0]:
-            logits = torch.cat([logits, self._extra_logits(src, extra, src_groups, extra_groups)], dim=1)
+            logits = torch.cat(
+                [logits, self._extra_logits(src, extra, src_groups, extra_groups)], dim=1
+            )
         loss = F.cross_entropy(logits, labels, reduction="sum")
         if self.bidirectional:
             all_src = gather_with_grad(src)
@@ -111,8 +113,13 @@ class AdditiveMarginRankingLoss(nn.Module):
             acc = (logits.argmax(dim=1) == labels).float().mean()
         return LossOutput(loss, acc)
 
-    def _extra_logits(self, src: torch.Tensor, extra: torch.Tensor, src_groups: torch.Tensor | None,
-                      extra_groups: torch.Tensor | None) -> torch.Tensor:  # fmt: skip
+    def _extra_logits(
+        self,
+        src: torch.Tensor,
+        extra: torch.Tensor,
+        src_groups: torch.Tensor | None,
+        extra_groups: torch.Tensor | None,
+    ) -> torch.Tensor:
         all_extra = gather_with_grad(extra)
         dtype = torch.promote_types(src.dtype, torch.float32)
         logits = self.scale * (src.to(dtype) @ all_extra.to(dtype).t())

@@ -85,9 +85,13 @@ class PackedSeq:
 
 
 def pack_sentences(
-    token_lists: Iterator[list[int]], max_len: int, cls_id: int, sep_id: int, stats: dict,
+    token_lists: Iterator[list[int]],
+    max_len: int,
+    cls_id: int,
+    sep_id: int,
+    stats: dict,
     separate: bool = False,
-) -> Iterator[tuple[PackedSeq, int]]:  # fmt: skip
+) -> Iterator[tuple[PackedSeq, int]]:
     """Greedy packing: ``[CLS] s1 [SEP] s2 [SEP] ...`` up to ``max_len`` tokens.
 
     ``token_lists`` yields word-piece ids without specials. Yields (sequence, sentences
@@ -128,7 +132,9 @@ def pack_sentences(
         yield emit(), consumed
 
 
-def tlm_pair(a: list[int], b: list[int], max_len: int, cls_id: int, sep_id: int) -> tuple[PackedSeq, bool]:
+def tlm_pair(
+    a: list[int], b: list[int], max_len: int, cls_id: int, sep_id: int
+) -> tuple[PackedSeq, bool]:
     """``[CLS] a [SEP] b [SEP]`` with token types 0/1; the longer side is cut first to fit."""
     budget = max_len - 3
     truncated = len(a) + len(b) > budget
@@ -143,7 +149,9 @@ def tlm_pair(a: list[int], b: list[int], max_len: int, cls_id: int, sep_id: int)
     return PackedSeq(ids, types, 2), truncated
 
 
-def collate(seqs: Sequence[PackedSeq], pad_id: int, special_ids: Sequence[int]) -> dict[str, np.ndarray]:
+def collate(
+    seqs: Sequence[PackedSeq], pad_id: int, special_ids: Sequence[int]
+) -> dict[str, np.ndarray]:
     """Right-pad to the longest sequence: ids, token types, attention mask, maskable positions."""
     width = max(len(s.ids) for s in seqs)
     ids = np.full((len(seqs), width), pad_id, dtype=np.int64)
@@ -164,7 +172,9 @@ def collate(seqs: Sequence[PackedSeq], pad_id: int, special_ids: Sequence[int]) 
                 sg = np.asarray(s.segments)
                 seg[i, : len(sg)] = sg
                 starts = np.flatnonzero(np.diff(sg, prepend=-1))
-                pos[i, : len(sg)] = np.arange(len(sg)) - np.repeat(starts, np.diff(np.append(starts, len(sg))))
+                pos[i, : len(sg)] = np.arange(len(sg)) - np.repeat(
+                    starts, np.diff(np.append(starts, len(sg)))
+                )
         out["segment_ids"], out["position_ids"] = seg, pos
     return out
 
@@ -188,8 +198,10 @@ def pack_rows(arrays: dict[str, np.ndarray], max_len: int) -> dict[str, np.ndarr
         rows[-1].append(i)
         used += int(n)
     width = int(max((sum(int(lengths[i]) for i in r) for r in rows), default=1))
-    out = {k: np.zeros((len(rows), width), dtype=np.int64) for k in
-           ("input_ids", "token_type_ids", "attention_mask", "position_ids", "segment_ids")}  # fmt: skip
+    out = {
+        k: np.zeros((len(rows), width), dtype=np.int64)
+        for k in ("input_ids", "token_type_ids", "attention_mask", "position_ids", "segment_ids")
+    }
     out["labels"] = np.full((len(rows), width), IGNORE, dtype=np.int64)
     for r, members in enumerate(rows):
         at = 0
@@ -203,7 +215,9 @@ def pack_rows(arrays: dict[str, np.ndarray], max_len: int) -> dict[str, np.ndarr
     return out
 
 
-def segment_attention_mask(segment_ids: torch.Tensor, attn_implementation: str, dtype: torch.dtype) -> torch.Tensor:
+def segment_attention_mask(
+    segment_ids: torch.Tensor, attn_implementation: str, dtype: torch.dtype
+) -> torch.Tensor:
     """(batch, 1, length, length) mask: a token attends to the tokens of its own segment.
 
     Padding (segment 0) attends to padding, so no query row is empty (an all-masked row is NaN
@@ -213,6 +227,9 @@ def segment_attention_mask(segment_ids: torch.Tensor, attn_implementation: str, 
     if attn_implementation == "sdpa":
         return allowed
     if attn_implementation != "eager":
-        raise ValueError(f"segment-packed rows need sdpa or eager attention, not {attn_implementation!r}")
-    return torch.zeros(allowed.shape, dtype=dtype, device=allowed.device).masked_fill(~allowed, torch.finfo(dtype).min)
-
+        raise ValueError(
+            f"segment-packed rows need sdpa or eager attention, not {attn_implementation!r}"
+        )
+    return torch.zeros(allowed.shape, dtype=dtype, device=allowed.device).masked_fill(
+        ~allowed, torch.finfo(dtype).min
+    )

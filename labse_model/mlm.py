@@ -75,8 +75,11 @@ class MaskedLM(nn.Module):
         each.
         """
         if segment_ids is not None:
-            attention_mask = segment_attention_mask(segment_ids, self.bert.config._attn_implementation,
-                                                    self.bert.embeddings.word_embeddings.weight.dtype)  # fmt: skip
+            attention_mask = segment_attention_mask(
+                segment_ids,
+                self.bert.config._attn_implementation,
+                self.bert.embeddings.word_embeddings.weight.dtype,
+            )
         hidden = self.bert(
             input_ids=input_ids,
             attention_mask=attention_mask,
@@ -117,7 +120,9 @@ def load_head(model: MaskedLM, directory: str) -> bool:
     from safetensors.torch import load_file
 
     missing, unexpected = model.head.load_state_dict(load_file(path), strict=False)
-    if unexpected or [m for m in missing if m not in ("predictions.decoder.weight", "predictions.decoder.bias")]:
+    if unexpected or [
+        m for m in missing if m not in ("predictions.decoder.weight", "predictions.decoder.bias")
+    ]:
         raise RuntimeError(f"{path} does not match the model: {missing} {unexpected}")
     model.tie()
     return True
@@ -140,8 +145,9 @@ def stack(model: MaskedLM) -> MaskedLM:
     bert.encoder.layer = nn.ModuleList(
         [copy.deepcopy(model.bert.encoder.layer[i % n]) for i in range(2 * n)]
     )
-    enc = SentenceEncoder(bert, model.encoder.pooling, model.encoder.use_pooler,
-                          normalize=model.encoder.normalize)  # fmt: skip
+    enc = SentenceEncoder(
+        bert, model.encoder.pooling, model.encoder.use_pooler, normalize=model.encoder.normalize
+    )
     out = MaskedLM(enc, copy.deepcopy(model.head))
     return out
 
@@ -158,4 +164,6 @@ def stack_optimizer_state(
         src = old_by_name.get(_source_name(name, n))
         if src is None or src not in old.state:
             continue
-        new.state[p] = {k: (v.clone() if torch.is_tensor(v) else v) for k, v in old.state[src].items()}
+        new.state[p] = {
+            k: (v.clone() if torch.is_tensor(v) else v) for k, v in old.state[src].items()
+        }

@@ -60,14 +60,18 @@ def check_vocab_fits(tokenizer: Any, bert: BertModel, where: str) -> None:
     :data:`EMBEDDING_PADDING`)."""
     vocab, rows = len(tokenizer), bert.get_input_embeddings().num_embeddings
     if vocab > rows:
-        raise CheckpointError(f"{where}: the vocabulary has {vocab} tokens but the model's "
-                              f"embedding table only {rows} rows: the vocab.txt/tokenizer.json "
-                              "belongs to another model")  # fmt: skip
+        raise CheckpointError(
+            f"{where}: the vocabulary has {vocab} tokens but the model's "
+            f"embedding table only {rows} rows: the vocab.txt/tokenizer.json "
+            "belongs to another model"
+        )
     if rows - vocab > EMBEDDING_PADDING:
-        raise CheckpointError(f"{where}: the vocabulary has {vocab} tokens but the model's "
-                              f"embedding table {rows} rows (at most {EMBEDDING_PADDING} padding "
-                              "rows are allowed): the vocab.txt/tokenizer.json belongs to another "
-                              "model")  # fmt: skip
+        raise CheckpointError(
+            f"{where}: the vocabulary has {vocab} tokens but the model's "
+            f"embedding table {rows} rows (at most {EMBEDDING_PADDING} padding "
+            "rows are allowed): the vocab.txt/tokenizer.json belongs to another "
+            "model"
+        )
 
 
 @contextlib.contextmanager
@@ -205,7 +209,9 @@ def build_config(vocab_size: int, pad_token_id: int = 0, **model_cfg: Any) -> Be
 POOLINGS = ("pooler", "cls", "mean")
 
 
-def new_encoder(config: BertConfig, seed: int | None = None, pooling: str = "pooler") -> SentenceEncoder:
+def new_encoder(
+    config: BertConfig, seed: int | None = None, pooling: str = "pooler"
+) -> SentenceEncoder:
     """A randomly initialised encoder (BERT init), reproducible when ``seed`` is given.
 
     ``pooling``: ``pooler`` is LaBSE's head ([CLS] through BERT's dense + tanh pooler); ``cls``
@@ -292,8 +298,10 @@ def _load_bert(directory: str, add_pooling_layer: bool) -> BertModel:
     except Exception as e:  # transformers wraps safetensors errors in several types
         why = " ".join(str(e).split())
         if "report" in why:  # its report was held back (quiet_transformers): say what it says
-            why = ("the weights do not fit config.json (transformers' load report, shown with "
-                   "--log-level DEBUG, names the tensors)")  # fmt: skip
+            why = (
+                "the weights do not fit config.json (transformers' load report, shown with "
+                "--log-level DEBUG, names the tensors)"
+            )
         raise CheckpointError(f"cannot load BERT weights from {directory}: {why}") from e
 
 
@@ -408,7 +416,9 @@ def save_encoder(
         },
     ]
     if labse_head:
-        modules.append({"idx": 2, "name": "2", "path": "2_Dense", "type": "sentence_transformers.models.Dense"})
+        modules.append(
+            {"idx": 2, "name": "2", "path": "2_Dense", "type": "sentence_transformers.models.Dense"}
+        )
     if encoder.normalize:
         n = len(modules)
         modules.append(

@@ -67,11 +67,15 @@ def stage_layers(total_layers: int, stages: int) -> list[int]:
     if total_layers % div:
         from labse_common.config import ConfigError  # a UsageError: one line, exit 2 on the CLI
 
-        raise ConfigError(f"model.num_hidden_layers={total_layers} cannot be stacked in {stages} stages (not divisible by {div})")
+        raise ConfigError(
+            f"model.num_hidden_layers={total_layers} cannot be stacked in {stages} stages (not divisible by {div})"
+        )
     return [total_layers // 2 ** (stages - 1 - s) for s in range(stages)]
 
 
-def _pack_pair_rows(rows: dict[str, np.ndarray], parts: list[int], max_len: int) -> tuple[dict[str, np.ndarray], list[int]]:
+def _pack_pair_rows(
+    rows: dict[str, np.ndarray], parts: list[int], max_len: int
+) -> tuple[dict[str, np.ndarray], list[int]]:
     """The TLM rows (the tail of ``parts``) packed several to a row. MLM rows stay as they are:
     one segment per sentence with ``sentence_segments``, else one segment per row."""
     first = parts.index(1)
@@ -80,24 +84,39 @@ def _pack_pair_rows(rows: dict[str, np.ndarray], parts: list[int], max_len: int)
     mono = {k: v[:first] for k, v in rows.items()}
     width = max(packed["input_ids"].shape[1], mono["input_ids"].shape[1])
     if "segment_ids" not in mono:
-        mono["position_ids"] = np.broadcast_to(np.arange(mono["input_ids"].shape[1]), mono["input_ids"].shape)
+        mono["position_ids"] = np.broadcast_to(
+            np.arange(mono["input_ids"].shape[1]), mono["input_ids"].shape
+        )
         mono["segment_ids"] = mono["attention_mask"]
 
     def widen(a: np.ndarray, fill: int) -> np.ndarray:
         return np.pad(a, ((0, 0), (0, width - a.shape[1])), constant_values=fill)
 
-    out = {k: np.concatenate([widen(mono[k], -100 if k == "labels" else 0),
-                              widen(packed[k], -100 if k == "labels" else 0)])  # fmt: skip
-           for k in packed}
+    out = {
+        k: np.concatenate(
+            [
+                widen(mono[k], -100 if k == "labels" else 0),
+                widen(packed[k], -100 if k == "labels" else 0),
+            ]
+        )
+        for k in packed
+    }
     return out, [0] * first + [1] * len(packed["input_ids"])
 
 
 class PretrainObjective:
     stage_name = STAGE
 
-    def __init__(self, cfg: PretrainConfig, sents: stream.ScanResult | None,
-                 pairs: stream.ScanResult | None, tokenizer: Any, info: DistInfo,
-                 device: torch.device, max_len: int) -> None:  # fmt: skip
+    def __init__(
+        self,
+        cfg: PretrainConfig,
+        sents: stream.ScanResult | None,
+        pairs: stream.ScanResult | None,
+        tokenizer: Any,
+        info: DistInfo,
+        device: torch.device,
+        max_len: int,
+    ) -> None:
         self.cfg, self.sents, self.pairs, self.tokenizer = cfg, sents, pairs, tokenizer
         self.info, self.device, self.max_len = info, device, max_len
         self.tok = Tokenizer.from_str(tokenizer.backend_tokenizer.to_str())
@@ -106,11 +125,19 @@ class PretrainObjective:
         self.cls_id, self.sep_id = tokenizer.cls_token_id, tokenizer.sep_token_id
         self.pad_id = tokenizer.pad_token_id or 0
         self.special_ids = tuple(sorted(set(tokenizer.all_special_ids)))
-        self.spec = MaskSpec(cfg.mask_rate, cfg.max_masked, cfg.mask_token_share,
-                             cfg.random_token_share, tokenizer.mask_token_id, self.special_ids,
-                             len(tokenizer))  # fmt: skip
-        self.per_lane = {MLM: cfg.mlm_batch_size // cfg.lanes if sents else 0,
-                         TLM: cfg.tlm_batch_size // cfg.lanes if pairs else 0}  # fmt: skip
+        self.spec = MaskSpec(
+            cfg.mask_rate,
+            cfg.max_masked,
+            cfg.mask_token_share,
+            cfg.random_token_share,
+            tokenizer.mask_token_id,
+            self.special_ids,
+            len(tokenizer),
+        )
+        self.per_lane = {
+            MLM: cfg.mlm_batch_size // cfg.lanes if sents else 0,
+            TLM: cfg.tlm_batch_size // cfg.lanes if pairs else 0,
+        }
         self.boundaries = list(np.cumsum(cfg.stage_steps))
         self._eval_batches: list | None = None
 
@@ -121,9 +148,16 @@ class PretrainObjective:
 
     def _mlm_lane(self, lane: int, start: int) -> Iterator[tuple]:
         """(packed sequence, sentence cursor after it, truncated so far) for one lane."""
-        records = stream.Lane(self.sents, stream.SENTENCES, lane, self.cfg.lanes, self.cfg.seed,
-                              self.cfg.shuffle_blocks, self.cfg.mix_alpha,
-                              self.cfg.heldout_fraction).records(start)  # fmt: skip
+        records = stream.Lane(
+            self.sents,
+            stream.SENTENCES,
+            lane,
+            self.cfg.lanes,
+            self.cfg.seed,
+            self.cfg.shuffle_blocks,
+            self.cfg.mix_alpha,
+            self.cfg.heldout_fraction,
+        ).records(start)
 
         def token_lists() -> Iterator[list[int]]:
             while True:
@@ -131,28 +165,40 @@ class PretrainObjective:
                 yield from self._encode(chunk)
 
         stats: dict[str, int] = {}
-        for seq, consumed in pack_sentences(token_lists(), self.max_len, self.cls_id, self.sep_id, stats,
-                                            self.cfg.sentence_segments):  # fmt: skip
+        for seq, consumed in pack_sentences(
+            token_lists(), self.max_len, self.cls_id, self.sep_id, stats, self.cfg.sentence_segments
+        ):
             yield seq, start + consumed, stats.get("truncated", 0)
 
     def _tlm_lane(self, lane: int, start: int) -> Iterator[tuple]:
-        records = stream.Lane(self.pairs, stream.PAIRS, lane, self.cfg.lanes, self.cfg.seed,
-                              self.cfg.shuffle_blocks, self.cfg.mix_alpha,
-                              self.cfg.heldout_fraction).records(start)  # fmt: skip
+        records = stream.Lane(
+            self.pairs,
+            stream.PAIRS,
+            lane,
+            self.cfg.lanes,
+            self.cfg.seed,
+            self.cfg.shuffle_blocks,
+            self.cfg.mix_alpha,
+            self.cfg.heldout_fraction,
+        ).records(start)
         pos = start
         truncated = 0
         while True:
             chunk = [next(records) for _ in range(_TOKENIZE_CHUNK)]
             enc = self._encode([t for rec in chunk for t in rec])
             for i in range(len(chunk)):
-                seq, cut = tlm_pair(enc[2 * i], enc[2 * i + 1], self.max_len, self.cls_id, self.sep_id)
+                seq, cut = tlm_pair(
+                    enc[2 * i], enc[2 * i + 1], self.max_len, self.cls_id, self.sep_id
+                )
                 truncated += int(cut)
                 pos += 1
                 yield seq, pos, truncated
 
     def _mask(self, seqs: list, rng: np.random.Generator) -> dict[str, np.ndarray]:
         arrays = collate(seqs, self.pad_id, self.special_ids)
-        arrays["input_ids"], arrays["labels"] = mask_tokens(arrays["input_ids"], arrays["real"], self.spec, rng)
+        arrays["input_ids"], arrays["labels"] = mask_tokens(
+            arrays["input_ids"], arrays["real"], self.spec, rng
+        )
         return arrays
 
     def batches(self, state: TrainState) -> Iterator[Batch]:
@@ -198,9 +244,14 @@ class PretrainObjective:
                 rng = np.random.default_rng([cfg.seed, 7, micro, j, parts[a]])
                 w = int(arrays["attention_mask"][a:b].sum(1).max())
                 ids[a:b, :w], labels[a:b, :w] = mask_tokens(
-                    arrays["input_ids"][a:b, :w], arrays["real"][a:b, :w], self.spec, rng)
-            rows = {"input_ids": ids, "token_type_ids": arrays["token_type_ids"],
-                    "attention_mask": arrays["attention_mask"], "labels": labels}  # fmt: skip
+                    arrays["input_ids"][a:b, :w], arrays["real"][a:b, :w], self.spec, rng
+                )
+            rows = {
+                "input_ids": ids,
+                "token_type_ids": arrays["token_type_ids"],
+                "attention_mask": arrays["attention_mask"],
+                "labels": labels,
+            }
             for k in ("segment_ids", "position_ids"):
                 if k in arrays:
                     rows[k] = arrays[k]
@@ -208,19 +259,32 @@ class PretrainObjective:
                 # After masking, so the masks (and the losses) are those of the unpacked rows.
                 rows, parts = _pack_pair_rows(rows, parts, self.max_len)
             tensors = {k: torch.from_numpy(v) for k, v in rows.items()}
-            tensors["masked_index"] = torch.from_numpy(np.flatnonzero(rows["labels"].reshape(-1) != -100))
+            tensors["masked_index"] = torch.from_numpy(
+                np.flatnonzero(rows["labels"].reshape(-1) != -100)
+            )
             tensors["part"] = torch.tensor(parts)
             micro += 1
-            yield Batch(tensors, {k: dict(v) for k, v in cursors.items()}, events,
-                        samples=sum(s.sentences for s in seqs),
-                        tokens=int(arrays["attention_mask"].sum()))  # fmt: skip
+            yield Batch(
+                tensors,
+                {k: dict(v) for k, v in cursors.items()},
+                events,
+                samples=sum(s.sentences for s in seqs),
+                tokens=int(arrays["attention_mask"].sum()),
+            )
 
     # --- step ------------------------------------------------------------------------------
 
     def train_step(self, model: torch.nn.Module, batch: Batch):
         t = {k: v.to(self.device, non_blocking=True) for k, v in batch.tensors.items()}
-        losses, correct, rows = model(t["input_ids"], t["attention_mask"], t["token_type_ids"], t["labels"],
-                                      t["masked_index"], t.get("position_ids"), t.get("segment_ids"))  # fmt: skip
+        losses, correct, rows = model(
+            t["input_ids"],
+            t["attention_mask"],
+            t["token_type_ids"],
+            t["labels"],
+            t["masked_index"],
+            t.get("position_ids"),
+            t.get("segment_ids"),
+        )
         part = t["part"][rows]
         loss = torch.zeros((), device=self.device)
         out: dict[str, torch.Tensor] = {}
@@ -252,14 +316,25 @@ class PretrainObjective:
         rng = np.random.default_rng([self.cfg.seed, 99])
         out = []
         if self.sents is not None and self.sents.heldout:
-            seqs = [s for s, _ in pack_sentences(iter(self._encode(self.sents.heldout)), self.max_len,
-                                                 self.cls_id, self.sep_id, {}, self.cfg.sentence_segments)]  # fmt: skip
+            seqs = [
+                s
+                for s, _ in pack_sentences(
+                    iter(self._encode(self.sents.heldout)),
+                    self.max_len,
+                    self.cls_id,
+                    self.sep_id,
+                    {},
+                    self.cfg.sentence_segments,
+                )
+            ]
             for i in range(0, len(seqs), 32):
                 out.append((MLM, self._mask(seqs[i : i + 32], rng)))
         if self.pairs is not None and self.pairs.heldout:
             enc = self._encode([t for rec in self.pairs.heldout for t in rec])
-            seqs = [tlm_pair(enc[2 * i], enc[2 * i + 1], self.max_len, self.cls_id, self.sep_id)[0]
-                    for i in range(len(self.pairs.heldout))]  # fmt: skip
+            seqs = [
+                tlm_pair(enc[2 * i], enc[2 * i + 1], self.max_len, self.cls_id, self.sep_id)[0]
+                for i in range(len(self.pairs.heldout))
+            ]
             for i in range(0, len(seqs), 32):
                 out.append((TLM, self._mask(seqs[i : i + 32], rng)))
         self._eval_batches = out
@@ -274,8 +349,14 @@ class PretrainObjective:
         sums: dict[str, list[float]] = {}
         for kind, a in self._heldout():
             t = {k: torch.from_numpy(v).to(self.device) for k, v in a.items() if k != "real"}
-            losses, correct, _rows = model(t["input_ids"], t["attention_mask"], t["token_type_ids"], t["labels"],
-                                           position_ids=t.get("position_ids"), segment_ids=t.get("segment_ids"))  # fmt: skip
+            losses, correct, _rows = model(
+                t["input_ids"],
+                t["attention_mask"],
+                t["token_type_ids"],
+                t["labels"],
+                position_ids=t.get("position_ids"),
+                segment_ids=t.get("segment_ids"),
+            )
             s = sums.setdefault(kind, [0.0, 0.0, 0.0])
             s[0] += float(losses.sum())
             s[1] += float(correct.sum())
@@ -298,14 +379,24 @@ class PretrainObjective:
             return False
         old_model, old_opt = state.model, state.optimizer
         new_model = stack(old_model).to(self.device)
-        new_opt = make_optimizer(new_model, self.cfg.lr, self.cfg.weight_decay, self.cfg.adam_eps, self.device,
-                                 self.cfg.embedding_lr_scale)  # fmt: skip
+        new_opt = make_optimizer(
+            new_model,
+            self.cfg.lr,
+            self.cfg.weight_decay,
+            self.cfg.adam_eps,
+            self.device,
+            self.cfg.embedding_lr_scale,
+        )
         if self.cfg.optimizer_on_stack == "copy":
             stack_optimizer_state(old_opt, old_model, new_opt, new_model)
         state.model, state.optimizer = new_model, new_opt
         state.stage += 1
-        log.info("stacking: stage %d with %d layers from step %d", state.stage,
-                 new_model.bert.config.num_hidden_layers, state.step)  # fmt: skip
+        log.info(
+            "stacking: stage %d with %d layers from step %d",
+            state.stage,
+            new_model.bert.config.num_hidden_layers,
+            state.step,
+        )
         return True
 
     def lr_scale(self, state: TrainState) -> float:
@@ -328,16 +419,27 @@ def pretrain(
     ``cfg`` is the ``pretrain:`` section as loaded; ``stage_steps`` replaces its stages (checked
     by the loader again). The caller's object is never changed."""
     if not isinstance(cfg, PretrainConfig):
-        raise TypeError(f"pretrain() takes the typed pretrain section (PretrainConfig), not {type(cfg).__name__}")
+        raise TypeError(
+            f"pretrain() takes the typed pretrain section (PretrainConfig), not {type(cfg).__name__}"
+        )
     if stage_steps is not None:
-        cfg = from_dict(PretrainConfig, {**to_dict(cfg), "stage_steps": stage_steps, "stages": len(stage_steps)}, "pretrain")
+        cfg = from_dict(
+            PretrainConfig,
+            {**to_dict(cfg), "stage_steps": stage_steps, "stages": len(stage_steps)},
+            "pretrain",
+        )
     if not sentences and not pairs:
         raise ValueError("nothing to pretrain on: give --sentences and/or --pairs")
     # An objective without input trains nothing: its batch size is 0 for this run.
-    cfg = dataclasses.replace(cfg, mlm_batch_size=cfg.mlm_batch_size if sentences else 0,
-                              tlm_batch_size=cfg.tlm_batch_size if pairs else 0)  # fmt: skip
+    cfg = dataclasses.replace(
+        cfg,
+        mlm_batch_size=cfg.mlm_batch_size if sentences else 0,
+        tlm_batch_size=cfg.tlm_batch_size if pairs else 0,
+    )
     if cfg.mlm_batch_size + cfg.tlm_batch_size == 0:
-        raise ValueError("the inputs given have batch size 0 in the config (mlm_batch_size/tlm_batch_size)")
+        raise ValueError(
+            "the inputs given have batch size 0 in the config (mlm_batch_size/tlm_batch_size)"
+        )
     info = init_from_env()
     for b in (cfg.mlm_batch_size, cfg.tlm_batch_size):
         if b:
@@ -350,21 +452,45 @@ def pretrain(
 
     counts = stream.StageCounter()
     sents = pair_scan = None
-    scan_dir = os.path.join(output, "scan")  # the scans, kept for a restart (labse_model.scan_cache)
+    scan_dir = os.path.join(
+        output, "scan"
+    )  # the scans, kept for a restart (labse_model.scan_cache)
     if sentences and cfg.mlm_batch_size:
         groups = stream.expand_inputs(sentences)
-        sents = stream.scan_distributed(groups, stream.SENTENCES, cfg.block_rows, cfg.heldout_fraction, cfg.max_heldout, info, scan_dir)
+        sents = stream.scan_distributed(
+            groups,
+            stream.SENTENCES,
+            cfg.block_rows,
+            cfg.heldout_fraction,
+            cfg.max_heldout,
+            info,
+            scan_dir,
+        )
         stream.finish_groups(sents, sorted(groups), stream.SENTENCES)
         if sents.total_rows() == 0:
-            raise stream.NoUsableInput(None, "no usable sentences in the given inputs (all empty "
-                                       "or unreadable)", "--sentences")  # fmt: skip
+            raise stream.NoUsableInput(
+                None,
+                "no usable sentences in the given inputs (all empty or unreadable)",
+                "--sentences",
+            )
         counts.merge(sents.counts)
     if pairs and cfg.tlm_batch_size:
         groups = stream.expand_inputs(pairs)
-        pair_scan = stream.scan_distributed(groups, stream.PAIRS, cfg.block_rows, cfg.heldout_fraction, cfg.max_heldout, info, scan_dir)
+        pair_scan = stream.scan_distributed(
+            groups,
+            stream.PAIRS,
+            cfg.block_rows,
+            cfg.heldout_fraction,
+            cfg.max_heldout,
+            info,
+            scan_dir,
+        )
         if pair_scan.total_rows() == 0:
-            raise stream.NoUsableInput(None, "no usable pairs in the given inputs (all empty, "
-                                       "malformed or unreadable)", "--pairs")  # fmt: skip
+            raise stream.NoUsableInput(
+                None,
+                "no usable pairs in the given inputs (all empty, malformed or unreadable)",
+                "--pairs",
+            )
         c = stream.StageCounter()
         c.merge({k.replace("files/", "pair_files/"): v for k, v in pair_scan.counts.items()})
         counts.merge(c.counts)
@@ -383,28 +509,46 @@ def pretrain(
             log.warning("--init given: its own tokenizer is used, --vocab is ignored")
     else:
         if not vocab:
-            raise ValueError("no vocabulary: pass --vocab DIR (the vocab stage output) or --init DIR")
+            raise ValueError(
+                "no vocabulary: pass --vocab DIR (the vocab stage output) or --init DIR"
+            )
         tokenizer = load_tokenizer(vocab)
-        config = build_config(len(tokenizer), tokenizer.pad_token_id or 0,
-                              **{**model_cfg, "num_hidden_layers": layers[0]})  # fmt: skip
-        model = MaskedLM(new_encoder(config, seed=cfg.seed, pooling=model_cfg.get("pooling") or "pooler"))
+        config = build_config(
+            len(tokenizer),
+            tokenizer.pad_token_id or 0,
+            **{**model_cfg, "num_hidden_layers": layers[0]},
+        )
+        model = MaskedLM(
+            new_encoder(config, seed=cfg.seed, pooling=model_cfg.get("pooling") or "pooler")
+        )
     model = model.to(device)
     depth = model.bert.config.num_hidden_layers
     if depth not in layers:
         raise ValueError(f"{source} has {depth} layers; the stages have {layers}")
     max_len = min(cfg.max_seq_length, model.bert.config.max_position_embeddings)
-    state = TrainState(model, make_optimizer(model, cfg.lr, cfg.weight_decay, cfg.adam_eps, device,
-                                          cfg.embedding_lr_scale),
-                       stage=layers.index(depth))  # fmt: skip
+    state = TrainState(
+        model,
+        make_optimizer(
+            model, cfg.lr, cfg.weight_decay, cfg.adam_eps, device, cfg.embedding_lr_scale
+        ),
+        stage=layers.index(depth),
+    )
     set_seed(cfg.seed + info.rank)
-    fingerprint = {"sentences": sents.total_rows() if sents else 0,
-                   "pairs": pair_scan.total_rows() if pair_scan else 0,
-                   "batch": [cfg.mlm_batch_size, cfg.tlm_batch_size], "lanes": cfg.lanes,
-                   "seed": cfg.seed, "block_rows": cfg.block_rows, "max_len": max_len}  # fmt: skip
+    fingerprint = {
+        "sentences": sents.total_rows() if sents else 0,
+        "pairs": pair_scan.total_rows() if pair_scan else 0,
+        "batch": [cfg.mlm_batch_size, cfg.tlm_batch_size],
+        "lanes": cfg.lanes,
+        "seed": cfg.seed,
+        "block_rows": cfg.block_rows,
+        "max_len": max_len,
+    }
     if saved is not None:
         was = saved.get("extra", {}).get("data", {})
         if was != fingerprint:
-            raise RuntimeError(f"{resume} was trained on different data or batching ({was}); now {fingerprint}: not the same run")
+            raise RuntimeError(
+                f"{resume} was trained on different data or batching ({was}); now {fingerprint}: not the same run"
+            )
         if int(saved["stage"]) != state.stage:
             raise RuntimeError(f"{resume}: stage {saved['stage']} but its model has {depth} layers")
         state.optimizer.load_state_dict(saved["optimizer"])
@@ -418,10 +562,21 @@ def pretrain(
     objective = PretrainObjective(cfg, sents, pair_scan, tokenizer, info, device, max_len)
     loop_cfg = LoopConfig.of(cfg, total, stop_at_step)
     on_rank = cfg.lanes // info.world_size
-    bounds = {kind: stream.window_bound(res, cfg.lanes, on_rank, cfg.shuffle_blocks)
-              for kind, res in ((stream.SENTENCES, sents), (stream.PAIRS, pair_scan)) if res}  # fmt: skip
+    bounds = {
+        kind: stream.window_bound(res, cfg.lanes, on_rank, cfg.shuffle_blocks)
+        for kind, res in ((stream.SENTENCES, sents), (stream.PAIRS, pair_scan))
+        if res
+    }
     windows = stream.log_window_bounds(bounds, cfg.shuffle_blocks, cfg.block_rows)
-    summary = run(objective, state, loop_cfg, output, info, device, dict(counts.counts),
-                  {"stages": layers, "stage_steps": cfg.stage_steps, "shuffle_windows": windows})  # fmt: skip
+    summary = run(
+        objective,
+        state,
+        loop_cfg,
+        output,
+        info,
+        device,
+        dict(counts.counts),
+        {"stages": layers, "stage_steps": cfg.stage_steps, "shuffle_windows": windows},
+    )
     summary["stage"] = state.stage
     return summary

@@ -46,17 +46,31 @@ def _file_meta(paths: Sequence[str]) -> list[tuple[str, int, float]]:
             found = {m.path: m for res in fs.match([folder + "/*"]) for m in res.metadata_list}
             for p in sorted(wanted):
                 m = found.get(p)
-                out.append((p, -1, 0.0) if m is None else
-                           (p, int(m.size_in_bytes), float(m.last_updated_in_seconds or 0.0)))  # fmt: skip
+                out.append(
+                    (p, -1, 0.0)
+                    if m is None
+                    else (p, int(m.size_in_bytes), float(m.last_updated_in_seconds or 0.0))
+                )
     return sorted(out)
 
 
-def cache_key(groups: dict[str, list[str]], kind: str, block_rows: int, heldout_fraction: float,
-              max_heldout: int) -> str:  # fmt: skip
+def cache_key(
+    groups: dict[str, list[str]],
+    kind: str,
+    block_rows: int,
+    heldout_fraction: float,
+    max_heldout: int,
+) -> str:
     """A digest of everything the scan's result depends on."""
     meta = {g: _file_meta(files) for g, files in sorted(groups.items())}
-    doc = {"version": FORMAT_VERSION, "kind": kind, "block_rows": block_rows,
-           "heldout_fraction": heldout_fraction, "max_heldout": max_heldout, "files": meta}  # fmt: skip
+    doc = {
+        "version": FORMAT_VERSION,
+        "kind": kind,
+        "block_rows": block_rows,
+        "heldout_fraction": heldout_fraction,
+        "max_heldout": max_heldout,
+        "files": meta,
+    }
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
 
 

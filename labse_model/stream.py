@@ -252,7 +252,9 @@ class WindowBound:
         return {"records": self.records, "bytes": self.bytes, "lanes_on_rank": self.lanes}
 
 
-def window_bound(res: ScanResult, lanes: int, lanes_on_rank: int, shuffle_blocks: int) -> WindowBound:
+def window_bound(
+    res: ScanResult, lanes: int, lanes_on_rank: int, shuffle_blocks: int
+) -> WindowBound:
     """The most records the shuffle windows of ``lanes_on_rank`` lanes hold at once, and their
     Python bytes (the scan's sampled mean per record).
 
@@ -280,19 +282,31 @@ def log_window_bounds(bounds: dict[str, WindowBound], shuffle_blocks: int, block
     if not bounds:
         return {}
     total = sum(b.bytes for b in bounds.values())
-    what = ", ".join(f"{b.records:,} {kind} (~{b.bytes / 2**20:,.0f} MiB)" for kind, b in bounds.items())
+    what = ", ".join(
+        f"{b.records:,} {kind} (~{b.bytes / 2**20:,.0f} MiB)" for kind, b in bounds.items()
+    )
     # torchrun's LOCAL_WORLD_SIZE ranks share this machine's memory.
     local = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
     ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     if total * local > WINDOW_RAM_SHARE * ram:
-        log.warning("the shuffle windows of this machine's %d rank(s) would hold ~%.1f GiB, more "
-                    "than %.0f%% of its %.1f GiB: lower block_rows or shuffle_blocks (or run more "
-                    "ranks: lanes are dealt over them)", local, total * local / 2**30,
-                    100 * WINDOW_RAM_SHARE, ram / 2**30)  # fmt: skip
-    log.info("shuffle windows hold at most %s on this rank: %d lanes x languages x "
-             "min(shuffle_blocks %d, blocks per lane) x block_rows %d; lower block_rows or "
-             "shuffle_blocks if that does not fit", what, next(iter(bounds.values())).lanes,
-             shuffle_blocks, block_rows)  # fmt: skip
+        log.warning(
+            "the shuffle windows of this machine's %d rank(s) would hold ~%.1f GiB, more "
+            "than %.0f%% of its %.1f GiB: lower block_rows or shuffle_blocks (or run more "
+            "ranks: lanes are dealt over them)",
+            local,
+            total * local / 2**30,
+            100 * WINDOW_RAM_SHARE,
+            ram / 2**30,
+        )
+    log.info(
+        "shuffle windows hold at most %s on this rank: %d lanes x languages x "
+        "min(shuffle_blocks %d, blocks per lane) x block_rows %d; lower block_rows or "
+        "shuffle_blocks if that does not fit",
+        what,
+        next(iter(bounds.values())).lanes,
+        shuffle_blocks,
+        block_rows,
+    )
     return {**{k: b.to_dict() for k, b in bounds.items()}, "bytes": total}
 
 
@@ -390,8 +404,9 @@ def _parquet_records(pf, rg: int, cols: list[str], kind: str, start: int = 0) ->
     row-group size (the stream alone at 100x: 189 MiB, 177 now; bench/README "Where
     pretraining's memory goes"), and the rows after the block were decoded for nothing."""
     skip = start
-    for batch in pf.iter_batches(batch_size=_CONVERT_ROWS, row_groups=[rg], columns=cols,
-                                 use_threads=False):  # fmt: skip
+    for batch in pf.iter_batches(
+        batch_size=_CONVERT_ROWS, row_groups=[rg], columns=cols, use_threads=False
+    ):
         if skip >= batch.num_rows:
             skip -= batch.num_rows
             continue
@@ -412,9 +427,15 @@ def _table_records(table, kind: str) -> Iterator:
 
 
 def _scan_file(
-    path: str, kind: str, group: str, block_rows: int, heldout: float, max_heldout: int,
-    res: ScanResult, counter: StageCounter,
-) -> None:  # fmt: skip
+    path: str,
+    kind: str,
+    group: str,
+    block_rows: int,
+    heldout: float,
+    max_heldout: int,
+    res: ScanResult,
+    counter: StageCounter,
+) -> None:
     unit = kind
     blocks: list[Block] = []
     if path.endswith(".parquet"):
@@ -473,7 +494,12 @@ def _scan_file(
                         n, start_line, start_off = 0, line_no, max(off, 0)
         except (EOFError, zlib.error, OSError) as e:
             # A cut .gz: keep the complete lines before the cut, say so.
-            log.warning("%s is truncated or corrupt after line %d (%s): its readable lines are used", path, line_no, e)
+            log.warning(
+                "%s is truncated or corrupt after line %d (%s): its readable lines are used",
+                path,
+                line_no,
+                e,
+            )
             counter.add_event(FILE_UNIT, "truncated")
         if n:
             blocks.append(Block(path, "text", len(blocks), n, start_line, start_off))
@@ -527,8 +553,9 @@ def scan(
     return res
 
 
-def scan_distributed(groups, kind, block_rows, heldout_fraction, max_heldout, info,
-                     cache_dir: str | None = None) -> ScanResult:  # fmt: skip
+def scan_distributed(
+    groups, kind, block_rows, heldout_fraction, max_heldout, info, cache_dir: str | None = None
+) -> ScanResult:
     """:func:`scan` on every rank's share, exchanged so every rank knows every block.
 
     With ``cache_dir`` (a run's output folder) the result is kept there, keyed on the inputs'
@@ -550,8 +577,12 @@ def scan_distributed(groups, kind, block_rows, heldout_fraction, max_heldout, in
             dist.broadcast_object_list(box, src=0)
             cached = box[0]
         if cached is not None:
-            log.info("%s scan loaded from %s (%d blocks): the inputs are as they were", kind,
-                     cache_dir, sum(len(b) for b in cached.groups.values()))  # fmt: skip
+            log.info(
+                "%s scan loaded from %s (%d blocks): the inputs are as they were",
+                kind,
+                cache_dir,
+                sum(len(b) for b in cached.groups.values()),
+            )
             return cached
     total = _scan_all_ranks(groups, kind, block_rows, heldout_fraction, max_heldout, info)
     if key is not None:
@@ -647,8 +678,17 @@ def mixing_probabilities(groups: dict[str, BlockList], alpha: float) -> dict[str
 class _GroupLane:
     """One group's endless record stream for one lane, positioned by record count."""
 
-    def __init__(self, blocks: BlockList, gid: int, lane: int, lanes: int, seed: int,
-                 shuffle_blocks: int, kind: str, heldout: float):  # fmt: skip
+    def __init__(
+        self,
+        blocks: BlockList,
+        gid: int,
+        lane: int,
+        lanes: int,
+        seed: int,
+        shuffle_blocks: int,
+        kind: str,
+        heldout: float,
+    ):
         self.blocks, self.gid, self.lane, self.lanes = blocks, gid, lane, lanes
         self.seed, self.window, self.kind, self.heldout = seed, shuffle_blocks, kind, heldout
 
@@ -691,8 +731,17 @@ class _GroupLane:
 class Lane:
     """Lane ``lane`` of ``lanes``: the deterministic, endless, language-mixed record stream."""
 
-    def __init__(self, scan_res: ScanResult, kind: str, lane: int, lanes: int, seed: int,
-                 shuffle_blocks: int = 4, alpha: float = 0.3, heldout: float = 0.0):  # fmt: skip
+    def __init__(
+        self,
+        scan_res: ScanResult,
+        kind: str,
+        lane: int,
+        lanes: int,
+        seed: int,
+        shuffle_blocks: int = 4,
+        alpha: float = 0.3,
+        heldout: float = 0.0,
+    ):
         names = sorted(g for g, bl in scan_res.groups.items() if bl)
         if not names:
             raise ValueError(f"no usable {kind} in the given inputs")
@@ -750,6 +799,16 @@ def iter_all_records(scan_res: ScanResult, kind: str, heldout: float = 0.0) -> I
 
 
 __all__ = [
-    "Block", "BlockList", "Lane", "ScanResult", "expand_inputs", "finish_groups", "iter_all_records",
-    "lanes_of_rank", "parse_pair_line", "read_block", "scan", "scan_distributed",
-]  # fmt: skip
+    "Block",
+    "BlockList",
+    "Lane",
+    "ScanResult",
+    "expand_inputs",
+    "finish_groups",
+    "iter_all_records",
+    "lanes_of_rank",
+    "parse_pair_line",
+    "read_block",
+    "scan",
+    "scan_distributed",
+]

@@ -17,8 +17,13 @@ from dataclasses import dataclass
 import numpy as np
 
 FORMATS = ("parquet", "text")
-_COLS = (("file", np.int32), ("part", np.int32), ("rows", np.int32), ("line", np.int64),
-         ("offset", np.int64))  # fmt: skip
+_COLS = (
+    ("file", np.int32),
+    ("part", np.int32),
+    ("rows", np.int32),
+    ("line", np.int64),
+    ("offset", np.int64),
+)
 _PENDING_MAX = 65536  # appended blocks buffered as tuples before they join the columns
 
 
@@ -86,7 +91,9 @@ class BlockList:
         if not len(cols["file"]):
             return
         self._flush_pending()
-        remap = np.array([self._file(p, f) for p, f in zip(other.paths, other.fmts)], dtype=np.int32)
+        remap = np.array(
+            [self._file(p, f) for p, f in zip(other.paths, other.fmts)], dtype=np.int32
+        )
         self._chunks.append({**cols, "file": remap[cols["file"]]})
 
     # -- reading ----------------------------------------------------------------------------
@@ -113,8 +120,14 @@ class BlockList:
     def __getitem__(self, i: int) -> Block:
         c = self.columns()
         f = int(c["file"][i])
-        return Block(self.paths[f], self.fmts[f], int(c["part"][i]), int(c["rows"][i]),
-                     int(c["line"][i]), int(c["offset"][i]))  # fmt: skip
+        return Block(
+            self.paths[f],
+            self.fmts[f],
+            int(c["part"][i]),
+            int(c["rows"][i]),
+            int(c["line"][i]),
+            int(c["offset"][i]),
+        )
 
     def __iter__(self) -> Iterator[Block]:
         for i in range(len(self)):
@@ -130,7 +143,9 @@ class BlockList:
         if not len(c["file"]):
             return
         path_rank = np.empty(len(self.paths), dtype=np.int64)
-        path_rank[np.argsort(np.array(self.paths, dtype=object), kind="stable")] = np.arange(len(self.paths))
+        path_rank[np.argsort(np.array(self.paths, dtype=object), kind="stable")] = np.arange(
+            len(self.paths)
+        )
         order = np.lexsort((c["line"], c["part"], path_rank[c["file"]]))
         self._cols = {n: a[order] for n, a in c.items()}
 

@@ -65,12 +65,23 @@ def learn_vocab_from(texts: Iterator[str], out_dir: str, vocab_size: int) -> Non
 
     # A small vocabulary cannot hold every character of 17 scripts twice (## forms): the rarest
     # characters become [UNK] so that a third of the budget is left for real pieces.
-    build_vocab({stream.DEFAULT_GROUP: list(texts)}, vocab_size, out_dir,
-                learner={"max_unique_chars": max(1, (vocab_size - 5) // 3)})  # fmt: skip
+    build_vocab(
+        {stream.DEFAULT_GROUP: list(texts)},
+        vocab_size,
+        out_dir,
+        learner={"max_unique_chars": max(1, (vocab_size - 5) // 3)},
+    )
 
 
-def _build_model(cfg: TrainConfig, model_cfg: dict, output: str, scan_res: stream.ScanResult,
-                 vocab: str | None, init: str | None, info: DistInfo) -> tuple[SentenceEncoder, Any]:  # fmt: skip
+def _build_model(
+    cfg: TrainConfig,
+    model_cfg: dict,
+    output: str,
+    scan_res: stream.ScanResult,
+    vocab: str | None,
+    init: str | None,
+    info: DistInfo,
+) -> tuple[SentenceEncoder, Any]:
     """A fresh encoder: from --init, else random on --vocab (or a vocab learned from the pairs)."""
     if init:
         encoder, tokenizer, _ = load_encoder(init)
@@ -86,18 +97,24 @@ def _build_model(cfg: TrainConfig, model_cfg: dict, output: str, scan_res: strea
             )
         vocab = os.path.join(output, "vocab")
         if info.is_main and not os.path.exists(os.path.join(vocab, "tokenizer.json")):
-            log.info("no --vocab: learning a %d-piece cased WordPiece from the pairs", cfg.vocab_size)
+            log.info(
+                "no --vocab: learning a %d-piece cased WordPiece from the pairs", cfg.vocab_size
+            )
             texts = (s for rec in stream.iter_all_records(scan_res, stream.PAIRS) for s in rec)
             learn_vocab_from(texts, vocab, cfg.vocab_size)
         barrier()
     tokenizer = load_tokenizer(vocab)
     config = build_config(len(tokenizer), tokenizer.pad_token_id or 0, **model_cfg)
     # Same seed on every rank: identical initial weights even before DDP's broadcast.
-    return new_encoder(config, seed=cfg.seed, pooling=model_cfg.get("pooling") or "pooler"), tokenizer
+    return new_encoder(
+        config, seed=cfg.seed, pooling=model_cfg.get("pooling") or "pooler"
+    ), tokenizer
 
 
 def device_for(info: DistInfo, threads: int | None) -> torch.device:
-    device = torch.device("cuda", info.local_rank) if torch.cuda.is_available() else torch.device("cpu")
+    device = (
+        torch.device("cuda", info.local_rank) if torch.cuda.is_available() else torch.device("cpu")
+    )
     if device.type == "cpu":
         # Workers on one node share its cores; oversubscribed OpenMP threads spin and crawl.
         # Sized to the CPUs this process may use (affinity, cgroup quota), not the machine's.
@@ -117,12 +134,20 @@ def check_batch_grid(batch_size: int, lanes: int, world: int, what: str) -> None
 class DualEncoderObjective:
     stage_name = STAGE
 
-    def __init__(self, cfg: TrainConfig, scan_res: stream.ScanResult, stok: SentenceTokenizer,
-                 tokenizer: Any, info: DistInfo, device: torch.device) -> None:  # fmt: skip
+    def __init__(
+        self,
+        cfg: TrainConfig,
+        scan_res: stream.ScanResult,
+        stok: SentenceTokenizer,
+        tokenizer: Any,
+        info: DistInfo,
+        device: torch.device,
+    ) -> None:
         self.cfg, self.scan_res, self.stok, self.tokenizer = cfg, scan_res, stok, tokenizer
         self.info, self.device = info, device
-        self.loss_fn = AdditiveMarginRankingLoss(cfg.scale, cfg.margin, cfg.bidirectional,
-                                                 cfg.reduction, cfg.combine)  # fmt: skip
+        self.loss_fn = AdditiveMarginRankingLoss(
+            cfg.scale, cfg.margin, cfg.bidirectional, cfg.reduction, cfg.combine
+        )
         self.per_lane = cfg.batch_size // cfg.lanes
         self.pool: HardNegativePool | None = None
         self.pool_ids: list[list[int]] | None = None
@@ -135,8 +160,12 @@ class DualEncoderObjective:
             self.empty_ids = stok.encode([""])[0][0]
             # Once per epoch by default: the pool seen once by the current encoder.
             self.mine_every = cfg.hard_negatives_every or max(1, len(self.pool) // cfg.batch_size)
-            log.info("hard negatives: %d per source, mined every %d steps from %d pairs",
-                     cfg.hard_negatives, self.mine_every, len(self.pool))  # fmt: skip
+            log.info(
+                "hard negatives: %d per source, mined every %d steps from %d pairs",
+                cfg.hard_negatives,
+                self.mine_every,
+                len(self.pool),
+            )
 
     def _with_negatives(self, batch: Batch) -> Batch:
         """The batch plus its rows' hard negatives, appended after the targets.
@@ -163,7 +192,9 @@ class DualEncoderObjective:
             return torch.nn.functional.pad(x, (0, width - x.shape[1]), value=fill)
 
         tensors = {
-            "input_ids": torch.cat([widen(old_ids, self.stok.pad_id), widen(neg_ids, self.stok.pad_id)]),
+            "input_ids": torch.cat(
+                [widen(old_ids, self.stok.pad_id), widen(neg_ids, self.stok.pad_id)]
+            ),
             "attention_mask": torch.cat([widen(old_mask, 0), widen(neg_mask, 0)]),
             "src_groups": torch.tensor([pool.group_at(i) for i in index], dtype=torch.long),
             "extra_groups": torch.tensor(extra_groups, dtype=torch.long),
@@ -175,8 +206,12 @@ class DualEncoderObjective:
         lanes = stream.lanes_of_rank(cfg.lanes, self.info.rank, self.info.world_size)
         saved = state.cursors.get(PAIR_UNIT, {})
         pos = {j: int(saved.get(j, state.micro * self.per_lane)) for j in lanes}
-        its = {j: stream.Lane(self.scan_res, PAIR_UNIT, j, cfg.lanes, cfg.seed, cfg.shuffle_blocks,
-                              cfg.mix_alpha).records(pos[j]) for j in lanes}  # fmt: skip
+        its = {
+            j: stream.Lane(
+                self.scan_res, PAIR_UNIT, j, cfg.lanes, cfg.seed, cfg.shuffle_blocks, cfg.mix_alpha
+            ).records(pos[j])
+            for j in lanes
+        }
         while True:
             src: list[str] = []
             trg: list[str] = []
@@ -189,18 +224,27 @@ class DualEncoderObjective:
             ids, truncated = self.stok.encode(src + trg)
             extra: dict[str, torch.Tensor] = {}
             if self.pool is not None:
-                extra["pool_index"] = torch.tensor([self.pool.index_of(s, t) for s, t in zip(src, trg)])
+                extra["pool_index"] = torch.tensor(
+                    [self.pool.index_of(s, t) for s, t in zip(src, trg)]
+                )
             input_ids, mask = pad_batch(ids, self.stok.pad_id)
             events = {f"{PAIR_UNIT}/event/sentences_truncated": truncated} if truncated else {}
-            yield Batch({"input_ids": input_ids, "attention_mask": mask, **extra},
-                        {PAIR_UNIT: dict(pos)}, events, samples=len(ids),
-                        tokens=int(mask.sum()))  # fmt: skip
+            yield Batch(
+                {"input_ids": input_ids, "attention_mask": mask, **extra},
+                {PAIR_UNIT: dict(pos)},
+                events,
+                samples=len(ids),
+                tokens=int(mask.sum()),
+            )
 
-    def _loss_of(self, batch: Batch) -> Callable[[torch.Tensor], tuple[torch.Tensor, dict[str, torch.Tensor]]]:
+    def _loss_of(
+        self, batch: Batch
+    ) -> Callable[[torch.Tensor], tuple[torch.Tensor, dict[str, torch.Tensor]]]:
         """The loss of this batch's embeddings: rows are sources, targets, then the hard
         negatives (``hard_negatives`` per source) when they are on."""
         t = batch.tensors
         if "src_groups" not in t:
+
             def loss(emb: torch.Tensor):
                 b = emb.shape[0] // 2
                 out = self.loss_fn(emb[:b], emb[b:])
@@ -224,8 +268,14 @@ class DualEncoderObjective:
         mask = batch.tensors["attention_mask"].to(self.device, non_blocking=True)
         return self._loss_of(batch)(model(ids, mask))  # all rows in one call
 
-    def forward_backward(self, model: torch.nn.Module, batch: Batch, loss_scale: float,
-                         autocast: Callable[[], AbstractContextManager], sync: bool):  # fmt: skip
+    def forward_backward(
+        self,
+        model: torch.nn.Module,
+        batch: Batch,
+        loss_scale: float,
+        autocast: Callable[[], AbstractContextManager],
+        sync: bool,
+    ):
         """One micro-batch with its backward; gradient caching when ``chunk_size`` is smaller
         than this rank's sentences (source and target rows)."""
         chunk = self.cfg.chunk_size
@@ -239,11 +289,14 @@ class DualEncoderObjective:
             return loss, parts
         ids = ids.to(self.device, non_blocking=True)
         mask = batch.tensors["attention_mask"].to(self.device, non_blocking=True)
-        return cached_forward_backward(model, ids, mask, self._loss_of(batch), chunk, loss_scale,
-                                       autocast, sync)  # fmt: skip
+        return cached_forward_backward(
+            model, ids, mask, self._loss_of(batch), chunk, loss_scale, autocast, sync
+        )
 
     def save_model(self, state: TrainState, directory: str) -> None:
-        save_encoder(state.model, self.tokenizer, directory, max_seq_length=self.stok.max_seq_length)
+        save_encoder(
+            state.model, self.tokenizer, directory, max_seq_length=self.stok.max_seq_length
+        )
 
     def evaluate(self, state: TrainState) -> dict[str, float]:
         return {}
@@ -252,8 +305,13 @@ class DualEncoderObjective:
         """Re-mine with the current weights (every rank: the pool's embedding is shared)."""
         assert self.pool is not None
         t0 = time.perf_counter()
-        self.pool.refresh(state.model, self.tokenizer, self.stok.max_seq_length, self.device,
-                          self.cfg.hard_negatives)  # fmt: skip
+        self.pool.refresh(
+            state.model,
+            self.tokenizer,
+            self.stok.max_seq_length,
+            self.device,
+            self.cfg.hard_negatives,
+        )
         log.info("hard negatives mined at step %d in %.1f s", state.step, time.perf_counter() - t0)
 
     def after_step(self, state: TrainState) -> bool:
@@ -282,7 +340,9 @@ def train(
     that step with a checkpoint, as a preempted job slice would, to be resumed later.
     """
     if not isinstance(cfg, TrainConfig):
-        raise TypeError(f"train() takes the typed train section (TrainConfig), not {type(cfg).__name__}")
+        raise TypeError(
+            f"train() takes the typed train section (TrainConfig), not {type(cfg).__name__}"
+        )
     total_steps = int(max_steps or cfg.steps)
     if not pairs:
         raise ValueError("no pair files given (--pairs FILE)")
@@ -296,16 +356,25 @@ def train(
 
     groups = stream.expand_inputs(pairs)
     # The scan is kept in the output for a restart (labse_model.scan_cache).
-    scan_res = stream.scan_distributed(groups, PAIR_UNIT, cfg.block_rows, 0.0, 0, info,
-                                       os.path.join(output, "scan"))
+    scan_res = stream.scan_distributed(
+        groups, PAIR_UNIT, cfg.block_rows, 0.0, 0, info, os.path.join(output, "scan")
+    )
     n_pairs = scan_res.total_rows()
     if n_pairs == 0:
-        raise stream.NoUsableInput(None, "no usable pairs in the given files (all empty, "
-                                   "malformed or unreadable)", "--pairs")  # fmt: skip
+        raise stream.NoUsableInput(
+            None,
+            "no usable pairs in the given files (all empty, malformed or unreadable)",
+            "--pairs",
+        )
     if len(groups) > 1:
         stream.finish_groups(scan_res, sorted(groups), PAIR_UNIT)
-    log.info("%d pairs in %d blocks, global batch %d in %d lanes", n_pairs,
-             sum(len(b) for b in scan_res.groups.values()), cfg.batch_size, cfg.lanes)  # fmt: skip
+    log.info(
+        "%d pairs in %d blocks, global batch %d in %d lanes",
+        n_pairs,
+        sum(len(b) for b in scan_res.groups.values()),
+        cfg.batch_size,
+        cfg.lanes,
+    )
 
     resume = find_resume(os.path.join(output, "checkpoints"), info)
     if resume:
@@ -316,16 +385,27 @@ def train(
     max_len = min(cfg.max_seq_length, encoder.bert.config.max_position_embeddings)
     stok = SentenceTokenizer(tokenizer, max_len)
     encoder.to(device)
-    state = TrainState(encoder, make_optimizer(encoder, cfg.lr, cfg.weight_decay, cfg.adam_eps, device,
-                                                   cfg.embedding_lr_scale))
+    state = TrainState(
+        encoder,
+        make_optimizer(
+            encoder, cfg.lr, cfg.weight_decay, cfg.adam_eps, device, cfg.embedding_lr_scale
+        ),
+    )
     set_seed(cfg.seed + info.rank)  # dropout masks differ per rank, reproducibly
-    fingerprint = {"num_pairs": n_pairs, "batch_size": cfg.batch_size, "lanes": cfg.lanes,
-                   "seed": cfg.seed, "block_rows": cfg.block_rows}  # fmt: skip
+    fingerprint = {
+        "num_pairs": n_pairs,
+        "batch_size": cfg.batch_size,
+        "lanes": cfg.lanes,
+        "seed": cfg.seed,
+        "block_rows": cfg.block_rows,
+    }
     if resume:
         saved = read_trainer_state(resume)
         was = saved.get("extra", {}).get("data", {})
         if was != fingerprint:
-            raise RuntimeError(f"{resume} was trained on different data or batching ({was}); now {fingerprint}: not the same run")
+            raise RuntimeError(
+                f"{resume} was trained on different data or batching ({was}); now {fingerprint}: not the same run"
+            )
         state.optimizer.load_state_dict(saved["optimizer"])
         state.step, state.micro = int(saved["step"]), int(saved["micro"])
         state.cursors, state.events = saved["cursors"], saved["events"]
@@ -336,7 +416,17 @@ def train(
     if objective.pool is not None and state.step >= objective.mine_every:
         objective.mine_hard_negatives(state)  # a resumed run: the negatives are not saved
     loop_cfg = LoopConfig.of(cfg, total_steps, stop_at_step)
-    bound = stream.window_bound(scan_res, cfg.lanes, cfg.lanes // info.world_size, cfg.shuffle_blocks)
+    bound = stream.window_bound(
+        scan_res, cfg.lanes, cfg.lanes // info.world_size, cfg.shuffle_blocks
+    )
     windows = stream.log_window_bounds({PAIR_UNIT: bound}, cfg.shuffle_blocks, cfg.block_rows)
-    return run(objective, state, loop_cfg, output, info, device, scan_res.counts,
-               {"shuffle_windows": windows})  # fmt: skip
+    return run(
+        objective,
+        state,
+        loop_cfg,
+        output,
+        info,
+        device,
+        scan_res.counts,
+        {"shuffle_windows": windows},
+    )

@@ -155,9 +155,17 @@ def cmd_embed(args: argparse.Namespace) -> int:
     `pipelines.embed` write for the same sentences, row i = input row i."""
     from labse_model.embed_store import describe, embed_to_store
 
-    report = embed_to_store(args.model, args.text, args.output, dtype=args.dtype,
-                            batch_size=args.batch_size, rows_per_shard=args.rows_per_shard,
-                            overwrite=args.overwrite, show_progress=True, flag="--text")  # fmt: skip
+    report = embed_to_store(
+        args.model,
+        args.text,
+        args.output,
+        dtype=args.dtype,
+        batch_size=args.batch_size,
+        rows_per_shard=args.rows_per_shard,
+        overwrite=args.overwrite,
+        show_progress=True,
+        flag="--text",
+    )
     print(describe(report))
     return 0
 
@@ -183,8 +191,9 @@ def _embedder(args: argparse.Namespace):
     return npy_embedder(args.emb_dir)
 
 
-def _finish(report: dict, markdown: str, out: str | None, name: str,
-            overwrite: bool = False) -> int:  # fmt: skip
+def _finish(
+    report: dict, markdown: str, out: str | None, name: str, overwrite: bool = False
+) -> int:
     from mining.evaluate import write_report_files
 
     print(markdown)
@@ -203,9 +212,13 @@ def cmd_eval(args: argparse.Namespace) -> int:
     missing = [f"--{n.replace('_', '-')}" for n in need if not getattr(args, n)]
     if missing:
         raise UsageError(f"eval {args.task} needs {' '.join(missing)}")
-    _require_inputs(("--data", args.data), ("--src-text", args.src_text),
-                    ("--trg-text", args.trg_text), ("--model", args.model),
-                    ("--emb-dir", args.emb_dir))  # fmt: skip
+    _require_inputs(
+        ("--data", args.data),
+        ("--src-text", args.src_text),
+        ("--trg-text", args.trg_text),
+        ("--model", args.model),
+        ("--emb-dir", args.emb_dir),
+    )
     if args.output:
         require_local(args.output, "--output", "mining eval")
     if not args.model and not args.emb_dir and args.task != "un":
@@ -213,8 +226,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
     embed = _embedder(args)
     if args.task == "tatoeba":
         rep = evaluate.evaluate_tatoeba(args.data, embed, c.langs, c.prefix, c.scoring, c.k)
-        return _finish(rep, evaluate.tatoeba_markdown(rep), args.output, f"tatoeba_{c.prefix}",
-                       args.overwrite)  # fmt: skip
+        return _finish(
+            rep, evaluate.tatoeba_markdown(rep), args.output, f"tatoeba_{c.prefix}", args.overwrite
+        )
     if args.task == "bucc":
         # BUCC mining as the paper's: ratio margin, max retrieval, k from the eval section.
         cfg = MiningConfig(k=c.k, margin="ratio", mode="max", unify=True, progress=False)

@@ -142,8 +142,12 @@ class VectorSide:
         # Threads only for large reads (a merge chunk's candidates): small ones gain nothing and
         # would map several shards at once. Remote shards go one at a time: the side keeps one
         # downloaded shard in memory.
-        if (threads > 1 and len(grows) >= PARALLEL_ROWS and len(self.refs) > 1
-                and not any(is_remote(r.path) for r in self.refs)):  # fmt: skip
+        if (
+            threads > 1
+            and len(grows) >= PARALLEL_ROWS
+            and len(self.refs) > 1
+            and not any(is_remote(r.path) for r in self.refs)
+        ):
             with ThreadPoolExecutor(threads) as pool:
                 list(pool.map(one, self.refs))
         else:
@@ -209,8 +213,13 @@ class _ListWriter:
         self.path, self.shape, self.dtype = path, (rows, width), np.dtype(dtype)
         self.f = open(path, "wb")
         np.lib.format.write_array_header_1_0(
-            self.f, {"descr": np.lib.format.dtype_to_descr(self.dtype), "fortran_order": False,
-                     "shape": self.shape})  # fmt: skip
+            self.f,
+            {
+                "descr": np.lib.format.dtype_to_descr(self.dtype),
+                "fortran_order": False,
+                "shape": self.shape,
+            },
+        )
         self.written = 0
 
     def write(self, block: np.ndarray) -> None:
@@ -375,8 +384,15 @@ def merge_shard_lists(
         yield q0, q1, *topk_rows(sims, inds, width)
 
 
-def _rescore(queries: VectorSide, base: VectorSide, q0: int, q1: int, cand: np.ndarray,
-             k: int, threads: int = 1) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+def _rescore(
+    queries: VectorSide,
+    base: VectorSide,
+    q0: int,
+    q1: int,
+    cand: np.ndarray,
+    k: int,
+    threads: int = 1,
+) -> tuple[np.ndarray, np.ndarray]:
     """Exact cosines of approximate candidates (as mining.knn.search_index), best ``k``.
 
     Each distinct candidate row is read once (sorted, so a store shard is read in order) and
@@ -386,8 +402,11 @@ def _rescore(queries: VectorSide, base: VectorSide, q0: int, q1: int, cand: np.n
     uniq, inv = np.unique(cand[ok], return_inverse=True)
     local = np.full(cand.shape, -1, np.int64)
     local[ok] = inv
-    xb = (base.read_sorted(base._global(uniq), threads) if len(uniq)
-          else np.zeros((1, base.dim), np.float32))  # fmt: skip
+    xb = (
+        base.read_sorted(base._global(uniq), threads)
+        if len(uniq)
+        else np.zeros((1, base.dim), np.float32)
+    )
     s = exact_scores(xq, xb, local, threads)
     return topk_rows(s, cand, k)
 
@@ -445,8 +464,9 @@ def bounded_neighbours(
     dim = src.dim
     kind, f_trg, f_src, nprobe = _index_spec(kcfg.index, len(src), len(trg), dim, cfg, layout)
     kk = cfg.k if kind == "flat" else cfg.k * max(1, kcfg.rerank)
-    sizes = planner.chunk_sizes(kcfg.mem_gb, dim, cfg.k, kk, layout.shards, nprobe or 16,
-                                max(src.itemsize, trg.itemsize))  # fmt: skip
+    sizes = planner.chunk_sizes(
+        kcfg.mem_gb, dim, cfg.k, kk, layout.shards, nprobe or 16, max(src.itemsize, trg.itemsize)
+    )
     chunk = layout.chunk_rows or sizes.query_rows
     block = layout.block_rows or sizes.block_rows
     merge_rows = layout.merge_rows or sizes.merge_rows
@@ -468,8 +488,21 @@ def bounded_neighbours(
                 src, trg, cfg, layout, work, chunk, block, merge_rows, threads, secs
             )
         else:
-            nb = _ann_neighbours(src, trg, cfg, layout, work, (f_trg, f_src), nprobe, kk, chunk,
-                                 block, merge_rows, threads, secs)  # fmt: skip
+            nb = _ann_neighbours(
+                src,
+                trg,
+                cfg,
+                layout,
+                work,
+                (f_trg, f_src),
+                nprobe,
+                kk,
+                chunk,
+                block,
+                merge_rows,
+                threads,
+                secs,
+            )
     finally:
         if tmp is not None:
             tmp.cleanup()
@@ -480,11 +513,28 @@ def _flat_neighbours(src, trg, cfg, layout, work, chunk, block, merge_rows, thre
     t = time.perf_counter()
     tasks = []
     for w, (t0, t1) in enumerate(even_bounds(0, len(trg), -(-len(trg) // layout.shards) or 1)):
-        out = {n: os.path.join(work, f"flat_{w:04d}_{n}.npy")
-               for n in ("fwd_sims", "fwd_inds", "bwd_sims", "bwd_inds", "done")}  # fmt: skip
-        tasks.append(_Task("flat", "both", src.path, src.rows, trg.path, trg.rows, (t0, t1),
-                           cfg.k, cfg, chunk, block, out, threads=threads,
-                           resume=layout.resume))  # fmt: skip
+        out = {
+            n: os.path.join(work, f"flat_{w:04d}_{n}.npy")
+            for n in ("fwd_sims", "fwd_inds", "bwd_sims", "bwd_inds", "done")
+        }
+        tasks.append(
+            _Task(
+                "flat",
+                "both",
+                src.path,
+                src.rows,
+                trg.path,
+                trg.rows,
+                (t0, t1),
+                cfg.k,
+                cfg,
+                chunk,
+                block,
+                out,
+                threads=threads,
+                resume=layout.resume,
+            )
+        )
     outs = _run_tasks(_flat_task, tasks, layout)
     secs["search"] = time.perf_counter() - t
     t = time.perf_counter()
@@ -509,8 +559,22 @@ def _flat_neighbours(src, trg, cfg, layout, work, chunk, block, merge_rows, thre
     return Neighbours(fs, fi, bs, bi)
 
 
-def _ann_direction(queries, base, factory, name, cfg, layout, work, nprobe, kk, chunk, block,
-                   merge_rows, threads, secs):  # fmt: skip
+def _ann_direction(
+    queries,
+    base,
+    factory,
+    name,
+    cfg,
+    layout,
+    work,
+    nprobe,
+    kk,
+    chunk,
+    block,
+    merge_rows,
+    threads,
+    secs,
+):
     k = min(cfg.k, len(base))
     sims = np.full((len(queries), k), -np.inf, np.float32)
     inds = np.full((len(queries), k), -1, np.int64)
@@ -530,16 +594,35 @@ def _ann_direction(queries, base, factory, name, cfg, layout, work, nprobe, kk, 
     tasks = []
     for w, (b0, b1) in enumerate(even_bounds(0, len(base), shard)):
         out = {n: os.path.join(work, f"{name}_{w:04d}_{n}.npy") for n in ("sims", "inds", "done")}
-        tasks.append(_Task("ann", name, queries.path, queries.rows, base.path, base.rows, (b0, b1),
-                           kk, cfg, chunk, block, out, trained, nprobe, threads,
-                           layout.resume))  # fmt: skip
+        tasks.append(
+            _Task(
+                "ann",
+                name,
+                queries.path,
+                queries.rows,
+                base.path,
+                base.rows,
+                (b0, b1),
+                kk,
+                cfg,
+                chunk,
+                block,
+                out,
+                trained,
+                nprobe,
+                threads,
+                layout.resume,
+            )
+        )
     outs = _run_tasks(_ann_task, tasks, layout)
     secs[f"search_{name}"] = time.perf_counter() - t
     t = time.perf_counter()
     width = min(kk, len(base))
     parts = [(o["sims"], o["inds"]) for o in outs]
     for q0, q1, _, cand in merge_shard_lists(parts, len(queries), width, merge_rows):
-        sims[q0:q1], inds[q0:q1] = _rescore(queries, base, q0, q1, cand, k, threads * max(1, layout.workers))
+        sims[q0:q1], inds[q0:q1] = _rescore(
+            queries, base, q0, q1, cand, k, threads * max(1, layout.workers)
+        )
     secs[f"merge_rescore_{name}"] = time.perf_counter() - t
     if layout.resume:
         np.savez(merged + ".part.npz", sims=sims, inds=inds)
@@ -550,8 +633,9 @@ def _ann_direction(queries, base, factory, name, cfg, layout, work, nprobe, kk, 
     return sims, inds
 
 
-def _ann_neighbours(src, trg, cfg, layout, work, factories, nprobe, kk, chunk, block, merge_rows,
-                    threads, secs):  # fmt: skip
+def _ann_neighbours(
+    src, trg, cfg, layout, work, factories, nprobe, kk, chunk, block, merge_rows, threads, secs
+):
     f_trg, f_src = factories
     args = (cfg, layout, work, nprobe, kk, chunk, block, merge_rows, threads, secs)
     fs, fi = _ann_direction(src, trg, f_trg, "fwd", *args)
@@ -579,7 +663,8 @@ def mine_bounded(
     nb, factories, secs = bounded_neighbours(src, trg, cfg, layout)
     t = time.perf_counter()
     sc = score(nb, cfg.margin)
-    pairs = retrieve(sc.fwd_scores, nb.fwd_inds, sc.bwd_scores, nb.bwd_inds, cfg.mode,
-                     cfg.threshold, counter)  # fmt: skip
+    pairs = retrieve(
+        sc.fwd_scores, nb.fwd_inds, sc.bwd_scores, nb.bwd_inds, cfg.mode, cfg.threshold, counter
+    )
     secs["margin_retrieval"] = time.perf_counter() - t
     return BoundedResult(pairs, sc, factories, {a: round(b, 3) for a, b in secs.items()})

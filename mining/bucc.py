@@ -113,10 +113,24 @@ def mine_candidates(
     ``paths`` (the two files) name the side whose every row is unusable in that error."""
     counter = StageCounter()
     sp, tp = (None if p is None else os.fspath(p) for p in paths)
-    s_side = prepare_side(list(src[1]), [src_vecs], cfg.unify, counter, "src_sentences",
-                          text_input=(sp, "--data"), vector_input=(sp, "--data"))  # fmt: skip
-    t_side = prepare_side(list(trg[1]), [trg_vecs], cfg.unify, counter, "trg_sentences",
-                          text_input=(tp, "--data"), vector_input=(tp, "--data"))  # fmt: skip
+    s_side = prepare_side(
+        list(src[1]),
+        [src_vecs],
+        cfg.unify,
+        counter,
+        "src_sentences",
+        text_input=(sp, "--data"),
+        vector_input=(sp, "--data"),
+    )
+    t_side = prepare_side(
+        list(trg[1]),
+        [trg_vecs],
+        cfg.unify,
+        counter,
+        "trg_sentences",
+        text_input=(tp, "--data"),
+        vector_input=(tp, "--data"),
+    )
     pairs, _ = mine_vectors(s_side.x, t_side.x, cfg, counter)
     sr, tr, pi = expand_pairs(s_side, t_side, pairs.src, pairs.trg)
     out: dict[IdPair, float] = {}

@@ -71,11 +71,16 @@ class Corpus:
         return {c: self.table.column(c) for c in META_COLUMNS if c in self.table.column_names}
 
 
-def make_corpus(texts: pa.Array | pa.ChunkedArray | Sequence[str], meta: dict | None = None,
-                lang: str = "") -> Corpus:  # fmt: skip
+def make_corpus(
+    texts: pa.Array | pa.ChunkedArray | Sequence[str], meta: dict | None = None, lang: str = ""
+) -> Corpus:
     """A :class:`Corpus` from a text column and optional metadata columns: null texts become
     empty (dropped later as ``empty_text``), a missing ``id`` becomes the row number."""
-    text = texts if isinstance(texts, (pa.Array, pa.ChunkedArray)) else pa.array(texts, pa.large_string())
+    text = (
+        texts
+        if isinstance(texts, (pa.Array, pa.ChunkedArray))
+        else pa.array(texts, pa.large_string())
+    )
     if not (pa.types.is_string(text.type) or pa.types.is_large_string(text.type)):
         text = text.cast(pa.large_string())  # each step copies the text: only when needed
     if text.null_count:
@@ -126,11 +131,15 @@ def read_corpus(path: str | os.PathLike, lang: str = "", flag: str | None = None
     if is_remote(os.fspath(path)) or p.is_dir() or p.suffix == ".parquet":
         # An embedding store directory carries its sentences in its shard Parquets.
         if not is_remote(os.fspath(path)):
-            table = (EmbeddingStore(p).all_metadata() if (p / MANIFEST).is_file()
-                     else _read_columns(p, flag))  # fmt: skip
+            table = (
+                EmbeddingStore(p).all_metadata()
+                if (p / MANIFEST).is_file()
+                else _read_columns(p, flag)
+            )
         if "text" not in table.column_names:
-            raise InputError(p, f"Parquet corpus needs a 'text' column, has {table.column_names}",
-                             flag)  # fmt: skip
+            raise InputError(
+                p, f"Parquet corpus needs a 'text' column, has {table.column_names}", flag
+            )
         if not lang and "lang" in table.column_names and table.num_rows:
             lang = str(table.column("lang")[0].as_py() or "")
         meta = {c: table.column(c) for c in META_COLUMNS if c in table.column_names}
@@ -231,18 +240,26 @@ def prepare_side(
     return side
 
 
-def _nothing_usable(unit: str, n: int, dropped: dict[str, int],
-                    text_input: tuple[str | None, str | None],
-                    vector_input: tuple[str | None, str | None]) -> None:  # fmt: skip
+def _nothing_usable(
+    unit: str,
+    n: int,
+    dropped: dict[str, int],
+    text_input: tuple[str | None, str | None],
+    vector_input: tuple[str | None, str | None],
+) -> None:
     """The one-line error of a side whose every row was dropped, naming the guilty input."""
     by_vectors = sum(dropped[r] for r in VECTOR_DROP_REASONS)
     path, flag = vector_input if by_vectors else text_input
     what = "vector" if by_vectors == n else "row"
-    why = ("is zero, NaN/inf or has an overflowing norm" if by_vectors == n
-           else "has an empty text or an unusable vector")  # fmt: skip
+    why = (
+        "is zero, NaN/inf or has an overflowing norm"
+        if by_vectors == n
+        else "has an empty text or an unusable vector"
+    )
     counts = ", ".join(f"{r} {k}" for r, k in dropped.items() if k)
-    raise InputError(path, f"no usable row to mine: every {what} of {unit} {why} "
-                     f"({n} dropped: {counts})", flag)  # fmt: skip
+    raise InputError(
+        path, f"no usable row to mine: every {what} of {unit} {why} ({n} dropped: {counts})", flag
+    )
 
 
 def _first_seen_groups(

@@ -53,8 +53,9 @@ def npy_embedder(emb_dir: str | None = None) -> Embedder:
             p = base.with_name(path.name + ".emb")
         if not p.exists():
             raise InputError(None, f"embeddings not found for {path}: {p}")
-        arr = np.concatenate([np.asarray(b) for b in load_vectors(p)]) if p.is_dir() else (
-            np.load(p))  # fmt: skip
+        arr = (
+            np.concatenate([np.asarray(b) for b in load_vectors(p)]) if p.is_dir() else (np.load(p))
+        )
         if len(arr) != len(texts):
             raise InputError(None, f"{p}: {len(arr)} rows for {len(texts)} sentences")
         return arr
@@ -68,8 +69,11 @@ def _clean(x: np.ndarray, where: str | None = None) -> np.ndarray:
     ok = valid_mask(x)
     if where is not None and len(x) and not ok.any():
         # An accuracy of 0 from an encoder that gave no usable vector is no measurement.
-        raise InputError(where, f"no usable vector: all {len(x)} embeddings are zero, NaN/inf or "
-                         "overflow (is the model or the embedding file broken?)")  # fmt: skip
+        raise InputError(
+            where,
+            f"no usable vector: all {len(x)} embeddings are zero, NaN/inf or "
+            "overflow (is the model or the embedding file broken?)",
+        )
     out = np.zeros_like(x)
     out[ok] = unit_rows(x[ok], "evaluation vectors")
     return out

@@ -32,8 +32,13 @@ KINDS: tuple[str, ...] = ("flat", "ivf_flat", "ivf_sq8", "ivf_pq", "ivf_pqfs", "
 AUTO_KINDS: tuple[str, ...] = ("ivf_flat", "ivf_sq8", "ivf_pq", "ivf_pqfs")
 #: The short names of earlier releases (and FAISS's "FlatIP"), each a kind of :data:`KINDS`
 #: with that kind's sizing.
-ALIASES: dict[str, str] = {"flatip": "flat", "ivf": "ivf_flat", "ivfsq": "ivf_sq8",
-                           "ivfpq": "ivf_pq", "opq": "opq_ivf_pq"}  # fmt: skip
+ALIASES: dict[str, str] = {
+    "flatip": "flat",
+    "ivf": "ivf_flat",
+    "ivfsq": "ivf_sq8",
+    "ivfpq": "ivf_pq",
+    "opq": "opq_ivf_pq",
+}
 _IVF_LISTS = re.compile(r"ivf(\d+)")
 
 
@@ -127,6 +132,8 @@ def check_factory(spec: str, dim: int) -> None:
         faiss.index_factory(max(1, dim), spec, faiss.METRIC_INNER_PRODUCT)
     except RuntimeError as e:
         msg = str(e).splitlines()[-1].split(": ")[-1]
-        raise ConfigError(f"mining.index={spec!r}: not an index kind ({', '.join(KINDS)}, "
-                          f"{AUTO}, {', '.join(ALIASES)}, ivfNNN) nor a FAISS factory string "
-                          f"({msg})") from None  # fmt: skip
+        raise ConfigError(
+            f"mining.index={spec!r}: not an index kind ({', '.join(KINDS)}, "
+            f"{AUTO}, {', '.join(ALIASES)}, ivfNNN) nor a FAISS factory string "
+            f"({msg})"
+        ) from None

@@ -92,9 +92,16 @@ def prepare_language(
         save_store(Path(store), vecs, corpus)
         blocks = [vecs]
     counter = StageCounter()
-    side = prepare_side(corpus.text, blocks, cfg.unify, counter, "sentences", materialize=False,
-                        text_input=(corpus_path, "--corpus"),
-                        vector_input=(model, "--model") if model else (store, "--emb"))  # fmt: skip
+    side = prepare_side(
+        corpus.text,
+        blocks,
+        cfg.unify,
+        counter,
+        "sentences",
+        materialize=False,
+        text_input=(corpus_path, "--corpus"),
+        vector_input=(model, "--model") if model else (store, "--emb"),
+    )
     dim = int(blocks[0].shape[1]) if blocks and len(blocks[0]) else 0
     return Language(corpus, side, dict(counter.counts), str(store), dim)
 
@@ -143,8 +150,9 @@ def run_many(
         log.info("preparing language %s", lang)
         corpus, blocks = inputs.pop(lang)  # dropped as it goes: each language held once
         store = emb_pattern.format(lang=lang) if emb_pattern and not model else None
-        langs[lang] = prepare_language(lang, corpus, blocks, cfg, model, out, store,
-                                       corpus_pattern.format(lang=lang))  # fmt: skip
+        langs[lang] = prepare_language(
+            lang, corpus, blocks, cfg, model, out, store, corpus_pattern.format(lang=lang)
+        )
     dims = {lang: L.dim for lang, L in langs.items() if L.dim}
     if len(set(dims.values())) > 1:
         raise InputError(None, f"embedding dimensions differ between languages: {dims}", "--emb")
@@ -182,16 +190,25 @@ def _mine_pair(s: Language, t: Language, cfg: MiningConfig, counter: StageCounte
 
     n_src, n_trg = len(s.side.offsets) - 1, len(t.side.offsets) - 1
     if n_src == 0 or n_trg == 0:
-        found = retrieve(np.zeros((n_src, 0), np.float32), np.zeros((n_src, 0), np.int64),
-                         np.zeros((n_trg, 0), np.float32), np.zeros((n_trg, 0), np.int64),
-                         cfg.mode, cfg.threshold, counter)  # fmt: skip
+        found = retrieve(
+            np.zeros((n_src, 0), np.float32),
+            np.zeros((n_src, 0), np.int64),
+            np.zeros((n_trg, 0), np.float32),
+            np.zeros((n_trg, 0), np.int64),
+            cfg.mode,
+            cfg.threshold,
+            counter,
+        )
         return found, np.zeros(0, np.float32), {}, None
     sv = VectorSide(s.store, rows=s.side.representative())
     tv = VectorSide(t.store, rows=t.side.representative())
     res = mine_bounded(sv, tv, cfg, bounded_layout(cfg, n_src, n_trg), counter)
     found = res.pairs
-    cosine = (np.einsum("nd,nd->n", sv.gather(found.src), tv.gather(found.trg)) if len(found)
-              else np.zeros(0, np.float32))  # fmt: skip
+    cosine = (
+        np.einsum("nd,nd->n", sv.gather(found.src), tv.gather(found.trg))
+        if len(found)
+        else np.zeros(0, np.float32)
+    )
     return (
         found,
         cosine,

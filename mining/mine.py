@@ -116,8 +116,10 @@ def direction_features(sc: Scored, pairs: Pairs) -> dict[str, np.ndarray]:
     out = {k: np.full(n, np.nan, np.float32) for k in ("margin_fwd", "margin_bwd")}
     if n == 0 or nb.fwd_inds.shape[1] == 0 or nb.bwd_inds.shape[1] == 0:
         return {**out, "mutual": np.zeros(n, np.float32)}
-    for name, inds, scores, q, c in (("margin_fwd", nb.fwd_inds, sc.fwd_scores, pairs.src, pairs.trg),
-                                     ("margin_bwd", nb.bwd_inds, sc.bwd_scores, pairs.trg, pairs.src)):  # fmt: skip
+    for name, inds, scores, q, c in (
+        ("margin_fwd", nb.fwd_inds, sc.fwd_scores, pairs.src, pairs.trg),
+        ("margin_bwd", nb.bwd_inds, sc.bwd_scores, pairs.trg, pairs.src),
+    ):
         hit = inds[q] == c[:, None]
         found = hit.any(axis=1)
         out[name][found] = scores[q][hit]  # neighbour ids are unique per row: one hit at most
@@ -128,9 +130,15 @@ def direction_features(sc: Scored, pairs: Pairs) -> dict[str, np.ndarray]:
 
 
 def pairs_slices(
-    pairs: Pairs, cosine: np.ndarray, src: Side, trg: Side, src_c: Corpus, trg_c: Corpus,
-    features: dict[str, np.ndarray] | None = None, rows: int = WRITE_SLICE_ROWS,
-) -> Iterator[pa.Table]:  # fmt: skip
+    pairs: Pairs,
+    cosine: np.ndarray,
+    src: Side,
+    trg: Side,
+    src_c: Corpus,
+    trg_c: Corpus,
+    features: dict[str, np.ndarray] | None = None,
+    rows: int = WRITE_SLICE_ROWS,
+) -> Iterator[pa.Table]:
     """The output rows, one per original (src row, trg row) pair, sorted by decreasing margin,
     as tables of ``rows`` rows (at least one table, maybe empty): only one slice of the output
     exists at a time, however many pairs were mined."""
@@ -143,9 +151,15 @@ def pairs_slices(
 
 
 def _rows_table(
-    src_rows: np.ndarray, trg_rows: np.ndarray, pi: np.ndarray, pairs: Pairs, cosine: np.ndarray,
-    feats: dict[str, np.ndarray], src_c: Corpus, trg_c: Corpus,
-) -> pa.Table:  # fmt: skip
+    src_rows: np.ndarray,
+    trg_rows: np.ndarray,
+    pi: np.ndarray,
+    pairs: Pairs,
+    cosine: np.ndarray,
+    feats: dict[str, np.ndarray],
+    src_c: Corpus,
+    trg_c: Corpus,
+) -> pa.Table:
     # Gathered column by column with Arrow's take: no Python object per output row.
     s_idx, t_idx = pa.array(src_rows, pa.int64()), pa.array(trg_rows, pa.int64())
     cols: dict[str, object] = {
@@ -168,9 +182,14 @@ def _rows_table(
 
 
 def pairs_table(
-    pairs: Pairs, cosine: np.ndarray, src: Side, trg: Side, src_c: Corpus, trg_c: Corpus,
+    pairs: Pairs,
+    cosine: np.ndarray,
+    src: Side,
+    trg: Side,
+    src_c: Corpus,
+    trg_c: Corpus,
     features: dict[str, np.ndarray] | None = None,
-) -> pa.Table:  # fmt: skip
+) -> pa.Table:
     """The whole output as one table (:func:`pairs_slices` joined): for small runs and tests."""
     return pa.concat_tables(pairs_slices(pairs, cosine, src, trg, src_c, trg_c, features))
 
@@ -231,21 +250,42 @@ def prepare_inputs(
     ):
         n_vec = sum(len(b) for b in blocks)
         if n_vec != len(c):  # row i of the embeddings is line i of the text
-            raise InputError(path, f"{len(c)} sentences but {n_vec} embedding rows in "
-                             f"{emb} (row i = line i)", flag)  # fmt: skip
+            raise InputError(
+                path,
+                f"{len(c)} sentences but {n_vec} embedding rows in {emb} (row i = line i)",
+                flag,
+            )
     ds, dt = blocks_dim(src_blocks), blocks_dim(trg_blocks)
     if len(src_c) and len(trg_c) and ds != dt:
-        raise InputError(trg_emb, f"dimension mismatch: source embeddings {ds} vs target {dt}",
-                         "--trg-emb")  # fmt: skip
+        raise InputError(
+            trg_emb, f"dimension mismatch: source embeddings {ds} vs target {dt}", "--trg-emb"
+        )
 
     counter = StageCounter()
     # A side with no usable vector is blamed on what made the vectors: the model or the file.
-    src_vec, trg_vec = (((model, "--model"),) * 2 if model
-                        else ((src_emb, "--src-emb"), (trg_emb, "--trg-emb")))  # fmt: skip
-    src = prepare_side(src_c.text, src_blocks, cfg.unify, counter, "src_sentences", not sharded,
-                       (str(src_text), "--src-text"), src_vec)  # fmt: skip
-    trg = prepare_side(trg_c.text, trg_blocks, cfg.unify, counter, "trg_sentences", not sharded,
-                       (str(trg_text), "--trg-text"), trg_vec)  # fmt: skip
+    src_vec, trg_vec = (
+        ((model, "--model"),) * 2 if model else ((src_emb, "--src-emb"), (trg_emb, "--trg-emb"))
+    )
+    src = prepare_side(
+        src_c.text,
+        src_blocks,
+        cfg.unify,
+        counter,
+        "src_sentences",
+        not sharded,
+        (str(src_text), "--src-text"),
+        src_vec,
+    )
+    trg = prepare_side(
+        trg_c.text,
+        trg_blocks,
+        cfg.unify,
+        counter,
+        "trg_sentences",
+        not sharded,
+        (str(trg_text), "--trg-text"),
+        trg_vec,
+    )
     return MineInputs(out, src_c, trg_c, src, trg, counter, src_emb, trg_emb, t0)
 
 
@@ -287,19 +327,45 @@ def run_mine(
     where the shard tasks write their lists (default: a temporary folder)."""
     from mining.bounded import VectorSide, mine_bounded
 
-    inp = prepare_inputs(src_text, trg_text, out_dir, cfg, src_emb, trg_emb, model, src_lang,
-                         trg_lang, sharded=True)  # fmt: skip
+    inp = prepare_inputs(
+        src_text, trg_text, out_dir, cfg, src_emb, trg_emb, model, src_lang, trg_lang, sharded=True
+    )
     src, trg, counter = inp.src, inp.trg, inp.counter
     n_src, n_trg = len(src.offsets) - 1, len(trg.offsets) - 1
-    log.info("mining %d x %d sentences (k=%d, %s, %s, index %s, %d worker(s))", n_src, n_trg, cfg.k,
-             cfg.margin, cfg.mode, cfg.index, cfg.workers)  # fmt: skip
+    log.info(
+        "mining %d x %d sentences (k=%d, %s, %s, index %s, %d worker(s))",
+        n_src,
+        n_trg,
+        cfg.k,
+        cfg.margin,
+        cfg.mode,
+        cfg.index,
+        cfg.workers,
+    )
     extra = {"src_text": str(src_text), "trg_text": str(trg_text), **(extra or {})}
     if n_src == 0 or n_trg == 0:
-        pairs = retrieve(np.zeros((n_src, 0), np.float32), np.zeros((n_src, 0), np.int64),
-                         np.zeros((n_trg, 0), np.float32), np.zeros((n_trg, 0), np.int64),
-                         cfg.mode, cfg.threshold, counter)  # fmt: skip
-        return write_outputs(inp.out, pairs, np.zeros(0, np.float32), src, trg, inp.src_c, inp.trg_c,
-                             counter, cfg, inp.t0, extra)  # fmt: skip
+        pairs = retrieve(
+            np.zeros((n_src, 0), np.float32),
+            np.zeros((n_src, 0), np.int64),
+            np.zeros((n_trg, 0), np.float32),
+            np.zeros((n_trg, 0), np.int64),
+            cfg.mode,
+            cfg.threshold,
+            counter,
+        )
+        return write_outputs(
+            inp.out,
+            pairs,
+            np.zeros(0, np.float32),
+            src,
+            trg,
+            inp.src_c,
+            inp.trg_c,
+            counter,
+            cfg,
+            inp.t0,
+            extra,
+        )
     sv = VectorSide(inp.src_emb, rows=src.representative())
     tv = VectorSide(inp.trg_emb, rows=trg.representative())
     layout = bounded_layout(cfg, n_src, n_trg, runner)
@@ -311,8 +377,20 @@ def run_mine(
     extra["index"] = res.factories
     extra["shards"] = layout.shards
     extra["seconds_by_step"] = res.seconds
-    return write_outputs(inp.out, pairs, cosine, src, trg, inp.src_c, inp.trg_c, counter, cfg,
-                         inp.t0, extra, direction_features(res.scored, pairs))  # fmt: skip
+    return write_outputs(
+        inp.out,
+        pairs,
+        cosine,
+        src,
+        trg,
+        inp.src_c,
+        inp.trg_c,
+        counter,
+        cfg,
+        inp.t0,
+        extra,
+        direction_features(res.scored, pairs),
+    )
 
 
 def write_outputs(

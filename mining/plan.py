@@ -59,7 +59,9 @@ GIB = 1 << 30
 # Per corpus row beside its data: Arrow offsets and the cleaning's index arrays (measured:
 # 238 B per added sentence with 146 B of text, id and URL, bench/mine_corpus_bench.py).
 CORPUS_ROW_BYTES = 90
-OUTPUT_SLICE_ROWS = 65536  # mining.output.WRITE_SLICE_ROWS (not imported: the planner is standalone)
+OUTPUT_SLICE_ROWS = (
+    65536  # mining.output.WRITE_SLICE_ROWS (not imported: the planner is standalone)
+)
 # k-means iterations: FAISS's ClusteringParameters default (25) trains the PQ codebooks, but an
 # IVF index sets its coarse quantizer's to 10 (Level1Quantizer; "typically used for large
 # clusterings"). Counting 25 for the coarse k-means over-predicted its training 3.1-3.6x at
@@ -161,8 +163,9 @@ def _rows(budget: float, per_row: float) -> int:
     return int(min(MAX_CHUNK, max(MIN_CHUNK, budget // max(per_row, 1.0))))
 
 
-def chunk_sizes(mem_gb: float, dim: int, k: int, kk: int, shards: int = 1,
-                nprobe: int = 16, itemsize: int = 4) -> Sizes:  # fmt: skip
+def chunk_sizes(
+    mem_gb: float, dim: int, k: int, kk: int, shards: int = 1, nprobe: int = 16, itemsize: int = 4
+) -> Sizes:
     """A quarter of the budget for each of: query chunk, base block, merge chunk."""
     q = mem_gb * GIB / 4
     return Sizes(
@@ -176,8 +179,14 @@ def chunk_sizes(mem_gb: float, dim: int, k: int, kk: int, shards: int = 1,
 
 def code_bytes(kind: str, dim: int) -> int:
     m = pq_m(dim)
-    return {"flat": dim * 4, "ivf_flat": dim * 4, "ivf_sq8": dim, "ivf_pq": m,
-            "ivf_pqfs": -(-pqfs_m(dim) // 2), "opq_ivf_pq": m}[kind]  # fmt: skip
+    return {
+        "flat": dim * 4,
+        "ivf_flat": dim * 4,
+        "ivf_sq8": dim,
+        "ivf_pq": m,
+        "ivf_pqfs": -(-pqfs_m(dim) // 2),
+        "opq_ivf_pq": m,
+    }[kind]
 
 
 def default_nprobe(nlist: int) -> int:
@@ -320,13 +329,28 @@ def make_plan(
     def build(kind_: str, shards: int) -> Plan:
         nlist = ivf_lists(n_b, train_size)
         probe = 0 if kind_ == "flat" else min(nlist, nprobe or default_nprobe(nlist))
-        p = Plan(n_src, n_trg, dim, k, mem_gb, workers, cores, gpu, itemsize, kind_,
-                 factory_for(kind_, n_trg, dim, train_size),
-                 factory_for(kind_, n_src, dim, train_size), probe,
-                 1 if kind_ == "flat" else rerank, train_size, shards,
-                 math.ceil(shards / workers),
-                 chunk_sizes(mem_gb, dim, k, kk, shards, probe or 16, itemsize),
-                 costs=c.source, text_bytes=text_bytes)  # fmt: skip
+        p = Plan(
+            n_src,
+            n_trg,
+            dim,
+            k,
+            mem_gb,
+            workers,
+            cores,
+            gpu,
+            itemsize,
+            kind_,
+            factory_for(kind_, n_trg, dim, train_size),
+            factory_for(kind_, n_src, dim, train_size),
+            probe,
+            1 if kind_ == "flat" else rerank,
+            train_size,
+            shards,
+            math.ceil(shards / workers),
+            chunk_sizes(mem_gb, dim, k, kk, shards, probe or 16, itemsize),
+            costs=c.source,
+            text_bytes=text_bytes,
+        )
         _fill(p, c)
         return p
 
@@ -340,31 +364,39 @@ def make_plan(
         return p
     exact = build("flat", workers)
     if exact.total_seconds <= exact_hours * 3600:
-        exact.reason = (f"exact search predicted {exact.total_seconds / 3600:.2f} h "
-                        f"<= {exact_hours} h (--exact-hours)")  # fmt: skip
+        exact.reason = (
+            f"exact search predicted {exact.total_seconds / 3600:.2f} h "
+            f"<= {exact_hours} h (--exact-hours)"
+        )
         return exact
     why = f"exact predicted {exact.total_seconds / 3600:.1f} h > {exact_hours} h"
     kinds = [a for a in AUTO_KINDS if not (gpu and a == "ivf_pqfs")]  # no fast scan on GPUs
     fitting = [p for p in (build(a, workers) for a in kinds) if p.fits]
     for p in fitting:  # in order of accuracy
         if p.total_seconds <= max_hours * 3600:
-            p.reason = (f"{why}; {p.kind} is the most accurate index whose shard fits {mem_gb} GB "
-                        f"and is predicted within {max_hours} h (--max-hours)")  # fmt: skip
+            p.reason = (
+                f"{why}; {p.kind} is the most accurate index whose shard fits {mem_gb} GB "
+                f"and is predicted within {max_hours} h (--max-hours)"
+            )
             return p
     if fitting:
         p = min(fitting, key=lambda q: q.total_seconds)
-        p.reason = (f"{why}; no index that fits {mem_gb} GB is predicted within {max_hours} h "
-                    f"(--max-hours): {p.kind} is the fastest that fits")  # fmt: skip
+        p.reason = (
+            f"{why}; no index that fits {mem_gb} GB is predicted within {max_hours} h "
+            f"(--max-hours): {p.kind} is the fastest that fits"
+        )
         return p
     pq = "ivf_pq" if gpu else "ivf_pqfs"
     p = _with_shards(build, pq, build(pq, workers), workers)
-    p.reason = (f"{why}; no index fits {mem_gb} GB with {workers} shard(s): {pq} in "
-                f"{p.shards} shards")  # fmt: skip
+    p.reason = (
+        f"{why}; no index fits {mem_gb} GB with {workers} shard(s): {pq} in {p.shards} shards"
+    )
     return p
 
 
-def index_choice(spec: str, n_src: int, n_trg: int, dim: int, cfg: MiningConfig,
-                 workers: int = 1) -> tuple[str, str, str, int]:  # fmt: skip
+def index_choice(
+    spec: str, n_src: int, n_trg: int, dim: int, cfg: MiningConfig, workers: int = 1
+) -> tuple[str, str, str, int]:
     """``(kind, factory_trg, factory_src, nprobe)`` of a ``mining.index`` value for these sizes:
     the one resolution every path that builds an index goes through (:mod:`mining.indexes`).
 
@@ -372,8 +404,17 @@ def index_choice(spec: str, n_src: int, n_trg: int, dim: int, cfg: MiningConfig,
     is sized per side; ``ivfNNN`` and FAISS strings are ``"factory"`` kinds. ``kind`` is
     ``"flat"`` exactly when the search is exact; ``nprobe`` is 0 then."""
     if spec.strip().lower() == AUTO:
-        p = make_plan(max(1, n_src), max(1, n_trg), max(1, dim), cfg.mem_gb, max(1, workers),
-                      bool(cfg.gpu), cfg.k, cfg.rerank, cfg.train_size)  # fmt: skip
+        p = make_plan(
+            max(1, n_src),
+            max(1, n_trg),
+            max(1, dim),
+            cfg.mem_gb,
+            max(1, workers),
+            bool(cfg.gpu),
+            cfg.k,
+            cfg.rerank,
+            cfg.train_size,
+        )
         return p.kind, p.factory_trg, p.factory_src, p.nprobe or cfg.nprobe
     kind = kind_of(spec) or "factory"
     f_trg = factory(spec, n_trg, dim, cfg.train_size)
@@ -473,24 +514,31 @@ def render(p: Plan) -> str:
         f"  shards       {p.shards} per direction, {p.rounds} round(s) of {p.workers} worker(s)",
     ]
     if p.kind != "flat":
-        lines.append(f"  nprobe       {p.nprobe}; candidates k*rerank = {p.k * p.rerank} "
-                     f"re-scored exactly; trained on {min(max(p.n_src, p.n_trg), p.train_size):,}"
-                     " sampled vectors per direction")  # fmt: skip
+        lines.append(
+            f"  nprobe       {p.nprobe}; candidates k*rerank = {p.k * p.rerank} "
+            f"re-scored exactly; trained on {min(max(p.n_src, p.n_trg), p.train_size):,}"
+            " sampled vectors per direction"
+        )
     z = p.sizes
-    lines.append(f"  chunks       query {z.query_rows:,} rows, base block {z.block_rows:,} rows, "
-                 f"merge {z.merge_rows:,} rows")  # fmt: skip
-    lines.append(f"  memory       worker peak {fmt_bytes(p.worker_peak_bytes)}, driver peak "
-                 f"{fmt_bytes(p.driver_peak_bytes)} (budget {p.mem_gb} GB"
-                 f"{'' if p.fits else ', DOES NOT FIT'})")  # fmt: skip
+    lines.append(
+        f"  chunks       query {z.query_rows:,} rows, base block {z.block_rows:,} rows, "
+        f"merge {z.merge_rows:,} rows"
+    )
+    lines.append(
+        f"  memory       worker peak {fmt_bytes(p.worker_peak_bytes)}, driver peak "
+        f"{fmt_bytes(p.driver_peak_bytes)} (budget {p.mem_gb} GB"
+        f"{'' if p.fits else ', DOES NOT FIT'})"
+    )
     for name, b in p.memory.items():
         lines.append(f"    {name:<22}{fmt_bytes(b):>12}")
-    lines.append(f"  time         {fmt_seconds(p.total_seconds)} predicted "
-                 f"({p.costs})")  # fmt: skip
+    lines.append(f"  time         {fmt_seconds(p.total_seconds)} predicted ({p.costs})")
     for name, s in p.seconds.items():
         lines.append(f"    {name:<22}{fmt_seconds(s):>12}")
-    lines.append("  formulas     flat: 2*n_q*n_b*d flops per direction / gemm_flop_s; IVF: "
-                 "coarse S*n_q*nlist*d*2 flops + n_q*nprobe*(n_b/nlist) codes * scan cost; "
-                 "index (n/S)*(code+8) B + nlist*d*4 B; lists 2*n*k*(4+8) B")  # fmt: skip
+    lines.append(
+        "  formulas     flat: 2*n_q*n_b*d flops per direction / gemm_flop_s; IVF: "
+        "coarse S*n_q*nlist*d*2 flops + n_q*nprobe*(n_b/nlist) codes * scan cost; "
+        "index (n/S)*(code+8) B + nlist*d*4 B; lists 2*n*k*(4+8) B"
+    )
     return "\n".join(lines)
 
 
@@ -528,15 +576,22 @@ def calibrate(dim: int = 768, seed: int = 0) -> Costs:
 
     try:
         xq, xb = unit(1024), unit(8192)
-        gemm = 2.0 * len(xq) * len(xb) * dim / timed(
-            lambda: faiss.knn(xq, xb, 4, metric=faiss.METRIC_INNER_PRODUCT))  # fmt: skip
+        gemm = (
+            2.0
+            * len(xq)
+            * len(xb)
+            * dim
+            / timed(lambda: faiss.knn(xq, xb, 4, metric=faiss.METRIC_INNER_PRODUCT))
+        )
         scans: dict[str, float] = {}
         nlist, m, train_rows = 64, pq_m(dim), 4096
         pq_train = encode = 0.0
-        for kind, fs, per in (("ivf_flat", f"IVF{nlist},Flat", dim),
-                              ("ivf_sq8", f"IVF{nlist},SQ8", dim),
-                              ("ivf_pq", f"IVF{nlist},PQ{m}x4np", m),
-                              ("ivf_pqfs", f"IVF{nlist},PQ{pqfs_m(dim)}x4fs", pqfs_m(dim))):  # fmt: skip
+        for kind, fs, per in (
+            ("ivf_flat", f"IVF{nlist},Flat", dim),
+            ("ivf_sq8", f"IVF{nlist},SQ8", dim),
+            ("ivf_pq", f"IVF{nlist},PQ{m}x4np", m),
+            ("ivf_pqfs", f"IVF{nlist},PQ{pqfs_m(dim)}x4fs", pqfs_m(dim)),
+        ):
             index = faiss.index_factory(dim, fs, faiss.METRIC_INNER_PRODUCT)
             t_train = timed(lambda index=index: index.train(xb[:train_rows]))
             t_add = timed(lambda index=index: index.add(xb))
@@ -568,7 +623,11 @@ def calibrate(dim: int = 768, seed: int = 0) -> Costs:
         t = timed(lambda: index.search(xq, 16))
         _, probed = index.quantizer.search(xq, 2)
         sizes = np.array([index.invlists.list_size(i) for i in range(4)])
-        long_ = (max(1e-9, t - len(xq) * 4 * dim * 2.0 / gemm), len(xq) * 2, int(sizes[probed].sum()))
+        long_ = (
+            max(1e-9, t - len(xq) * 4 * dim * 2.0 / gemm),
+            len(xq) * 2,
+            int(sizes[probed].sum()),
+        )
         (t1, p1, n1), (t2, p2, n2) = short, long_
         det = p1 * n2 - p2 * n1
         per_code = (p1 * t2 - p2 * t1) / det if det else 0.0
@@ -605,12 +664,21 @@ def calibrate(dim: int = 768, seed: int = 0) -> Costs:
         retrieve(sc.fwd_scores, nb.fwd_inds, sc.bwd_scores, nb.bwd_inds, "max")
 
     margin_s = timed(margin) / (2 * n * k)
-    return Costs(gemm_flop_s=gemm, pq_train_flop_s=pq_train, flat_scan_s=scans["ivf_flat"],
-                 sq8_scan_s=scans["ivf_sq8"], pq_scan_s=scans["ivf_pq"],
-                 pqfs_scan_s=scans["ivf_pqfs"], probe_s=probe_s, encode_s=encode,
-                 read_s=read_s, gather_s=gather_s, gather_cached_s=gather_cached_s,
-                 margin_s=margin_s,
-                 source="per core, calibrated now on this machine")  # fmt: skip
+    return Costs(
+        gemm_flop_s=gemm,
+        pq_train_flop_s=pq_train,
+        flat_scan_s=scans["ivf_flat"],
+        sq8_scan_s=scans["ivf_sq8"],
+        pq_scan_s=scans["ivf_pq"],
+        pqfs_scan_s=scans["ivf_pqfs"],
+        probe_s=probe_s,
+        encode_s=encode,
+        read_s=read_s,
+        gather_s=gather_s,
+        gather_cached_s=gather_cached_s,
+        margin_s=margin_s,
+        source="per core, calibrated now on this machine",
+    )
 
 
 def add_plan_parser(sub) -> None:
@@ -623,8 +691,9 @@ def add_plan_parser(sub) -> None:
         "per-operation costs measured on the development machine (--calibrate measures them "
         "here first).",
     )
-    p.add_argument("--n-src", type=str, required=True,
-                   help="source vectors: a whole number, 1000000 or 1e6")  # fmt: skip
+    p.add_argument(
+        "--n-src", type=str, required=True, help="source vectors: a whole number, 1000000 or 1e6"
+    )
     p.add_argument("--n-trg", type=str, required=True, help="target vectors (as --n-src)")
     p.add_argument("--dim", type=str, default=768, help="vector dimension (default 768)")
     p.add_argument("--mem-gb", type=float, required=True, help="memory of one worker, GB")
@@ -632,28 +701,58 @@ def add_plan_parser(sub) -> None:
     p.add_argument("--cores", type=str, help="cores per worker (default: this machine's)")
     p.add_argument("--gpu", action="store_true", help="FAISS on a GPU per worker (assumed costs)")
     p.add_argument("--k", type=str, default=4, help="margin neighbourhood (default 4)")
-    p.add_argument("--rerank", type=str, default=RERANK,
-                   help=f"candidates k*rerank re-scored exactly (default {RERANK}, as mining.rerank)")
+    p.add_argument(
+        "--rerank",
+        type=str,
+        default=RERANK,
+        help=f"candidates k*rerank re-scored exactly (default {RERANK}, as mining.rerank)",
+    )
     p.add_argument("--train-size", type=str, default=200_000, help="index training sample")
-    p.add_argument("--dtype", choices=["float16", "float32"], default="float16",
-                   help="store precision (bytes read per value)")  # fmt: skip
-    p.add_argument("--exact-hours", type=float, default=1.0,
-                   help="choose exact search when predicted at most this long (default 1)")  # fmt: skip
-    p.add_argument("--max-hours", type=float, default=6.0,
-                   help="otherwise the most accurate index predicted within this (default 6)")  # fmt: skip
+    p.add_argument(
+        "--dtype",
+        choices=["float16", "float32"],
+        default="float16",
+        help="store precision (bytes read per value)",
+    )
+    p.add_argument(
+        "--exact-hours",
+        type=float,
+        default=1.0,
+        help="choose exact search when predicted at most this long (default 1)",
+    )
+    p.add_argument(
+        "--max-hours",
+        type=float,
+        default=6.0,
+        help="otherwise the most accurate index predicted within this (default 6)",
+    )
     p.add_argument("--index", choices=KINDS, help="force an index kind instead of choosing")
     p.add_argument("--nprobe", type=str, help="force nprobe")
     p.add_argument("--calibrate", action="store_true", help="measure the cost constants here first")
-    p.add_argument("--text-bytes", type=str, default=150,
-                   help="bytes of text, id and provenance per sentence, for the corpora that "
-                   "`mining mine` holds on the driver (default 150; 0: vectors only)")  # fmt: skip
+    p.add_argument(
+        "--text-bytes",
+        type=str,
+        default=150,
+        help="bytes of text, id and provenance per sentence, for the corpora that "
+        "`mining mine` holds on the driver (default 150; 0: vectors only)",
+    )
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
     p.set_defaults(func=cmd_plan)
 
 
 #: The plan's whole-number flags and their least value (read by :func:`parse_count`).
-COUNT_FLAGS = {"n_src": 1, "n_trg": 1, "dim": 1, "workers": 1, "k": 1, "rerank": 1,
-               "train_size": 1, "cores": 1, "nprobe": 1, "text_bytes": 0}  # fmt: skip
+COUNT_FLAGS = {
+    "n_src": 1,
+    "n_trg": 1,
+    "dim": 1,
+    "workers": 1,
+    "k": 1,
+    "rerank": 1,
+    "train_size": 1,
+    "cores": 1,
+    "nprobe": 1,
+    "text_bytes": 0,
+}
 
 
 def parse_count(value: str | int, flag: str, least: int = 1) -> int:
@@ -687,8 +786,9 @@ def _check_plan_args(args) -> None:
 
     for name, least in COUNT_FLAGS.items():
         if getattr(args, name) is not None:
-            setattr(args, name, parse_count(getattr(args, name), f"--{name.replace('_', '-')}",
-                                            least))  # fmt: skip
+            setattr(
+                args, name, parse_count(getattr(args, name), f"--{name.replace('_', '-')}", least)
+            )
     # float() reads "nan" and "inf": a comparison with NaN is always False, so test finiteness.
     if not (math.isfinite(args.mem_gb) and args.mem_gb > 0):
         raise UsageError(f"--mem-gb {args.mem_gb}: must be a positive finite number (GB)")
@@ -702,13 +802,32 @@ def cmd_plan(args) -> int:
     _check_plan_args(args)
     costs = calibrate(args.dim) if args.calibrate else None
     if costs is not None and args.gpu:
-        costs = dataclasses.replace(GPU_ASSUMED, read_s=costs.read_s, gather_s=costs.gather_s,
-                                    gather_cached_s=costs.gather_cached_s,
-                                    margin_s=costs.margin_s)  # fmt: skip
-    p = make_plan(args.n_src, args.n_trg, args.dim, args.mem_gb, args.workers, args.gpu, args.k,
-                  args.rerank, args.train_size, 2 if args.dtype == "float16" else 4,
-                  args.exact_hours, args.index, args.nprobe, costs, args.cores,
-                  args.max_hours, args.text_bytes)  # fmt: skip
+        costs = dataclasses.replace(
+            GPU_ASSUMED,
+            read_s=costs.read_s,
+            gather_s=costs.gather_s,
+            gather_cached_s=costs.gather_cached_s,
+            margin_s=costs.margin_s,
+        )
+    p = make_plan(
+        args.n_src,
+        args.n_trg,
+        args.dim,
+        args.mem_gb,
+        args.workers,
+        args.gpu,
+        args.k,
+        args.rerank,
+        args.train_size,
+        2 if args.dtype == "float16" else 4,
+        args.exact_hours,
+        args.index,
+        args.nprobe,
+        costs,
+        args.cores,
+        args.max_hours,
+        args.text_bytes,
+    )
     if args.json:
         out = p.to_json()
         if costs is not None:
@@ -716,7 +835,11 @@ def cmd_plan(args) -> int:
         print(json.dumps(out, indent=2))
     else:
         if costs is not None:
-            print("calibrated costs: " + ", ".join(f"{a}={b:.3g}" for a, b in asdict(costs).items()
-                                                  if isinstance(b, float)))  # fmt: skip
+            print(
+                "calibrated costs: "
+                + ", ".join(
+                    f"{a}={b:.3g}" for a, b in asdict(costs).items() if isinstance(b, float)
+                )
+            )
         print(render(p))
     return 0

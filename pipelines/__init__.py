@@ -1,4 +1,3 @@
-
 # Every process that runs this package's Beam code reuses one S3 client per option set instead
 # of Beam's one per operation (labse_common.filesystems.install_s3_client_cache). A worker has
 # imported Beam before it unpickles the DoFns (and so imports this package); the launcher

@@ -45,20 +45,28 @@ class ReadWarcFile(beam.DoFn):
         yield beam.pvalue.TaggedOutput(STATS, counter.drain())
 
 
-def build(
-    p: beam.Pipeline, inputs: list[str], args: argparse.Namespace, cfg: CorpusConfig
-) -> None:
+def build(p: beam.Pipeline, inputs: list[str], args: argparse.Namespace, cfg: CorpusConfig) -> None:
     paths = p | "Paths" >> beam.Create(inputs) | "Spread" >> beam.Reshuffle()
     # with_outputs (pipelines/tagged.py): a multi-output ParDo that the DaskRunner runs too.
     read = with_outputs(paths, "Read", ReadWarcFile(), STATS, main="docs")
-    finish_sentences(read.docs, args.output, cfg, [read[STATS]], "commoncrawl",
-                     {"inputs": len(inputs), "config": to_dict(cfg)})  # fmt: skip
+    finish_sentences(
+        read.docs,
+        args.output,
+        cfg,
+        [read[STATS]],
+        "commoncrawl",
+        {"inputs": len(inputs), "config": to_dict(cfg)},
+    )
 
 
 def parser() -> argparse.ArgumentParser:
     p = base_parser("python -m pipelines.commoncrawl", __doc__.split("\n\n")[0])
-    p.add_argument("--paths-prefix", default="", metavar="URL",
-                   help="prefix for relative entries of a *.paths(.gz) list, e.g. s3://commoncrawl/")
+    p.add_argument(
+        "--paths-prefix",
+        default="",
+        metavar="URL",
+        help="prefix for relative entries of a *.paths(.gz) list, e.g. s3://commoncrawl/",
+    )
     return p
 
 

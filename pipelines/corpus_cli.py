@@ -126,8 +126,10 @@ def resolve_config(args: argparse.Namespace, extra_flags: dict | None = None) ->
 
 def validate_models(cfg: CorpusConfig) -> None:
     """Load the models once on the driver: a wrong path fails here, not on 1000 workers."""
-    for flag, path in (("--lid-model", cfg.lid_model or default_lid_model_path()),
-                       ("--quality-model", cfg.quality_model)):  # fmt: skip
+    for flag, path in (
+        ("--lid-model", cfg.lid_model or default_lid_model_path()),
+        ("--quality-model", cfg.quality_model),
+    ):
         if not path:
             continue
         if "://" in path:  # fastText loads a local file, on the driver and on every worker
@@ -165,8 +167,17 @@ def run_cli(
 def _run(build, args, beam_args, stage: str, extra_flags, check) -> int:
     cfg = resolve_config(args, extra_flags(args) if extra_flags else None)
     opts = pipeline_options(beam_args)  # first: it gives FileSystems the S3/GCS options
-    check_remote([*args.input, args.output, getattr(args, "paths_prefix", None),
-                  getattr(args, "index", None), cfg.lid_model, cfg.quality_model], opts)  # fmt: skip
+    check_remote(
+        [
+            *args.input,
+            args.output,
+            getattr(args, "paths_prefix", None),
+            getattr(args, "index", None),
+            cfg.lid_model,
+            cfg.quality_model,
+        ],
+        opts,
+    )
     validate_models(cfg)
     if check is not None:
         check(args)

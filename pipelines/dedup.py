@@ -80,5 +80,3 @@ class DedupShard(beam.CombineFn):
 
     def extract_output(self, acc: dict) -> dict:
         return acc
-
-

@@ -61,8 +61,11 @@ def _pair_lines(src_file: Path, trg_file: Path) -> list[tuple[str, str]]:
     from the first missing line on, so they are refused."""
     src, trg = _lines(src_file), _lines(trg_file)
     if len(src) != len(trg):
-        raise InputError(src_file, f"{len(src)} lines vs {len(trg)} in {trg_file.name}: the "
-                         "alignment would be shifted", "--data")  # fmt: skip
+        raise InputError(
+            src_file,
+            f"{len(src)} lines vs {len(trg)} in {trg_file.name}: the alignment would be shifted",
+            "--data",
+        )
     return list(zip(src, trg))
 
 
@@ -79,9 +82,13 @@ def write_wet(path: Path, docs: list[list[str]], url: str) -> None:
     buf = io.BytesIO()
     w = WARCWriter(buf, gzip=True)
     for n, doc in enumerate(docs):
-        rec = w.create_warc_record(f"{url}/{n}", "conversion", warc_content_type="text/plain",
-                                   payload=io.BytesIO("\n".join(doc).encode("utf-8")),
-                                   warc_headers_dict=fixed_headers(f"{url}/{n}", "conversion"))  # fmt: skip
+        rec = w.create_warc_record(
+            f"{url}/{n}",
+            "conversion",
+            warc_content_type="text/plain",
+            payload=io.BytesIO("\n".join(doc).encode("utf-8")),
+            warc_headers_dict=fixed_headers(f"{url}/{n}", "conversion"),
+        )
         w.write_record(rec)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(buf.getvalue())
@@ -96,7 +103,9 @@ def pud_split(data: Path, codes: list[str], n_planted: int, seed: int) -> tuple[
     pairs = {}
     for code in codes:
         if (pud / f"train.{code}-eng.{code}").is_file():
-            pairs[code] = _pair_lines(pud / f"train.{code}-eng.{code}", pud / f"train.{code}-eng.eng")
+            pairs[code] = _pair_lines(
+                pud / f"train.{code}-eng.{code}", pud / f"train.{code}-eng.eng"
+            )
     n = min((len(v) for v in pairs.values()), default=0)
     planted = set(random.Random(seed).sample(range(n), min(n_planted, n)))
     return pairs, planted
@@ -106,12 +115,16 @@ def build(data: Path, out: Path, cfg: DemoSource, overwrite: bool = False) -> di
     """Check ``data`` and write the demo's sources into ``out`` (claimed, committed at the end)."""
     tatoeba = data / "tatoeba"
     if not tatoeba.is_dir():
-        raise InputError(data, "no tatoeba/ folder (expected tatoeba/{train,dev}.XXX-eng.*)", "--data")
+        raise InputError(
+            data, "no tatoeba/ folder (expected tatoeba/{train,dev}.XXX-eng.*)", "--data"
+        )
     available = tatoeba_codes(tatoeba, "train")
     missing = [c for c in cfg.langs if c not in available or c not in LID_CODE]
     if missing:
-        raise UsageError(f"sources.demo.langs {missing} have no train.XXX-eng files in {tatoeba} "
-                         f"(found: {', '.join(available) or 'none'})")  # fmt: skip
+        raise UsageError(
+            f"sources.demo.langs {missing} have no train.XXX-eng files in {tatoeba} "
+            f"(found: {', '.join(available) or 'none'})"
+        )
     train_codes = list(cfg.train_languages or available)
     with OutputDir(out, overwrite).open() as claimed:
         return _build_into(data, train_codes, Path(claimed.tmp), cfg)
@@ -125,7 +138,9 @@ def _write_pairs(path: Path, rows: list[tuple[str, str]]) -> None:
 def _build_into(data: Path, train_codes: list[str], out: Path, cfg: DemoSource) -> dict:
     tatoeba = data / "tatoeba"
     counter = StageCounter()
-    pud, planted = pud_split(data, train_codes, cfg.pud_planted, cfg.shuffle_seed) if cfg.pud else ({}, set())
+    pud, planted = (
+        pud_split(data, train_codes, cfg.pud_planted, cfg.shuffle_seed) if cfg.pud else ({}, set())
+    )
     for code in train_codes:
         rows = _pair_lines(tatoeba / f"train.{code}-eng.{code}", tatoeba / f"train.{code}-eng.eng")
         counter.add_in("pairs", len(rows))
@@ -146,8 +161,11 @@ def _build_into(data: Path, train_codes: list[str], out: Path, cfg: DemoSource) 
     for code, rows in pud.items():
         counter.add_in("pud_pairs", len(rows))
         kept = [p for i, p in enumerate(rows) if i not in planted]
-        counter.add_dropped("pud_pairs", "planted" if code in cfg.langs else "planted_elsewhere",
-                            len(rows) - len(kept))  # fmt: skip
+        counter.add_dropped(
+            "pud_pairs",
+            "planted" if code in cfg.langs else "planted_elsewhere",
+            len(rows) - len(kept),
+        )
         counter.add_out("pud_pairs", len(kept))
         _write_pairs(out / "pairs" / f"pud.{LID_CODE[code]}-en.tsv", kept)
     # The hidden pairs: dev pairs and planted PUD lines of every mined language.
@@ -163,8 +181,12 @@ def _build_into(data: Path, train_codes: list[str], out: Path, cfg: DemoSource) 
         _write_pairs(out / "eval" / f"planted.{LID_CODE[code]}-en.tsv", good)
     # UD: real monolingual text of every language, never a sentence that is mined.
     mined = {x for rows in hidden.values() for p in rows for x in p}
-    mined |= {x for code in cfg.langs for p in _pair_lines(tatoeba / f"dev.{code}-eng.{code}",
-                                                            tatoeba / f"dev.{code}-eng.eng") for x in p}  # fmt: skip
+    mined |= {
+        x
+        for code in cfg.langs
+        for p in _pair_lines(tatoeba / f"dev.{code}-eng.{code}", tatoeba / f"dev.{code}-eng.eng")
+        for x in p
+    }
     if cfg.ud:
         for code in [*train_codes, "eng"]:
             f = data / "ud" / f"{code}.txt"
@@ -174,18 +196,25 @@ def _build_into(data: Path, train_codes: list[str], out: Path, cfg: DemoSource) 
             keep = [t for t in lines if t and t not in mined]
             counter.add_in("ud_sentences", len(lines))
             counter.add_dropped("ud_sentences", "empty", sum(1 for t in lines if not t))
-            counter.add_dropped("ud_sentences", "mined_sentence", sum(1 for t in lines if t and t in mined))
+            counter.add_dropped(
+                "ud_sentences", "mined_sentence", sum(1 for t in lines if t and t in mined)
+            )
             counter.add_out("ud_sentences", len(keep))
             (out / "text").mkdir(exist_ok=True)
-            (out / "text" / f"ud.{LID_CODE[code]}.txt").write_text("".join(t + "\n" for t in keep),
-                                                                  encoding="utf-8")  # fmt: skip
+            (out / "text" / f"ud.{LID_CODE[code]}.txt").write_text(
+                "".join(t + "\n" for t in keep), encoding="utf-8"
+            )
     # Both sides of every hidden pair, shuffled together into documents of web text.
     mono = [x for code in cfg.langs for p in hidden[code] for x in p]
     random.Random(cfg.shuffle_seed).shuffle(mono)
     docs = [mono[i : i + cfg.doc_sentences] for i in range(0, len(mono), cfg.doc_sentences)]
     write_wet(out / WEB, docs, "https://tatoeba.example/doc")
-    report = counter.to_report("demo_data", train_languages=train_codes, mined_languages=list(cfg.langs),
-                               web_documents=len(docs))  # fmt: skip
+    report = counter.to_report(
+        "demo_data",
+        train_languages=train_codes,
+        mined_languages=list(cfg.langs),
+        web_documents=len(docs),
+    )
     errors = check_balanced(report)
     if errors:
         raise RuntimeError(f"unbalanced stats: {errors}")
@@ -194,13 +223,27 @@ def _build_into(data: Path, train_codes: list[str], out: Path, cfg: DemoSource) 
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m pipelines.demo_data", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
-    ap.add_argument("--data", required=True, help="folder with tatoeba/{train,dev}.XXX-eng.* (pud/, ud/)")
-    ap.add_argument("--output", required=True, help="folder to write (pairs/, eval/, web/, text/, ...)")
-    ap.add_argument("--config", default="demo", help="preset or YAML file (its sources.demo section)")
-    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                    help="override a sources.demo key, e.g. --set langs=[deu]")  # fmt: skip
+    ap = argparse.ArgumentParser(
+        prog="python -m pipelines.demo_data",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    ap.add_argument(
+        "--data", required=True, help="folder with tatoeba/{train,dev}.XXX-eng.* (pud/, ud/)"
+    )
+    ap.add_argument(
+        "--output", required=True, help="folder to write (pairs/, eval/, web/, text/, ...)"
+    )
+    ap.add_argument(
+        "--config", default="demo", help="preset or YAML file (its sources.demo section)"
+    )
+    ap.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a sources.demo key, e.g. --set langs=[deu]",
+    )
     add_overwrite_option(ap)
     add_log_level_option(ap)
     return ap

@@ -42,15 +42,24 @@ from labse_common.stats import StageCounter, check_balanced, write_report
 
 log = logging.getLogger("pipelines.e2e_tasks")
 
+
 def _balanced(report: dict) -> None:
     errors = check_balanced(report)
     if errors:
         raise RuntimeError(f"unbalanced stats: {errors}")
 
 
-def inputs(pairs: list[str], evals: list[str], texts: list[str], out: Path, trusted: int,
-           lid_model: str | None = None, lid_threshold: float = 0.5, overwrite: bool = False,
-           demo: Path | None = None) -> dict:
+def inputs(
+    pairs: list[str],
+    evals: list[str],
+    texts: list[str],
+    out: Path,
+    trusted: int,
+    lid_model: str | None = None,
+    lid_threshold: float = 0.5,
+    overwrite: bool = False,
+    demo: Path | None = None,
+) -> dict:
     """What the run trains on and measures against, from the ``sources`` globs: the training pairs
     as one TSV (src, trg, src_lang, trg_lang), an even sample of them as the CDS scorer's trusted
     pairs, the known alignment as ``gold.tsv``, and the training sentences per language (both
@@ -60,13 +69,25 @@ def inputs(pairs: list[str], evals: list[str], texts: list[str], out: Path, trus
 
         pairs = [*pairs, str(demo / demo_data.PAIRS)]
         evals = [*evals, str(demo / demo_data.EVAL)]
-        texts = [*texts, *([str(demo / demo_data.TEXT)] if list((demo / "text").glob("*.txt")) else [])]
+        texts = [
+            *texts,
+            *([str(demo / demo_data.TEXT)] if list((demo / "text").glob("*.txt")) else []),
+        ]
     with OutputDir(out, overwrite).open() as claimed:  # written aside, committed at the end
-        return _inputs_into(pairs, evals, texts, Path(claimed.tmp), trusted, lid_model, lid_threshold)
+        return _inputs_into(
+            pairs, evals, texts, Path(claimed.tmp), trusted, lid_model, lid_threshold
+        )
 
 
-def _inputs_into(pairs: list[str], evals: list[str], texts: list[str], out: Path, trusted: int,
-                 lid_model: str | None, lid_threshold: float) -> dict:  # fmt: skip
+def _inputs_into(
+    pairs: list[str],
+    evals: list[str],
+    texts: list[str],
+    out: Path,
+    trusted: int,
+    lid_model: str | None,
+    lid_threshold: float,
+) -> dict:
     from labse_common.sources import detect_lines, expand_pairs, expand_texts, read_pairs_file
 
     counter = StageCounter()
@@ -79,24 +100,42 @@ def _inputs_into(pairs: list[str], evals: list[str], texts: list[str], out: Path
             rows.append((s, t, pf.src_lang, pf.trg_lang))
             by_lang.setdefault(pf.src_lang, []).append(s)
             by_lang.setdefault(pf.trg_lang, []).append(t)
-        files.append({"kind": "pairs", "paths": list(pf.paths), "pair": f"{pf.src_lang}-{pf.trg_lang}",
-                      "rows": len(rows) - n0})  # fmt: skip
+        files.append(
+            {
+                "kind": "pairs",
+                "paths": list(pf.paths),
+                "pair": f"{pf.src_lang}-{pf.trg_lang}",
+                "rows": len(rows) - n0,
+            }
+        )
     if pairs and not rows:
         raise InputError(pairs[0], "no usable training pair in any file it matches", "--pairs")
-    (out / "train_pairs.tsv").write_text("".join("\t".join(p) + "\n" for p in rows), encoding="utf-8")
+    (out / "train_pairs.tsv").write_text(
+        "".join("\t".join(p) + "\n" for p in rows), encoding="utf-8"
+    )
     # The CDS scorer's trusted data: an even sample, so its training time stays bounded.
     step = max(1, -(-len(rows) // trusted))
-    (out / "trusted_pairs.tsv").write_text("".join("\t".join(p) + "\n" for p in rows[::step]),
-                                           encoding="utf-8")  # fmt: skip
+    (out / "trusted_pairs.tsv").write_text(
+        "".join("\t".join(p) + "\n" for p in rows[::step]), encoding="utf-8"
+    )
     gold = []
     for pf in expand_pairs(evals, None, "--eval") if evals else []:
         n0 = len(gold)
-        gold += [(pf.src_lang, pf.trg_lang, s, t) for s, t in read_pairs_file(pf, counter, "eval_pairs")]
-        files.append({"kind": "eval", "paths": list(pf.paths), "pair": f"{pf.src_lang}-{pf.trg_lang}",
-                      "rows": len(gold) - n0})  # fmt: skip
+        gold += [
+            (pf.src_lang, pf.trg_lang, s, t) for s, t in read_pairs_file(pf, counter, "eval_pairs")
+        ]
+        files.append(
+            {
+                "kind": "eval",
+                "paths": list(pf.paths),
+                "pair": f"{pf.src_lang}-{pf.trg_lang}",
+                "rows": len(gold) - n0,
+            }
+        )
     # A header, so every pair reader (`filters sample --planted`, `score`) reads it by name.
-    (out / "gold.tsv").write_text("\t".join(GOLD_HEADER) + "\n" + "".join("\t".join(g) + "\n" for g in gold),
-                                  encoding="utf-8")  # fmt: skip
+    (out / "gold.tsv").write_text(
+        "\t".join(GOLD_HEADER) + "\n" + "".join("\t".join(g) + "\n" for g in gold), encoding="utf-8"
+    )
     text_by_lang: dict[str, list[str]] = {}
     for tf in expand_texts(texts, None, "--text") if texts else []:
         lines = [ln.strip() for ln in read_text(Path(tf.path), "--text").splitlines()]
@@ -110,15 +149,26 @@ def _inputs_into(pairs: list[str], evals: list[str], texts: list[str], out: Path
             else:
                 counter.add_out("text_sentences")
                 text_by_lang.setdefault(lang, []).append(ln)
-        files.append({"kind": "text", "paths": [tf.path], "lang": tf.lang or "detected", "rows": len(kept)})
+        files.append(
+            {"kind": "text", "paths": [tf.path], "lang": tf.lang or "detected", "rows": len(kept)}
+        )
     for name, table in (("pairs", by_lang), ("text", text_by_lang)):
         for lang, sents in table.items():
             (out / "train_sentences" / lang).mkdir(parents=True, exist_ok=True)
-            pq.write_table(pa.table({"text": sents, "lang": [lang] * len(sents), "source": [name] * len(sents)}),
-                           out / "train_sentences" / lang / f"{name}.parquet")  # fmt: skip
+            pq.write_table(
+                pa.table(
+                    {"text": sents, "lang": [lang] * len(sents), "source": [name] * len(sents)}
+                ),
+                out / "train_sentences" / lang / f"{name}.parquet",
+            )
     (out / "train_sentences").mkdir(exist_ok=True)
-    report = counter.to_report("inputs", files=files, training_pairs=len(rows), eval_pairs=len(gold),
-                               trusted_pairs=len(rows[::step]))  # fmt: skip
+    report = counter.to_report(
+        "inputs",
+        files=files,
+        training_pairs=len(rows),
+        eval_pairs=len(gold),
+        trusted_pairs=len(rows[::step]),
+    )
     _balanced(report)
     write_report(str(out / "stats.json"), report)
     return report
@@ -169,8 +219,9 @@ def _sentences_into(corpora: list[Path], extra: list[Path], out: Path) -> dict:
         (out / "vocab" / lang).mkdir(parents=True, exist_ok=True)
         pq.write_table(t, out / "vocab" / lang / "sentences.parquet")
         vocab_langs[lang] = t.num_rows
-    report = counter.to_report("sentences", sentences_per_language=langs,
-                               vocab_sentences_per_language=vocab_langs)  # fmt: skip
+    report = counter.to_report(
+        "sentences", sentences_per_language=langs, vocab_sentences_per_language=vocab_langs
+    )
     _balanced(report)
     write_report(str(out / "stats.json"), report)
     return report
@@ -188,8 +239,9 @@ def read_gold(gold_file: Path) -> list[tuple[str, str, str, str]]:
     gold = [tuple(line.split("\t")) for line in lines if line]
     bad = [i for i, g in enumerate(gold, 2) if len(g) != 4]
     if bad:
-        raise InputError(gold_file, f"line {bad[0]}: expected src_lang<TAB>trg_lang<TAB>src<TAB>trg",
-                         "--gold")  # fmt: skip
+        raise InputError(
+            gold_file, f"line {bad[0]}: expected src_lang<TAB>trg_lang<TAB>src<TAB>trg", "--gold"
+        )
     return gold  # type: ignore[return-value]
 
 
@@ -217,12 +269,14 @@ def _pr_rows(gold: list, kept: list[dict], present: dict[str, set[str]]) -> dict
         tot.update(c)
     rows = {}
     for pair, c in [*sorted(per.items()), ("all", tot)]:
-        rows[pair] = {**{k: c[k] for k in PR_KEYS},
-                      "precision": c["correct"] / c["judged"] if c["judged"] else 0.0,
-                      # Kept pairs of two web sentences cannot be judged; counted BAD here.
-                      "precision_strict": c["correct"] / c["kept"] if c["kept"] else 0.0,
-                      "recall": c["correct"] / c["gold"] if c["gold"] else 0.0,
-                      "recall_reachable": c["correct"] / c["reachable"] if c["reachable"] else 0.0}  # fmt: skip
+        rows[pair] = {
+            **{k: c[k] for k in PR_KEYS},
+            "precision": c["correct"] / c["judged"] if c["judged"] else 0.0,
+            # Kept pairs of two web sentences cannot be judged; counted BAD here.
+            "precision_strict": c["correct"] / c["kept"] if c["kept"] else 0.0,
+            "recall": c["correct"] / c["gold"] if c["gold"] else 0.0,
+            "recall_reachable": c["correct"] / c["reachable"] if c["reachable"] else 0.0,
+        }
     return rows
 
 
@@ -246,27 +300,42 @@ def score(
         present[p.parent.name] = set(
             read_parquet(p, ["text"], "--sentences", required=["text"]).column("text").to_pylist()
         )
-    kept = read_parquet(bitext_dir / "bitext.parquet", ["src", "trg", "src_lang", "trg_lang"], "--bitext",
-                        required=["src", "trg", "src_lang", "trg_lang"]).to_pylist()  # fmt: skip
+    kept = read_parquet(
+        bitext_dir / "bitext.parquet",
+        ["src", "trg", "src_lang", "trg_lang"],
+        "--bitext",
+        required=["src", "trg", "src_lang", "trg_lang"],
+    ).to_pylist()
     kept = [r for r in kept if r.get("src")]
     rows = _pr_rows(gold, kept, present)
     if half is not None:
         every = rows
-        rows = _pr_rows([g for g in gold if half_of(g[2]) == half],
-                        [r for r in kept if half_of(r["src"]) == half], present)  # fmt: skip
+        rows = _pr_rows(
+            [g for g in gold if half_of(g[2]) == half],
+            [r for r in kept if half_of(r["src"]) == half],
+            present,
+        )
         rows["all_pairs"] = every["all"]
         rows["half"] = half
     out.mkdir(parents=True, exist_ok=True)
     (out / "mined_pr.json").write_text(json.dumps(rows, indent=1), encoding="utf-8")
-    scope = (f"pairs whose source is in evaluation half {half} (the calibration sample was drawn from the other)"
-             if half is not None else "every pair")  # fmt: skip
-    md = [f"Scope: {scope}.", "",
-          "| pair | gold | reachable | kept | judged | correct | precision | precision (strict) | recall | recall (reachable) |",
-          "|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    scope = (
+        f"pairs whose source is in evaluation half {half} (the calibration sample was drawn from the other)"
+        if half is not None
+        else "every pair"
+    )
+    md = [
+        f"Scope: {scope}.",
+        "",
+        "| pair | gold | reachable | kept | judged | correct | precision | precision (strict) | recall | recall (reachable) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     table = {k: v for k, v in rows.items() if isinstance(v, dict)}
     for pair, r in table.items():
-        md.append(f"| {pair} | {r['gold']} | {r['reachable']} | {r['kept']} | {r['judged']} | {r['correct']} "
-                  f"| {r['precision']:.3f} | {r['precision_strict']:.3f} | {r['recall']:.3f} | {r['recall_reachable']:.3f} |")  # fmt: skip
+        md.append(
+            f"| {pair} | {r['gold']} | {r['reachable']} | {r['kept']} | {r['judged']} | {r['correct']} "
+            f"| {r['precision']:.3f} | {r['precision_strict']:.3f} | {r['recall']:.3f} | {r['recall_reachable']:.3f} |"
+        )
     (out / "mined_pr.md").write_text("\n".join(md) + "\n", encoding="utf-8")
     return rows
 
@@ -283,8 +352,16 @@ def concat(inputs: list[Path], out: Path, overwrite: bool = False) -> dict:
     return counter.to_report("concat")
 
 
-def labels(sample: Path, candidates: Path, person_file: Path, earlier: Path | None, out: Path,
-           min_labelled: int, min_per_label: int, overwrite: bool = False) -> int:
+def labels(
+    sample: Path,
+    candidates: Path,
+    person_file: Path,
+    earlier: Path | None,
+    out: Path,
+    min_labelled: int,
+    min_per_label: int,
+    overwrite: bool = False,
+) -> int:
     """The gate before the final filter: the sample's rows in ``person_file`` (created, or
     extended when the sample changed), prefilled from ``earlier`` labels and the person's own by
     pair text; every labelled pair matched to ``candidates`` by its text. With enough labels
@@ -305,17 +382,26 @@ def labels(sample: Path, candidates: Path, person_file: Path, earlier: Path | No
     sample_rows = [{h: ("" if h == LABEL else r.get(h)) for h in header} for r in smp.to_pylist()]
     earlier_labels = {}
     if earlier is not None:
-        earlier_labels = lm.known_labels(lm.read_rows(earlier, "combine.labels")[1], counter, "earlier_labels",
-                                         earlier)
-    person_header, person_rows = (lm.read_rows(person_file, "labels file") if person_file.is_file()
-                                  else (header, []))  # fmt: skip
+        earlier_labels = lm.known_labels(
+            lm.read_rows(earlier, "combine.labels")[1], counter, "earlier_labels", earlier
+        )
+    person_header, person_rows = (
+        lm.read_rows(person_file, "labels file") if person_file.is_file() else (header, [])
+    )
     person = lm.known_labels(person_rows, counter, "person_labels", person_file)
     merged = lm.merge_labels(sample_rows, earlier_labels, person)
     # The person's labels of pairs outside this sample stay in the file: a rerun may mine them again.
     in_sample = {lm.key_of(r["src"], r["trg"]) for r in merged}
     extra = [r for r in person_rows if r[LABEL] and lm.key_of(r["src"], r["trg"]) not in in_sample]
-    if lm.write_rows(person_file, header + [h for h in person_header if h not in header], merged + extra):
-        log.info("%s: %d sampled pairs (%d prefilled)", person_file, len(merged), sum(bool(r[LABEL]) for r in merged))
+    if lm.write_rows(
+        person_file, header + [h for h in person_header if h not in header], merged + extra
+    ):
+        log.info(
+            "%s: %d sampled pairs (%d prefilled)",
+            person_file,
+            len(merged),
+            sum(bool(r[LABEL]) for r in merged),
+        )
     cand = read_parquet(candidates, flag="--candidates", required=["src", "trg"])
     ids, labs = lm.match_to_pairs(cand, {**earlier_labels, **person}, counter, "labels")
     good, bad = labs.count(GOOD), labs.count(BAD)
@@ -333,20 +419,37 @@ def labels(sample: Path, candidates: Path, person_file: Path, earlier: Path | No
         table = table.append_column("sample_id", pa.array(ids, pa.int64()))
         table = table.append_column(LABEL, pa.array(labs))
         write_for_labelling(table, Path(claimed.tmp) / "labels.tsv")
-        report = counter.to_report("labels", person_file=str(person_file), good=good, bad=bad,
-                                   earlier=str(earlier) if earlier else None)  # fmt: skip
+        report = counter.to_report(
+            "labels",
+            person_file=str(person_file),
+            good=good,
+            bad=bad,
+            earlier=str(earlier) if earlier else None,
+        )
         _balanced(report)
         write_report(str(Path(claimed.tmp) / "stats.json"), report)
     return 0
 
 
 #: Provenance shown to the person labelling (the label page lists both sides' origins).
-LABEL_PROVENANCE = ("src_url_or_title", "src_source", "src_doc_id", "trg_url_or_title", "trg_source",
-                    "trg_doc_id")  # fmt: skip
+LABEL_PROVENANCE = (
+    "src_url_or_title",
+    "src_source",
+    "src_doc_id",
+    "trg_url_or_title",
+    "trg_source",
+    "trg_doc_id",
+)
 
 
-def embed(sentences_dir: Path, langs: list[str], model: str, out: Path, batch_size: int,
-          overwrite: bool = False) -> None:  # fmt: skip
+def embed(
+    sentences_dir: Path,
+    langs: list[str],
+    model: str,
+    out: Path,
+    batch_size: int,
+    overwrite: bool = False,
+) -> None:
     """One store per language (``OUT/<lang>``) through the one embedding path
     (:func:`labse_model.embed_store.embed_to_store`, what ``mining embed`` runs), in one process:
     the encoder is loaded (and torch imported) once for every language. ``OUT`` as a whole is
@@ -362,8 +465,14 @@ def embed(sentences_dir: Path, langs: list[str], model: str, out: Path, batch_si
         encoder = load_model(model)
         for lang in langs:
             store = Path(claimed.tmp) / lang
-            embed_to_store(encoder, str(sentences_dir / lang), str(store), dtype="float16",
-                           batch_size=batch_size, flag="--sentences")  # fmt: skip
+            embed_to_store(
+                encoder,
+                str(sentences_dir / lang),
+                str(store),
+                dtype="float16",
+                batch_size=batch_size,
+                flag="--sentences",
+            )
             _name_final_store(store / "stats.json", out / lang)
 
 
@@ -377,21 +486,47 @@ def _name_final_store(stats: Path, final: Path) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m pipelines.e2e_tasks", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    ap = argparse.ArgumentParser(
+        prog="python -m pipelines.e2e_tasks",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     sub = ap.add_subparsers(dest="task", required=True)
-    p = sub.add_parser("inputs", help="training pairs, eval alignment, training text from sources globs")
-    p.add_argument("--pairs", action="append", default=[], metavar="GLOB",
-                   help="training pairs, {src}-{trg} in the name (TSV, Parquet, Moses {lang})")
-    p.add_argument("--eval", action="append", default=[], metavar="GLOB",
-                   help="known alignments, the same formats")
-    p.add_argument("--text", action="append", default=[], metavar="GLOB",
-                   help="plain text; {lang} in the name, else each line's language is detected")
+    p = sub.add_parser(
+        "inputs", help="training pairs, eval alignment, training text from sources globs"
+    )
+    p.add_argument(
+        "--pairs",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="training pairs, {src}-{trg} in the name (TSV, Parquet, Moses {lang})",
+    )
+    p.add_argument(
+        "--eval",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="known alignments, the same formats",
+    )
+    p.add_argument(
+        "--text",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="plain text; {lang} in the name, else each line's language is detected",
+    )
     p.add_argument("--demo", help="the demo builder's folder (python -m pipelines.demo_data)")
-    p.add_argument("--trusted", type=int, default=2000, help="trusted pairs for the CDS scorer (2000)")
+    p.add_argument(
+        "--trusted", type=int, default=2000, help="trusted pairs for the CDS scorer (2000)"
+    )
     p.add_argument("--lid-model", help="fastText LID model (default: the bundled lid.176.ftz)")
-    p.add_argument("--lid-threshold", type=float, default=0.5,
-                   help="a detected line below this probability is dropped (0.5)")
+    p.add_argument(
+        "--lid-threshold",
+        type=float,
+        default=0.5,
+        help="a detected line below this probability is dropped (0.5)",
+    )
     p.add_argument("--output", required=True, help="folder to write")
     add_overwrite_option(p)
     g = sub.add_parser("labels", help="the person's labels, matched to the mined pairs by text")
@@ -401,7 +536,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--earlier", help="labels of an earlier run (combine.labels), matched by text")
     g.add_argument("--min-labelled", type=int, default=30, help="labels needed to go on (30)")
     g.add_argument("--min-per-label", type=int, default=5, help="GOOD and BAD labels needed (5)")
-    g.add_argument("--output", required=True, help="folder to write labels.tsv for `filters combine`")
+    g.add_argument(
+        "--output", required=True, help="folder to write labels.tsv for `filters combine`"
+    )
     add_overwrite_option(g)
     s = sub.add_parser("sentences", help="per-language Parquet to mine and to learn the vocabulary")
     s.add_argument("--corpus", action="append", required=True, help="a corpus job's output folder")
@@ -414,7 +551,9 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument(
         "--bitext", required=True, help="the final bitext folder (python -m filters export)"
     )
-    c.add_argument("--gold", required=True, help="gold.tsv of the inputs task (src_lang, trg_lang, src, trg)")
+    c.add_argument(
+        "--gold", required=True, help="gold.tsv of the inputs task (src_lang, trg_lang, src, trg)"
+    )
     c.add_argument("--sentences", required=True, help="sentences task's mine/ folder")
     c.add_argument("--output", required=True, help="folder to write mined_pr.{json,md}")
     c.add_argument(
@@ -455,21 +594,46 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run_task(args: argparse.Namespace) -> int:
     if args.task == "inputs":
-        rep = inputs(args.pairs, args.eval, args.text, Path(args.output), args.trusted,
-                     args.lid_model, args.lid_threshold, args.overwrite,
-                     Path(args.demo) if args.demo else None)  # fmt: skip
+        rep = inputs(
+            args.pairs,
+            args.eval,
+            args.text,
+            Path(args.output),
+            args.trusted,
+            args.lid_model,
+            args.lid_threshold,
+            args.overwrite,
+            Path(args.demo) if args.demo else None,
+        )
     elif args.task == "labels":
-        return labels(Path(args.sample), Path(args.candidates), Path(args.file),
-                      Path(args.earlier) if args.earlier else None, Path(args.output),
-                      args.min_labelled, args.min_per_label, args.overwrite)  # fmt: skip
+        return labels(
+            Path(args.sample),
+            Path(args.candidates),
+            Path(args.file),
+            Path(args.earlier) if args.earlier else None,
+            Path(args.output),
+            args.min_labelled,
+            args.min_per_label,
+            args.overwrite,
+        )
     elif args.task == "sentences":
-        rep = sentences([Path(c) for c in args.corpus], [Path(e) for e in args.extra],
-                        Path(args.output), args.overwrite)  # fmt: skip
+        rep = sentences(
+            [Path(c) for c in args.corpus],
+            [Path(e) for e in args.extra],
+            Path(args.output),
+            args.overwrite,
+        )
     elif args.task == "concat":
         rep = concat([Path(p) for p in args.inputs], Path(args.output), args.overwrite)
     elif args.task == "embed":
-        embed(Path(args.sentences), args.langs, args.model, Path(args.output), args.batch_size,
-              args.overwrite)  # fmt: skip
+        embed(
+            Path(args.sentences),
+            args.langs,
+            args.model,
+            Path(args.output),
+            args.batch_size,
+            args.overwrite,
+        )
         return 0
     else:
         rep = score(

@@ -87,8 +87,12 @@ class LabseModelHandler(ModelHandler[list, PredictionResult, Any]):
     ) -> Iterable[PredictionResult]:
         return [PredictionResult(texts, self.embed(model, texts)) for texts in batch]
 
-    def embed(self, model: Any, texts: list, damaged: list[bool] | None = None,
-              ) -> tuple[np.ndarray, list[str], dict[str, int]]:  # fmt: skip
+    def embed(
+        self,
+        model: Any,
+        texts: list,
+        damaged: list[bool] | None = None,
+    ) -> tuple[np.ndarray, list[str], dict[str, int]]:
         return lib.embed_chunk(model, texts, self._batch_size, self._dtype, damaged)
 
     def batch_elements_kwargs(self) -> dict[str, int]:
@@ -116,15 +120,21 @@ class EmbedChunks(beam.DoFn):
         yield file, start, vecs, clean, meta
 
 
-def read_file(item: tuple[int, str], columns: Sequence[str], text_column: str,
-              chunk_rows: int) -> Iterator[tuple]:  # fmt: skip
+def read_file(
+    item: tuple[int, str], columns: Sequence[str], text_column: str, chunk_rows: int
+) -> Iterator[tuple]:
     file, path = item
     for start, texts, meta in lib.read_chunks(path, columns, text_column, chunk_rows, "--input"):
         yield file, start, texts, meta
 
 
-def place(chunk: tuple, sizes: dict[int, int], columns: Sequence[str], rows_per_shard: int | None,
-          num_shards: int | None) -> Iterator[tuple[int, tuple]]:  # fmt: skip
+def place(
+    chunk: tuple,
+    sizes: dict[int, int],
+    columns: Sequence[str],
+    rows_per_shard: int | None,
+    num_shards: int | None,
+) -> Iterator[tuple[int, tuple]]:
     """Cut a chunk at shard boundaries: (shard, (first global row, vectors, row-table columns))."""
     file, start, vecs, texts, meta = chunk
     first = sum(n for f, n in sizes.items() if f < file) + start
@@ -152,13 +162,22 @@ class WriteShard(beam.DoFn):
         for (a, va, _), (b, _, _) in zip(pieces, pieces[1:]):
             if a + len(va) != b:  # every row is placed exactly once: a gap is a bug
                 raise RuntimeError(f"shard {shard}: rows {a + len(va)}..{b - 1} missing")
-        info = store_format.write_pieces(self.output, shard, [p[1] for p in pieces],
-                                         [p[2] for p in pieces], self.dtype)  # fmt: skip
+        info = store_format.write_pieces(
+            self.output, shard, [p[1] for p in pieces], [p[2] for p in pieces], self.dtype
+        )
         yield shard, info.rows, int(pieces[0][1].shape[1])
 
 
-def finish(_: Any, shards: list, counts: list, output: str, dtype: str, inputs: list[str],
-           model: tuple[str, str | None, int], name: str) -> None:  # fmt: skip
+def finish(
+    _: Any,
+    shards: list,
+    counts: list,
+    output: str,
+    dtype: str,
+    inputs: list[str],
+    model: tuple[str, str | None, int],
+    name: str,
+) -> None:
     """``store.json`` (shards in order; none may be missing) and ``stats.json``."""
     shards = sorted(shards)
     if [s for s, _, _ in shards] != list(range(len(shards))):
@@ -170,11 +189,15 @@ def finish(_: Any, shards: list, counts: list, output: str, dtype: str, inputs: 
         raise RuntimeError(f"shards disagree on dimension: {sorted(dims)}")
     # No row at all (a compressed text file holding nothing): the manifest still needs the dim.
     dim = dims.pop() if dims else lib.load_model(*model).dim
-    store_format.write_manifest(output, dim, dtype,
-                                [store_format.ShardInfo(store_format.shard_name(s), r)
-                                 for s, r, _ in shards])  # fmt: skip
-    report = lib.stats_report(merge_counts(counts), dim=dim, dtype=dtype, shards=len(shards),
-                              inputs=inputs, output=name)  # fmt: skip
+    store_format.write_manifest(
+        output,
+        dim,
+        dtype,
+        [store_format.ShardInfo(store_format.shard_name(s), r) for s, r, _ in shards],
+    )
+    report = lib.stats_report(
+        merge_counts(counts), dim=dim, dtype=dtype, shards=len(shards), inputs=inputs, output=name
+    )
     lib.write_json(store_format.join(output, "stats.json"), report)
 
 
@@ -205,9 +228,7 @@ def build_pipeline(
         | "Files" >> beam.Create(list(enumerate(inputs)))
         | "Spread" >> beam.Reshuffle()
         | "Read"
-        >> beam.FlatMap(
-            read_file, list(columns), text_column, chunk_rows or lib.CHUNK_ROWS
-        )  # fmt: skip
+        >> beam.FlatMap(read_file, list(columns), text_column, chunk_rows or lib.CHUNK_ROWS)
     )
     sizes = beam.pvalue.AsDict(
         chunks
@@ -235,7 +256,7 @@ def build_pipeline(
             list(inputs),
             (model_dir, device, max_seq_length),
             name or output,
-        )  # fmt: skip
+        )
     )
     join_sinks([done])
 
@@ -265,9 +286,13 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument(
         "--device", default=None, help="torch device on workers (default: cuda if present)"
     )
-    ap.add_argument("--max-seq-length", type=int, default=128,
-                    help="tokens per sentence incl. [CLS] and [SEP] (at least 3); longer ones are "
-                    "truncated and counted (128)")  # fmt: skip
+    ap.add_argument(
+        "--max-seq-length",
+        type=int,
+        default=128,
+        help="tokens per sentence incl. [CLS] and [SEP] (at least 3); longer ones are "
+        "truncated and counted (128)",
+    )
     add_overwrite_option(ap, "--output folder (old files are removed at the end)")
     add_log_level_option(ap)
     return ap
@@ -276,11 +301,15 @@ def build_parser() -> argparse.ArgumentParser:
 def _run(args: argparse.Namespace, beam_args: list[str]) -> int:
     if args.num_shards is not None and args.num_shards < 1:
         raise UsageError(f"--num-shards {args.num_shards}: must be >= 1")
-    rows_per_shard = args.rows_per_shard if args.rows_per_shard is not None else (
-        None if args.num_shards else lib.ROWS_PER_SHARD)  # fmt: skip
+    rows_per_shard = (
+        args.rows_per_shard
+        if args.rows_per_shard is not None
+        else (None if args.num_shards else lib.ROWS_PER_SHARD)
+    )
     # The driver checks what the workers would trip on (a short --max-seq-length included).
-    lib.check_options(args.dtype, args.batch_size, rows_per_shard or 1, lib.CHUNK_ROWS,
-                      args.max_seq_length)
+    lib.check_options(
+        args.dtype, args.batch_size, rows_per_shard or 1, lib.CHUNK_ROWS, args.max_seq_length
+    )
     if not os.path.isdir(args.model):
         raise UsageError(f"--model {args.model}: model directory not found")
     options = pipeline_options(beam_args)  # first: it gives FileSystems the S3/GCS options
@@ -295,10 +324,20 @@ def _run(args: argparse.Namespace, beam_args: list[str]) -> int:
     out = claim_output(args.output, args.overwrite)
     try:  # the job writes under OUTPUT/_tmp-<job id>/, committed at the end
         with new_pipeline(options) as p:
-            build_pipeline(p, files, args.model, out.tmp, columns=columns, dtype=args.dtype,
-                           batch_size=args.batch_size, device=args.device,
-                           rows_per_shard=rows_per_shard, num_shards=args.num_shards,
-                           max_seq_length=args.max_seq_length, name=args.output)  # fmt: skip
+            build_pipeline(
+                p,
+                files,
+                args.model,
+                out.tmp,
+                columns=columns,
+                dtype=args.dtype,
+                batch_size=args.batch_size,
+                device=args.device,
+                rows_per_shard=rows_per_shard,
+                num_shards=args.num_shards,
+                max_seq_length=args.max_seq_length,
+                name=args.output,
+            )
             run_pipeline(p)
     except BaseException as e:
         out.abort()

@@ -84,8 +84,9 @@ class ReadPairFile(beam.DoFn):
             # pair_io reads remote paths through Beam FileSystems, undecompressed: it detects
             # gzip itself and counts a truncated one.
             for bi, batch in enumerate(
-                iter_pair_batches(path, counter, self.batch_rows, self.layout, flag="--input",
-                                  survive_damage=True)  # fmt: skip
+                iter_pair_batches(
+                    path, counter, self.batch_rows, self.layout, flag="--input", survive_damage=True
+                )
             ):
                 n += batch.num_rows
                 yield (fi, bi), batch
@@ -121,8 +122,15 @@ def _problem(e: Exception) -> str:
 class FilterBatch(beam.DoFn):
     """Rules (+ CDS) on one batch; writes its kept (and dropped) part files; emits counts."""
 
-    def __init__(self, cfg: dict, src_lang: str, trg_lang: str, output: str, cds_model: str | None,
-                 cds_threshold: float | None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        cfg: dict,
+        src_lang: str,
+        trg_lang: str,
+        output: str,
+        cds_model: str | None,
+        cds_threshold: float | None,
+    ) -> None:
         self.cfg, self.src_lang, self.trg_lang, self.output = cfg, src_lang, trg_lang, output
         self.cds_model, self.cds_threshold = cds_model, cds_threshold
         self.runner = None
@@ -161,8 +169,13 @@ def _write_part(batch: pa.RecordBatch, stem: str) -> None:
     buf = io.BytesIO()
     with gzip.GzipFile(fileobj=buf, mode="wb") as gz:
         data = [c.to_pylist() for c in table.columns]
-        text = "".join("\t".join("" if v is None else str(v).replace("\t", " ").replace("\n", " ")
-                                 for v in row) + "\n" for row in zip(*data))  # fmt: skip
+        text = "".join(
+            "\t".join(
+                "" if v is None else str(v).replace("\t", " ").replace("\n", " ") for v in row
+            )
+            + "\n"
+            for row in zip(*data)
+        )
         gz.write(text.encode("utf-8"))
     with FileSystems.create(f"{stem}.tsv.gz", compression_type=CompressionTypes.UNCOMPRESSED) as f:
         f.write(buf.getvalue())
@@ -193,9 +206,18 @@ def _write_stats(
     return report
 
 
-def build_pipeline(p: beam.Pipeline, inputs: Sequence[str], output: str, cfg: dict, src_lang: str,
-                   trg_lang: str, cds_model: str | None, cds_threshold: float | None,
-                   batch_rows: int, layout: str) -> None:  # fmt: skip
+def build_pipeline(
+    p: beam.Pipeline,
+    inputs: Sequence[str],
+    output: str,
+    cfg: dict,
+    src_lang: str,
+    trg_lang: str,
+    cds_model: str | None,
+    cds_threshold: float | None,
+    batch_rows: int,
+    layout: str,
+) -> None:
     step_order = list(cfg["steps"]) + (["cds"] if cds_model else [])
     read = (
         p
@@ -219,8 +241,14 @@ def build_pipeline(p: beam.Pipeline, inputs: Sequence[str], output: str, cfg: di
         | "SumStats" >> beam.CombineGlobally(merge_counts)
     )
     summary = filtered[SUMMARY] | "SumSummary" >> beam.CombineGlobally(merge_counts)
-    extra = {"inputs": list(inputs), "config": cfg, "src_lang": src_lang, "trg_lang": trg_lang,
-             "cds_model": cds_model, "cds_threshold": cds_threshold}  # fmt: skip
+    extra = {
+        "inputs": list(inputs),
+        "config": cfg,
+        "src_lang": src_lang,
+        "trg_lang": trg_lang,
+        "cds_model": cds_model,
+        "cds_threshold": cds_threshold,
+    }
     _ = counts | "WriteStats" >> beam.Map(
         _write_stats,
         beam.pvalue.AsSingleton(summary),
@@ -239,15 +267,23 @@ def build_parser() -> argparse.ArgumentParser:
         "candidate pairs with Beam. Any option not listed here is passed to Beam, e.g. --runner "
         "FlinkRunner, --direct_num_workers 4.",
     )
-    ap.add_argument("--input", required=True, nargs="+",
-                    help="pair files/globs: Parquet with src/trg, mining TSV.gz, or TSV src<TAB>trg")  # fmt: skip
+    ap.add_argument(
+        "--input",
+        required=True,
+        nargs="+",
+        help="pair files/globs: Parquet with src/trg, mining TSV.gz, or TSV src<TAB>trg",
+    )
     add_output_option(ap, "output folder (local or a Beam FileSystems URL)")
     add_overwrite_option(ap)
     ap.add_argument("--src-lang", default="", help="source language code (a src_lang column wins)")
     ap.add_argument("--trg-lang", default="", help="target language code (a trg_lang column wins)")
     add_config_options(ap, STAGE, "max_ratio=2.5")
-    ap.add_argument("--write-dropped", action="store_true", default=None,
-                    help="write the dropped pairs with step and reason")  # fmt: skip
+    ap.add_argument(
+        "--write-dropped",
+        action="store_true",
+        default=None,
+        help="write the dropped pairs with step and reason",
+    )
     ap.add_argument(
         "--lid-model", help="fastText LID model path on the workers (default lid.176.ftz)"
     )
@@ -276,8 +312,10 @@ def _check(args: argparse.Namespace, cfg_obj) -> None:
         # Its files, once, here: a wrong folder was a long traceback from every worker.
         check_model_dir(args.cds_model, "--cds-model")
     if {"script", "lang"} & set(cfg_obj.steps) and not (args.src_lang and args.trg_lang):
-        log.warning("no --src-lang/--trg-lang: the script and lang rules use the input's "
-                    "src_lang/trg_lang columns and skip pairs without them")  # fmt: skip
+        log.warning(
+            "no --src-lang/--trg-lang: the script and lang rules use the input's "
+            "src_lang/trg_lang columns and skip pairs without them"
+        )
 
 
 def run(argv: Sequence[str] | None = None) -> int:
@@ -285,8 +323,9 @@ def run(argv: Sequence[str] | None = None) -> int:
     setup_logging(args.log_level)
 
     def body() -> int:
-        cfg_obj = load_config(STAGE, args, {"write_dropped": args.write_dropped,
-                                            "lid_model": args.lid_model})  # fmt: skip
+        cfg_obj = load_config(
+            STAGE, args, {"write_dropped": args.write_dropped, "lid_model": args.lid_model}
+        )
         _check(args, cfg_obj)
         opts = pipeline_options(beam_args)  # first: it gives FileSystems the S3/GCS options
         # With the job's own S3 options: missing credentials/endpoint/bucket is one line now.
@@ -299,8 +338,18 @@ def run(argv: Sequence[str] | None = None) -> int:
         cfg = to_dict(cfg_obj)
         with OutputDir(args.output, args.overwrite).open() as out:
             with new_pipeline(opts) as p:
-                build_pipeline(p, inputs, out.tmp.rstrip("/"), cfg, args.src_lang, args.trg_lang,
-                               args.cds_model, args.cds_threshold, args.batch_rows, args.layout)  # fmt: skip
+                build_pipeline(
+                    p,
+                    inputs,
+                    out.tmp.rstrip("/"),
+                    cfg,
+                    args.src_lang,
+                    args.trg_lang,
+                    args.cds_model,
+                    args.cds_threshold,
+                    args.batch_rows,
+                    args.layout,
+                )
                 run_pipeline(p)
             report = _read_stats(f"{out.tmp.rstrip('/')}/stats.json")
             c = report["counts"].get("pairs", {"in": 0, "out": 0})

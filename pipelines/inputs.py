@@ -29,8 +29,10 @@ def expand_inputs(patterns: Iterable[str], paths_prefix: str = "") -> list[str]:
     out: list[str] = []
     for pat in patterns:
         if pat.endswith((".paths", ".paths.gz")):
-            listed = [p if "://" in p or p.startswith("/") else paths_prefix + p
-                      for p in _read_paths_file(pat)]  # fmt: skip
+            listed = [
+                p if "://" in p or p.startswith("/") else paths_prefix + p
+                for p in _read_paths_file(pat)
+            ]
             out.extend(expand_inputs(listed) if listed else [])
             continue
         try:

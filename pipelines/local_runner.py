@@ -25,5 +25,7 @@ class LocalRunner(PipelineRunner):
 
     def run_pipeline(self, pipeline, options):
         encoded = JobServiceHandle.encode_pipeline_options(options.get_all_options())
-        info = fn_runner.ExtendedProvisionInfo(beam_provision_api_pb2.ProvisionInfo(pipeline_options=encoded))
+        info = fn_runner.ExtendedProvisionInfo(
+            beam_provision_api_pb2.ProvisionInfo(pipeline_options=encoded)
+        )
         return fn_runner.FnApiRunner(provision_info=info).run_pipeline(pipeline, options)

@@ -97,8 +97,20 @@ def run_beam_mine(
             raise InputError(path, "embeddings not found", flag)
     src_text, trg_text = src_text or src_emb, trg_text or trg_emb
     runner = BeamTasks(opts)
-    return run_mine(src_text, trg_text, out, cfg, src_emb, trg_emb, None, src_lang, trg_lang,
-                    runner=runner, extra={"runner": "beam"}, workdir=workdir)  # fmt: skip
+    return run_mine(
+        src_text,
+        trg_text,
+        out,
+        cfg,
+        src_emb,
+        trg_emb,
+        None,
+        src_lang,
+        trg_lang,
+        runner=runner,
+        extra={"runner": "beam"},
+        workdir=workdir,
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -121,8 +133,11 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--trg-text", help="target sentences (default: the --trg-emb store's texts)")
     ap.add_argument("--src-lang", default="", help="source language code written in the output")
     ap.add_argument("--trg-lang", default="", help="target language code written in the output")
-    ap.add_argument("--workdir", help="where the shard tasks write their neighbour lists: a local "
-                    "folder every worker can open (default: a temporary folder)")  # fmt: skip
+    ap.add_argument(
+        "--workdir",
+        help="where the shard tasks write their neighbour lists: a local "
+        "folder every worker can open (default: a temporary folder)",
+    )
     add_scoring_options(ap)
     add_config_options(ap, "mining", "k=8")
     add_overwrite_option(ap, "a non-empty --output (old files are removed at the end)")
@@ -146,9 +161,19 @@ def _run(args: argparse.Namespace, beam_args: list[str]) -> int:
     check_remote([args.src_emb, args.trg_emb, args.src_text, args.trg_text, args.output], opts)
     # Written aside and committed; a remote --output: staged locally, uploaded, committed.
     with staged_output(args.output, args.overwrite) as tmp:
-        report = run_beam_mine(args.src_emb, args.trg_emb, tmp, cfg, beam_args,
-                               args.src_text, args.trg_text, args.src_lang, args.trg_lang,
-                               opts=opts, workdir=args.workdir)  # fmt: skip
+        report = run_beam_mine(
+            args.src_emb,
+            args.trg_emb,
+            tmp,
+            cfg,
+            beam_args,
+            args.src_text,
+            args.trg_text,
+            args.src_lang,
+            args.trg_lang,
+            opts=opts,
+            workdir=args.workdir,
+        )
     _print_stats(report)
     return 0
 

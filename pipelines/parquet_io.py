@@ -33,8 +33,10 @@ class WriteSentenceShard(beam.DoFn):
     def process(self, kv):
         key, acc = kv
         # Without dedup the accumulator's keys are counters, not dedup keys.
-        entries = sorted(acc.items(), key=lambda kv: order_key(
-            kv[0] if isinstance(kv[0], str) else None, kv[1][0]))
+        entries = sorted(
+            acc.items(),
+            key=lambda kv: order_key(kv[0] if isinstance(kv[0], str) else None, kv[1][0]),
+        )
         yield from self.write_entries(key, (e for _, e in entries))
 
     def write_entries(self, key: str, entries: Iterable[list]):
@@ -45,8 +47,9 @@ class WriteSentenceShard(beam.DoFn):
             dups += e[1] - 1
             for row in e[2] or ():
                 yield beam.pvalue.TaggedOutput(
-                    DROPPED, {**dict(zip(_ROW_NAMES, row)), "reason": "duplicate",
-                              "unit": "sentences"})  # fmt: skip
+                    DROPPED,
+                    {**dict(zip(_ROW_NAMES, row)), "reason": "duplicate", "unit": "sentences"},
+                )
             if len(chunk) >= self.rows_per_file:
                 yield self._write(lang, int(shard), part, chunk)
                 part, chunk = part + 1, []
@@ -54,7 +57,8 @@ class WriteSentenceShard(beam.DoFn):
             yield self._write(lang, int(shard), part, chunk)
         if dups:
             yield beam.pvalue.TaggedOutput(
-                STATS, {"sentences/out": -dups, "sentences/dropped/duplicate": dups})
+                STATS, {"sentences/out": -dups, "sentences/dropped/duplicate": dups}
+            )
 
     def _write(self, lang: str, shard: int, part: int, chunk: list) -> str:
         # Deterministic names and order: a retried bundle rewrites the same files. Within a file
@@ -64,8 +68,11 @@ class WriteSentenceShard(beam.DoFn):
         arrays = [pa.array(c, type=t) for c, (_, t) in zip(cols, _ROW_FIELDS)]
         counts = pa.array([e[1] for e in chunk], pa.int32())
         table = pa.Table.from_arrays([*arrays, counts], schema=SENTENCE_SCHEMA)
-        return write_table(table, FileSystems.join(
-            self.output, lang, f"part-{shard:05d}-{part:05d}.parquet"), self.row_group_rows)
+        return write_table(
+            table,
+            FileSystems.join(self.output, lang, f"part-{shard:05d}-{part:05d}.parquet"),
+            self.row_group_rows,
+        )
 
 
 def write_table(table: pa.Table, path: str, row_group_size: int | None = None) -> str:
@@ -79,8 +86,9 @@ def write_table(table: pa.Table, path: str, row_group_size: int | None = None) -
 class _WriteParquetGroup(beam.DoFn):
     """Writes one (folder, shard) group as Parquet files of at most ``rows_per_file`` rows."""
 
-    def __init__(self, output: str, schema: pa.Schema, rows_per_file: int,
-                 subdir: str | None = None) -> None:  # fmt: skip
+    def __init__(
+        self, output: str, schema: pa.Schema, rows_per_file: int, subdir: str | None = None
+    ) -> None:
         self.output, self.schema, self.subdir = output, schema, subdir
         self.rows_per_file = rows_per_file
 
@@ -102,7 +110,9 @@ class _WriteParquetGroup(beam.DoFn):
         # Sorted rows (by text, ties by every other field: copies of one text come from many
         # documents) and deterministic names: a retried bundle rewrites the same file.
         names = self.schema.names
-        rows.sort(key=lambda r: (r["text"], *(("" if r.get(n) is None else str(r.get(n))) for n in names)))
+        rows.sort(
+            key=lambda r: (r["text"], *(("" if r.get(n) is None else str(r.get(n))) for n in names))
+        )
         table = pa.Table.from_pylist(rows, schema=self.schema)
         name = f"part-{shard:05d}-{part:05d}.parquet"
         return write_table(table, FileSystems.join(self.output, self.subdir or folder, name))
@@ -116,8 +126,15 @@ class WriteParquet(beam.PTransform):
     the DirectRunner fall back to its single-process engine.
     """
 
-    def __init__(self, output: str, schema: pa.Schema, rows_per_file: int, shards: int,
-                 key: str = "lang", subdir: str | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        output: str,
+        schema: pa.Schema,
+        rows_per_file: int,
+        shards: int,
+        key: str = "lang",
+        subdir: str | None = None,
+    ) -> None:
         super().__init__()
         self.output, self.schema, self.key, self.subdir = output, schema, key, subdir
         self.rows_per_file, self.shards = rows_per_file, max(1, shards)
@@ -134,6 +151,8 @@ class WriteParquet(beam.PTransform):
             rows
             | "ByShard" >> beam.Map(keyed)
             | "Group" >> beam.GroupByKey()
-            | "Write" >> beam.ParDo(
-                _WriteParquetGroup(self.output, self.schema, self.rows_per_file, self.subdir))
-        )  # fmt: skip
+            | "Write"
+            >> beam.ParDo(
+                _WriteParquetGroup(self.output, self.schema, self.rows_per_file, self.subdir)
+            )
+        )

@@ -54,13 +54,17 @@ def _parquet_files(pattern: str) -> list[str]:
 def read_positive(dirs: Iterable[str], min_score: float) -> list[str]:
     texts: list[str] = []
     for d in dirs:
-        files = [f for f in _parquet_files(os.path.join(d, "*", "*.parquet"))
-                 if os.path.basename(os.path.dirname(f)) != "_dropped"]  # fmt: skip
+        files = [
+            f
+            for f in _parquet_files(os.path.join(d, "*", "*.parquet"))
+            if os.path.basename(os.path.dirname(f)) != "_dropped"
+        ]
         if not files:
             raise InputError(d, "no sentence Parquet files in <lang>/", "--positive")
         for f in files:
-            t = read_parquet(f, ["text", "quality_score"], "--positive",
-                             required=["text", "quality_score"]).to_pydict()  # fmt: skip
+            t = read_parquet(
+                f, ["text", "quality_score"], "--positive", required=["text", "quality_score"]
+            ).to_pydict()
             texts += [x for x, q in zip(t["text"], t["quality_score"]) if (q or 0) >= min_score]
     return texts
 
@@ -70,14 +74,18 @@ def read_negative(dirs: Iterable[str], reasons: set[str], max_rule_score: float)
     for d in dirs:
         files = _parquet_files(os.path.join(d, "_dropped", "*.parquet"))
         if not files:
-            raise InputError(d, "no dropped rows in _dropped/ (run the job with --write-dropped)",
-                             "--negative")  # fmt: skip
+            raise InputError(
+                d, "no dropped rows in _dropped/ (run the job with --write-dropped)", "--negative"
+            )
         for f in files:
             t = read_parquet(
                 f, ["text", "reason"], "--negative", required=["text", "reason"]
             ).to_pydict()
-            texts += [x for x, r in zip(t["text"], t["reason"])
-                      if r in reasons and heuristic_quality(x) <= max_rule_score]  # fmt: skip
+            texts += [
+                x
+                for x, r in zip(t["text"], t["reason"])
+                if r in reasons and heuristic_quality(x) <= max_rule_score
+            ]
     return texts
 
 
@@ -183,16 +191,26 @@ def _train(args: argparse.Namespace) -> int:
 
 def _train_into(args: argparse.Namespace, tmp: str) -> TrainReport:
     pos = read_positive(args.positive, args.positive_min_score)
-    neg = read_negative(args.negative, set(args.negative_reasons.split(",")),
-                        args.negative_max_rule_score)  # fmt: skip
+    neg = read_negative(
+        args.negative, set(args.negative_reasons.split(",")), args.negative_max_rule_score
+    )
     for flag, texts in (("--positive", pos), ("--negative", neg)):
         if not texts:
-            raise UsageError(f"{flag}: no training rows selected (check the folders and the "
-                             "score/reason options)")  # fmt: skip
+            raise UsageError(
+                f"{flag}: no training rows selected (check the folders and the "
+                "score/reason options)"
+            )
     return train_quality_model(
-        pos, neg, tmp, max_per_class=args.max_per_class, epoch=args.epoch,
-        dim=args.dim, word_ngrams=args.word_ngrams, quantize=args.quantize, seed=args.seed,
-    )  # fmt: skip
+        pos,
+        neg,
+        tmp,
+        max_per_class=args.max_per_class,
+        epoch=args.epoch,
+        dim=args.dim,
+        word_ngrams=args.word_ngrams,
+        quantize=args.quantize,
+        seed=args.seed,
+    )
 
 
 if __name__ == "__main__":

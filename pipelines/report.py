@@ -97,8 +97,11 @@ def stage_stats(stage_dir: Path) -> dict | None:
     top = _read_json(stage_dir / "stats.json")
     if top is not None:
         return _checked_counts(top, stage_dir / "stats.json")
-    parts = [_checked_counts(r, p) for p in sorted(stage_dir.glob("*/stats.json"))
-             if (r := _read_json(p))]  # fmt: skip
+    parts = [
+        _checked_counts(r, p)
+        for p in sorted(stage_dir.glob("*/stats.json"))
+        if (r := _read_json(p))
+    ]
     if not parts:
         return None
     units: dict[str, dict] = {}
@@ -163,18 +166,24 @@ class Report:
             "p", f"Run folder `{self.run}`, report written {time.strftime('%Y-%m-%d %H:%M:%S')}."
         )
         if synthetic:
-            self.add("p", "**Data: SYNTHETIC.** No `--data` was given, so every stage ran on the embedded "
-                          "synthetic sample written by `pipelines/synthetic.py` (template sentences in "
-                          "English, German, French and Spanish; synthetic WET/WARC pages and Wikipedia dumps). "
-                          "The figures below describe that sample, not real web text.")  # fmt: skip
+            self.add(
+                "p",
+                "**Data: SYNTHETIC.** No `--data` was given, so every stage ran on the embedded "
+                "synthetic sample written by `pipelines/synthetic.py` (template sentences in "
+                "English, German, French and Spanish; synthetic WET/WARC pages and Wikipedia dumps). "
+                "The figures below describe that sample, not real web text.",
+            )
         else:
             self.add("p", f"Data: `{info.get('data')}` (real inputs).")
         b = self.dir(runner.BITEXT)
         if (b / "bitext.tsv.gz").is_file():
             st = _read_json(b / "stats.json") or {}
             n = st.get("counts", {}).get("pairs", {}).get("out", 0)
-            self.add("p", f"Final bitext: **{n} pairs** in `{b / 'bitext.tsv.gz'}` (also `bitext.parquet` "
-                          f"and Moses files `bitext.SRC-TRG.LANG`); selection: {st.get('source', '?')}.")  # fmt: skip
+            self.add(
+                "p",
+                f"Final bitext: **{n} pairs** in `{b / 'bitext.tsv.gz'}` (also `bitext.parquet` "
+                f"and Moses files `bitext.SRC-TRG.LANG`); selection: {st.get('source', '?')}.",
+            )
 
     def stages(self) -> None:
         self.add("h2", "Stages: time, peak memory, records")
@@ -255,8 +264,11 @@ class Report:
             return
         mine, voc = st.get("sentences_per_language", {}), st.get("vocab_sentences_per_language", {})
         langs = sorted(set(mine) | set(voc), key=lambda k: -voc.get(k, mine.get(k, 0)))
-        self.add("table", ["language", "cleaned (mined)", "+ training sentences (vocabulary)"],
-                 [[lang, mine.get(lang, 0), voc.get(lang, 0)] for lang in langs])  # fmt: skip
+        self.add(
+            "table",
+            ["language", "cleaned (mined)", "+ training sentences (vocabulary)"],
+            [[lang, mine.get(lang, 0), voc.get(lang, 0)] for lang in langs],
+        )
         plt = _plt()
         top = langs[:30]
         fig, ax = plt.subplots(figsize=(10, 3))
@@ -272,18 +284,40 @@ class Report:
         if not vs:
             self.add("p", self.status(runner.VOCAB)[1])
             return
-        self.add("p", f"{vs.get('vocab_size')} wordpieces learned (requested {vs.get('requested_vocab_size')}); "
-                      f"language smoothing α = {vs.get('smoothing')}, frequency threshold {vs.get('threshold')}.")  # fmt: skip
+        self.add(
+            "p",
+            f"{vs.get('vocab_size')} wordpieces learned (requested {vs.get('requested_vocab_size')}); "
+            f"language smoothing α = {vs.get('smoothing')}, frequency threshold {vs.get('threshold')}.",
+        )
         rows = []
         for lang, v in sorted(
             vs.get("languages", {}).items(), key=lambda kv: -kv[1].get("sentences", 0)
         ):
             h = v.get("heldout") or {}
-            rows.append([lang, v.get("sentences"), v.get("word_types"), f"{v.get('raw_share', 0):.3f}",
-                         f"{v.get('smoothed_share', 0):.3f}", f"{h.get('unk_rate', 0):.4f}",
-                         f"{h.get('wordpieces_per_word', 0):.2f}"])  # fmt: skip
-        self.add("table", ["language", "sentences", "word types", "raw share", "smoothed share",
-                           "held-out unk rate", "wordpieces/word"], rows)  # fmt: skip
+            rows.append(
+                [
+                    lang,
+                    v.get("sentences"),
+                    v.get("word_types"),
+                    f"{v.get('raw_share', 0):.3f}",
+                    f"{v.get('smoothed_share', 0):.3f}",
+                    f"{h.get('unk_rate', 0):.4f}",
+                    f"{h.get('wordpieces_per_word', 0):.2f}",
+                ]
+            )
+        self.add(
+            "table",
+            [
+                "language",
+                "sentences",
+                "word types",
+                "raw share",
+                "smoothed share",
+                "held-out unk rate",
+                "wordpieces/word",
+            ],
+            rows,
+        )
 
     def curves(self, stage: Stage, title: str) -> None:
         self.add("h2", title)
@@ -310,8 +344,12 @@ class Report:
             ax.set_xlabel("step")
         self.add("img", f"{stage.name}_curves", _png(fig), f"{stage.name} curves")
         last = rows[-1]
-        self.add("p", f"Last logged step {last['step']}: " + ", ".join(
-            f"{k} {last[k]:.4g}" for k in keys if isinstance(last.get(k), (int, float))) + ".")  # fmt: skip
+        self.add(
+            "p",
+            f"Last logged step {last['step']}: "
+            + ", ".join(f"{k} {last[k]:.4g}" for k in keys if isinstance(last.get(k), (int, float)))
+            + ".",
+        )
 
     def margins(self) -> None:
         self.add("h2", "Mining: margin scores")
@@ -332,8 +370,15 @@ class Report:
             ax.hist(m, bins=40, histtype="step", label=f.parent.name)
             st = (_read_json(f.parent / "stats.json") or {}).get("counts", {})
             cand = st.get("candidates", {})
-            rows.append([f.parent.name, len(m), f"{min(m):.3f}" if m else "–", f"{max(m):.3f}" if m else "–",
-                         ", ".join(f"{k} {v}" for k, v in cand.get("dropped", {}).items()) or "–"])  # fmt: skip
+            rows.append(
+                [
+                    f.parent.name,
+                    len(m),
+                    f"{min(m):.3f}" if m else "–",
+                    f"{max(m):.3f}" if m else "–",
+                    ", ".join(f"{k} {v}" for k, v in cand.get("dropped", {}).items()) or "–",
+                ]
+            )
         src = str(cfg.get("source", ""))
         if "margin >=" in src:
             ax.axvline(float(src.split(">=")[1]), color="k", ls="--", label=src.split(" + ")[-1])
@@ -362,9 +407,12 @@ class Report:
         cal, reach = summ.get("calibration"), summ.get("reachable") or {}
         target = summ.get("target", 0.8)
         if not summ.get("target_reached", cal is not None):
-            self.add("p", f"**TARGET NOT REACHED.** {summ.get('message', '')} The run went on "
-                          "(combine.on_unreachable=continue) and the bitext holds the pairs at that best "
-                          "threshold: expect their GOOD share below the target.")  # fmt: skip
+            self.add(
+                "p",
+                f"**TARGET NOT REACHED.** {summ.get('message', '')} The run went on "
+                "(combine.on_unreachable=continue) and the bitext holds the pairs at that best "
+                "threshold: expect their GOOD share below the target.",
+            )
             thr, prec, ci = (
                 reach.get("threshold"),
                 reach.get("precision"),
@@ -372,15 +420,27 @@ class Report:
             )
         else:
             thr, prec, ci = cal["threshold"], cal["precision"], cal["precision_ci"]
-            self.add("p", f"Threshold {thr:.3f} on the combined score keeps pairs that are {prec:.1%} GOOD on the "
-                          f"labelled sample ({cal.get('confidence', 0.9):.0%} bootstrap interval {ci[0]:.1%}–{ci[1]:.1%}; "
-                          f"target {target:.0%}), retaining {cal['retained_share']:.1%} of the sampled pairs; "
-                          f"{cal['labelled']} labelled ({cal['good']} GOOD, {cal['bad']} BAD).")  # fmt: skip
-        self.add("p", f"Combined score: out-of-fold ROC AUC {summ.get('oof_auc', float('nan')):.3f}, "
-                      f"Brier {summ.get('oof_brier', float('nan')):.3f}. Each feature alone and its weight "
-                      "(standardised logistic regression):")  # fmt: skip
-        self.add("table", ["feature", "ROC AUC alone", "weight"],
-                 [[f["name"], f"{f['auc']:.3f}", f"{f['weight']:+.3f}"] for f in summ.get("features", [])])  # fmt: skip
+            self.add(
+                "p",
+                f"Threshold {thr:.3f} on the combined score keeps pairs that are {prec:.1%} GOOD on the "
+                f"labelled sample ({cal.get('confidence', 0.9):.0%} bootstrap interval {ci[0]:.1%}–{ci[1]:.1%}; "
+                f"target {target:.0%}), retaining {cal['retained_share']:.1%} of the sampled pairs; "
+                f"{cal['labelled']} labelled ({cal['good']} GOOD, {cal['bad']} BAD).",
+            )
+        self.add(
+            "p",
+            f"Combined score: out-of-fold ROC AUC {summ.get('oof_auc', float('nan')):.3f}, "
+            f"Brier {summ.get('oof_brier', float('nan')):.3f}. Each feature alone and its weight "
+            "(standardised logistic regression):",
+        )
+        self.add(
+            "table",
+            ["feature", "ROC AUC alone", "weight"],
+            [
+                [f["name"], f"{f['auc']:.3f}", f"{f['weight']:+.3f}"]
+                for f in summ.get("features", [])
+            ],
+        )
         scored = d / "scored.parquet"
         sample = self.dir(runner.SAMPLE) / "sample.parquet"
         if scored.is_file() and sample.is_file() and thr is not None:
@@ -431,8 +491,13 @@ class Report:
         kept = [(s >= v).mean() for v in grid]
         plt = _plt()
         fig, ax = plt.subplots(figsize=(8, 3.2))
-        ax.fill_between(grid, np.nanquantile(boot, 0.05, axis=0), np.nanquantile(boot, 0.95, axis=0), alpha=0.25,
-                        label="precision, 90% bootstrap band")  # fmt: skip
+        ax.fill_between(
+            grid,
+            np.nanquantile(boot, 0.05, axis=0),
+            np.nanquantile(boot, 0.95, axis=0),
+            alpha=0.25,
+            label="precision, 90% bootstrap band",
+        )
         ax.plot(grid, prec, label="precision (labelled sample)")
         ax.plot(grid, kept, label="retained share of the sample")
         ax.axhline(target, color="grey", ls=":", label=f"target {target:.0%}")
@@ -457,9 +522,22 @@ class Report:
             "p",
             "Pairs just above and just below the threshold (label: from the labelled sample, blank if not sampled):",
         )
-        self.add("table", ["side", "score", "label", "lang", "source", "target"],
-                 [[side, f"{r['combined_score']:.3f}", r["label"], r.get("src_lang", ""), r["src"], r["trg"]]
-                  for side, group in (("above", above), ("below", below)) for r in group])  # fmt: skip
+        self.add(
+            "table",
+            ["side", "score", "label", "lang", "source", "target"],
+            [
+                [
+                    side,
+                    f"{r['combined_score']:.3f}",
+                    r["label"],
+                    r.get("src_lang", ""),
+                    r["src"],
+                    r["trg"],
+                ]
+                for side, group in (("above", above), ("below", below))
+                for r in group
+            ],
+        )
 
     def _per_pair(self, summ: dict, prec, ci) -> None:
         counts = (_read_json(self.dir(runner.BITEXT) / "stats.json") or {}).get(
@@ -492,9 +570,12 @@ class Report:
         if not a or not ci or ci[0] is None:
             return
         inside = ci[0] <= a["precision"] <= ci[1]
-        self.add("p", f"Measured on the evaluation half (pairs never used to fit or calibrate the filter): precision "
-                      f"{a['precision']:.3f} ({a['correct']}/{a['judged']} judged pairs), "
-                      f"{'inside' if inside else 'OUTSIDE'} the calibration interval [{ci[0]:.3f}, {ci[1]:.3f}].")  # fmt: skip
+        self.add(
+            "p",
+            f"Measured on the evaluation half (pairs never used to fit or calibrate the filter): precision "
+            f"{a['precision']:.3f} ({a['correct']}/{a['judged']} judged pairs), "
+            f"{'inside' if inside else 'OUTSIDE'} the calibration interval [{ci[0]:.3f}, {ci[1]:.3f}].",
+        )
 
     def evaluation(self) -> None:
         self.add("h2", "Evaluation")
@@ -510,16 +591,44 @@ class Report:
                 if "half" in pr
                 else "every pair"
             )
-            self.add("p", "Precision and recall of the final bitext against the known alignment of the pairs "
-                          f"hidden, shuffled, in the web text; scope: {scope}. Precision is over the kept pairs "
-                          "that touch a planted sentence (strict: over every kept pair); `reachable` = both "
-                          "sides survived the corpus cleaning.")  # fmt: skip
+            self.add(
+                "p",
+                "Precision and recall of the final bitext against the known alignment of the pairs "
+                f"hidden, shuffled, in the web text; scope: {scope}. Precision is over the kept pairs "
+                "that touch a planted sentence (strict: over every kept pair); `reachable` = both "
+                "sides survived the corpus cleaning.",
+            )
             table = {k: v for k, v in pr.items() if isinstance(v, dict)}
-            self.add("table", ["pair", "gold", "reachable", "kept", "judged", "correct", "precision",
-                               "precision (strict)", "recall", "recall (reachable)"],
-                     [[k, r["gold"], r["reachable"], r["kept"], r["judged"], r["correct"], f"{r['precision']:.3f}",
-                       f"{r.get('precision_strict', float('nan')):.3f}", f"{r['recall']:.3f}",
-                       f"{r['recall_reachable']:.3f}"] for k, r in table.items()])  # fmt: skip
+            self.add(
+                "table",
+                [
+                    "pair",
+                    "gold",
+                    "reachable",
+                    "kept",
+                    "judged",
+                    "correct",
+                    "precision",
+                    "precision (strict)",
+                    "recall",
+                    "recall (reachable)",
+                ],
+                [
+                    [
+                        k,
+                        r["gold"],
+                        r["reachable"],
+                        r["kept"],
+                        r["judged"],
+                        r["correct"],
+                        f"{r['precision']:.3f}",
+                        f"{r.get('precision_strict', float('nan')):.3f}",
+                        f"{r['recall']:.3f}",
+                        f"{r['recall_reachable']:.3f}",
+                    ]
+                    for k, r in table.items()
+                ],
+            )
         for md in sorted((self.dir(runner.EVAL) / "tatoeba").glob("*.md")):
             self.add(
                 "p", "Retrieval on the held-out pairs (Tatoeba-style accuracy, both directions):"
@@ -539,11 +648,25 @@ class Report:
             v = r.get("cds_score")
             return "–" if v is None else f"{v:.3f}"
 
-        self.add("table", ["kept: margin", "CDS score", "source", "target"],
-                 [[f"{r['margin']:.3f}", cds(r), r["src"], r["trg"]] for r in kept if r.get("src")])  # fmt: skip
-        self.add("table", ["rejected: margin", "CDS score", "reason", "source", "target"],
-                 [[f"{r.get('margin', 0):.3f}", cds(r), r.get("reason", ""), r.get("src", ""), r.get("trg", "")]
-                  for r in rej])  # fmt: skip
+        self.add(
+            "table",
+            ["kept: margin", "CDS score", "source", "target"],
+            [[f"{r['margin']:.3f}", cds(r), r["src"], r["trg"]] for r in kept if r.get("src")],
+        )
+        self.add(
+            "table",
+            ["rejected: margin", "CDS score", "reason", "source", "target"],
+            [
+                [
+                    f"{r.get('margin', 0):.3f}",
+                    cds(r),
+                    r.get("reason", ""),
+                    r.get("src", ""),
+                    r.get("trg", ""),
+                ]
+                for r in rej
+            ],
+        )
 
     def build(self, n_examples: int) -> None:
         self.header()
@@ -610,12 +733,16 @@ class Report:
             elif kind == "img":
                 data = base64.b64encode(b[2]).decode()
                 parts.append(f'<img alt="{html.escape(b[3])}" src="data:image/png;base64,{data}">')
-        style = ("body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}"
-                 "table{border-collapse:collapse;margin:1em 0;font-size:13px}"
-                 "td,th{border:1px solid #ccc;padding:3px 7px;text-align:left}th{background:#f3f3f3}"
-                 "img{max-width:100%}code{background:#f3f3f3;padding:0 3px}")  # fmt: skip
-        return (f"<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>LaBSE run report</title>"
-                f"<style>{style}</style></head><body>{''.join(parts)}</body></html>\n")  # fmt: skip
+        style = (
+            "body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}"
+            "table{border-collapse:collapse;margin:1em 0;font-size:13px}"
+            "td,th{border:1px solid #ccc;padding:3px 7px;text-align:left}th{background:#f3f3f3}"
+            "img{max-width:100%}code{background:#f3f3f3;padding:0 3px}"
+        )
+        return (
+            f'<!DOCTYPE html><html><head><meta charset="utf-8"><title>LaBSE run report</title>'
+            f"<style>{style}</style></head><body>{''.join(parts)}</body></html>\n"
+        )
 
 
 def _md_row(cells: list) -> str:
@@ -655,8 +782,11 @@ def write(run: Path, out: Path, n_examples: int = 5) -> tuple[Path, Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m pipelines.report", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    ap = argparse.ArgumentParser(
+        prog="python -m pipelines.report",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     ap.add_argument("--run", required=True, help="run folder of python -m pipelines.run")
     ap.add_argument("--output", required=True, help="folder for report.md, report.html, figures/")
     ap.add_argument("--examples", type=int, default=5, help="kept and rejected pairs shown (5)")

@@ -171,8 +171,9 @@ class Context:
     def source_patterns(self, kind: str) -> list[str]:
         """``sources.<kind>`` with relative entries taken from :attr:`base` (and the demo's web
         text for commoncrawl; its pairs, alignment and text reach ``inputs`` as ``--demo``)."""
-        pats = [p if "://" in p or os.path.isabs(p) else str(self.base / p)
-                for p in self.sources[kind]]  # fmt: skip
+        pats = [
+            p if "://" in p or os.path.isabs(p) else str(self.base / p) for p in self.sources[kind]
+        ]
         if self.demo is not None:
             from pipelines import demo_data
 
@@ -234,13 +235,19 @@ def stage(
     always declared first."""
 
     def declare(build: Callable[[Context], list[Command]]) -> Stage:
-        s = Stage(name=build.__name__.lower(), what=what,
-                  reads=reads if callable(reads) else (lambda ctx, r=tuple(reads): r),
-                  inputs=tuple(i.name for i in inputs),
-                  optional_inputs=tuple(i.name for i in optional_inputs),
-                  outputs=outputs if callable(outputs) else (lambda ctx, o=list(outputs): list(o)),
-                  files=files, commands=build, off=off, resumable=resumable,
-                  optional=optional)  # fmt: skip
+        s = Stage(
+            name=build.__name__.lower(),
+            what=what,
+            reads=reads if callable(reads) else (lambda ctx, r=tuple(reads): r),
+            inputs=tuple(i.name for i in inputs),
+            optional_inputs=tuple(i.name for i in optional_inputs),
+            outputs=outputs if callable(outputs) else (lambda ctx, o=list(outputs): list(o)),
+            files=files,
+            commands=build,
+            off=off,
+            resumable=resumable,
+            optional=optional,
+        )
         if any(t.name == s.name for t in STAGES):
             raise RuntimeError(f"stage {s.name!r} declared twice")
         STAGES.append(s)
@@ -253,8 +260,11 @@ def keys(section: str, *, but: Iterable[str] = ()) -> tuple[str, ...]:
     """Every key of ``section`` (from its dataclass, so a new key is covered) except ``but`` and
     the display-only ones."""
     skip = {*but, *DISPLAY_ONLY}
-    return tuple(f"{section}.{f.name}" for f in dataclasses.fields(section_class(section))
-                 if f.name not in skip)  # fmt: skip
+    return tuple(
+        f"{section}.{f.name}"
+        for f in dataclasses.fields(section_class(section))
+        if f.name not in skip
+    )
 
 
 # --- helpers of the declarations -----------------------------------------------------------------
@@ -301,10 +311,16 @@ def _corpus_inputs(ctx: Context, kind: str) -> list[str]:
     pats = ctx.source_patterns(kind)
     # What an upstream stage writes (the demo's web text) is named, not globbed: it may not be
     # there yet when the plan is made, and the command must be the same then and when it runs.
-    ours = [p for p in pats if p.startswith(str(ctx.out) + os.sep)
-            and not p.startswith(str(ctx.base) + os.sep)]  # fmt: skip
-    local = [p for p in pats if "://" not in p and not p.endswith((".paths", ".paths.gz"))
-             and p not in ours]  # fmt: skip
+    ours = [
+        p
+        for p in pats
+        if p.startswith(str(ctx.out) + os.sep) and not p.startswith(str(ctx.base) + os.sep)
+    ]
+    local = [
+        p
+        for p in pats
+        if "://" not in p and not p.endswith((".paths", ".paths.gz")) and p not in ours
+    ]
     listed = [p for p in pats if p not in local and p not in ours]
     return [*expand_local(ctx, local), *ours, *listed]
 
@@ -336,9 +352,17 @@ def _no_sources(kind: str) -> Callable[[Context], str | None]:
 def _commoncrawl(ctx: Context, stage_name: str, *extra: object) -> Command:
     inputs = [a for f in _corpus_inputs(ctx, "commoncrawl") for a in ("--input", f)]
     prefix = ctx.sources["commoncrawl_prefix"]
-    return ctx.py("pipelines.commoncrawl", *inputs, *(["--paths-prefix", prefix] if prefix else []),
-                  "--output", ctx.d(stage_name), *ctx.config_args, "--overwrite", *extra,
-                  *ctx.beam_args)  # fmt: skip
+    return ctx.py(
+        "pipelines.commoncrawl",
+        *inputs,
+        *(["--paths-prefix", prefix] if prefix else []),
+        "--output",
+        ctx.d(stage_name),
+        *ctx.config_args,
+        "--overwrite",
+        *extra,
+        *ctx.beam_args,
+    )
 
 
 def _trained_off(ctx: Context) -> str | None:
@@ -349,8 +373,11 @@ def _demo_keys(ctx: Context | None) -> tuple[str, ...]:
     """What the demo's builder reads: every key of sources.demo but the synthetic sample's."""
     from labse_common.sections.sources import DemoSource
 
-    return tuple(f"sources.demo.{f.name}" for f in dataclasses.fields(DemoSource)
-                 if not f.name.startswith("synthetic_"))  # fmt: skip
+    return tuple(
+        f"sources.demo.{f.name}"
+        for f in dataclasses.fields(DemoSource)
+        if not f.name.startswith("synthetic_")
+    )
 
 
 # --- the stages, in run order --------------------------------------------------------------------
@@ -358,14 +385,29 @@ def _demo_keys(ctx: Context | None) -> tuple[str, ...]:
 
 @stage(
     "embedded synthetic sample (demo without --data)",
-    reads=("sources.demo.synthetic_seed", "sources.demo.synthetic_train", "sources.demo.synthetic_dev"),
+    reads=(
+        "sources.demo.synthetic_seed",
+        "sources.demo.synthetic_train",
+        "sources.demo.synthetic_dev",
+    ),
     outputs=("tatoeba", "commoncrawl", "wikipedia", "SYNTHETIC.json"),
     off=lambda c: None if c.synthetic else "not the demo without --data",
 )
 def SYNTHETIC(c: Context) -> list[Command]:
     r = c.demo
-    return [c.py("pipelines.synthetic", "--output", c.d(SYNTHETIC), "--seed", r["synthetic_seed"],
-                 "--train", r["synthetic_train"], "--dev", r["synthetic_dev"])]  # fmt: skip
+    return [
+        c.py(
+            "pipelines.synthetic",
+            "--output",
+            c.d(SYNTHETIC),
+            "--seed",
+            r["synthetic_seed"],
+            "--train",
+            r["synthetic_train"],
+            "--dev",
+            r["synthetic_dev"],
+        )
+    ]
 
 
 @stage(
@@ -382,8 +424,14 @@ def DEMO(c: Context) -> list[Command]:
 
 @stage(
     "training pairs, evaluation alignment and training text from sources.pairs/eval/text",
-    reads=("sources.pairs", "sources.eval", "sources.text", "run.cds_trusted_pairs",
-           "corpus.lid_model", "corpus.lid_threshold"),  # fmt: skip
+    reads=(
+        "sources.pairs",
+        "sources.eval",
+        "sources.text",
+        "run.cds_trusted_pairs",
+        "corpus.lid_model",
+        "corpus.lid_threshold",
+    ),
     optional_inputs=(DEMO,),
     files=_source_files("pairs", "eval", "text"),
     outputs=("train_pairs.tsv", "trusted_pairs.tsv", "gold.tsv", "train_sentences", "stats.json"),
@@ -396,9 +444,20 @@ def INPUTS(c: Context) -> list[Command]:
     if c.demo is not None:
         args += ["--demo", c.d(DEMO)]
     lid = c.values["corpus"]["lid_model"]
-    return [c.py("pipelines.e2e_tasks", "inputs", *args, "--trusted", c.cfg["run"]["cds_trusted_pairs"],
-                 *(["--lid-model", lid] if lid else []), "--lid-threshold", c.values["corpus"]["lid_threshold"],
-                 "--output", c.d(INPUTS))]  # fmt: skip
+    return [
+        c.py(
+            "pipelines.e2e_tasks",
+            "inputs",
+            *args,
+            "--trusted",
+            c.cfg["run"]["cds_trusted_pairs"],
+            *(["--lid-model", lid] if lid else []),
+            "--lid-threshold",
+            c.values["corpus"]["lid_threshold"],
+            "--output",
+            c.d(INPUTS),
+        )
+    ]
 
 
 @stage(
@@ -411,8 +470,17 @@ def INPUTS(c: Context) -> list[Command]:
 )
 def WIKIPEDIA(c: Context) -> list[Command]:
     inputs = [a for f in _corpus_inputs(c, "wikipedia") for a in ("--input", f)]
-    return [c.py("pipelines.wikipedia", *inputs, "--output", c.d(WIKIPEDIA), *c.config_args,
-                 "--overwrite", *c.beam_args)]  # fmt: skip
+    return [
+        c.py(
+            "pipelines.wikipedia",
+            *inputs,
+            "--output",
+            c.d(WIKIPEDIA),
+            *c.config_args,
+            "--overwrite",
+            *c.beam_args,
+        )
+    ]
 
 
 @stage(
@@ -436,8 +504,17 @@ def COMMONCRAWL(c: Context) -> list[Command]:
 )
 def QUALITY(c: Context) -> list[Command]:
     pos = [a for s in (WIKIPEDIA, COMMONCRAWL) if c.on.get(s.name) for a in ("--positive", c.d(s))]
-    return [c.py("pipelines.quality", "train", *pos, "--negative", c.d(COMMONCRAWL),
-                 "--output", c.d(QUALITY) / "quality.bin")]  # fmt: skip
+    return [
+        c.py(
+            "pipelines.quality",
+            "train",
+            *pos,
+            "--negative",
+            c.d(COMMONCRAWL),
+            "--output",
+            c.d(QUALITY) / "quality.bin",
+        )
+    ]
 
 
 @stage(
@@ -460,9 +537,20 @@ def COMMONCRAWL_Q(c: Context) -> list[Command]:
     outputs=("mine", "vocab", "stats.json"),
 )
 def SENTENCES(c: Context) -> list[Command]:
-    corpora = [a for s in (WIKIPEDIA, c.corpus_stage) if c.on.get(s.name) for a in ("--corpus", c.d(s))]
-    return [c.py("pipelines.e2e_tasks", "sentences", *corpora,
-                 "--extra", c.d(INPUTS) / "train_sentences", "--output", c.d(SENTENCES))]  # fmt: skip
+    corpora = [
+        a for s in (WIKIPEDIA, c.corpus_stage) if c.on.get(s.name) for a in ("--corpus", c.d(s))
+    ]
+    return [
+        c.py(
+            "pipelines.e2e_tasks",
+            "sentences",
+            *corpora,
+            "--extra",
+            c.d(INPUTS) / "train_sentences",
+            "--output",
+            c.d(SENTENCES),
+        )
+    ]
 
 
 @stage(
@@ -473,8 +561,18 @@ def SENTENCES(c: Context) -> list[Command]:
     off=_trained_off,
 )
 def VOCAB(c: Context) -> list[Command]:
-    return [c.py("pipelines.vocab", "--input", c.d(SENTENCES) / "vocab", "--output", c.d(VOCAB),
-                 *c.config_args, "--overwrite", *c.beam_args)]  # fmt: skip
+    return [
+        c.py(
+            "pipelines.vocab",
+            "--input",
+            c.d(SENTENCES) / "vocab",
+            "--output",
+            c.d(VOCAB),
+            *c.config_args,
+            "--overwrite",
+            *c.beam_args,
+        )
+    ]
 
 
 @stage(
@@ -486,9 +584,22 @@ def VOCAB(c: Context) -> list[Command]:
     off=_trained_off,
 )
 def PRETRAIN(c: Context) -> list[Command]:
-    return [c.py("labse_model", "pretrain", *c.config_args, "--sentences", c.d(SENTENCES) / "vocab",
-                 "--pairs", c.d(INPUTS) / "train_pairs.tsv", "--vocab", c.d(VOCAB),
-                 "--output", c.d(PRETRAIN), *c.launch_args)]  # fmt: skip
+    return [
+        c.py(
+            "labse_model",
+            "pretrain",
+            *c.config_args,
+            "--sentences",
+            c.d(SENTENCES) / "vocab",
+            "--pairs",
+            c.d(INPUTS) / "train_pairs.tsv",
+            "--vocab",
+            c.d(VOCAB),
+            "--output",
+            c.d(PRETRAIN),
+            *c.launch_args,
+        )
+    ]
 
 
 def _train_off(c: Context) -> str | None:
@@ -509,9 +620,22 @@ def _train_off(c: Context) -> str | None:
 )
 def TRAIN(c: Context) -> list[Command]:
     # From model.init (fine-tuning: its own tokenizer), else from the pretrained encoder.
-    start = ["--init", c.init] if c.init else ["--vocab", c.d(VOCAB), "--init", c.d(PRETRAIN) / "model"]
-    return [c.py("labse_model", "train", *c.config_args, "--pairs", c.d(INPUTS) / "train_pairs.tsv",
-                 *start, "--output", c.d(TRAIN), *c.launch_args)]  # fmt: skip
+    start = (
+        ["--init", c.init] if c.init else ["--vocab", c.d(VOCAB), "--init", c.d(PRETRAIN) / "model"]
+    )
+    return [
+        c.py(
+            "labse_model",
+            "train",
+            *c.config_args,
+            "--pairs",
+            c.d(INPUTS) / "train_pairs.tsv",
+            *start,
+            "--output",
+            c.d(TRAIN),
+            *c.launch_args,
+        )
+    ]
 
 
 @stage(
@@ -523,9 +647,22 @@ def TRAIN(c: Context) -> list[Command]:
     outputs=lambda c: c.langs,
 )
 def EMBED(c: Context) -> list[Command]:
-    return [c.py("pipelines.e2e_tasks", "embed", "--sentences", c.d(SENTENCES) / "mine",
-                 "--langs", *c.langs, "--model", c.model, "--output", c.d(EMBED),
-                 "--batch-size", c.cfg["run"]["embed_batch_size"])]  # fmt: skip
+    return [
+        c.py(
+            "pipelines.e2e_tasks",
+            "embed",
+            "--sentences",
+            c.d(SENTENCES) / "mine",
+            "--langs",
+            *c.langs,
+            "--model",
+            c.model,
+            "--output",
+            c.d(EMBED),
+            "--batch-size",
+            c.cfg["run"]["embed_batch_size"],
+        )
+    ]
 
 
 @stage(
@@ -535,9 +672,22 @@ def EMBED(c: Context) -> list[Command]:
     outputs=lambda c: [f"{p}/mined.parquet" for p in c.pairs],
 )
 def MINE(c: Context) -> list[Command]:
-    return [c.py("mining", "mine-many", "--pairs", *c.pairs,
-                 "--corpus", str(c.d(SENTENCES) / "mine" / "{lang}"), "--emb", str(c.d(EMBED) / "{lang}"),
-                 "--output", c.d(MINE), *c.config_args, "--overwrite")]  # fmt: skip
+    return [
+        c.py(
+            "mining",
+            "mine-many",
+            "--pairs",
+            *c.pairs,
+            "--corpus",
+            str(c.d(SENTENCES) / "mine" / "{lang}"),
+            "--emb",
+            str(c.d(EMBED) / "{lang}"),
+            "--output",
+            c.d(MINE),
+            *c.config_args,
+            "--overwrite",
+        )
+    ]
 
 
 @stage(
@@ -548,13 +698,31 @@ def MINE(c: Context) -> list[Command]:
     optional=True,
 )
 def RULES(c: Context) -> list[Command]:
-    per_pair = [c.py("filters", "rules", "--pairs", c.d(MINE) / p / "mined.parquet",
-                     "--src-lang", p.split("-")[0], "--trg-lang", p.split("-")[1],
-                     "--output", c.d(RULES) / p, "--write-dropped", *c.config_args)
-                for p in c.pairs]  # fmt: skip
+    per_pair = [
+        c.py(
+            "filters",
+            "rules",
+            "--pairs",
+            c.d(MINE) / p / "mined.parquet",
+            "--src-lang",
+            p.split("-")[0],
+            "--trg-lang",
+            p.split("-")[1],
+            "--output",
+            c.d(RULES) / p,
+            "--write-dropped",
+            *c.config_args,
+        )
+        for p in c.pairs
+    ]
     # The CDS commands take one pair file.
-    concat = c.py("pipelines.e2e_tasks", "concat", *[c.d(RULES) / p / "kept.parquet" for p in c.pairs],
-                  "--output", c.d(RULES) / "kept_all.parquet")  # fmt: skip
+    concat = c.py(
+        "pipelines.e2e_tasks",
+        "concat",
+        *[c.d(RULES) / p / "kept.parquet" for p in c.pairs],
+        "--output",
+        c.d(RULES) / "kept_all.parquet",
+    )
     return [*per_pair, concat]
 
 
@@ -575,9 +743,22 @@ def _cds_off(c: Context) -> str | None:
 )
 def CDS_TRAIN(c: Context) -> list[Command]:
     vocab = c.d(VOCAB) if c.on.get(VOCAB.name) else c.init
-    return [c.py("filters", "cds-train", "--noisy", c.d(RULES) / "kept_all.parquet",
-                 "--trusted", c.d(INPUTS) / "trusted_pairs.tsv", "--vocab", vocab,
-                 "--output", c.d(CDS_TRAIN), "--overwrite", *c.config_args)]  # fmt: skip
+    return [
+        c.py(
+            "filters",
+            "cds-train",
+            "--noisy",
+            c.d(RULES) / "kept_all.parquet",
+            "--trusted",
+            c.d(INPUTS) / "trusted_pairs.tsv",
+            "--vocab",
+            vocab,
+            "--output",
+            c.d(CDS_TRAIN),
+            "--overwrite",
+            *c.config_args,
+        )
+    ]
 
 
 @stage(
@@ -588,8 +769,20 @@ def CDS_TRAIN(c: Context) -> list[Command]:
     optional=True,
 )
 def CDS_SCORE(c: Context) -> list[Command]:
-    return [c.py("filters", "cds-score", "--model", c.d(CDS_TRAIN), "--pairs", c.d(RULES) / "kept_all.parquet",
-                 "--output", c.d(CDS_SCORE), "--overwrite", *c.config_args)]  # fmt: skip
+    return [
+        c.py(
+            "filters",
+            "cds-score",
+            "--model",
+            c.d(CDS_TRAIN),
+            "--pairs",
+            c.d(RULES) / "kept_all.parquet",
+            "--output",
+            c.d(CDS_SCORE),
+            "--overwrite",
+            *c.config_args,
+        )
+    ]
 
 
 def _candidates(c: Context) -> Path:
@@ -614,8 +807,19 @@ def _label_from_eval(c: Context) -> bool:
 def SAMPLE(c: Context) -> list[Command]:
     # Half 0 of a stable split of the source sentences labels the sample; EVAL measures half 1.
     planted = ["--planted", c.d(INPUTS) / "gold.tsv", "--half", 0] if _label_from_eval(c) else []
-    return [c.py("filters", "sample", "--pairs", _candidates(c), *planted,
-                 "--output", c.d(SAMPLE), "--overwrite", *c.config_args)]  # fmt: skip
+    return [
+        c.py(
+            "filters",
+            "sample",
+            "--pairs",
+            _candidates(c),
+            *planted,
+            "--output",
+            c.d(SAMPLE),
+            "--overwrite",
+            *c.config_args,
+        )
+    ]
 
 
 def person_labels(out: Path) -> Path:
@@ -637,16 +841,32 @@ def _label_files(c: Context) -> list[str]:
     optional_inputs=(CDS_SCORE,),
     files=_label_files,
     outputs=("labels.tsv", "stats.json"),
-    off=lambda c: "sources.label_from is eval (labelled from the alignment)" if _label_from_eval(c) else None,
+    off=lambda c: (
+        "sources.label_from is eval (labelled from the alignment)" if _label_from_eval(c) else None
+    ),
 )
 def LABELS(c: Context) -> list[Command]:
     earlier = c.values["combine"]["labels"]
     comb = c.values["combine"]
-    return [c.py("pipelines.e2e_tasks", "labels", "--sample", c.d(SAMPLE) / "sample.parquet",
-                 "--candidates", _candidates(c), "--file", person_labels(c.out),
-                 *(["--earlier", Path(earlier).resolve()] if earlier else []),
-                 "--min-labelled", comb["min_labelled"], "--min-per-label", comb["min_per_label"],
-                 "--output", c.d(LABELS))]  # fmt: skip
+    return [
+        c.py(
+            "pipelines.e2e_tasks",
+            "labels",
+            "--sample",
+            c.d(SAMPLE) / "sample.parquet",
+            "--candidates",
+            _candidates(c),
+            "--file",
+            person_labels(c.out),
+            *(["--earlier", Path(earlier).resolve()] if earlier else []),
+            "--min-labelled",
+            comb["min_labelled"],
+            "--min-per-label",
+            comb["min_per_label"],
+            "--output",
+            c.d(LABELS),
+        )
+    ]
 
 
 @stage(
@@ -659,8 +879,20 @@ def LABELS(c: Context) -> list[Command]:
 def COMBINE(c: Context) -> list[Command]:
     # Not optional: an unreachable target stops the run here under combine.on_unreachable=stop.
     labels = c.d(SAMPLE) / "sample.tsv" if _label_from_eval(c) else c.d(LABELS) / "labels.tsv"
-    return [c.py("filters", "combine", "--pairs", _candidates(c), "--labels", labels,
-                 "--output", c.d(COMBINE), "--overwrite", *c.config_args)]  # fmt: skip
+    return [
+        c.py(
+            "filters",
+            "combine",
+            "--pairs",
+            _candidates(c),
+            "--labels",
+            labels,
+            "--output",
+            c.d(COMBINE),
+            "--overwrite",
+            *c.config_args,
+        )
+    ]
 
 
 @stage(
@@ -673,8 +905,21 @@ def COMBINE(c: Context) -> list[Command]:
 def BITEXT(c: Context) -> list[Command]:
     combined = ["--combined", c.d(COMBINE)] if c.on.get(COMBINE.name) else []
     rules = ["--rules", c.d(RULES)] if c.on.get(RULES.name) else []
-    return [c.py("filters", "export", "--mined", c.d(MINE), *combined, *rules,
-                 "--min-margin", c.cfg["run"]["min_margin"], "--output", c.d(BITEXT), "--overwrite")]  # fmt: skip
+    return [
+        c.py(
+            "filters",
+            "export",
+            "--mined",
+            c.d(MINE),
+            *combined,
+            *rules,
+            "--min-margin",
+            c.cfg["run"]["min_margin"],
+            "--output",
+            c.d(BITEXT),
+            "--overwrite",
+        )
+    ]
 
 
 def _eval_off(c: Context) -> str | None:
@@ -693,12 +938,39 @@ def _eval_off(c: Context) -> str | None:
 )
 def EVAL(c: Context) -> list[Command]:
     half = ["--half", 1] if _label_from_eval(c) else ["--every-pair"]
-    cmds = [c.py("pipelines.e2e_tasks", "score", "--bitext", c.d(BITEXT), "--gold", c.d(INPUTS) / "gold.tsv",
-                 "--sentences", c.d(SENTENCES) / "mine", *half, "--output", c.d(EVAL))]  # fmt: skip
+    cmds = [
+        c.py(
+            "pipelines.e2e_tasks",
+            "score",
+            "--bitext",
+            c.d(BITEXT),
+            "--gold",
+            c.d(INPUTS) / "gold.tsv",
+            "--sentences",
+            c.d(SENTENCES) / "mine",
+            *half,
+            "--output",
+            c.d(EVAL),
+        )
+    ]
     if c.demo is not None:  # the demo's held-out pairs: Tatoeba-style retrieval accuracy
-        cmds.insert(0, c.py("mining", "eval", "tatoeba", "--model", c.model,
-                            "--data", c.d(DEMO) / demo_data.HELDOUT, "--prefix", "heldout",
-                            "--output", c.d(EVAL) / "tatoeba", *c.config_args))  # fmt: skip
+        cmds.insert(
+            0,
+            c.py(
+                "mining",
+                "eval",
+                "tatoeba",
+                "--model",
+                c.model,
+                "--data",
+                c.d(DEMO) / demo_data.HELDOUT,
+                "--prefix",
+                "heldout",
+                "--output",
+                c.d(EVAL) / "tatoeba",
+                *c.config_args,
+            ),
+        )
     return cmds
 
 
@@ -711,8 +983,17 @@ def EVAL(c: Context) -> list[Command]:
     outputs=("report.md", "report.html"),
 )
 def REPORT(c: Context) -> list[Command]:
-    return [c.py("pipelines.report", "--run", c.out, "--output", c.d(REPORT),
-                 "--examples", c.cfg["run"]["report_examples"])]  # fmt: skip
+    return [
+        c.py(
+            "pipelines.report",
+            "--run",
+            c.out,
+            "--output",
+            c.d(REPORT),
+            "--examples",
+            c.cfg["run"]["report_examples"],
+        )
+    ]
 
 
 BY_NAME = {s.name: s for s in STAGES}
@@ -805,8 +1086,12 @@ def read_manifest(out: Path, stage: str) -> tuple[dict | None, str | None]:
         log.warning("%s: rerun: manifest unreadable (%s)", stage, e.problem)
         return None, f"manifest unreadable ({e.problem})"
     outputs = m.get("outputs")
-    if not (isinstance(m.get("key"), str) and isinstance(m.get("parts"), dict) and isinstance(outputs, list)
-            and all(isinstance(o, list) and len(o) == 2 for o in outputs)):  # fmt: skip
+    if not (
+        isinstance(m.get("key"), str)
+        and isinstance(m.get("parts"), dict)
+        and isinstance(outputs, list)
+        and all(isinstance(o, list) and len(o) == 2 for o in outputs)
+    ):
         log.warning("%s: rerun: manifest unreadable (%s: not a runner manifest)", stage, p)
         return None, "manifest unreadable (not a runner manifest)"
     return m, None
@@ -838,7 +1123,9 @@ def _why_off(s: Stage, ctx: Context) -> str | None:
     return f"needs {', '.join(gone)}, which is off" if gone else None
 
 
-def make_plan(ctx: Context, start: str | None = None, only: Sequence[str] | None = None) -> list[Plan]:
+def make_plan(
+    ctx: Context, start: str | None = None, only: Sequence[str] | None = None
+) -> list[Plan]:
     """Every stage: run (and why), skip (up to date), off (and why) or missing (an input of
     --from/--only that is not complete)."""
     ctx.on = {}
@@ -873,8 +1160,15 @@ def make_plan(ctx: Context, start: str | None = None, only: Sequence[str] | None
             if reason and before:  # an input of the forced stages that is not complete
                 plans.append(Plan(s, "missing", reason, key, parts))
             else:
-                plans.append(Plan(s, "skip", "up to date" if not reason else f"not selected ({reason})",
-                                  key, parts))  # fmt: skip
+                plans.append(
+                    Plan(
+                        s,
+                        "skip",
+                        "up to date" if not reason else f"not selected ({reason})",
+                        key,
+                        parts,
+                    )
+                )
             continue
         if reason:
             rerun.add(s.name)
@@ -946,8 +1240,14 @@ def run_stage(plan: Plan, ctx: Context) -> dict:
         for cmd in s.commands(ctx):
             logf.write(f"$ {' '.join(map(str, cmd))}\n")
             logf.flush()
-            child = subprocess.Popen(list(map(str, cmd)), stdout=logf, stderr=subprocess.STDOUT,
-                                     env=_child_env(), cwd=str(ROOT), preexec_fn=_die_with_runner)  # fmt: skip
+            child = subprocess.Popen(
+                list(map(str, cmd)),
+                stdout=logf,
+                stderr=subprocess.STDOUT,
+                env=_child_env(),
+                cwd=str(ROOT),
+                preexec_fn=_die_with_runner,
+            )
             try:
                 # wait4 gives this child's own resource use: peak RSS of the child (and of the
                 # grandchildren it waited for), not a high-water mark of the whole run.
@@ -965,10 +1265,18 @@ def run_stage(plan: Plan, ctx: Context) -> dict:
     missing = [o for o in s.outputs(ctx) if not (d / o).exists()]
     if missing:
         raise StageFailed(s.name, 1, logfile, [f"declared outputs missing: {missing}"])
-    manifest = {"stage": s.name, "key": plan.key, "parts": plan.parts, "reads": stage_reads(s, ctx),
-                "commands": _relative(s.commands(ctx), ctx.out), "outputs": _listing(d),
-                "seconds": round(time.time() - t0, 2), "cpu_seconds": round(cpu, 2),
-                "peak_rss_mb": round(peak_kb / 1024, 1), "finished": time.time()}  # fmt: skip
+    manifest = {
+        "stage": s.name,
+        "key": plan.key,
+        "parts": plan.parts,
+        "reads": stage_reads(s, ctx),
+        "commands": _relative(s.commands(ctx), ctx.out),
+        "outputs": _listing(d),
+        "seconds": round(time.time() - t0, 2),
+        "cpu_seconds": round(cpu, 2),
+        "peak_rss_mb": round(peak_kb / 1024, 1),
+        "finished": time.time(),
+    }
     _write_json(manifest_path(ctx.out, s.name), manifest)
     progress_path(ctx.out, s.name).unlink(missing_ok=True)
     return manifest
@@ -980,7 +1288,6 @@ def _write_json(path: Path, doc: dict) -> None:
     os.replace(tmp, path)
 
 
-
 # --- configuration and inputs --------------------------------------------------------------------
 
 
@@ -988,8 +1295,10 @@ def typed_config(cfg: dict) -> dict:
     """Every known section through its dataclass (defaults filled in, types checked), as data."""
     from labse_common.config import section_names
 
-    return {name: dataclasses.asdict(from_dict(section_class(name), cfg.get(name) or {}, prefix=name))
-            for name in section_names()}  # fmt: skip
+    return {
+        name: dataclasses.asdict(from_dict(section_class(name), cfg.get(name) or {}, prefix=name))
+        for name in section_names()
+    }
 
 
 def effective_config(preset: str, overrides: list[str]) -> dict:
@@ -1021,19 +1330,25 @@ def validate_demo(data: Path, demo: dict) -> None:
     """--data in the demo's layout, checked before anything runs (and with --dry-run): one
     InputError naming the file, instead of a stage failing minutes later."""
     if not data.is_dir():
-        raise InputError(data, "not a folder (the demo expects tatoeba/, wikipedia/, commoncrawl/)",
-                         "--data")  # fmt: skip
+        raise InputError(
+            data, "not a folder (the demo expects tatoeba/, wikipedia/, commoncrawl/)", "--data"
+        )
     tatoeba = data / "tatoeba"
     if not tatoeba.is_dir():
-        raise InputError(data, "no tatoeba/ folder inside (the demo's layout: tatoeba/, wikipedia/, "
-                         "commoncrawl/)", "--data")  # fmt: skip
+        raise InputError(
+            data,
+            "no tatoeba/ folder inside (the demo's layout: tatoeba/, wikipedia/, commoncrawl/)",
+            "--data",
+        )
     from labse_common.langs import TATOEBA_TO_LID
 
     for key in ("langs", "train_languages"):
         bad = [c for c in demo[key] or [] if c not in TATOEBA_TO_LID or c == "eng"]
         if bad:
-            raise ConfigError(f"sources.demo.{key}: unknown Tatoeba code(s) {', '.join(bad)} "
-                              f"(known: {', '.join(sorted(set(TATOEBA_TO_LID) - {'eng'}))})")  # fmt: skip
+            raise ConfigError(
+                f"sources.demo.{key}: unknown Tatoeba code(s) {', '.join(bad)} "
+                f"(known: {', '.join(sorted(set(TATOEBA_TO_LID) - {'eng'}))})"
+            )
     for code in sorted({*demo["langs"], *(demo["train_languages"] or [])}):
         for side in (code, "eng"):
             _require_nonempty(tatoeba / f"train.{code}-eng.{side}", f"training pairs of {code}")
@@ -1053,8 +1368,10 @@ def validate_synthetic(demo: dict) -> None:
     for key in ("langs", "train_languages"):
         bad = [c for c in demo[key] or [] if c not in LANGS]
         if bad:
-            raise ConfigError(f"sources.demo.{key}: {', '.join(bad)} not in the synthetic sample "
-                              f"({', '.join(c for c in LANGS if c != 'eng')}); give --data for other languages")  # fmt: skip
+            raise ConfigError(
+                f"sources.demo.{key}: {', '.join(bad)} not in the synthetic sample "
+                f"({', '.join(c for c in LANGS if c != 'eng')}); give --data for other languages"
+            )
 
 
 def validate_sources(ctx: Context) -> None:
@@ -1066,7 +1383,9 @@ def validate_sources(ctx: Context) -> None:
 
     src, demo = ctx.sources, ctx.demo
     if not ctx.values["mining"]["pairs"]:
-        raise ConfigError("mining.pairs is empty: name the language pairs to mine, e.g. [de-en, de-fr]")
+        raise ConfigError(
+            "mining.pairs is empty: name the language pairs to mine, e.g. [de-en, de-fr]"
+        )
     for p in ctx.values["mining"]["pairs"]:
         try:
             parse_pair(p)
@@ -1075,31 +1394,47 @@ def validate_sources(ctx: Context) -> None:
     if demo is not None:
         unmined = [c for c in demo["langs"] if f"{TATOEBA_TO_LID[c]}-en" not in ctx.pairs]
         if unmined:
-            raise ConfigError(f"sources.demo.langs {unmined} are hidden in the web text but not mined: "
-                              f"add {', '.join(TATOEBA_TO_LID[c] + '-en' for c in unmined)} to mining.pairs")  # fmt: skip
+            raise ConfigError(
+                f"sources.demo.langs {unmined} are hidden in the web text but not mined: "
+                f"add {', '.join(TATOEBA_TO_LID[c] + '-en' for c in unmined)} to mining.pairs"
+            )
     if not ctx.synthetic:
         user = lambda kind: [p for p in ctx.source_patterns(kind) if not p.startswith(str(ctx.out))]  # noqa: E731
         for kind in ("commoncrawl", "wikipedia"):
             for pat in user(kind):
                 if "://" not in pat and not glob.glob(pat):
                     raise UsageError(f"sources.{kind}: {pat!r} matches no file")
-        for kind, expand in (("pairs", expand_pairs), ("eval", expand_pairs), ("text", expand_texts)):
+        for kind, expand in (
+            ("pairs", expand_pairs),
+            ("eval", expand_pairs),
+            ("text", expand_texts),
+        ):
             if user(kind):  # each glob must match a file whose name gives its languages
                 expand(user(kind), None, f"sources.{kind}")
         from labse_common.remote import check_paths, remote_paths
 
         check_paths(remote_paths([*user("commoncrawl"), *user("wikipedia")]))
     if not (ctx.source_patterns("commoncrawl") or ctx.source_patterns("wikipedia")):
-        raise ConfigError("sources.commoncrawl and sources.wikipedia are both empty: nothing to mine")
+        raise ConfigError(
+            "sources.commoncrawl and sources.wikipedia are both empty: nothing to mine"
+        )
     if src["label_from"] == "eval" and not ctx.has("eval"):
-        raise ConfigError("sources.label_from is eval but sources.eval is empty: no alignment to label from")
+        raise ConfigError(
+            "sources.label_from is eval but sources.eval is empty: no alignment to label from"
+        )
     if ctx.init:
         _check_init(Path(ctx.init))
     trains = not (ctx.init and ctx.values["train"]["steps"] == 0)
     if trains and not ctx.has("pairs"):
-        why = "model.init is not given" if not ctx.init else f"train.steps is {ctx.values['train']['steps']}"
-        raise ConfigError(f"sources.pairs is empty and {why}: nothing to train the encoder on; give "
-                          "training pairs, or model.init with train.steps=0 to mine with it as it is")  # fmt: skip
+        why = (
+            "model.init is not given"
+            if not ctx.init
+            else f"train.steps is {ctx.values['train']['steps']}"
+        )
+        raise ConfigError(
+            f"sources.pairs is empty and {why}: nothing to train the encoder on; give "
+            "training pairs, or model.init with train.steps=0 to mine with it as it is"
+        )
     missing = [lang for lang in ctx.langs if lang not in LID_LANGS]
     if missing:  # parse_pair checks this too; kept for a table edited by hand
         raise ConfigError(f"mining.pairs: {missing} unknown to the language-ID model")
@@ -1114,20 +1449,28 @@ def _check_init(path: Path) -> None:
     if not path.is_dir():
         raise InputError(path, "not a folder (model.init names an encoder folder)", "model.init")
     if not ((path / "config.json").is_file() or (path / "modules.json").is_file()):
-        raise InputError(path, "no config.json or modules.json: not a Hugging Face or "
-                         "sentence-transformers encoder folder", "model.init")  # fmt: skip
+        raise InputError(
+            path,
+            "no config.json or modules.json: not a Hugging Face or "
+            "sentence-transformers encoder folder",
+            "model.init",
+        )
     if not any(path.rglob("vocab.txt")) and not any(path.rglob("tokenizer.json")):
-        raise InputError(path, "no vocab.txt or tokenizer.json: the encoder's tokenizer is missing",
-                         "model.init")  # fmt: skip
+        raise InputError(
+            path, "no vocab.txt or tokenizer.json: the encoder's tokenizer is missing", "model.init"
+        )
 
 
 # --- CLI -----------------------------------------------------------------------------------------
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m pipelines.run", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter,
-                                 epilog="stages, in order: " + " -> ".join(NAMES))  # fmt: skip
+    ap = argparse.ArgumentParser(
+        prog="python -m pipelines.run",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="stages, in order: " + " -> ".join(NAMES),
+    )
     ap.add_argument(
         "--config",
         default="demo",
@@ -1178,7 +1521,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="print every stage: what it does, the config keys and stages it reads",
     )
     add_log_level_option(ap)
-    return ap  # fmt: skip
+    return ap
 
 
 def _stage_list(value: str) -> tuple[str, ...]:
@@ -1229,7 +1572,9 @@ def _main(args: argparse.Namespace) -> int:
             raise InputError(base, "not a folder", "--data")
         if demo is not None:
             validate_demo(base, demo)
-    ctx = Context(out=out, base=base, synthetic=synthetic, config_file=out / "_config.yaml", cfg=cfg)
+    ctx = Context(
+        out=out, base=base, synthetic=synthetic, config_file=out / "_config.yaml", cfg=cfg
+    )
     validate_sources(ctx)
     if args.publish:
         from labse_common.publish import check_destination
@@ -1278,11 +1623,20 @@ def _run(ctx: Context, args: argparse.Namespace) -> int:
         raise UsageError(f"needed stages are not complete: {names}; run without --from/--only")
     _write_config(ctx)
     todo = [p for p in plans if p.action == "run"]
-    log.info("run folder %s; data: %s; %d stage(s) to run, %d up to date, %d off", ctx.out,
-             "synthetic sample" if ctx.synthetic else ctx.base, len(todo),
-             sum(p.action == "skip" for p in plans), sum(p.action == "off" for p in plans))  # fmt: skip
-    history = {"plan": _plan_record(plans), "data": "synthetic" if ctx.synthetic else str(ctx.base),
-               "started": time.time(), "ran": []}  # fmt: skip
+    log.info(
+        "run folder %s; data: %s; %d stage(s) to run, %d up to date, %d off",
+        ctx.out,
+        "synthetic sample" if ctx.synthetic else ctx.base,
+        len(todo),
+        sum(p.action == "skip" for p in plans),
+        sum(p.action == "off" for p in plans),
+    )
+    history = {
+        "plan": _plan_record(plans),
+        "data": "synthetic" if ctx.synthetic else str(ctx.base),
+        "started": time.time(),
+        "ran": [],
+    }
     _write_json(ctx.out / "_run.json", history)
     from tqdm import tqdm
 
@@ -1301,8 +1655,10 @@ def _run(ctx: Context, args: argparse.Namespace) -> int:
                 m = run_stage(p, ctx)
             except StageFailed as e:
                 if e.rc == EXIT_NEEDS_LABELS:  # not a failure: the run waits for a person
-                    msg = next((ln for ln in reversed(e.tail) if ln.startswith(LABELS_NEEDED)),
-                               f"{LABELS_NEEDED} see {e}")  # fmt: skip
+                    msg = next(
+                        (ln for ln in reversed(e.tail) if ln.startswith(LABELS_NEEDED)),
+                        f"{LABELS_NEEDED} see {e}",
+                    )
                     history["waiting_for"] = p.stage.name
                     _write_json(ctx.out / "_run.json", history)
                     again = shlex.join(["python", "-m", "pipelines.run", *sys.argv[1:]])
@@ -1328,8 +1684,14 @@ def _run(ctx: Context, args: argparse.Namespace) -> int:
                 bar.total = n + len(todo)
                 continue
             done.add(p.stage.name)
-            log.info("[%d/%d] %s: done in %.1f s, peak RSS %.0f MB", n, total, p.stage.name,
-                     m["seconds"], m["peak_rss_mb"])  # fmt: skip
+            log.info(
+                "[%d/%d] %s: done in %.1f s, peak RSS %.0f MB",
+                n,
+                total,
+                p.stage.name,
+                m["seconds"],
+                m["peak_rss_mb"],
+            )
             history["ran"].append(p.stage.name)
             _write_json(ctx.out / "_run.json", history)
             bar.update(1)
@@ -1337,8 +1699,10 @@ def _run(ctx: Context, args: argparse.Namespace) -> int:
         bar.close()
     history["finished"] = time.time()
     _write_json(ctx.out / "_run.json", history)
-    sys.stdout.write(f"finished: {ctx.out}\n  bitext: {ctx.d(BITEXT) / 'bitext.tsv.gz'}\n"
-                     f"  report: {ctx.d(REPORT) / 'report.html'}\n")  # fmt: skip
+    sys.stdout.write(
+        f"finished: {ctx.out}\n  bitext: {ctx.d(BITEXT) / 'bitext.tsv.gz'}\n"
+        f"  report: {ctx.d(REPORT) / 'report.html'}\n"
+    )
     return 0
 
 

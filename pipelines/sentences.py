@@ -16,7 +16,9 @@ from pipelines.tagged import join_sinks, with_outputs
 from pipelines.tags import DROPPED, STATS
 
 
-def finish_sentences(docs, output: str, cfg: CorpusConfig, stats: list, stage: str, extra: dict) -> None:
+def finish_sentences(
+    docs, output: str, cfg: CorpusConfig, stats: list, stage: str, extra: dict
+) -> None:
     """Clean -> dedup per (language, shard) -> Parquet per language; stats -> DIR/stats.json.
 
     ``docs`` is one PCollection of documents or a list of them (branches that must not be
@@ -32,17 +34,27 @@ def finish_sentences(docs, output: str, cfg: CorpusConfig, stats: list, stage: s
     kept, dropped = [], []
     for i, branch in enumerate(branches):
         sfx = f"{i}" if i else ""
-        cleaned = with_outputs(branch, f"Clean{sfx}", CleanDocuments(cfg), STATS, DROPPED, main="kept")
+        cleaned = with_outputs(
+            branch, f"Clean{sfx}", CleanDocuments(cfg), STATS, DROPPED, main="kept"
+        )
         stats, dropped = [*stats, cleaned[STATS]], [*dropped, cleaned[DROPPED]]
         # The local engine materialises a Flatten whose inputs come from different stages, so
         # branches meet only after the spill, where an element is a file path, not the text.
-        kept.append(cleaned.kept | f"Spill{sfx}" >> beam.ParDo(SpillRows(spill_dir(output), cfg.spill_rows))
-                    if files else cleaned.kept)  # fmt: skip
+        kept.append(
+            cleaned.kept | f"Spill{sfx}" >> beam.ParDo(SpillRows(spill_dir(output), cfg.spill_rows))
+            if files
+            else cleaned.kept
+        )
     kept = kept[0] if len(kept) == 1 else tuple(kept) | "AllKept" >> beam.Flatten()
     if files:  # bounded memory on a runner that shuffles in RAM
-        written = with_outputs(kept | "GroupSpilled" >> beam.GroupByKey(), "WriteSentences",
-                               MergeSpilled(writer, cfg.dedup, keep_dropped, cfg.spill_fan_in),
-                               STATS, DROPPED, main="files")  # fmt: skip
+        written = with_outputs(
+            kept | "GroupSpilled" >> beam.GroupByKey(),
+            "WriteSentences",
+            MergeSpilled(writer, cfg.dedup, keep_dropped, cfg.spill_fan_in),
+            STATS,
+            DROPPED,
+            main="files",
+        )
     else:
         deduped = kept | "Dedup" >> beam.CombinePerKey(DedupShard(cfg.dedup, keep_dropped))
         written = with_outputs(deduped, "WriteSentences", writer, STATS, DROPPED, main="files")
@@ -52,9 +64,8 @@ def finish_sentences(docs, output: str, cfg: CorpusConfig, stats: list, stage: s
         sinks.append(
             (*dropped, written[DROPPED])
             | "AllDropped" >> beam.Flatten()
-            | "WriteDropped" >> WriteParquet(
-                output, DROPPED_SCHEMA, cfg.rows_per_file, 1,
-                subdir="_dropped")
-        )  # fmt: skip
+            | "WriteDropped"
+            >> WriteParquet(output, DROPPED_SCHEMA, cfg.rows_per_file, 1, subdir="_dropped")
+        )
     sinks.append(write_stats(stats, output, stage, extra))
     join_sinks(sinks)  # last: the DaskRunner computes only what the last transform needs

@@ -57,7 +57,12 @@ GROUP_ROWS = 1024
 #: Default of ``corpus.spill_fan_in``: the most spill files one merge reads at once.
 FAN_IN = 32
 _SCHEMA = pa.schema([("dkey", pa.string()), *SENTENCE_ROW_FIELDS])
-_LOCAL_RUNNERS = {local_runner.NAME, "DirectRunner", "BundleBasedDirectRunner", "SwitchingDirectRunner"}
+_LOCAL_RUNNERS = {
+    local_runner.NAME,
+    "DirectRunner",
+    "BundleBasedDirectRunner",
+    "SwitchingDirectRunner",
+}
 
 
 @dataclass(frozen=True)
@@ -121,14 +126,18 @@ class SpillRows(beam.DoFn):
             lang, shard = key.split("\t")
             table = spill_table([(d, *row) for d, row in rows], SENTENCES)
             name = f"{uuid.uuid4().hex}.parquet"
-            yield key, write_table(table, filesystems.join(self.folder, lang, shard, name), GROUP_ROWS)
+            yield (
+                key,
+                write_table(table, filesystems.join(self.folder, lang, shard, name), GROUP_ROWS),
+            )
 
 
 def spill_table(rows: list[tuple], fmt: SpillFormat) -> pa.Table:
     """Stored-row tuples -> a table of the format's schema."""
     cols = list(zip(*rows)) or [() for _ in fmt.schema]
-    return pa.Table.from_arrays([pa.array(c, type=f.type) for c, f in zip(cols, fmt.schema)],
-                                schema=fmt.schema)  # fmt: skip
+    return pa.Table.from_arrays(
+        [pa.array(c, type=f.type) for c, f in zip(cols, fmt.schema)], schema=fmt.schema
+    )
 
 
 def _sorted_rows(path: str, fmt: SpillFormat = SENTENCES) -> Iterator[tuple[Any, tuple]]:
@@ -142,8 +151,9 @@ def _sorted_rows(path: str, fmt: SpillFormat = SENTENCES) -> Iterator[tuple[Any,
 class MergeSpilled(beam.DoFn):
     """(group key, spill paths) -> the group's output files, as :class:`WriteSentenceShard`."""
 
-    def __init__(self, writer: WriteSentenceShard, dedup: bool, keep_collapsed: bool,
-                 fan_in: int = FAN_IN) -> None:  # fmt: skip
+    def __init__(
+        self, writer: WriteSentenceShard, dedup: bool, keep_collapsed: bool, fan_in: int = FAN_IN
+    ) -> None:
         if fan_in < 2:
             raise ValueError(f"fan_in must be >= 2, got {fan_in}")
         self.writer, self.dedup, self.keep_collapsed = writer, dedup, keep_collapsed

@@ -43,8 +43,10 @@ def write_stats(stats_pcolls: list, output: str, stage: str, extra: dict):
     # stages would be materialised whole by Beam's local engine: ~1 KB per document.
     # without_defaults: the default-injecting form needs a side input, which the DaskRunner
     # evaluates by recomputing its producer; every job has stats anyway.
-    partial = [pc | f"SumStats{i}" >> beam.CombineGlobally(_StatsCombine()).without_defaults()
-               for i, pc in enumerate(stats_pcolls)]  # fmt: skip
+    partial = [
+        pc | f"SumStats{i}" >> beam.CombineGlobally(_StatsCombine()).without_defaults()
+        for i, pc in enumerate(stats_pcolls)
+    ]
     return (
         partial
         | "FlattenStats" >> beam.Flatten()
@@ -67,16 +69,31 @@ def report_and_exit(output: str, stage: str, shown_as: str | None = None) -> int
         log.error("stats do not balance: %s", p)
     for unit, c in report["counts"].items():
         log.info("%s %s: in=%d out=%d dropped=%s", stage, unit, c["in"], c["out"], c["dropped"])
-    bad = {r: n for u in ("files", "file_ranges", "documents") for r, n in
-           report["counts"].get(u, {}).get("dropped", {}).items()
-           if r in BAD_INPUT_REASONS}  # fmt: skip
+    bad = {
+        r: n
+        for u in ("files", "file_ranges", "documents")
+        for r, n in report["counts"].get(u, {}).get("dropped", {}).items()
+        if r in BAD_INPUT_REASONS
+    }
     if bad:
         log.warning("bad input was skipped (see %s): %s", shown, bad)
     return 1 if problems else 0
 
 
 BAD_INPUT_REASONS = frozenset(
-    {"truncated_archive", "corrupt_archive", "empty_file", "not_warc", "not_xml", "unreadable",
-     "malformed_record", "malformed_page_xml", "parser_error", "parser_timeout", "page_too_large",
-     "corrupt_member", "corrupt_block"}
-)  # fmt: skip
+    {
+        "truncated_archive",
+        "corrupt_archive",
+        "empty_file",
+        "not_warc",
+        "not_xml",
+        "unreadable",
+        "malformed_record",
+        "malformed_page_xml",
+        "parser_error",
+        "parser_timeout",
+        "page_too_large",
+        "corrupt_member",
+        "corrupt_block",
+    }
+)

@@ -61,30 +61,70 @@ SUBJECTS = [
 ]
 VERB_PHRASES = [
     ("reads a book", "liest ein Buch", "lit un livre", "lee un libro"),
-    ("drinks a cup of coffee", "trinkt eine Tasse Kaffee", "boit une tasse de café",
-     "bebe una taza de café"),
+    (
+        "drinks a cup of coffee",
+        "trinkt eine Tasse Kaffee",
+        "boit une tasse de café",
+        "bebe una taza de café",
+    ),
     ("walks to the station", "geht zum Bahnhof", "marche jusqu'à la gare", "camina a la estación"),
-    ("writes a long letter", "schreibt einen langen Brief", "écrit une longue lettre",
-     "escribe una carta larga"),
-    ("cooks soup for the whole family", "kocht Suppe für die ganze Familie",
-     "prépare une soupe pour toute la famille", "cocina sopa para toda la familia"),
-    ("opens the kitchen window", "öffnet das Küchenfenster", "ouvre la fenêtre de la cuisine",
-     "abre la ventana de la cocina"),
-    ("buys fresh bread at the market", "kauft frisches Brot auf dem Markt",
-     "achète du pain frais au marché", "compra pan fresco en el mercado"),
+    (
+        "writes a long letter",
+        "schreibt einen langen Brief",
+        "écrit une longue lettre",
+        "escribe una carta larga",
+    ),
+    (
+        "cooks soup for the whole family",
+        "kocht Suppe für die ganze Familie",
+        "prépare une soupe pour toute la famille",
+        "cocina sopa para toda la familia",
+    ),
+    (
+        "opens the kitchen window",
+        "öffnet das Küchenfenster",
+        "ouvre la fenêtre de la cuisine",
+        "abre la ventana de la cocina",
+    ),
+    (
+        "buys fresh bread at the market",
+        "kauft frisches Brot auf dem Markt",
+        "achète du pain frais au marché",
+        "compra pan fresco en el mercado",
+    ),
     ("listens to the radio", "hört Radio", "écoute la radio", "escucha la radio"),
-    ("cleans the small kitchen", "putzt die kleine Küche", "nettoie la petite cuisine",
-     "limpia la cocina pequeña"),
+    (
+        "cleans the small kitchen",
+        "putzt die kleine Küche",
+        "nettoie la petite cuisine",
+        "limpia la cocina pequeña",
+    ),
     ("plays the piano", "spielt Klavier", "joue du piano", "toca el piano"),
-    ("waters the flowers in the garden", "gießt die Blumen im Garten",
-     "arrose les fleurs du jardin", "riega las flores del jardín"),
-    ("takes the bus to work", "nimmt den Bus zur Arbeit", "prend le bus pour aller au travail",
-     "toma el autobús para ir al trabajo"),
-    ("feeds the hungry cat", "füttert die hungrige Katze", "nourrit le chat affamé",
-     "da de comer al gato hambriento"),
-    ("learns new words", "lernt neue Wörter", "apprend de nouveaux mots",
-     "aprende palabras nuevas"),
-]  # fmt: skip
+    (
+        "waters the flowers in the garden",
+        "gießt die Blumen im Garten",
+        "arrose les fleurs du jardin",
+        "riega las flores del jardín",
+    ),
+    (
+        "takes the bus to work",
+        "nimmt den Bus zur Arbeit",
+        "prend le bus pour aller au travail",
+        "toma el autobús para ir al trabajo",
+    ),
+    (
+        "feeds the hungry cat",
+        "füttert die hungrige Katze",
+        "nourrit le chat affamé",
+        "da de comer al gato hambriento",
+    ),
+    (
+        "learns new words",
+        "lernt neue Wörter",
+        "apprend de nouveaux mots",
+        "aprende palabras nuevas",
+    ),
+]
 TIMES = [
     ("every morning", "jeden Morgen", "chaque matin", "cada mañana"),
     ("in the evening", "am Abend", "le soir", "por la noche"),
@@ -98,19 +138,47 @@ TIMES = [
 
 # Page furniture for the web sample, per language: what the quality rules are meant to drop.
 BOILERPLATE = {
-    "eng": ["Home | News | Sport | Contact", "Skip to main content", "Share on Facebook",
-            "Accept all cookies", "© 2024 Example Media. All rights reserved.", "Log in",
-            "Privacy policy | Terms of use", "12 March 2024"],
-    "deu": ["Startseite | Nachrichten | Sport | Kontakt", "Zum Inhalt springen", "Auf Facebook teilen",
-            "Alle Cookies akzeptieren", "© 2024 Beispiel Verlag. Alle Rechte vorbehalten.",
-            "Anmelden", "Datenschutz | Impressum", "12. März 2024"],
-    "fra": ["Accueil | Actualités | Sport | Contact", "Aller au contenu", "Partager sur Facebook",
-            "Accepter tous les cookies", "© 2024 Exemple Médias. Tous droits réservés.",
-            "Connexion", "Politique de confidentialité | Mentions légales", "12 mars 2024"],
-    "spa": ["Inicio | Noticias | Deportes | Contacto", "Ir al contenido", "Compartir en Facebook",
-            "Aceptar todas las cookies", "© 2024 Ejemplo Medios. Todos los derechos reservados.",
-            "Iniciar sesión", "Política de privacidad | Aviso legal", "12 de marzo de 2024"],
-}  # fmt: skip
+    "eng": [
+        "Home | News | Sport | Contact",
+        "Skip to main content",
+        "Share on Facebook",
+        "Accept all cookies",
+        "© 2024 Example Media. All rights reserved.",
+        "Log in",
+        "Privacy policy | Terms of use",
+        "12 March 2024",
+    ],
+    "deu": [
+        "Startseite | Nachrichten | Sport | Kontakt",
+        "Zum Inhalt springen",
+        "Auf Facebook teilen",
+        "Alle Cookies akzeptieren",
+        "© 2024 Beispiel Verlag. Alle Rechte vorbehalten.",
+        "Anmelden",
+        "Datenschutz | Impressum",
+        "12. März 2024",
+    ],
+    "fra": [
+        "Accueil | Actualités | Sport | Contact",
+        "Aller au contenu",
+        "Partager sur Facebook",
+        "Accepter tous les cookies",
+        "© 2024 Exemple Médias. Tous droits réservés.",
+        "Connexion",
+        "Politique de confidentialité | Mentions légales",
+        "12 mars 2024",
+    ],
+    "spa": [
+        "Inicio | Noticias | Deportes | Contacto",
+        "Ir al contenido",
+        "Compartir en Facebook",
+        "Aceptar todas las cookies",
+        "© 2024 Ejemplo Medios. Todos los derechos reservados.",
+        "Iniciar sesión",
+        "Política de privacidad | Aviso legal",
+        "12 de marzo de 2024",
+    ],
+}
 
 
 def all_sentences() -> list[dict[str, str]]:
@@ -180,22 +248,29 @@ def write_web(out: Path, web: list[dict[str, str]], seed: int) -> None:
         for n, page in enumerate(_pages(rows[:half], lang, 6)):
             lines = [bp[0], bp[1], *page[:3], bp[2], *page[3:], bp[3], bp[4], bp[7]]
             url = f"https://{WIKI_CODE[lang]}.example.org/wet/{n}"
-            rec = wet.create_warc_record(url, "conversion", payload=io.BytesIO("\n".join(lines).encode()),
-                                         warc_content_type="text/plain",
-                                         warc_headers_dict=fixed_headers(url, "conversion"))  # fmt: skip
+            rec = wet.create_warc_record(
+                url,
+                "conversion",
+                payload=io.BytesIO("\n".join(lines).encode()),
+                warc_content_type="text/plain",
+                warc_headers_dict=fixed_headers(url, "conversion"),
+            )
             wet.write_record(rec)
         for n, page in enumerate(_pages(rows[half:], lang, 6)):
             paras = "".join(
                 f"<p>{escape(' '.join(page[i : i + 2]))}</p>" for i in range(0, len(page), 2)
             )
-            html = (f"<!DOCTYPE html><html lang=\"{WIKI_CODE[lang]}\"><head><meta charset=\"utf-8\">"
-                    f"<title>{escape(page[0][:40])}</title></head><body><nav><a href=\"/\">{escape(bp[0])}"
-                    f"</a></nav><div class=\"cookie\">{escape(bp[3])}</div><main><article><h1>"
-                    f"{escape(page[0][:40])}</h1>{paras}</article></main><footer>{escape(bp[4])} "
-                    f"{escape(bp[6])}</footer></body></html>")  # fmt: skip
+            html = (
+                f'<!DOCTYPE html><html lang="{WIKI_CODE[lang]}"><head><meta charset="utf-8">'
+                f'<title>{escape(page[0][:40])}</title></head><body><nav><a href="/">{escape(bp[0])}'
+                f'</a></nav><div class="cookie">{escape(bp[3])}</div><main><article><h1>'
+                f"{escape(page[0][:40])}</h1>{paras}</article></main><footer>{escape(bp[4])} "
+                f"{escape(bp[6])}</footer></body></html>"
+            )
             url = f"https://{WIKI_CODE[lang]}.example.org/html/{n}"
-            http = StatusAndHeaders("200 OK", [("Content-Type", "text/html; charset=utf-8")],
-                                    protocol="HTTP/1.1")  # fmt: skip
+            http = StatusAndHeaders(
+                "200 OK", [("Content-Type", "text/html; charset=utf-8")], protocol="HTTP/1.1"
+            )
             req = f"GET /html/{n} HTTP/1.1\r\nHost: {WIKI_CODE[lang]}.example.org\r\n\r\n".encode()
             warc.write_record(
                 warc.create_warc_record(
@@ -205,9 +280,15 @@ def write_web(out: Path, web: list[dict[str, str]], seed: int) -> None:
                     warc_headers_dict=fixed_headers(url, "request"),
                 )
             )
-            warc.write_record(warc.create_warc_record(url, "response", payload=io.BytesIO(html.encode()),
-                                                      http_headers=http,
-                                                      warc_headers_dict=fixed_headers(url, "response")))  # fmt: skip
+            warc.write_record(
+                warc.create_warc_record(
+                    url,
+                    "response",
+                    payload=io.BytesIO(html.encode()),
+                    http_headers=http,
+                    warc_headers_dict=fixed_headers(url, "response"),
+                )
+            )
     (out / "synthetic.warc.wet.gz").write_bytes(wet_buf.getvalue())
     (out / "synthetic.warc.gz").write_bytes(warc_buf.getvalue())
 
@@ -238,10 +319,12 @@ def _wikitext(title: str, sents: list[str], lang: str, n: int) -> str:
 
 def _page_xml(title: str, ns: int, pid: int, text: str, redirect: str | None = None) -> str:
     red = f'    <redirect title="{escape(redirect)}" />\n' if redirect else ""
-    return (f"  <page>\n    <title>{escape(title)}</title>\n    <ns>{ns}</ns>\n    <id>{pid}</id>\n{red}"
-            f"    <revision>\n      <id>{pid * 10}</id>\n      <model>wikitext</model>\n"
-            f"      <format>text/x-wiki</format>\n      <text xml:space=\"preserve\">{escape(text)}</text>\n"
-            f"    </revision>\n  </page>\n")  # fmt: skip
+    return (
+        f"  <page>\n    <title>{escape(title)}</title>\n    <ns>{ns}</ns>\n    <id>{pid}</id>\n{red}"
+        f"    <revision>\n      <id>{pid * 10}</id>\n      <model>wikitext</model>\n"
+        f'      <format>text/x-wiki</format>\n      <text xml:space="preserve">{escape(text)}</text>\n'
+        f"    </revision>\n  </page>\n"
+    )
 
 
 def write_wikipedia(out: Path, web: list[dict[str, str]], seed: int) -> None:
@@ -250,16 +333,28 @@ def write_wikipedia(out: Path, web: list[dict[str, str]], seed: int) -> None:
         code = WIKI_CODE[lang]
         rows = own_rows(web, lang)
         rows = rows[len(rows) // 2 :]  # the other half: no sentence in both sources
-        head = (f"<mediawiki xmlns=\"http://www.mediawiki.org/xml/export-0.10/\" version=\"0.10\" "
-                f"xml:lang=\"{code}\">\n  <siteinfo>\n    <sitename>Synthetic Wikipedia</sitename>\n"
-                f"    <dbname>{code}wiki</dbname>\n  </siteinfo>\n")  # fmt: skip
+        head = (
+            f'<mediawiki xmlns="http://www.mediawiki.org/xml/export-0.10/" version="0.10" '
+            f'xml:lang="{code}">\n  <siteinfo>\n    <sitename>Synthetic Wikipedia</sitename>\n'
+            f"    <dbname>{code}wiki</dbname>\n  </siteinfo>\n"
+        )
         pages = []
         for n, chunk in enumerate(_pages(rows, lang, 6)):
             title = f"{code.upper()} Article {n}"
-            pages.append(_page_xml(title, 0, 1000 * (LANGS.index(lang) + 1) + n,
-                                   _wikitext(title, chunk, lang, n)))  # fmt: skip
-        pages.append(_page_xml(f"{code.upper()} Redirect", 0, 999_001, "#REDIRECT [[Article 0]]",
-                               redirect=f"{code.upper()} Article 0"))  # fmt: skip
+            pages.append(
+                _page_xml(
+                    title, 0, 1000 * (LANGS.index(lang) + 1) + n, _wikitext(title, chunk, lang, n)
+                )
+            )
+        pages.append(
+            _page_xml(
+                f"{code.upper()} Redirect",
+                0,
+                999_001,
+                "#REDIRECT [[Article 0]]",
+                redirect=f"{code.upper()} Article 0",
+            )
+        )
         pages.append(_page_xml(f"Talk:{code.upper()} Article 0", 1, 999_002, "A talk page. ~~~~"))
         xml = head + "".join(pages) + "</mediawiki>\n"
         (out / f"synwiki-{code}-pages-articles.xml.bz2").write_bytes(
@@ -284,16 +379,24 @@ def generate(out: str | Path, seed: int = 0, n_train: int = 300, n_dev: int = 10
     write_tatoeba(out / "tatoeba", splits)
     write_web(out / "commoncrawl", splits["web"]["all"], seed)
     write_wikipedia(out / "wikipedia", splits["web"]["all"], seed)
-    summary = {"synthetic": True, "seed": seed, "languages": list(LANGS),
-               "pairs_train_per_language": n_train, "pairs_dev_per_language": n_dev,
-               "web_sentences_per_language": len(splits["web"]["all"]) // len(LANGS)}  # fmt: skip
+    summary = {
+        "synthetic": True,
+        "seed": seed,
+        "languages": list(LANGS),
+        "pairs_train_per_language": n_train,
+        "pairs_dev_per_language": n_dev,
+        "web_sentences_per_language": len(splits["web"]["all"]) // len(LANGS),
+    }
     (out / "SYNTHETIC.json").write_text(json.dumps(summary, indent=1), encoding="utf-8")
     return summary
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m pipelines.synthetic", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    ap = argparse.ArgumentParser(
+        prog="python -m pipelines.synthetic",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     ap.add_argument("--output", required=True, help="folder to write (the ../shared/data layout)")
     ap.add_argument("--seed", type=int, default=0, help="shuffle seed (default 0)")
     ap.add_argument("--train", type=int, default=300, help="training pairs per language (300)")
@@ -306,8 +409,10 @@ def main(argv: list[str] | None = None) -> int:
     def body() -> int:
         combos, need = len(all_sentences()), (len(LANGS) - 1) * (args.train + args.dev)
         if args.train < 0 or args.dev < 0 or need >= combos:
-            raise UsageError(f"--train {args.train} --dev {args.dev}: each at least 0 and "
-                             f"{len(LANGS) - 1} x (train + dev) below {combos}")  # fmt: skip
+            raise UsageError(
+                f"--train {args.train} --dev {args.dev}: each at least 0 and "
+                f"{len(LANGS) - 1} x (train + dev) below {combos}"
+            )
         # Claimed, written aside and committed at the end, like every stage's output.
         with OutputDir(args.output, args.overwrite).open() as out:
             summary = generate(out.tmp, args.seed, args.train, args.dev)

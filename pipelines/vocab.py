@@ -136,8 +136,13 @@ class CountFileWords(beam.DoFn):
     """One (index, (lang, Parquet file)) in, ((lang, word), (n, first occurrence)) out;
     held-out sentences, the language's sums and stats on side tags."""
 
-    def __init__(self, max_word_length: int, heldout_fraction: float, max_heldout: int,
-                 batch_rows: int = 8192) -> None:  # fmt: skip
+    def __init__(
+        self,
+        max_word_length: int,
+        heldout_fraction: float,
+        max_heldout: int,
+        batch_rows: int = 8192,
+    ) -> None:
         self.max_word_length = max_word_length
         self.heldout_fraction = heldout_fraction
         self.max_heldout = max_heldout
@@ -154,8 +159,9 @@ class CountFileWords(beam.DoFn):
             if "text" not in parquet_file(path, "--input").schema_arrow.names:
                 raise InputError(path, "no `text` column", "--input")
             # A damaged row group is counted and the rest of the file still read.
-            for batch in iter_parquet_counted(path, counter, SENT, ["text"], "--input",
-                                              self.batch_rows):  # fmt: skip
+            for batch in iter_parquet_counted(
+                path, counter, SENT, ["text"], "--input", self.batch_rows
+            ):
                 for text in batch.column(0).to_pylist():
                     kind, value = sentence_words(
                         text, counter, self.max_word_length, self.heldout_fraction
@@ -186,8 +192,9 @@ class CountFileWords(beam.DoFn):
             yield TaggedOutput(HELDOUT, (lang, text))
 
 
-def _flush(lang: str, words: Counter[str], first: int, n_sent: int,
-           counter: StageCounter) -> Iterator[Any]:  # fmt: skip
+def _flush(
+    lang: str, words: Counter[str], first: int, n_sent: int, counter: StageCounter
+) -> Iterator[Any]:
     # Counts, language sums and stats leave together, so whatever was emitted is accounted for.
     yield from (((lang, w), (n, first + i)) for i, (w, n) in enumerate(words.items()))
     yield TaggedOutput(LANG, (lang, (n_sent, sum(words.values()))))
@@ -226,8 +233,9 @@ class SmoothShard(beam.DoFn):
     every runner and in both modes.
     """
 
-    def __init__(self, output: str, alpha: float, min_count: float,
-                 fan_in: int = SPILL_FAN_IN) -> None:  # fmt: skip
+    def __init__(
+        self, output: str, alpha: float, min_count: float, fan_in: int = SPILL_FAN_IN
+    ) -> None:
         self.output, self.alpha, self.min_count = output, alpha, min_count
         self.fan_in = fan_in
 
@@ -262,9 +270,15 @@ class SmoothShard(beam.DoFn):
                 counter.add_dropped(WORDS, "below_min_count", raw)
         rows.sort()
         cols = list(zip(*rows)) or [(), (), (), ()]
-        table = pa.table([pa.array(cols[1], pa.string()), pa.array(cols[2], pa.float64()),
-                          pa.array(cols[3], pa.int64()), pa.array(cols[0], pa.int64())],
-                         schema=PART_SCHEMA)  # fmt: skip
+        table = pa.table(
+            [
+                pa.array(cols[1], pa.string()),
+                pa.array(cols[2], pa.float64()),
+                pa.array(cols[3], pa.int64()),
+                pa.array(cols[0], pa.int64()),
+            ],
+            schema=PART_SCHEMA,
+        )
         # Small row groups: the merge reads every part at once, a batch each.
         yield write_table(table, part_path(self.output, shard), PART_ROWS)
         if counter.counts:
@@ -288,12 +302,17 @@ def merge_count_parts(paths: list[str], output: str) -> str:
     """
     path = FileSystems.join(output, COUNTS_FILE)
     rows = heapq.merge(*(_part_rows(p) for p in sorted(paths)), key=lambda r: r[3])
-    with filesystems.create(path) as f, \
-            pq.ParquetWriter(f, COUNTS_SCHEMA, compression="zstd") as writer:  # fmt: skip
+    with (
+        filesystems.create(path) as f,
+        pq.ParquetWriter(f, COUNTS_SCHEMA, compression="zstd") as writer,
+    ):
         while batch := list(itertools.islice(rows, PART_ROWS)):
             cols = list(zip(*batch))[:3]
-            writer.write_table(pa.table([pa.array(c, t.type) for c, t in zip(cols, COUNTS_SCHEMA)],
-                                        schema=COUNTS_SCHEMA))  # fmt: skip
+            writer.write_table(
+                pa.table(
+                    [pa.array(c, t.type) for c, t in zip(cols, COUNTS_SCHEMA)], schema=COUNTS_SCHEMA
+                )
+            )
     if paths:
         FileSystems.delete(list(paths))
     return path
@@ -302,14 +321,17 @@ def merge_count_parts(paths: list[str], output: str) -> str:
 def write_heldout_rows(samples: list[tuple[str, list[str]]], output: str) -> str:
     rows = sorted((lang, t) for lang, texts in samples for t in texts)
     langs, texts = zip(*rows) if rows else ((), ())
-    table = pa.table([pa.array(langs, pa.string()), pa.array(texts, pa.string())],
-                     schema=HELDOUT_SCHEMA)  # fmt: skip
+    table = pa.table(
+        [pa.array(langs, pa.string()), pa.array(texts, pa.string())], schema=HELDOUT_SCHEMA
+    )
     return write_table(table, FileSystems.join(output, HELDOUT_FILE), PART_ROWS)
 
 
 def write_languages(rows: list[tuple[str, tuple[int, int, int]]], output: str) -> str:
-    lines = "".join(json.dumps([lang, {"totals": t, "types": n, "sentences": s}]) + "\n"
-                    for lang, (s, t, n) in sorted(rows))  # fmt: skip
+    lines = "".join(
+        json.dumps([lang, {"totals": t, "types": n, "sentences": s}]) + "\n"
+        for lang, (s, t, n) in sorted(rows)
+    )
     return _write_text(FileSystems.join(output, BEAM_DIR, "languages.jsonl"), lines)
 
 
@@ -324,8 +346,9 @@ def _write_text(path: str, text: str) -> str:
     return path
 
 
-def _gather(pcoll: beam.PCollection, label: str, write: Callable[..., str],
-            *args: Any) -> beam.PCollection:  # fmt: skip
+def _gather(
+    pcoll: beam.PCollection, label: str, write: Callable[..., str], *args: Any
+) -> beam.PCollection:
     """``write(all elements of pcoll, *args)`` once on one worker, also when ``pcoll`` is empty
     (a start element keeps the group alive), so the file is always written. Only for small
     collections: a group is one list on the DaskRunner."""
@@ -348,11 +371,15 @@ def build_pipeline(
         p | "Files" >> beam.Create(list(enumerate(files))) | "Spread" >> beam.Reshuffle(),
         "Count",
         CountFileWords(cfg.max_word_length, cfg.heldout_fraction, cfg.max_heldout_per_lang),
-        STATS, HELDOUT, LANG, main="words",
-    )  # fmt: skip
+        STATS,
+        HELDOUT,
+        LANG,
+        main="words",
+    )
     lang_sums = counted[LANG] | "LangSums" >> beam.CombinePerKey(_sum_tuples)
     totals = lang_sums | "TotalsToShards" >> beam.FlatMap(
-        lambda kv: ((s, (None, kv[0], kv[1][1], 0)) for s in range(shards)))  # fmt: skip
+        lambda kv: ((s, (None, kv[0], kv[1][1], 0)) for s in range(shards))
+    )
     if use_file_shuffle(cfg.shuffle, p.options.view_as(StandardOptions).runner):
         # Bounded memory where the runner holds its shuffle in RAM: sorted spill files per shard.
         keyed = (
@@ -364,20 +391,26 @@ def build_pipeline(
     else:
         per_lang = counted.words | "SumPerLangWord" >> beam.CombinePerKey(_sum_first)
         keyed = per_lang | "WordToShard" >> beam.Map(
-            lambda kv: (word_shard(kv[0][1], shards), (kv[0][1], kv[0][0], *kv[1])))  # fmt: skip
+            lambda kv: (word_shard(kv[0][1], shards), (kv[0][1], kv[0][0], *kv[1]))
+        )
     smoothed = with_outputs(
         (totals, keyed) | "ShardInputs" >> beam.Flatten() | "GroupShards" >> beam.GroupByKey(),
-        "Smooth", SmoothShard(output, cfg.smoothing, cfg.min_count, cfg.spill_fan_in),
-        STATS, TYPES, main="parts",
-    )  # fmt: skip
+        "Smooth",
+        SmoothShard(output, cfg.smoothing, cfg.min_count, cfg.spill_fan_in),
+        STATS,
+        TYPES,
+        main="parts",
+    )
     counts_done = _gather(smoothed.parts, "MergeCounts", merge_count_parts, output)
 
     heldout_done = _gather(
         counted[HELDOUT]
         | "SampleHeldout"
         >> beam.combiners.Top.SmallestPerKey(max(1, cfg.max_heldout_per_lang), key=heldout_rank),
-        "WriteHeldout", write_heldout_rows, output,
-    )  # fmt: skip
+        "WriteHeldout",
+        write_heldout_rows,
+        output,
+    )
 
     stats_done = (
         (counted[STATS], smoothed[STATS])
@@ -389,11 +422,13 @@ def build_pipeline(
 
     types = smoothed[TYPES] | "LangTypes" >> beam.CombinePerKey(sum)
     lang_rows = (
-        (lang_sums | "LangSumsRow" >> beam.Map(lambda kv: (kv[0], (*kv[1], 0))),
-         types | "LangTypesRow" >> beam.Map(lambda kv: (kv[0], (0, 0, kv[1]))))
+        (
+            lang_sums | "LangSumsRow" >> beam.Map(lambda kv: (kv[0], (*kv[1], 0))),
+            types | "LangTypesRow" >> beam.Map(lambda kv: (kv[0], (0, 0, kv[1]))),
+        )
         | "LangParts" >> beam.Flatten()
         | "LangRows" >> beam.CombinePerKey(_sum_tuples)
-    )  # fmt: skip
+    )
     langs_done = _gather(lang_rows, "WriteLangs", write_languages, output)
     join_sinks([counts_done, heldout_done, stats_done, langs_done])
 
@@ -489,7 +524,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_overwrite_option(p, "non-empty DIR (the old files are removed at the end)")
     add_log_level_option(p)
-    return p  # fmt: skip
+    return p
 
 
 def resolve_config(args: argparse.Namespace) -> VocabConfig:
@@ -514,8 +549,10 @@ def _sample_texts(files: list[tuple[str, str]]) -> Iterator[str]:
     left = SAMPLE_ROWS
     for _, path in files:
         try:
-            batch = next(iter_parquet_batches(path, ["text"], "--input",
-                                              min(left, SAMPLE_ROWS_PER_FILE)), None)  # fmt: skip
+            batch = next(
+                iter_parquet_batches(path, ["text"], "--input", min(left, SAMPLE_ROWS_PER_FILE)),
+                None,
+            )
         except InputError:  # a damaged file is the job's to count, not the sample's
             continue
         if batch is not None:
@@ -528,8 +565,14 @@ def _sample_texts(files: list[tuple[str, str]]) -> Iterator[str]:
 def check_vocab_size(cfg: VocabConfig, langs: list[str], files: list[tuple[str, str]]) -> None:
     """Fail before counting when vocab_size cannot hold the alphabet a sample already needs."""
     need, n_chars = min_vocab_size_from_sample(
-        _sample_texts(files), len(langs), _params(cfg), cfg.smoothing, cfg.min_count,
-        cfg.max_word_length, cfg.heldout_fraction)  # fmt: skip
+        _sample_texts(files),
+        len(langs),
+        _params(cfg),
+        cfg.smoothing,
+        cfg.min_count,
+        cfg.max_word_length,
+        cfg.heldout_fraction,
+    )
     if cfg.vocab_size < need:
         raise UsageError(
             f"vocab.vocab_size={cfg.vocab_size} cannot hold the alphabet: a sample of the input "
@@ -570,8 +613,9 @@ def _run(args: argparse.Namespace, beam_args: list[str]) -> int:
     return 0
 
 
-def _run_into(output: str, final: str, langs: list[str], files: list[tuple[str, str]], cfg,
-              opts) -> str | None:  # fmt: skip
+def _run_into(
+    output: str, final: str, langs: list[str], files: list[tuple[str, str]], cfg, opts
+) -> str | None:
     """The job and the learner, writing into ``output``; a learner problem as a message."""
     with new_pipeline(opts) as p:
         build_pipeline(p, files, output, cfg)
@@ -582,9 +626,11 @@ def _run_into(output: str, final: str, langs: list[str], files: list[tuple[str, 
     counter = StageCounter()
     counter.merge(json.loads(_read_text(FileSystems.join(beam_dir, "counts.json"))))
     if not counter.counts[f"{FILES}/out"]:  # every file damaged or foreign: nothing to learn
-        raise InputError(None if len(files) > 1 else files[0][1],
-                         f"no readable Parquet file ({len(files)} unreadable, see the warnings "
-                         "above)", "--input")  # fmt: skip
+        raise InputError(
+            None if len(files) > 1 else files[0][1],
+            f"no readable Parquet file ({len(files)} unreadable, see the warnings above)",
+            "--input",
+        )
     rows = [
         json.loads(ln)
         for ln in _read_text(FileSystems.join(beam_dir, "languages.jsonl")).splitlines()
@@ -619,8 +665,10 @@ def _run_into(output: str, final: str, langs: list[str], files: list[tuple[str, 
 
             with tempfile.TemporaryDirectory(prefix="labse-vocab-") as local:
                 for name in (COUNTS_FILE, HELDOUT_FILE):
-                    with FileSystems.open(FileSystems.join(output, name)) as src, \
-                            open(os.path.join(local, name), "wb") as dst:  # fmt: skip
+                    with (
+                        FileSystems.open(FileSystems.join(output, name)) as src,
+                        open(os.path.join(local, name), "wb") as dst,
+                    ):
                         shutil.copyfileobj(src, dst, 8 << 20)
                 words, counts = read_counts(os.path.join(local, COUNTS_FILE))
                 heldout = read_heldout(os.path.join(local, HELDOUT_FILE))
@@ -633,16 +681,20 @@ def _run_into(output: str, final: str, langs: list[str], files: list[tuple[str, 
             heldout = read_heldout(FileSystems.join(output, HELDOUT_FILE))
             finish_vocab(words, counts, _params(cfg), output, counter, heldout, summary, extra)
     except VocabTooSmall as e:  # the sample missed characters the whole corpus has
-        return (f"{e} (the counts are kept: rerun only the learner with python -m "
-                f"labse_model.vocab --counts {final}/{COUNTS_FILE})")  # fmt: skip
+        return (
+            f"{e} (the counts are kept: rerun only the learner with python -m "
+            f"labse_model.vocab --counts {final}/{COUNTS_FILE})"
+        )
     return None
 
 
 def print_report(output: str) -> None:
     """A short table of the per-language coverage (CLI report, printed on purpose)."""
     stats = json.loads(_read_text(FileSystems.join(output, "vocab_stats.json")))
-    print(f"vocab: {stats['vocab_size']} tokens (threshold {stats['threshold']:.4g}, "
-          f"learned in {stats['learn_seconds']:.1f}s) -> {output}")  # fmt: skip
+    print(
+        f"vocab: {stats['vocab_size']} tokens (threshold {stats['threshold']:.4g}, "
+        f"learned in {stats['learn_seconds']:.1f}s) -> {output}"
+    )
     print(
         f"{'lang':<8}{'sentences':>10}{'raw share':>11}{'smoothed':>10}{'unk rate':>10}{'wp/word':>9}"
     )

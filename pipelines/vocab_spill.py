@@ -37,7 +37,7 @@ from pipelines.spill import GROUP_ROWS, SpillFormat, merge_sorted, reduce_spille
 COUNTS = SpillFormat(
     pa.schema(
         [("word", pa.string()), ("lang", pa.string()), ("n", pa.int64()), ("first", pa.int64())]
-    ),  # fmt: skip
+    ),
     itemgetter(0, 1),
 )
 

@@ -122,22 +122,42 @@ def build(p: beam.Pipeline, inputs: list[str], args: argparse.Namespace, cfg: Co
         STATS,
         main="ranges",
     )
-    pages = with_outputs(plan.ranges | "SpreadRanges" >> beam.Reshuffle(), "Read", ReadRange(),
-                         STATS, SPREAD, main="pages")  # fmt: skip
+    pages = with_outputs(
+        plan.ranges | "SpreadRanges" >> beam.Reshuffle(),
+        "Read",
+        ReadRange(),
+        STATS,
+        SPREAD,
+        main="pages",
+    )
     # Only single-range dumps pay for a page-level shuffle: on a cluster, shuffling every page
     # of a multistream dump would move all of its uncompressed wikitext (~90 GB for enwiki)
     # for no gain in parallelism, since its thousands of ranges already spread the work.
     spread = pages[SPREAD] | "SpreadPages" >> beam.Reshuffle()
     # Two branches, not a Flatten of the pages: Beam's local engine would hold every page of a
     # Flatten fed by two stages in memory. finish_sentences joins them after its spill.
-    docs = with_outputs(pages.pages, "Parse", ConvertPages(cfg.page_timeout_s, cfg.max_page_chars),
-                        STATS, main="docs")  # fmt: skip
-    docs_spread = with_outputs(spread, "ParseSpread",
-                               ConvertPages(cfg.page_timeout_s, cfg.max_page_chars),
-                               STATS, main="docs")  # fmt: skip
-    finish_sentences([docs.docs, docs_spread.docs], args.output, cfg,
-                     [plan[STATS], pages[STATS], docs[STATS], docs_spread[STATS]],
-                     "wikipedia", {"inputs": len(inputs), "config": to_dict(cfg)})  # fmt: skip
+    docs = with_outputs(
+        pages.pages,
+        "Parse",
+        ConvertPages(cfg.page_timeout_s, cfg.max_page_chars),
+        STATS,
+        main="docs",
+    )
+    docs_spread = with_outputs(
+        spread,
+        "ParseSpread",
+        ConvertPages(cfg.page_timeout_s, cfg.max_page_chars),
+        STATS,
+        main="docs",
+    )
+    finish_sentences(
+        [docs.docs, docs_spread.docs],
+        args.output,
+        cfg,
+        [plan[STATS], pages[STATS], docs[STATS], docs_spread[STATS]],
+        "wikipedia",
+        {"inputs": len(inputs), "config": to_dict(cfg)},
+    )
 
 
 def parser() -> argparse.ArgumentParser:
@@ -182,9 +202,14 @@ def check_index(path: str) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return run_cli(build, argv, parser(), "wikipedia",
-                   lambda args: {"page_timeout_s": args.page_timeout},
-                   lambda args: check_index(args.index) if args.index else None)  # fmt: skip
+    return run_cli(
+        build,
+        argv,
+        parser(),
+        "wikipedia",
+        lambda args: {"page_timeout_s": args.page_timeout},
+        lambda args: check_index(args.index) if args.index else None,
+    )
 
 
 if __name__ == "__main__":

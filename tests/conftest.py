@@ -17,8 +17,13 @@ import pytest
 def _write_damaged_parquet(path: Path, table: pa.Table, groups: int = 3) -> Path:
     """A snappy Parquet of several row groups with bytes flipped inside every column chunk of
     the middle group: the footer is intact (the file opens), reading fails half-way."""
-    pq.write_table(table, path, compression="snappy", use_dictionary=False,
-                   row_group_size=max(1, table.num_rows // groups))  # fmt: skip
+    pq.write_table(
+        table,
+        path,
+        compression="snappy",
+        use_dictionary=False,
+        row_group_size=max(1, table.num_rows // groups),
+    )
     meta = pq.ParquetFile(path).metadata
     group = meta.row_group(meta.num_row_groups // 2)
     data = bytearray(path.read_bytes())

@@ -22,8 +22,9 @@ def write_wet(path: Path, docs: list[tuple[str, bytes]], gz: bool = True) -> Pat
     buf = io.BytesIO()
     w = WARCWriter(buf, gzip=gz)
     for url, payload in docs:
-        rec = w.create_warc_record(url, "conversion", payload=io.BytesIO(payload),
-                                   warc_content_type="text/plain")  # fmt: skip
+        rec = w.create_warc_record(
+            url, "conversion", payload=io.BytesIO(payload), warc_content_type="text/plain"
+        )
         w.write_record(rec)
     path.write_bytes(buf.getvalue())
     return path
@@ -34,8 +35,12 @@ def write_warc_html(path: Path, url: str, html: bytes, charset: str | None) -> P
     w = WARCWriter(buf, gzip=True)
     ctype = "text/html" + (f"; charset={charset}" if charset else "")
     http = StatusAndHeaders("200 OK", [("Content-Type", ctype)], protocol="HTTP/1.1")
-    w.write_record(w.create_warc_record(url, "response", payload=io.BytesIO(html), http_headers=http))
-    w.write_record(w.create_warc_record(url, "request", payload=io.BytesIO(b"GET / HTTP/1.1\r\n\r\n")))
+    w.write_record(
+        w.create_warc_record(url, "response", payload=io.BytesIO(html), http_headers=http)
+    )
+    w.write_record(
+        w.create_warc_record(url, "request", payload=io.BytesIO(b"GET / HTTP/1.1\r\n\r\n"))
+    )
     path.write_bytes(buf.getvalue())
     return path
 
@@ -49,18 +54,26 @@ def make_bad_cc_inputs(d: Path) -> dict[str, Path]:
     files = {}
     files["good"] = write_wet(d / "good.warc.wet.gz", [("http://a.example/1", good_wet_payload())])
     # Truncated gzip: a multi-record file cut in the middle of its second record.
-    full = write_wet(d / "tmp.wet.gz", [("http://b.example/1", good_wet_payload()),
-                                       ("http://b.example/2", good_wet_payload("Second page."))])
+    full = write_wet(
+        d / "tmp.wet.gz",
+        [
+            ("http://b.example/1", good_wet_payload()),
+            ("http://b.example/2", good_wet_payload("Second page.")),
+        ],
+    )
     data = full.read_bytes()
     full.unlink()
-    first_len = len(write_wet(d / "one.tmp", [("http://b.example/1", good_wet_payload())]).read_bytes())
+    first_len = len(
+        write_wet(d / "one.tmp", [("http://b.example/1", good_wet_payload())]).read_bytes()
+    )
     (d / "one.tmp").unlink()
     files["truncated"] = d / "truncated.warc.wet.gz"
     files["truncated"].write_bytes(data[: first_len + (len(data) - first_len) // 2])
     # Malformed header in the middle of an uncompressed WARC: the record after it survives.
     a = write_wet(d / "x.tmp", [("http://c.example/1", good_wet_payload())], gz=False).read_bytes()
-    b = write_wet(d / "y.tmp", [("http://c.example/3", good_wet_payload("Third page here."))],
-                  gz=False).read_bytes()  # fmt: skip
+    b = write_wet(
+        d / "y.tmp", [("http://c.example/3", good_wet_payload("Third page here."))], gz=False
+    ).read_bytes()
     (d / "x.tmp").unlink()
     (d / "y.tmp").unlink()
     # A record whose header block was overwritten: no parsable status line before the next one.
@@ -69,12 +82,18 @@ def make_bad_cc_inputs(d: Path) -> dict[str, Path]:
     files["malformed"].write_bytes(a + garbage + b)
     # Non-UTF-8 payload (Latin-1) in a WET record and an HTML response in windows-1251.
     latin = "Die Straße in Köln wurde für den Verkehr gesperrt, berichtete die Polizei heute früh."
-    files["latin1"] = write_wet(d / "latin1.warc.wet.gz", [("http://d.example/", latin.encode("latin-1"))])
-    ru = ("<html><head><title>t</title></head><body><nav>Главная | Новости</nav><article><p>"
-          "Городской совет утвердил новый бюджет для государственных школ в понедельник вечером."
-          "</p><p>Местные фермеры сообщили о хорошем урожае после необычно тёплого лета.</p>"
-          "</article></body></html>")  # fmt: skip
-    files["cp1251_html"] = write_warc_html(d / "ru.warc.gz", "http://e.example/", ru.encode("cp1251"), None)
+    files["latin1"] = write_wet(
+        d / "latin1.warc.wet.gz", [("http://d.example/", latin.encode("latin-1"))]
+    )
+    ru = (
+        "<html><head><title>t</title></head><body><nav>Главная | Новости</nav><article><p>"
+        "Городской совет утвердил новый бюджет для государственных школ в понедельник вечером."
+        "</p><p>Местные фермеры сообщили о хорошем урожае после необычно тёплого лета.</p>"
+        "</article></body></html>"
+    )
+    files["cp1251_html"] = write_warc_html(
+        d / "ru.warc.gz", "http://e.example/", ru.encode("cp1251"), None
+    )
     files["empty"] = d / "empty.warc.gz"
     files["empty"].write_bytes(b"")
     files["not_warc"] = d / "notes.warc.gz"
@@ -85,8 +104,10 @@ def make_bad_cc_inputs(d: Path) -> dict[str, Path]:
 # ------------------------------------------------------------------------------------------
 # Wikipedia dumps
 
-HEADER = ('<mediawiki xmlns="http://www.mediawiki.org/xml/export-0.10/" version="0.10" '
-          'xml:lang="en">\n  <siteinfo><sitename>Wikipedia</sitename></siteinfo>\n')  # fmt: skip
+HEADER = (
+    '<mediawiki xmlns="http://www.mediawiki.org/xml/export-0.10/" version="0.10" '
+    'xml:lang="en">\n  <siteinfo><sitename>Wikipedia</sitename></siteinfo>\n'
+)
 FOOTER = "</mediawiki>\n"
 
 
@@ -94,16 +115,20 @@ def page_xml(title: str, text: str, ns: int = 0, pid: int = 1, redirect: str | N
     from xml.sax.saxutils import escape
 
     red = f'<redirect title="{escape(redirect)}" />' if redirect else ""
-    return (f"  <page>\n    <title>{escape(title)}</title>\n    <ns>{ns}</ns>\n    <id>{pid}</id>\n"
-            f"    {red}\n    <revision><id>{pid}0</id><text xml:space=\"preserve\">{escape(text)}"
-            "</text></revision>\n  </page>\n")  # fmt: skip
+    return (
+        f"  <page>\n    <title>{escape(title)}</title>\n    <ns>{ns}</ns>\n    <id>{pid}</id>\n"
+        f'    {red}\n    <revision><id>{pid}0</id><text xml:space="preserve">{escape(text)}'
+        "</text></revision>\n  </page>\n"
+    )
 
 
 def article(i: int) -> str:
-    return (f"'''Topic {i}''' is a [[village]] in the [[Example County|county]].{{{{citation needed}}}}\n"
-            f"== History ==\nThe village of Topic {i} was founded by farmers in the year {1200 + i}.\n"
-            f"It has a church, a school and a small market square near the river.\n"
-            f"[[Category:Villages]]\n")  # fmt: skip
+    return (
+        f"'''Topic {i}''' is a [[village]] in the [[Example County|county]].{{{{citation needed}}}}\n"
+        f"== History ==\nThe village of Topic {i} was founded by farmers in the year {1200 + i}.\n"
+        f"It has a church, a school and a small market square near the river.\n"
+        f"[[Category:Villages]]\n"
+    )
 
 
 def write_dump(path: Path, pages: list[str]) -> Path:
@@ -134,14 +159,18 @@ def make_bad_wiki_inputs(d: Path) -> dict[str, Path]:
     d.mkdir(parents=True, exist_ok=True)
     files = {}
     pages = [page_xml(f"Topic {i}", article(i), pid=i + 1) for i in range(6)]
-    pages.append(page_xml("Talk:Topic 0", "A talk page sentence that is long enough.", ns=1, pid=100))
+    pages.append(
+        page_xml("Talk:Topic 0", "A talk page sentence that is long enough.", ns=1, pid=100)
+    )
     pages.append(page_xml("Old name", "#REDIRECT [[Topic 0]]", pid=101, redirect="Topic 0"))
     # Pathological wikitext: deeply nested template/link openers, slow for the tokenizer.
     patho = "{{a|" * 3000 + "[[b|" * 3000 + "text " * 20000
     pages.append(page_xml("Pathological", patho, pid=102))
     pages.append("  <page>\n    <title>Broken</title>\n    <ns>0<ns>\n  </page>\n")  # bad XML
     files["good"] = write_dump(d / "good-pages-articles.xml.bz2", pages)
-    data = write_dump(d / "t.tmp", [page_xml(f"T{i}", article(i), pid=200 + i) for i in range(40)]).read_bytes()
+    data = write_dump(
+        d / "t.tmp", [page_xml(f"T{i}", article(i), pid=200 + i) for i in range(40)]
+    ).read_bytes()
     (d / "t.tmp").unlink()
     files["truncated"] = d / "truncated-pages-articles.xml.bz2"
     files["truncated"].write_bytes(data[: len(data) * 2 // 3])

@@ -16,7 +16,9 @@ SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 def shared(rel: str) -> Path:
     path = SHARED_DATA / rel
     if not path.exists():
-        pytest.skip(f"real sample {path} is absent (../shared/data not checked out beside the repo)")
+        pytest.skip(
+            f"real sample {path} is absent (../shared/data not checked out beside the repo)"
+        )
     return path
 
 

@@ -22,8 +22,13 @@ def _lines(path: Path) -> list[str]:
     return path.read_text(encoding="utf-8").splitlines()
 
 
-def write_tatoeba_inputs(out: Path, vocab_size: int = 8000, data: Path = DATA,
-                         row_group_size: int = 256, corpus_dev: bool = False) -> dict[str, str]:  # fmt: skip
+def write_tatoeba_inputs(
+    out: Path,
+    vocab_size: int = 8000,
+    data: Path = DATA,
+    row_group_size: int = 256,
+    corpus_dev: bool = False,
+) -> dict[str, str]:
     """sentences/<lang>/part-0.parquet (both sides of train), pairs.tsv, vocab/ (the project's
     deterministic learner); returns their paths.
 
@@ -51,20 +56,29 @@ def write_tatoeba_inputs(out: Path, vocab_size: int = 8000, data: Path = DATA,
             mono_src += list(rng.permutation(_lines(data / f"dev.{lang}-eng.{lang}")))
             mono_trg += list(rng.permutation(_lines(data / f"dev.{lang}-eng.eng")))
         (out / "sentences" / lang).mkdir(parents=True, exist_ok=True)
-        pq.write_table(pa.table({"text": mono_src, "lang": [lang] * len(mono_src)}),
-                       out / "sentences" / lang / "part-0.parquet", row_group_size=row_group_size)  # fmt: skip
+        pq.write_table(
+            pa.table({"text": mono_src, "lang": [lang] * len(mono_src)}),
+            out / "sentences" / lang / "part-0.parquet",
+            row_group_size=row_group_size,
+        )
         eng += mono_trg
         texts += src
         train_eng += trg
         rows += [f"{s}\t{t}\t{lang}\teng\n" for s, t in zip(src, trg, strict=True)]
     (out / "sentences" / "eng").mkdir(parents=True, exist_ok=True)
-    pq.write_table(pa.table({"text": eng, "lang": ["eng"] * len(eng)}),
-                   out / "sentences" / "eng" / "part-0.parquet", row_group_size=row_group_size)  # fmt: skip
+    pq.write_table(
+        pa.table({"text": eng, "lang": ["eng"] * len(eng)}),
+        out / "sentences" / "eng" / "part-0.parquet",
+        row_group_size=row_group_size,
+    )
     (out / "pairs.tsv").write_text("".join(rows), encoding="utf-8")
     if not (out / "vocab" / "vocab.txt").exists():
         learn_vocab_from(iter(texts + train_eng), str(out / "vocab"), vocab_size)
-    return {"sentences": str(out / "sentences"), "pairs": str(out / "pairs.tsv"),
-            "vocab": str(out / "vocab")}  # fmt: skip
+    return {
+        "sentences": str(out / "sentences"),
+        "pairs": str(out / "pairs.tsv"),
+        "vocab": str(out / "vocab"),
+    }
 
 
 def dev_accuracy(model_dir: str, data: Path = DATA) -> dict[str, float]:

@@ -61,8 +61,9 @@ def kill_group(p: subprocess.Popen) -> None:
 
 def _popen(cmd: list[str], log: Path, **extra_env: str) -> subprocess.Popen:
     f = open(log, "wb")  # noqa: SIM115 - closed with the process
-    p = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, env=env(**extra_env),
-                         start_new_session=True)  # fmt: skip
+    p = subprocess.Popen(
+        cmd, stdout=f, stderr=subprocess.STDOUT, env=env(**extra_env), start_new_session=True
+    )
     f.close()
     return p
 
@@ -89,14 +90,43 @@ def dask_cluster(workers: int, logdir: Path, timeout: float = 90) -> Iterator[st
     port = free_port()
     addr = f"tcp://127.0.0.1:{port}"
     dask = str(BIN / "dask") if (BIN / "dask").exists() else shutil.which("dask") or "dask"
-    procs = [_popen([dask, "scheduler", "--host", "127.0.0.1", "--port", str(port),
-                     "--no-dashboard", "--no-show"], logdir / "scheduler.log")]  # fmt: skip
+    procs = [
+        _popen(
+            [
+                dask,
+                "scheduler",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--no-dashboard",
+                "--no-show",
+            ],
+            logdir / "scheduler.log",
+        )
+    ]
     try:
         _wait_port(port, procs, timeout, "dask scheduler")
         for i in range(workers):
-            procs.append(_popen([dask, "worker", addr, "--nthreads", "1", "--nworkers", "1",
-                                 "--no-dashboard", "--host", "127.0.0.1",
-                                 "--name", f"w{i}"], logdir / f"worker{i}.log"))  # fmt: skip
+            procs.append(
+                _popen(
+                    [
+                        dask,
+                        "worker",
+                        addr,
+                        "--nthreads",
+                        "1",
+                        "--nworkers",
+                        "1",
+                        "--no-dashboard",
+                        "--host",
+                        "127.0.0.1",
+                        "--name",
+                        f"w{i}",
+                    ],
+                    logdir / f"worker{i}.log",
+                )
+            )
         _wait_workers(addr, workers, procs, timeout)
         yield addr
     finally:
@@ -119,8 +149,14 @@ def _wait_workers(addr: str, n: int, procs: list[subprocess.Popen], timeout: flo
 
 
 def dask_args(addr: str, partitions: int = 4) -> list[str]:
-    return ["--runner", DASK_RUNNER, "--dask_client_address", addr,
-            "--dask_npartitions", str(partitions)]  # fmt: skip
+    return [
+        "--runner",
+        DASK_RUNNER,
+        "--dask_client_address",
+        addr,
+        "--dask_npartitions",
+        str(partitions),
+    ]
 
 
 def s3_available() -> str | None:
@@ -133,8 +169,11 @@ def s3_available() -> str | None:
     return None
 
 
-S3_KEYS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-           "AWS_DEFAULT_REGION": "us-east-1"}  # fmt: skip
+S3_KEYS = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_DEFAULT_REGION": "us-east-1",
+}
 
 
 @contextlib.contextmanager
@@ -142,8 +181,11 @@ def s3_server(logdir: Path, timeout: float = 60) -> Iterator[str]:
     """A moto S3 server on 127.0.0.1 (its own process); yields the endpoint URL."""
     logdir.mkdir(parents=True, exist_ok=True)
     port = free_port()
-    p = _popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-               logdir / "moto.log", **S3_KEYS)  # fmt: skip
+    p = _popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        logdir / "moto.log",
+        **S3_KEYS,
+    )
     try:
         _wait_port(port, [p], timeout, "moto S3 server")
         yield f"http://127.0.0.1:{port}"
@@ -157,8 +199,10 @@ def s3rver_server(exe: str, data: Path, timeout: float = 60) -> Iterator[str]:
     second server, accepting only the access key ``S3RVER``); yields the endpoint URL."""
     data.mkdir(parents=True, exist_ok=True)
     port = free_port()
-    p = _popen([exe, "-d", str(data), "-a", "127.0.0.1", "-p", str(port), "--silent"],
-               data.parent / "s3rver.log")  # fmt: skip
+    p = _popen(
+        [exe, "-d", str(data), "-a", "127.0.0.1", "-p", str(port), "--silent"],
+        data.parent / "s3rver.log",
+    )
     try:
         _wait_port(port, [p], timeout, "s3rver")
         yield f"http://127.0.0.1:{port}"
@@ -168,9 +212,18 @@ def s3rver_server(exe: str, data: Path, timeout: float = 60) -> Iterator[str]:
 
 def s3_args(endpoint: str) -> list[str]:
     """Beam's S3 options for the loopback server (pipeline options reach every worker)."""
-    return ["--s3_endpoint_url", endpoint, "--s3_access_key_id", "testing",
-            "--s3_secret_access_key", "testing", "--s3_region_name", "us-east-1",
-            "--s3_verify", "false"]  # fmt: skip
+    return [
+        "--s3_endpoint_url",
+        endpoint,
+        "--s3_access_key_id",
+        "testing",
+        "--s3_secret_access_key",
+        "testing",
+        "--s3_region_name",
+        "us-east-1",
+        "--s3_verify",
+        "false",
+    ]
 
 
 @contextlib.contextmanager
@@ -194,8 +247,13 @@ def s3_test_server(logdir: Path, *buckets: str) -> Iterator[tuple[str, object]]:
 def s3_client(endpoint: str, key: str = "testing"):
     import boto3
 
-    return boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=key,
-                        aws_secret_access_key=key, region_name="us-east-1")  # fmt: skip
+    return boto3.client(
+        "s3",
+        endpoint_url=endpoint,
+        aws_access_key_id=key,
+        aws_secret_access_key=key,
+        region_name="us-east-1",
+    )
 
 
 class BeamS3Wrapper:

@@ -17,15 +17,17 @@ from labse_common.stats import check_balanced
 def _scored(tmp_path, langs=(("de", "en"),) * 6):
     n = len(langs)
     scores = [0.9, 0.5, 0.2, float("nan"), 0.49, -1.0][:n]
-    table = pa.table({
-        "src": [f"Satz {i}" for i in range(n)],
-        "trg": [f"sentence {i}" if i != 1 else "a line\nbreak" for i in range(n)],
-        "src_lang": [a for a, _ in langs],
-        "trg_lang": [b for _, b in langs],
-        "margin": pa.array([1.2 + i / 10 for i in range(n)], pa.float32()),
-        "src_id": [f"d{i}" for i in range(n)],
-        "cds_score": pa.array(scores, pa.float32()),
-    })  # fmt: skip
+    table = pa.table(
+        {
+            "src": [f"Satz {i}" for i in range(n)],
+            "trg": [f"sentence {i}" if i != 1 else "a line\nbreak" for i in range(n)],
+            "src_lang": [a for a, _ in langs],
+            "trg_lang": [b for _, b in langs],
+            "margin": pa.array([1.2 + i / 10 for i in range(n)], pa.float32()),
+            "src_id": [f"d{i}" for i in range(n)],
+            "cds_score": pa.array(scores, pa.float32()),
+        }
+    )
     path = tmp_path / "scored.parquet"
     pq.write_table(table, path)
     return path
@@ -65,8 +67,12 @@ def test_apply_outputs(tmp_path, capsys):
     assert (out / "corpus.en").read_text().splitlines() == ["sentence 0", "a line break"]
     rej = pq.read_table(out / "rejected.parquet")
     reasons = dict(zip(rej.column("src").to_pylist(), rej.column("reason").to_pylist()))
-    assert reasons == {"Satz 2": "below_threshold", "Satz 3": "no_score", "Satz 4": "below_threshold",
-                       "Satz 5": "below_threshold"}  # fmt: skip
+    assert reasons == {
+        "Satz 2": "below_threshold",
+        "Satz 3": "no_score",
+        "Satz 4": "below_threshold",
+        "Satz 5": "below_threshold",
+    }
     stats = json.loads((out / "stats.json").read_text())
     assert stats["counts"]["pairs"]["in"] == 6 and stats["counts"]["pairs"]["out"] == 2
     assert stats["counts"]["pairs"]["dropped"] == {"below_threshold": 3, "no_score": 1}
@@ -84,11 +90,32 @@ def test_apply_several_language_pairs_and_rules_stats(tmp_path):
     langs = [("de", "en"), ("fr", "en"), ("de", "en"), ("fr", "en"), ("fr", "en"), ("fr", "en")]
     scored, thr = _scored(tmp_path, langs), _threshold(tmp_path, t=0.0)
     rules = tmp_path / "rules_stats.json"
-    rules.write_text(json.dumps({"stage": "pair_rules", "steps": {"length": {"in": 9, "out": 6, "dropped": {"too_long": 3}}},
-                                 "summary": {"by_lang_pair": {}}, "counts": {}}))  # fmt: skip
+    rules.write_text(
+        json.dumps(
+            {
+                "stage": "pair_rules",
+                "steps": {"length": {"in": 9, "out": 6, "dropped": {"too_long": 3}}},
+                "summary": {"by_lang_pair": {}},
+                "counts": {},
+            }
+        )
+    )
     out = tmp_path / "out"
-    assert apply_main(["--scored", str(scored), "--threshold", str(thr), "--output", str(out),
-                       "--rules-stats", str(rules)]) == 0  # fmt: skip
+    assert (
+        apply_main(
+            [
+                "--scored",
+                str(scored),
+                "--threshold",
+                str(thr),
+                "--output",
+                str(out),
+                "--rules-stats",
+                str(rules),
+            ]
+        )
+        == 0
+    )
     assert (out / "de-en" / "corpus.de").read_text().splitlines() == ["Satz 0", "Satz 2"]
     assert (out / "fr-en" / "corpus.en").read_text().splitlines() == ["a line break", "sentence 4"]
     stats = json.loads((out / "stats.json").read_text())
@@ -98,8 +125,14 @@ def test_apply_several_language_pairs_and_rules_stats(tmp_path):
 
 
 def test_apply_other_score_column_and_unknown_languages(tmp_path):
-    table = pa.table({"src": ["a", "b", "c"], "trg": ["x", "y", "z"], "cds_score": [0.0, 0.0, 0.0],
-                      "dual_xent": [0.9, 0.1, 0.5]})  # fmt: skip
+    table = pa.table(
+        {
+            "src": ["a", "b", "c"],
+            "trg": ["x", "y", "z"],
+            "cds_score": [0.0, 0.0, 0.0],
+            "dual_xent": [0.9, 0.1, 0.5],
+        }
+    )
     pq.write_table(table, tmp_path / "s.parquet")
     thr = _threshold(tmp_path, t=0.5, column="dual_xent")
     out = tmp_path / "o"
@@ -115,16 +148,30 @@ def test_apply_other_score_column_and_unknown_languages(tmp_path):
 
 @pytest.mark.parametrize(
     "problem",
-    ["missing_scored", "bad_json", "nan_threshold", "no_column", "not_empty", "rules_stats_list",
-     "text_scores", "threshold_list"],
-)  # fmt: skip
+    [
+        "missing_scored",
+        "bad_json",
+        "nan_threshold",
+        "no_column",
+        "not_empty",
+        "rules_stats_list",
+        "text_scores",
+        "threshold_list",
+    ],
+)
 def test_apply_bad_input_is_exit_2(tmp_path, capsys, caplog, problem):
     scored, thr = _scored(tmp_path), _threshold(tmp_path)
     out = tmp_path / "out"
     extra = []
-    named = {"missing_scored": scored, "bad_json": thr, "nan_threshold": thr, "no_column": scored,
-             "rules_stats_list": tmp_path / "rules.json", "text_scores": scored,
-             "threshold_list": thr}.get(problem)  # fmt: skip
+    named = {
+        "missing_scored": scored,
+        "bad_json": thr,
+        "nan_threshold": thr,
+        "no_column": scored,
+        "rules_stats_list": tmp_path / "rules.json",
+        "text_scores": scored,
+        "threshold_list": thr,
+    }.get(problem)
     if problem == "missing_scored":
         scored = named = tmp_path / "nope.parquet"
     elif problem == "bad_json":

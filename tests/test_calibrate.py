@@ -142,8 +142,19 @@ def test_cli_writes_threshold_plot_and_stats(tmp_path, capsys):
     # One malformed line (two fields) and one pair that was never scored: counted, not fatal.
     labels = _labels(tmp_path, _label_rows() + [("unscored", "pair", "BAD")], extra="only\tTWO\n")
     out = tmp_path / "cal"
-    rc = calibrate_main(["--scored", str(scored), "--labels", str(labels), "--target", "0.8",
-                         "--output", str(out), *SMALL])  # fmt: skip
+    rc = calibrate_main(
+        [
+            "--scored",
+            str(scored),
+            "--labels",
+            str(labels),
+            "--target",
+            "0.8",
+            "--output",
+            str(out),
+            *SMALL,
+        ]
+    )
     assert rc == 0, capsys.readouterr().err
     doc = json.loads((out / "threshold.json").read_text())
     assert doc["threshold"] == 0.5 and doc["precision"] == pytest.approx(0.8)
@@ -181,9 +192,16 @@ def test_cli_refuses_useless_samples(tmp_path, capsys, caplog, labels, message):
 def test_cli_refuses_a_score_column_stored_as_text(tmp_path, caplog):
     """The same decision as apply: numbers stored as text are refused, the column named."""
     path = tmp_path / "scored.parquet"
-    pq.write_table(pa.table({"src": [f"quelle {i}" for i in range(10)],
-                             "trg": [f"target {i}" for i in range(10)],
-                             "cds_score": [str(v) for v in SCORES]}), path)  # fmt: skip
+    pq.write_table(
+        pa.table(
+            {
+                "src": [f"quelle {i}" for i in range(10)],
+                "trg": [f"target {i}" for i in range(10)],
+                "cds_score": [str(v) for v in SCORES],
+            }
+        ),
+        path,
+    )
     lab = _labels(tmp_path, _label_rows())
     rc = calibrate_main(
         ["--scored", str(path), "--labels", str(lab), "--output", str(tmp_path / "c"), *SMALL]
@@ -207,8 +225,19 @@ def test_cli_bad_label_value_and_missing_file(tmp_path, caplog):
     )
     assert "'maybe' is not GOOD or BAD" in caplog.text and "line 4" in caplog.text
     caplog.clear()
-    assert calibrate_main(["--scored", str(tmp_path / "nope.parquet"), "--labels", str(lab),
-                           "--output", str(tmp_path / "c")]) == 2  # fmt: skip
+    assert (
+        calibrate_main(
+            [
+                "--scored",
+                str(tmp_path / "nope.parquet"),
+                "--labels",
+                str(lab),
+                "--output",
+                str(tmp_path / "c"),
+            ]
+        )
+        == 2
+    )
     assert "not found" in caplog.text and "--scored" in caplog.text
 
 
@@ -216,14 +245,39 @@ def test_cli_parquet_labels_via_python_m(tmp_path):
     scored = _scored(tmp_path)
     lab = tmp_path / "labels.parquet"
     rows = _label_rows()
-    pq.write_table(pa.table({"src": [r[0] for r in rows], "trg": [r[1] for r in rows],
-                             "label": [r[2] for r in rows]}), lab)  # fmt: skip
+    pq.write_table(
+        pa.table(
+            {
+                "src": [r[0] for r in rows],
+                "trg": [r[1] for r in rows],
+                "label": [r[2] for r in rows],
+            }
+        ),
+        lab,
+    )
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     res = subprocess.run(
-        [sys.executable, "-m", "filters", "calibrate", "--scored", str(scored), "--labels", str(lab),
-         "--output", str(tmp_path / "c"), "--target", "0.6", *SMALL],
-        capture_output=True, text=True, env=env, cwd=ROOT, timeout=120,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "filters",
+            "calibrate",
+            "--scored",
+            str(scored),
+            "--labels",
+            str(lab),
+            "--output",
+            str(tmp_path / "c"),
+            "--target",
+            "0.6",
+            *SMALL,
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=120,
+    )
     assert res.returncode == 0, res.stderr
     assert json.loads((tmp_path / "c" / "threshold.json").read_text())["threshold"] == 0.2
 
@@ -231,8 +285,10 @@ def test_cli_parquet_labels_via_python_m(tmp_path):
 def test_cli_tsv_labels_with_header_line(tmp_path, capsys):
     scored = _scored(tmp_path)
     lab = tmp_path / "labels.tsv"
-    lab.write_text("src\ttrg\tlabel\n" + "".join(f"{s}\t{t}\t{g.lower()}\n" for s, t, g in _label_rows()),
-                   encoding="utf-8")  # fmt: skip
+    lab.write_text(
+        "src\ttrg\tlabel\n" + "".join(f"{s}\t{t}\t{g.lower()}\n" for s, t, g in _label_rows()),
+        encoding="utf-8",
+    )
     rc = calibrate_main(
         ["--scored", str(scored), "--labels", str(lab), "--output", str(tmp_path / "c"), *SMALL]
     )
@@ -245,11 +301,22 @@ def test_cli_unscored_labelled_pairs_are_counted(tmp_path, capsys):
     src = [f"quelle {i}" for i in range(10)]
     scores = list(SCORES)
     scores[9] = float("nan")  # a pair the scorer could not score
-    pq.write_table(pa.table({"src": src, "trg": [f"target {i}" for i in range(10)], "cds_score": scores}),
-                   tmp_path / "scored.parquet")  # fmt: skip
+    pq.write_table(
+        pa.table({"src": src, "trg": [f"target {i}" for i in range(10)], "cds_score": scores}),
+        tmp_path / "scored.parquet",
+    )
     lab = _labels(tmp_path, _label_rows())
-    rc = calibrate_main(["--scored", str(tmp_path / "scored.parquet"), "--labels", str(lab),
-                         "--output", str(tmp_path / "c"), *SMALL])  # fmt: skip
+    rc = calibrate_main(
+        [
+            "--scored",
+            str(tmp_path / "scored.parquet"),
+            "--labels",
+            str(lab),
+            "--output",
+            str(tmp_path / "c"),
+            *SMALL,
+        ]
+    )
     assert rc == 0, capsys.readouterr().err
     stats = json.loads((tmp_path / "c" / "stats.json").read_text())
     assert stats["counts"]["labelled_pairs"] == {"in": 10, "out": 9, "dropped": {"no_score": 1}}

@@ -41,8 +41,20 @@ def trained(tmp_path_factory):
     trusted = d / "trusted.tsv.gz"
     trusted.write_bytes(blob[: len(blob) - 12])
     model = d / "model"
-    rc = train_main(["--noisy", str(noisy), "--trusted", str(trusted), "--output", str(model),
-                     "--bidirectional", "--threads", "1", *SETS])  # fmt: skip
+    rc = train_main(
+        [
+            "--noisy",
+            str(noisy),
+            "--trusted",
+            str(trusted),
+            "--output",
+            str(model),
+            "--bidirectional",
+            "--threads",
+            "1",
+            *SETS,
+        ]
+    )
     assert rc == 0
     return d, model
 
@@ -52,8 +64,12 @@ def test_train_outputs_and_stats(trained):
     stats = json.loads((model / "stats.json").read_text())
     assert not check_balanced(stats)
     c = stats["counts"]
-    assert c["noisy_pairs"] == {"in": 71, "out": 70, "dropped": {"empty_side": 1},
-                                "events": c["noisy_pairs"].get("events", {})}  # fmt: skip
+    assert c["noisy_pairs"] == {
+        "in": 71,
+        "out": 70,
+        "dropped": {"empty_side": 1},
+        "events": c["noisy_pairs"].get("events", {}),
+    }
     assert c["noisy_pairs_lines"]["dropped"] == {"malformed": 1}
     assert c["trusted_pairs_lines"]["events"]["truncated_gzip"] == 1
     assert 25 <= c["trusted_pairs"]["out"] <= 30
@@ -66,16 +82,37 @@ def test_score_keeps_columns_and_text(trained, capsys):
     d, model = trained
     src, trg = toy_pairs(30, 9)
     src[0] = "  le chat .  "  # scored text stays exactly as given
-    table = pa.table({"src": src, "trg": trg, "margin": pa.array(np.linspace(1, 2, 30), pa.float32()),
-                      "src_lang": ["fr"] * 30})  # fmt: skip
+    table = pa.table(
+        {
+            "src": src,
+            "trg": trg,
+            "margin": pa.array(np.linspace(1, 2, 30), pa.float32()),
+            "src_lang": ["fr"] * 30,
+        }
+    )
     pq.write_table(table, d / "pairs.parquet")
     # The labelled sample scored in the same run, into the same folder (one model load, one
     # stats.json counting both).
     labelled = _tsv(d / "labelled.tsv", src[:12], trg[:12])
     folder = d / "scored"
-    rc = score_main(["--model", str(model), "--pairs", str(d / "pairs.parquet"), "--output", str(folder),
-                     "--labelled", str(labelled), "--batch-rows", "7", "--threads", "1",
-                     "--set", "progress=false"])  # fmt: skip
+    rc = score_main(
+        [
+            "--model",
+            str(model),
+            "--pairs",
+            str(d / "pairs.parquet"),
+            "--output",
+            str(folder),
+            "--labelled",
+            str(labelled),
+            "--batch-rows",
+            "7",
+            "--threads",
+            "1",
+            "--set",
+            "progress=false",
+        ]
+    )
     assert rc == 0, capsys.readouterr().err
     assert sorted(p.name for p in folder.iterdir()) == [
         "labelled.parquet",
@@ -83,15 +120,27 @@ def test_score_keeps_columns_and_text(trained, capsys):
         "stats.json",
     ]
     scored = pq.read_table(folder / "scored.parquet")
-    assert scored.column_names == ["src", "trg", "margin", "src_lang", "cds_score", "xent_clean",
-                                   "cds_score_bwd", "xent_clean_bwd", "dual_xent"]  # fmt: skip
+    assert scored.column_names == [
+        "src",
+        "trg",
+        "margin",
+        "src_lang",
+        "cds_score",
+        "xent_clean",
+        "cds_score_bwd",
+        "xent_clean_bwd",
+        "dual_xent",
+    ]
     assert scored.column("src").to_pylist() == src and scored.column("trg").to_pylist() == trg
     dx = scored.column("dual_xent").to_numpy()
     assert np.isfinite(scored.column("cds_score").to_numpy()).all() and ((dx > 0) & (dx <= 1)).all()
     lab = pq.read_table(folder / "labelled.parquet")
     assert lab.num_rows == 12 and "cds_score" in lab.column_names
-    np.testing.assert_allclose(lab.column("cds_score").to_numpy()[1:],
-                               scored.column("cds_score").to_numpy()[1:12], rtol=1e-4)  # fmt: skip
+    np.testing.assert_allclose(
+        lab.column("cds_score").to_numpy()[1:],
+        scored.column("cds_score").to_numpy()[1:12],
+        rtol=1e-4,
+    )
     stats = json.loads((folder / "stats.json").read_text())
     assert not check_balanced(stats)
     assert stats["counts"]["pairs"]["in"] == stats["counts"]["pairs"]["out"] == 30
@@ -103,8 +152,19 @@ def test_trusted_set_too_small_is_exit_2(tmp_path, capsys, caplog):
     src, trg = toy_pairs(40, 3)
     noisy = _tsv(tmp_path / "n.tsv", src[:30], trg[:30])
     trusted = _tsv(tmp_path / "t.tsv", src[30:], trg[30:])
-    rc = train_main(["--noisy", str(noisy), "--trusted", str(trusted), "--output", str(tmp_path / "m"),
-                     *SETS, "--set", "min_trusted=20"])  # fmt: skip
+    rc = train_main(
+        [
+            "--noisy",
+            str(noisy),
+            "--trusted",
+            str(trusted),
+            "--output",
+            str(tmp_path / "m"),
+            *SETS,
+            "--set",
+            "min_trusted=20",
+        ]
+    )
     assert rc == 2
     err = capsys.readouterr().err + caplog.text
     assert "trusted set has 10 usable pairs; at least 20" in err and "Traceback" not in err
@@ -134,8 +194,13 @@ def test_score_bad_input_is_exit_2(trained, tmp_path, capsys, caplog, problem):
     err = capsys.readouterr().err + caplog.text
     errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
     assert len(errors) == 1 and "Traceback" not in err
-    flag = {"missing_pairs": "--pairs", "missing_model": "--model", "not_a_model": "--model",
-            "bad_config": "score_batch_size", "output_file": "--output"}[problem]  # fmt: skip
+    flag = {
+        "missing_pairs": "--pairs",
+        "missing_model": "--model",
+        "not_a_model": "--model",
+        "bad_config": "score_batch_size",
+        "output_file": "--output",
+    }[problem]
     assert flag in errors[0]
     assert not (tmp_path / "s").exists() and not (tmp_path / "s.parquet").exists()
 
@@ -143,8 +208,14 @@ def test_score_bad_input_is_exit_2(trained, tmp_path, capsys, caplog, problem):
 def test_help_via_python_m():
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     for cmd in ("cds-train", "cds-score", "calibrate", "apply"):
-        res = subprocess.run([sys.executable, "-m", "filters", cmd, "--help"], capture_output=True,
-                             text=True, env=env, cwd=ROOT, timeout=120)  # fmt: skip
+        res = subprocess.run(
+            [sys.executable, "-m", "filters", cmd, "--help"],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=ROOT,
+            timeout=120,
+        )
         assert res.returncode == 0 and "--output" in res.stdout, res.stderr
 
 
@@ -162,8 +233,21 @@ def test_train_from_a_local_pretrained_checkpoint(trained, tmp_path):
     noisy = _tsv(tmp_path / "n.tsv", src[:25], trg[:25])
     trusted = _tsv(tmp_path / "t.tsv", src[25:], trg[25:])
     out = tmp_path / "m"
-    rc = train_main(["--noisy", str(noisy), "--trusted", str(trusted), "--output", str(out), "--init", str(init),
-                     *SETS, "--set", "noisy_epochs=1"])  # fmt: skip
+    rc = train_main(
+        [
+            "--noisy",
+            str(noisy),
+            "--trusted",
+            str(trusted),
+            "--output",
+            str(out),
+            "--init",
+            str(init),
+            *SETS,
+            "--set",
+            "noisy_epochs=1",
+        ]
+    )
     assert rc == 0
     meta = json.loads((out / "cds.json").read_text())
     assert meta["config"]["init"] == str(init)
@@ -173,8 +257,22 @@ def test_train_from_a_local_pretrained_checkpoint(trained, tmp_path):
     from filters.bitext.cds.model import load_tokenizer
 
     assert load_tokenizer(str(out)).get_vocab() == load_tokenizer(str(init)).get_vocab()
-    assert train_main(["--noisy", str(noisy), "--trusted", str(trusted), "--output", str(tmp_path / "m2"),
-                       "--init", str(tmp_path / "missing"), *SETS]) == 2  # fmt: skip
+    assert (
+        train_main(
+            [
+                "--noisy",
+                str(noisy),
+                "--trusted",
+                str(trusted),
+                "--output",
+                str(tmp_path / "m2"),
+                "--init",
+                str(tmp_path / "missing"),
+                *SETS,
+            ]
+        )
+        == 2
+    )
 
 
 def test_train_output_is_exclusive(trained, tmp_path, caplog):
@@ -187,8 +285,21 @@ def test_train_output_is_exclusive(trained, tmp_path, caplog):
     out = tmp_path / "m"
     out.mkdir()
     (out / "_CLAIM.json").write_text('{"job_id": "other"}')
-    args = ["--noisy", str(noisy), "--trusted", str(trusted), "--output", str(out), "--threads", "1",
-            *SETS, "--set", "min_trusted=10", "--set", "min_noisy=10"]  # fmt: skip
+    args = [
+        "--noisy",
+        str(noisy),
+        "--trusted",
+        str(trusted),
+        "--output",
+        str(out),
+        "--threads",
+        "1",
+        *SETS,
+        "--set",
+        "min_trusted=10",
+        "--set",
+        "min_noisy=10",
+    ]
     assert train_main(args) == 2
     assert "being written by another job" in caplog.text
     assert sorted(p.name for p in out.iterdir()) == ["_CLAIM.json"]

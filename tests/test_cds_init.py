@@ -23,9 +23,19 @@ torch.set_num_threads(1)
 _SRC = "le chat chien noir blanc mange dort petit grand rouge bleu vert vite lent".split()
 _TRG = "the cat dog black white eats sleeps small big red blue green fast slow".split()
 LEX = dict(zip(_SRC, _TRG))
-TINY = ["model.max_length=16", "batch_size=16", "noisy_epochs=1", "clean_epochs=1",
-        "min_trusted=10", "min_noisy=10", "progress=false", "warmup_steps=2", "device=cpu",
-        "lr=1e-3", "clean_lr=5e-4"]  # fmt: skip
+TINY = [
+    "model.max_length=16",
+    "batch_size=16",
+    "noisy_epochs=1",
+    "clean_epochs=1",
+    "min_trusted=10",
+    "min_noisy=10",
+    "progress=false",
+    "warmup_steps=2",
+    "device=cpu",
+    "lr=1e-3",
+    "clean_lr=5e-4",
+]
 
 
 def toy_pairs(n: int, seed: int) -> tuple[list[str], list[str]]:
@@ -47,10 +57,18 @@ def make_marian(dirpath) -> str:
     text = dirpath / "corpus.txt"
     text.write_text("\n".join(src + trg) + "\n", encoding="utf-8")
     prefix = str(dirpath / "spm")
-    spm.SentencePieceTrainer.train(input=str(text), model_prefix=prefix, vocab_size=40,
-                                   model_type="unigram", character_coverage=1.0,
-                                   bos_id=-1, eos_id=1, unk_id=0, pad_id=-1,
-                                   minloglevel=2)  # fmt: skip
+    spm.SentencePieceTrainer.train(
+        input=str(text),
+        model_prefix=prefix,
+        vocab_size=40,
+        model_type="unigram",
+        character_coverage=1.0,
+        bos_id=-1,
+        eos_id=1,
+        unk_id=0,
+        pad_id=-1,
+        minloglevel=2,
+    )
     proc = spm.SentencePieceProcessor(model_file=prefix + ".model")
     pieces = ["</s>", "<unk>"] + [proc.id_to_piece(i) for i in range(2, proc.get_piece_size())]
     vocab = {p: i for i, p in enumerate(pieces)}
@@ -58,14 +76,29 @@ def make_marian(dirpath) -> str:
     model_dir = dirpath / "marian"
     model_dir.mkdir()
     (dirpath / "vocab.json").write_text(json.dumps(vocab), encoding="utf-8")
-    tok = MarianTokenizer(source_spm=prefix + ".model", target_spm=prefix + ".model",
-                          vocab=str(dirpath / "vocab.json"), source_lang="fr", target_lang="en")  # fmt: skip
+    tok = MarianTokenizer(
+        source_spm=prefix + ".model",
+        target_spm=prefix + ".model",
+        vocab=str(dirpath / "vocab.json"),
+        source_lang="fr",
+        target_lang="en",
+    )
     tok.save_pretrained(model_dir)
-    config = MarianConfig(vocab_size=len(vocab), d_model=32, encoder_layers=1, decoder_layers=1,
-                          encoder_attention_heads=2, decoder_attention_heads=2,
-                          encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=64,
-                          pad_token_id=vocab["<pad>"], eos_token_id=vocab["</s>"],
-                          decoder_start_token_id=vocab["<pad>"], forced_eos_token_id=None)  # fmt: skip
+    config = MarianConfig(
+        vocab_size=len(vocab),
+        d_model=32,
+        encoder_layers=1,
+        decoder_layers=1,
+        encoder_attention_heads=2,
+        decoder_attention_heads=2,
+        encoder_ffn_dim=64,
+        decoder_ffn_dim=64,
+        max_position_embeddings=64,
+        pad_token_id=vocab["<pad>"],
+        eos_token_id=vocab["</s>"],
+        decoder_start_token_id=vocab["<pad>"],
+        forced_eos_token_id=None,
+    )
     torch.manual_seed(0)
     MarianMTModel(config).save_pretrained(model_dir)
     return str(model_dir)
@@ -92,8 +125,10 @@ def test_marian_sentencepiece_round_trip(tmp_path):
     first, again, meta = _train_and_reload(marian, tmp_path / "cds")
     assert np.isfinite(first).all() and first.shape == (20,)
     np.testing.assert_allclose(first, again, rtol=0, atol=1e-6)
-    assert json.loads((tmp_path / "cds" / "fwd" / "noisy" / "config.json").read_text())[
-        "model_type"] == "marian"  # fmt: skip
+    assert (
+        json.loads((tmp_path / "cds" / "fwd" / "noisy" / "config.json").read_text())["model_type"]
+        == "marian"
+    )
 
 
 def test_warm_start_from_a_bert_checkpoint(tmp_path):

@@ -22,10 +22,23 @@ _SRC_WORDS = "le chat chien noir blanc mange dort petit grand rouge bleu vert vi
 _TRG_WORDS = "the cat dog black white eats sleeps small big red blue green fast slow".split()
 LEX = dict(zip(_SRC_WORDS, _TRG_WORDS))
 
-TINY = ["vocab_size=200", "model.d_model=32", "model.attention_heads=2", "model.ffn_dim=64",
-        "model.encoder_layers=1", "model.decoder_layers=1", "model.max_length=12", "batch_size=16",
-        "noisy_epochs=2", "clean_epochs=1", "min_trusted=10", "min_noisy=10", "progress=false",
-        "warmup_steps=2", "device=cpu"]  # fmt: skip
+TINY = [
+    "vocab_size=200",
+    "model.d_model=32",
+    "model.attention_heads=2",
+    "model.ffn_dim=64",
+    "model.encoder_layers=1",
+    "model.decoder_layers=1",
+    "model.max_length=12",
+    "batch_size=16",
+    "noisy_epochs=2",
+    "clean_epochs=1",
+    "min_trusted=10",
+    "min_noisy=10",
+    "progress=false",
+    "warmup_steps=2",
+    "device=cpu",
+]
 
 
 def toy_pairs(n: int, seed: int) -> tuple[list[str], list[str]]:
@@ -54,10 +67,19 @@ def test_dual_xent_formula_and_sign():
     assert dual_xent(np.array([1.0]), np.array([3.0]))[0] == pytest.approx(math.exp(-4))
     assert dual_xent(np.array([0.0]), np.array([0.0]))[0] == 1.0
     # Lower cross-entropies score higher; so does agreement at the same mean.
-    assert dual_xent(np.array([1.0]), np.array([1.0]))[0] > dual_xent(np.array([2.0]), np.array([2.0]))[0]
-    assert dual_xent(np.array([2.0]), np.array([2.0]))[0] > dual_xent(np.array([1.0]), np.array([3.0]))[0]
+    assert (
+        dual_xent(np.array([1.0]), np.array([1.0]))[0]
+        > dual_xent(np.array([2.0]), np.array([2.0]))[0]
+    )
+    assert (
+        dual_xent(np.array([2.0]), np.array([2.0]))[0]
+        > dual_xent(np.array([1.0]), np.array([3.0]))[0]
+    )
     # Symmetric in the two directions.
-    assert dual_xent(np.array([0.5]), np.array([2.5]))[0] == dual_xent(np.array([2.5]), np.array([0.5]))[0]
+    assert (
+        dual_xent(np.array([0.5]), np.array([2.5]))[0]
+        == dual_xent(np.array([2.5]), np.array([0.5]))[0]
+    )
 
 
 def test_length_batches_cover_everything_once():
@@ -119,7 +141,9 @@ def test_cds_score_is_the_per_token_logprob_difference(tiny_model):
             ids = torch.tensor([enc.inputs[0]])
             dec = torch.tensor([[clean.config.decoder_start_token_id] + enc.targets[0][:-1]])
             logits = m(input_ids=ids, decoder_input_ids=dec).logits[0]
-            lp[name] = float(torch.log_softmax(logits, -1)[range(len(enc.targets[0])), enc.targets[0]].sum())
+            lp[name] = float(
+                torch.log_softmax(logits, -1)[range(len(enc.targets[0])), enc.targets[0]].sum()
+            )
     want = (lp["clean"] - lp["noisy"]) / len(enc.targets[0])
     assert scorer.score([x], [y])[0] == pytest.approx(want, rel=1e-4, abs=1e-5)
     batch = collate(enc.inputs, enc.targets, clean.config.pad_token_id, torch.device("cpu"))
@@ -173,13 +197,20 @@ def test_a_full_length_batch_does_not_hold_the_whole_vocabulary_projection():
     import subprocess
     import sys
 
-    res = subprocess.run([sys.executable, "-c", _WORST_BATCH], capture_output=True, text=True,
-                         timeout=300, check=True)  # fmt: skip
+    res = subprocess.run(
+        [sys.executable, "-c", _WORST_BATCH],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
     grew_mib = float(res.stdout.strip().splitlines()[-1])
     assert grew_mib < 110, f"a worst-case batch raised the peak RSS by {grew_mib:.0f} MiB"
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="no GPU visible (the GPU path needs CUDA)")
+@pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="no GPU visible (the GPU path needs CUDA)"
+)
 def test_gpu_scores_match_cpu(tiny_model):
     out, _ = tiny_model
     src, trg = toy_pairs(40, 11)

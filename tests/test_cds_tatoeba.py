@@ -55,7 +55,7 @@ def test_cds_ranks_good_above_bad_and_calibrated_threshold_keeps_80_percent(tmp_
     trusted, noisy, held = {}, {}, {}
     for lang, (src, trg) in data.items():
         p = rng.permutation(len(src))
-        parts = (p[:N_TRUSTED], p[N_TRUSTED:N_TRUSTED + N_NOISY], p[N_TRUSTED + N_NOISY:])
+        parts = (p[:N_TRUSTED], p[N_TRUSTED : N_TRUSTED + N_NOISY], p[N_TRUSTED + N_NOISY :])
         for d, idx in zip((trusted, noisy, held), parts):
             d[lang] = ([src[i] for i in idx], [trg[i] for i in idx])
     cand = make_noisy(noisy, bad_share=0.5, seed=1)
@@ -64,14 +64,37 @@ def test_cds_ranks_good_above_bad_and_calibrated_threshold_keeps_80_percent(tmp_
     t_trg = [t for lang in LANGS for t in trusted[lang][1]]
 
     model = tmp_path / "cds"
-    rc = train_main(["--noisy", str(_write_tsv(tmp_path / "noisy.tsv", cand.src, cand.trg)),
-                     "--trusted", str(_write_tsv(tmp_path / "trusted.tsv", t_src, t_trg)),
-                     "--output", str(model), "--threads", "1", "--set", "progress=false"])  # fmt: skip
+    rc = train_main(
+        [
+            "--noisy",
+            str(_write_tsv(tmp_path / "noisy.tsv", cand.src, cand.trg)),
+            "--trusted",
+            str(_write_tsv(tmp_path / "trusted.tsv", t_src, t_trg)),
+            "--output",
+            str(model),
+            "--threads",
+            "1",
+            "--set",
+            "progress=false",
+        ]
+    )
     assert rc == 0, capsys.readouterr().err
 
     scored = tmp_path / "scored" / "scored.parquet"
-    rc = score_main(["--model", str(model), "--pairs", str(_write_tsv(tmp_path / "held.tsv", evals.src, evals.trg)),
-                     "--output", str(scored.parent), "--threads", "1", "--set", "progress=false"])  # fmt: skip
+    rc = score_main(
+        [
+            "--model",
+            str(model),
+            "--pairs",
+            str(_write_tsv(tmp_path / "held.tsv", evals.src, evals.trg)),
+            "--output",
+            str(scored.parent),
+            "--threads",
+            "1",
+            "--set",
+            "progress=false",
+        ]
+    )
     assert rc == 0, capsys.readouterr().err
     table = pq.read_table(scored)
     assert table.column("src").to_pylist() == evals.src  # exactly as given, in order
@@ -79,36 +102,68 @@ def test_cds_ranks_good_above_bad_and_calibrated_threshold_keeps_80_percent(tmp_
     good = np.array([lab == "GOOD" for lab in evals.label])
     auc = roc_auc(scores, good)
     kinds = np.array(evals.kind)
-    by_kind = {k: roc_auc(scores[(kinds == "true") | (kinds == k)], good[(kinds == "true") | (kinds == k)])
-               for k in sorted(set(evals.kind) - {"true"})}  # fmt: skip
-    print(f"\nCDS ROC AUC on {len(good)} held-out pairs: {auc:.3f}; by BAD kind: "
-          + ", ".join(f"{k} {v:.3f}" for k, v in by_kind.items()))
+    by_kind = {
+        k: roc_auc(scores[(kinds == "true") | (kinds == k)], good[(kinds == "true") | (kinds == k)])
+        for k in sorted(set(evals.kind) - {"true"})
+    }
+    print(
+        f"\nCDS ROC AUC on {len(good)} held-out pairs: {auc:.3f}; by BAD kind: "
+        + ", ".join(f"{k} {v:.3f}" for k, v in by_kind.items())
+    )
     assert auc > MIN_AUC, f"CDS ROC AUC {auc:.3f} (by kind {by_kind})"
 
     # Calibrate on half A of the held-out pairs, measure on half B.
     half = rng.permutation(len(good))
-    a, b = half[: len(half) // 2], half[len(half) // 2:]
-    labels_a = _write_tsv(tmp_path / "labels_a.tsv", [evals.src[i] for i in a], [evals.trg[i] for i in a],
-                          [evals.label[i] for i in a])  # fmt: skip
+    a, b = half[: len(half) // 2], half[len(half) // 2 :]
+    labels_a = _write_tsv(
+        tmp_path / "labels_a.tsv",
+        [evals.src[i] for i in a],
+        [evals.trg[i] for i in a],
+        [evals.label[i] for i in a],
+    )
     cal_dir = tmp_path / "cal"
-    rc = calibrate_main(["--scored", str(scored), "--labels", str(labels_a), "--target", "0.8",
-                         "--output", str(cal_dir)])  # fmt: skip
+    rc = calibrate_main(
+        [
+            "--scored",
+            str(scored),
+            "--labels",
+            str(labels_a),
+            "--target",
+            "0.8",
+            "--output",
+            str(cal_dir),
+        ]
+    )
     assert rc == 0, capsys.readouterr().err
     cal = json.loads((cal_dir / "threshold.json").read_text())
     t = cal["threshold"]
 
-    rc = apply_main(["--scored", str(scored), "--threshold", str(cal_dir / "threshold.json"),
-                     "--output", str(tmp_path / "final"), "--src-lang", "xx", "--trg-lang", "en"])  # fmt: skip
+    rc = apply_main(
+        [
+            "--scored",
+            str(scored),
+            "--threshold",
+            str(cal_dir / "threshold.json"),
+            "--output",
+            str(tmp_path / "final"),
+            "--src-lang",
+            "xx",
+            "--trg-lang",
+            "en",
+        ]
+    )
     assert rc == 0, capsys.readouterr().err
     kept = pq.read_table(tmp_path / "final" / "kept.parquet")
     assert kept.num_rows == int((scores >= t).sum())
     kept_b = good[b][scores[b] >= t]
     share_b = float(kept_b.mean())
     lo_b, hi_b = _bootstrap_ci(kept_b)
-    print(f"threshold {t:.4f} (interval {cal['threshold_ci'][0]:.4f}..{cal['threshold_ci'][1]:.4f}): "
-          f"half A precision {cal['precision']:.3f} {cal['precision_ci']}, retained "
-          f"{cal['retained_share']:.3f}; half B GOOD share {share_b:.3f} [{lo_b:.3f}, {hi_b:.3f}] "
-          f"of {len(kept_b)} kept")  # fmt: skip
+    print(
+        f"threshold {t:.4f} (interval {cal['threshold_ci'][0]:.4f}..{cal['threshold_ci'][1]:.4f}): "
+        f"half A precision {cal['precision']:.3f} {cal['precision_ci']}, retained "
+        f"{cal['retained_share']:.3f}; half B GOOD share {share_b:.3f} [{lo_b:.3f}, {hi_b:.3f}] "
+        f"of {len(kept_b)} kept"
+    )
     # The half-B GOOD share reaches 0.80 within its interval, and agrees with half A's.
     assert hi_b >= 0.80
     assert cal["precision_ci"][0] - 0.05 <= share_b

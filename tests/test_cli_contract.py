@@ -63,8 +63,16 @@ from tests.conftest import run_as_main
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("pipelines", "labse_model", "mining", "filters", "labse_common")
-CASES = ("missing", "empty", "truncated_parquet", "damaged_parquet", "non_utf8",
-         "s3_no_credentials", "s3_dead_endpoint", "concurrent")  # fmt: skip
+CASES = (
+    "missing",
+    "empty",
+    "truncated_parquet",
+    "damaged_parquet",
+    "non_utf8",
+    "s3_no_credentials",
+    "s3_dead_endpoint",
+    "concurrent",
+)
 PARQUET_CASES = ("truncated_parquet", "damaged_parquet")
 S3_CASES = ("s3_no_credentials", "s3_dead_endpoint")
 REMOTE_LIMIT_S = 30
@@ -108,8 +116,11 @@ def _parser_of(module: str):
     """The module's argparse parser when it builds one in a function (build_parser/parser)."""
     import argparse
 
-    target = f"{module}.__main__" if (ROOT / module.replace(".", "/") / "__main__.py").exists() \
-        else module  # fmt: skip
+    target = (
+        f"{module}.__main__"
+        if (ROOT / module.replace(".", "/") / "__main__.py").exists()
+        else module
+    )
     mod = importlib.import_module(target)
     if hasattr(mod, "commands") and module == "filters":
         return None, list(mod.commands())
@@ -127,8 +138,13 @@ def _parser_of(module: str):
 
 def _subcommands_from_help(module: str) -> list[str]:
     """Subcommands of a parser built inside main(): the ``{a,b}`` choice list of its usage."""
-    r = subprocess.run([sys.executable, "-m", module, "--help"], capture_output=True, text=True,
-                       cwd=ROOT, timeout=120)  # fmt: skip
+    r = subprocess.run(
+        [sys.executable, "-m", module, "--help"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
     usage = r.stdout.split("\n\n")[0]
     m = re.search(r"^usage:[^{]*\{([\w,-]+)\}", usage, re.M)
     return m.group(1).split(",") if m else []
@@ -250,7 +266,9 @@ def _damaged_rows_kept(out: Path, res) -> None:
     lost = slice(1000, 2000)
     assert texts[:1000] == want[:1000] and texts[2000:] == want[2000:]
     assert texts[lost] == [""] * 1000 and not vecs[lost].any()
-    assert (np.abs(vecs[:1000]).sum(axis=1) > 0).all() and (np.abs(vecs[2000:]).sum(axis=1) > 0).all()
+    assert (np.abs(vecs[:1000]).sum(axis=1) > 0).all() and (
+        np.abs(vecs[2000:]).sum(axis=1) > 0
+    ).all()
 
 
 def _replaced_line(out: Path, res) -> None:
@@ -267,14 +285,40 @@ def _replaced_line(out: Path, res) -> None:
 
 BEAM = ["--direct_running_mode", "in_memory", "--direct_num_workers", "1"]
 CORPUS_FAST = ["--set", "dedup=false", *BEAM]
-MODEL_TINY = ["model.hidden_size=32", "model.intermediate_size=64", "model.num_hidden_layers=1",
-              "model.num_attention_heads=2", "model.max_position_embeddings=64", "threads=1",
-              "progress=false", "tensorboard=false", "log_every=1"]  # fmt: skip
-TRAIN_TINY = ["--vocab", "{D}/vocab",
-              *(a for kv in [*MODEL_TINY, "batch_size=8"] for a in ("--set", kv))]  # fmt: skip
-PRETRAIN_TINY = ["--vocab", "{D}/vocab", *(a for kv in [
-    *MODEL_TINY, "model.num_hidden_layers=2", "mlm_batch_size=8", "tlm_batch_size=8", "lanes=2", "max_seq_length=32",
-    "warmup_steps=1", "eval_every=0"] for a in ("--set", kv))]  # fmt: skip
+MODEL_TINY = [
+    "model.hidden_size=32",
+    "model.intermediate_size=64",
+    "model.num_hidden_layers=1",
+    "model.num_attention_heads=2",
+    "model.max_position_embeddings=64",
+    "threads=1",
+    "progress=false",
+    "tensorboard=false",
+    "log_every=1",
+]
+TRAIN_TINY = [
+    "--vocab",
+    "{D}/vocab",
+    *(a for kv in [*MODEL_TINY, "batch_size=8"] for a in ("--set", kv)),
+]
+PRETRAIN_TINY = [
+    "--vocab",
+    "{D}/vocab",
+    *(
+        a
+        for kv in [
+            *MODEL_TINY,
+            "model.num_hidden_layers=2",
+            "mlm_batch_size=8",
+            "tlm_batch_size=8",
+            "lanes=2",
+            "max_seq_length=32",
+            "warmup_steps=1",
+            "eval_every=0",
+        ]
+        for a in ("--set", kv)
+    ),
+]
 
 TABLE: dict[str, Cmd] = {
     # --- Beam corpus jobs ------------------------------------------------------------------------
@@ -588,8 +632,17 @@ TABLE: dict[str, Cmd] = {
         na={"concurrent": "the output claim of every e2e task is OutputDir's: the sentences case"},
     ),
     "pipelines.e2e_tasks labels": Cmd(
-        ["labels", "--sample", "{IN}", "--candidates", "{IN}", "--file", "{OUT}.labels.tsv",
-         "--output", "{OUT}"],
+        [
+            "labels",
+            "--sample",
+            "{IN}",
+            "--candidates",
+            "{IN}",
+            "--file",
+            "{OUT}.labels.tsv",
+            "--output",
+            "{OUT}",
+        ],
         "parquet",
         na={"concurrent": "the output claim of every e2e task is OutputDir's: the sentences case"},
     ),
@@ -676,8 +729,16 @@ TABLE: dict[str, Cmd] = {
 # --- running a command -----------------------------------------------------------------------------
 
 
-PRELOAD = ["apache_beam", "apache_beam.io.filesystems", "pyarrow.parquet", "numpy", "torch",
-           "transformers", "boto3", "tests.conftest"]  # fmt: skip
+PRELOAD = [
+    "apache_beam",
+    "apache_beam.io.filesystems",
+    "pyarrow.parquet",
+    "numpy",
+    "torch",
+    "transformers",
+    "boto3",
+    "tests.conftest",
+]
 
 
 def _context():
@@ -697,16 +758,23 @@ class Result:
     argv: list[str]
 
 
-def run_command(command: str, argv: list[str], env: dict, workdir: Path, ctx,
-                timeout: float = CASE_LIMIT_S) -> Result:  # fmt: skip
+def run_command(
+    command: str, argv: list[str], env: dict, workdir: Path, ctx, timeout: float = CASE_LIMIT_S
+) -> Result:
     module = command.split()[0]
     workdir.mkdir(parents=True, exist_ok=True)
     out, err = workdir / f"stdout-{time.monotonic_ns()}", workdir / f"stderr-{time.monotonic_ns()}"
     t0 = time.monotonic()
     if ctx is None:
         try:
-            r = subprocess.run([sys.executable, "-m", module, *argv], cwd=ROOT, env=env,
-                               capture_output=True, text=True, timeout=timeout)  # fmt: skip
+            r = subprocess.run(
+                [sys.executable, "-m", module, *argv],
+                cwd=ROOT,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+            )
             return Result(r.returncode, r.stdout, r.stderr, time.monotonic() - t0, argv)
         except subprocess.TimeoutExpired as e:
             return Result(-9, str(e.stdout or ""), str(e.stderr or ""), timeout, argv)
@@ -723,9 +791,13 @@ def run_command(command: str, argv: list[str], env: dict, workdir: Path, ctx,
     status = Path(f"{err}.rc")
     if status.exists() and status.read_text().strip():  # the command's own exit status
         rc = int(status.read_text())
-    return Result(rc, out.read_text(errors="replace") if out.exists() else "",
-                  err.read_text(errors="replace") if err.exists() else "",
-                  time.monotonic() - t0, argv)  # fmt: skip
+    return Result(
+        rc,
+        out.read_text(errors="replace") if out.exists() else "",
+        err.read_text(errors="replace") if err.exists() else "",
+        time.monotonic() - t0,
+        argv,
+    )
 
 
 def closed_port() -> int:
@@ -737,12 +809,19 @@ def closed_port() -> int:
 
 def base_env() -> dict[str, str]:
     """No AWS credentials or endpoints of the machine; the metadata service off; one thread."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("AWS_", "LABSE_", "BOTO"))}  # fmt: skip
-    env.update(PYTHONPATH=str(ROOT), AWS_EC2_METADATA_DISABLED="true", OMP_NUM_THREADS="1",
-               MKL_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false", LABSE_LOG_LEVEL="INFO",
-               AWS_SHARED_CREDENTIALS_FILE="/nonexistent", AWS_CONFIG_FILE="/nonexistent",
-               HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "LABSE_", "BOTO"))}
+    env.update(
+        PYTHONPATH=str(ROOT),
+        AWS_EC2_METADATA_DISABLED="true",
+        OMP_NUM_THREADS="1",
+        MKL_NUM_THREADS="1",
+        TOKENIZERS_PARALLELISM="false",
+        LABSE_LOG_LEVEL="INFO",
+        AWS_SHARED_CREDENTIALS_FILE="/nonexistent",
+        AWS_CONFIG_FILE="/nonexistent",
+        HF_HUB_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+    )
     return env
 
 
@@ -756,23 +835,44 @@ def universal_table(n: int) -> pa.Table:
     rng = np.random.default_rng(0)
     src = [" ".join(rng.choice(WORDS, 6)) + f" {i}" for i in range(n)]
     trg = [" ".join(rng.choice(WORDS, 6)) + f" {i}" for i in range(n)]
-    return pa.table({
-        "text": src, "src": src, "trg": trg, "src_lang": ["de"] * n, "trg_lang": ["en"] * n,
-        "lang": ["de"] * n, "id": [f"s{i}" for i in range(n)],
-        "url_or_title": [f"http://x/{i}" for i in range(n)],
-        "margin": pa.array([1.0 + (i % 50) / 100 for i in range(n)], pa.float32()),
-        "cds_score": pa.array([(i % 10) / 10 for i in range(n)], pa.float32()),
-        "quality_score": pa.array([0.9] * n, pa.float32()),
-        "reason": ["low_quality"] * n, "word": src, "count": pa.array([5.0] * n),
-    })  # fmt: skip
+    return pa.table(
+        {
+            "text": src,
+            "src": src,
+            "trg": trg,
+            "src_lang": ["de"] * n,
+            "trg_lang": ["en"] * n,
+            "lang": ["de"] * n,
+            "id": [f"s{i}" for i in range(n)],
+            "url_or_title": [f"http://x/{i}" for i in range(n)],
+            "margin": pa.array([1.0 + (i % 50) / 100 for i in range(n)], pa.float32()),
+            "cds_score": pa.array([(i % 10) / 10 for i in range(n)], pa.float32()),
+            "quality_score": pa.array([0.9] * n, pa.float32()),
+            "reason": ["low_quality"] * n,
+            "word": src,
+            "count": pa.array([5.0] * n),
+        }
+    )
 
 
 BAD_LINE = b"ein Satz mit \xff\xfe kaputten Bytes\tand a \xc3( broken one\n"
-FMT_EXT = {"parquet": ".parquet", "text": ".txt", "tsv": ".tsv", "wet": ".warc.wet.gz",
-           "wikidump": "-pages-articles.xml.bz2", "lang_dir": ".parquet", "dir": ".parquet",
-           "store": ".npy", "yaml": ".yaml", "model": ".bin", "mined_dir": ".parquet",
-           "dir_of_text": ".txt", "data": ".txt", "run_dir": ".json",
-           "pairs_glob": ".{src}-{trg}.tsv"}  # fmt: skip
+FMT_EXT = {
+    "parquet": ".parquet",
+    "text": ".txt",
+    "tsv": ".tsv",
+    "wet": ".warc.wet.gz",
+    "wikidump": "-pages-articles.xml.bz2",
+    "lang_dir": ".parquet",
+    "dir": ".parquet",
+    "store": ".npy",
+    "yaml": ".yaml",
+    "model": ".bin",
+    "mined_dir": ".parquet",
+    "dir_of_text": ".txt",
+    "data": ".txt",
+    "run_dir": ".json",
+    "pairs_glob": ".{src}-{trg}.tsv",
+}
 
 
 def _place(fmt: str, where: Path, name: str) -> tuple[Path, Path]:
@@ -868,11 +968,13 @@ def data(tmp_path_factory) -> Path:
     pq.write_table(table, d / "pairs.parquet")
     (d / "mined" / "de-en").mkdir(parents=True)
     pq.write_table(table, d / "mined" / "de-en" / "mined.parquet")
-    pq.write_table(pa.table({"word": sents[:100] + WORDS, "count": [3.0] * 110}),
-                   d / "counts.parquet")  # fmt: skip
+    pq.write_table(
+        pa.table({"word": sents[:100] + WORDS, "count": [3.0] * 110}), d / "counts.parquet"
+    )
     (d / "src.txt").write_text("\n".join(sents[:40]) + "\n", encoding="utf-8")
-    (d / "trg.txt").write_text("\n".join(table.column("trg").to_pylist()[:40]) + "\n",
-                               encoding="utf-8")  # fmt: skip
+    (d / "trg.txt").write_text(
+        "\n".join(table.column("trg").to_pylist()[:40]) + "\n", encoding="utf-8"
+    )
     (d / "texts").mkdir()
     (d / "texts" / "de.txt").write_bytes((d / "src.txt").read_bytes())
     (d / "texts" / "en.txt").write_bytes((d / "trg.txt").read_bytes())
@@ -885,8 +987,10 @@ def data(tmp_path_factory) -> Path:
     (d / "pairs.tsv").write_text(synthetic_pairs(), encoding="utf-8")
     write_vocab(d / "vocab")
     write_wet(d / "cc.warc.wet.gz", [("http://a.example/1", good_wet_payload())])
-    write_dump(d / "wiki-pages-articles.xml.bz2",
-               [page_xml(f"Topic {i}", article(i), pid=i + 1) for i in range(3)])  # fmt: skip
+    write_dump(
+        d / "wiki-pages-articles.xml.bz2",
+        [page_xml(f"Topic {i}", article(i), pid=i + 1) for i in range(3)],
+    )
     make_tiny_checkpoint(str(d / "model"), sentences=sents, hidden=32, layers=1)
     src, trg = toy_pairs(80, 7)
     (d / "noisy.tsv").write_text("".join(f"{s}\t{t}\n" for s, t in zip(src[:50], trg[:50])))
@@ -901,9 +1005,24 @@ def data(tmp_path_factory) -> Path:
     from filters.bitext.cli_cds_train import main as cds_train
 
     sets = [a for kv in TINY for a in ("--set", kv)]
-    assert cds_train(["--noisy", str(d / "noisy.tsv"), "--trusted", str(d / "trusted.tsv"),
-                      "--output", str(d / "cds_model"), "--threads", "1",
-                      "--log-level", "WARNING", *sets]) == 0  # fmt: skip
+    assert (
+        cds_train(
+            [
+                "--noisy",
+                str(d / "noisy.tsv"),
+                "--trusted",
+                str(d / "trusted.tsv"),
+                "--output",
+                str(d / "cds_model"),
+                "--threads",
+                "1",
+                "--log-level",
+                "WARNING",
+                *sets,
+            ]
+        )
+        == 0
+    )
     (d / "ccout" / "_dropped").mkdir(parents=True)  # a corpus job's output with --write-dropped
     (d / "ccout" / "en").mkdir()
     dropped = {
@@ -914,8 +1033,20 @@ def data(tmp_path_factory) -> Path:
     pq.write_table(table.slice(0, 40), d / "ccout" / "en" / "a.parquet")
     from pipelines.commoncrawl import main as commoncrawl  # a real corpus job output
 
-    assert commoncrawl(["--input", str(d / "cc.warc.wet.gz"), "--output", str(d / "ccjob"),
-                        "--log-level", "WARNING", *BEAM]) == 0  # fmt: skip
+    assert (
+        commoncrawl(
+            [
+                "--input",
+                str(d / "cc.warc.wet.gz"),
+                "--output",
+                str(d / "ccjob"),
+                "--log-level",
+                "WARNING",
+                *BEAM,
+            ]
+        )
+        == 0
+    )
     (d / "labels_header.tsv").write_text(
         "sample_id\tsrc\ttrg\tlabel\n"
         + "".join(
@@ -936,8 +1067,7 @@ def _expand(cmd: Cmd, case: str, inp: str | None, out: Path, d: Path) -> list[st
         if a == "CDS_TINY":
             argv += json.loads((d / "CDS_TINY").read_text())
             continue
-        argv.append(a.replace("{IN}", inp or "").replace("{OUT}", str(out))
-                    .replace("{D}", str(d)))  # fmt: skip
+        argv.append(a.replace("{IN}", inp or "").replace("{OUT}", str(out)).replace("{D}", str(d)))
     return argv
 
 
@@ -993,12 +1123,23 @@ def _names(line: str, wanted: list[str]) -> bool:
 
 def _scaled(args: tuple[str, ...], k: int) -> list[str]:
     """``args`` with every count multiplied by ``k`` ("300,300" -> "1200,1200")."""
-    return [re.sub(r"\d+", lambda m: str(int(m.group()) * k), a) if not a.startswith("-")
-            else a for a in args]  # fmt: skip
+    return [
+        re.sub(r"\d+", lambda m: str(int(m.group()) * k), a) if not a.startswith("-") else a
+        for a in args
+    ]
 
 
-def _run_concurrent(cmd: Cmd, command: str, case: str, inp: str, where: Path, d: Path,
-                    env: dict, ctx, attempts: int = 3):  # fmt: skip
+def _run_concurrent(
+    cmd: Cmd,
+    command: str,
+    case: str,
+    inp: str,
+    where: Path,
+    d: Path,
+    env: dict,
+    ctx,
+    attempts: int = 3,
+):
     """Two writers into one output; for a resumable command, proven to overlap.
 
     A resumable command's second writer starts once the first holds the claim. If the first
@@ -1048,17 +1189,21 @@ def _run_case(command: str, case: str, d: Path, base: Path, ctx, damaged, trunca
 @pytest.fixture(scope="module")
 def results(data, tmp_path_factory, damaged_parquet, truncated_parquet, request):
     """Every selected case, run in parallel once."""
-    wanted = [(p.callspec.params["command"], p.callspec.params["case"])
-              for p in request.session.items
-              if p.originalname == "test_contract" and hasattr(p, "callspec")]  # fmt: skip
+    wanted = [
+        (p.callspec.params["command"], p.callspec.params["case"])
+        for p in request.session.items
+        if p.originalname == "test_contract" and hasattr(p, "callspec")
+    ]
     wanted = [w for w in wanted if w[0] in TABLE]
     base = tmp_path_factory.mktemp("contract_runs")
     ctx = _context()
     # Concurrent cases first: they are the longest, the short ones fill in around them.
     wanted.sort(key=lambda w: (w[1] != "concurrent", w))
     with ThreadPoolExecutor(max_workers=int(os.environ.get("LABSE_CONTRACT_JOBS", "3"))) as pool:
-        futs = {w: pool.submit(_run_case, *w, data, base, ctx, damaged_parquet,
-                               truncated_parquet) for w in wanted}  # fmt: skip
+        futs = {
+            w: pool.submit(_run_case, *w, data, base, ctx, damaged_parquet, truncated_parquet)
+            for w in wanted
+        }
         done = {w: _result_or_error(f) for w, f in futs.items()}
     with open(base / "timings.txt", "w") as f:
         for w, got in sorted(done.items(), key=lambda kv: str(kv[0])):
@@ -1106,8 +1251,11 @@ def test_contract(command, case, results, data):
         )
         loser = a if a.rc == 2 else b
         _check_error(loser, [str(out), "--output", os.path.basename(str(out))], "second writer")
-        leftovers = [p.name for p in out.iterdir() if p.name == "_CLAIM.json"
-                     or p.name.startswith("_tmp-")] if out.is_dir() else []  # fmt: skip
+        leftovers = (
+            [p.name for p in out.iterdir() if p.name == "_CLAIM.json" or p.name.startswith("_tmp-")]
+            if out.is_dir()
+            else []
+        )
         assert not leftovers, f"the winner left {leftovers} in {out}"
         if (out / "stats.json").exists():
             _balanced_stats(out, a)

@@ -45,43 +45,113 @@ def files(tmp_path_factory) -> dict[str, Path]:
 
 def _cases(d: Path) -> dict[str, tuple[list[str], list[str]]]:
     """name -> (python -m arguments, strings the error must contain)."""
-    cc = ["pipelines.commoncrawl", "--input", str(d / "sent" / "en" / "a.parquet"),
-          "--output", str(d / "out_cc")]  # fmt: skip
-    wiki = ["pipelines.wikipedia", "--input", str(d / "sent" / "en" / "a.parquet"),
-            "--output", str(d / "out_wiki")]  # fmt: skip
+    cc = [
+        "pipelines.commoncrawl",
+        "--input",
+        str(d / "sent" / "en" / "a.parquet"),
+        "--output",
+        str(d / "out_cc"),
+    ]
+    wiki = [
+        "pipelines.wikipedia",
+        "--input",
+        str(d / "sent" / "en" / "a.parquet"),
+        "--output",
+        str(d / "out_wiki"),
+    ]
     vocab = ["pipelines.vocab", "--input", str(d / "sent"), "--output", str(d / "out_vocab")]
     notext = str(d / "notext" / "en" / "a.parquet")
     train = ["labse_model", "train", "--pairs", str(d / "pairs.tsv"), "--output", str(d / "tr")]
-    mine = ["mining", "mine", "--src-text", "a.txt", "--trg-text", "b.txt", "--src-emb", "a.npy",
-            "--trg-emb", "b.npy", "--output", str(d / "mined")]  # fmt: skip
+    mine = [
+        "mining",
+        "mine",
+        "--src-text",
+        "a.txt",
+        "--trg-text",
+        "b.txt",
+        "--src-emb",
+        "a.npy",
+        "--trg-emb",
+        "b.npy",
+        "--output",
+        str(d / "mined"),
+    ]
     return {
         "cc_lid_threshold_abc": ([*cc, "--set", "lid_threshold=abc"], ["corpus.lid_threshold"]),
         "cc_unknown_key": ([*cc, "--set", "lid_treshold=0.3"], ["corpus.lid_treshold"]),
         "cc_malformed_yaml": ([*cc, "--config", str(d / "bad.yaml")], ["bad.yaml", "YAML"]),
-        "wiki_quality_nan": ([*wiki, "--set", "quality_threshold=nan"],
-                             ["corpus.quality_threshold"]),
+        "wiki_quality_nan": (
+            [*wiki, "--set", "quality_threshold=nan"],
+            ["corpus.quality_threshold"],
+        ),
         "vocab_malformed_yaml": ([*vocab, "--config", str(d / "bad.yaml")], ["bad.yaml", "YAML"]),
         "vocab_smoothing_nan": ([*vocab, "--set", "smoothing=nan"], ["vocab.smoothing"]),
-        "vocab_no_text_column": (["pipelines.vocab", "--input", str(d / "notext"), "--output",
-                                  str(d / "out_vocab2")], [notext, "'text'"]),
-        "vocab_below_alphabet": ([*vocab, "--vocab-size", "20"],
-                                 ["vocab.vocab_size=20", "alphabet"]),
-        "vocab_learner_unknown": (["labse_model.vocab", "--counts", notext, "--output",
-                                   str(d / "lv"), "--set", "learner.bogus=1"],
-                                  ["vocab.learner.bogus"]),
-        "embed_no_text_column": (["pipelines.embed", "--input", notext, "--model", str(d / "model"),
-                                  "--output", str(d / "emb")], [notext, "'text'"]),
+        "vocab_no_text_column": (
+            ["pipelines.vocab", "--input", str(d / "notext"), "--output", str(d / "out_vocab2")],
+            [notext, "'text'"],
+        ),
+        "vocab_below_alphabet": (
+            [*vocab, "--vocab-size", "20"],
+            ["vocab.vocab_size=20", "alphabet"],
+        ),
+        "vocab_learner_unknown": (
+            [
+                "labse_model.vocab",
+                "--counts",
+                notext,
+                "--output",
+                str(d / "lv"),
+                "--set",
+                "learner.bogus=1",
+            ],
+            ["vocab.learner.bogus"],
+        ),
+        "embed_no_text_column": (
+            [
+                "pipelines.embed",
+                "--input",
+                notext,
+                "--model",
+                str(d / "model"),
+                "--output",
+                str(d / "emb"),
+            ],
+            [notext, "'text'"],
+        ),
         "mine_k_0": ([*mine, "--set", "k=0"], ["mining.k=0"]),
         "mine_malformed_yaml": ([*mine, "--config", str(d / "bad.yaml")], ["bad.yaml"]),
-        "beam_mine_mem_nan": (["pipelines.mine", "--src-emb", "a", "--trg-emb", "b", "--output",
-                               str(d / "bm"), "--set", "mem_gb=nan"], ["mining.mem_gb"]),
+        "beam_mine_mem_nan": (
+            [
+                "pipelines.mine",
+                "--src-emb",
+                "a",
+                "--trg-emb",
+                "b",
+                "--output",
+                str(d / "bm"),
+                "--set",
+                "mem_gb=nan",
+            ],
+            ["mining.mem_gb"],
+        ),
         "mine_many_checks_all_first": (
-            ["mining", "mine-many", "--pairs", "de-en", "--corpus", str(d / "mm" / "{lang}.txt"),
-             "--model", str(d / "model"), "--output", str(d / "many")],
-            [str(d / "mm" / "en.txt"), "nothing was embedded"]),
+            [
+                "mining",
+                "mine-many",
+                "--pairs",
+                "de-en",
+                "--corpus",
+                str(d / "mm" / "{lang}.txt"),
+                "--model",
+                str(d / "model"),
+                "--output",
+                str(d / "many"),
+            ],
+            [str(d / "mm" / "en.txt"), "nothing was embedded"],
+        ),
         "train_lr_nan": ([*train, "--set", "lr=nan"], ["train.lr"]),
         "train_unknown_model_key": ([*train, "model.hiden_size=64"], ["model.hiden_size"]),
-    }  # fmt: skip
+    }
 
 
 @pytest.fixture(scope="module")
@@ -90,8 +160,14 @@ def results(files) -> dict[str, subprocess.CompletedProcess]:
     cases = _cases(files["root"])
 
     def call(args: list[str]) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", *args], cwd=ROOT, env=ENV,
-                              capture_output=True, text=True, timeout=120)  # fmt: skip
+        return subprocess.run(
+            [sys.executable, "-m", *args],
+            cwd=ROOT,
+            env=ENV,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
 
     with ThreadPoolExecutor(max_workers=4) as pool:
         done = dict(zip(cases, pool.map(call, (a for a, _ in cases.values()))))
@@ -175,10 +251,34 @@ def test_alphabet_bound_is_exact_on_the_whole_corpus_and_sound_on_a_sample():
     [
         (["eval", "tatoeba", "--data", ".", "--set", "k=0"], "eval.k=0"),
         (["eval", "tatoeba", "--data", ".", "--set", "scoring=best"], "eval.scoring='best'"),
-        (["mine-many", "--corpus", "{lang}.txt", "--emb", "{lang}.npy", "--output", "o",
-          "--set", "pairs=[deen]"], "mining.pairs: 'deen'"),
-        (["mine-many", "--corpus", "{lang}.txt", "--emb", "{lang}.npy", "--output", "o",
-          "--set", "unify=sometimes"], "mining.unify='sometimes'"),
+        (
+            [
+                "mine-many",
+                "--corpus",
+                "{lang}.txt",
+                "--emb",
+                "{lang}.npy",
+                "--output",
+                "o",
+                "--set",
+                "pairs=[deen]",
+            ],
+            "mining.pairs: 'deen'",
+        ),
+        (
+            [
+                "mine-many",
+                "--corpus",
+                "{lang}.txt",
+                "--emb",
+                "{lang}.npy",
+                "--output",
+                "o",
+                "--set",
+                "unify=sometimes",
+            ],
+            "mining.unify='sometimes'",
+        ),
     ],
 )
 def test_mining_sections_reject_bad_values(argv, needle, caplog):

@@ -42,8 +42,12 @@ def test_calibrated_on_one_half_holds_on_the_other():
     # The promise, checked on the half nobody fitted or calibrated on.
     scores = fit.scorer.score(held_out)
     keep = scores >= thresholds_for(fit, [None] * held_out.num_rows)
-    truth = np.array([(s, t) in planted for s, t in zip(held_out.column("src").to_pylist(),
-                                                        held_out.column("trg").to_pylist())])  # fmt: skip
+    truth = np.array(
+        [
+            (s, t) in planted
+            for s, t in zip(held_out.column("src").to_pylist(), held_out.column("trg").to_pylist())
+        ]
+    )
     precision = truth[keep].mean()
     lo, hi = fit.calibration.precision_ci
     assert lo <= precision <= hi, (precision, lo, hi)
@@ -68,8 +72,13 @@ def test_one_feature_is_a_special_case_and_per_pair_thresholds():
 def test_unreachable_target_is_reported_not_hidden():
     rng = np.random.default_rng(0)
     n = 300
-    table = pa.table({"src": [f"s{i}" for i in range(n)], "trg": [f"t{i}" for i in range(n)],
-                      "margin": rng.normal(1.0, 0.1, n)})  # fmt: skip
+    table = pa.table(
+        {
+            "src": [f"s{i}" for i in range(n)],
+            "trg": [f"t{i}" for i in range(n)],
+            "margin": rng.normal(1.0, 0.1, n),
+        }
+    )
     good = rng.random(n) < 0.3  # labels unrelated to the score
     fit = fit_combined(table, good, features=["margin"], target=0.95, bootstrap=50)
     assert fit.calibration is None
@@ -116,20 +125,43 @@ def test_sample_and_combine_commands(tmp_path):
     gold = tmp_path / "planted.tsv"
     gold.write_text("".join(f"{s}\t{t}\n" for s, t in sorted(planted)), encoding="utf-8")
     smp = tmp_path / "sample"
-    assert _run(cli_sample, ["--pairs", str(pairs), "--planted", str(gold), "--output", str(smp),
-                             "--n", "400"]) == 0  # fmt: skip
+    assert (
+        _run(
+            cli_sample,
+            ["--pairs", str(pairs), "--planted", str(gold), "--output", str(smp), "--n", "400"],
+        )
+        == 0
+    )
     stats = read_report(smp / "stats.json")
     assert not check_balanced(stats)
     assert stats["counts"]["pairs"]["out"] == 400
     assert stats["counts"]["pairs"]["dropped"]["other_half"] > 1000  # the evaluation half
     out = tmp_path / "combined"
-    assert _run(cli_combine, ["--pairs", str(pairs), "--labels", str(smp / "sample.tsv"),
-                              "--output", str(out), "--set", "bootstrap=100"]) == 0  # fmt: skip
+    assert (
+        _run(
+            cli_combine,
+            [
+                "--pairs",
+                str(pairs),
+                "--labels",
+                str(smp / "sample.tsv"),
+                "--output",
+                str(out),
+                "--set",
+                "bootstrap=100",
+            ],
+        )
+        == 0
+    )
     scored = pq.read_table(out / "scored.parquet")
     assert scored.num_rows == table.num_rows
     keep = np.asarray(scored.column("keep").to_pylist())
-    truth = np.array([(s, t) in planted for s, t in zip(table.column("src").to_pylist(),
-                                                        table.column("trg").to_pylist())])  # fmt: skip
+    truth = np.array(
+        [
+            (s, t) in planted
+            for s, t in zip(table.column("src").to_pylist(), table.column("trg").to_pylist())
+        ]
+    )
     assert 0.7 <= truth[keep].mean() <= 0.95
     report = read_report(out / "stats.json")
     assert not check_balanced(report)
@@ -138,23 +170,78 @@ def test_sample_and_combine_commands(tmp_path):
     # A target no threshold reaches: stop (exit 2, nothing written) or continue (the pairs at the
     # best reachable threshold kept, and the summary says the target was not reached).
     stop = tmp_path / "stop"
-    assert _run(cli_combine, ["--pairs", str(pairs), "--labels", str(smp / "sample.tsv"),
-                              "--output", str(stop), "--target", "0.999", "--set", "bootstrap=50", "--set", "min_kept=150",
-                              "--set", "on_unreachable=stop"]) == 2  # fmt: skip
+    assert (
+        _run(
+            cli_combine,
+            [
+                "--pairs",
+                str(pairs),
+                "--labels",
+                str(smp / "sample.tsv"),
+                "--output",
+                str(stop),
+                "--target",
+                "0.999",
+                "--set",
+                "bootstrap=50",
+                "--set",
+                "min_kept=150",
+                "--set",
+                "on_unreachable=stop",
+            ],
+        )
+        == 2
+    )
     assert not stop.exists()
     cont = tmp_path / "continue"
-    assert _run(cli_combine, ["--pairs", str(pairs), "--labels", str(smp / "sample.tsv"),
-                              "--output", str(cont), "--target", "0.999", "--set", "bootstrap=50", "--set", "min_kept=150",
-                              "--set", "on_unreachable=continue"]) == 0  # fmt: skip
+    assert (
+        _run(
+            cli_combine,
+            [
+                "--pairs",
+                str(pairs),
+                "--labels",
+                str(smp / "sample.tsv"),
+                "--output",
+                str(cont),
+                "--target",
+                "0.999",
+                "--set",
+                "bootstrap=50",
+                "--set",
+                "min_kept=150",
+                "--set",
+                "on_unreachable=continue",
+            ],
+        )
+        == 0
+    )
     summary = json.loads((cont / "combined.json").read_text())
     best = summary["reachable"]
     assert summary["target_reached"] is False and "not reachable" in summary["message"]
-    assert best["precision"] < 0.999 and best["precision_ci"][0] <= best["precision"] <= best["precision_ci"][1]
+    assert (
+        best["precision"] < 0.999
+        and best["precision_ci"][0] <= best["precision"] <= best["precision_ci"][1]
+    )
     kept = pq.read_table(cont / "scored.parquet")
     keep = np.asarray(kept.column("keep").to_pylist())
-    assert keep.any() and np.all(np.asarray(kept.column("combined_score").to_pylist())[keep] >= best["threshold"])
+    assert keep.any() and np.all(
+        np.asarray(kept.column("combined_score").to_pylist())[keep] >= best["threshold"]
+    )
     # Labels from another pairs table are refused, naming the file.
     other = tmp_path / "other.parquet"
     pq.write_table(table.slice(0, 100), other)
-    assert _run(cli_combine, ["--pairs", str(other), "--labels", str(smp / "sample.tsv"),
-                              "--output", str(tmp_path / "x")]) == 2  # fmt: skip
+    assert (
+        _run(
+            cli_combine,
+            [
+                "--pairs",
+                str(other),
+                "--labels",
+                str(smp / "sample.tsv"),
+                "--output",
+                str(tmp_path / "x"),
+            ],
+        )
+        == 2
+    )

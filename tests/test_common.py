@@ -13,8 +13,18 @@ def test_stats_report_shape_and_balance():
     c.add_dropped("sentences", "too_short", 2)
     c.add_event("sentences", "truncated")
     r = c.to_report("x", extra=1)
-    assert r == {"stage": "x", "extra": 1, "counts": {"sentences": {
-        "in": 5, "out": 3, "dropped": {"too_short": 2}, "events": {"truncated": 1}}}}
+    assert r == {
+        "stage": "x",
+        "extra": 1,
+        "counts": {
+            "sentences": {
+                "in": 5,
+                "out": 3,
+                "dropped": {"too_short": 2},
+                "events": {"truncated": 1},
+            }
+        },
+    }
     assert check_balanced(r) == []
     c.add_in("sentences")
     assert check_balanced(c.to_report("x")) == ["sentences: in=6 != out=3 + dropped=2"]

@@ -63,8 +63,11 @@ def test_bad_corpus_values_name_the_key(override, key, what):
 
 
 def test_types_are_coerced():
-    cfg = load("corpus", "demo", ["min_chars=12", "lid_threshold=1e-1", "dedup=false",
-                                  "langs=en,sr", "lid_model=null"])  # fmt: skip
+    cfg = load(
+        "corpus",
+        "demo",
+        ["min_chars=12", "lid_threshold=1e-1", "dedup=false", "langs=en,sr", "lid_model=null"],
+    )
     assert (cfg.min_chars, cfg.lid_threshold, cfg.dedup, cfg.langs) == (
         12,
         0.1,
@@ -148,8 +151,15 @@ def test_mining_library_takes_the_section_itself():
 
     cfg = load("mining", "demo", ["k=7", "index=ivf", "mem_gb=0.5", "gpu=false"])
     assert (cfg.k, cfg.index, cfg.mem_gb, cfg.unify, cfg.gpu) == (7, "ivf", 0.5, True, False)
-    for fn in (knn.knn, knn.search_flat, knn.build_index, mine.mine_vectors, mine.run_mine,
-               mine.prepare_inputs, many.run_many):  # fmt: skip
+    for fn in (
+        knn.knn,
+        knn.search_flat,
+        knn.build_index,
+        mine.mine_vectors,
+        mine.run_mine,
+        mine.prepare_inputs,
+        many.run_many,
+    ):
         hint = str(inspect.signature(fn).parameters["cfg"].annotation)
         assert "MiningConfig" in hint, (fn.__name__, hint)
     # Keys the library reads from the section are not repeated as parameters.

@@ -34,12 +34,14 @@ def lid():
 
 
 def test_lid_predicts_languages(lid):
-    res = lid.predict([
-        "The quick brown fox jumps over the lazy dog near the river bank.",
-        "Der schnelle braune Fuchs springt über den faulen Hund am Flussufer.",
-        "这是一个关于中文语言识别的句子。",
-        "Быстрая коричневая лиса прыгает через ленивую собаку.",
-    ])
+    res = lid.predict(
+        [
+            "The quick brown fox jumps over the lazy dog near the river bank.",
+            "Der schnelle braune Fuchs springt über den faulen Hund am Flussufer.",
+            "这是一个关于中文语言识别的句子。",
+            "Быстрая коричневая лиса прыгает через ленивую собаку.",
+        ]
+    )
     assert [r.lang for r in res] == ["en", "de", "zh", "ru"]
     assert all(r.score > 0.8 for r in res)
 
@@ -72,8 +74,14 @@ def test_lid_unreadable_model_is_clear_error(tmp_path):
 
 @pytest.mark.parametrize(
     "line",
-    ["Skip to main content", "Share on Facebook", "17. 08. 2019.", "©2015 Portal | Vesti | Pančevo",
-     "Privacy Policy | Terms of Use", "Accept all cookies"],
+    [
+        "Skip to main content",
+        "Share on Facebook",
+        "17. 08. 2019.",
+        "©2015 Portal | Vesti | Pančevo",
+        "Privacy Policy | Terms of Use",
+        "Accept all cookies",
+    ],
 )
 def test_heuristic_flags_boilerplate(line):
     assert heuristic_quality(line) < 0.5, boilerplate_flags(line)
@@ -81,9 +89,11 @@ def test_heuristic_flags_boilerplate(line):
 
 @pytest.mark.parametrize(
     "line",
-    ["Večeras nešto pre 19 sati na Sodari je ubijena ženska osoba.",
-     "The aardvark has a long, thin tongue and a keen sense of smell.",
-     "这是一个关于中文语言识别的句子。"],
+    [
+        "Večeras nešto pre 19 sati na Sodari je ubijena ženska osoba.",
+        "The aardvark has a long, thin tongue and a keen sense of smell.",
+        "这是一个关于中文语言识别的句子。",
+    ],
 )
 def test_heuristic_keeps_content(line):
     assert heuristic_quality(line) >= 0.5, boilerplate_flags(line)
@@ -92,12 +102,34 @@ def test_heuristic_keeps_content(line):
 def test_quality_classifier_trains_loads_and_separates(tmp_path):
     subjects = ["The committee", "Scientists", "The mayor", "Our reporter", "The court", "Farmers"]
     verbs = ["discussed", "observed", "approved", "criticised", "announced", "studied"]
-    objects = ["the new budget", "the river pollution", "the school reform", "the harvest",
-               "the election results", "the bridge repairs"]
-    content = [f"{s} {v} {o} during the long meeting on Tuesday."
-               for s in subjects for v in verbs for o in objects]  # fmt: skip
-    widgets = ["Share on Facebook", "Tweet", "Menu", "Home", "Contact", "Log in", "Subscribe",
-               "Privacy Policy", "Terms of Use", "Cookies", "All rights reserved", "Next"]
+    objects = [
+        "the new budget",
+        "the river pollution",
+        "the school reform",
+        "the harvest",
+        "the election results",
+        "the bridge repairs",
+    ]
+    content = [
+        f"{s} {v} {o} during the long meeting on Tuesday."
+        for s in subjects
+        for v in verbs
+        for o in objects
+    ]
+    widgets = [
+        "Share on Facebook",
+        "Tweet",
+        "Menu",
+        "Home",
+        "Contact",
+        "Log in",
+        "Subscribe",
+        "Privacy Policy",
+        "Terms of Use",
+        "Cookies",
+        "All rights reserved",
+        "Next",
+    ]
     boiler = [f"{a} | {b} | {c}" for a in widgets for b in widgets for c in widgets[:3] if a != b]
     model = tmp_path / "q.bin"
     report = train_quality_model(content, boiler, str(model), epoch=25)
@@ -105,8 +137,12 @@ def test_quality_classifier_trains_loads_and_separates(tmp_path):
     assert (tmp_path / "q.bin.train.txt").exists()  # the bootstrap is inspectable
     scorer = QualityScorer(str(model))
     assert scorer.kind == "fasttext"
-    good, bad = scorer.score(["The committee approved the plan for the new school year.",
-                              "Share on Facebook | Tweet | Menu"])  # fmt: skip
+    good, bad = scorer.score(
+        [
+            "The committee approved the plan for the new school year.",
+            "Share on Facebook | Tweet | Menu",
+        ]
+    )
     assert good > 0.5 > bad
     assert QualityFilter(0.5)(bad) == "low_quality"
     assert QualityFilter(0.5)(good) is None
@@ -162,8 +198,23 @@ def test_wikitext_to_text_removes_markup_and_keeps_prose():
     assert "Ada Lovelace (1815–1852) was an English mathematician." in text
     assert "She was born in London. Her father was Byron." in text
     assert "She studied mathematics with Mary Somerville." in text
-    for residue in ("{{", "}}", "[[", "]]", "<ref", "thumb|", "Category:", "Early life",
-                    "wikitable", "1843", "Caption", "x^2", "de:Ada", "hidden comment", "Infobox"):
+    for residue in (
+        "{{",
+        "}}",
+        "[[",
+        "]]",
+        "<ref",
+        "thumb|",
+        "Category:",
+        "Early life",
+        "wikitable",
+        "1843",
+        "Caption",
+        "x^2",
+        "de:Ada",
+        "hidden comment",
+        "Infobox",
+    ):
         assert residue not in text, residue
 
 

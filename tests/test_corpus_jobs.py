@@ -30,11 +30,21 @@ def test_commoncrawl_real_sample_drops_boilerplate_keeps_news(tmp_path):
     assert len({r["lang"] for r in rows}) >= 5
     assert any(r["url_or_title"].startswith("http://01spb.ru") for r in rows)
     serbian = [r for r in rows if "013info.rs" in r["url_or_title"]]
-    assert any(t.startswith("Večeras nešto pre 19 sati na Sodari je ubijena ženska osoba") for t in texts)
+    assert any(
+        t.startswith("Večeras nešto pre 19 sati na Sodari je ubijena ženska osoba") for t in texts
+    )
     assert any("Nezvanično saznajemo da se ubistvo dogodilo" in r["text"] for r in serbian)
     assert len(serbian) >= 8
-    for boiler in ("Skip to main content", "Share on Facebook", "Toggle navigation", "Tweet Widget",
-                   "Hronika", "Kultura", "sledeća vest >", "17. 08. 2019."):  # fmt: skip
+    for boiler in (
+        "Skip to main content",
+        "Share on Facebook",
+        "Toggle navigation",
+        "Tweet Widget",
+        "Hronika",
+        "Kultura",
+        "sledeća vest >",
+        "17. 08. 2019.",
+    ):
         assert boiler not in texts, boiler
     dropped = {r["text"]: r["reason"] for r in read_rows(out, "_dropped")}
     assert "Share on Facebook" in dropped and "Skip to main content" in dropped
@@ -65,8 +75,9 @@ def test_wikipedia_real_sample_has_little_residue(tmp_path):
 def test_commoncrawl_bad_inputs_counted_and_survived(tmp_path):
     files = make_bad_cc_inputs(tmp_path / "in")
     out = tmp_path / "out"
-    rc = commoncrawl.main(["--input", str(tmp_path / "in" / "*"), "--output", str(out),
-                           "--direct_num_workers", "2"])  # fmt: skip
+    rc = commoncrawl.main(
+        ["--input", str(tmp_path / "in" / "*"), "--output", str(out), "--direct_num_workers", "2"]
+    )
     assert rc == 0
     stats = read_stats(out)
     assert_balanced(stats)
@@ -76,7 +87,10 @@ def test_commoncrawl_bad_inputs_counted_and_survived(tmp_path):
     assert c["documents"]["dropped"]["malformed_record"] == 1
     assert c["documents"]["events"]["charset_fallback"] >= 1
     texts = {r["text"] for r in read_rows(out)}
-    assert "Die Straße in Köln wurde für den Verkehr gesperrt, berichtete die Polizei heute früh." in texts
+    assert (
+        "Die Straße in Köln wurde für den Verkehr gesperrt, berichtete die Polizei heute früh."
+        in texts
+    )
     assert any("Городской совет утвердил новый бюджет" in t for t in texts)
     # The same news sentence appears in four files: dedup keeps one, counts the rest.
     assert sum(t.startswith("The city council approved") for t in texts) == 1
@@ -87,8 +101,18 @@ def test_commoncrawl_bad_inputs_counted_and_survived(tmp_path):
 def test_wikipedia_bad_inputs_counted_and_survived(tmp_path):
     make_bad_wiki_inputs(tmp_path / "in")
     out = tmp_path / "out"
-    rc = wikipedia.main(["--input", str(tmp_path / "in" / "*.bz2"), "--output", str(out),
-                         "--page-timeout", "0.3", "--direct_num_workers", "2"])  # fmt: skip
+    rc = wikipedia.main(
+        [
+            "--input",
+            str(tmp_path / "in" / "*.bz2"),
+            "--output",
+            str(out),
+            "--page-timeout",
+            "0.3",
+            "--direct_num_workers",
+            "2",
+        ]
+    )
     assert rc == 0
     c = read_stats(out)["counts"]
     assert_balanced({"counts": c})
@@ -106,13 +130,43 @@ def test_quality_bootstrap_trains_from_job_output(tmp_path):
     wiki_out, cc_out, model = tmp_path / "wiki", tmp_path / "cc", tmp_path / "q.bin"
     common = ["--direct_running_mode", "in_memory"]
     assert wikipedia.main(["--input", str(dump), "--output", str(wiki_out), *common]) == 0
-    assert commoncrawl.main(["--input", str(cc / "*.gz"), "--output", str(cc_out),
-                             "--write-dropped", *common]) == 0  # fmt: skip
-    assert quality.main(["train", "--positive", str(wiki_out), "--positive", str(cc_out),
-                         "--negative", str(cc_out), "--output", str(model)]) == 0  # fmt: skip
+    assert (
+        commoncrawl.main(
+            ["--input", str(cc / "*.gz"), "--output", str(cc_out), "--write-dropped", *common]
+        )
+        == 0
+    )
+    assert (
+        quality.main(
+            [
+                "train",
+                "--positive",
+                str(wiki_out),
+                "--positive",
+                str(cc_out),
+                "--negative",
+                str(cc_out),
+                "--output",
+                str(model),
+            ]
+        )
+        == 0
+    )
     out2 = tmp_path / "cc2"
-    assert commoncrawl.main(["--input", str(cc / "*.gz"), "--output", str(out2),
-                             "--quality-model", str(model), *common]) == 0  # fmt: skip
+    assert (
+        commoncrawl.main(
+            [
+                "--input",
+                str(cc / "*.gz"),
+                "--output",
+                str(out2),
+                "--quality-model",
+                str(model),
+                *common,
+            ]
+        )
+        == 0
+    )
     assert_balanced(read_stats(out2))
     texts = {r["text"] for r in read_rows(out2)}
     assert "Skip to main content" not in texts and "Share on Facebook" not in texts
@@ -132,8 +186,12 @@ def test_usage_errors_exit_nonzero_with_clear_message(tmp_path, args, message):
     for i in range(0, len(args), 2):
         base[args[i]] = args[i + 1]
     argv = [x for kv in base.items() for x in kv]
-    proc = subprocess.run([sys.executable, "-m", "pipelines.commoncrawl", *argv],
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "pipelines.commoncrawl", *argv],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2
     assert message in proc.stderr
 
@@ -143,8 +201,12 @@ def test_unreadable_quality_model_and_nonempty_output(tmp_path):
     src.write_bytes(b"")
     bad = tmp_path / "q.bin"
     bad.write_bytes(b"garbage")
-    assert commoncrawl.main(["--input", str(src), "--output", str(tmp_path / "o"),
-                             "--quality-model", str(bad)]) == 2  # fmt: skip
+    assert (
+        commoncrawl.main(
+            ["--input", str(src), "--output", str(tmp_path / "o"), "--quality-model", str(bad)]
+        )
+        == 2
+    )
     out = tmp_path / "full"
     out.mkdir()
     (out / "keep.txt").write_text("x")
@@ -153,11 +215,24 @@ def test_unreadable_quality_model_and_nonempty_output(tmp_path):
 
 
 def test_help_documents_options():
-    proc = subprocess.run([sys.executable, "-m", "pipelines.wikipedia", "--help"],
-                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "pipelines.wikipedia", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0
-    for opt in ("--input", "--output", "--lid-model", "--quality-model", "--langs", "--index",
-                "--page-timeout", "FlinkRunner", "DataflowRunner"):  # fmt: skip
+    for opt in (
+        "--input",
+        "--output",
+        "--lid-model",
+        "--quality-model",
+        "--langs",
+        "--index",
+        "--page-timeout",
+        "FlinkRunner",
+        "DataflowRunner",
+    ):
         assert opt in proc.stdout
 
 
@@ -165,11 +240,23 @@ def test_dedup_is_exact_across_hash_shards_and_optional(tmp_path):
     """Sharding the dedup groups changes the files, never the rows; --no-dedup keeps copies."""
     make_bad_cc_inputs(tmp_path / "in")
     runs = {}
-    for name, extra in (("one", ["--write-dropped"]), ("three", ["--shards-per-language", "3"]),
-                        ("nodup", ["--no-dedup", "--direct_running_mode", "in_memory"])):
+    for name, extra in (
+        ("one", ["--write-dropped"]),
+        ("three", ["--shards-per-language", "3"]),
+        ("nodup", ["--no-dedup", "--direct_running_mode", "in_memory"]),
+    ):
         out = tmp_path / name
-        rc = commoncrawl.main(["--input", str(tmp_path / "in" / "*"), "--output", str(out),
-                               "--direct_num_workers", "2", *extra])  # fmt: skip
+        rc = commoncrawl.main(
+            [
+                "--input",
+                str(tmp_path / "in" / "*"),
+                "--output",
+                str(out),
+                "--direct_num_workers",
+                "2",
+                *extra,
+            ]
+        )
         assert rc == 0
         assert_balanced(read_stats(out))
         runs[name] = (read_stats(out)["counts"]["sentences"], read_rows(out))

@@ -67,8 +67,11 @@ def test_wiki_bad_dumps_are_counted(tmp_path):
     assert len(pages) == 9  # 10 pages, one with broken XML
     assert c.counts["documents/dropped/malformed_page_xml"] == 1
     assert c.counts["file_ranges/out"] == 1
-    for name, reason in (("truncated", "truncated_archive"), ("not_xml", "not_xml"),
-                         ("empty", "empty_file")):  # fmt: skip
+    for name, reason in (
+        ("truncated", "truncated_archive"),
+        ("not_xml", "not_xml"),
+        ("empty", "empty_file"),
+    ):
         _, c = _pages(files[name])
         assert c.counts[f"file_ranges/dropped/{reason}"] == 1, (name, c.counts)
 

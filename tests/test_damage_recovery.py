@@ -120,7 +120,9 @@ def test_enwiki_bz2_job_counts_the_damage_in_stats(enwiki, tmp_path, caplog):
     src.write_bytes(flipped(enwiki, len(enwiki) // 2, 300))
     out = tmp_path / "out"
     with caplog.at_level(logging.WARNING):
-        rc = wikipedia.main(["--input", str(src), "--output", str(out), "--set", "page_timeout_s=30"])
+        rc = wikipedia.main(
+            ["--input", str(src), "--output", str(out), "--set", "page_timeout_s=30"]
+        )
     assert rc == 0
     stats = read_stats(out)
     assert_balanced(stats)

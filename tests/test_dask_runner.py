@@ -86,15 +86,25 @@ def test_beam_embedding_on_dask_equals_direct(cluster, tmp_path, tiny_model):  #
     from pipelines.embed import run as embed
 
     texts = [f"sentence number {i} about topic {i % 7}" for i in range(30)] + [""]
-    pq.write_table(pa.table({"text": texts, "id": [f"s{i}" for i in range(31)]}),
-                   tmp_path / "in.parquet")  # fmt: skip
-    common = ["--input", str(tmp_path / "in.parquet"), "--model", tiny_model, "--num-shards", "2",
-              "--dtype", "float32"]  # fmt: skip
+    pq.write_table(
+        pa.table({"text": texts, "id": [f"s{i}" for i in range(31)]}), tmp_path / "in.parquet"
+    )
+    common = [
+        "--input",
+        str(tmp_path / "in.parquet"),
+        "--model",
+        tiny_model,
+        "--num-shards",
+        "2",
+        "--dtype",
+        "float32",
+    ]
     assert embed([*common, "--output", str(tmp_path / "direct"), *DIRECT]) == 0
     assert embed([*common, "--output", str(tmp_path / "dask"), *dask_args(cluster)]) == 0
     a, b = EmbeddingStore(tmp_path / "direct"), EmbeddingStore(tmp_path / "dask")
     assert len(a) == len(b) == 31  # row i = input row i: the blank line keeps its (zero) row
     assert a.all_metadata().equals(b.all_metadata())
-    np.testing.assert_allclose(np.concatenate(b.all_vectors()), np.concatenate(a.all_vectors()),
-                               atol=1e-6)  # fmt: skip
+    np.testing.assert_allclose(
+        np.concatenate(b.all_vectors()), np.concatenate(a.all_vectors()), atol=1e-6
+    )
     assert read_stats(tmp_path / "dask")["counts"] == read_stats(tmp_path / "direct")["counts"]

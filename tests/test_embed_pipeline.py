@@ -33,12 +33,29 @@ def test_beam_embed_job_writes_a_store(tmp_path: Path, tiny_model: str) -> None:
     from pipelines.embed import run
 
     texts = [f"sentence number {i} about topic {i % 7}" for i in range(40)]
-    rows = {"text": texts + ["", None], "id": [f"s{i}" for i in range(42)],
-            "url_or_title": [f"u{i}" for i in range(42)]}  # fmt: skip
+    rows = {
+        "text": texts + ["", None],
+        "id": [f"s{i}" for i in range(42)],
+        "url_or_title": [f"u{i}" for i in range(42)],
+    }
     pq.write_table(pa.table(rows), tmp_path / "in.parquet")
     out = tmp_path / "store"
-    rc = run(["--input", str(tmp_path / "in.parquet"), "--model", tiny_model, "--output", str(out),
-              "--num-shards", "3", "--dtype", "float32", "--direct_running_mode", "in_memory"])  # fmt: skip
+    rc = run(
+        [
+            "--input",
+            str(tmp_path / "in.parquet"),
+            "--model",
+            tiny_model,
+            "--output",
+            str(out),
+            "--num-shards",
+            "3",
+            "--dtype",
+            "float32",
+            "--direct_running_mode",
+            "in_memory",
+        ]
+    )
     assert rc == 0
     store = EmbeddingStore(out)
     # Row i = input row i: the blank and the null text keep their rows (zero vectors).
@@ -60,8 +77,21 @@ def test_beam_embed_job_writes_a_store(tmp_path: Path, tiny_model: str) -> None:
     # the store is directly minable: its Parquet carries the sentences
     from mining.__main__ import main
 
-    rc = main(["mine", "--src-text", str(out), "--trg-text", str(out), "--src-emb", str(out),
-               "--trg-emb", str(out), "--out", str(tmp_path / "mined")])  # fmt: skip
+    rc = main(
+        [
+            "mine",
+            "--src-text",
+            str(out),
+            "--trg-text",
+            str(out),
+            "--src-emb",
+            str(out),
+            "--trg-emb",
+            str(out),
+            "--out",
+            str(tmp_path / "mined"),
+        ]
+    )
     assert rc == 0
     t = pq.read_table(tmp_path / "mined" / "mined.parquet")
     # The pairs carry the store's ids and sentences. (Not a self-match check: the tiny model's
@@ -83,8 +113,19 @@ def test_beam_embed_job_writes_a_store(tmp_path: Path, tiny_model: str) -> None:
 def test_beam_embed_job_bad_paths(tmp_path: Path) -> None:
     from pipelines.embed import run
 
-    assert run(["--input", str(tmp_path / "x.parquet"), "--model", str(tmp_path),
-                "--output", str(tmp_path / "o")]) == 2  # fmt: skip
+    assert (
+        run(
+            [
+                "--input",
+                str(tmp_path / "x.parquet"),
+                "--model",
+                str(tmp_path),
+                "--output",
+                str(tmp_path / "o"),
+            ]
+        )
+        == 2
+    )
     assert run(["--input", "x", "--model", str(tmp_path / "missing"), "--output", "o"]) == 2
 
 
@@ -94,9 +135,22 @@ def test_mine_with_model_on_tatoeba(tmp_path: Path, tiny_model: str) -> None:
     from labse_common.embedding_store import EmbeddingStore
     from mining.__main__ import main
 
-    rc = main(["mine", "--src-text", str(DATA / "dev.deu-eng.deu"), "--trg-text",
-               str(DATA / "dev.deu-eng.eng"), "--model", tiny_model, "--out", str(tmp_path / "o"),
-               "--mode", "max", "--unify"])  # fmt: skip
+    rc = main(
+        [
+            "mine",
+            "--src-text",
+            str(DATA / "dev.deu-eng.deu"),
+            "--trg-text",
+            str(DATA / "dev.deu-eng.eng"),
+            "--model",
+            tiny_model,
+            "--out",
+            str(tmp_path / "o"),
+            "--mode",
+            "max",
+            "--unify",
+        ]
+    )
     assert rc == 0
     stats = json.loads((tmp_path / "o" / "stats.json").read_text())
     assert check_balanced(stats) == [] and stats["counts"]["src_sentences"]["in"] == 100

@@ -53,9 +53,17 @@ def sentences(tmp_path: Path, monkeypatch) -> Path:
     d.mkdir()
     for name, texts, first in (("a", FILE_A, 0), ("b", FILE_B, len(FILE_A))):
         n = len(texts)
-        pq.write_table(pa.table({"text": texts, "id": [f"s{first + i}" for i in range(n)],
-                                 "url_or_title": [f"http://x/{first + i}" for i in range(n)]}),
-                       d / f"{name}.parquet", row_group_size=5)  # fmt: skip
+        pq.write_table(
+            pa.table(
+                {
+                    "text": texts,
+                    "id": [f"s{first + i}" for i in range(n)],
+                    "url_or_title": [f"http://x/{first + i}" for i in range(n)],
+                }
+            ),
+            d / f"{name}.parquet",
+            row_group_size=5,
+        )
     return d
 
 
@@ -82,12 +90,44 @@ def _three_entry_points(tmp_path: Path, tiny: str, sentences: Path) -> Path:
 
     common = ["--dtype", "float16", "--rows-per-shard", "7"]
     enc, mine, beam = tmp_path / "encode", tmp_path / "mining", tmp_path / "beam"
-    assert labse_main(["encode", "--model", tiny, "--input", str(sentences), "--output", str(enc),
-                       "--no-progress", *common]) == 0  # fmt: skip
-    assert mining_main(["embed", "--text", str(sentences), "--model", tiny, "--output",
-                        str(mine), *common]) == 0  # fmt: skip
-    assert beam_embed(["--input", str(sentences / "*.parquet"), "--model", tiny, "--output",
-                       str(beam), *common, "--direct_running_mode", "in_memory"]) == 0  # fmt: skip
+    assert (
+        labse_main(
+            [
+                "encode",
+                "--model",
+                tiny,
+                "--input",
+                str(sentences),
+                "--output",
+                str(enc),
+                "--no-progress",
+                *common,
+            ]
+        )
+        == 0
+    )
+    assert (
+        mining_main(
+            ["embed", "--text", str(sentences), "--model", tiny, "--output", str(mine), *common]
+        )
+        == 0
+    )
+    assert (
+        beam_embed(
+            [
+                "--input",
+                str(sentences / "*.parquet"),
+                "--model",
+                tiny,
+                "--output",
+                str(beam),
+                *common,
+                "--direct_running_mode",
+                "in_memory",
+            ]
+        )
+        == 0
+    )
     _same_store(enc, mine)
     _same_store(enc, beam)
     return enc
@@ -130,8 +170,12 @@ def test_runner_task_and_mine_model_use_the_same_path(tmp_path, tiny, sentences)
     lang_dir.mkdir()
     os.symlink(sentences, lang_dir / "xx")
     embed_task(lang_dir, ["xx"], tiny, tmp_path / "task", batch_size=64)
-    assert mining_main(["embed", "--text", str(sentences), "--model", tiny, "--output",
-                        str(tmp_path / "cli")]) == 0  # fmt: skip
+    assert (
+        mining_main(
+            ["embed", "--text", str(sentences), "--model", tiny, "--output", str(tmp_path / "cli")]
+        )
+        == 0
+    )
     _same_store(tmp_path / "task" / "xx", tmp_path / "cli")
 
     texts = [t or "" for t in FILE_A + FILE_B]
@@ -149,10 +193,27 @@ def test_text_input_and_useless_inputs(tmp_path, tiny, sentences):
 
     txt = tmp_path / "in.txt"
     txt.write_bytes(b"\xef\xbb\xbfErste Zeile\r\n\r\nDritte Zeile\n")
-    assert mining_main(["embed", "--text", str(txt), "--model", tiny, "--output",
-                        str(tmp_path / "t1")]) == 0  # fmt: skip
-    assert beam_embed(["--input", str(txt), "--model", tiny, "--output", str(tmp_path / "t2"),
-                       "--direct_running_mode", "in_memory"]) == 0  # fmt: skip
+    assert (
+        mining_main(
+            ["embed", "--text", str(txt), "--model", tiny, "--output", str(tmp_path / "t1")]
+        )
+        == 0
+    )
+    assert (
+        beam_embed(
+            [
+                "--input",
+                str(txt),
+                "--model",
+                tiny,
+                "--output",
+                str(tmp_path / "t2"),
+                "--direct_running_mode",
+                "in_memory",
+            ]
+        )
+        == 0
+    )
     _same_store(tmp_path / "t1", tmp_path / "t2")
     meta = es.EmbeddingStore(tmp_path / "t1").all_metadata()
     assert meta.column("text").to_pylist() == ["Erste Zeile", "", "Dritte Zeile"]
@@ -161,8 +222,11 @@ def test_text_input_and_useless_inputs(tmp_path, tiny, sentences):
     empty.write_text("")
     notext = tmp_path / "notext.parquet"
     pq.write_table(pa.table({"sentence": ["a"]}), notext)
-    for bad, needle in ((empty, "no sentences"), (notext, "'text'"),
-                        (tmp_path / "missing.txt", "not found")):  # fmt: skip
+    for bad, needle in (
+        (empty, "no sentences"),
+        (notext, "'text'"),
+        (tmp_path / "missing.txt", "not found"),
+    ):
         out = tmp_path / f"out_{bad.stem}"
         for rc in (
             labse_main(["encode", "--model", tiny, "--input", str(bad), "--output", str(out)]),
@@ -171,9 +235,24 @@ def test_text_input_and_useless_inputs(tmp_path, tiny, sentences):
         ):
             assert rc == 2, (bad, needle)
         assert not out.exists()
-    r = subprocess.run([sys.executable, "-m", "mining", "embed", "--text", str(empty), "--model",
-                        tiny, "--output", str(tmp_path / "o")], cwd=ROOT, capture_output=True,
-                       text=True, timeout=120)  # fmt: skip
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mining",
+            "embed",
+            "--text",
+            str(empty),
+            "--model",
+            tiny,
+            "--output",
+            str(tmp_path / "o"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     errors = [ln for ln in r.stderr.splitlines() if "ERROR" in ln]
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-2000:]
     assert len(errors) == 1 and str(empty) in errors[0] and "--text" in errors[0]
@@ -190,8 +269,13 @@ def _numbered(tmp_path: Path, numbers: list[int]) -> tuple[Path, np.ndarray]:
 def test_convert_refuses_a_gap_in_numbered_shards(tmp_path):
     src, _ = _numbered(tmp_path, [0, 2, 3])  # emb.00001.npy is missing
     dst = tmp_path / "store"
-    r = subprocess.run([sys.executable, "-m", "labse_common.embedding_store", "convert", str(src),
-                        str(dst)], cwd=ROOT, capture_output=True, text=True, timeout=120)  # fmt: skip
+    r = subprocess.run(
+        [sys.executable, "-m", "labse_common.embedding_store", "convert", str(src), str(dst)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 2, r.stderr[-2000:]
     assert "Traceback" not in r.stderr
     errors = [ln for ln in r.stderr.splitlines() if "ERROR" in ln]
@@ -261,13 +345,48 @@ def test_a_damaged_row_group_keeps_its_rows_as_zero_vectors(tmp_path, tiny, sent
 
     only = tmp_path / "only"
     only.mkdir()
-    pq.write_table(pa.table({"text": [f"Satz {i}." for i in range(10)]}), only / "x.parquet",
-                   row_group_size=5, compression="snappy", use_dictionary=False)  # fmt: skip
+    pq.write_table(
+        pa.table({"text": [f"Satz {i}." for i in range(10)]}),
+        only / "x.parquet",
+        row_group_size=5,
+        compression="snappy",
+        use_dictionary=False,
+    )
     _damage_groups(only / "x.parquet", [0, 1])
-    assert labse_main(["encode", "--model", tiny, "--input", str(only), "--output",
-                       str(tmp_path / "e2"), "--no-progress"]) == 2  # fmt: skip
-    assert mining_main(["embed", "--text", str(only), "--model", tiny, "--output",
-                        str(tmp_path / "m2")]) == 2  # fmt: skip
-    assert beam_embed(["--input", str(only / "*.parquet"), "--model", tiny, "--output",
-                       str(tmp_path / "b2"), "--direct_running_mode", "in_memory"]) == 2  # fmt: skip
+    assert (
+        labse_main(
+            [
+                "encode",
+                "--model",
+                tiny,
+                "--input",
+                str(only),
+                "--output",
+                str(tmp_path / "e2"),
+                "--no-progress",
+            ]
+        )
+        == 2
+    )
+    assert (
+        mining_main(
+            ["embed", "--text", str(only), "--model", tiny, "--output", str(tmp_path / "m2")]
+        )
+        == 2
+    )
+    assert (
+        beam_embed(
+            [
+                "--input",
+                str(only / "*.parquet"),
+                "--model",
+                tiny,
+                "--output",
+                str(tmp_path / "b2"),
+                "--direct_running_mode",
+                "in_memory",
+            ]
+        )
+        == 2
+    )
     assert not any((tmp_path / n).exists() for n in ("e2", "m2", "b2"))

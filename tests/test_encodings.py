@@ -64,13 +64,20 @@ def test_utf16_wikipedia_dump_reads_like_its_utf8_original():
 
 @pytest.mark.parametrize(
     "encoding, declared, bom",
-    [("utf-16-le", "UTF-16", b""), ("utf-16-be", "UTF-16", codecs.BOM_UTF16_BE),
-     ("utf-32-le", "UTF-32", codecs.BOM_UTF32_LE), ("utf-8", "UTF-8", BOM8),
-     ("iso-8859-1", "ISO-8859-1", b""), ("cp1252", "windows-1252", b"")],
-)  # fmt: skip
+    [
+        ("utf-16-le", "UTF-16", b""),
+        ("utf-16-be", "UTF-16", codecs.BOM_UTF16_BE),
+        ("utf-32-le", "UTF-32", codecs.BOM_UTF32_LE),
+        ("utf-8", "UTF-8", BOM8),
+        ("iso-8859-1", "ISO-8859-1", b""),
+        ("cp1252", "windows-1252", b""),
+    ],
+)
 def test_declared_encodings_and_boms(encoding, declared, bom):
     text = "Die Straße in Köln wurde gesperrt, berichtete die Polizei heute früh."
-    xml = f'<?xml version="1.0" encoding="{declared}"?>\n' + HEADER + page_xml("Köln", text) + FOOTER
+    xml = (
+        f'<?xml version="1.0" encoding="{declared}"?>\n' + HEADER + page_xml("Köln", text) + FOOTER
+    )
     data = bom + xml.encode(encoding)
     assert codecs.lookup(sniff_xml_encoding(data[:256])[0]).name == codecs.lookup(encoding).name
     got, c = _pages(data)
@@ -79,8 +86,11 @@ def test_declared_encodings_and_boms(encoding, declared, bom):
 
 def test_utf16_dump_job_writes_sentences(tmp_path):
     dump = tmp_path / "enwiki-utf16-pages-articles.xml.bz2"
-    dump.write_bytes(bz2.compress(('<?xml version="1.0" encoding="UTF-16"?>\n' + _enwiki_head(12))
-                                  .encode("utf-16")))  # fmt: skip
+    dump.write_bytes(
+        bz2.compress(
+            ('<?xml version="1.0" encoding="UTF-16"?>\n' + _enwiki_head(12)).encode("utf-16")
+        )
+    )
     out = tmp_path / "out"
     assert wikipedia.main(["--input", str(dump), "--output", str(out)]) == 0
     stats = read_stats(out)
@@ -94,18 +104,29 @@ def test_missing_or_wrong_index_is_a_usage_error(tmp_path, caplog):
     dump = tmp_path / "x-pages-articles-multistream.xml.bz2"
     dump.write_bytes(bz2.compress((HEADER + FOOTER).encode()))
     with caplog.at_level(logging.ERROR):
-        rc = wikipedia.main(["--input", str(dump), "--output", str(tmp_path / "o"),
-                             "--index", str(tmp_path / "nope-index.txt.bz2")])  # fmt: skip
+        rc = wikipedia.main(
+            [
+                "--input",
+                str(dump),
+                "--output",
+                str(tmp_path / "o"),
+                "--index",
+                str(tmp_path / "nope-index.txt.bz2"),
+            ]
+        )
     assert rc == 2 and re.search(r"--index \S*nope-index.txt.bz2: not found", caplog.text)
     assert not (tmp_path / "o").exists()
     bad = tmp_path / "bad-index.txt.bz2"
     bad.write_bytes(b"not bz2 at all")
     caplog.clear()
     with caplog.at_level(logging.ERROR):
-        rc = wikipedia.main(["--input", str(dump), "--output", str(tmp_path / "o"), "--index", str(bad)])
+        rc = wikipedia.main(
+            ["--input", str(dump), "--output", str(tmp_path / "o"), "--index", str(bad)]
+        )
     assert rc == 2 and "not a bz2 multistream index" in caplog.text
-    _, index = write_multistream(tmp_path / "y-pages-articles-multistream.xml.bz2",
-                                 [page_xml("A", "text")], 1)  # fmt: skip
+    _, index = write_multistream(
+        tmp_path / "y-pages-articles-multistream.xml.bz2", [page_xml("A", "text")], 1
+    )
     wikipedia.check_index(str(index))  # a real index passes
 
 
@@ -119,8 +140,12 @@ def _tatoeba(d, langs, sides=("xxx", "eng"), n=6):
         base = rng.standard_normal((n, 8)).astype(np.float32)
         for side in sides:
             name = d / f"dev.{lang}-eng.{lang if side == 'xxx' else 'eng'}"
-            name.write_text("".join(f"{lang} {side} sentence {i}\n" for i in range(n)), encoding="utf-8")
-            np.save(str(name) + ".npy", base + 0.01 * rng.standard_normal(base.shape).astype(np.float32))
+            name.write_text(
+                "".join(f"{lang} {side} sentence {i}\n" for i in range(n)), encoding="utf-8"
+            )
+            np.save(
+                str(name) + ".npy", base + 0.01 * rng.standard_normal(base.shape).astype(np.float32)
+            )
 
 
 def test_tatoeba_without_files_for_the_prefix_is_an_error(tmp_path, caplog):
@@ -138,8 +163,21 @@ def test_tatoeba_language_with_a_missing_side_is_named(tmp_path, caplog, capsys)
         rc = mining_main(["eval", "tatoeba", "--data", str(tmp_path), "--prefix", "dev"])
     assert rc == 2 and "language ita" in caplog.text and "dev.ita-eng.eng missing" in caplog.text
     out = tmp_path / "rep"
-    rc = mining_main(["eval", "tatoeba", "--data", str(tmp_path), "--prefix", "dev",
-                      "--langs", "deu", "fra", "--out", str(out)])  # fmt: skip
+    rc = mining_main(
+        [
+            "eval",
+            "tatoeba",
+            "--data",
+            str(tmp_path),
+            "--prefix",
+            "dev",
+            "--langs",
+            "deu",
+            "fra",
+            "--out",
+            str(out),
+        ]
+    )
     assert rc == 0
     rep = json.loads((out / "tatoeba_dev.json").read_text())
     assert [r["lang"] for r in rep["langs"]] == ["deu", "fra"]
@@ -154,9 +192,13 @@ def test_text_readers_strip_boms(tmp_path):
     lines = ["Erster Satz mit Umlauten: ä ö ü.", "Second line\r", "", "last"]
     body = "\n".join(lines) + "\n"
     want = [ln.rstrip("\r") for ln in lines]
-    for name, data in (("u8.txt", BOM8 + body.encode()), ("u16.txt", body.encode("utf-16")),
-                       ("u32.txt", body.encode("utf-32")), ("plain.txt", body.encode()),
-                       ("u8.txt.gz", gzip.compress(BOM8 + body.encode()))):  # fmt: skip
+    for name, data in (
+        ("u8.txt", BOM8 + body.encode()),
+        ("u16.txt", body.encode("utf-16")),
+        ("u32.txt", body.encode("utf-32")),
+        ("plain.txt", body.encode()),
+        ("u8.txt.gz", gzip.compress(BOM8 + body.encode())),
+    ):
         p = tmp_path / name
         p.write_bytes(data)
         assert read_lines(p) == want, name
@@ -187,12 +229,32 @@ def test_first_mined_sentence_has_no_bom(tmp_path):
     src, trg = tmp_path / "src.txt", tmp_path / "trg.txt"
     src.write_bytes(BOM8 + "".join(f"Quelle Satz {i}\n" for i in range(20)).encode())
     trg.write_bytes(BOM8 + "".join(f"Target sentence {i}\n" for i in range(20)).encode())
-    np.save(tmp_path / "src.npy", (base + 0.05 * rng.standard_normal(base.shape)).astype(np.float32))
-    np.save(tmp_path / "trg.npy", (base + 0.05 * rng.standard_normal(base.shape)).astype(np.float32))
+    np.save(
+        tmp_path / "src.npy", (base + 0.05 * rng.standard_normal(base.shape)).astype(np.float32)
+    )
+    np.save(
+        tmp_path / "trg.npy", (base + 0.05 * rng.standard_normal(base.shape)).astype(np.float32)
+    )
     out = tmp_path / "out"
-    rc = mining_main(["mine", "--src-text", str(src), "--trg-text", str(trg),
-                      "--src-emb", str(tmp_path / "src.npy"), "--trg-emb", str(tmp_path / "trg.npy"),
-                      "--out", str(out), "--src-lang", "de", "--trg-lang", "en"])  # fmt: skip
+    rc = mining_main(
+        [
+            "mine",
+            "--src-text",
+            str(src),
+            "--trg-text",
+            str(trg),
+            "--src-emb",
+            str(tmp_path / "src.npy"),
+            "--trg-emb",
+            str(tmp_path / "trg.npy"),
+            "--out",
+            str(out),
+            "--src-lang",
+            "de",
+            "--trg-lang",
+            "en",
+        ]
+    )
     assert rc == 0
     table = pq.read_table(out / "mined.parquet").to_pylist()
     pairs = {(r["src"], r["trg"]) for r in table}

@@ -14,8 +14,13 @@ from mining.bucc import evaluate_at, evaluate_bucc, optimize_threshold, read_buc
 
 
 def test_optimizer_hand_computed() -> None:
-    cands = {("a1", "b1"): 0.9, ("a2", "b2"): 0.8, ("a3", "b9"): 0.7, ("a4", "b4"): 0.6,
-             ("a5", "b8"): 0.5}  # fmt: skip
+    cands = {
+        ("a1", "b1"): 0.9,
+        ("a2", "b2"): 0.8,
+        ("a3", "b9"): 0.7,
+        ("a4", "b4"): 0.6,
+        ("a5", "b8"): 0.5,
+    }
     gold = {("a1", "b1"), ("a2", "b2"), ("a4", "b4"), ("a6", "b6")}
     # cumulative F1 by cut: .4, .667, .571, .75, .667 -> best after the 4th candidate,
     # threshold halfway between 0.6 and 0.5.

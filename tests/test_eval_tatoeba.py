@@ -53,14 +53,41 @@ def test_tatoeba_cli_with_npy_and_missing_language(tmp_path: Path) -> None:
         for side in (lang, "eng"):
             f = DATA / f"dev.{lang}-eng.{side}"
             np.save(tmp_path / f"{f.name}.npy", emb(read_lines(f), f))
-    rc = main(["eval", "tatoeba", "--data", str(DATA), "--prefix", "dev", "--langs", "deu", "jpn",
-               "--emb-dir", str(tmp_path), "--out", str(tmp_path / "rep")])  # fmt: skip
+    rc = main(
+        [
+            "eval",
+            "tatoeba",
+            "--data",
+            str(DATA),
+            "--prefix",
+            "dev",
+            "--langs",
+            "deu",
+            "jpn",
+            "--emb-dir",
+            str(tmp_path),
+            "--out",
+            str(tmp_path / "rep"),
+        ]
+    )
     assert rc == 0
     rep = json.loads((tmp_path / "rep" / "tatoeba_dev.json").read_text())
     assert {r["lang"] for r in rep["langs"]} == {"deu", "jpn"}
     assert "**average**" in (tmp_path / "rep" / "tatoeba_dev.md").read_text()
-    rc = main(["eval", "tatoeba", "--data", str(DATA), "--prefix", "dev", "--langs", "xxx",
-               "--emb-dir", str(tmp_path)])  # fmt: skip
+    rc = main(
+        [
+            "eval",
+            "tatoeba",
+            "--data",
+            str(DATA),
+            "--prefix",
+            "dev",
+            "--langs",
+            "xxx",
+            "--emb-dir",
+            str(tmp_path),
+        ]
+    )
     assert rc == 2
 
 
@@ -75,8 +102,22 @@ def test_tatoeba_with_a_real_encoder(tmp_path: Path) -> None:
         pytest.skip(f"labse_model encode API not available: {exc}")
     texts = read_lines(DATA / "train.deu-eng.deu") + read_lines(DATA / "train.deu-eng.eng")
     model = make_tiny_checkpoint(str(tmp_path / "tiny"), sentences=texts, hidden=32, layers=1)
-    rc = main(["eval", "tatoeba", "--data", str(DATA), "--prefix", "dev", "--langs", "deu",
-               "--model", model, "--out", str(tmp_path / "rep")])  # fmt: skip
+    rc = main(
+        [
+            "eval",
+            "tatoeba",
+            "--data",
+            str(DATA),
+            "--prefix",
+            "dev",
+            "--langs",
+            "deu",
+            "--model",
+            model,
+            "--out",
+            str(tmp_path / "rep"),
+        ]
+    )
     assert rc == 0
     got = json.loads((tmp_path / "rep" / "tatoeba_dev.json").read_text())["langs"][0]
     enc = Encoder.from_pretrained(model)

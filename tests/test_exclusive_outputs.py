@@ -34,8 +34,7 @@ def _env() -> dict:
 
 
 def _rows(out: Path) -> int:
-    return sum(pq.read_metadata(f).num_rows
-               for f in glob.glob(str(out / "[!_]*" / "*.parquet")))  # fmt: skip
+    return sum(pq.read_metadata(f).num_rows for f in glob.glob(str(out / "[!_]*" / "*.parquet")))
 
 
 def _stats(out: Path) -> dict:
@@ -57,8 +56,10 @@ def test_claim_is_atomic_among_simultaneous_processes(tmp_path):
     ctx = multiprocessing.get_context("fork")
     n = 6
     barrier, results = ctx.Barrier(n), ctx.Queue()
-    procs = [ctx.Process(target=_claim_once, args=(str(tmp_path / "o"), barrier, results))
-             for _ in range(n)]  # fmt: skip
+    procs = [
+        ctx.Process(target=_claim_once, args=(str(tmp_path / "o"), barrier, results))
+        for _ in range(n)
+    ]
     for p in procs:
         p.start()
     for p in procs:
@@ -142,10 +143,19 @@ def test_two_corpus_jobs_into_one_folder(tmp_path):
     """Job A runs; while it holds the folder (paused mid-run), job B starts: exit 2, clear
     message; A then finishes and the folder holds exactly A's files, matching its stats."""
     out = tmp_path / "cc"
-    cmd = [sys.executable, "-m", "pipelines.commoncrawl", "--input", str(SAMPLE),
-           "--output", str(out), *BEAM]  # fmt: skip
-    a = subprocess.Popen(cmd, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                         start_new_session=True)  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "pipelines.commoncrawl",
+        "--input",
+        str(SAMPLE),
+        "--output",
+        str(out),
+        *BEAM,
+    ]
+    a = subprocess.Popen(
+        cmd, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True
+    )
     try:
         deadline = time.monotonic() + 120
         while not (out / CLAIM).exists():
@@ -154,8 +164,9 @@ def test_two_corpus_jobs_into_one_folder(tmp_path):
             time.sleep(0.02)
         os.killpg(a.pid, signal.SIGSTOP)  # A holds the claim, mid-run, for as long as B needs
         try:
-            b = subprocess.run([*cmd, "--overwrite"], env=_env(), capture_output=True,
-                               text=True, timeout=120)  # fmt: skip
+            b = subprocess.run(
+                [*cmd, "--overwrite"], env=_env(), capture_output=True, text=True, timeout=120
+            )
         finally:
             os.killpg(a.pid, signal.SIGCONT)
         assert b.returncode == 2, b.stderr
@@ -180,15 +191,21 @@ def test_corpus_overwrite_leaves_no_stale_language_folders(tmp_path):
     from pipelines import commoncrawl
 
     out = tmp_path / "cc"
-    assert commoncrawl.main(["--input", str(SAMPLE), "--output", str(out), "--write-dropped",
-                             *BEAM]) == 0  # fmt: skip
+    assert (
+        commoncrawl.main(["--input", str(SAMPLE), "--output", str(out), "--write-dropped", *BEAM])
+        == 0
+    )
     first = {p.name for p in out.iterdir() if p.is_dir()}
     assert "_dropped" in first and len(first) > 2
     keep = sorted(first - {"_dropped"})[0]
     (out / "_tmp-killedjob").mkdir()
     (out / keep / "part-99999-00000.parquet").write_bytes(b"old shard")
-    assert commoncrawl.main(["--input", str(SAMPLE), "--output", str(out), "--langs", keep,
-                             "--overwrite", *BEAM]) == 0  # fmt: skip
+    assert (
+        commoncrawl.main(
+            ["--input", str(SAMPLE), "--output", str(out), "--langs", keep, "--overwrite", *BEAM]
+        )
+        == 0
+    )
     assert sorted(os.listdir(out)) == sorted([keep, "stats.json"])
     assert not (out / keep / "part-99999-00000.parquet").exists()
     assert _rows(out) == _stats(out)["counts"]["sentences"]["out"]
@@ -202,19 +219,33 @@ def test_mining_mine_refuses_a_busy_or_full_output(tmp_path, caplog):
     rng = np.random.default_rng(0)
     for side in ("s", "t"):
         w = StoreWriter(tmp_path / side, dim=8, dtype="float32", rows_per_shard=10)
-        w.add(rng.normal(size=(12, 8)).astype(np.float32), [str(i) for i in range(12)],
-              text=[f"{side}{i}" for i in range(12)])  # fmt: skip
+        w.add(
+            rng.normal(size=(12, 8)).astype(np.float32),
+            [str(i) for i in range(12)],
+            text=[f"{side}{i}" for i in range(12)],
+        )
         w.close()
-    argv = ["mine", "--src-text", str(tmp_path / "s"), "--trg-text", str(tmp_path / "t"),
-            "--src-emb", str(tmp_path / "s"), "--trg-emb", str(tmp_path / "t"),
-            "--out", str(tmp_path / "m")]  # fmt: skip
+    argv = [
+        "mine",
+        "--src-text",
+        str(tmp_path / "s"),
+        "--trg-text",
+        str(tmp_path / "t"),
+        "--src-emb",
+        str(tmp_path / "s"),
+        "--trg-emb",
+        str(tmp_path / "t"),
+        "--out",
+        str(tmp_path / "m"),
+    ]
     held = OutputDir(tmp_path / "m").claim()  # another job is writing
     assert mining_main(argv) == 2
     assert "being written by another job" in caplog.text
     held.abort()
     assert mining_main(argv) == 0
     assert sorted(os.listdir(tmp_path / "m")) == sorted(
-        ["mined.parquet", "mined.tsv.gz", "score_hist.png", "stats.json"])
+        ["mined.parquet", "mined.tsv.gz", "score_hist.png", "stats.json"]
+    )
     assert mining_main(argv) == 2  # not empty
     (tmp_path / "m" / "stale.txt").write_text("old")
     assert mining_main([*argv, "--overwrite"]) == 0

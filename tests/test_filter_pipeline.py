@@ -36,9 +36,18 @@ def inputs(tmp_path: Path) -> list[Path]:
         f.write("broken line\n")
     par = tmp_path / "b.parquet"
     rest = real[100:]
-    pq.write_table(pa.table({"src": [a for a, _ in rest], "trg": [b for _, b in rest],
-                             "src_lang": ["en"] * len(rest), "trg_lang": ["de"] * len(rest),
-                             "margin": pa.array([1.1] * len(rest), pa.float32())}), par)  # fmt: skip
+    pq.write_table(
+        pa.table(
+            {
+                "src": [a for a, _ in rest],
+                "trg": [b for _, b in rest],
+                "src_lang": ["en"] * len(rest),
+                "trg_lang": ["de"] * len(rest),
+                "margin": pa.array([1.1] * len(rest), pa.float32()),
+            }
+        ),
+        par,
+    )
     return [tsv, par]
 
 
@@ -52,8 +61,23 @@ def _rows(paths) -> list[tuple[str, str]]:
 
 def test_beam_job_gives_the_same_pairs_and_counts_as_the_cli(inputs, tmp_path):
     beam_out = tmp_path / "beam"
-    rc = run(["--input", str(tmp_path / "*.tsv.gz"), str(tmp_path / "*.parquet"), "--output", str(beam_out),
-              "--src-lang", "en", "--trg-lang", "de", "--write-dropped", "--batch-rows", "40", *BEAM])  # fmt: skip
+    rc = run(
+        [
+            "--input",
+            str(tmp_path / "*.tsv.gz"),
+            str(tmp_path / "*.parquet"),
+            "--output",
+            str(beam_out),
+            "--src-lang",
+            "en",
+            "--trg-lang",
+            "de",
+            "--write-dropped",
+            "--batch-rows",
+            "40",
+            *BEAM,
+        ]
+    )
     assert rc == 0
     rep = json.loads((beam_out / "stats.json").read_text())
     assert not check_balanced(rep) and not check_balanced({"counts": rep["steps"]})
@@ -64,8 +88,22 @@ def test_beam_job_gives_the_same_pairs_and_counts_as_the_cli(inputs, tmp_path):
     cli_steps: dict = {}
     for i, path in enumerate(inputs):
         out = tmp_path / f"cli{i}"
-        assert filters_main(["rules", "--pairs", str(path), "--src-lang", "en", "--trg-lang", "de",
-                             "--output", str(out)]) == 0  # fmt: skip
+        assert (
+            filters_main(
+                [
+                    "rules",
+                    "--pairs",
+                    str(path),
+                    "--src-lang",
+                    "en",
+                    "--trg-lang",
+                    "de",
+                    "--output",
+                    str(out),
+                ]
+            )
+            == 0
+        )
         cli_kept.append(out / "kept.parquet")
         c = json.loads((out / "stats.json").read_text())
         cli_counts["in"] += c["counts"]["pairs"]["in"]
@@ -133,12 +171,27 @@ def test_beam_job_survives_a_damaged_file_and_claims_its_output(inputs, tmp_path
     junk = tmp_path / "d.parquet"
     junk.write_bytes(b"PAR1 not really parquet")
     out = tmp_path / "beam"
-    args = ["--input", str(inputs[1]), str(bad), str(junk), "--output", str(out),
-            "--set", "steps=[empty, length]", "--batch-rows", "500", *BEAM]  # fmt: skip
+    args = [
+        "--input",
+        str(inputs[1]),
+        str(bad),
+        str(junk),
+        "--output",
+        str(out),
+        "--set",
+        "steps=[empty, length]",
+        "--batch-rows",
+        "500",
+        *BEAM,
+    ]
     assert run(args) == 0
     rep = json.loads((out / "stats.json").read_text())
-    assert rep["counts"]["files"] == {"in": 3, "out": 2, "dropped": {"unreadable": 1},
-                                      "events": {"damaged_row_groups": 1}}  # fmt: skip
+    assert rep["counts"]["files"] == {
+        "in": 3,
+        "out": 2,
+        "dropped": {"unreadable": 1},
+        "events": {"damaged_row_groups": 1},
+    }
     assert rep["counts"]["pairs"]["dropped"]["damaged_row_group"] == 1000
     assert not check_balanced(rep) and not check_balanced({"counts": rep["steps"]})
     # Counted and survived: warnings naming the files, and the unreadable one in stats.json.
@@ -148,8 +201,15 @@ def test_beam_job_survives_a_damaged_file_and_claims_its_output(inputs, tmp_path
     assert not [r for r in caplog.records if r.levelname == "ERROR"]
     assert [u["path"] for u in rep["unreadable"]] == [str(junk)]
     # The file read in part is named too, with what it lost.
-    assert rep["damaged"] == [{"path": str(bad), "pairs_read": 2000, "row_groups_lost": 1,
-                               "pairs_lost": 1000, "truncated_gzip": False}]  # fmt: skip
+    assert rep["damaged"] == [
+        {
+            "path": str(bad),
+            "pairs_read": 2000,
+            "row_groups_lost": 1,
+            "pairs_lost": 1000,
+            "truncated_gzip": False,
+        }
+    ]
     kept = [
         r for p in sorted((out / "kept").glob("*.parquet")) for r in pq.read_table(p).to_pylist()
     ]
@@ -201,9 +261,18 @@ def test_beam_job_cds_path(inputs, tmp_path):
         pytest.skip(f"Tatoeba sample not found under {TATOEBA}")
     de = (TATOEBA / "train.deu-eng.deu").read_text(encoding="utf-8").splitlines()
     en = (TATOEBA / "train.deu-eng.eng").read_text(encoding="utf-8").splitlines()
-    tiny = ["noisy_epochs=1", "clean_epochs=1", "model.d_model=16", "model.ffn_dim=32",
-            "model.encoder_layers=1", "model.decoder_layers=1", "model.attention_heads=2",
-            "vocab_size=400", "progress=false", "threads=1"]  # fmt: skip
+    tiny = [
+        "noisy_epochs=1",
+        "clean_epochs=1",
+        "model.d_model=16",
+        "model.ffn_dim=32",
+        "model.encoder_layers=1",
+        "model.decoder_layers=1",
+        "model.attention_heads=2",
+        "vocab_size=400",
+        "progress=false",
+        "threads=1",
+    ]
     try:
         cfg = load("cds", "demo", tiny)
     except ConfigError as e:
@@ -212,8 +281,18 @@ def test_beam_job_cds_path(inputs, tmp_path):
     n_trusted, n_noisy = int(cfg.min_trusted), int(cfg.min_noisy)
     fit.train_cds((en[:n_noisy], de[:n_noisy]), (en[-n_trusted:], de[-n_trusted:]), cfg, model)
     out = tmp_path / "beam"
-    rc = run(["--input", str(inputs[1]), "--output", str(out), "--cds-model", model,
-              "--cds-threshold=-1e9", *BEAM])  # fmt: skip
+    rc = run(
+        [
+            "--input",
+            str(inputs[1]),
+            "--output",
+            str(out),
+            "--cds-model",
+            model,
+            "--cds-threshold=-1e9",
+            *BEAM,
+        ]
+    )
     assert rc == 0
     kept = pq.read_table(sorted((out / "kept").glob("*.parquet"))[0])
     assert "cds_score" in kept.column_names and kept.column("cds_score").null_count == 0
@@ -226,13 +305,27 @@ def test_a_cut_gzip_is_read_to_the_cut_and_named_in_the_report(tmp_path):
     ``damaged`` (a whole file is not listed there)."""
     whole = tmp_path / "whole.tsv.gz"
     with gzip.open(whole, "wt", encoding="utf-8") as f:
-        f.writelines(f"Sentence number {i} is fine.\tSatz Nummer {i} ist gut.\n" for i in range(4000))
+        f.writelines(
+            f"Sentence number {i} is fine.\tSatz Nummer {i} ist gut.\n" for i in range(4000)
+        )
     cut = tmp_path / "cut.tsv.gz"
     data = whole.read_bytes()
     cut.write_bytes(data[: len(data) // 2])
     out = tmp_path / "o"
-    args = ["--input", str(whole), str(cut), "--output", str(out), "--src-lang", "en",
-            "--trg-lang", "de", "--set", "steps=[empty]", *BEAM]  # fmt: skip
+    args = [
+        "--input",
+        str(whole),
+        str(cut),
+        "--output",
+        str(out),
+        "--src-lang",
+        "en",
+        "--trg-lang",
+        "de",
+        "--set",
+        "steps=[empty]",
+        *BEAM,
+    ]
     assert run(args) == 0
     rep = json.loads((out / "stats.json").read_text())
     assert not check_balanced(rep)

@@ -47,19 +47,29 @@ def pairs_table(n: int = 300, seed: int = 0, lang: tuple[str, str] = ("de", "en"
     rng = random.Random(seed)
     src = [" ".join(rng.choice(WORDS) for _ in range(6)) + f" {i}" for i in range(n)]
     trg = [" ".join(rng.choice(WORDS) for _ in range(6)) + f" {i}" for i in range(n)]
-    return pa.table({
-        "src": src, "trg": trg, "src_lang": [lang[0]] * n, "trg_lang": [lang[1]] * n,
-        "margin": pa.array([1.0 + (i % 50) / 100 for i in range(n)], pa.float32()),
-        "cds_score": pa.array([(i % 10) / 10 for i in range(n)], pa.float32()),
-    })  # fmt: skip
+    return pa.table(
+        {
+            "src": src,
+            "trg": trg,
+            "src_lang": [lang[0]] * n,
+            "trg_lang": [lang[1]] * n,
+            "margin": pa.array([1.0 + (i % 50) / 100 for i in range(n)], pa.float32()),
+            "cds_score": pa.array([(i % 10) / 10 for i in range(n)], pa.float32()),
+        }
+    )
 
 
 def damaged_parquet(path: Path, table: pa.Table | None = None, groups: int = 3) -> Path:
     """A snappy Parquet of several row groups with bytes flipped inside the middle group's
     ``src`` pages: the footer is intact (the file opens), reading it fails half-way."""
     table = table if table is not None else pairs_table(3000)
-    pq.write_table(table, path, compression="snappy", use_dictionary=False,
-                   row_group_size=max(1, table.num_rows // groups))  # fmt: skip
+    pq.write_table(
+        table,
+        path,
+        compression="snappy",
+        use_dictionary=False,
+        row_group_size=max(1, table.num_rows // groups),
+    )
     meta = pq.ParquetFile(path).metadata
     col = meta.row_group(meta.num_row_groups // 2).column(0)
     start, size = col.data_page_offset, col.total_compressed_size
@@ -105,8 +115,21 @@ def cds_model(data) -> Path:
 
     d = data["dir"]
     model = d / "cds_model"
-    rc = train_main(["--noisy", str(d / "noisy.tsv"), "--trusted", str(d / "trusted.tsv"),
-                     "--output", str(model), "--threads", "1", "--log-level", "WARNING", *SETS])  # fmt: skip
+    rc = train_main(
+        [
+            "--noisy",
+            str(d / "noisy.tsv"),
+            "--trusted",
+            str(d / "trusted.tsv"),
+            "--output",
+            str(model),
+            "--threads",
+            "1",
+            "--log-level",
+            "WARNING",
+            *SETS,
+        ]
+    )
     assert rc == 0
     return model
 
@@ -129,7 +152,7 @@ def _cases(d: Path, model: str) -> dict[str, tuple[list[str], str]]:
         "cds-score": (
             ["--model", model, "--pairs", "DAMAGED", "--threads", "1", "--set", "progress=false"],
             "--pairs",
-        ),  # fmt: skip
+        ),
         "calibrate": (["--scored", "DAMAGED", "--labels", str(d / "labels.tsv")], "--scored"),
         "apply": (["--scored", "DAMAGED", "--threshold", str(d / "threshold.json")], "--scored"),
         "sample": (["--pairs", "DAMAGED", "--n", "20"], "--pairs"),
@@ -149,7 +172,9 @@ def _errors(caplog) -> list[str]:
 def test_every_command_has_a_case(data):
     # `label` serves a page on a labelling TSV and writes no output folder:
     # tests/filters/test_label_page.py and tests/test_cli_contract.py hold its contract.
-    assert set(commands()) - {"label"} <= set(_cases(data["dir"], "m")), "add the new command to _cases"
+    assert set(commands()) - {"label"} <= set(_cases(data["dir"], "m")), (
+        "add the new command to _cases"
+    )
 
 
 # --- damage in the middle of a Parquet input -----------------------------------------------------
@@ -160,8 +185,11 @@ def test_every_command_has_a_case(data):
 # threshold, a sample's draw, a trained model, margins over neighbours), so damage is refused.
 PER_PAIR = ("rules", "cds-score", "apply")
 #: Where each PER_PAIR command writes the pairs it read (kept and dropped alike).
-PER_PAIR_OUTPUTS = {"rules": ("kept.parquet",), "cds-score": ("scored.parquet",),
-                    "apply": ("kept.parquet",)}  # fmt: skip
+PER_PAIR_OUTPUTS = {
+    "rules": ("kept.parquet",),
+    "cds-score": ("scored.parquet",),
+    "apply": ("kept.parquet",),
+}
 
 
 @pytest.mark.parametrize("command", PER_PAIR)
@@ -184,8 +212,11 @@ def test_mid_file_damage_costs_a_per_pair_command_its_row_group_only(
     written = sum(pq.read_metadata(out / f).num_rows for f in PER_PAIR_OUTPUTS[command])
     assert written == c["out"] and c["out"] > 0
     # The pairs read are the first and last groups' (rows 0-999 and 2000-2999), none of the lost.
-    ids = {int(s.rsplit(" ", 1)[1]) for f in PER_PAIR_OUTPUTS[command]
-           for s in pq.read_table(out / f, columns=["src"]).column("src").to_pylist()}  # fmt: skip
+    ids = {
+        int(s.rsplit(" ", 1)[1])
+        for f in PER_PAIR_OUTPUTS[command]
+        for s in pq.read_table(out / f, columns=["src"]).column("src").to_pylist()
+    }
     assert ids and not ids & set(range(1000, 2000))
 
 
@@ -218,8 +249,12 @@ def test_mid_file_damaged_parquet_is_one_line_and_exit_2(
 
 def _valid_argv(command: str, d: Path, model: str) -> list[str]:
     argv, _ = _cases(d, model)[command]
-    path = {"cds-train": str(d / "noisy.tsv"), "calibrate": str(d / "scored.parquet"),
-            "apply": str(d / "scored.parquet"), "export": str(d / "mined")}.get(command)  # fmt: skip
+    path = {
+        "cds-train": str(d / "noisy.tsv"),
+        "calibrate": str(d / "scored.parquet"),
+        "apply": str(d / "scored.parquet"),
+        "export": str(d / "mined"),
+    }.get(command)
     path = path or str(d / "scored.parquet")
     return [path if a in ("DAMAGED", "DAMAGED_DIR") else a for a in argv]
 
@@ -276,7 +311,7 @@ def test_two_rules_processes_into_one_folder(tmp_path):
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
-        )  # fmt: skip
+        )
         for lang, p in ins.items()
     }
     res = {lang: (p.wait(timeout=300), p.stderr.read()) for lang, p in procs.items()}
@@ -292,8 +327,13 @@ def test_two_rules_processes_into_one_folder(tmp_path):
     assert set(kept.column("src_lang").to_pylist()) <= {winner}
     assert kept.num_rows == stats["counts"]["pairs"]["out"]
     assert kept.num_rows + dropped.num_rows == stats["counts"]["pairs"]["in"] == 20000
-    assert sorted(p.name for p in out.iterdir()) == ["dropped.parquet", "dropped.tsv.gz", "kept.parquet",
-                                                    "kept.tsv.gz", "stats.json"]  # fmt: skip
+    assert sorted(p.name for p in out.iterdir()) == [
+        "dropped.parquet",
+        "dropped.tsv.gz",
+        "kept.parquet",
+        "kept.tsv.gz",
+        "stats.json",
+    ]
 
 
 # --- --overwrite ------------------------------------------------------------------------------------
@@ -345,8 +385,23 @@ def test_a_stray_column_on_line_1_costs_one_line(tmp_path, caplog):
     rows += [(f"Das ist der Satz Nummer {i}.", f"This is sentence number {i}.") for i in range(50)]
     pairs = _tsv(tmp_path / "pairs.tsv", rows)
     out = tmp_path / "out"
-    assert _run("rules", ["--pairs", str(pairs), "--src-lang", "de", "--trg-lang", "en",
-                          "--output", str(out), *RULES_FAST]) == 0  # fmt: skip
+    assert (
+        _run(
+            "rules",
+            [
+                "--pairs",
+                str(pairs),
+                "--src-lang",
+                "de",
+                "--trg-lang",
+                "en",
+                "--output",
+                str(out),
+                *RULES_FAST,
+            ],
+        )
+        == 0
+    )
     stats = json.loads((out / "stats.json").read_text())
     assert stats["counts"]["lines"] == {"in": 51, "out": 50, "dropped": {"malformed": 1}}
     assert stats["counts"]["pairs"]["in"] == 50
@@ -359,8 +414,20 @@ def test_a_file_whose_lines_mostly_do_not_fit_is_refused(tmp_path, caplog):
     rows = [("a", "b")] * 10 + [("a", "b", "c")] * 8 + [("a", "b", "c", "d")] * 7
     pairs = _tsv(tmp_path / "mixed.tsv", rows)
     out = tmp_path / "out"
-    rc = _run("rules", ["--pairs", str(pairs), "--src-lang", "de", "--trg-lang", "en",
-                        "--output", str(out), *RULES_FAST])  # fmt: skip
+    rc = _run(
+        "rules",
+        [
+            "--pairs",
+            str(pairs),
+            "--src-lang",
+            "de",
+            "--trg-lang",
+            "en",
+            "--output",
+            str(out),
+            *RULES_FAST,
+        ],
+    )
     errors = _errors(caplog)
     assert rc == 2 and len(errors) == 1 and str(pairs) in errors[0] and "--pairs" in errors[0]
     assert "15 of 25 data lines" in errors[0]

@@ -45,17 +45,24 @@ def test_store_round_trip_is_memory_mapped(tmp_path):
 def test_the_three_writers_give_one_layout(tmp_path):
     """mining embed / encode (StoreWriter) and the Beam job (write_shard + write_manifest)."""
     v = _vecs(6)
-    info = es.write_shard(str(tmp_path / "b"), es.shard_name(0), v.astype(np.float16),
-                          pa.table({"id": [str(i) for i in range(6)]}))  # fmt: skip
+    info = es.write_shard(
+        str(tmp_path / "b"),
+        es.shard_name(0),
+        v.astype(np.float16),
+        pa.table({"id": [str(i) for i in range(6)]}),
+    )
     es.write_manifest(str(tmp_path / "b"), 8, "float16", [info])
     w = es.StoreWriter(tmp_path / "l", dim=8, dtype="float16", rows_per_shard=100)
     w.add(v, [str(i) for i in range(6)])
     w.close()
-    a, b = json.loads((tmp_path / "b" / es.MANIFEST).read_text()), json.loads(
-        (tmp_path / "l" / es.MANIFEST).read_text())
+    a, b = (
+        json.loads((tmp_path / "b" / es.MANIFEST).read_text()),
+        json.loads((tmp_path / "l" / es.MANIFEST).read_text()),
+    )
     assert a == b
-    np.testing.assert_array_equal(es.load_vectors(tmp_path / "b")[0],
-                                  es.load_vectors(tmp_path / "l")[0])  # fmt: skip
+    np.testing.assert_array_equal(
+        es.load_vectors(tmp_path / "b")[0], es.load_vectors(tmp_path / "l")[0]
+    )
 
 
 def test_old_layouts_are_read_and_converted(tmp_path):
@@ -71,14 +78,15 @@ def test_old_layouts_are_read_and_converted(tmp_path):
     old = tmp_path / "old"
     old.mkdir()
     np.save(old / "shard_00000.npy", v)
-    pq.write_table(pa.table({"id": [str(i) for i in range(17)]}),
-                           old / "shard_00000.parquet")  # fmt: skip
-    (old / es.MANIFEST).write_text(json.dumps(
-        {"dim": 8, "dtype": "float32", "shards": [{"name": "shard_00000", "rows": 17}]}))
+    pq.write_table(pa.table({"id": [str(i) for i in range(17)]}), old / "shard_00000.parquet")
+    (old / es.MANIFEST).write_text(
+        json.dumps({"dim": 8, "dtype": "float32", "shards": [{"name": "shard_00000", "rows": 17}]})
+    )
     assert len(es.EmbeddingStore(old)) == 17
     # A newer version than this code knows, a folder that is no store: clear errors.
-    (old / es.MANIFEST).write_text(json.dumps({"format": es.FORMAT, "version": 99, "dim": 8,
-                                               "dtype": "float32", "shards": []}))  # fmt: skip
+    (old / es.MANIFEST).write_text(
+        json.dumps({"format": es.FORMAT, "version": 99, "dim": 8, "dtype": "float32", "shards": []})
+    )
     with pytest.raises(ValueError, match="version 99"):
         es.EmbeddingStore(old)
     (tmp_path / "empty").mkdir()
@@ -104,12 +112,31 @@ def test_pair_schemas(tmp_path):
     base = rng.normal(size=(12, 8)).astype(np.float32)
     for side, vecs in (("s", base), ("t", base + 0.01)):
         w = es.StoreWriter(tmp_path / side, dim=8, dtype="float32")
-        w.add(vecs, [f"{side}{i}" for i in range(12)], text=[f"{side} {i}" for i in range(12)],
-              url_or_title=[f"u{i}" for i in range(12)])  # fmt: skip
+        w.add(
+            vecs,
+            [f"{side}{i}" for i in range(12)],
+            text=[f"{side} {i}" for i in range(12)],
+            url_or_title=[f"u{i}" for i in range(12)],
+        )
         w.close()
-    assert mining_main(["mine", "--src-text", str(tmp_path / "s"), "--trg-text",
-                        str(tmp_path / "t"), "--src-emb", str(tmp_path / "s"), "--trg-emb",
-                        str(tmp_path / "t"), "--out", str(tmp_path / "m")]) == 0  # fmt: skip
+    assert (
+        mining_main(
+            [
+                "mine",
+                "--src-text",
+                str(tmp_path / "s"),
+                "--trg-text",
+                str(tmp_path / "t"),
+                "--src-emb",
+                str(tmp_path / "s"),
+                "--trg-emb",
+                str(tmp_path / "t"),
+                "--out",
+                str(tmp_path / "m"),
+            ]
+        )
+        == 0
+    )
     mined = pq.read_table(tmp_path / "m" / "mined.parquet")
     assert mined.num_rows == 12
     for f in mined.schema:

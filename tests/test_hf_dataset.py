@@ -16,15 +16,25 @@ def test_loads_with_datasets_and_the_card_says_what_was_kept(tmp_path, monkeypat
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
     n = 120
-    table = pa.table({
-        "src": [f"Satz {i}." for i in range(n)], "trg": [f"Sentence {i}." for i in range(n)],
-        "src_lang": ["de"] * 80 + ["fr"] * 40, "trg_lang": ["en"] * n,
-        "combined_score": [0.9] * n,
-        "src_url_or_title": [f"http://a/{i}" for i in range(n)],
-        "src_source": ["commoncrawl"] * 100 + ["wikipedia"] * 20,
-    })  # fmt: skip
-    info = CardInfo(target=0.8, labelled_pairs=300, groups={
-        "de-en": PairGroup(80, 0.61, 0.83, [0.76, 0.9]), "fr-en": PairGroup(40, 0.7, 0.81, None)})  # fmt: skip
+    table = pa.table(
+        {
+            "src": [f"Satz {i}." for i in range(n)],
+            "trg": [f"Sentence {i}." for i in range(n)],
+            "src_lang": ["de"] * 80 + ["fr"] * 40,
+            "trg_lang": ["en"] * n,
+            "combined_score": [0.9] * n,
+            "src_url_or_title": [f"http://a/{i}" for i in range(n)],
+            "src_source": ["commoncrawl"] * 100 + ["wikipedia"] * 20,
+        }
+    )
+    info = CardInfo(
+        target=0.8,
+        labelled_pairs=300,
+        groups={
+            "de-en": PairGroup(80, 0.61, 0.83, [0.76, 0.9]),
+            "fr-en": PairGroup(40, 0.7, 0.81, None),
+        },
+    )
     out = tmp_path / "bitext_hf"
     written = write_hf_dataset(table, out, info)
     assert all(os.path.exists(p) for p in written)

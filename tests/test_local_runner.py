@@ -17,7 +17,10 @@ def test_default_runner_is_local_and_explicit_runner_wins() -> None:
     opts = pipeline_options([])
     assert opts.view_as(StandardOptions).runner == local_runner.NAME
     assert opts.view_as(DirectOptions).direct_running_mode == "multi_processing"
-    assert pipeline_options(["--runner", "DirectRunner"]).view_as(StandardOptions).runner == "DirectRunner"
+    assert (
+        pipeline_options(["--runner", "DirectRunner"]).view_as(StandardOptions).runner
+        == "DirectRunner"
+    )
 
 
 def test_default_worker_count_is_the_usable_cpus_and_the_flag_wins() -> None:
@@ -33,8 +36,13 @@ def test_default_worker_count_is_the_usable_cpus_and_the_flag_wins() -> None:
 def test_local_runner_runs_multi_processing_without_prism(caplog) -> None:
     caplog.set_level(logging.INFO)
     p = beam.Pipeline(options=pipeline_options(["--direct_num_workers", "2"]))
-    out = (p | beam.Create(range(20)) | beam.Map(lambda x: (x % 3, x)) | beam.GroupByKey()
-           | beam.MapTuple(lambda k, xs: (k, sum(xs))))  # fmt: skip
+    out = (
+        p
+        | beam.Create(range(20))
+        | beam.Map(lambda x: (x % 3, x))
+        | beam.GroupByKey()
+        | beam.MapTuple(lambda k, xs: (k, sum(xs)))
+    )
     assert_that(out, equal_to([(0, 63), (1, 70), (2, 57)]))
     run_pipeline(p)
     # Beam's DirectRunner logs "Running pipeline with PrismRunner" before it tries the download.

@@ -135,7 +135,9 @@ def _worker(rank: int, world: int, init_method: str, ckpt: str, out_dir: str) ->
     dist.destroy_process_group()
 
 
-def _spawn_with_deadline(ckpt: str, out_dir: str, deadline_s: float = 180.0, tries: int = 2) -> None:
+def _spawn_with_deadline(
+    ckpt: str, out_dir: str, deadline_s: float = 180.0, tries: int = 2
+) -> None:
     """Run the two ranks; a lost rank fails the test after a deadline instead of hanging CI.
 
     A rendezvous can fail transiently on a loaded machine (a port taken between choosing and
@@ -145,9 +147,12 @@ def _spawn_with_deadline(ckpt: str, out_dir: str, deadline_s: float = 180.0, tri
 
     for attempt in range(tries):
         ctx = mp.start_processes(
-            _worker, args=(2, f"tcp://127.0.0.1:{_free_port()}", ckpt, out_dir), nprocs=2,
-            join=False, start_method="spawn",
-        )  # fmt: skip
+            _worker,
+            args=(2, f"tcp://127.0.0.1:{_free_port()}", ckpt, out_dir),
+            nprocs=2,
+            join=False,
+            start_method="spawn",
+        )
         end = time.monotonic() + deadline_s
         try:
             while not ctx.join(timeout=5):

@@ -89,15 +89,30 @@ def test_beam_job_equals_library(tmp_path: Path, stores) -> None:
     # 20-row shards of the larger side (78 rows): 4 Beam tasks; the lists are merged and gone.
     assert report["config"]["shards"] == 4 and report["config"]["runner"] == "beam"
     assert sorted(p.name for p in (tmp_path / "beam").iterdir()) == [
-        "mined.parquet", "mined.tsv.gz", "score_hist.png", "stats.json"]  # fmt: skip
+        "mined.parquet",
+        "mined.tsv.gz",
+        "score_hist.png",
+        "stats.json",
+    ]
 
 
 def test_beam_job_with_an_index_equals_library(tmp_path: Path, stores) -> None:
     """IVF: the index trained once per direction on the driver, the shards added and searched
     as Beam elements, merged and re-scored: the library's pairs, bit for bit."""
     src, trg = stores
-    opts = ["--shard-rows", "30", "--k", "3", "--unify", "--set", "index=ivf_flat",
-            "--set", "nprobe=2", "--set", "train_size=70"]  # fmt: skip
+    opts = [
+        "--shard-rows",
+        "30",
+        "--k",
+        "3",
+        "--unify",
+        "--set",
+        "index=ivf_flat",
+        "--set",
+        "nprobe=2",
+        "--set",
+        "train_size=70",
+    ]
     _library(src, trg, tmp_path / "lib", *opts)
     work = tmp_path / "work"
     assert _beam(src, trg, tmp_path / "beam", *opts, "--workdir", str(work), *BEAM) == 0

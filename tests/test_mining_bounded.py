@@ -73,8 +73,10 @@ def test_exact_bounded_equals_in_memory(stores, mode: str) -> None:
     ref, ref_sc = mine_vectors(normalized(x), normalized(y), c)
     assert len(ref) > 250  # the planted pairs are found: the comparison is not of empty sets
     # Chunks and blocks far smaller than the sides (5 x 7 block pairs), 1 and 3 target shards.
-    for layout in (Layout(chunk_rows=300, block_rows=250),
-                   Layout(shards=3, chunk_rows=300, block_rows=250)):  # fmt: skip
+    for layout in (
+        Layout(chunk_rows=300, block_rows=250),
+        Layout(shards=3, chunk_rows=300, block_rows=250),
+    ):
         got = mine_bounded(xs, ys, c, layout)
         np.testing.assert_array_equal(got.pairs.src, ref.src)
         np.testing.assert_array_equal(got.pairs.trg, ref.trg)
@@ -133,8 +135,11 @@ def test_approximate_recall_against_exact(stores) -> None:
     # 6 sub-quantizers of 4 bits are coarse: the exact re-score still puts most planted
     # translations first, and the in-memory path with the same index does no better.
     assert (nb.fwd_inds[:n_par, 0] == exact[:n_par, 0]).mean() > 0.85
-    _, mem_sc = mine_vectors(normalized(x), normalized(y),
-                             cfg(k=4, index=got.factories["trg"], nprobe=8, train_size=1700))  # fmt: skip
+    _, mem_sc = mine_vectors(
+        normalized(x),
+        normalized(y),
+        cfg(k=4, index=got.factories["trg"], nprobe=8, train_size=1700),
+    )
     ours = (nb.fwd_inds[:, 0] == exact[:, 0]).mean()
     theirs = (mem_sc.neighbours.fwd_inds[:, 0] == exact[:, 0]).mean()
     assert ours >= theirs - 0.03, (ours, theirs)
@@ -168,8 +173,14 @@ def test_peak_rss_grows_less_than_the_index(tmp_path) -> None:
             write_store(tmp_path / f"y{n}", y, rows=20_000),
         )
         del x, y
-        out = subprocess.run([sys.executable, "-c", CHILD, xs, ys, spec], cwd=REPO, check=True,
-                             capture_output=True, text=True, timeout=300)  # fmt: skip
+        out = subprocess.run(
+            [sys.executable, "-c", CHILD, xs, ys, spec],
+            cwd=REPO,
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         peaks.append(int(out.stdout.split()[-1]))
     growth = peaks[1] - peaks[0]
     dn = sizes[1] - sizes[0]
@@ -214,8 +225,19 @@ def test_every_index_kind_trains_and_searches(kind: str) -> None:
 
 
 def test_plan_command(capsys) -> None:
-    argv = ["plan", "--n-src", "10000000", "--n-trg", "8000000", "--dim", "768", "--mem-gb", "4",
-            "--workers", "2"]  # fmt: skip
+    argv = [
+        "plan",
+        "--n-src",
+        "10000000",
+        "--n-trg",
+        "8000000",
+        "--dim",
+        "768",
+        "--mem-gb",
+        "4",
+        "--workers",
+        "2",
+    ]
     assert mining_main([*argv, "--json", "--text-bytes", "0"]) == 0  # vectors only
     plan = json.loads(capsys.readouterr().out)
     assert plan["kind"] != "flat" and plan["shards"] % 2 == 0

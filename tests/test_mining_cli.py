@@ -54,10 +54,25 @@ def corpus(tmp_path: Path):
 def run_mine(tmp_path: Path, s, t, *extra: str) -> tuple[int, Path]:
     out = tmp_path / "out"
     rc = main(
-        ["mine", "--src-text", str(s[0]), "--trg-text", str(t[0]), "--src-emb", str(s[1]),
-         "--trg-emb", str(t[1]), "--out", str(out), "--src-lang", "fr", "--trg-lang", "en",
-         *extra]
-    )  # fmt: skip
+        [
+            "mine",
+            "--src-text",
+            str(s[0]),
+            "--trg-text",
+            str(t[0]),
+            "--src-emb",
+            str(s[1]),
+            "--trg-emb",
+            str(t[1]),
+            "--out",
+            str(out),
+            "--src-lang",
+            "fr",
+            "--trg-lang",
+            "en",
+            *extra,
+        ]
+    )
     return rc, out
 
 
@@ -67,8 +82,12 @@ def test_mine_writes_outputs_and_balanced_stats(tmp_path: Path, corpus) -> None:
     stats = json.loads((out / "stats.json").read_text())
     assert check_balanced(stats) == []
     c = stats["counts"]
-    assert c["src_sentences"]["dropped"] == {"empty_text": 1, "nonfinite_value": 1,
-                                             "zero_vector": 0, "nonfinite_norm": 0}  # fmt: skip
+    assert c["src_sentences"]["dropped"] == {
+        "empty_text": 1,
+        "nonfinite_value": 1,
+        "zero_vector": 0,
+        "nonfinite_norm": 0,
+    }
     assert c["trg_sentences"]["dropped"]["zero_vector"] == 1
     assert c["trg_sentences"]["events"]["duplicate_unified"] == 1
     table = pq.read_table(out / "mined.parquet")
@@ -94,10 +113,25 @@ def test_sharded_run_gives_the_same_pairs(tmp_path: Path, corpus) -> None:
     rc, out = run_mine(tmp_path, *corpus, "--threshold", "1.0", "--unify")
     one = pq.read_table(out / "mined.parquet")
     rc2 = main(
-        ["mine", "--src-text", str(corpus[0][0]), "--trg-text", str(corpus[1][0]),
-         "--src-emb", str(corpus[0][1]), "--trg-emb", str(corpus[1][1]),
-         "--out", str(tmp_path / "sh"), "--threshold", "1.0", "--shard-rows", "33", "--unify"]
-    )  # fmt: skip
+        [
+            "mine",
+            "--src-text",
+            str(corpus[0][0]),
+            "--trg-text",
+            str(corpus[1][0]),
+            "--src-emb",
+            str(corpus[0][1]),
+            "--trg-emb",
+            str(corpus[1][1]),
+            "--out",
+            str(tmp_path / "sh"),
+            "--threshold",
+            "1.0",
+            "--shard-rows",
+            "33",
+            "--unify",
+        ]
+    )
     assert rc == rc2 == 0
     sh = pq.read_table(tmp_path / "sh" / "mined.parquet")
     assert one.column("src_id").to_pylist() == sh.column("src_id").to_pylist()
@@ -105,8 +139,14 @@ def test_sharded_run_gives_the_same_pairs(tmp_path: Path, corpus) -> None:
 
 
 # --unify: the corpus's duplicated target rows would otherwise tie, and ties may break either way.
-@pytest.mark.parametrize("extra", [("--unify",), ("--unify", "--mode", "intersect"),
-                                   ("--unify", "--workers", "2", "--shard-rows", "40")])  # fmt: skip
+@pytest.mark.parametrize(
+    "extra",
+    [
+        ("--unify",),
+        ("--unify", "--mode", "intersect"),
+        ("--unify", "--workers", "2", "--shard-rows", "40"),
+    ],
+)
 def test_mine_equals_the_in_memory_miner(tmp_path: Path, corpus, extra) -> None:
     """`mining mine` (the bounded miner: stores read in chunks, exact blocked search) writes the
     pairs, margins and cosines of the in-memory path (both matrices loaded, mine_vectors)."""
@@ -119,14 +159,24 @@ def test_mine_equals_the_in_memory_miner(tmp_path: Path, corpus, extra) -> None:
     got = pq.read_table(out / "mined.parquet")
     mode = "intersect" if "intersect" in extra else "max"
     cfg = MiningConfig(threshold=1.0, unify=True, mode=mode, progress=False)
-    inp = prepare_inputs(str(s_txt), str(t_txt), str(tmp_path / "ref"), cfg, str(s_emb),
-                         str(t_emb), None, "fr", "en")  # fmt: skip
+    inp = prepare_inputs(
+        str(s_txt), str(t_txt), str(tmp_path / "ref"), cfg, str(s_emb), str(t_emb), None, "fr", "en"
+    )
     pairs, _ = mine_vectors(inp.src.x, inp.trg.x, cfg)
     cosine = np.einsum("nd,nd->n", inp.src.x[pairs.src], inp.trg.x[pairs.trg])
     ref = pairs_table(pairs, cosine, inp.src, inp.trg, inp.src_c, inp.trg_c)
     assert ref.num_rows >= 60
-    key = lambda t: sorted(zip(t.column("src_id").to_pylist(), t.column("trg_id").to_pylist(),  # noqa: E731
-                               t.column("margin").to_pylist(), t.column("cosine").to_pylist()))  # fmt: skip
+
+    def key(t):
+        return sorted(
+            zip(
+                t.column("src_id").to_pylist(),
+                t.column("trg_id").to_pylist(),
+                t.column("margin").to_pylist(),
+                t.column("cosine").to_pylist(),
+            )
+        )
+
     a, b = key(got), key(ref)
     assert [r[:2] for r in a] == [r[:2] for r in b]
     np.testing.assert_allclose([r[2:] for r in a], [r[2:] for r in b], atol=1e-5)
@@ -168,10 +218,16 @@ def test_parquet_input_and_store_embeddings(tmp_path: Path, corpus) -> None:
     (s_txt, s_emb), t = corpus
     texts = s_txt.read_text(encoding="utf-8").splitlines()
     pq.write_table(
-        pa.table({"text": texts, "id": [f"doc{i}" for i in range(len(texts))],
-                  "url_or_title": [f"http://x/{i}" for i in range(len(texts))], "lang": ["fr"] * len(texts)}),
+        pa.table(
+            {
+                "text": texts,
+                "id": [f"doc{i}" for i in range(len(texts))],
+                "url_or_title": [f"http://x/{i}" for i in range(len(texts))],
+                "lang": ["fr"] * len(texts),
+            }
+        ),
         tmp_path / "src.parquet",
-    )  # fmt: skip
+    )
     w = StoreWriter(tmp_path / "store", dim=24, dtype="float16", rows_per_shard=40)
     w.add(np.load(s_emb), [f"doc{i}" for i in range(len(texts))])
     w.close()
@@ -191,10 +247,23 @@ def test_mine_many_embeds_each_language_once(tmp_path: Path) -> None:
         vec = unit(base + 0.1 * rng.standard_normal((30, 16)))
         write_side(tmp_path, lang, [f"{lang} {i}" for i in range(30)], vec)
     rc = main(
-        ["mine-many", "--pairs", "de-en", "fr-en", "--corpus", str(tmp_path / "{lang}.txt"),
-         "--emb", str(tmp_path / "{lang}.npy"), "--out", str(tmp_path / "many"),
-         "--index", "ivf", "--nprobe", "100"]
-    )  # fmt: skip
+        [
+            "mine-many",
+            "--pairs",
+            "de-en",
+            "fr-en",
+            "--corpus",
+            str(tmp_path / "{lang}.txt"),
+            "--emb",
+            str(tmp_path / "{lang}.npy"),
+            "--out",
+            str(tmp_path / "many"),
+            "--index",
+            "ivf",
+            "--nprobe",
+            "100",
+        ]
+    )
     assert rc == 0
     for pair in ("de-en", "fr-en"):
         t = pq.read_table(tmp_path / "many" / pair / "mined.parquet")
@@ -210,17 +279,33 @@ def test_help_lists_every_option() -> None:
         [sys.executable, "-m", "mining", "mine", "--help"], cwd=REPO, capture_output=True, text=True
     )
     assert out.returncode == 0
-    for opt in ("--k", "--margin", "--mode", "--threshold", "--unify", "--index", "--mem-gb",
-                "--nprobe", "--model", "--src-emb", "--workers"):  # fmt: skip
+    for opt in (
+        "--k",
+        "--margin",
+        "--mode",
+        "--threshold",
+        "--unify",
+        "--index",
+        "--mem-gb",
+        "--nprobe",
+        "--model",
+        "--src-emb",
+        "--workers",
+    ):
         assert opt in out.stdout
 
 
 def test_write_pairs_in_slices_equals_one_slice(tmp_path: Path) -> None:
     # Bounded row groups / TSV slices (issue 21) must not change what is written.
     n = 10
-    table = pa.table({"src": [f"s\t{i}" for i in range(n)], "trg": [f"t\n{i}" for i in range(n)],
-                      "margin": pa.array(np.linspace(2, 1, n), pa.float32()),
-                      "src_id": [str(i) if i % 3 else None for i in range(n)]})  # fmt: skip
+    table = pa.table(
+        {
+            "src": [f"s\t{i}" for i in range(n)],
+            "trg": [f"t\n{i}" for i in range(n)],
+            "margin": pa.array(np.linspace(2, 1, n), pa.float32()),
+            "src_id": [str(i) if i % 3 else None for i in range(n)],
+        }
+    )
     one_pq, one_tsv = write_pairs(table, tmp_path / "one")
     pq_path, tsv_path = write_pairs(table, tmp_path / "sliced", rows_per_slice=4)
     assert pq.ParquetFile(pq_path).metadata.num_row_groups == 3

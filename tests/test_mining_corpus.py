@@ -19,8 +19,21 @@ from mining.retrieval import Pairs
 
 # Whitespace that str.strip() removes but ASCII-only trimming would not, and text that merely
 # looks alike (a different byte sequence is a different sentence).
-TRICKY = ["a b", " ", "\u3000\u2028", "a b", None, "", "\x1c", "Ａ b", "a b ", "x\u00a0", "\u00a0",
-          "a b", "Ａ b"]  # fmt: skip
+TRICKY = [
+    "a b",
+    " ",
+    "\u3000\u2028",
+    "a b",
+    None,
+    "",
+    "\x1c",
+    "Ａ b",
+    "a b ",
+    "x\u00a0",
+    "\u00a0",
+    "a b",
+    "Ａ b",
+]
 
 
 def python_reference(texts: list[str | None]) -> tuple[np.ndarray, list[list[int]]]:
@@ -60,15 +73,24 @@ def test_cleaning_equals_the_python_string_rules_across_chunks() -> None:
 def test_a_corpus_keeps_no_python_object_per_row(tmp_path: Path) -> None:
     n = 100_000
     path = tmp_path / "c.parquet"
-    pq.write_table(pa.table({"text": [f"sentence number {i} of the corpus" for i in range(n)],
-                             "id": [f"doc{i}" for i in range(n)],
-                             "url_or_title": [f"https://example.org/{i}" for i in range(n)],
-                             "other": np.arange(n)}), path)  # fmt: skip
+    pq.write_table(
+        pa.table(
+            {
+                "text": [f"sentence number {i} of the corpus" for i in range(n)],
+                "id": [f"doc{i}" for i in range(n)],
+                "url_or_title": [f"https://example.org/{i}" for i in range(n)],
+                "other": np.arange(n),
+            }
+        ),
+        path,
+    )
     tracemalloc.start()
     corpus = read_corpus(path, "en")
     held, _ = tracemalloc.get_traced_memory()  # Python's heap only: Arrow's buffers are not in it
     tracemalloc.stop()
-    assert len(corpus) == n and corpus.text[n - 1].as_py() == f"sentence number {n - 1} of the corpus"
+    assert (
+        len(corpus) == n and corpus.text[n - 1].as_py() == f"sentence number {n - 1} of the corpus"
+    )
     # A list of str would hold >= 8 + 49 + len bytes per row (~9 MB for the text alone).
     assert held < 1_000_000, f"read_corpus keeps {held} bytes of Python objects for {n} rows"
     assert "other" not in corpus.table.column_names  # unused columns are not read
@@ -90,8 +112,14 @@ def test_output_slices_join_to_the_whole_table_and_write_the_same_files(tmp_path
     whole = pairs_table(pairs, cos, src, trg, src_c, trg_c, feats)
     assert [p.num_rows for p in parts] == [7] * 7 + [3]  # 52 rows: s3 and s7 paired twice
     assert pa.concat_tables(parts).equals(whole)
-    rows = list(zip(whole.column("src").to_pylist(), whole.column("src_id").to_pylist(),
-                    whole.column("trg").to_pylist(), whole.column("trg_id").to_pylist()))  # fmt: skip
+    rows = list(
+        zip(
+            whole.column("src").to_pylist(),
+            whole.column("src_id").to_pylist(),
+            whole.column("trg").to_pylist(),
+            whole.column("trg_id").to_pylist(),
+        )
+    )
     assert rows[3] == ("s3", "a3", "t46", "46") and rows[4] == ("s3", "a50", "t46", "46")
     a_pq, a_tsv = write_pairs(whole, tmp_path / "whole")
     b_pq, b_tsv = write_pairs(iter(parts), tmp_path / "slices")

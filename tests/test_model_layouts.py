@@ -219,6 +219,8 @@ def test_bare_pooling_heads_round_trip(tiny, tmp_path, pooling):
     assert (loaded.pooling, loaded.use_pooler) == (pooling, False)
     after = Encoder.from_pretrained(out, device="cpu", max_seq_length=64).encode(SENTS)
     np.testing.assert_allclose(before, after, atol=1e-6)
-    np.testing.assert_allclose(SentenceTransformer(out, device="cpu").encode(SENTS), after, atol=2e-6)
+    np.testing.assert_allclose(
+        SentenceTransformer(out, device="cpu").encode(SENTS), after, atol=2e-6
+    )
     pooled = Encoder(enc, tok, max_seq_length=64, device="cpu").encode(SENTS)
     assert np.abs(pooled - after).max() > 1e-2

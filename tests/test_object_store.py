@@ -48,16 +48,21 @@ def local_cc(tmp_path_factory) -> Path:
 
 def download(client, prefix: str) -> dict[str, bytes]:
     keys = client.list_objects_v2(Bucket="corpus", Prefix=prefix).get("Contents", [])
-    return {k["Key"][len(prefix):]: client.get_object(Bucket="corpus", Key=k["Key"])["Body"]
-            .read() for k in keys}  # fmt: skip
+    return {
+        k["Key"][len(prefix) :]: client.get_object(Bucket="corpus", Key=k["Key"])["Body"].read()
+        for k in keys
+    }
 
 
 def assert_same_as_local(files: dict[str, bytes], local: Path) -> None:
     assert "_CLAIM.json" not in files and not [k for k in files if k.startswith("_tmp-")]
     stats = json.loads(files["stats.json"])
     assert stats["counts"] == json.loads((local / "stats.json").read_text())["counts"]
-    remote = {k: pq.read_table(io.BytesIO(v)).to_pylist() for k, v in files.items()
-              if k.endswith(".parquet")}  # fmt: skip
+    remote = {
+        k: pq.read_table(io.BytesIO(v)).to_pylist()
+        for k, v in files.items()
+        if k.endswith(".parquet")
+    }
     assert remote and remote == tree(local)
 
 
@@ -65,8 +70,14 @@ def test_commoncrawl_reads_and_writes_s3(s3, local_cc):
     from pipelines import commoncrawl
 
     endpoint, client = s3
-    argv = ["--input", "s3://corpus/in/*.warc.wet.gz", "--output", "s3://corpus/out/cc",
-            *DIRECT, *s3_args(endpoint)]  # fmt: skip
+    argv = [
+        "--input",
+        "s3://corpus/in/*.warc.wet.gz",
+        "--output",
+        "s3://corpus/out/cc",
+        *DIRECT,
+        *s3_args(endpoint),
+    ]
     assert commoncrawl.main(argv) == 0
     assert_same_as_local(download(client, "out/cc/"), local_cc)
     # The output is exclusive on the object store too: not empty -> exit 2, files untouched.
@@ -85,9 +96,19 @@ def test_commoncrawl_on_dask_with_s3(s3, local_cc, tmp_path):
         pytest.skip(why)
     endpoint, client = s3
     with dask_cluster(2, tmp_path / "dask-logs") as addr:
-        assert commoncrawl.main(["--input", "s3://corpus/in/*.warc.wet.gz", "--output",
-                                 "s3://corpus/out/dask", *dask_args(addr),
-                                 *s3_args(endpoint)]) == 0  # fmt: skip
+        assert (
+            commoncrawl.main(
+                [
+                    "--input",
+                    "s3://corpus/in/*.warc.wet.gz",
+                    "--output",
+                    "s3://corpus/out/dask",
+                    *dask_args(addr),
+                    *s3_args(endpoint),
+                ]
+            )
+            == 0
+        )
     assert_same_as_local(download(client, "out/dask/"), local_cc)
 
 
@@ -102,23 +123,52 @@ def test_embedding_store_and_beam_mining_on_s3(s3, tmp_path):
     configure(s3_args(endpoint))
     rng = np.random.default_rng(3)
     centres = rng.normal(size=(40, 16))
-    sides = {"src": centres + 0.1 * rng.normal(size=(40, 16)),
-             "trg": centres[rng.permutation(40)] + 0.1 * rng.normal(size=(40, 16))}  # fmt: skip
+    sides = {
+        "src": centres + 0.1 * rng.normal(size=(40, 16)),
+        "trg": centres[rng.permutation(40)] + 0.1 * rng.normal(size=(40, 16)),
+    }
     for name, vecs in sides.items():
         for root in ("s3://corpus/emb", str(tmp_path)):
             w = StoreWriter(f"{root}/{name}", dim=16, dtype="float32", rows_per_shard=25)
-            w.add(vecs.astype(np.float32), [f"{name}{i}" for i in range(40)],
-                  text=[f"{name} {i}" for i in range(40)])  # fmt: skip
+            w.add(
+                vecs.astype(np.float32),
+                [f"{name}{i}" for i in range(40)],
+                text=[f"{name} {i}" for i in range(40)],
+            )
             w.close()
         remote = load_vectors(f"s3://corpus/emb/{name}")
         assert [len(b) for b in remote] == [25, 15]
         np.testing.assert_array_equal(np.concatenate(remote), vecs.astype(np.float32))
     # Beam's S3 filesystem builds a boto3 client per file operation (~0.5 s here): few shards.
     opts = ["--shard-rows", "25", *DIRECT, *s3_args(endpoint)]
-    assert beam_mine(["--src-emb", "s3://corpus/emb/src", "--trg-emb", "s3://corpus/emb/trg",
-                      "--out", str(tmp_path / "m_s3"), *opts]) == 0  # fmt: skip
-    assert beam_mine(["--src-emb", str(tmp_path / "src"), "--trg-emb", str(tmp_path / "trg"),
-                      "--out", str(tmp_path / "m_local"), *opts]) == 0  # fmt: skip
+    assert (
+        beam_mine(
+            [
+                "--src-emb",
+                "s3://corpus/emb/src",
+                "--trg-emb",
+                "s3://corpus/emb/trg",
+                "--out",
+                str(tmp_path / "m_s3"),
+                *opts,
+            ]
+        )
+        == 0
+    )
+    assert (
+        beam_mine(
+            [
+                "--src-emb",
+                str(tmp_path / "src"),
+                "--trg-emb",
+                str(tmp_path / "trg"),
+                "--out",
+                str(tmp_path / "m_local"),
+                *opts,
+            ]
+        )
+        == 0
+    )
     a = pq.read_table(tmp_path / "m_s3" / "mined.parquet")
     b = pq.read_table(tmp_path / "m_local" / "mined.parquet")
     assert a.num_rows >= 30 and a.equals(b)
@@ -154,11 +204,25 @@ def test_mining_output_round_trips_through_s3(s3, tmp_path):
         "AWS_EC2_METADATA_DISABLED": "true",
         "LABSE_BEAM_OPTIONS": shlex.join(s3_args(endpoint)),
     }
-    args = ["--src-text", str(tmp_path / "src.txt"), "--trg-text", str(tmp_path / "trg.txt"),
-            "--src-emb", str(tmp_path / "src"), "--trg-emb", str(tmp_path / "trg")]  # fmt: skip
+    args = [
+        "--src-text",
+        str(tmp_path / "src.txt"),
+        "--trg-text",
+        str(tmp_path / "trg.txt"),
+        "--src-emb",
+        str(tmp_path / "src"),
+        "--trg-emb",
+        str(tmp_path / "trg"),
+    ]
     for out in ("s3://corpus/mined", str(tmp_path / "mined")):
-        p = subprocess.run([sys.executable, "-m", "mining", "mine", *args, "--output", out], env=env, cwd=ROOT,
-                           capture_output=True, text=True, timeout=300)  # fmt: skip
+        p = subprocess.run(
+            [sys.executable, "-m", "mining", "mine", *args, "--output", out],
+            env=env,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert p.returncode == 0, p.stderr[-3000:]
     remote = download(client, "mined/")
     local = {
@@ -182,20 +246,36 @@ def test_beam_mining_output_round_trips_through_s3(s3, tmp_path):
     endpoint, client = s3
     rng = np.random.default_rng(11)
     centres = rng.normal(size=(40, 8)).astype(np.float32)
-    for name, vecs in (("src", centres + 0.05 * rng.normal(size=(40, 8))),
-                       ("trg", centres[::-1] + 0.05 * rng.normal(size=(40, 8)))):  # fmt: skip
+    for name, vecs in (
+        ("src", centres + 0.05 * rng.normal(size=(40, 8))),
+        ("trg", centres[::-1] + 0.05 * rng.normal(size=(40, 8))),
+    ):
         w = StoreWriter(str(tmp_path / name), dim=8, dtype="float32", rows_per_shard=15)
-        w.add(vecs.astype(np.float32), [f"{name}{i}" for i in range(40)],
-              text=[f"{name} sentence {i}" for i in range(40)])  # fmt: skip
+        w.add(
+            vecs.astype(np.float32),
+            [f"{name}{i}" for i in range(40)],
+            text=[f"{name} sentence {i}" for i in range(40)],
+        )
         w.close()
-    args = ["--src-emb", str(tmp_path / "src"), "--trg-emb", str(tmp_path / "trg"),
-            "--shard-rows", "15", *DIRECT, *s3_args(endpoint)]  # fmt: skip
+    args = [
+        "--src-emb",
+        str(tmp_path / "src"),
+        "--trg-emb",
+        str(tmp_path / "trg"),
+        "--shard-rows",
+        "15",
+        *DIRECT,
+        *s3_args(endpoint),
+    ]
     assert beam_mine([*args, "--output", "s3://corpus/beam_mined"]) == 0
     assert beam_mine([*args, "--output", str(tmp_path / "local")]) == 0
     remote = download(client, "beam_mined/")
     local = {f.name: f.read_bytes() for f in (tmp_path / "local").iterdir()}
-    assert set(remote) == set(local) == {"mined.parquet", "mined.tsv.gz", "score_hist.png",
-                                         "stats.json"}  # fmt: skip
+    assert (
+        set(remote)
+        == set(local)
+        == {"mined.parquet", "mined.tsv.gz", "score_hist.png", "stats.json"}
+    )
     a = pq.read_table(io.BytesIO(remote["mined.parquet"]))
     b = pq.read_table(io.BytesIO(local["mined.parquet"]))
     assert a.num_rows >= 30 and a.to_pandas().equals(b.to_pandas())  # NaN == NaN here
@@ -263,16 +343,27 @@ def test_the_training_scan_cache_keys_on_s3_listings(s3, tmp_path):
     def put(lang: str, n: int) -> None:
         buf = io.BytesIO()
         pq.write_table(pa.table({"text": [f"{lang} sentence {i}." for i in range(n)]}), buf)
-        client.put_object(Bucket="corpus", Key=f"scan-in/{lang}/part-0.parquet", Body=buf.getvalue())
+        client.put_object(
+            Bucket="corpus", Key=f"scan-in/{lang}/part-0.parquet", Body=buf.getvalue()
+        )
 
     put("de", 500)
     put("fr", 120)
-    env = {**os.environ, "AWS_EC2_METADATA_DISABLED": "true",
-           "LABSE_BEAM_OPTIONS": shlex.join(s3_args(endpoint))}  # fmt: skip
+    env = {
+        **os.environ,
+        "AWS_EC2_METADATA_DISABLED": "true",
+        "LABSE_BEAM_OPTIONS": shlex.join(s3_args(endpoint)),
+    }
 
     def run() -> dict:
-        p = subprocess.run([sys.executable, "-c", SCAN_SCRIPT, str(tmp_path / "scan")], env=env,
-                           cwd=ROOT, capture_output=True, text=True, timeout=300)  # fmt: skip
+        p = subprocess.run(
+            [sys.executable, "-c", SCAN_SCRIPT, str(tmp_path / "scan")],
+            env=env,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert p.returncode == 0, p.stderr[-3000:]
         return json.loads(p.stdout.strip().splitlines()[-1])
 

@@ -10,8 +10,14 @@ from labse_model.model import build_config, new_encoder
 
 
 def _model() -> MaskedLM:
-    cfg = build_config(300, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                       intermediate_size=32, max_position_embeddings=32)  # fmt: skip
+    cfg = build_config(
+        300,
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=32,
+    )
     return MaskedLM(new_encoder(cfg, seed=0))
 
 

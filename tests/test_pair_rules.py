@@ -22,8 +22,10 @@ from labse_common.stats import StageCounter, check_balanced
 REPO = Path(__file__).resolve().parents[1]
 TATOEBA = REPO.parent / "shared" / "data" / "tatoeba"
 
-GOOD = ("The city council approved the new budget on Monday.",
-        "Der Stadtrat hat am Montag den neuen Haushalt beschlossen.")  # fmt: skip
+GOOD = (
+    "The city council approved the new budget on Monday.",
+    "Der Stadtrat hat am Montag den neuen Haushalt beschlossen.",
+)
 
 # One crafted pair per rule: (pair, expected step, expected reason), declared en -> de.
 CRAFTED = [
@@ -57,7 +59,7 @@ CRAFTED = [
         ),
         "copy",
         "untranslated_copy",
-    ),  # fmt: skip
+    ),
     (
         ("Это предложение написано по-русски.", "Dieser Satz ist auf Deutsch."),
         "script",
@@ -149,8 +151,11 @@ def test_all_rules_keep_almost_all_real_tatoeba_pairs(cfg):
 
 def test_language_columns_win_and_summary_by_lang_pair_and_length(cfg):
     r = PairRulesRunner(cfg, "en", "de")
-    pairs = [GOOD, ("Это предложение написано по-русски.", "This sentence is written in Russian."),
-             ("Hi", "Hallo")]  # fmt: skip
+    pairs = [
+        GOOD,
+        ("Это предложение написано по-русски.", "This sentence is written in Russian."),
+        ("Hi", "Hallo"),
+    ]
     kept, _ = r.filter_batch(batch(pairs, src_lang=["en", "ru", ""], trg_lang=["de", "en", ""]))
     assert kept.num_rows == 2  # the Russian row declared ru-en is fine
     rep = r.report("pair_rules")
@@ -188,7 +193,10 @@ def test_pair_io_reads_tsv_with_bad_lines_bom_and_mining_layout(tmp_path):
     t = read_pairs(p, c)
     assert t.to_pylist() == [{"src": "a b", "trg": "c d"}, {"src": "e f", "trg": "g h"}]
     assert c.to_report("x")["counts"]["lines"] == {
-        "in": 6, "out": 2, "dropped": {"blank": 1, "malformed": 2, "bad_utf8": 1}}  # fmt: skip
+        "in": 6,
+        "out": 2,
+        "dropped": {"blank": 1, "malformed": 2, "bad_utf8": 1},
+    }
     first_bad = tmp_path / "first_bad.tsv"
     first_bad.write_text("a first line without a tab\nx\ty\n", encoding="utf-8")
     assert read_pairs(first_bad).to_pylist() == [{"src": "x", "trg": "y"}]
@@ -232,8 +240,20 @@ def test_rules_cli_writes_kept_dropped_and_stats(tmp_path, capsys):
         f.writelines(f"{a}\t{b}\n" for a, b in pairs)
         f.write("a malformed line without a tab\n")
     out = tmp_path / "out"
-    rc = filters_main(["rules", "--pairs", str(src), "--src-lang", "en", "--trg-lang", "de",
-                       "--output", str(out), "--write-dropped"])  # fmt: skip
+    rc = filters_main(
+        [
+            "rules",
+            "--pairs",
+            str(src),
+            "--src-lang",
+            "en",
+            "--trg-lang",
+            "de",
+            "--output",
+            str(out),
+            "--write-dropped",
+        ]
+    )
     assert rc == 0
     kept = pq.read_table(out / "kept.parquet")
     assert kept.column("src").to_pylist() == [GOOD[0]]
@@ -283,8 +303,17 @@ def test_rules_cli_needs_languages_for_script_and_lid(tmp_path, caplog):
         == 2
     )
     assert "--src-lang" in caplog.text
-    rc = filters_main(["rules", "--pairs", str(tmp_path / "ok.tsv"), "--output", str(tmp_path / "o"),
-                       "--set", "steps=[empty, length]"])  # fmt: skip
+    rc = filters_main(
+        [
+            "rules",
+            "--pairs",
+            str(tmp_path / "ok.tsv"),
+            "--output",
+            str(tmp_path / "o"),
+            "--set",
+            "steps=[empty, length]",
+        ]
+    )
     assert rc == 0
 
 
@@ -346,7 +375,11 @@ def test_margin_score_cli_on_a_real_encoder(tiny_model, tmp_path):
         ["margin-score", "--model", model, "--pairs", str(src), "--output", str(out), "--k", "3"]
     )
     assert rc == 0
-    assert sorted(p.name for p in out.iterdir()) == ["scored.parquet", "scored.tsv.gz", "stats.json"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "scored.parquet",
+        "scored.tsv.gz",
+        "stats.json",
+    ]
     t = pq.read_table(out / "scored.parquet")
     assert t.column_names == ["src", "trg", "col2", "margin", "cosine"]
     from labse_model.encode import Encoder
@@ -375,8 +408,25 @@ def test_margin_score_cli_on_a_real_encoder(tiny_model, tmp_path):
     more = (TATOEBA / "train.deu-eng.deu").read_text(encoding="utf-8").splitlines()[100:130]
     extra.write_text("\n".join(more) + "\n", encoding="utf-8")
     # --overwrite replaces the folder whole: the new stats.json describes the new scores.
-    assert filters_main(["margin-score", "--model", model, "--pairs", str(src), "--output", str(out),
-                         "--k", "3", "--src-sentences", str(extra), "--overwrite"]) == 0  # fmt: skip
+    assert (
+        filters_main(
+            [
+                "margin-score",
+                "--model",
+                model,
+                "--pairs",
+                str(src),
+                "--output",
+                str(out),
+                "--k",
+                "3",
+                "--src-sentences",
+                str(extra),
+                "--overwrite",
+            ]
+        )
+        == 0
+    )
     x2 = np.vstack([x, enc.encode([m for m in more if m not in set(de)])])
     m2 = pq.read_table(out / "scored.parquet").column("margin").to_numpy()[:-1]
     np.testing.assert_allclose(m2, _brute_margin(x2, y, diag, 3), rtol=1e-4)
@@ -386,16 +436,43 @@ def test_margin_score_cli_on_a_real_encoder(tiny_model, tmp_path):
 def test_margin_score_bad_input_is_a_clear_error(tmp_path, caplog):
     (tmp_path / "ok.tsv").write_text(f"{GOOD[0]}\t{GOOD[1]}\n")
     out = str(tmp_path / "s")
-    rc = filters_main(["margin-score", "--model", str(tmp_path), "--pairs", str(tmp_path / "ok.tsv"),
-                       "--output", out])  # fmt: skip
+    rc = filters_main(
+        [
+            "margin-score",
+            "--model",
+            str(tmp_path),
+            "--pairs",
+            str(tmp_path / "ok.tsv"),
+            "--output",
+            out,
+        ]
+    )
     assert rc == 2 and "config.json" in caplog.text and "--model" in caplog.text
     caplog.clear()
-    rc = filters_main(["margin-score", "--model", str(tmp_path / "no"), "--pairs", str(tmp_path / "ok.tsv"),
-                       "--output", out])  # fmt: skip
+    rc = filters_main(
+        [
+            "margin-score",
+            "--model",
+            str(tmp_path / "no"),
+            "--pairs",
+            str(tmp_path / "ok.tsv"),
+            "--output",
+            out,
+        ]
+    )
     assert rc == 2 and "not found" in caplog.text
     caplog.clear()
     # The old form (--output FILE) is refused with the folder to give instead.
-    rc = filters_main(["margin-score", "--model", str(tmp_path), "--pairs", str(tmp_path / "ok.tsv"),
-                       "--output", str(tmp_path / "s.parquet")])  # fmt: skip
+    rc = filters_main(
+        [
+            "margin-score",
+            "--model",
+            str(tmp_path),
+            "--pairs",
+            str(tmp_path / "ok.tsv"),
+            "--output",
+            str(tmp_path / "s.parquet"),
+        ]
+    )
     assert rc == 2 and "--output is a folder now" in caplog.text
     assert not (tmp_path / "s").exists() and not (tmp_path / "s.parquet").exists()

@@ -13,14 +13,21 @@ from labse_common.errors import InputError
 
 
 def _write(path: Path, n: int = 300, group: int = 100, damaged: tuple[int, ...] = ()) -> Path:
-    pq.write_table(pa.table({"text": [f"row {i}" for i in range(n)], "n": list(range(n))}), path,
-                   compression="snappy", use_dictionary=False, row_group_size=group)  # fmt: skip
+    pq.write_table(
+        pa.table({"text": [f"row {i}" for i in range(n)], "n": list(range(n))}),
+        path,
+        compression="snappy",
+        use_dictionary=False,
+        row_group_size=group,
+    )
     meta = pq.ParquetFile(path).metadata
     data = bytearray(path.read_bytes())
     for g in damaged:
         for c in range(meta.num_columns):
             col = meta.row_group(g).column(c)
-            for i in range(col.data_page_offset + 4, col.data_page_offset + col.total_compressed_size):
+            for i in range(
+                col.data_page_offset + 4, col.data_page_offset + col.total_compressed_size
+            ):
                 data[i] ^= 0x5A
     path.write_bytes(bytes(data))
     return path

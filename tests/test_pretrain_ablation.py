@@ -16,8 +16,15 @@ from labse_model.pretrain import pretrain
 from labse_model.train import train
 from tests.pretrain_fixtures import DATA, dev_accuracy, write_tatoeba_inputs
 
-MODEL = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 128,
-         "max_position_embeddings": 64, "initializer_range": 0.1, "dropout": 0.0}  # fmt: skip
+MODEL = {
+    "hidden_size": 64,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 2,
+    "intermediate_size": 128,
+    "max_position_embeddings": 64,
+    "initializer_range": 0.1,
+    "dropout": 0.0,
+}
 PRE_STEPS = [100, 200]
 FT_STEPS = 150
 
@@ -35,13 +42,33 @@ def test_pretraining_then_fine_tuning_against_random_init(tmp_path):
     if not DATA.is_dir():
         pytest.skip(f"Tatoeba data not found under {DATA}")
     inputs = write_tatoeba_inputs(tmp_path / "inputs", vocab_size=8000)
-    pcfg = load("pretrain", "demo", flags=dict(
-        mlm_batch_size=16, tlm_batch_size=16, max_seq_length=32, lr=2e-3, warmup_steps=30,
-        eval_every=50, log_every=10, save_every=1000, progress=False, tensorboard=False,
-        threads=1))  # fmt: skip
+    pcfg = load(
+        "pretrain",
+        "demo",
+        flags=dict(
+            mlm_batch_size=16,
+            tlm_batch_size=16,
+            max_seq_length=32,
+            lr=2e-3,
+            warmup_steps=30,
+            eval_every=50,
+            log_every=10,
+            save_every=1000,
+            progress=False,
+            tensorboard=False,
+            threads=1,
+        ),
+    )
     pre = tmp_path / "pre"
-    summary = pretrain(MODEL, pcfg, [inputs["sentences"]], [inputs["pairs"]], str(pre),
-                       vocab=inputs["vocab"], stage_steps=PRE_STEPS)  # fmt: skip
+    summary = pretrain(
+        MODEL,
+        pcfg,
+        [inputs["sentences"]],
+        [inputs["pairs"]],
+        str(pre),
+        vocab=inputs["vocab"],
+        stage_steps=PRE_STEPS,
+    )
     assert summary["stage"] == 1 and summary["model"] == str(pre / "model")
     evals = [r for r in map(json.loads, open(pre / "metrics.jsonl")) if "eval_mlm_loss" in r]
     assert evals[0]["step"] == 0 and evals[-1]["step"] == sum(PRE_STEPS)
@@ -51,10 +78,16 @@ def test_pretraining_then_fine_tuning_against_random_init(tmp_path):
     assert check_balanced(report) == []
     assert report["counts"]["languages"]["out"] == 17
 
-    tcfg = load("train", "demo", flags=dict(batch_size=32, progress=False, tensorboard=False,
-                                            threads=1, save_every=1000))  # fmt: skip
+    tcfg = load(
+        "train",
+        "demo",
+        flags=dict(batch_size=32, progress=False, tensorboard=False, threads=1, save_every=1000),
+    )
     acc = {}
-    for name, kw in (("pretrained", {"init": str(pre / "model")}), ("random", {"vocab": inputs["vocab"]})):
+    for name, kw in (
+        ("pretrained", {"init": str(pre / "model")}),
+        ("random", {"vocab": inputs["vocab"]}),
+    ):
         out = tmp_path / f"ft-{name}"
         s = train(MODEL, tcfg, [inputs["pairs"]], str(out), max_steps=FT_STEPS, **kw)
         acc[name] = dev_accuracy(s["model"])["average"]
@@ -68,7 +101,11 @@ def test_pretraining_then_fine_tuning_against_random_init(tmp_path):
     def emb(path):
         return load_encoder(str(path))[0].bert.embeddings.word_embeddings.weight.detach()
 
-    e_pre, e_ft, e_rand = emb(pre / "model"), emb(tmp_path / "ft-pretrained" / "model"), emb(tmp_path / "ft-random" / "model")
+    e_pre, e_ft, e_rand = (
+        emb(pre / "model"),
+        emb(tmp_path / "ft-pretrained" / "model"),
+        emb(tmp_path / "ft-random" / "model"),
+    )
     assert (e_ft - e_pre).norm() < 0.5 * (e_rand - e_pre).norm()
     assert os.path.exists(pre / "model" / "mlm_head.safetensors")
     # The paper's ablation (pretrained > random after the same fine-tuning) does NOT hold at

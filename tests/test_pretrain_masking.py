@@ -96,11 +96,26 @@ def test_tlm_pair_layout():
 
 def _masked_pairs(n: int, seed: int = 0) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
-    seqs = [tlm_pair(list(rng.integers(10, 500, rng.integers(1, 20))), list(rng.integers(10, 500, rng.integers(1, 20))),
-                     64, CLS, SEP)[0] for _ in range(n)]  # fmt: skip
+    seqs = [
+        tlm_pair(
+            list(rng.integers(10, 500, rng.integers(1, 20))),
+            list(rng.integers(10, 500, rng.integers(1, 20))),
+            64,
+            CLS,
+            SEP,
+        )[0]
+        for _ in range(n)
+    ]
     a = collate(seqs, PAD, SPECIALS)
-    ids, labels = mask_tokens(a["input_ids"], a["real"], MaskSpec(mask_id=MASK, special_ids=SPECIALS, vocab_size=500), rng)
-    return {"input_ids": ids, "token_type_ids": a["token_type_ids"], "attention_mask": a["attention_mask"], "labels": labels}
+    ids, labels = mask_tokens(
+        a["input_ids"], a["real"], MaskSpec(mask_id=MASK, special_ids=SPECIALS, vocab_size=500), rng
+    )
+    return {
+        "input_ids": ids,
+        "token_type_ids": a["token_type_ids"],
+        "attention_mask": a["attention_mask"],
+        "labels": labels,
+    }
 
 
 def test_pack_rows_layout():
@@ -115,9 +130,21 @@ def test_pack_rows_layout():
         for sid in range(1, int(p["segment_ids"][r].max()) + 1):
             at = p["segment_ids"][r] == sid
             assert p["position_ids"][r][at].tolist() == list(range(int(at.sum())))
-            got.append((p["input_ids"][r][at].tolist(), p["labels"][r][at].tolist(), p["token_type_ids"][r][at].tolist()))
-    want = [(rows["input_ids"][i, :n].tolist(), rows["labels"][i, :n].tolist(), rows["token_type_ids"][i, :n].tolist())
-            for i, n in enumerate(lengths)]  # fmt: skip
+            got.append(
+                (
+                    p["input_ids"][r][at].tolist(),
+                    p["labels"][r][at].tolist(),
+                    p["token_type_ids"][r][at].tolist(),
+                )
+            )
+    want = [
+        (
+            rows["input_ids"][i, :n].tolist(),
+            rows["labels"][i, :n].tolist(),
+            rows["token_type_ids"][i, :n].tolist(),
+        )
+        for i, n in enumerate(lengths)
+    ]
     assert got == want
     # A row full to max_len is never joined by another one.
     assert all(int(n) <= 64 for n in p["attention_mask"].sum(1))
@@ -132,8 +159,17 @@ def test_packed_pairs_give_the_unpacked_losses(impl):
     from labse_model.mlm import MaskedLM
     from labse_model.model import SentenceEncoder, build_config
 
-    cfg = build_config(500, pad_token_id=PAD, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                       intermediate_size=64, max_position_embeddings=64, initializer_range=0.1, dropout=0.0)  # fmt: skip
+    cfg = build_config(
+        500,
+        pad_token_id=PAD,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=64,
+        initializer_range=0.1,
+        dropout=0.0,
+    )
     cfg._attn_implementation = impl
     torch.manual_seed(0)
     model = MaskedLM(SentenceEncoder(BertModel(cfg), pooling="mean", use_pooler=False)).eval()
@@ -143,11 +179,22 @@ def test_packed_pairs_give_the_unpacked_losses(impl):
     tp = {k: torch.from_numpy(v) for k, v in p.items()}
     with torch.no_grad():
         flat, _, _ = model(t["input_ids"], t["attention_mask"], t["token_type_ids"], t["labels"])
-        packed, _, _ = model(tp["input_ids"], tp["attention_mask"], tp["token_type_ids"], tp["labels"],
-                             position_ids=tp["position_ids"], segment_ids=tp["segment_ids"])  # fmt: skip
+        packed, _, _ = model(
+            tp["input_ids"],
+            tp["attention_mask"],
+            tp["token_type_ids"],
+            tp["labels"],
+            position_ids=tp["position_ids"],
+            segment_ids=tp["segment_ids"],
+        )
         # Without the segment mask the pairs would see each other: the losses must differ.
-        leaky, _, _ = model(tp["input_ids"], tp["attention_mask"], tp["token_type_ids"], tp["labels"],
-                            position_ids=tp["position_ids"])  # fmt: skip
+        leaky, _, _ = model(
+            tp["input_ids"],
+            tp["attention_mask"],
+            tp["token_type_ids"],
+            tp["labels"],
+            position_ids=tp["position_ids"],
+        )
     assert len(flat) == len(packed) > 0
     assert torch.allclose(flat, packed, atol=1e-5)
     assert not torch.allclose(flat, leaky, atol=1e-3)
@@ -166,7 +213,9 @@ def test_separate_sentences_are_encoded_as_if_alone():
     packed = [s for s, _ in pack_sentences(iter(sents), 48, CLS, SEP, {}, separate=True)]
     assert sum(s.sentences for s in packed) == 30 and len(packed) < 30
     a = collate(packed, PAD, SPECIALS)
-    ids, labels = mask_tokens(a["input_ids"], a["real"], MaskSpec(mask_id=MASK, special_ids=SPECIALS, vocab_size=500), rng)
+    ids, labels = mask_tokens(
+        a["input_ids"], a["real"], MaskSpec(mask_id=MASK, special_ids=SPECIALS, vocab_size=500), rng
+    )
     # The same sentences (and masks) one per row: [CLS] s [SEP] at positions 0.. .
     alone = []
     for r in range(len(packed)):
@@ -181,16 +230,33 @@ def test_separate_sentences_are_encoded_as_if_alone():
     lab1 = np.full_like(ids1, IGNORE)
     for i, (x, y) in enumerate(alone):
         ids1[i, : len(x)], lab1[i, : len(y)] = x, y
-    att1 = (np.arange(width)[None, :] < np.array([len(x) for x, _ in alone])[:, None]).astype(np.int64)
+    att1 = (np.arange(width)[None, :] < np.array([len(x) for x, _ in alone])[:, None]).astype(
+        np.int64
+    )
 
-    cfg = build_config(500, pad_token_id=PAD, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                       intermediate_size=64, max_position_embeddings=64, initializer_range=0.1, dropout=0.0)  # fmt: skip
+    cfg = build_config(
+        500,
+        pad_token_id=PAD,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=64,
+        initializer_range=0.1,
+        dropout=0.0,
+    )
     torch.manual_seed(0)
     model = MaskedLM(SentenceEncoder(BertModel(cfg), pooling="mean", use_pooler=False)).eval()
     T = torch.from_numpy
     with torch.no_grad():
         one, _, _ = model(T(ids1), T(att1), T(np.zeros_like(ids1)), T(lab1))
-        many, _, _ = model(T(ids), T(a["attention_mask"]), T(a["token_type_ids"]), T(labels),
-                           position_ids=T(a["position_ids"]), segment_ids=T(a["segment_ids"]))  # fmt: skip
+        many, _, _ = model(
+            T(ids),
+            T(a["attention_mask"]),
+            T(a["token_type_ids"]),
+            T(labels),
+            position_ids=T(a["position_ids"]),
+            segment_ids=T(a["segment_ids"]),
+        )
     assert len(one) == len(many) > 0
     assert torch.allclose(one, many, atol=1e-5)

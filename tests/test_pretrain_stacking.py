@@ -11,9 +11,16 @@ from labse_model.pretrain import stage_layers
 
 
 def _model(layers: int = 2) -> MaskedLM:
-    cfg: BertConfig = build_config(300, 0, hidden_size=32, num_hidden_layers=layers,
-                                   num_attention_heads=2, intermediate_size=64,
-                                   max_position_embeddings=32, dropout=0.0)  # fmt: skip
+    cfg: BertConfig = build_config(
+        300,
+        0,
+        hidden_size=32,
+        num_hidden_layers=layers,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=32,
+        dropout=0.0,
+    )
     return MaskedLM(new_encoder(cfg, seed=0))
 
 
@@ -35,7 +42,10 @@ def test_stack_copies_layers_in_order_and_only_adds_layers():
         else:
             assert torch.equal(value, s_state[name]), name
     # Copies, not shared tensors: training one must not move the other.
-    assert big.bert.encoder.layer[2].output.dense.weight is not big.bert.encoder.layer[0].output.dense.weight
+    assert (
+        big.bert.encoder.layer[2].output.dense.weight
+        is not big.bert.encoder.layer[0].output.dense.weight
+    )
     # The head stays tied to the new model's embeddings.
     assert big.head.predictions.decoder.weight is big.bert.embeddings.word_embeddings.weight
     ids = torch.randint(5, 300, (3, 12))
@@ -73,7 +83,10 @@ def test_optimizer_moments_are_duplicated_like_the_layers():
         assert torch.equal(opt2.state[dst]["exp_avg"], opt.state[src]["exp_avg"])
         assert torch.equal(opt2.state[dst]["exp_avg_sq"], opt.state[src]["exp_avg_sq"])
     emb = big.bert.embeddings.word_embeddings.weight
-    assert torch.equal(opt2.state[emb]["exp_avg"], opt.state[small.bert.embeddings.word_embeddings.weight]["exp_avg"])
+    assert torch.equal(
+        opt2.state[emb]["exp_avg"],
+        opt.state[small.bert.embeddings.word_embeddings.weight]["exp_avg"],
+    )
     # Pretraining never trains the pooler (the dual encoder's sentence head).
     assert big.bert.pooler.dense.weight not in opt2.state
 
@@ -85,7 +98,9 @@ def test_head_saved_and_loaded_and_stage_depths(tmp_path):
     save_head(a, str(tmp_path))
     b = MaskedLM(SentenceEncoder(a.bert))
     assert load_head(b, str(tmp_path))
-    assert torch.equal(b.head.predictions.transform.dense.weight, a.head.predictions.transform.dense.weight)
+    assert torch.equal(
+        b.head.predictions.transform.dense.weight, a.head.predictions.transform.dense.weight
+    )
     assert b.head.predictions.decoder.weight is b.bert.embeddings.word_embeddings.weight
     assert not load_head(b, str(tmp_path / "none"))
     assert stage_layers(12, 3) == [3, 6, 12] and stage_layers(2, 2) == [1, 2]

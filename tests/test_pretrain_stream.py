@@ -24,8 +24,14 @@ from tests.pretrain_fixtures import DATA, write_tatoeba_inputs
 
 REPO = Path(__file__).resolve().parents[1]
 ENV = dict(os.environ, PYTHONPATH=str(REPO), LABSE_DIST_TIMEOUT_S="60")
-TINY = ["model.hidden_size=32", "model.num_hidden_layers=2", "model.num_attention_heads=2", "model.intermediate_size=64",
-        "model.max_position_embeddings=64", "model.dropout=0.1"]  # fmt: skip
+TINY = [
+    "model.hidden_size=32",
+    "model.num_hidden_layers=2",
+    "model.num_attention_heads=2",
+    "model.intermediate_size=64",
+    "model.max_position_embeddings=64",
+    "model.dropout=0.1",
+]
 
 
 @pytest.fixture(scope="module")
@@ -84,8 +90,23 @@ def test_one_and_two_ranks_see_the_same_global_batches(inputs, tmp_path):
     one.mkdir()
     two.mkdir()
     subprocess.run([sys.executable, str(worker), *args, str(one)], check=True, env=ENV, cwd=REPO)
-    r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-                        str(worker), *args, str(two)], env=ENV, cwd=REPO, capture_output=True, text=True)  # fmt: skip
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc-per-node",
+            "2",
+            str(worker),
+            *args,
+            str(two),
+        ],
+        env=ENV,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     a = torch.load(one / "rank0.pt", weights_only=False)
     b0, b1 = (torch.load(two / f"rank{k}.pt", weights_only=False) for k in (0, 1))
@@ -104,7 +125,9 @@ def test_one_and_two_ranks_see_the_same_global_batches(inputs, tmp_path):
     # in fewer rows.
     flat = tmp_path / "flat"
     flat.mkdir()
-    subprocess.run([sys.executable, str(worker), *args, str(flat), "0", "flat"], check=True, env=ENV, cwd=REPO)
+    subprocess.run(
+        [sys.executable, str(worker), *args, str(flat), "0", "flat"], check=True, env=ENV, cwd=REPO
+    )
     c = torch.load(flat / "rank0.pt", weights_only=False)
     assert c["rows"] == a["rows"]
     assert c["tlm_rows"] == 6 * 8 and a["tlm_rows"] < c["tlm_rows"]
@@ -112,18 +135,46 @@ def test_one_and_two_ranks_see_the_same_global_batches(inputs, tmp_path):
 
 def test_kill_9_then_rerun_gives_the_uninterrupted_losses(inputs, tmp_path):
     def cmd(out: Path) -> list[str]:
-        return [sys.executable, "-m", "labse_model", "pretrain", "--sentences", inputs["sentences"],
-                "--pairs", inputs["pairs"], "--vocab", inputs["vocab"], "--output", str(out),
-                "--stage-steps", "4,6", "mlm_batch_size=8", "tlm_batch_size=8", "max_seq_length=32",
-                "save_every=2", "log_every=1", "eval_every=0", "progress=false", "threads=1",
-                "tensorboard=false", "warmup_steps=2", *TINY]  # fmt: skip
+        return [
+            sys.executable,
+            "-m",
+            "labse_model",
+            "pretrain",
+            "--sentences",
+            inputs["sentences"],
+            "--pairs",
+            inputs["pairs"],
+            "--vocab",
+            inputs["vocab"],
+            "--output",
+            str(out),
+            "--stage-steps",
+            "4,6",
+            "mlm_batch_size=8",
+            "tlm_batch_size=8",
+            "max_seq_length=32",
+            "save_every=2",
+            "log_every=1",
+            "eval_every=0",
+            "progress=false",
+            "threads=1",
+            "tensorboard=false",
+            "warmup_steps=2",
+            *TINY,
+        ]
 
     full = tmp_path / "full"
     r = subprocess.run(cmd(full), env=ENV, cwd=REPO, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-3000:]
     cut = tmp_path / "cut"
-    proc = subprocess.Popen(cmd(cut), env=ENV, cwd=REPO, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+    proc = subprocess.Popen(
+        cmd(cut),
+        env=ENV,
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
         deadline = time.time() + 300
         while time.time() < deadline and proc.poll() is None:
@@ -140,11 +191,18 @@ def test_kill_9_then_rerun_gives_the_uninterrupted_losses(inputs, tmp_path):
     r = subprocess.run(cmd(cut), env=ENV, cwd=REPO, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-3000:]
     assert "resuming from" in r.stderr
-    curve = {k: [json.loads(x) for x in open(d / "metrics.jsonl")] for k, d in (("full", full), ("cut", cut))}
+    curve = {
+        k: [json.loads(x) for x in open(d / "metrics.jsonl")]
+        for k, d in (("full", full), ("cut", cut))
+    }
     assert [x["step"] for x in curve["cut"]] == list(range(1, 11))
-    np.testing.assert_allclose([x["loss"] for x in curve["cut"]], [x["loss"] for x in curve["full"]], rtol=1e-5)
+    np.testing.assert_allclose(
+        [x["loss"] for x in curve["cut"]], [x["loss"] for x in curve["full"]], rtol=1e-5
+    )
     assert [x["stage"] for x in curve["cut"]] == [0] * 4 + [1] * 6  # stacked after step 4
-    manifest = json.loads(open(cut / "checkpoints" / ckpt.step_dir_name(10) / "manifest.json").read())
+    manifest = json.loads(
+        open(cut / "checkpoints" / ckpt.step_dir_name(10) / "manifest.json").read()
+    )
     assert manifest["stage"] == 1
     cfg = json.loads(open(cut / "model" / "config.json").read())
     assert cfg["num_hidden_layers"] == 2 and (cut / "model" / "mlm_head.safetensors").exists()
@@ -174,9 +232,19 @@ def test_reader_memory_does_not_grow_with_the_number_of_shards(tmp_path):
         for k in range(shards):
             ids = np.arange(k * 2000, (k + 1) * 2000).astype(str)
             text = pc.binary_join_element_wise("sentence number ", ids, " " + "x" * 60, "")
-            pq.write_table(pa.table({"src": text, "trg": text}), d / f"part-{k:04d}.parquet", row_group_size=1000)
-        r = subprocess.run([sys.executable, "-c", _RSS, str(d / "*.parquet")], env=ENV, cwd=REPO,
-                           capture_output=True, text=True, check=True)  # fmt: skip
+            pq.write_table(
+                pa.table({"src": text, "trg": text}),
+                d / f"part-{k:04d}.parquet",
+                row_group_size=1000,
+            )
+        r = subprocess.run(
+            [sys.executable, "-c", _RSS, str(d / "*.parquet")],
+            env=ENV,
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         rows, kb = map(int, r.stdout.split())
         assert rows == shards * 2000
         rss[shards] = kb / 1024
@@ -188,9 +256,14 @@ def test_bad_shards_are_counted_and_languages_mixed(tmp_path):
     (tmp_path / "sents" / "de").mkdir(parents=True)
     (tmp_path / "sents" / "fr").mkdir()
     (tmp_path / "sents" / "xx").mkdir()  # a language with no sentences
-    pq.write_table(pa.table({"text": [f"Satz {i}." for i in range(9000)]}), tmp_path / "sents" / "de" / "a.parquet")
-    pq.write_table(pa.table({"text": [f"Phrase {i}." for i in range(1000)] + ["  ", None]}),
-                   tmp_path / "sents" / "fr" / "a.parquet")  # fmt: skip
+    pq.write_table(
+        pa.table({"text": [f"Satz {i}." for i in range(9000)]}),
+        tmp_path / "sents" / "de" / "a.parquet",
+    )
+    pq.write_table(
+        pa.table({"text": [f"Phrase {i}." for i in range(1000)] + ["  ", None]}),
+        tmp_path / "sents" / "fr" / "a.parquet",
+    )
     (tmp_path / "sents" / "fr" / "broken.parquet").write_bytes(b"PAR1 not really")
     with gzip.open(tmp_path / "sents" / "de" / "cut.txt.gz", "wt", encoding="utf-8") as f:
         f.writelines(f"Zeile {i}.\n" for i in range(5000))
@@ -208,7 +281,9 @@ def test_bad_shards_are_counted_and_languages_mixed(tmp_path):
     assert c["files"]["dropped"] == {"unreadable": 1} and c["files"]["events"] == {"truncated": 1}
     assert c["languages"]["dropped"] == {"empty": 1}
     assert c["sentences"]["dropped"] == {"empty": 2}
-    assert 9000 + 1000 < c["sentences"]["out"] < 9000 + 1000 + 5000  # the readable half of cut.txt.gz
+    assert (
+        9000 + 1000 < c["sentences"]["out"] < 9000 + 1000 + 5000
+    )  # the readable half of cut.txt.gz
     # Mixing p^0.3: French (~10% of the data) gets far more than 10% of the stream.
     lane = stream.Lane(res, stream.SENTENCES, 0, 1, seed=0, alpha=0.3)
     it = lane.records(0)
@@ -227,13 +302,39 @@ def test_bad_shards_are_counted_and_languages_mixed(tmp_path):
 def test_two_rank_pretraining_stacks_under_ddp(inputs, tmp_path):
     out = tmp_path / "ddp"
     r = subprocess.run(
-        [sys.executable, "-m", "labse_model", "pretrain", "--sentences", inputs["sentences"],
-         "--pairs", inputs["pairs"], "--vocab", inputs["vocab"], "--output", str(out),
-         "--nproc-per-node", "2", "--stage-steps", "2,2", "mlm_batch_size=8", "tlm_batch_size=8",
-         "max_seq_length=32", "eval_every=2", "log_every=1", "threads=1", "progress=false",
-         "tensorboard=false", *TINY],
-        env=ENV, cwd=REPO, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "labse_model",
+            "pretrain",
+            "--sentences",
+            inputs["sentences"],
+            "--pairs",
+            inputs["pairs"],
+            "--vocab",
+            inputs["vocab"],
+            "--output",
+            str(out),
+            "--nproc-per-node",
+            "2",
+            "--stage-steps",
+            "2,2",
+            "mlm_batch_size=8",
+            "tlm_batch_size=8",
+            "max_seq_length=32",
+            "eval_every=2",
+            "log_every=1",
+            "threads=1",
+            "progress=false",
+            "tensorboard=false",
+            *TINY,
+        ],
+        env=ENV,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     recs = [json.loads(x) for x in open(out / "metrics.jsonl")]
     assert [x["step"] for x in recs] == [0, 1, 2, 3, 4]
@@ -248,8 +349,11 @@ def test_a_large_parquet_row_group_is_cut_into_blocks_of_block_rows(tmp_path):
     from 10k to 1M sentences before)."""
     (tmp_path / "de").mkdir()
     texts = [f"Satz {i}." if i % 10 else ("" if i % 20 else None) for i in range(5000)]
-    pq.write_table(pa.table({"text": pa.array(texts, pa.string())}), tmp_path / "de" / "a.parquet",
-                   row_group_size=3000)  # fmt: skip
+    pq.write_table(
+        pa.table({"text": pa.array(texts, pa.string())}),
+        tmp_path / "de" / "a.parquet",
+        row_group_size=3000,
+    )
     res = stream.scan(stream.expand_inputs([str(tmp_path)]), stream.SENTENCES, block_rows=512)
     blocks = res.groups["de"]
     usable = [t for t in texts if t]
@@ -269,8 +373,9 @@ def test_a_damaged_row_group_costs_its_rows_only(tmp_path, damaged_parquet):
     texts = [f"Satz {i}." for i in range(3000)]
     damaged_parquet(tmp_path / "de" / "a.parquet", pa.table({"text": texts}))
     whole = tmp_path / "de" / "b.parquet"
-    pq.write_table(pa.table({"text": ["x"] * 10}), whole, compression="snappy",
-                   use_dictionary=False)  # fmt: skip
+    pq.write_table(
+        pa.table({"text": ["x"] * 10}), whole, compression="snappy", use_dictionary=False
+    )
     col = pq.ParquetFile(whole).metadata.row_group(0).column(0)
     data = bytearray(whole.read_bytes())
     for i in range(col.data_page_offset + 4, col.data_page_offset + col.total_compressed_size):
@@ -281,8 +386,12 @@ def test_a_damaged_row_group_costs_its_rows_only(tmp_path, damaged_parquet):
     report = stream.count_dict(res.counts).to_report("pretrain")
     assert check_balanced(report) == []
     c = report["counts"]
-    assert c["files"] == {"in": 2, "out": 1, "dropped": {"unreadable": 1},
-                          "events": {"damaged_row_groups": 1}}  # fmt: skip
+    assert c["files"] == {
+        "in": 2,
+        "out": 1,
+        "dropped": {"unreadable": 1},
+        "events": {"damaged_row_groups": 1},
+    }
     assert c["sentences"] == {"in": 3000, "out": 2000, "dropped": {"damaged_row_group": 1000}}
     blocks = res.groups["de"]
     assert {b.part for b in blocks} == {0, 2}
@@ -308,15 +417,25 @@ def test_the_window_bound_is_what_the_lanes_hold_and_stops_growing(tmp_path):
 
     lanes, on_rank, sb, rows = 4, 2, 2, 1000
     bounds, held = {}, {}
-    next(stream.Lane(stream.scan(_window_corpus(tmp_path / "warm", 1, 10), stream.SENTENCES),
-                     stream.SENTENCES, 0, 1, 0).records(0))  # lazy imports, outside the tracing
+    next(
+        stream.Lane(
+            stream.scan(_window_corpus(tmp_path / "warm", 1, 10), stream.SENTENCES),
+            stream.SENTENCES,
+            0,
+            1,
+            0,
+        ).records(0)
+    )  # lazy imports, outside the tracing
     for blocks in (1, 12, 36):
-        res = stream.scan(_window_corpus(tmp_path / f"b{blocks}", blocks, rows), stream.SENTENCES,
-                          block_rows=rows)  # fmt: skip
+        res = stream.scan(
+            _window_corpus(tmp_path / f"b{blocks}", blocks, rows), stream.SENTENCES, block_rows=rows
+        )
         bounds[blocks] = stream.window_bound(res, lanes, on_rank, sb)
         tracemalloc.start()
         base = tracemalloc.get_traced_memory()[0]
-        its = [stream.Lane(res, stream.SENTENCES, j, lanes, 0, sb).records(0) for j in range(on_rank)]
+        its = [
+            stream.Lane(res, stream.SENTENCES, j, lanes, 0, sb).records(0) for j in range(on_rank)
+        ]
         for it in its:  # every (lane, language) window loaded, none finished
             for _ in range(600):
                 next(it)

@@ -19,8 +19,15 @@ from labse_model.__main__ import main
 from labse_model.train import train
 from tests.pretrain_fixtures import DATA
 
-MODEL = {"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 64,
-         "max_position_embeddings": 64, "initializer_range": 0.1, "dropout": 0.0}  # fmt: skip
+MODEL = {
+    "hidden_size": 32,
+    "num_hidden_layers": 1,
+    "num_attention_heads": 2,
+    "intermediate_size": 64,
+    "max_position_embeddings": 64,
+    "initializer_range": 0.1,
+    "dropout": 0.0,
+}
 
 
 @pytest.fixture(autouse=True)
@@ -43,8 +50,16 @@ def deu_pairs(tmp_path_factory) -> Path:
 
 
 def _cfg(**kw) -> TrainConfig:
-    flags = {"progress": False, "threads": 1, "tensorboard": False, "vocab_size": 2000,
-             "batch_size": 16, "log_every": 1, "save_every": 1000, **kw}  # fmt: skip
+    flags = {
+        "progress": False,
+        "threads": 1,
+        "tensorboard": False,
+        "vocab_size": 2000,
+        "batch_size": 16,
+        "log_every": 1,
+        "save_every": 1000,
+        **kw,
+    }
     return load("train", "demo", flags=flags)
 
 
@@ -52,8 +67,10 @@ def test_vocab_dir_without_vocabulary_is_exit_2(tmp_path, deu_pairs, caplog):
     empty = tmp_path / "vocab"
     empty.mkdir()
     (empty / "README").write_text("not a vocabulary", encoding="utf-8")
-    for cmd in (["train", "--pairs", str(deu_pairs)],
-                ["pretrain", "--pairs", str(deu_pairs), "--stage-steps", "1,1"]):  # fmt: skip
+    for cmd in (
+        ["train", "--pairs", str(deu_pairs)],
+        ["pretrain", "--pairs", str(deu_pairs), "--stage-steps", "1,1"],
+    ):
         caplog.clear()
         rc = main([*cmd, "--vocab", str(empty), "--output", str(tmp_path / cmd[0])])
         assert rc == 2, cmd
@@ -75,7 +92,10 @@ def test_truncated_gzip_pairs_are_counted_not_a_traceback(tmp_path, deu_pairs, c
     dead = tmp_path / "dead.tsv.gz"
     dead.write_bytes(whole[:15])
     caplog.clear()
-    assert main(["train", "--pairs", str(dead), "--output", str(tmp_path / "r2"), "vocab_size=2000"]) == 2
+    assert (
+        main(["train", "--pairs", str(dead), "--output", str(tmp_path / "r2"), "vocab_size=2000"])
+        == 2
+    )
     assert "no usable pairs" in caplog.text
 
 
@@ -95,7 +115,11 @@ def test_truncation_counts_cover_the_whole_resumed_run(tmp_path, deu_pairs):
     from labse_model.train import learn_vocab_from
 
     vocab = tmp_path / "vocab"
-    learn_vocab_from(iter(deu_pairs.read_text(encoding="utf-8").replace("\t", "\n").splitlines()), str(vocab), 2000)
+    learn_vocab_from(
+        iter(deu_pairs.read_text(encoding="utf-8").replace("\t", "\n").splitlines()),
+        str(vocab),
+        2000,
+    )
     cfg = _cfg(max_seq_length=8, save_every=3)
     full, cut = tmp_path / "full", tmp_path / "cut"
     train(MODEL, cfg, [str(deu_pairs)], str(full), vocab=str(vocab), max_steps=6)

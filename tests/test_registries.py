@@ -55,7 +55,9 @@ def test_retrieval_modes_and_margins_have_one_definition():
     expected = {"ratio": 3.0 / 1.5, "distance": 3.0 - 1.5, "absolute": 3.0}
     assert set(expected) == set(mining_section.MARGINS)
     for name in mining_section.MARGINS:
-        assert margin.margin_fn(name)(np.float32(3.0), np.float32(1.5)) == pytest.approx(expected[name]), name
+        assert margin.margin_fn(name)(np.float32(3.0), np.float32(1.5)) == pytest.approx(
+            expected[name]
+        ), name
     with pytest.raises(ConfigError, match="mining.mode='sideways' is not one of"):
         load("mining", "demo", ["mode=sideways"])
     from mining.__main__ import build_parser

@@ -26,16 +26,33 @@ from pipelines import run as runner
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
 # Reduced size: a few hundred sentences per language and a few training steps.
-SMALL = ["sources.demo.synthetic_train=120", "sources.demo.synthetic_dev=40", "sources.demo.heldout=20", "train.steps=24",
-         "train.warmup_steps=4", "train.save_every=8", "train.log_every=4", "train.batch_size=32",
-         # CDS scorer: one epoch each of a one-layer model; its scores then separate the sample
-         # less well (its quality is measured in bench/README.md, not here).
-         "cds.noisy_epochs=1", "cds.clean_epochs=1", "cds.model.d_model=32", "cds.model.ffn_dim=64",
-         "cds.model.encoder_layers=1", "cds.model.decoder_layers=1",
-         # A narrower encoder on a smaller vocabulary, and three tiny pretraining stages.
-         "model.hidden_size=64", "model.intermediate_size=128", "vocab.vocab_size=2000",
-         "pretrain.stage_steps=[4,4,8]", "pretrain.warmup_steps=2", "pretrain.save_every=8",
-         "pretrain.eval_every=8", "pretrain.log_every=4"]  # fmt: skip
+SMALL = [
+    "sources.demo.synthetic_train=120",
+    "sources.demo.synthetic_dev=40",
+    "sources.demo.heldout=20",
+    "train.steps=24",
+    "train.warmup_steps=4",
+    "train.save_every=8",
+    "train.log_every=4",
+    "train.batch_size=32",
+    # CDS scorer: one epoch each of a one-layer model; its scores then separate the sample
+    # less well (its quality is measured in bench/README.md, not here).
+    "cds.noisy_epochs=1",
+    "cds.clean_epochs=1",
+    "cds.model.d_model=32",
+    "cds.model.ffn_dim=64",
+    "cds.model.encoder_layers=1",
+    "cds.model.decoder_layers=1",
+    # A narrower encoder on a smaller vocabulary, and three tiny pretraining stages.
+    "model.hidden_size=64",
+    "model.intermediate_size=128",
+    "vocab.vocab_size=2000",
+    "pretrain.stage_steps=[4,4,8]",
+    "pretrain.warmup_steps=2",
+    "pretrain.save_every=8",
+    "pretrain.eval_every=8",
+    "pretrain.log_every=4",
+]
 STAGES = runner.NAMES
 
 pytestmark = pytest.mark.slow
@@ -43,8 +60,14 @@ pytestmark = pytest.mark.slow
 
 def run(out: Path, *extra: str, check: bool = True) -> subprocess.CompletedProcess:
     args = [a for s in SMALL for a in ("--set", s)]
-    p = subprocess.run([sys.executable, "-m", "pipelines.run", "--output", str(out), *args, *extra],
-                       env=ENV, cwd=ROOT, capture_output=True, text=True, timeout=900)  # fmt: skip
+    p = subprocess.run(
+        [sys.executable, "-m", "pipelines.run", "--output", str(out), *args, *extra],
+        env=ENV,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     if check and p.returncode != 0:
         pytest.fail(f"runner failed ({p.returncode}):\n{p.stdout[-3000:]}\n{p.stderr[-5000:]}")
     return p
@@ -82,8 +105,21 @@ def test_every_stage_outputs_balanced_stats_and_report(demo: Path):
     assert list(plan) == STAGES
     done = [s for s, p in plan.items() if p["action"] == "run"]
     assert set(ran(demo)) == set(done)
-    for s in ("synthetic", "demo", "inputs", "wikipedia", "commoncrawl", "sentences", "vocab", "train", "embed",
-              "mine", "bitext", "eval", "report"):  # fmt: skip
+    for s in (
+        "synthetic",
+        "demo",
+        "inputs",
+        "wikipedia",
+        "commoncrawl",
+        "sentences",
+        "vocab",
+        "train",
+        "embed",
+        "mine",
+        "bitext",
+        "eval",
+        "report",
+    ):
         assert s in done, plan[s]
         m = json.loads((demo / "_state" / f"{s}.manifest.json").read_text())
         assert m["outputs"] and m["seconds"] >= 0 and m["peak_rss_mb"] > 10, (s, m)
@@ -122,8 +158,11 @@ def test_every_stage_outputs_balanced_stats_and_report(demo: Path):
     import pyarrow.parquet as pq
 
     planted = {(g[2], g[3]) for g in gold}
-    found = sum((r["src"], r["trg"]) in planted for f in sorted((demo / "mine").glob("*/mined.parquet"))
-                for r in pq.read_table(f, columns=["src", "trg"]).to_pylist())  # fmt: skip
+    found = sum(
+        (r["src"], r["trg"]) in planted
+        for f in sorted((demo / "mine").glob("*/mined.parquet"))
+        for r in pq.read_table(f, columns=["src", "trg"]).to_pylist()
+    )
     assert found > 0
     # The final filter: a sample of the mined pairs labelled from half 0, the combined score.
     sample = (demo / "sample" / "sample.tsv").read_text().splitlines()
@@ -136,8 +175,9 @@ def test_every_stage_outputs_balanced_stats_and_report(demo: Path):
 
     # A cache of our own: the default one (~/.cache) keys a local folder by its path, and
     # pytest reuses tmp paths, so a stale copy of an earlier run could be read instead.
-    ds = datasets.load_dataset(str(demo / "bitext" / "hf"), split="train",
-                               cache_dir=str(demo.parent / "hf-cache"))  # fmt: skip
+    ds = datasets.load_dataset(
+        str(demo / "bitext" / "hf"), split="train", cache_dir=str(demo.parent / "hf-cache")
+    )
     assert ds.num_rows == len(bitext(demo).splitlines()) and "src_url_or_title" in ds.column_names
     assert "estimated GOOD share" in (demo / "bitext" / "hf" / "README.md").read_text()
     # Every pair of the final bitext names where each side came from: the WET record of the
@@ -147,7 +187,9 @@ def test_every_stage_outputs_balanced_stats_and_report(demo: Path):
     traced = 0
     for r in rows:
         for side in ("src", "trg"):
-            assert r[f"{side}_locator"] and r[f"{side}_url_or_title"] and r[f"{side}_dup_count"] >= 1, r
+            assert (
+                r[f"{side}_locator"] and r[f"{side}_url_or_title"] and r[f"{side}_dup_count"] >= 1
+            ), r
             name, _, offset = r[f"{side}_locator"].partition("@")
             if name == "planted.warc.wet.gz":
                 record = wet[int(offset) :].split(b"WARC/1.0", 2)[1]
@@ -205,9 +247,14 @@ def test_killed_run_resumes_to_the_same_bitext(demo: Path, tmp_path: Path):
     out = tmp_path / "copy"
     shutil.copytree(demo, out, symlinks=True)
     args = [a for s in SMALL for a in ("--set", s)]
-    proc = subprocess.Popen([sys.executable, "-m", "pipelines.run", "--output", str(out), *args,
-                             "--from", "embed"], env=ENV, cwd=ROOT, start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pipelines.run", "--output", str(out), *args, "--from", "embed"],
+        env=ENV,
+        cwd=ROOT,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.time() + 300
     started = out / "_state" / "embed.in_progress.json"
     # Kill while the embedding stage runs (the runner cleared its folder, marked it in progress

@@ -36,7 +36,11 @@ RULES_ON = MINE_ON[1:]
 
 # (override, the stages that read the key, every stage that must rerun)
 CASES = [
-    ("corpus.min_chars=12", {"wikipedia", "commoncrawl", "commoncrawl_q"}, CORPUS_JOBS + SENTENCES_ON),
+    (
+        "corpus.min_chars=12",
+        {"wikipedia", "commoncrawl", "commoncrawl_q"},
+        CORPUS_JOBS + SENTENCES_ON,
+    ),
     ("vocab.smoothing=0.5", {"vocab"}, VOCAB_ON),
     ("model.hidden_size=64", {"pretrain", "train"}, PRETRAIN_ON),
     ("pretrain.lr=0.001", {"pretrain"}, PRETRAIN_ON),
@@ -44,19 +48,43 @@ CASES = [
     ("mining.k=3", {"mine"}, MINE_ON),
     ("pair_rules.max_ratio=2.5", {"rules"}, RULES_ON),
     ("pair_rules.length_buckets=[0,10,100]", {"rules"}, RULES_ON),
-    ("cds.lr=0.0005", {"cds_train"}, ["cds_train", "cds_score", "sample", "combine", "bitext", "eval", "report"]),
-    ("cds.model.d_model=64", {"cds_train"}, ["cds_train", "cds_score", "sample", "combine", "bitext", "eval", "report"]),
+    (
+        "cds.lr=0.0005",
+        {"cds_train"},
+        ["cds_train", "cds_score", "sample", "combine", "bitext", "eval", "report"],
+    ),
+    (
+        "cds.model.d_model=64",
+        {"cds_train"},
+        ["cds_train", "cds_score", "sample", "combine", "bitext", "eval", "report"],
+    ),
     ("combine.sample_size=200", {"sample"}, ["sample", "combine", "bitext", "eval", "report"]),
     ("combine.target=0.6", {"combine"}, ["combine", "bitext", "eval", "report"]),
-    ("sources.demo.pud_planted=50", {"demo"}, ["demo", "inputs", "commoncrawl", "quality", "commoncrawl_q", *SENTENCES_ON]),
-    ("sources.commoncrawl_prefix=s3://x/", {"commoncrawl", "commoncrawl_q"}, ["commoncrawl", "quality", "commoncrawl_q", *SENTENCES_ON]),
-    ("beam.options={direct_num_workers: 1}", {"wikipedia", "commoncrawl", "commoncrawl_q", "vocab"}, CORPUS_JOBS + SENTENCES_ON),
+    (
+        "sources.demo.pud_planted=50",
+        {"demo"},
+        ["demo", "inputs", "commoncrawl", "quality", "commoncrawl_q", *SENTENCES_ON],
+    ),
+    (
+        "sources.commoncrawl_prefix=s3://x/",
+        {"commoncrawl", "commoncrawl_q"},
+        ["commoncrawl", "quality", "commoncrawl_q", *SENTENCES_ON],
+    ),
+    (
+        "beam.options={direct_num_workers: 1}",
+        {"wikipedia", "commoncrawl", "commoncrawl_q", "vocab"},
+        CORPUS_JOBS + SENTENCES_ON,
+    ),
     ("launch.max_restarts=1", {"pretrain", "train"}, PRETRAIN_ON),
     ("eval.k=3", {"eval"}, ["eval", "report"]),
     ("run.min_margin=1.1", {"bitext"}, ["bitext", "eval", "report"]),
     ("run.report_examples=3", {"report"}, ["report"]),
     ("run.embed_batch_size=32", {"embed"}, ["embed", *MINE_ON]),
-    ("sources.demo.doc_sentences=4", {"demo"}, ["demo", "inputs", "commoncrawl", "quality", "commoncrawl_q", *SENTENCES_ON]),
+    (
+        "sources.demo.doc_sentences=4",
+        {"demo"},
+        ["demo", "inputs", "commoncrawl", "quality", "commoncrawl_q", *SENTENCES_ON],
+    ),
     ("sources.demo.synthetic_seed=1", {"synthetic"}, [n for n in runner.NAMES if n != "labels"]),
     # Read by no stage's output: a progress bar, the BUCC-only evaluation keys.
     ("cds.progress=false", set(), []),
@@ -64,12 +92,17 @@ CASES = [
     ("eval.bucc_pairs=[de-en]", set(), []),
     # The value it already has: nothing changed.
     ("mining.k=4", set(), []),
-]  # fmt: skip
+]
 
 
 def context(out: Path, *sets: str) -> runner.Context:
-    return runner.Context(out=out, base=out / "synthetic", synthetic=True, config_file=out / "_config.yaml",
-                          cfg=runner.effective_config("demo", list(sets)))  # fmt: skip
+    return runner.Context(
+        out=out,
+        base=out / "synthetic",
+        synthetic=True,
+        config_file=out / "_config.yaml",
+        cfg=runner.effective_config("demo", list(sets)),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -135,8 +168,11 @@ def test_declared_keys_exist_and_unread_keys_are_deliberate(tmp_path: Path):
     read = {key for s in runner.STAGES for key in s.reads(ctx)}
     for key in read:
         runner.config_value(ctx.values, key)  # KeyError for a key no section has
-    unread = {k for k in _leaves(ctx.values) if k.split(".")[0] not in NOT_RUN
-              and not any(k == r or k.startswith(r + ".") for r in read)}  # fmt: skip
+    unread = {
+        k
+        for k in _leaves(ctx.values)
+        if k.split(".")[0] not in NOT_RUN and not any(k == r or k.startswith(r + ".") for r in read)
+    }
     # Display only (progress bars); given as a flag instead (eval.prefix); the BUCC evaluation,
     # which the runner does not run; and the shape of the plan (quality stages on or off), which
     # reruns what it changes through the stages' inputs.
@@ -144,8 +180,13 @@ def test_declared_keys_exist_and_unread_keys_are_deliberate(tmp_path: Path):
     # cds.calibrate: the `filters calibrate` command's (a CDS-only threshold); the runner's final
     # filter is `filters combine`, calibrated on a sample of the mined pairs.
     calibrate = {k for k in _leaves(ctx.values) if k.startswith("cds.calibrate.")}
-    assert unread == progress | calibrate | {"eval.prefix", "eval.tune_split", "eval.eval_split", "eval.bucc_pairs",
-                                             "run.quality_bootstrap"}  # fmt: skip
+    assert unread == progress | calibrate | {
+        "eval.prefix",
+        "eval.tune_split",
+        "eval.eval_split",
+        "eval.bucc_pairs",
+        "run.quality_bootstrap",
+    }
 
 
 def test_switching_the_quality_stages_off_reruns_what_read_them(finished: Path):

@@ -19,8 +19,14 @@ ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pipelines.run", *args], env=ENV, cwd=ROOT,
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "pipelines.run", *args],
+        env=ENV,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_dry_run_plans_every_stage_and_writes_nothing(tmp_path: Path):
@@ -58,21 +64,27 @@ def test_data_folders_that_cannot_work_are_refused_up_front(tmp_path: Path):
     assert p.returncode == 2 and "dev.fra-eng.fra" in p.stderr, p.stderr
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--set", "mining.k=0"], "mining.k"),
-    (["--set", "run.no_such_key=1"], "run.no_such_key"),
-    (["--data", "/nonexistent/data"], "--data"),
-    (["--config", "/nonexistent.yaml"], "config file not found"),
-    (["--from", "mine", "--only", "mine"], "exclude"),
-    (["--set", "sources.demo.langs=[xyz]"], "sources.demo.langs"),
-    (["--set", "sources.demo.langs=[ita]"], "synthetic sample"),
-    (["--set", "mining.pairs=[de-xx]"], "mining.pairs"),
-    (["--set", "mining.pairs=[de-en]"], "not mined"),
-    (["--set", "mining.pairs=[]"], "mining.pairs is empty"),
-    (["--set", "model.init=/nonexistent/labse"], "model.init"),
-    (["--set", "sources.demo=null"], "matches no file"),  # the demo globs, from the current folder
-    (["--set", "nosection.key=1"], "nosection"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--set", "mining.k=0"], "mining.k"),
+        (["--set", "run.no_such_key=1"], "run.no_such_key"),
+        (["--data", "/nonexistent/data"], "--data"),
+        (["--config", "/nonexistent.yaml"], "config file not found"),
+        (["--from", "mine", "--only", "mine"], "exclude"),
+        (["--set", "sources.demo.langs=[xyz]"], "sources.demo.langs"),
+        (["--set", "sources.demo.langs=[ita]"], "synthetic sample"),
+        (["--set", "mining.pairs=[de-xx]"], "mining.pairs"),
+        (["--set", "mining.pairs=[de-en]"], "not mined"),
+        (["--set", "mining.pairs=[]"], "mining.pairs is empty"),
+        (["--set", "model.init=/nonexistent/labse"], "model.init"),
+        (
+            ["--set", "sources.demo=null"],
+            "matches no file",
+        ),  # the demo globs, from the current folder
+        (["--set", "nosection.key=1"], "nosection"),
+    ],
+)
 def test_bad_arguments_are_one_line_errors(tmp_path: Path, args, message):
     p = cli("--output", str(tmp_path / "run"), "--dry-run", *args)
     assert p.returncode == 2, (p.stdout, p.stderr)
@@ -87,9 +99,13 @@ def test_from_needs_complete_upstream(tmp_path: Path):
 def test_stage_declarations_are_consistent(tmp_path: Path):
     names = [s.name for s in runner.STAGES]
     assert len(set(names)) == len(names)
-    ctx = runner.Context(out=tmp_path, base=tmp_path / "synthetic", synthetic=True,
-                         config_file=tmp_path / "_config.yaml",
-                         cfg=runner.effective_config("demo", []))  # fmt: skip
+    ctx = runner.Context(
+        out=tmp_path,
+        base=tmp_path / "synthetic",
+        synthetic=True,
+        config_file=tmp_path / "_config.yaml",
+        cfg=runner.effective_config("demo", []),
+    )
     runner.make_plan(ctx)
     for i, s in enumerate(runner.STAGES):
         for dep in s.deps(ctx):  # upstream stages are declared before the stages that read them
@@ -177,8 +193,11 @@ def test_dockerfiles_parse_and_copy_existing_sources():
 def test_beam_worker_image_matches_the_launcher_beam_version():
     import apache_beam
 
-    args = dict(r.split("=", 1) for op, r in _instructions(ROOT / "docker" / "beam-worker.Dockerfile")
-                if op == "ARG" and "=" in r)  # fmt: skip
+    args = dict(
+        r.split("=", 1)
+        for op, r in _instructions(ROOT / "docker" / "beam-worker.Dockerfile")
+        if op == "ARG" and "=" in r
+    )
     assert args["BEAM_VERSION"] == apache_beam.__version__
     compose = yaml.safe_load((ROOT / "docker" / "flink-compose.yaml").read_text())
     images = {name: svc.get("image", "") for name, svc in compose["services"].items()}
@@ -209,20 +228,26 @@ def test_bitext_from_filter_outputs_names_each_drop_reason(tmp_path: Path):
     def bitext(mined, filtered, min_margin, out, rules=None):
         return export_bitext(mined, out, filtered=filtered, rules=rules, min_margin=min_margin)
 
-    rows = [{"src": f"s{i}", "trg": f"t{i}", "src_lang": "de", "trg_lang": "en", "margin": 1.0 + i / 10}
-            for i in range(6)]  # fmt: skip
+    rows = [
+        {"src": f"s{i}", "trg": f"t{i}", "src_lang": "de", "trg_lang": "en", "margin": 1.0 + i / 10}
+        for i in range(6)
+    ]
     (tmp_path / "mine" / "de-en").mkdir(parents=True)
     pq.write_table(pa.Table.from_pylist(rows), tmp_path / "mine" / "de-en" / "mined.parquet")
     (tmp_path / "rules" / "de-en").mkdir(parents=True)
-    pq.write_table(pa.Table.from_pylist([{**rows[0], "step": "length", "reason": "too_short"}]),
-                   tmp_path / "rules" / "de-en" / "dropped.parquet")  # fmt: skip
+    pq.write_table(
+        pa.Table.from_pylist([{**rows[0], "step": "length", "reason": "too_short"}]),
+        tmp_path / "rules" / "de-en" / "dropped.parquet",
+    )
     (tmp_path / "apply").mkdir()
     pq.write_table(
         pa.Table.from_pylist([{**r, "cds_score": 0.5} for r in rows[2:]]),
         tmp_path / "apply" / "kept.parquet",
     )
-    pq.write_table(pa.Table.from_pylist([{**rows[1], "cds_score": -2.0, "reason": "below_threshold"}]),
-                   tmp_path / "apply" / "rejected.parquet")  # fmt: skip
+    pq.write_table(
+        pa.Table.from_pylist([{**rows[1], "cds_score": -2.0, "reason": "below_threshold"}]),
+        tmp_path / "apply" / "rejected.parquet",
+    )
     rep = bitext(tmp_path / "mine", tmp_path / "apply", 1.05, tmp_path / "out", tmp_path / "rules")
     c = rep["counts"]["pairs"]
     assert (c["in"], c["out"]) == (6, 4)
@@ -245,9 +270,13 @@ def test_bitext_from_filter_outputs_names_each_drop_reason(tmp_path: Path):
 
 
 def test_a_refused_optional_stage_makes_the_rest_fall_back(tmp_path: Path):
-    ctx = runner.Context(out=tmp_path, base=tmp_path / "synthetic", synthetic=True,
-                         config_file=tmp_path / "_config.yaml",
-                         cfg=runner.effective_config("demo", []))  # fmt: skip
+    ctx = runner.Context(
+        out=tmp_path,
+        base=tmp_path / "synthetic",
+        synthetic=True,
+        config_file=tmp_path / "_config.yaml",
+        cfg=runner.effective_config("demo", []),
+    )
     plans = {p.stage.name: p for p in runner.make_plan(ctx)}
     bitext_cmd = runner.BY_NAME["bitext"].commands(ctx)[0]
     assert "--combined" in bitext_cmd
@@ -273,8 +302,14 @@ def test_bitext_export_command_claims_its_output_and_names_bad_inputs(tmp_path: 
     import pyarrow.parquet as pq
 
     def export(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "filters", "export", *args], env=ENV, cwd=ROOT,
-                              capture_output=True, text=True, timeout=120)  # fmt: skip
+        return subprocess.run(
+            [sys.executable, "-m", "filters", "export", *args],
+            env=ENV,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
 
     p = export("--mined", str(tmp_path / "none"), "--output", str(tmp_path / "out"))
     assert p.returncode == 2 and "--mined" in p.stderr and "Traceback" not in p.stderr
@@ -283,15 +318,24 @@ def test_bitext_export_command_claims_its_output_and_names_bad_inputs(tmp_path: 
     mined.write_bytes(b"PAR1 not really")
     p = export("--mined", str(tmp_path / "mine"), "--output", str(tmp_path / "out"))
     assert p.returncode == 2 and str(mined) in p.stderr and "Traceback" not in p.stderr
-    rows = [{"src": f"s{i}", "trg": f"t{i}", "src_lang": "de", "trg_lang": "en", "margin": 1.0 + i / 10}
-            for i in range(4)]  # fmt: skip
+    rows = [
+        {"src": f"s{i}", "trg": f"t{i}", "src_lang": "de", "trg_lang": "en", "margin": 1.0 + i / 10}
+        for i in range(4)
+    ]
     pq.write_table(pa.Table.from_pylist(rows), mined)
     p = export(
         "--mined", str(tmp_path / "mine"), "--min-margin", "1.15", "--output", str(tmp_path / "out")
     )
     assert p.returncode == 0, p.stderr
-    assert sorted(os.listdir(tmp_path / "out")) == ["bitext.de-en.de", "bitext.de-en.en", "bitext.parquet",
-                                                   "bitext.tsv.gz", "hf", "rejected.parquet", "stats.json"]  # fmt: skip
+    assert sorted(os.listdir(tmp_path / "out")) == [
+        "bitext.de-en.de",
+        "bitext.de-en.en",
+        "bitext.parquet",
+        "bitext.tsv.gz",
+        "hf",
+        "rejected.parquet",
+        "stats.json",
+    ]
     p = export("--mined", str(tmp_path / "mine"), "--output", str(tmp_path / "out"))
     assert p.returncode == 2 and "--overwrite" in p.stderr
 
@@ -317,8 +361,11 @@ def test_the_claim_of_a_killed_runner_is_taken_over_and_released_on_failure(tmp_
     out.mkdir()
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()
-    (out / "_CLAIM.json").write_text(json.dumps({"job_id": "killed", "host": socket.gethostname(),
-                                                 "pid": gone.pid, "started": "-"}))  # fmt: skip
+    (out / "_CLAIM.json").write_text(
+        json.dumps(
+            {"job_id": "killed", "host": socket.gethostname(), "pid": gone.pid, "started": "-"}
+        )
+    )
     p = cli("--output", str(out), "--only", "report")  # fails fast: its inputs are not complete
     assert p.returncode == 2 and "not complete" in p.stderr, p.stderr
     assert "taking over" in p.stderr
@@ -331,8 +378,13 @@ def test_a_command_is_the_same_before_and_after_its_upstream_stage_wrote(tmp_pat
     call it changed."""
     for data in (None, synthetic_data(tmp_path)):
         out = tmp_path / ("run-data" if data else "run-synth")
-        ctx = runner.Context(out=out, base=data or out / "synthetic", synthetic=data is None,
-                             config_file=out / "_config.yaml", cfg=runner.effective_config("demo", []))  # fmt: skip
+        ctx = runner.Context(
+            out=out,
+            base=data or out / "synthetic",
+            synthetic=data is None,
+            config_file=out / "_config.yaml",
+            cfg=runner.effective_config("demo", []),
+        )
         runner.make_plan(ctx)
         before = {s.name: s.commands(ctx) for s in runner.STAGES if ctx.on[s.name]}
         web = out / "demo" / "web" / "planted.warc.wet.gz"
@@ -357,8 +409,13 @@ def test_a_stage_dies_with_a_runner_killed_outright(tmp_path: Path):
     import time
 
     out = tmp_path / "run"
-    runner_p = subprocess.Popen([sys.executable, "-m", "pipelines.run", "--output", str(out)],
-                                env=ENV, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    runner_p = subprocess.Popen(
+        [sys.executable, "-m", "pipelines.run", "--output", str(out)],
+        env=ENV,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
     def stage_pids() -> list[int]:
         pids = []

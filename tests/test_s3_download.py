@@ -65,8 +65,13 @@ def test_a_large_file_reads_back_whole_in_every_pattern(s3):
         got += chunk
     assert bytes(got) == data
     _, f = _open(client, path)
-    for pos, n in [(len(data) - 8, 8), (5, 100), (FIRST_BYTES - 3, 10),
-                   (FIRST_BYTES + (8 << 20) - 1, (8 << 20) + 2), (0, len(data))]:  # fmt: skip
+    for pos, n in [
+        (len(data) - 8, 8),
+        (5, 100),
+        (FIRST_BYTES - 3, 10),
+        (FIRST_BYTES + (8 << 20) - 1, (8 << 20) + 2),
+        (0, len(data)),
+    ]:
         f.seek(pos)
         assert f.read(n) == data[pos : pos + n]
 

@@ -47,8 +47,9 @@ def test_a_large_file_goes_in_parallel_parts_and_comes_back_whole(s3):
     seen = count_s3_calls(client)
     data = os.urandom(3 * PART_BYTES + 12345)  # 3 full parts and a short last one
     _upload(client, "large", data)
-    assert seen == Counter({"CreateMultipartUpload": 1, "UploadPart": 4,
-                            "CompleteMultipartUpload": 1})  # fmt: skip
+    assert seen == Counter(
+        {"CreateMultipartUpload": 1, "UploadPart": 4, "CompleteMultipartUpload": 1}
+    )
     assert client.get_object(Bucket="uploads", Key="large")["Body"].read() == data
     assert not client.list_multipart_uploads(Bucket="uploads").get("Uploads")
 

@@ -40,8 +40,11 @@ def test_chain_counts_each_step_and_reports_balanced():
         ["ab", "abc", "a1b2", "xyz", "9"], counter, lambda r, s, why: dropped.append((r, s, why))
     )
     assert kept == ["abc", "xyz"]
-    assert dropped == [("ab", "min_len", "too_short"), ("9", "min_len", "too_short"),
-                       ("a1b2", "no_digits", "has_digit")]  # fmt: skip
+    assert dropped == [
+        ("ab", "min_len", "too_short"),
+        ("9", "min_len", "too_short"),
+        ("a1b2", "no_digits", "has_digit"),
+    ]
     assert digits.annotated == 3  # only the records that reached the step are annotated
     rep = chain.report("t")
     assert rep["counts"]["items"] == {

@@ -18,8 +18,16 @@ def _blocks(n_files: int, per_file: int, prefix: str = "f") -> list[Block]:
     for f in range(n_files):
         fmt = "text" if f % 3 == 0 else "parquet"
         for k in range(per_file):
-            out.append(Block(f"/data/{prefix}{f:04d}.{fmt}", fmt, k // 4, 500 + (k * 37) % 500,
-                             (k % 4) * 1000, 10**10 + k if fmt == "text" else 0))  # fmt: skip
+            out.append(
+                Block(
+                    f"/data/{prefix}{f:04d}.{fmt}",
+                    fmt,
+                    k // 4,
+                    500 + (k * 37) % 500,
+                    (k % 4) * 1000,
+                    10**10 + k if fmt == "text" else 0,
+                )
+            )
     return out
 
 
@@ -32,7 +40,9 @@ def test_a_block_list_holds_the_same_blocks_and_pickles_them():
     back = pickle.loads(pickle.dumps(bl))
     assert list(back) == blocks
     back.append(Block("/data/new.parquet", "parquet", 0, 3))  # the path index is rebuilt
-    assert back[len(back) - 1] == Block("/data/new.parquet", "parquet", 0, 3) and len(back.paths) == 8
+    assert (
+        back[len(back) - 1] == Block("/data/new.parquet", "parquet", 0, 3) and len(back.paths) == 8
+    )
     with pytest.raises(ValueError, match="two formats"):
         bl.append(Block(blocks[0].path, "parquet" if blocks[0].fmt == "text" else "text", 0, 1))
 
@@ -94,8 +104,11 @@ def test_a_restart_loads_the_scan_and_a_changed_input_is_scanned_again(tmp_path,
     data = tmp_path / "in"
     for lang, n in (("de", 1200), ("fr", 300)):
         (data / lang).mkdir(parents=True)
-        pq.write_table(pa.table({"text": [f"{lang} Satz {i}." for i in range(n)]}),
-                       data / lang / "a.parquet", row_group_size=500)  # fmt: skip
+        pq.write_table(
+            pa.table({"text": [f"{lang} Satz {i}." for i in range(n)]}),
+            data / lang / "a.parquet",
+            row_group_size=500,
+        )
     cache = str(tmp_path / "out" / "scan")
 
     def run():
@@ -106,20 +119,28 @@ def test_a_restart_loads_the_scan_and_a_changed_input_is_scanned_again(tmp_path,
     assert os.path.exists(os.path.join(cache, "sentences.pkl"))
     real_scan_file = stream._scan_file
     calls = []
-    monkeypatch.setattr(stream, "_scan_file", lambda *a, **k: calls.append(a[0]) or real_scan_file(*a, **k))
+    monkeypatch.setattr(
+        stream, "_scan_file", lambda *a, **k: calls.append(a[0]) or real_scan_file(*a, **k)
+    )
     again = run()
     assert calls == []  # nothing read
-    assert {g: list(b) for g, b in again.groups.items()} == {g: list(b) for g, b in first.groups.items()}
+    assert {g: list(b) for g, b in again.groups.items()} == {
+        g: list(b) for g, b in first.groups.items()
+    }
     assert again.counts == first.counts and again.heldout == first.heldout
 
-    pq.write_table(pa.table({"text": [f"fr phrase {i}." for i in range(700)]}), data / "fr" / "a.parquet")
+    pq.write_table(
+        pa.table({"text": [f"fr phrase {i}." for i in range(700)]}), data / "fr" / "a.parquet"
+    )
     changed = run()
     assert sorted(calls) == sorted(str(p) for p in data.rglob("*.parquet"))
     assert changed.groups["fr"].total_rows() > first.groups["fr"].total_rows()
     calls.clear()
     assert run().total_rows() == changed.total_rows() and calls == []  # the new scan was kept
     (data / "el").mkdir()
-    pq.write_table(pa.table({"text": [f"καλημέρα κόσμε {i}." for i in range(50)]}), data / "el" / "a.parquet")
+    pq.write_table(
+        pa.table({"text": [f"καλημέρα κόσμε {i}." for i in range(50)]}), data / "el" / "a.parquet"
+    )
     assert "el" in run().groups and calls  # a file added: scanned again
 
 
@@ -135,9 +156,24 @@ def test_a_parquet_without_the_needed_columns_is_one_error_line_and_exit_2(tmp_p
 
     bad = tmp_path / "nocol.parquet"
     pq.write_table(pa.table({"foo": ["a", "b"]}), bad)
-    p = subprocess.run([sys.executable, "-m", "labse_model", "train", "--pairs", str(bad),
-                        "--output", str(tmp_path / "out"), "--max-steps", "1", "threads=1"],
-                       cwd=Path(__file__).resolve().parents[1], capture_output=True, text=True,
-                       timeout=300)  # fmt: skip
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "labse_model",
+            "train",
+            "--pairs",
+            str(bad),
+            "--output",
+            str(tmp_path / "out"),
+            "--max-steps",
+            "1",
+            "threads=1",
+        ],
+        cwd=Path(__file__).resolve().parents[1],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert p.returncode == 2, p.stderr[-2000:]
     assert "Traceback" not in p.stderr and f"{bad}: Parquet pairs file lacks column(s)" in p.stderr

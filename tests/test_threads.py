@@ -34,12 +34,20 @@ def test_cgroup_quota_v2_v1_and_unlimited(tmp_path: Path):
 
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no CPU affinity on this OS")
 def test_a_process_pinned_to_one_cpu_sizes_torch_and_faiss_to_one_thread():
-    code = ("import os; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}); "
-            "import torch, faiss; from labse_common.threads import size_threads; "
-            "n = size_threads(); print(n, torch.get_num_threads(), faiss.omp_get_max_threads(), "
-            "os.environ['OMP_NUM_THREADS'])")  # fmt: skip
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
-                         env={**os.environ, "PYTHONPATH": str(ROOT)})  # fmt: skip
+    code = (
+        "import os; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}); "
+        "import torch, faiss; from labse_common.threads import size_threads; "
+        "n = size_threads(); print(n, torch.get_num_threads(), faiss.omp_get_max_threads(), "
+        "os.environ['OMP_NUM_THREADS'])"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split() == ["1", "1", "1", "1"]
 

@@ -127,8 +127,14 @@ def _curve(out: str) -> list[tuple[int, float]]:
 def test_resume_reproduces_the_uninterrupted_loss_curve(tatoeba_pairs, vocab_dir, tmp_path):
     # Dropout on, so the restored RNG state matters too.
     model = dict(TINY_MODEL, hidden_size=32, dropout=0.1)
-    cfg = _train_cfg(batch_size=16, save_every=4, log_every=1, warmup_steps=3, keep_checkpoints=2,
-                     vocab=vocab_dir)  # fmt: skip
+    cfg = _train_cfg(
+        batch_size=16,
+        save_every=4,
+        log_every=1,
+        warmup_steps=3,
+        keep_checkpoints=2,
+        vocab=vocab_dir,
+    )
     full = str(tmp_path / "full")
     train(model, cfg, [tatoeba_pairs], full, max_steps=12)
 

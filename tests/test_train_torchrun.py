@@ -77,17 +77,35 @@ def test_kill_9_of_a_worker_leaves_a_resumable_checkpoint(tmp_path):
     out = tmp_path / "run"
     steps = 150
     cmd = _cmd(
-        "train", "--pairs", str(pairs), "--output", str(out), "--nproc-per-node", "2",
-        "--max-steps", str(steps),
-        "batch_size=16", "save_every=5", "log_every=1", "threads=1", "progress=false",
-        "vocab_size=2000", "model.hidden_size=32", "model.intermediate_size=64",
-    )  # fmt: skip
+        "train",
+        "--pairs",
+        str(pairs),
+        "--output",
+        str(out),
+        "--nproc-per-node",
+        "2",
+        "--max-steps",
+        str(steps),
+        "batch_size=16",
+        "save_every=5",
+        "log_every=1",
+        "threads=1",
+        "progress=false",
+        "vocab_size=2000",
+        "model.hidden_size=32",
+        "model.intermediate_size=64",
+    )
     env = dict(os.environ, PYTHONPATH=str(REPO), LABSE_DIST_TIMEOUT_S="60")
     # A session of its own, so every worker it leaves behind can be reaped by process group.
     proc = subprocess.Popen(
-        cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        cmd,
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
         start_new_session=True,
-    )  # fmt: skip
+    )
     try:
         killed = None
         deadline = time.time() + 120

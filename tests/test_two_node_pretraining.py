@@ -25,38 +25,70 @@ from tests.two_node_util import (
 pytestmark = pytest.mark.slow
 
 STAGE_STEPS = [2, 2]  # one stacking boundary: 1 layer for steps 1-2, 2 layers for steps 3-4
-PRETRAIN = ["--stage-steps", ",".join(map(str, STAGE_STEPS)), "mlm_batch_size=8", "tlm_batch_size=8",
-            "lanes=4", "max_seq_length=32", "warmup_steps=1", "eval_every=0", "save_every=1000",
-            "log_every=1", "threads=1", "progress=false", "tensorboard=false",
-            "model.hidden_size=32", "model.intermediate_size=64", "model.num_hidden_layers=2",
-            "model.num_attention_heads=2", "model.max_position_embeddings=64",
-            # Dropout draws from per-rank generators; without it the losses must match exactly.
-            "model.dropout=0.0"]  # fmt: skip
+PRETRAIN = [
+    "--stage-steps",
+    ",".join(map(str, STAGE_STEPS)),
+    "mlm_batch_size=8",
+    "tlm_batch_size=8",
+    "lanes=4",
+    "max_seq_length=32",
+    "warmup_steps=1",
+    "eval_every=0",
+    "save_every=1000",
+    "log_every=1",
+    "threads=1",
+    "progress=false",
+    "tensorboard=false",
+    "model.hidden_size=32",
+    "model.intermediate_size=64",
+    "model.num_hidden_layers=2",
+    "model.num_attention_heads=2",
+    "model.max_position_embeddings=64",
+    # Dropout draws from per-rank generators; without it the losses must match exactly.
+    "model.dropout=0.0",
+]
 
 
 @pytest.fixture(scope="module")
 def s3_inputs(tmp_path_factory):
     rows = [line.split("\t") for line in synthetic_pairs().splitlines()]
-    objects = {"pairs/p.tsv": synthetic_pairs().encode(),
-               # The corpus layout: <lang>/ folders of sentence shards, here under a prefix.
-               "sentences/deu/part-0.txt": "".join(s + "\n" for s, _ in rows).encode(),
-               "sentences/eng/part-0.txt": "".join(t + "\n" for _, t in rows).encode()}  # fmt: skip
+    objects = {
+        "pairs/p.tsv": synthetic_pairs().encode(),
+        # The corpus layout: <lang>/ folders of sentence shards, here under a prefix.
+        "sentences/deu/part-0.txt": "".join(s + "\n" for s, _ in rows).encode(),
+        "sentences/eng/part-0.txt": "".join(t + "\n" for _, t in rows).encode(),
+    }
     with s3_objects(tmp_path_factory.mktemp("moto-logs"), "pre", objects) as extra_env:
         yield extra_env
 
 
 def _cmd(out: Path) -> list[str]:
     vocab = write_vocab(out.parent / "vocab")
-    return [sys.executable, "-m", "labse_model", "pretrain", "--config", "demo",
-            "--sentences", "s3://pre/sentences", "--pairs", "s3://pre/pairs/p.tsv",
-            "--vocab", vocab, "--output", str(out), *PRETRAIN]  # fmt: skip
+    return [
+        sys.executable,
+        "-m",
+        "labse_model",
+        "pretrain",
+        "--config",
+        "demo",
+        "--sentences",
+        "s3://pre/sentences",
+        "--pairs",
+        "s3://pre/pairs/p.tsv",
+        "--vocab",
+        vocab,
+        "--output",
+        str(out),
+        *PRETRAIN,
+    ]
 
 
 def test_two_node_pretraining_equals_one_process_across_a_stacking_boundary(s3_inputs, tmp_path):
     # The reference: one process holding the global batches.
     one = tmp_path / "one"
-    r = subprocess.run(_cmd(one), cwd=ROOT, env=env(**s3_inputs), capture_output=True, text=True,
-                       timeout=120)  # fmt: skip
+    r = subprocess.run(
+        _cmd(one), cwd=ROOT, env=env(**s3_inputs), capture_output=True, text=True, timeout=120
+    )
     assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
 
     two, log = tmp_path / "two", tmp_path / "nodes.log"
@@ -78,8 +110,9 @@ def test_two_node_pretraining_equals_one_process_across_a_stacking_boundary(s3_i
     assert [m["step"] for m in m1] == steps and [m["step"] for m in m2] == steps
     assert [m["stage"] for m in m2] == [m["stage"] for m in m1] == [0, 0, 1, 1]
     for key in ("mlm_loss", "tlm_loss", "loss"):
-        np.testing.assert_allclose([m[key] for m in m2], [m[key] for m in m1], rtol=2e-4,
-                                   err_msg=key)  # fmt: skip
+        np.testing.assert_allclose(
+            [m[key] for m in m2], [m[key] for m in m1], rtol=2e-4, err_msg=key
+        )
     # Not a constant: the losses move, so equal lists say the two runs trained alike.
     assert len({round(m["mlm_loss"], 4) for m in m1}) > 1
 

@@ -24,22 +24,47 @@ pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[1]
 STEPS = 12
-TRAIN = ["--max-steps", str(STEPS), "batch_size=8", "save_every=4", "log_every=1", "threads=1",
-         "progress=false", "vocab_size=400", "model.hidden_size=32",
-         "model.intermediate_size=64", "model.num_hidden_layers=1"]  # fmt: skip
+TRAIN = [
+    "--max-steps",
+    str(STEPS),
+    "batch_size=8",
+    "save_every=4",
+    "log_every=1",
+    "threads=1",
+    "progress=false",
+    "vocab_size=400",
+    "model.hidden_size=32",
+    "model.intermediate_size=64",
+    "model.num_hidden_layers=1",
+]
 
 
 @pytest.fixture(scope="module")
 def s3_pairs(tmp_path_factory):
-    with s3_objects(tmp_path_factory.mktemp("moto-logs"), "train",
-                    {"pairs/p.tsv": synthetic_pairs().encode()}) as extra_env:  # fmt: skip
+    with s3_objects(
+        tmp_path_factory.mktemp("moto-logs"), "train", {"pairs/p.tsv": synthetic_pairs().encode()}
+    ) as extra_env:
         yield "s3://train/pairs/p.tsv", extra_env
 
 
 def _cmd(pairs: str, out: Path, *extra: str) -> list[str]:
     vocab = write_vocab(out.parent / "vocab")
-    return [sys.executable, "-m", "labse_model", "train", "--config", "demo", "--pairs", pairs,
-            "--output", str(out), "--vocab", vocab, *extra, *TRAIN]  # fmt: skip
+    return [
+        sys.executable,
+        "-m",
+        "labse_model",
+        "train",
+        "--config",
+        "demo",
+        "--pairs",
+        pairs,
+        "--output",
+        str(out),
+        "--vocab",
+        vocab,
+        *extra,
+        *TRAIN,
+    ]
 
 
 def _node(pairs, out, rank: int, port: int, rdzv_id: str, extra_env: dict, log: Path):
@@ -56,8 +81,14 @@ def test_two_nodes_equal_one_process_and_resume_after_a_node_is_killed(s3_pairs,
     pairs, extra_env = s3_pairs
     # The reference: one process holding the global batch.
     one = tmp_path / "one"
-    r = subprocess.run(_cmd(pairs, one), cwd=ROOT, env=env(**extra_env), capture_output=True,
-                       text=True, timeout=240)  # fmt: skip
+    r = subprocess.run(
+        _cmd(pairs, one),
+        cwd=ROOT,
+        env=env(**extra_env),
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
 
     two, log = tmp_path / "two", tmp_path / "nodes.log"
@@ -92,8 +123,9 @@ def test_two_nodes_equal_one_process_and_resume_after_a_node_is_killed(s3_pairs,
     m1, m2 = read_metrics(one), read_metrics(two)
     assert [m["step"] for m in m2] == list(range(1, STEPS + 1))  # no step lost or repeated
     np.testing.assert_allclose([m["loss"] for m in m2], [m["loss"] for m in m1], rtol=2e-4)
-    np.testing.assert_allclose([m["grad_norm"] for m in m2], [m["grad_norm"] for m in m1],
-                               rtol=2e-3)  # fmt: skip
+    np.testing.assert_allclose(
+        [m["grad_norm"] for m in m2], [m["grad_norm"] for m in m1], rtol=2e-3
+    )
     w1, w2 = _weights(one), _weights(two)
     assert w1.keys() == w2.keys()
     for k in w1:

@@ -31,8 +31,16 @@ SCRIPTS = {
 SHARED = ["2024", "OK", "covid", "ok"]  # words of every language: summed across languages
 FILES_PER_LANG = 3
 SENTENCES_PER_FILE = 150
-ARGS = ["--vocab-size", "1000", "--heldout-fraction", "0.1", "--max-heldout-per-lang", "20",
-        "--log-level", "WARNING"]  # fmt: skip
+ARGS = [
+    "--vocab-size",
+    "1000",
+    "--heldout-fraction",
+    "0.1",
+    "--max-heldout-per-lang",
+    "20",
+    "--log-level",
+    "WARNING",
+]
 
 
 def _lexicon(rng: random.Random, letters: str, n: int) -> list[str]:
@@ -68,12 +76,19 @@ def sentences(tmp_path_factory) -> Path:
         lexicon = _lexicon(rng, letters, 400)
         for i in range(FILES_PER_LANG):
             _write(root / lang / f"part-{i}.parquet", _sentences(rng, lexicon, SENTENCES_PER_FILE))
-    _write(root / "en" / "part-dirty.parquet",
-           [None, "", "ctl\x00chars\x07 here", "x" * 120 + " tail words"])  # fmt: skip
+    _write(
+        root / "en" / "part-dirty.parquet",
+        [None, "", "ctl\x00chars\x07 here", "x" * 120 + " tail words"],
+    )
     (root / "el" / "broken.parquet").write_bytes(b"PAR1 not really parquet")
     damaged = root / "ru" / "part-damaged.parquet"
-    pq.write_table(pa.table({"text": [f"слово{i} текст" for i in range(300)]}), damaged,
-                   compression="snappy", use_dictionary=False, row_group_size=100)  # fmt: skip
+    pq.write_table(
+        pa.table({"text": [f"слово{i} текст" for i in range(300)]}),
+        damaged,
+        compression="snappy",
+        use_dictionary=False,
+        row_group_size=100,
+    )
     data = bytearray(damaged.read_bytes())
     group = pq.ParquetFile(damaged).metadata.row_group(1).column(0)
     for j in range(group.data_page_offset + 20, group.data_page_offset + 200):
@@ -85,8 +100,17 @@ def sentences(tmp_path_factory) -> Path:
 
 def _vocab_job(inp: Path, out: Path, *runner: str) -> float:
     """``python -m pipelines.vocab`` in its own process; seconds it took."""
-    cmd = [sys.executable, "-m", "pipelines.vocab", "--input", str(inp), "--output", str(out),
-           *ARGS, *runner]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "pipelines.vocab",
+        "--input",
+        str(inp),
+        "--output",
+        str(out),
+        *ARGS,
+        *runner,
+    ]
     t0 = time.monotonic()
     r = subprocess.run(cmd, cwd=ROOT, env=env(), capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-4000:]
@@ -107,8 +131,11 @@ def test_vocab_on_dask_equals_local(cluster, sentences, tmp_path):
     a, b = _rows(local / "word_counts.parquet"), _rows(dask / "word_counts.parquet")
     assert len(a) > 1000 and set(a) == set(b)
     assert a == b  # also the row order, which the learner's ties follow
-    assert pq.read_table(dask / "word_counts.parquet").schema.names == ["word", "count",
-                                                                         "raw_count"]  # fmt: skip
+    assert pq.read_table(dask / "word_counts.parquet").schema.names == [
+        "word",
+        "count",
+        "raw_count",
+    ]
     held = _rows(local / "heldout.parquet")
     assert held == _rows(dask / "heldout.parquet")  # a hashed sample, not a random one
     assert {lang for lang, _ in held} == set(SCRIPTS) and len(held) == 20 * len(SCRIPTS)
@@ -122,8 +149,12 @@ def test_vocab_on_dask_equals_local(cluster, sentences, tmp_path):
     n_files = len(SCRIPTS) * FILES_PER_LANG + 3
     # The file without a footer is unreadable; the one damaged half-way loses its second row
     # group only: the first and third are still counted.
-    assert c["files"] == {"in": n_files, "out": n_files - 1, "dropped": {"unreadable": 1},
-                          "events": {"damaged_row_groups": 1}}  # fmt: skip
+    assert c["files"] == {
+        "in": n_files,
+        "out": n_files - 1,
+        "dropped": {"unreadable": 1},
+        "events": {"damaged_row_groups": 1},
+    }
     assert c["sentences"]["dropped"]["damaged_row_group"] == 100
     readable = [f"слово{i} текст" for i in [*range(100), *range(200, 300)]]
     counted = sum(sentence_words(t, StageCounter(), 100, 0.1)[0] == "count" for t in readable)
@@ -135,7 +166,6 @@ def test_vocab_on_dask_equals_local(cluster, sentences, tmp_path):
     sa.pop("learn_seconds"), sb.pop("learn_seconds")
     assert sa == sb
     # Only the job's files: no temporary folder, claim or merged part file is left behind.
-    assert sorted(p.name for p in (dask / "_beam").iterdir()) == ["counts.json",
-                                                                  "languages.jsonl"]  # fmt: skip
+    assert sorted(p.name for p in (dask / "_beam").iterdir()) == ["counts.json", "languages.jsonl"]
     assert sorted(p.name for p in dask.iterdir()) == sorted(p.name for p in local.iterdir())
     assert not [p for p in dask.iterdir() if p.name.startswith("_tmp-") or p.name == "_CLAIM.json"]

@@ -67,8 +67,15 @@ def test_beam_job_matches_in_process_counts(corpus, tmp_path):
     out = tmp_path / "vocab"
     args = ["--input", str(root), "--output", str(out), "--vocab-size", "1500"]
     assert run(args + ["--heldout-fraction", "0.1", *BEAM_FAST]) == 0
-    for name in ("vocab.txt", "tokenizer.json", "vocab_stats.json", "stats.json",
-                 "word_counts.parquet", "heldout.parquet", "languages.json"):  # fmt: skip
+    for name in (
+        "vocab.txt",
+        "tokenizer.json",
+        "vocab_stats.json",
+        "stats.json",
+        "word_counts.parquet",
+        "heldout.parquet",
+        "languages.json",
+    ):
         assert (out / name).is_file(), name
     report = read_report(str(out / "stats.json"))
     assert check_balanced(report) == []
@@ -104,8 +111,17 @@ def test_learner_cli_from_saved_counts(corpus, tmp_path):
     counts_dir = tmp_path / "counts"
     build_vocab(by_lang, 1500, counts_dir, heldout_fraction=0.1)
     out = tmp_path / "relearned"
-    cmd = [sys.executable, "-m", "labse_model.vocab", "--counts",
-           str(counts_dir / "word_counts.parquet"), "--output", str(out), "--vocab-size", "1200"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "labse_model.vocab",
+        "--counts",
+        str(counts_dir / "word_counts.parquet"),
+        "--output",
+        str(out),
+        "--vocab-size",
+        "1200",
+    ]
     r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     vocab = read_vocab(out / "vocab.txt")
@@ -113,8 +129,13 @@ def test_learner_cli_from_saved_counts(corpus, tmp_path):
     assert check_balanced(read_report(str(out / "stats.json"))) == []
     stats = json.loads((out / "vocab_stats.json").read_text("utf-8"))
     assert stats["languages"]["hi"]["heldout"]["sentences"] > 0
-    bad = subprocess.run(cmd[:4] + ["/nonexistent.parquet", "--output", str(out)], cwd=ROOT,
-                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    bad = subprocess.run(
+        cmd[:4] + ["/nonexistent.parquet", "--output", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert bad.returncode == 2 and "not found" in bad.stderr
 
 
@@ -124,20 +145,52 @@ def test_cli_usage_errors_and_help(corpus, tmp_path):
     root, _ = corpus
     out = str(tmp_path / "o")
     assert run(["--input", str(tmp_path / "missing"), "--output", out, "--vocab-size", "10"]) == 2
-    assert run(["--input", str(root), "--output", out, "--vocab-size", "100",
-                "--smoothing", "2"]) == 2  # fmt: skip
-    assert run(["--input", str(root), "--output", out, "--vocab-size", "100",
-                "--set", "learner.no_such_option=1"]) == 2  # fmt: skip
+    assert (
+        run(["--input", str(root), "--output", out, "--vocab-size", "100", "--smoothing", "2"]) == 2
+    )
+    assert (
+        run(
+            [
+                "--input",
+                str(root),
+                "--output",
+                out,
+                "--vocab-size",
+                "100",
+                "--set",
+                "learner.no_such_option=1",
+            ]
+        )
+        == 2
+    )
     assert run(["--input", str(root), "--output", out, "--preset", "nope.yaml"]) == 2
-    r = subprocess.run([sys.executable, "-m", "pipelines.vocab", "--help"], cwd=ROOT,
-                       capture_output=True, text=True, timeout=120)  # fmt: skip
+    r = subprocess.run(
+        [sys.executable, "-m", "pipelines.vocab", "--help"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0
-    for opt in ("--input", "--output", "--vocab-size", "--smoothing", "--config", "--min-count",
-                "--max-word-length", "--heldout-fraction", "--set", "--log-level", "--runner"):  # fmt: skip
+    for opt in (
+        "--input",
+        "--output",
+        "--vocab-size",
+        "--smoothing",
+        "--config",
+        "--min-count",
+        "--max-word-length",
+        "--heldout-fraction",
+        "--set",
+        "--log-level",
+        "--runner",
+    ):
         assert opt in r.stdout, opt
 
 
-def test_a_full_disk_during_the_job_is_one_line_and_nothing_committed(corpus, tmp_path, monkeypatch, caplog):
+def test_a_full_disk_during_the_job_is_one_line_and_nothing_committed(
+    corpus, tmp_path, monkeypatch, caplog
+):
     import errno
 
     import pipelines.vocab as job

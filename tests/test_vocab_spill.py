@@ -91,9 +91,24 @@ def test_file_shuffle_writes_what_beams_shuffle_writes(corpus, tmp_path):
     outs = {}
     for mode in ("memory", "files"):
         out = tmp_path / mode
-        args = ["--input", str(corpus), "--output", str(out), "--vocab-size", "1000",
-                "--set", f"shuffle={mode}", "--set", "spill_rows=1000", "--set", "spill_fan_in=2",
-                "--direct_num_workers", "2", "--log-level", "WARNING"]  # fmt: skip
+        args = [
+            "--input",
+            str(corpus),
+            "--output",
+            str(out),
+            "--vocab-size",
+            "1000",
+            "--set",
+            f"shuffle={mode}",
+            "--set",
+            "spill_rows=1000",
+            "--set",
+            "spill_fan_in=2",
+            "--direct_num_workers",
+            "2",
+            "--log-level",
+            "WARNING",
+        ]
         assert run(args) == 0
         report = read_report(str(out / "stats.json"))
         assert check_balanced(report) == []
@@ -104,8 +119,13 @@ def test_file_shuffle_writes_what_beams_shuffle_writes(corpus, tmp_path):
     a, b = _rows(mem / "word_counts.parquet"), _rows(files / "word_counts.parquet")
     assert len(a) > 3000  # more distinct words than several spill buffers
     assert a == b  # the same rows in the same order: the learner's ties follow it
-    for name in ("vocab.txt", "heldout.parquet", "languages.json", "_beam/counts.json",
-                 "_beam/languages.jsonl"):  # fmt: skip
+    for name in (
+        "vocab.txt",
+        "heldout.parquet",
+        "languages.json",
+        "_beam/counts.json",
+        "_beam/languages.jsonl",
+    ):
         assert (mem / name).read_bytes() == (files / name).read_bytes(), name
     ca = read_report(str(mem / "stats.json"))["counts"]
     assert ca == read_report(str(files / "stats.json"))["counts"]
@@ -113,9 +133,10 @@ def test_file_shuffle_writes_what_beams_shuffle_writes(corpus, tmp_path):
     assert sum(Counter(r[0] for r in a).values()) == len(a)  # each word once
 
 
-@pytest.mark.parametrize(("shuffle", "runner", "spills"), [
-    ("auto", None, True), ("auto", DASK, False), ("memory", None, False),
-    ("files", DASK, True)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("shuffle", "runner", "spills"),
+    [("auto", None, True), ("auto", DASK, False), ("memory", None, False), ("files", DASK, True)],
+)
 def test_the_file_shuffle_is_chosen_by_runner_and_setting(tmp_path, shuffle, runner, spills):
     from apache_beam.options.pipeline_options import PipelineOptions
 
@@ -125,7 +146,11 @@ def test_the_file_shuffle_is_chosen_by_runner_and_setting(tmp_path, shuffle, run
 
     opts = PipelineOptions([f"--runner={runner}"] if runner else [])
     with new_pipeline(opts) as p:  # built, never run: its temp folder goes with the block
-        build_pipeline(p, [("en", str(tmp_path / "a.parquet"))], str(tmp_path / "out"),
-                       VocabConfig(shuffle=shuffle))  # fmt: skip
+        build_pipeline(
+            p,
+            [("en", str(tmp_path / "a.parquet"))],
+            str(tmp_path / "out"),
+            VocabConfig(shuffle=shuffle),
+        )
     assert ("SpillCounts" in p.applied_labels) == spills
     assert ("SumPerLangWord" in p.applied_labels) == (not spills)

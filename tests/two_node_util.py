@@ -25,8 +25,9 @@ def synthetic_pairs(n: int = 160) -> str:
     lines = []
     for _ in range(n):
         idx = rng.choice(60, size=int(rng.integers(3, 8)), replace=False)
-        lines.append(" ".join(src_words[i] for i in idx) + "\t" +
-                     " ".join(trg_words[i] for i in idx) + "\n")  # fmt: skip
+        lines.append(
+            " ".join(src_words[i] for i in idx) + "\t" + " ".join(trg_words[i] for i in idx) + "\n"
+        )
     return "".join(lines)
 
 
@@ -57,15 +58,35 @@ def s3_objects(log_dir: Path, bucket: str, objects: dict[str, bytes]) -> Iterato
         yield {"LABSE_BEAM_OPTIONS": " ".join(s3_args(endpoint)), "LABSE_DIST_TIMEOUT_S": "30"}
 
 
-def start_node(cmd: list[str], rank: int, port: int, rdzv_id: str, extra_env: dict,
-               log: Path) -> subprocess.Popen:  # fmt: skip
+def start_node(
+    cmd: list[str], rank: int, port: int, rdzv_id: str, extra_env: dict, log: Path
+) -> subprocess.Popen:
     """One node of a two-node job: ``cmd`` plus the launcher flags, in its own session (so
     kill_group ends the launcher and its workers)."""
-    cmd = [*cmd, "--nnodes", "2", "--node-rank", str(rank), "--nproc-per-node", "1",
-           "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-backend", "c10d", "--rdzv-id", rdzv_id]  # fmt: skip
+    cmd = [
+        *cmd,
+        "--nnodes",
+        "2",
+        "--node-rank",
+        str(rank),
+        "--nproc-per-node",
+        "1",
+        "--rdzv-endpoint",
+        f"127.0.0.1:{port}",
+        "--rdzv-backend",
+        "c10d",
+        "--rdzv-id",
+        rdzv_id,
+    ]
     with open(log, "ab") as f:
-        return subprocess.Popen(cmd, cwd=ROOT, env=env(**extra_env), stdout=f,
-                                stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+        return subprocess.Popen(
+            cmd,
+            cwd=ROOT,
+            env=env(**extra_env),
+            stdout=f,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
 
 
 def read_metrics(out: Path) -> list[dict]:

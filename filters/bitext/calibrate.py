@@ -188,10 +188,20 @@ def calibrate(
         return [float(lo), float(hi)]
 
     return Calibration(
-        threshold=t, target=target, precision=float(prec[i]), precision_ci=ci(b_prec),
-        retained_share=float(kept[i]), retained_share_ci=ci(b_kept), threshold_ci=ci(b_t),
-        confidence=confidence, bootstrap=bootstrap, bootstrap_unreachable=unreachable,
-        labelled=n, good=n_good, bad=n_bad, roc_auc=roc_auc(scores, good),
+        threshold=t,
+        target=target,
+        precision=float(prec[i]),
+        precision_ci=ci(b_prec),
+        retained_share=float(kept[i]),
+        retained_share_ci=ci(b_kept),
+        threshold_ci=ci(b_t),
+        confidence=confidence,
+        bootstrap=bootstrap,
+        bootstrap_unreachable=unreachable,
+        labelled=n,
+        good=n_good,
+        bad=n_bad,
+        roc_auc=roc_auc(scores, good),
         score_column=score_column,
         curve={"threshold": values, "precision": prec, "retained": kept},
     )
@@ -206,14 +216,25 @@ def plot_calibration(cal: Calibration, path: str) -> None:
 
     c = cal.curve
     fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
-    ax.plot(c["threshold"], c["precision"], label="precision (GOOD share of kept)", color="tab:blue")
+    ax.plot(
+        c["threshold"], c["precision"], label="precision (GOOD share of kept)", color="tab:blue"
+    )
     ax.plot(c["threshold"], c["retained"], label="retained share", color="tab:orange")
-    ax.axhline(cal.target, color="tab:blue", linestyle=":", linewidth=1, label=f"target {cal.target:g}")
-    ax.axvline(cal.threshold, color="black", linestyle="--", linewidth=1,
-               label=f"threshold {cal.threshold:.4g}")
+    ax.axhline(
+        cal.target, color="tab:blue", linestyle=":", linewidth=1, label=f"target {cal.target:g}"
+    )
+    ax.axvline(
+        cal.threshold,
+        color="black",
+        linestyle="--",
+        linewidth=1,
+        label=f"threshold {cal.threshold:.4g}",
+    )
     lo, hi = cal.threshold_ci
     if np.isfinite(lo) and np.isfinite(hi):
-        ax.axvspan(lo, hi, color="grey", alpha=0.15, label=f"threshold {cal.confidence:.0%} interval")
+        ax.axvspan(
+            lo, hi, color="grey", alpha=0.15, label=f"threshold {cal.confidence:.0%} interval"
+        )
     ax.set_xlabel(f"{cal.score_column} threshold (keep pairs scoring >= t)")
     ax.set_ylabel("share of labelled pairs")
     ax.set_ylim(-0.02, 1.02)

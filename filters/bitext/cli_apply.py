@@ -76,19 +76,30 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--scored", required=True, metavar="SCORED.parquet", help="cds-score output")
-    p.add_argument("--threshold", required=True, metavar="THRESHOLD.json",
-                   help="calibrate's threshold.json (its threshold and score_column are used)")  # fmt: skip
+    p.add_argument(
+        "--threshold",
+        required=True,
+        metavar="THRESHOLD.json",
+        help="calibrate's threshold.json (its threshold and score_column are used)",
+    )
     p.add_argument(
         "--write-rejected",
         action="store_true",
         help="also write the rejected pairs with their reason",
     )
-    p.add_argument("--src-lang", default="", help="source language for the Moses file names when the "
-                   "input has no src_lang column (default: src)")  # fmt: skip
+    p.add_argument(
+        "--src-lang",
+        default="",
+        help="source language for the Moses file names when the "
+        "input has no src_lang column (default: src)",
+    )
     p.add_argument("--trg-lang", default="", help="target language, likewise (default: trg)")
-    p.add_argument("--rules-stats", metavar="STATS.json",
-                   help="stats.json of the rules step that produced these pairs: its per-step counts "
-                   "and summary are carried into this stats.json under 'previous'")  # fmt: skip
+    p.add_argument(
+        "--rules-stats",
+        metavar="STATS.json",
+        help="stats.json of the rules step that produced these pairs: its per-step counts "
+        "and summary are carried into this stats.json under 'previous'",
+    )
     add_common_options(p, "cds", "output folder (kept.*, corpus.*, rejected.*, stats.json)")
     return p
 
@@ -102,8 +113,12 @@ def read_threshold(path: str) -> tuple[float, str]:
     # float() would read true as 1.0 and "0.5" as 0.5: calibrate writes a JSON number, so
     # anything else means the file is not its output (bool is an int subclass, hence checked).
     if isinstance(raw, bool) or not isinstance(raw, (int, float)):
-        raise InputError(path, f"threshold {raw!r} is not a number ({type(raw).__name__}); "
-                         "calibrate writes a real number", "--threshold")  # fmt: skip
+        raise InputError(
+            path,
+            f"threshold {raw!r} is not a number ({type(raw).__name__}); "
+            "calibrate writes a real number",
+            "--threshold",
+        )
     if not isinstance(col, str) or not col:
         raise InputError(path, f"score_column {col!r} is not a column name", "--threshold")
     t = float(raw)
@@ -174,10 +189,16 @@ def _language_pairs(path: str, lang_cols: list[str], default: tuple[str, str]) -
             continue
         n = batch.num_rows
         names = batch.schema.names
-        sl = batch.column(names.index("src_lang")).to_pylist() if "src_lang" in names \
-            else [default[0]] * n  # fmt: skip
-        tl = batch.column(names.index("trg_lang")).to_pylist() if "trg_lang" in names \
-            else [default[1]] * n  # fmt: skip
+        sl = (
+            batch.column(names.index("src_lang")).to_pylist()
+            if "src_lang" in names
+            else [default[0]] * n
+        )
+        tl = (
+            batch.column(names.index("trg_lang")).to_pylist()
+            if "trg_lang" in names
+            else [default[1]] * n
+        )
         seen.update((a or default[0], b or default[1]) for a, b in zip(sl, tl))
     return seen
 
@@ -222,22 +243,31 @@ def main(argv: list[str] | None = None) -> int:
                 with tqdm(unit=" pairs", desc="apply", disable=not cfg.progress) as bar:
                     # A row group that does not decode costs its own pairs (counted
                     # damaged_row_group), not the run: each pair's decision stands alone.
-                    for batch in iter_pair_batches(args.scored, reader, batch_rows=65536,
-                                                   flag="--scored", survive_damage=True):  # fmt: skip
+                    for batch in iter_pair_batches(
+                        args.scored, reader, batch_rows=65536, flag="--scored", survive_damage=True
+                    ):
                         scores = score_values(batch.column(batch.schema.names.index(col))).tolist()
                         outcomes = chain.decide(scores)
                         src = batch.column(0).to_pylist()
                         trg = batch.column(1).to_pylist()
                         sl = _langs(batch, "src_lang", default[0])
                         tl = _langs(batch, "trg_lang", default[1])
-                        summary.add_outcomes(chain.step_names, outcomes, [f"{a}-{b}" for a, b in zip(sl, tl)],
-                                             [min(len(s), len(t)) for s, t in zip(src, trg)])  # fmt: skip
+                        summary.add_outcomes(
+                            chain.step_names,
+                            outcomes,
+                            [f"{a}-{b}" for a, b in zip(sl, tl)],
+                            [min(len(s), len(t)) for s, t in zip(src, trg)],
+                        )
                         keep = pa.array([o is None for o in outcomes], pa.bool_())
                         kept = batch.filter(keep)
                         kept_w.write(kept)
                         idx = [i for i, o in enumerate(outcomes) if o is None]
-                        moses.write([src[i] for i in idx], [trg[i] for i in idx],
-                                    [sl[i] for i in idx], [tl[i] for i in idx])  # fmt: skip
+                        moses.write(
+                            [src[i] for i in idx],
+                            [trg[i] for i in idx],
+                            [sl[i] for i in idx],
+                            [tl[i] for i in idx],
+                        )
                         if rej_w is not None:
                             gone = [o for o in outcomes if o is not None]
                             rej = batch.filter(pc.invert(keep))
@@ -251,8 +281,11 @@ def main(argv: list[str] | None = None) -> int:
                         bar.update(batch.num_rows)
                 if not chain.counts.get(f"{UNIT}/in"):
                     raise InputError(args.scored, "no pairs", "--scored")
-                files = [*kept_w.close(), *(rej_w.close() if rej_w is not None else ()),
-                         *moses.close(commit=True)]  # fmt: skip
+                files = [
+                    *kept_w.close(),
+                    *(rej_w.close() if rej_w is not None else ()),
+                    *moses.close(commit=True),
+                ]
                 ok = True
             finally:
                 if not ok:
@@ -268,16 +301,21 @@ def main(argv: list[str] | None = None) -> int:
             report = chain_report(STAGE, flat, chain.step_names)
             report["summary"] = summary.to_dict(chain.step_names)
             report.update(
-                scored=args.scored, threshold=threshold, score_column=col, threshold_file=args.threshold,
+                scored=args.scored,
+                threshold=threshold,
+                score_column=col,
+                threshold_file=args.threshold,
                 outputs=[os.path.relpath(p, tmp) for p in files],
                 seconds=round(time.perf_counter() - t0, 3),
-            )  # fmt: skip
+            )
             if previous is not None:
                 report["previous"] = previous
             write_stats(tmp, report)
         c = report["counts"][UNIT]
-        print(f"apply: {c['in']} pairs in, {c['out']} kept ({c['out'] / max(1, c['in']):.1%}) at "
-              f"{col} >= {threshold:.4f} -> {args.output}")  # fmt: skip
+        print(
+            f"apply: {c['in']} pairs in, {c['out']} kept ({c['out'] / max(1, c['in']):.1%}) at "
+            f"{col} >= {threshold:.4f} -> {args.output}"
+        )
         for reason, n in sorted(c["dropped"].items(), key=lambda kv: -kv[1]):
             print(f"  {reason:<24} {n}")
         return 0

@@ -52,9 +52,13 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--scored", required=True, metavar="SCORED.parquet", help="cds-score output")
-    p.add_argument("--labels", required=True, metavar="LABELLED",
-                   help="TSV src<TAB>trg<TAB>GOOD|BAD (.gz ok; a header line src trg label is "
-                   "allowed) or Parquet with src, trg, label")  # fmt: skip
+    p.add_argument(
+        "--labels",
+        required=True,
+        metavar="LABELLED",
+        help="TSV src<TAB>trg<TAB>GOOD|BAD (.gz ok; a header line src trg label is "
+        "allowed) or Parquet with src, trg, label",
+    )
     p.add_argument(
         "--target",
         type=float,
@@ -66,11 +70,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--confidence", type=float, help="interval level (default cds.calibrate.confidence, 0.95)"
     )
-    p.add_argument("--score-column", help="score column of SCORED to threshold (default cds_score; "
-                   "e.g. dual_xent or cds_score_bwd)")  # fmt: skip
+    p.add_argument(
+        "--score-column",
+        help="score column of SCORED to threshold (default cds_score; "
+        "e.g. dual_xent or cds_score_bwd)",
+    )
     p.add_argument("--seed", type=int, help="bootstrap seed (default cds.calibrate.seed)")
-    add_common_options(p, "cds", "output folder (threshold.json, calibration.png, stats.json)",
-                       "calibrate.target=0.8")  # fmt: skip
+    add_common_options(
+        p,
+        "cds",
+        "output folder (threshold.json, calibration.png, stats.json)",
+        "calibrate.target=0.8",
+    )
     return p
 
 
@@ -83,8 +94,11 @@ def read_labels(path: str, counter: StageCounter) -> tuple[list[str], list[str],
     names = table.column_names
     col = "label" if "label" in names else ("col2" if "col2" in names else None)
     if col is None:
-        raise InputError(path, "no label column (TSV src<TAB>trg<TAB>GOOD|BAD or Parquet with "
-                         "'label')", "--labels")  # fmt: skip
+        raise InputError(
+            path,
+            "no label column (TSV src<TAB>trg<TAB>GOOD|BAD or Parquet with 'label')",
+            "--labels",
+        )
     is_tsv = col == "col2"
     good = []
     for i, v in enumerate(table.column(col).to_pylist()):
@@ -97,14 +111,18 @@ def _calibrate(args: argparse.Namespace, cc) -> tuple:
     """The calibration, threshold.json's content and the stats report."""
     t0 = time.perf_counter()
     # Damage anywhere in --scored, a missing or textual score column: one line, exit 2.
-    check_score_type(parquet_file(args.scored, "--scored").schema_arrow, cc.score_column,
-                     args.scored, "--scored")  # fmt: skip
-    scored = read_parquet(args.scored, ["src", "trg", cc.score_column], "--scored",
-                          required=["src", "trg"])  # fmt: skip
+    check_score_type(
+        parquet_file(args.scored, "--scored").schema_arrow, cc.score_column, args.scored, "--scored"
+    )
+    scored = read_parquet(
+        args.scored, ["src", "trg", cc.score_column], "--scored", required=["src", "trg"]
+    )
     all_scores = score_values(scored.column(cc.score_column))
     lookup: dict[tuple[str, str], float] = {}
-    src_col, trg_col = (utf8_column(scored.column(c).combine_chunks(), c, args.scored, "--scored")
-                        for c in ("src", "trg"))  # fmt: skip
+    src_col, trg_col = (
+        utf8_column(scored.column(c).combine_chunks(), c, args.scored, "--scored")
+        for c in ("src", "trg")
+    )
     for s, t, v in zip(src_col.to_pylist(), trg_col.to_pylist(), all_scores):
         lookup.setdefault((s, t), float(v))
     counter = StageCounter()
@@ -112,8 +130,9 @@ def _calibrate(args: argparse.Namespace, cc) -> tuple:
     counter.add_in(UNIT, len(src))
     # A pair labelled twice counts once, and one labelled both ways is left out (or the file
     # refused): the rule every reader of labels applies, so the scores are not blamed for it.
-    used = unique_labels([key_of(s, t) for s, t in zip(src, trg)], good, counter, UNIT,
-                         args.labels, "--labels")  # fmt: skip
+    used = unique_labels(
+        [key_of(s, t) for s, t in zip(src, trg)], good, counter, UNIT, args.labels, "--labels"
+    )
     src, trg, good = [src[i] for i in used], [trg[i] for i in used], [good[i] for i in used]
     scores, labels = [], []
     for s, t, g in zip(src, trg, good):
@@ -128,23 +147,38 @@ def _calibrate(args: argparse.Namespace, cc) -> tuple:
             labels.append(g)
     missing = len(src) - len(scores)
     if missing:
-        log.warning("%d of %d labelled pairs have no score in %s (counted in stats.json)",
-                    missing, len(src), args.scored)  # fmt: skip
+        log.warning(
+            "%d of %d labelled pairs have no score in %s (counted in stats.json)",
+            missing,
+            len(src),
+            args.scored,
+        )
     try:
-        cal = calibrate(np.array(scores), np.array(labels, dtype=bool), target=cc.target,
-                        bootstrap=cc.bootstrap, confidence=cc.confidence,
-                        min_labelled=cc.min_labelled, min_per_label=cc.min_per_label,
-                        min_kept=cc.min_kept,
-                        seed=cc.seed, score_column=cc.score_column)  # fmt: skip
+        cal = calibrate(
+            np.array(scores),
+            np.array(labels, dtype=bool),
+            target=cc.target,
+            bootstrap=cc.bootstrap,
+            confidence=cc.confidence,
+            min_labelled=cc.min_labelled,
+            min_per_label=cc.min_per_label,
+            min_kept=cc.min_kept,
+            seed=cc.seed,
+            score_column=cc.score_column,
+        )
     except CalibrationError as e:  # name the sample that cannot support a threshold
         raise CalibrationError(f"--labels {args.labels}: {e}") from e
     finite = all_scores[np.isfinite(all_scores)]
     cal.scored_pairs = int(len(all_scores))
     cal.retained_share_scored = float((finite >= cal.threshold).sum() / max(1, len(all_scores)))
     doc = {**cal.to_json(), "scored": args.scored, "labels": args.labels, "plot": "calibration.png"}
-    report = counter.to_report(STAGE, threshold=cal.threshold, target=cal.target,
-                               outputs=["threshold.json", "calibration.png"],
-                               seconds=round(time.perf_counter() - t0, 3))  # fmt: skip
+    report = counter.to_report(
+        STAGE,
+        threshold=cal.threshold,
+        target=cal.target,
+        outputs=["threshold.json", "calibration.png"],
+        seconds=round(time.perf_counter() - t0, 3),
+    )
     return cal, doc, report
 
 
@@ -152,9 +186,17 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
 
     def body() -> int:
-        flags = {k: v for k, v in {"target": args.target, "bootstrap": args.bootstrap,
-                                   "confidence": args.confidence, "score_column": args.score_column,
-                                   "seed": args.seed}.items() if v is not None}  # fmt: skip
+        flags = {
+            k: v
+            for k, v in {
+                "target": args.target,
+                "bootstrap": args.bootstrap,
+                "confidence": args.confidence,
+                "score_column": args.score_column,
+                "seed": args.seed,
+            }.items()
+            if v is not None
+        }
         base = section_config("cds", args).calibrate
         cfg = section_config("cds", args, {"calibrate": {**to_dict(base), **flags}})
         # Claimed first: a second run into the same folder stops at once (exit 2).
@@ -172,9 +214,11 @@ def main(argv: list[str] | None = None) -> int:
             f"calibrate: threshold {cal.threshold:.4f} ({pct} interval {tlo:.4f}..{thi:.4f}) on "
             f"{cal.labelled} labelled pairs ({cal.good} GOOD, {cal.bad} BAD, ROC AUC {cal.roc_auc:.3f})"
         )
-        print(f"  precision {cal.precision:.3f} ({lo:.3f}..{hi:.3f}), retained {cal.retained_share:.3f} "
-              f"({rlo:.3f}..{rhi:.3f}); {cal.retained_share_scored:.3f} of {cal.scored_pairs} scored pairs "
-              f"-> {os.path.join(args.output, 'threshold.json')}")  # fmt: skip
+        print(
+            f"  precision {cal.precision:.3f} ({lo:.3f}..{hi:.3f}), retained {cal.retained_share:.3f} "
+            f"({rlo:.3f}..{rhi:.3f}); {cal.retained_share_scored:.3f} of {cal.scored_pairs} scored pairs "
+            f"-> {os.path.join(args.output, 'threshold.json')}"
+        )
         return 0
 
     return run_command(args, body, log, "calibrate")

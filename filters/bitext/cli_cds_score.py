@@ -58,18 +58,28 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--model", required=True, metavar="MODEL_DIR", help="CDS model directory")
-    p.add_argument("--pairs", required=True, metavar="PAIRS",
-                   help="mining/rules output (Parquet, TSV.gz) or any TSV src<TAB>trg")  # fmt: skip
-    p.add_argument("--labelled", metavar="PAIRS",
-                   help="also score these pairs (a labelled sample, same formats) into "
-                   "DIR/labelled.parquet")  # fmt: skip
+    p.add_argument(
+        "--pairs",
+        required=True,
+        metavar="PAIRS",
+        help="mining/rules output (Parquet, TSV.gz) or any TSV src<TAB>trg",
+    )
+    p.add_argument(
+        "--labelled",
+        metavar="PAIRS",
+        help="also score these pairs (a labelled sample, same formats) into DIR/labelled.parquet",
+    )
     p.add_argument(
         "--batch-size", type=int, help="pairs per model batch (default cds.score_batch_size)"
     )
     # 4,096: the scale ladder's 10x peak was 841 MiB at 4,096 and 997 at 20,000, at the same
     # cost per pair (a chunk's tokenised pairs and texts live until it is written).
-    p.add_argument("--batch-rows", type=int, default=4096,
-                   help="pairs read, scored and written per chunk (default 4096)")  # fmt: skip
+    p.add_argument(
+        "--batch-rows",
+        type=int,
+        default=4096,
+        help="pairs read, scored and written per chunk (default 4096)",
+    )
     p.add_argument(
         "--device",
         choices=["auto", "cpu", "cuda"],
@@ -77,8 +87,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--threads", type=int, help="torch CPU threads (default cds.threads)")
     add_layout_option(p, "--pairs and --labelled")
-    add_common_options(p, "cds", "output folder (scored.parquet, labelled.parquet, stats.json)",
-                       "score_batch_size=32")  # fmt: skip
+    add_common_options(
+        p,
+        "cds",
+        "output folder (scored.parquet, labelled.parquet, stats.json)",
+        "score_batch_size=32",
+    )
     return p
 
 
@@ -102,12 +116,15 @@ def check_model_dir(path: str) -> None:
 def _check_output(output: str) -> None:
     if output.endswith((".parquet", ".tsv.gz")) and not os.path.isdir(output):
         parent = os.path.dirname(output.rstrip("/")) or "."
-        raise UsageError(f"--output {output}: --output is a folder now (DIR/scored.parquet and "
-                         f"DIR/stats.json are written); e.g. --output {parent}")  # fmt: skip
+        raise UsageError(
+            f"--output {output}: --output is a folder now (DIR/scored.parquet and "
+            f"DIR/stats.json are written); e.g. --output {parent}"
+        )
 
 
-def _score_file(scorer, path: str, flag: str, unit: str, dest: Path, args, counter: StageCounter,
-                show: bool) -> None:  # fmt: skip
+def _score_file(
+    scorer, path: str, flag: str, unit: str, dest: Path, args, counter: StageCounter, show: bool
+) -> None:
     reader = StageCounter()
     writer = None
     counter.add_in("files")
@@ -116,8 +133,9 @@ def _score_file(scorer, path: str, flag: str, unit: str, dest: Path, args, count
             # A Parquet row group that does not decode costs its own pairs (counted
             # damaged_row_group under this input's unit), not the run: each pair's score stands
             # alone.
-            for batch in iter_pair_batches(path, reader, args.batch_rows, args.layout, flag=flag,
-                                           survive_damage=True):  # fmt: skip
+            for batch in iter_pair_batches(
+                path, reader, args.batch_rows, args.layout, flag=flag, survive_damage=True
+            ):
                 if batch.num_rows == 0:
                     continue
                 src = batch.column(0).to_pylist()
@@ -150,8 +168,11 @@ def main(argv: list[str] | None = None) -> int:
 
     def body() -> int:
         _check_output(args.output)
-        cfg = section_config("cds", args, {"device": args.device, "threads": args.threads,
-                                           "score_batch_size": args.batch_size})  # fmt: skip
+        cfg = section_config(
+            "cds",
+            args,
+            {"device": args.device, "threads": args.threads, "score_batch_size": args.batch_size},
+        )
         positive(args.batch_rows, "--batch-rows")
         check_model_dir(args.model)
         import torch
@@ -165,25 +186,33 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.perf_counter()
         counter = StageCounter()
         with OutputDir(args.output, args.overwrite).open() as out:
-            scorer = CdsScorer.load(args.model, device=cfg.device, batch_size=cfg.score_batch_size,
-                                    progress=False)  # fmt: skip
+            scorer = CdsScorer.load(
+                args.model, device=cfg.device, batch_size=cfg.score_batch_size, progress=False
+            )
             for flag, unit, name in INPUTS:
                 path = getattr(args, flag[2:])
                 if path is not None:
-                    _score_file(scorer, path, flag, unit, Path(out.tmp) / name, args, counter,
-                                cfg.progress)  # fmt: skip
+                    _score_file(
+                        scorer, path, flag, unit, Path(out.tmp) / name, args, counter, cfg.progress
+                    )
             counter.add_event("pairs", "truncated_sides", scorer.truncated)
             report = counter.to_report(
-                STAGE, pairs_file=args.pairs, labelled_file=args.labelled, model=args.model,
+                STAGE,
+                pairs_file=args.pairs,
+                labelled_file=args.labelled,
+                model=args.model,
                 outputs=[name for flag, _, name in INPUTS if getattr(args, flag[2:]) is not None],
-                bidirectional=scorer.bidirectional, device=str(scorer.device),
+                bidirectional=scorer.bidirectional,
+                device=str(scorer.device),
                 seconds=round(time.perf_counter() - t0, 3),
-            )  # fmt: skip
+            )
             write_stats(out.tmp, report)
         c = report["counts"]
         extra = f" and {c['labelled_pairs']['out']} labelled" if "labelled_pairs" in c else ""
-        print(f"cds-score: {c['pairs']['out']} pairs{extra} scored -> {args.output} "
-              f"({report['seconds']:.1f}s)")  # fmt: skip
+        print(
+            f"cds-score: {c['pairs']['out']} pairs{extra} scored -> {args.output} "
+            f"({report['seconds']:.1f}s)"
+        )
         return 0
 
     return run_command(args, body, log, "cds-score", models=True)

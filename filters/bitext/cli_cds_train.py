@@ -43,18 +43,36 @@ def build_parser() -> argparse.ArgumentParser:
         description=__doc__.split("\n\n", 1)[1],
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--noisy", required=True, metavar="PAIRS",
-                   help="candidate pairs: mining output (Parquet, TSV.gz) or TSV src<TAB>trg")  # fmt: skip
-    p.add_argument("--trusted", required=True, metavar="PAIRS",
-                   help="trusted parallel pairs, same formats (at least cds.min_trusted usable pairs)")  # fmt: skip
-    p.add_argument("--vocab", metavar="DIR",
-                   help="BERT tokenizer dir (e.g. python -m pipelines.vocab output); default cds.vocab, "
-                   "else a WordPiece learned from the pairs")  # fmt: skip
-    p.add_argument("--init", metavar="CHECKPOINT",
-                   help="local pretrained seq2seq checkpoint dir (Marian, BART) with its tokenizer "
-                   "to start from instead of random weights (default cds.init)")  # fmt: skip
-    p.add_argument("--bidirectional", action="store_true", default=None,
-                   help="also train target->source models (cds_score_bwd and dual_xent)")  # fmt: skip
+    p.add_argument(
+        "--noisy",
+        required=True,
+        metavar="PAIRS",
+        help="candidate pairs: mining output (Parquet, TSV.gz) or TSV src<TAB>trg",
+    )
+    p.add_argument(
+        "--trusted",
+        required=True,
+        metavar="PAIRS",
+        help="trusted parallel pairs, same formats (at least cds.min_trusted usable pairs)",
+    )
+    p.add_argument(
+        "--vocab",
+        metavar="DIR",
+        help="BERT tokenizer dir (e.g. python -m pipelines.vocab output); default cds.vocab, "
+        "else a WordPiece learned from the pairs",
+    )
+    p.add_argument(
+        "--init",
+        metavar="CHECKPOINT",
+        help="local pretrained seq2seq checkpoint dir (Marian, BART) with its tokenizer "
+        "to start from instead of random weights (default cds.init)",
+    )
+    p.add_argument(
+        "--bidirectional",
+        action="store_true",
+        default=None,
+        help="also train target->source models (cds_score_bwd and dual_xent)",
+    )
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], help="default cds.device (auto)")
     p.add_argument("--threads", type=int, help="torch CPU threads (default cds.threads)")
     add_layout_option(p, "--noisy and --trusted")
@@ -87,8 +105,17 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
 
     def body() -> int:
-        cfg = section_config("cds", args, {"vocab": args.vocab, "init": args.init, "device": args.device,
-                                 "threads": args.threads, "bidirectional": args.bidirectional})  # fmt: skip
+        cfg = section_config(
+            "cds",
+            args,
+            {
+                "vocab": args.vocab,
+                "init": args.init,
+                "device": args.device,
+                "threads": args.threads,
+                "bidirectional": args.bidirectional,
+            },
+        )
         for what, path in (("--vocab", cfg.vocab), ("--init", cfg.init)):
             local_input(path, what)
             if path is not None and not os.path.isdir(path):
@@ -123,9 +150,11 @@ def main(argv: list[str] | None = None) -> int:
             )
             write_stats(tmp, report)
         fig = meta["training"]["fwd"]
-        print(f"cds-train: theta_noisy on {len(noisy[0])} pairs (loss {fig['noisy']['first_loss']:.3f} -> "
-              f"{fig['noisy']['last_loss']:.3f}), theta_clean on {len(trusted[0])} trusted pairs "
-              f"(loss -> {fig['clean']['last_loss']:.3f}) -> {args.output}")  # fmt: skip
+        print(
+            f"cds-train: theta_noisy on {len(noisy[0])} pairs (loss {fig['noisy']['first_loss']:.3f} -> "
+            f"{fig['noisy']['last_loss']:.3f}), theta_clean on {len(trusted[0])} trusted pairs "
+            f"(loss -> {fig['clean']['last_loss']:.3f}) -> {args.output}"
+        )
         return 0
 
     return run_command(args, body, log, "cds-train", models=True)

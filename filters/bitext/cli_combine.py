@@ -64,9 +64,13 @@ def build_parser() -> argparse.ArgumentParser:
         description=__doc__.split("\n\n", 1)[1],
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--pairs", required=True, metavar="PAIRS.parquet",
-                   help="the pairs table the sample was drawn from (its sample_id column indexes "
-                   "this table's rows); every pair of it is scored")  # fmt: skip
+    p.add_argument(
+        "--pairs",
+        required=True,
+        metavar="PAIRS.parquet",
+        help="the pairs table the sample was drawn from (its sample_id column indexes "
+        "this table's rows); every pair of it is scored",
+    )
     p.add_argument(
         "--labels",
         required=True,
@@ -84,35 +88,56 @@ def build_parser() -> argparse.ArgumentParser:
 def labelled_rows(table: pa.Table, labels: pa.Table, path: str) -> np.ndarray:
     """Row indices into ``table`` of the labelled pairs; their texts must match."""
     if "sample_id" not in labels.column_names:
-        raise InputError(path, "no sample_id column: label the sample.tsv written by `filters sample`",
-                         "--labels")  # fmt: skip
+        raise InputError(
+            path,
+            "no sample_id column: label the sample.tsv written by `filters sample`",
+            "--labels",
+        )
     try:
         ids = np.asarray([int(v) for v in labels.column("sample_id").to_pylist()], dtype=np.int64)
     except ValueError:
         raise InputError(path, "sample_id values must be row numbers", "--labels") from None
     if len(ids) and (ids.min() < 0 or ids.max() >= table.num_rows):
-        raise InputError(path, f"sample_id out of range for a pairs table of {table.num_rows} rows: "
-                         "was the sample drawn from another --pairs file?", "--labels")  # fmt: skip
+        raise InputError(
+            path,
+            f"sample_id out of range for a pairs table of {table.num_rows} rows: "
+            "was the sample drawn from another --pairs file?",
+            "--labels",
+        )
     src, trg = table.column("src").to_pylist(), table.column("trg").to_pylist()
     lsrc, ltrg = labels.column("src").to_pylist(), labels.column("trg").to_pylist()
     for k, i in enumerate(ids):
         # The TSV replaced tabs and newlines by spaces; compare on the same footing.
         if tsv_cell(src[i]) != lsrc[k] or tsv_cell(trg[i]) != ltrg[k]:
-            raise InputError(path, f"sample_id {i}: its pair differs from row {i} of --pairs: was "
-                             "the sample drawn from another file?", "--labels")  # fmt: skip
+            raise InputError(
+                path,
+                f"sample_id {i}: its pair differs from row {i} of --pairs: was "
+                "the sample drawn from another file?",
+                "--labels",
+            )
     return ids
 
 
-def _reachable(scores: np.ndarray, good: np.ndarray, min_kept: int, bootstrap: int,
-               confidence: float, seed: int) -> dict:  # fmt: skip
+def _reachable(
+    scores: np.ndarray,
+    good: np.ndarray,
+    min_kept: int,
+    bootstrap: int,
+    confidence: float,
+    seed: int,
+) -> dict:
     """The best precision a threshold keeping at least ``min_kept`` labelled pairs reaches: the
     threshold, the precision with its bootstrap interval (labelled pairs resampled, the threshold
     fixed), and the retained share there."""
     thr, prec, kept = precision_curve(scores, good)
     ok = kept * len(scores) >= min_kept
     if not ok.any():
-        return {"threshold": float("nan"), "precision": float("nan"), "precision_ci": [float("nan")] * 2,
-                "retained_share": float("nan")}  # fmt: skip
+        return {
+            "threshold": float("nan"),
+            "precision": float("nan"),
+            "precision_ci": [float("nan")] * 2,
+            "retained_share": float("nan"),
+        }
     i = int(np.flatnonzero(ok)[np.argmax(prec[ok])])
     rng = np.random.default_rng(seed)
     boot = []
@@ -127,8 +152,12 @@ def _reachable(scores: np.ndarray, good: np.ndarray, min_kept: int, bootstrap: i
         if boot
         else [float("nan")] * 2
     )
-    return {"threshold": float(thr[i]), "precision": float(prec[i]), "precision_ci": ci,
-            "retained_share": float(kept[i])}  # fmt: skip
+    return {
+        "threshold": float(thr[i]),
+        "precision": float(prec[i]),
+        "precision_ci": ci,
+        "retained_share": float(kept[i]),
+    }
 
 
 def run(args: argparse.Namespace) -> dict:
@@ -146,11 +175,20 @@ def run(args: argparse.Namespace) -> dict:
         sample = table.take(pa.array(ids))
         try:
             fit = fit_combined(
-            sample, good, features=cfg.features, target=cfg.target, folds=cfg.folds, c=cfg.c,
-            bootstrap=cfg.bootstrap, confidence=cfg.confidence, min_labelled=cfg.min_labelled,
-            min_per_label=cfg.min_per_label, min_kept=cfg.min_kept,
-            pair_column="src_lang" if cfg.per_pair else None, seed=cfg.seed,
-            )  # fmt: skip
+                sample,
+                good,
+                features=cfg.features,
+                target=cfg.target,
+                folds=cfg.folds,
+                c=cfg.c,
+                bootstrap=cfg.bootstrap,
+                confidence=cfg.confidence,
+                min_labelled=cfg.min_labelled,
+                min_per_label=cfg.min_per_label,
+                min_kept=cfg.min_kept,
+                pair_column="src_lang" if cfg.per_pair else None,
+                seed=cfg.seed,
+            )
         except CalibrationError as e:  # a sample that cannot be fitted: all one label, no features
             raise UsageError(f"--labels {args.labels}: {e}") from e
         summary = fit.to_json()
@@ -166,16 +204,23 @@ def run(args: argparse.Namespace) -> dict:
             )
             summary["reachable"] = best
             lo, hi = best["precision_ci"]
-            msg = (f"target {cfg.target:.0%} GOOD is not reachable on the labelled sample: the best "
-                   f"threshold keeping >= {cfg.min_kept} labelled pairs reaches {best['precision']:.1%} "
-                   f"GOOD [{lo:.1%}, {hi:.1%}] at {best['threshold']:.3f}, retaining "
-                   f"{best['retained_share']:.1%} of the sample; {fit.unreachable}")  # fmt: skip
+            msg = (
+                f"target {cfg.target:.0%} GOOD is not reachable on the labelled sample: the best "
+                f"threshold keeping >= {cfg.min_kept} labelled pairs reaches {best['precision']:.1%} "
+                f"GOOD [{lo:.1%}, {hi:.1%}] at {best['threshold']:.3f}, retaining "
+                f"{best['retained_share']:.1%} of the sample; {fit.unreachable}"
+            )
             summary["message"] = msg
             if cfg.on_unreachable == "stop":
-                raise UsageError(f"--labels {args.labels}: {msg} (combine.on_unreachable=stop; set "
-                                 "it to continue to keep the pairs at that best threshold)")  # fmt: skip
-            log.warning("%s; combine.on_unreachable=continue: the pairs at or above that threshold "
-                        "are kept, BELOW the target", msg)  # fmt: skip
+                raise UsageError(
+                    f"--labels {args.labels}: {msg} (combine.on_unreachable=stop; set "
+                    "it to continue to keep the pairs at that best threshold)"
+                )
+            log.warning(
+                "%s; combine.on_unreachable=continue: the pairs at or above that threshold "
+                "are kept, BELOW the target",
+                msg,
+            )
         scores = fit.scorer.score(table)
         keys = (
             table.column("src_lang").to_pylist()
@@ -190,15 +235,21 @@ def run(args: argparse.Namespace) -> dict:
         counter.add_out("pairs", int(keep.sum()))
         counter.add_dropped("pairs", "below_threshold", int((np.isfinite(thr) & ~keep).sum()))
         counter.add_dropped("pairs", "target_unreachable", int((~np.isfinite(thr)).sum()))
-        report = to_report(STAGE, counter.counts, config=to_dict(cfg),
-                           oof_auc=fit.oof_auc, features={f.name: {"auc": f.auc, "weight": f.weight}
-                                                          for f in fit.features})  # fmt: skip
+        report = to_report(
+            STAGE,
+            counter.counts,
+            config=to_dict(cfg),
+            oof_auc=fit.oof_auc,
+            features={f.name: {"auc": f.auc, "weight": f.weight} for f in fit.features},
+        )
         problems = check_balanced(report)
         if problems:  # a bug here, not the user's input
             raise RuntimeError(f"combine: unbalanced counts {problems}")
-        out_table = (table.append_column("combined_score", pa.array(scores.astype(np.float32)))
-                     .append_column("combined_threshold", pa.array(thr.astype(np.float32)))
-                     .append_column("keep", pa.array(keep)))  # fmt: skip
+        out_table = (
+            table.append_column("combined_score", pa.array(scores.astype(np.float32)))
+            .append_column("combined_threshold", pa.array(thr.astype(np.float32)))
+            .append_column("keep", pa.array(keep))
+        )
         pq.write_table(out_table, os.path.join(out.tmp, "scored.parquet"))
         for name, doc in (("model.json", fit.scorer.to_json()), ("combined.json", summary)):
             with open(os.path.join(out.tmp, name), "w", encoding="utf-8") as f:
@@ -206,8 +257,13 @@ def run(args: argparse.Namespace) -> dict:
         if isinstance(fit.calibration, Calibration):
             plot_calibration(fit.calibration, os.path.join(out.tmp, "calibration.png"))
         write_report(os.path.join(out.tmp, "stats.json"), report)
-    log.info("kept %d of %d pairs (threshold %s) -> %s", int(keep.sum()), table.num_rows,
-             f"{fit.calibration.threshold:.3f}" if fit.calibration else "none", args.output)  # fmt: skip
+    log.info(
+        "kept %d of %d pairs (threshold %s) -> %s",
+        int(keep.sum()),
+        table.num_rows,
+        f"{fit.calibration.threshold:.3f}" if fit.calibration else "none",
+        args.output,
+    )
     return report
 
 

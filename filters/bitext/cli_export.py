@@ -22,17 +22,34 @@ def build_parser() -> argparse.ArgumentParser:
         "files OUTPUT/bitext.SRC-TRG.{SRC,TRG}, OUTPUT/rejected.parquet (every other mined pair "
         "with its reason) and OUTPUT/stats.json (pairs in, out, dropped per reason).",
     )
-    p.add_argument("--mined", required=True, metavar="DIR",
-                   help="mining mine-many output: <pair>/mined.parquet")  # fmt: skip
-    p.add_argument("--filtered", metavar="DIR",
-                   help="the apply command's output (kept.parquet, rejected.parquet)")  # fmt: skip
-    p.add_argument("--combined", metavar="DIR",
-                   help="the combine command's output (scored.parquet with keep, combined.json): "
-                   "the pairs it kept, its scores and estimated GOOD share (the runner's filter)")  # fmt: skip
-    p.add_argument("--rules", metavar="DIR",
-                   help="the rules command's outputs, one <pair>/ folder each (kept.parquet, dropped.parquet)")  # fmt: skip
-    p.add_argument("--min-margin", type=float, default=1.05,
-                   help="margin floor when --filtered is not given (1.05)")  # fmt: skip
+    p.add_argument(
+        "--mined",
+        required=True,
+        metavar="DIR",
+        help="mining mine-many output: <pair>/mined.parquet",
+    )
+    p.add_argument(
+        "--filtered",
+        metavar="DIR",
+        help="the apply command's output (kept.parquet, rejected.parquet)",
+    )
+    p.add_argument(
+        "--combined",
+        metavar="DIR",
+        help="the combine command's output (scored.parquet with keep, combined.json): "
+        "the pairs it kept, its scores and estimated GOOD share (the runner's filter)",
+    )
+    p.add_argument(
+        "--rules",
+        metavar="DIR",
+        help="the rules command's outputs, one <pair>/ folder each (kept.parquet, dropped.parquet)",
+    )
+    p.add_argument(
+        "--min-margin",
+        type=float,
+        default=1.05,
+        help="margin floor when --filtered is not given (1.05)",
+    )
     add_output_option(p, "folder to write (local)")
     add_overwrite_option(p)
     add_log_level_option(p)
@@ -46,9 +63,15 @@ def main(argv: list[str] | None = None) -> int:
     def body() -> int:
         from filters.bitext.export import export_bitext
 
-        rep = export_bitext(args.mined, args.output, filtered=args.filtered, combined=args.combined,
-                            rules=args.rules,
-                            min_margin=args.min_margin, overwrite=args.overwrite)  # fmt: skip
+        rep = export_bitext(
+            args.mined,
+            args.output,
+            filtered=args.filtered,
+            combined=args.combined,
+            rules=args.rules,
+            min_margin=args.min_margin,
+            overwrite=args.overwrite,
+        )
         c = rep["counts"].get("pairs", {"in": 0, "out": 0})
         log.info("export: %d of %d pairs kept (%s)", c["out"], c["in"], rep["source"])
         if rep.get("warning"):

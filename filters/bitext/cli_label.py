@@ -47,20 +47,34 @@ def build_parser() -> argparse.ArgumentParser:
         description=__doc__.split("\n\n", 1)[1],
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("file", metavar="FILE",
-                   help="the labelling TSV to label in place (a header with at least src, trg "
-                   "and label; label is GOOD, BAD or blank); it must be UTF-8 in a writable "
-                   "folder")  # fmt: skip
-    p.add_argument("--port", type=int, default=0, metavar="N",
-                   help="TCP port to listen on (default 0: a free one; the URL is "
-                   "logged)")  # fmt: skip
-    p.add_argument("--host", default="127.0.0.1", metavar="ADDR",
-                   help="loopback address to listen on: 127.0.0.1 (default), ::1 or localhost; "
-                   "other addresses are refused (forward the port with ssh -L)")  # fmt: skip
-    p.add_argument("--no-browser", action="store_true",
-                   help="never open a browser; by default one is opened only when a graphical "
-                   "session is detected (DISPLAY/WAYLAND_DISPLAY, macOS, Windows), otherwise "
-                   "the URL is only logged")  # fmt: skip
+    p.add_argument(
+        "file",
+        metavar="FILE",
+        help="the labelling TSV to label in place (a header with at least src, trg "
+        "and label; label is GOOD, BAD or blank); it must be UTF-8 in a writable "
+        "folder",
+    )
+    p.add_argument(
+        "--port",
+        type=int,
+        default=0,
+        metavar="N",
+        help="TCP port to listen on (default 0: a free one; the URL is logged)",
+    )
+    p.add_argument(
+        "--host",
+        default="127.0.0.1",
+        metavar="ADDR",
+        help="loopback address to listen on: 127.0.0.1 (default), ::1 or localhost; "
+        "other addresses are refused (forward the port with ssh -L)",
+    )
+    p.add_argument(
+        "--no-browser",
+        action="store_true",
+        help="never open a browser; by default one is opened only when a graphical "
+        "session is detected (DISPLAY/WAYLAND_DISPLAY, macOS, Windows), otherwise "
+        "the URL is only logged",
+    )
     add_log_level_option(p)
     return p
 
@@ -78,8 +92,13 @@ def run(args: argparse.Namespace) -> int:
     server = make_server(sheet, args.host, args.port)
     url = url_of(server)
     p = sheet.progress()
-    log.info("labelling %s: %d pairs, %d labelled; open %s (Ctrl-C to stop)",
-             sheet.path, p["total"], p["labelled"], url)  # fmt: skip
+    log.info(
+        "labelling %s: %d pairs, %d labelled; open %s (Ctrl-C to stop)",
+        sheet.path,
+        p["total"],
+        p["labelled"],
+        url,
+    )
     if not args.no_browser and _graphical():
         import webbrowser
 

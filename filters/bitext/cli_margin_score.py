@@ -71,8 +71,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--gpu", action="store_true", default=None, help="FAISS on GPU (default: when one is seen)"
     )
-    add_common_options(p, "mining", "output folder (scored.parquet, scored.tsv.gz, stats.json)",
-                       "index=ivf")  # fmt: skip
+    add_common_options(
+        p, "mining", "output folder (scored.parquet, scored.tsv.gz, stats.json)", "index=ivf"
+    )
     return p
 
 
@@ -92,10 +93,15 @@ def run(args: argparse.Namespace) -> dict:
 
     if args.output.endswith((".parquet", ".tsv.gz")) and not os.path.isdir(args.output):
         parent = os.path.dirname(args.output.rstrip("/")) or "."
-        raise UsageError(f"--output {args.output}: --output is a folder now (DIR/scored.parquet, "
-                         f"DIR/scored.tsv.gz and DIR/stats.json are written); e.g. --output {parent}")  # fmt: skip
-    cfg = section_config("mining", args, {"k": args.k, "margin": args.margin,
-                                          "batch_size": args.batch_size, "gpu": args.gpu})  # fmt: skip
+        raise UsageError(
+            f"--output {args.output}: --output is a folder now (DIR/scored.parquet, "
+            f"DIR/scored.tsv.gz and DIR/stats.json are written); e.g. --output {parent}"
+        )
+    cfg = section_config(
+        "mining",
+        args,
+        {"k": args.k, "margin": args.margin, "batch_size": args.batch_size, "gpu": args.gpu},
+    )
     local_input(args.model, "--model", "a local checkpoint folder")
     if not os.path.isdir(args.model):
         raise InputError(args.model, "model folder not found", "--model")
@@ -107,10 +113,13 @@ def run(args: argparse.Namespace) -> dict:
         extra_trg = _read_lines(args.trg_sentences, "--trg-sentences")
         try:
             res = margin_score_pairs(
-                args.model, table.column("src").to_pylist(), table.column("trg").to_pylist(),
+                args.model,
+                table.column("src").to_pylist(),
+                table.column("trg").to_pylist(),
                 cfg,
-                extra_src=extra_src, extra_trg=extra_trg,
-            )  # fmt: skip
+                extra_src=extra_src,
+                extra_trg=extra_trg,
+            )
         except CheckpointError as e:  # a folder that is not a LaBSE checkpoint: the user's to fix
             raise InputError(args.model, str(e), "--model") from e
         for name in ("margin", "cosine"):
@@ -127,11 +136,15 @@ def run(args: argparse.Namespace) -> dict:
             counter.add_event("pairs", "empty_side_not_scored", res.empty)
         write_pairs(table, out.tmp, "scored")
         report = counter.to_report(
-            STAGE, input=str(args.pairs), outputs=["scored.parquet", "scored.tsv.gz"],
-            model=str(args.model), k=cfg.k, margin=cfg.margin,
+            STAGE,
+            input=str(args.pairs),
+            outputs=["scored.parquet", "scored.tsv.gz"],
+            model=str(args.model),
+            k=cfg.k,
+            margin=cfg.margin,
             neighbourhood={"src_sentences": res.n_src, "trg_sentences": res.n_trg},
             seconds=round(time.perf_counter() - t0, 3),
-        )  # fmt: skip
+        )
         write_stats(out.tmp, report)
     return report
 

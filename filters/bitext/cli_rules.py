@@ -45,14 +45,25 @@ def build_parser() -> argparse.ArgumentParser:
         description=__doc__.split("\n\n", 1)[1],
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--pairs", required=True,
-                   help="mining output (mined.parquet, mined.tsv.gz or its directory), any Parquet "
-                   "with src/trg columns, or a TSV src<TAB>trg[<TAB>more] (.gz or plain)")  # fmt: skip
-    p.add_argument("--src-lang", default="", help="source language code (ISO 639-1/3 or xx_Scrp); "
-                   "a non-empty src_lang column in the input wins")  # fmt: skip
+    p.add_argument(
+        "--pairs",
+        required=True,
+        help="mining output (mined.parquet, mined.tsv.gz or its directory), any Parquet "
+        "with src/trg columns, or a TSV src<TAB>trg[<TAB>more] (.gz or plain)",
+    )
+    p.add_argument(
+        "--src-lang",
+        default="",
+        help="source language code (ISO 639-1/3 or xx_Scrp); "
+        "a non-empty src_lang column in the input wins",
+    )
     p.add_argument("--trg-lang", default="", help="target language code (same forms)")
-    p.add_argument("--write-dropped", action="store_true", default=None,
-                   help="also write the dropped pairs with their step and reason")  # fmt: skip
+    p.add_argument(
+        "--write-dropped",
+        action="store_true",
+        default=None,
+        help="also write the dropped pairs with their step and reason",
+    )
     p.add_argument(
         "--lid-model",
         help="fastText LID model path (default: the lid.176.ftz shipped in filters/models)",
@@ -68,16 +79,20 @@ def build_parser() -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> dict:
     from filters.bitext.pair_rules import PairRulesRunner
 
-    cfg = section_config(STAGE, args, {"write_dropped": args.write_dropped,
-                                       "lid_model": args.lid_model})  # fmt: skip
+    cfg = section_config(
+        STAGE, args, {"write_dropped": args.write_dropped, "lid_model": args.lid_model}
+    )
     positive(args.batch_rows, "--batch-rows")
     if "script" in cfg.steps:
         from filters.bitext.scripts import scripts_of
 
         for flag, lang in (("--src-lang", args.src_lang), ("--trg-lang", args.trg_lang)):
             if lang and scripts_of(lang) is None:
-                log.warning("%s %s: script unknown to filters/bitext/scripts.py; the script rule skips that side",
-                            flag, lang)  # fmt: skip
+                log.warning(
+                    "%s %s: script unknown to filters/bitext/scripts.py; the script rule skips that side",
+                    flag,
+                    lang,
+                )
     t0 = time.perf_counter()
     runner = PairRulesRunner(cfg, args.src_lang, args.trg_lang)
     needs_lang = {"script", "lang"} & set(cfg.steps)
@@ -120,21 +135,29 @@ def _filter(args, runner, tmp: Path, write_dropped: bool, needs_lang: set) -> di
     return reader.counts
 
 
-def _stream(args, runner, reader, kept_w: PairWriter, drop_w: PairWriter | None,
-            needs_lang: set) -> None:  # fmt: skip
+def _stream(
+    args, runner, reader, kept_w: PairWriter, drop_w: PairWriter | None, needs_lang: set
+) -> None:
     checked_langs = False
     reader.add_in("files")
     with tqdm(unit=" pairs", desc="rules", disable=None) as bar:
         # A Parquet row group that does not decode costs its own pairs (counted
         # damaged_row_group), not the run: pairs stand alone, as in pipelines.filter_pairs.
-        for batch in iter_pair_batches(args.pairs, reader, batch_rows=args.batch_rows,
-                                       layout=args.layout, flag="--pairs",
-                                       survive_damage=True):  # fmt: skip
+        for batch in iter_pair_batches(
+            args.pairs,
+            reader,
+            batch_rows=args.batch_rows,
+            layout=args.layout,
+            flag="--pairs",
+            survive_damage=True,
+        ):
             if not checked_langs:
                 have = {"src_lang", "trg_lang"} <= set(batch.schema.names)
                 if needs_lang and not have and not (args.src_lang and args.trg_lang):
-                    raise UsageError("give --src-lang and --trg-lang (the input has no src_lang/"
-                                     "trg_lang columns and the script/lang rules need them)")  # fmt: skip
+                    raise UsageError(
+                        "give --src-lang and --trg-lang (the input has no src_lang/"
+                        "trg_lang columns and the script/lang rules need them)"
+                    )
                 checked_langs = True
             kept, dropped = runner.filter_batch(batch, want_dropped=drop_w is not None)
             kept_w.write(kept)
@@ -153,8 +176,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def _summarise(report: dict, args: argparse.Namespace) -> int:
     c = report["counts"]["pairs"]
-    print(f"rules: {c['in']} pairs in, {c['out']} kept, "
-          f"{c['in'] - c['out']} dropped -> {args.output}")  # fmt: skip
+    print(
+        f"rules: {c['in']} pairs in, {c['out']} kept, {c['in'] - c['out']} dropped -> {args.output}"
+    )
     for reason, n in sorted(c["dropped"].items(), key=lambda kv: -kv[1]):
         print(f"  {reason:<24} {n}")
     return 0

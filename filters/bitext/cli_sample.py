@@ -56,18 +56,30 @@ def build_parser() -> argparse.ArgumentParser:
         description=__doc__.split("\n\n", 1)[1],
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--pairs", required=True, metavar="PAIRS.parquet",
-                   help="the mined (and scored) pairs to sample from: Parquet with src, trg and "
-                   "ideally src_lang, trg_lang, margin")  # fmt: skip
+    p.add_argument(
+        "--pairs",
+        required=True,
+        metavar="PAIRS.parquet",
+        help="the mined (and scored) pairs to sample from: Parquet with src, trg and "
+        "ideally src_lang, trg_lang, margin",
+    )
     add_output_option(p, "output folder (sample.tsv, sample.parquet, source.json, stats.json)")
     add_overwrite_option(p)
     p.add_argument("--n", type=int, help="pairs to draw (default combine.sample_size)")
-    p.add_argument("--planted", metavar="PAIRS",
-                   help="the true translation pairs (TSV src<TAB>trg or Parquet src, trg): label "
-                   "the sample from them and draw only from --half")  # fmt: skip
-    p.add_argument("--half", type=int, choices=(0, 1), default=0,
-                   help="with --planted: the half of the source sentences used for calibration "
-                   "(default 0); the other half is left for the final evaluation")  # fmt: skip
+    p.add_argument(
+        "--planted",
+        metavar="PAIRS",
+        help="the true translation pairs (TSV src<TAB>trg or Parquet src, trg): label "
+        "the sample from them and draw only from --half",
+    )
+    p.add_argument(
+        "--half",
+        type=int,
+        choices=(0, 1),
+        default=0,
+        help="with --planted: the half of the source sentences used for calibration "
+        "(default 0); the other half is left for the final evaluation",
+    )
     add_config_options(p, "combine", example="sample_size=500")
     add_log_level_option(p)
     return p
@@ -92,8 +104,13 @@ def run(args: argparse.Namespace) -> dict:
         for c in ("src", "trg"):
             check_text_column(args.pairs, c, table.schema.field(c).type, "--pairs")
         if "margin" in table.column_names:  # the strata are margin buckets
-            check_numeric_column(table.schema, "margin", args.pairs, "--pairs",
-                                 "the mined pairs' margin scores are numbers (as mining writes them)")
+            check_numeric_column(
+                table.schema,
+                "margin",
+                args.pairs,
+                "--pairs",
+                "the mined pairs' margin scores are numbers (as mining writes them)",
+            )
         counter = StageCounter()
         counter.add_in("pairs", table.num_rows)
         pool, ids = table, np.arange(table.num_rows)
@@ -121,17 +138,27 @@ def run(args: argparse.Namespace) -> dict:
         counter.add_dropped("pairs", "not_sampled", pool.num_rows - sample.num_rows)
         write_for_labelling(sample, os.path.join(out.tmp, "sample.tsv"))
         pq.write_table(sample, os.path.join(out.tmp, "sample.parquet"))
-        source = {"pairs": os.path.abspath(args.pairs), "rows": table.num_rows,
-                  "bytes": os.path.getsize(args.pairs), "planted": bool(planted),
-                  "half": args.half if planted else None}  # fmt: skip
+        source = {
+            "pairs": os.path.abspath(args.pairs),
+            "rows": table.num_rows,
+            "bytes": os.path.getsize(args.pairs),
+            "planted": bool(planted),
+            "half": args.half if planted else None,
+        }
         with open(os.path.join(out.tmp, "source.json"), "w", encoding="utf-8") as f:
             json.dump(source, f, indent=2)
         report = to_report(STAGE, counter.counts, config=to_dict(cfg))
         write_report(os.path.join(out.tmp, "stats.json"), report)
     good = sum(v == "GOOD" for v in sample.column("label").to_pylist()) if planted else None
-    log.info("sampled %d of %d pairs -> %s%s", sample.num_rows, pool.num_rows, args.output,
-             f" ({good} GOOD by the planted alignment)" if planted else
-             "; fill the label column of sample.tsv with GOOD or BAD")  # fmt: skip
+    log.info(
+        "sampled %d of %d pairs -> %s%s",
+        sample.num_rows,
+        pool.num_rows,
+        args.output,
+        f" ({good} GOOD by the planted alignment)"
+        if planted
+        else "; fill the label column of sample.tsv with GOOD or BAD",
+    )
     return report
 
 

@@ -56,9 +56,13 @@ def add_common_options(
 
 
 def add_layout_option(p: argparse.ArgumentParser, what: str = "TSV pair files") -> None:
-    p.add_argument("--layout", choices=["auto", "src-trg", "scored"], default="auto",
-                   help=f"columns of {what}: src<TAB>trg..., margin<TAB>src<TAB>trg... (mining), "
-                   "or auto (decided by most of the first lines)")  # fmt: skip
+    p.add_argument(
+        "--layout",
+        choices=["auto", "src-trg", "scored"],
+        default="auto",
+        help=f"columns of {what}: src<TAB>trg..., margin<TAB>src<TAB>trg... (mining), "
+        "or auto (decided by most of the first lines)",
+    )
 
 
 def section_config(section: str, args: argparse.Namespace, flags: Mapping[str, Any] | None = None):
@@ -115,10 +119,15 @@ def check_score_type(schema: pa.Schema, column: str, path: str, flag: str) -> No
     parsed: it means the file was not written by a scorer, and "nan"/"" would be read silently.
     ``calibrate`` and ``apply`` both go through here, so they accept the same files."""
     if column not in schema.names:
-        raise InputError(path, f"no {column!r} column (columns: {', '.join(schema.names)}); run "
-                         "python -m filters cds-score first", flag)  # fmt: skip
-    check_numeric_column(schema, column, path, flag, "a score column must be numeric (as "
-                         "cds-score writes it)")  # fmt: skip
+        raise InputError(
+            path,
+            f"no {column!r} column (columns: {', '.join(schema.names)}); run "
+            "python -m filters cds-score first",
+            flag,
+        )
+    check_numeric_column(
+        schema, column, path, flag, "a score column must be numeric (as cds-score writes it)"
+    )
 
 
 def check_numeric_column(schema: pa.Schema, column: str, path: str, flag: str, why: str) -> None:

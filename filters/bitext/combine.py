@@ -38,10 +38,19 @@ log = logging.getLogger(__name__)
 
 #: Score columns used when present (higher or lower is better: the model learns the sign).
 SCORE_COLUMNS = (
-    "margin", "margin_fwd", "margin_bwd", "mutual", "cosine",
-    "cds_score", "cds_score_bwd", "dual_xent", "xent_clean", "xent_clean_bwd",
-    "src_lang_score", "trg_lang_score",
-)  # fmt: skip
+    "margin",
+    "margin_fwd",
+    "margin_bwd",
+    "mutual",
+    "cosine",
+    "cds_score",
+    "cds_score_bwd",
+    "dual_xent",
+    "xent_clean",
+    "xent_clean_bwd",
+    "src_lang_score",
+    "trg_lang_score",
+)
 
 
 def _lengths(col: Sequence[str]) -> np.ndarray:
@@ -62,8 +71,9 @@ def _digit_seq(text: str | None) -> str:
 
 
 def _copied(src: Sequence[str], trg: Sequence[str]) -> np.ndarray:
-    return np.array([float((a or "").strip().lower() == (b or "").strip().lower())
-                     for a, b in zip(src, trg)])  # fmt: skip
+    return np.array(
+        [float((a or "").strip().lower() == (b or "").strip().lower()) for a, b in zip(src, trg)]
+    )
 
 
 #: Features computed from the two sentences (name -> function of src and trg columns).
@@ -82,7 +92,11 @@ RULE_PREFIX = "rule_"
 def known_feature(name: str) -> bool:
     """Whether ``name`` can be a feature of some pairs table: a score column, a derived feature or
     a rule flag. The config checks ``combine.features`` against this before any work."""
-    return name in SCORE_COLUMNS or name in DERIVED or (name.startswith(RULE_PREFIX) and name != RULE_PREFIX)
+    return (
+        name in SCORE_COLUMNS
+        or name in DERIVED
+        or (name.startswith(RULE_PREFIX) and name != RULE_PREFIX)
+    )
 
 
 def known_feature_names() -> list[str]:
@@ -95,8 +109,11 @@ def available_features(table: pa.Table) -> list[str]:
     names = [c for c in SCORE_COLUMNS if c in table.column_names]
     if "src" in table.column_names and "trg" in table.column_names:
         names += list(DERIVED)
-    names += sorted(c for c in table.column_names
-                    if c.startswith(RULE_PREFIX) and pa.types.is_boolean(table.schema.field(c).type))  # fmt: skip
+    names += sorted(
+        c
+        for c in table.column_names
+        if c.startswith(RULE_PREFIX) and pa.types.is_boolean(table.schema.field(c).type)
+    )
     return names
 
 
@@ -144,16 +161,24 @@ class CombinedScorer:
         return self.score_matrix(feature_matrix(table, self.features))
 
     def to_json(self) -> dict:
-        return {"features": self.features, "mean": self.mean, "scale": self.scale,
-                "weights": self.weights, "intercept": self.intercept}  # fmt: skip
+        return {
+            "features": self.features,
+            "mean": self.mean,
+            "scale": self.scale,
+            "weights": self.weights,
+            "intercept": self.intercept,
+        }
 
     @classmethod
     def from_json(cls, doc: Mapping) -> CombinedScorer:
         try:
-            s = cls(features=list(doc["features"]), mean=[float(v) for v in doc["mean"]],
-                    scale=[float(v) for v in doc["scale"]],
-                    weights=[float(v) for v in doc["weights"]],
-                    intercept=float(doc["intercept"]))  # fmt: skip
+            s = cls(
+                features=list(doc["features"]),
+                mean=[float(v) for v in doc["mean"]],
+                scale=[float(v) for v in doc["scale"]],
+                weights=[float(v) for v in doc["weights"]],
+                intercept=float(doc["intercept"]),
+            )
         except (KeyError, TypeError) as e:
             raise ValueError(f"not a combined-score model: {e}") from e
         n = len(s.features)
@@ -175,8 +200,13 @@ def _fit(x: np.ndarray, y: np.ndarray, c: float, seed: int) -> CombinedScorer:
     z = (z - mean) / scale
     model = LogisticRegression(C=c, max_iter=1000, random_state=seed)
     model.fit(z, y)
-    return CombinedScorer(features=[], mean=mean.tolist(), scale=scale.tolist(),
-                          weights=model.coef_[0].tolist(), intercept=float(model.intercept_[0]))  # fmt: skip
+    return CombinedScorer(
+        features=[],
+        mean=mean.tolist(),
+        scale=scale.tolist(),
+        weights=model.coef_[0].tolist(),
+        intercept=float(model.intercept_[0]),
+    )
 
 
 def out_of_fold(x: np.ndarray, y: np.ndarray, folds: int, c: float, seed: int) -> np.ndarray:
@@ -219,7 +249,7 @@ class CombinedFit:
             "per_pair": {
                 k: (v.to_json() if isinstance(v, Calibration) else {"unreachable": v})
                 for k, v in self.per_pair.items()
-            },  # fmt: skip
+            },
         }
 
 
@@ -252,12 +282,18 @@ def fit_combined(
         raise CalibrationError("the labelled pairs have no score column to combine")
     absent = [n for n in names if n not in DERIVED and n not in table.column_names]
     if absent:
-        raise CalibrationError(f"feature(s) {', '.join(absent)} not in the pairs table (columns: "
-                               f"{', '.join(table.column_names)})")  # fmt: skip
+        raise CalibrationError(
+            f"feature(s) {', '.join(absent)} not in the pairs table (columns: "
+            f"{', '.join(table.column_names)})"
+        )
     for n in names:  # a score stored as text would be parsed, or fail nameless, in numpy
         t = None if n in DERIVED else table.schema.field(n).type
-        if t is not None and not (pa.types.is_floating(t) or pa.types.is_integer(t)
-                                  or pa.types.is_boolean(t) or pa.types.is_decimal(t)):
+        if t is not None and not (
+            pa.types.is_floating(t)
+            or pa.types.is_integer(t)
+            or pa.types.is_boolean(t)
+            or pa.types.is_decimal(t)
+        ):
             raise CalibrationError(f"feature column {n!r} holds {t}, not numbers")
     if good.all() or not good.any():
         raise CalibrationError("the labelled sample needs both GOOD and BAD pairs")
@@ -272,8 +308,15 @@ def fit_combined(
         auc = roc_auc(col[ok], good[ok]) if ok.any() else float("nan")
         reports.append(FeatureReport(name, auc, final.weights[j]))
     cal, why = None, None
-    kw = dict(target=target, bootstrap=bootstrap, confidence=confidence, min_per_label=min_per_label,
-              min_kept=min_kept, seed=seed, score_column="combined_score")  # fmt: skip
+    kw = dict(
+        target=target,
+        bootstrap=bootstrap,
+        confidence=confidence,
+        min_per_label=min_per_label,
+        min_kept=min_kept,
+        seed=seed,
+        score_column="combined_score",
+    )
     try:
         cal = calibrate(oof, good, min_labelled=min_labelled, **kw)
     except CalibrationError as e:

@@ -19,7 +19,15 @@ def planted_candidates(n: int = 6000, seed: int = 7) -> tuple[pa.Table, set[tupl
     cds = np.where(good, rng.normal(0.4, 0.6, n), rng.normal(-0.2, 0.6, n))
     src = [f"source sentence {i} " + "x" * int(rng.integers(10, 60)) for i in range(n)]
     trg = [f"target sentence {i} " + "y" * int(rng.integers(10, 60)) for i in range(n)]
-    table = pa.table({"src": src, "trg": trg, "src_lang": lang.tolist(), "trg_lang": ["en"] * n,
-                      "margin": margin.astype(np.float32), "cds_score": cds.astype(np.float32)})  # fmt: skip
+    table = pa.table(
+        {
+            "src": src,
+            "trg": trg,
+            "src_lang": lang.tolist(),
+            "trg_lang": ["en"] * n,
+            "margin": margin.astype(np.float32),
+            "cds_score": cds.astype(np.float32),
+        }
+    )
     planted = {(s, t) for s, t, g in zip(src, trg, good) if g}
     return table, planted

@@ -129,8 +129,12 @@ def _kept_by_combined(combined: Path) -> tuple[set[Key], dict[Key, dict], dict[K
     if not f.is_file():
         raise InputError(combined, "no scored.parquet (the combine command's output)", "--combined")
     summary = read_json(combined / "combined.json", "--combined", expect=dict)
-    t = read_parquet(f, ["src", "trg", "keep", *COMBINED_COLUMNS], "--combined",
-                     required=("src", "trg", "keep", "combined_score"))  # fmt: skip
+    t = read_parquet(
+        f,
+        ["src", "trg", "keep", *COMBINED_COLUMNS],
+        "--combined",
+        required=("src", "trg", "keep", "combined_score"),
+    )
     cols = [c for c in COMBINED_COLUMNS if c in t.column_names]
     rows = t.select(["src", "trg", "keep", *cols]).to_pylist()
     kept, scores, why = set(), {}, {}
@@ -201,9 +205,15 @@ def export_bitext(
     by_pair: dict[tuple[str, str], list[dict]] = {}
     for r in kept_all:
         by_pair.setdefault((r["src_lang"], r["trg_lang"]), []).append(r)
-    source = ("hard rules + combined score at its calibrated threshold" if combined_p else
-              "hard rules + calibrated CDS threshold" if filtered_p else
-              f"hard rules + margin >= {min_margin}" if rules_p else f"margin >= {min_margin}")  # fmt: skip
+    source = (
+        "hard rules + combined score at its calibrated threshold"
+        if combined_p
+        else "hard rules + calibrated CDS threshold"
+        if filtered_p
+        else f"hard rules + margin >= {min_margin}"
+        if rules_p
+        else f"margin >= {min_margin}"
+    )
     extra = {}
     if combined_p is not None:
         extra["target_reached"] = bool(
@@ -211,8 +221,12 @@ def export_bitext(
         )
         if not extra["target_reached"]:
             extra["warning"] = summary.get("message", "the combined score did not reach its target")
-    report = counter.to_report(STAGE, source=source, **extra,
-                               pairs_per_language_pair={f"{s}-{t}": len(v) for (s, t), v in by_pair.items()})  # fmt: skip
+    report = counter.to_report(
+        STAGE,
+        source=source,
+        **extra,
+        pairs_per_language_pair={f"{s}-{t}": len(v) for (s, t), v in by_pair.items()},
+    )
     problems = check_balanced(report)
     if problems:  # a bug here, not a user mistake
         raise RuntimeError(f"unbalanced bitext stats: {problems}")
@@ -221,8 +235,13 @@ def export_bitext(
         write_hf_dataset(
             _table(kept_all), Path(out.tmp) / "hf", card_info(summary, by_pair, source)
         )
-    log.info("bitext: %d of %d mined pairs kept (%s) in %s", len(kept_all),
-             len(kept_all) + len(rejected_all), source, output)  # fmt: skip
+    log.info(
+        "bitext: %d of %d mined pairs kept (%s) in %s",
+        len(kept_all),
+        len(kept_all) + len(rejected_all),
+        source,
+        output,
+    )
     return report
 
 
@@ -250,15 +269,19 @@ def card_info(summary: dict, by_pair: dict, source: str) -> CardInfo:
     extra = {"filter": source}
     if summary and not summary.get("target_reached", bool(cal)):
         extra["WARNING"] = summary.get("message", "target not reached")
-    return CardInfo(target=summary.get("target"), labelled_pairs=cal.get("labelled"), groups=groups,
-                    extra=extra)  # fmt: skip
+    return CardInfo(
+        target=summary.get("target"), labelled_pairs=cal.get("labelled"), groups=groups, extra=extra
+    )
 
 
 def _write(tmp: Path, kept: list[dict], rejected: list[dict], by_pair: dict, report: dict) -> None:
     pq.write_table(_table(kept), tmp / "bitext.parquet")
-    pq.write_table(pa.Table.from_pylist(rejected) if rejected else
-                   pa.table({"src": pa.array([], pa.string()), "reason": pa.array([], pa.string())}),
-                   tmp / "rejected.parquet")  # fmt: skip
+    pq.write_table(
+        pa.Table.from_pylist(rejected)
+        if rejected
+        else pa.table({"src": pa.array([], pa.string()), "reason": pa.array([], pa.string())}),
+        tmp / "rejected.parquet",
+    )
     with gzip.open(tmp / "bitext.tsv.gz", "wt", encoding="utf-8") as f:
         for r in kept:
             f.write(

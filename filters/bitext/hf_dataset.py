@@ -36,9 +36,11 @@ class PairGroup:
 @dataclass
 class CardInfo:
     name: str = "labse-mined-bitext"
-    description: str = ("Parallel sentences mined from monolingual web and Wikipedia text with a "
-                        "LaBSE encoder (FAISS kNN, margin scoring) and filtered by a calibrated "
-                        "pair score.")  # fmt: skip
+    description: str = (
+        "Parallel sentences mined from monolingual web and Wikipedia text with a "
+        "LaBSE encoder (FAISS kNN, margin scoring) and filtered by a calibrated "
+        "pair score."
+    )
     score_column: str = "combined_score"
     target: float | None = None
     labelled_pairs: int | None = None
@@ -49,8 +51,13 @@ class CardInfo:
 
 
 def _size_category(n: int) -> str:
-    for limit, name in ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"),
-                        (1_000_000, "100K<n<1M"), (10_000_000, "1M<n<10M")):  # fmt: skip
+    for limit, name in (
+        (1_000, "n<1K"),
+        (10_000, "1K<n<10K"),
+        (100_000, "10K<n<100K"),
+        (1_000_000, "100K<n<1M"),
+        (10_000_000, "1M<n<10M"),
+    ):
         if n < limit:
             return name
     return "10M<n<100M"
@@ -63,33 +70,58 @@ def _fmt(v: float | None, pct: bool = True) -> str:
 
 
 def card_text(table: pa.Table, info: CardInfo) -> str:
-    langs = sorted({str(x) for c in ("src_lang", "trg_lang") if c in table.column_names
-                    for x in table.column(c).to_pylist() if x})  # fmt: skip
+    langs = sorted(
+        {
+            str(x)
+            for c in ("src_lang", "trg_lang")
+            if c in table.column_names
+            for x in table.column(c).to_pylist()
+            if x
+        }
+    )
     lines = ["---", f"pretty_name: {info.name}", "task_categories:", "- translation"]
     if langs:
         lines += ["language:", *(f"- {x}" for x in langs)]
-    lines += [f"size_categories:\n- {_size_category(table.num_rows)}",
-              "configs:", "- config_name: default", "  data_files:", "  - split: train",
-              f"    path: {DATA_DIR}/*.parquet", "---", "", f"# {info.name}", "", info.description, ""]  # fmt: skip
+    lines += [
+        f"size_categories:\n- {_size_category(table.num_rows)}",
+        "configs:",
+        "- config_name: default",
+        "  data_files:",
+        "  - split: train",
+        f"    path: {DATA_DIR}/*.parquet",
+        "---",
+        "",
+        f"# {info.name}",
+        "",
+        info.description,
+        "",
+    ]
     lines += [
         f"{table.num_rows} pairs. Columns: {', '.join(f'`{c}`' for c in table.column_names)}.",
         "",
     ]
     if info.target is not None:
-        lines += [f"Each pair was kept when its `{info.score_column}` reached the threshold chosen "
-                  f"so that {info.target:.0%} of the kept pairs of a labelled sample of the mined "
-                  f"pairs ({info.labelled_pairs or 'n/a'} labelled) are GOOD translations.", ""]  # fmt: skip
+        lines += [
+            f"Each pair was kept when its `{info.score_column}` reached the threshold chosen "
+            f"so that {info.target:.0%} of the kept pairs of a labelled sample of the mined "
+            f"pairs ({info.labelled_pairs or 'n/a'} labelled) are GOOD translations.",
+            "",
+        ]
     if info.groups:
-        lines += ["| language pair | pairs | threshold | estimated GOOD share | interval |",
-                  "|---|---:|---:|---:|---|"]  # fmt: skip
+        lines += [
+            "| language pair | pairs | threshold | estimated GOOD share | interval |",
+            "|---|---:|---:|---:|---|",
+        ]
         for key, g in sorted(info.groups.items()):
             ci = (
                 ("[" + ", ".join(_fmt(v) for v in g.good_share_ci) + "]")
                 if g.good_share_ci
                 else "n/a"
             )
-            lines.append(f"| {key} | {g.pairs} | {_fmt(g.threshold, pct=False)} | "
-                         f"{_fmt(g.good_share)} | {ci} |")  # fmt: skip
+            lines.append(
+                f"| {key} | {g.pairs} | {_fmt(g.threshold, pct=False)} | "
+                f"{_fmt(g.good_share)} | {ci} |"
+            )
         lines.append("")
     sources = Counter()
     for side in ("src", "trg"):
@@ -105,9 +137,13 @@ def card_text(table: pa.Table, info: CardInfo) -> str:
         ]
     prov = [c for c in table.column_names if c.endswith(("_url_or_title", "_doc_id", "_locator"))]
     if prov:
-        lines += ["Every pair can be traced to its pages: " + ", ".join(f"`{c}`" for c in prov)
-                  + " name the document (URL or Wikipedia title, WARC record or page id) of each "
-                  "side.", ""]  # fmt: skip
+        lines += [
+            "Every pair can be traced to its pages: "
+            + ", ".join(f"`{c}`" for c in prov)
+            + " name the document (URL or Wikipedia title, WARC record or page id) of each "
+            "side.",
+            "",
+        ]
     if info.extra:
         lines += ["## Build", "", *(f"- {k}: {v}" for k, v in info.extra.items()), ""]
     return "\n".join(lines)

@@ -28,8 +28,9 @@ def key_of(src: str | None, trg: str | None) -> Key:
 def read_rows(path: str | os.PathLike, flag: str | None = None) -> tuple[list[str], list[dict]]:
     """Header and every row (labelled or not) of a labelling TSV as dicts; labels upper-cased."""
     sheet = read_sheet(path, flag)
-    return sheet.header, [{**dict(zip(sheet.header, row)), LABEL: lab}
-                          for row, lab in zip(sheet.rows, sheet.labels)]  # fmt: skip
+    return sheet.header, [
+        {**dict(zip(sheet.header, row)), LABEL: lab} for row, lab in zip(sheet.rows, sheet.labels)
+    ]
 
 
 #: The reasons a labelled row is not used, in every reader of labels (the runner's labels stage,
@@ -41,9 +42,15 @@ CONFLICTING = "conflicting_label"
 MAX_CONFLICT_SHARE = 0.1
 
 
-def unique_labels(keys: Sequence[Key], labels: Sequence[object], counter: StageCounter, unit: str,
-                  where: str | os.PathLike | None = None, flag: str | None = None,
-                  rows: Sequence[int] | None = None) -> list[int]:  # fmt: skip
+def unique_labels(
+    keys: Sequence[Key],
+    labels: Sequence[object],
+    counter: StageCounter,
+    unit: str,
+    where: str | os.PathLike | None = None,
+    flag: str | None = None,
+    rows: Sequence[int] | None = None,
+) -> list[int]:
     """Positions of the labelled rows to use, in order: the first row of each pair text. Later
     rows with the same label are counted ``duplicate_label`` (a pair counts once, not twice);
     every row of a pair labelled both ways is counted ``conflicting_label`` and left out, since
@@ -66,13 +73,21 @@ def unique_labels(keys: Sequence[Key], labels: Sequence[object], counter: StageC
     if conflicts and len(conflicts) > MAX_CONFLICT_SHARE * len(keys):
         nums = sorted(rows[i] if rows is not None else i + 1 for i in conflicts)
         shown = ", ".join(map(str, nums[:10])) + (", ..." if len(nums) > 10 else "")
-        raise InputError(where, f"{len(conflicts)} of {len(keys)} labelled rows give the same pair "
-                         f"both GOOD and BAD (rows {shown}): correct the labels", flag)  # fmt: skip
+        raise InputError(
+            where,
+            f"{len(conflicts)} of {len(keys)} labelled rows give the same pair "
+            f"both GOOD and BAD (rows {shown}): correct the labels",
+            flag,
+        )
     return sorted(keep)
 
 
-def known_labels(rows: Iterable[Mapping], counter: StageCounter, unit: str,
-                 where: str | os.PathLike | None = None) -> dict[Key, str]:  # fmt: skip
+def known_labels(
+    rows: Iterable[Mapping],
+    counter: StageCounter,
+    unit: str,
+    where: str | os.PathLike | None = None,
+) -> dict[Key, str]:
     """Labelled rows as {pair text: label}, by :func:`unique_labels`' rule (blank rows are
     counted ``blank``)."""
     keys, labs, nums = [], [], []
@@ -89,8 +104,9 @@ def known_labels(rows: Iterable[Mapping], counter: StageCounter, unit: str,
     return {keys[i]: labs[i] for i in keep}
 
 
-def merge_labels(sample_rows: list[dict], earlier: Mapping[Key, str], person: Mapping[Key, str]
-                 ) -> list[dict]:  # fmt: skip
+def merge_labels(
+    sample_rows: list[dict], earlier: Mapping[Key, str], person: Mapping[Key, str]
+) -> list[dict]:
     """The sample's rows with their label filled: the person's own label first, else an earlier
     run's for the same pair text, else blank."""
     out = []
@@ -100,13 +116,16 @@ def merge_labels(sample_rows: list[dict], earlier: Mapping[Key, str], person: Ma
     return out
 
 
-def match_to_pairs(pairs: pa.Table, labels: Mapping[Key, str], counter: StageCounter, unit: str
-                   ) -> tuple[np.ndarray, list[str]]:  # fmt: skip
+def match_to_pairs(
+    pairs: pa.Table, labels: Mapping[Key, str], counter: StageCounter, unit: str
+) -> tuple[np.ndarray, list[str]]:
     """Row indices into ``pairs`` of the labelled pair texts, with their labels; a label whose
     pair is not among ``pairs`` is counted ``not_mined``. Where the same text was mined twice the
     first row stands for it."""
     first: dict[Key, int] = {}
-    for i, (s, t) in enumerate(zip(pairs.column("src").to_pylist(), pairs.column("trg").to_pylist())):
+    for i, (s, t) in enumerate(
+        zip(pairs.column("src").to_pylist(), pairs.column("trg").to_pylist())
+    ):
         first.setdefault(key_of(s, t), i)
     ids, labs = [], []
     for k, lab in labels.items():
@@ -124,9 +143,10 @@ def match_to_pairs(pairs: pa.Table, labels: Mapping[Key, str], counter: StageCou
 
 def write_rows(path: str | os.PathLike, header: list[str], rows: list[dict]) -> bool:
     """Rewrite a labelling TSV atomically; False (nothing written) when its text is unchanged."""
-    text = "\t".join(header) + "\n" + "".join(
-        "\t".join(tsv_cell(r.get(h)) for h in header) + "\n"
-        for r in rows
+    text = (
+        "\t".join(header)
+        + "\n"
+        + "".join("\t".join(tsv_cell(r.get(h)) for h in header) + "\n" for r in rows)
     )
     path = os.fspath(path)
     if os.path.isfile(path):

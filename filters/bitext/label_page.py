@@ -90,8 +90,11 @@ class LabelSheet:
             raise InputError(path, "no rows to label (only a header)")
         folder = path.resolve().parent
         if not os.access(folder, os.W_OK | os.X_OK):
-            raise InputError(path, f"its folder {folder} is not writable: each label is saved "
-                             "by writing a new copy of the file there")  # fmt: skip
+            raise InputError(
+                path,
+                f"its folder {folder} is not writable: each label is saved "
+                "by writing a new copy of the file there",
+            )
         self.header = header
         self._stamp = self._stat()
 
@@ -168,8 +171,13 @@ class LabelSheet:
             previous = self.labels[index]
             self._apply(index, label)
             self.history.append((index, previous))
-            return {"index": index, "label": label, "previous": previous,
-                    "can_undo": True, **self.summary()}  # fmt: skip
+            return {
+                "index": index,
+                "label": label,
+                "previous": previous,
+                "can_undo": True,
+                **self.summary(),
+            }
 
     def undo(self) -> dict[str, Any] | None:
         """Give the last labelled row back the label it had before; None when nothing to undo."""
@@ -180,8 +188,13 @@ class LabelSheet:
             undone = self.labels[index]
             self._apply(index, previous)
             self.history.pop()
-            return {"index": index, "label": previous, "undone": undone,
-                    "can_undo": bool(self.history), **self.summary()}  # fmt: skip
+            return {
+                "index": index,
+                "label": previous,
+                "undone": undone,
+                "can_undo": bool(self.history),
+                **self.summary(),
+            }
 
     def _apply(self, index: int, label: str) -> None:
         """Under the lock: change one label and save; on failure nothing changes in memory."""
@@ -208,8 +221,9 @@ class LabelSheet:
             "\t".join(tsv_cell(v) for v in row) + "\n" for row in [self.header, *self.rows]
         )
         mode = os.stat(self.path).st_mode & 0o7777
-        fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp",
-                                   dir=self.path.resolve().parent)  # fmt: skip
+        fd, tmp = tempfile.mkstemp(
+            prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.resolve().parent
+        )
         try:
             with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
                 f.write(text)
@@ -236,9 +250,11 @@ def check_loopback(host: str) -> str:
     except ValueError:
         ok = False
     if not ok:
-        raise UsageError(f"--host {host}: the labelling page listens on a loopback address only "
-                         "(127.0.0.1, ::1 or localhost); from another machine, forward the port "
-                         "(ssh -L PORT:127.0.0.1:PORT host)")  # fmt: skip
+        raise UsageError(
+            f"--host {host}: the labelling page listens on a loopback address only "
+            "(127.0.0.1, ::1 or localhost); from another machine, forward the port "
+            "(ssh -L PORT:127.0.0.1:PORT host)"
+        )
     return host
 
 
@@ -366,8 +382,9 @@ class _Handler(BaseHTTPRequestHandler):
             return self._error(HTTPStatus.CONFLICT, str(e))
         except OSError as e:  # the disk is full, the folder went away: say so on the page
             log.error("%s: could not save the label (%s)", sheet.path, e)
-            return self._error(HTTPStatus.INTERNAL_SERVER_ERROR,
-                               f"could not save {sheet.path}: {e}")  # fmt: skip
+            return self._error(
+                HTTPStatus.INTERNAL_SERVER_ERROR, f"could not save {sheet.path}: {e}"
+            )
         log.debug("%s row %d: %r", path, result["index"], result["label"])
         return self._json(HTTPStatus.OK, result)
 
@@ -377,8 +394,7 @@ def summary_lines(sheet: LabelSheet) -> list[str]:
     p = sheet.progress()
     lines = [f"{sheet.path}: {p['labelled']} of {p['total']} pairs labelled"]
     for c in sheet.pair_counts():
-        lines.append(f"  {c['pair']}: {c[GOOD]} GOOD, {c[BAD]} BAD, "
-                     f"{c['unlabelled']} unlabelled")  # fmt: skip
+        lines.append(f"  {c['pair']}: {c[GOOD]} GOOD, {c[BAD]} BAD, {c['unlabelled']} unlabelled")
     return lines
 
 

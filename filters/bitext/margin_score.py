@@ -99,7 +99,8 @@ def margin_score_pairs(
         if trg_texts
         else np.zeros((0, enc.dim), np.float32)
     )
-    marg, cos = score_vectors(np.asarray(x, np.float32), np.asarray(y, np.float32), src_rows, trg_rows,
-                              cfg)  # fmt: skip
+    marg, cos = score_vectors(
+        np.asarray(x, np.float32), np.asarray(y, np.float32), src_rows, trg_rows, cfg
+    )
     empty = int(((src_rows < 0) | (trg_rows < 0)).sum())
     return MarginScores(marg, cos, len(src_texts), len(trg_texts), empty)

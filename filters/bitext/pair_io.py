@@ -131,8 +131,9 @@ def _normalise_batch(batch: pa.RecordBatch | pa.Table, where: str, flag: str | N
     names = batch.schema.names
     missing = [c for c in ("src", "trg") if c not in names]
     if missing:
-        raise PairFileError(where, f"no {' and '.join(missing)} column (has: {', '.join(names)})",
-                            flag)  # fmt: skip
+        raise PairFileError(
+            where, f"no {' and '.join(missing)} column (has: {', '.join(names)})", flag
+        )
     cols, out_names = [], []
     for name in ["src", "trg"] + [n for n in names if n not in ("src", "trg")]:
         col = batch.column(names.index(name))
@@ -158,8 +159,9 @@ def utf8_column(col: pa.Array, name: str, where: str, flag: str | None) -> pa.Ar
         raise PairFileError(where, f"column {name!r} is not UTF-8 text ({e})", flag) from None
 
 
-def _iter_parquet(path: str, batch_rows: int, flag: str | None,
-                  counter: StageCounter | None = None) -> Iterator[pa.RecordBatch]:  # fmt: skip
+def _iter_parquet(
+    path: str, batch_rows: int, flag: str | None, counter: StageCounter | None = None
+) -> Iterator[pa.RecordBatch]:
     """``counter`` given: a damaged row group is counted (its pairs dropped
     ``damaged_row_group``) and the file's other row groups are still read. Without it, damage
     anywhere (a corrupt page, a cut footer) is an InputError naming the file when the reading
@@ -302,11 +304,16 @@ def _iter_tsv(
     if rows:
         yield _tsv_batch(rows, lay)
     if malformed:
-        what = (f"{malformed} of {malformed + good} data lines do not have the {lay.n_fields} "
-                f"tab-separated fields most lines have (first: line {first_bad})")  # fmt: skip
+        what = (
+            f"{malformed} of {malformed + good} data lines do not have the {lay.n_fields} "
+            f"tab-separated fields most lines have (first: line {first_bad})"
+        )
         if malformed > good:
-            raise PairFileError(path, f"{what}: not a pair file of one layout (pass --layout, "
-                                "or fix the file)", flag)  # fmt: skip
+            raise PairFileError(
+                path,
+                f"{what}: not a pair file of one layout (pass --layout, or fix the file)",
+                flag,
+            )
         log.warning("%s: %s; dropped as malformed (counted in stats.json)", path, what)
 
 
@@ -427,8 +434,12 @@ class PairWriter:
             self.schema = batch.schema
         if batch.schema != self.schema:
             batch = pa.RecordBatch.from_arrays(
-                [batch.column(n) if n in batch.schema.names else pa.nulls(batch.num_rows, f.type)
-                 for n, f in zip(self.schema.names, self.schema)], schema=self.schema)  # fmt: skip
+                [
+                    batch.column(n) if n in batch.schema.names else pa.nulls(batch.num_rows, f.type)
+                    for n, f in zip(self.schema.names, self.schema)
+                ],
+                schema=self.schema,
+            )
         if self._pq is None:
             self._pq = pq.ParquetWriter(self._pq_tmp, self.schema)
         self._pq.write_batch(batch)

@@ -308,8 +308,14 @@ class Lang(Rule):
         c = ctx.cfg
         return cls(ctx.lid, ctx.units, c.lid_threshold, c.lid_declared_min, c.lid_min_length)
 
-    def __init__(self, lid: LanguageIdentifier, units: LengthUnits, threshold: float,
-                 declared_min: float, min_length: float) -> None:  # fmt: skip
+    def __init__(
+        self,
+        lid: LanguageIdentifier,
+        units: LengthUnits,
+        threshold: float,
+        declared_min: float,
+        min_length: float,
+    ) -> None:
         self.lid, self.measure, self.min_length = lid, units, min_length
         self.threshold, self.declared_min = threshold, declared_min
         self._verdict: dict[int, str] = {}
@@ -336,8 +342,11 @@ class Lang(Rule):
             if key in self._verdict or not len(labs):
                 continue  # the source side already failed
             top = labs[0][9:]  # "__label__xx"
-            if (ps[0] >= self.threshold and not same_language(declared, top)
-                    and self._declared_prob(declared, labs, ps) < self.declared_min):  # fmt: skip
+            if (
+                ps[0] >= self.threshold
+                and not same_language(declared, top)
+                and self._declared_prob(declared, labs, ps) < self.declared_min
+            ):
                 self._verdict[key] = f"wrong_lang_{side}"
 
     def __call__(self, p: Pair) -> str | None:
@@ -385,8 +394,18 @@ class RuleContext:
 
 # Every rule, in the default order (cheap ones first, LID last): the one list the registry, the
 # config's known rules and its default ``steps`` all come from.
-RULE_CLASSES: tuple[type[Rule], ...] = (Empty, Identical, Length, Ratio, Markup, Numbers, Repeats,
-                                        Copy, Script, Lang)  # fmt: skip
+RULE_CLASSES: tuple[type[Rule], ...] = (
+    Empty,
+    Identical,
+    Length,
+    Ratio,
+    Markup,
+    Numbers,
+    Repeats,
+    Copy,
+    Script,
+    Lang,
+)
 RULES: dict[str, type[Rule]] = {rule.name: rule for rule in RULE_CLASSES}
 
 
@@ -437,8 +456,12 @@ class PairRulesRunner:
         tl = _lang_column(batch, "trg_lang", self.trg_lang)
         pairs = [Pair(s, t, a, b, i) for i, (s, t, a, b) in enumerate(zip(src, trg, sl, tl))]
         outcomes = self.chain.decide(pairs, counter)
-        self.summary.add_outcomes(self.chain.step_names, outcomes, [f"{a}-{b}" for a, b in zip(sl, tl)],
-                                  [min(len(s), len(t)) for s, t in zip(src, trg)])  # fmt: skip
+        self.summary.add_outcomes(
+            self.chain.step_names,
+            outcomes,
+            [f"{a}-{b}" for a, b in zip(sl, tl)],
+            [min(len(s), len(t)) for s, t in zip(src, trg)],
+        )
         keep = pa.array([o is None for o in outcomes], pa.bool_())
         if self.scored:
             batch = batch.append_column(

@@ -36,8 +36,17 @@ from labse_common.stats import StageCounter
 
 LABEL = "label"
 #: Columns of the labelling TSV, in order (the text columns last: they are the long ones).
-TSV_COLUMNS = ("sample_id", "src_lang", "trg_lang", "margin", "stratum", "weight", LABEL,
-               "src", "trg")  # fmt: skip
+TSV_COLUMNS = (
+    "sample_id",
+    "src_lang",
+    "trg_lang",
+    "margin",
+    "stratum",
+    "weight",
+    LABEL,
+    "src",
+    "trg",
+)
 
 
 def half_of(text: str) -> int:
@@ -83,10 +92,16 @@ def draw_sample(
     if n <= 0:
         raise ValueError("the sample size must be positive")
     cols = [c for c in pair_columns if c in table.column_names]
-    keys = (["|".join(str(v) for v in row) for row in zip(*(table.column(c).to_pylist() for c in cols))]
-            if cols else ["all"] * table.num_rows)  # fmt: skip
-    margin = (np.asarray(table.column("margin").to_numpy(zero_copy_only=False), dtype=np.float64)
-              if "margin" in table.column_names else np.zeros(table.num_rows))  # fmt: skip
+    keys = (
+        ["|".join(str(v) for v in row) for row in zip(*(table.column(c).to_pylist() for c in cols))]
+        if cols
+        else ["all"] * table.num_rows
+    )
+    margin = (
+        np.asarray(table.column("margin").to_numpy(zero_copy_only=False), dtype=np.float64)
+        if "margin" in table.column_names
+        else np.zeros(table.num_rows)
+    )
     keys_arr = np.asarray(keys, dtype=object)
     strata = np.empty(table.num_rows, dtype=object)
     for key in set(keys):
@@ -118,8 +133,10 @@ def draw_sample(
 def auto_label(sample: pa.Table, planted: Iterable[tuple[str, str]]) -> pa.Table:
     """Label each sampled pair GOOD when (src, trg) is a planted pair, else BAD."""
     gold = set(planted)
-    labels = [GOOD if (s, t) in gold else BAD
-              for s, t in zip(sample.column("src").to_pylist(), sample.column("trg").to_pylist())]  # fmt: skip
+    labels = [
+        GOOD if (s, t) in gold else BAD
+        for s, t in zip(sample.column("src").to_pylist(), sample.column("trg").to_pylist())
+    ]
     if LABEL in sample.column_names:
         sample = sample.drop_columns([LABEL])
     return sample.append_column(LABEL, pa.array(labels))
@@ -133,8 +150,10 @@ def tsv_cell(v: object) -> str:
 def write_for_labelling(sample: pa.Table, path: str | os.PathLike) -> None:
     """A TSV with a header for a person to fill the ``label`` column (GOOD or BAD)."""
     cols = [c for c in TSV_COLUMNS if c in sample.column_names or c == LABEL]
-    data = {c: (sample.column(c).to_pylist() if c in sample.column_names else [""] * sample.num_rows)
-            for c in cols}  # fmt: skip
+    data = {
+        c: (sample.column(c).to_pylist() if c in sample.column_names else [""] * sample.num_rows)
+        for c in cols
+    }
     with open(path, "w", encoding="utf-8", newline="") as f:
         f.write("\t".join(cols) + "\n")
         for i in range(sample.num_rows):
@@ -163,7 +182,9 @@ def read_sheet(path: str | os.PathLike, flag: str | None = None) -> Sheet:
     except UnicodeDecodeError as e:
         raise InputError(path, f"not UTF-8 text (byte {e.start})", flag) from e
     bom = text.startswith("\ufeff")
-    rows = list(csv.reader(io.StringIO(text[1:] if bom else text), delimiter="\t", quoting=csv.QUOTE_NONE))
+    rows = list(
+        csv.reader(io.StringIO(text[1:] if bom else text), delimiter="\t", quoting=csv.QUOTE_NONE)
+    )
     if not rows:
         raise InputError(path, "empty labelling file", flag)
     header = rows[0]
@@ -176,7 +197,9 @@ def read_sheet(path: str | os.PathLike, flag: str | None = None) -> Sheet:
         if not row:
             continue
         if len(row) != len(header):
-            raise InputError(path, f"line {lineno}: {len(row)} fields, the header has {len(header)}", flag)
+            raise InputError(
+                path, f"line {lineno}: {len(row)} fields, the header has {len(header)}", flag
+            )
         lab = row[col].strip().upper()
         if lab not in ("", GOOD, BAD):
             raise InputError(path, f"line {lineno}: label {lab!r} is not GOOD, BAD or blank", flag)
@@ -186,8 +209,12 @@ def read_sheet(path: str | os.PathLike, flag: str | None = None) -> Sheet:
     return sheet
 
 
-def read_labels(path: str | os.PathLike, counter: StageCounter | None = None,
-                unit: str = "labelled_pairs", flag: str | None = "--labels") -> tuple[pa.Table, int]:
+def read_labels(
+    path: str | os.PathLike,
+    counter: StageCounter | None = None,
+    unit: str = "labelled_pairs",
+    flag: str | None = "--labels",
+) -> tuple[pa.Table, int]:
     """The labelled rows of a labelling TSV (label GOOD/BAD) and the count of blank ones. A pair
     labelled twice counts once and one labelled both ways is left out, by the rule the runner's
     labels stage uses (:func:`filters.bitext.label_match.unique_labels`); ``counter`` gets every
@@ -203,9 +230,15 @@ def read_labels(path: str | os.PathLike, counter: StageCounter | None = None,
     if blank:
         counter.add_dropped(unit, "unlabelled", blank)
     isrc, itrg = sheet.header.index("src"), sheet.header.index("trg")
-    keep = unique_labels([key_of(row[isrc], row[itrg]) for _, row, _ in labelled],
-                         [lab for _, _, lab in labelled], counter, unit, path, flag,
-                         rows=[sheet.lines[n] for n, _, _ in labelled])  # fmt: skip
+    keep = unique_labels(
+        [key_of(row[isrc], row[itrg]) for _, row, _ in labelled],
+        [lab for _, _, lab in labelled],
+        counter,
+        unit,
+        path,
+        flag,
+        rows=[sheet.lines[n] for n, _, _ in labelled],
+    )
     counter.add_out(unit, len(keep))
     cols: dict[str, list] = {h: [] for h in sheet.header}
     for i in keep:
@@ -215,8 +248,9 @@ def read_labels(path: str | os.PathLike, counter: StageCounter | None = None,
     table = pa.table(cols)
     for num in ("margin", "weight"):
         if num in table.column_names:
-            table = table.set_column(table.column_names.index(num), num,
-                                     pc.cast(table.column(num), pa.float64()))  # fmt: skip
+            table = table.set_column(
+                table.column_names.index(num), num, pc.cast(table.column(num), pa.float64())
+            )
     return table, blank
 
 

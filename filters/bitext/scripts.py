@@ -16,34 +16,75 @@ from labse_common.langs import base_lang  # the one code table; pair_rules impor
 
 _LATIN = ("Latin",)
 _SCRIPTS_OF = {
-    **{c: _LATIN for c in (
-        "en de fr es it pt nl pl tr vi id ms sv da no nb nn fi et lv lt cs sk sl hr bs sq ro hu "
-        "ca eu gl af sw tl cy ga is mt az uz eo la lb").split()},
+    **{
+        c: _LATIN
+        for c in (
+            "en de fr es it pt nl pl tr vi id ms sv da no nb nn fi et lv lt cs sk sl hr bs sq ro hu "
+            "ca eu gl af sw tl cy ga is mt az uz eo la lb"
+        ).split()
+    },
     **{c: ("Cyrillic",) for c in "ru uk be bg mk kk ky mn tg".split()},
     "sr": ("Cyrillic", "Latin"),
     **{c: ("Arabic",) for c in "ar fa ur ps ug".split()},
     **{c: ("Hebrew",) for c in "he yi".split()},
     "el": ("Greek",),
     **{c: ("Devanagari",) for c in "hi mr ne sa".split()},
-    "bn": ("Bengali",), "as": ("Bengali",), "pa": ("Gurmukhi",), "gu": ("Gujarati",),
-    "or": ("Oriya",), "ta": ("Tamil",), "te": ("Telugu",), "kn": ("Kannada",),
-    "ml": ("Malayalam",), "si": ("Sinhala",), "th": ("Thai",), "lo": ("Lao",), "km": ("Khmer",),
-    "my": ("Myanmar",), "ka": ("Georgian",), "hy": ("Armenian",), "am": ("Ethiopic",),
-    "ti": ("Ethiopic",), "bo": ("Tibetan",),
-    "zh": ("Han",), "ja": ("Han", "Hiragana", "Katakana"), "ko": ("Hangul", "Han"),
-}  # fmt: skip
+    "bn": ("Bengali",),
+    "as": ("Bengali",),
+    "pa": ("Gurmukhi",),
+    "gu": ("Gujarati",),
+    "or": ("Oriya",),
+    "ta": ("Tamil",),
+    "te": ("Telugu",),
+    "kn": ("Kannada",),
+    "ml": ("Malayalam",),
+    "si": ("Sinhala",),
+    "th": ("Thai",),
+    "lo": ("Lao",),
+    "km": ("Khmer",),
+    "my": ("Myanmar",),
+    "ka": ("Georgian",),
+    "hy": ("Armenian",),
+    "am": ("Ethiopic",),
+    "ti": ("Ethiopic",),
+    "bo": ("Tibetan",),
+    "zh": ("Han",),
+    "ja": ("Han", "Hiragana", "Katakana"),
+    "ko": ("Hangul", "Han"),
+}
 
 # ISO 15924 codes (GlotLID labels, BCP-47 subtags) -> regex script names.
 _ISO15924 = {
-    "latn": ("Latin",), "cyrl": ("Cyrillic",), "arab": ("Arabic",), "hebr": ("Hebrew",),
-    "grek": ("Greek",), "deva": ("Devanagari",), "beng": ("Bengali",), "guru": ("Gurmukhi",),
-    "gujr": ("Gujarati",), "orya": ("Oriya",), "taml": ("Tamil",), "telu": ("Telugu",),
-    "knda": ("Kannada",), "mlym": ("Malayalam",), "sinh": ("Sinhala",), "thai": ("Thai",),
-    "laoo": ("Lao",), "khmr": ("Khmer",), "mymr": ("Myanmar",), "geor": ("Georgian",),
-    "armn": ("Armenian",), "ethi": ("Ethiopic",), "tibt": ("Tibetan",), "hani": ("Han",),
-    "hans": ("Han",), "hant": ("Han",), "jpan": ("Han", "Hiragana", "Katakana"),
-    "kore": ("Hangul", "Han"), "hang": ("Hangul",),
-}  # fmt: skip
+    "latn": ("Latin",),
+    "cyrl": ("Cyrillic",),
+    "arab": ("Arabic",),
+    "hebr": ("Hebrew",),
+    "grek": ("Greek",),
+    "deva": ("Devanagari",),
+    "beng": ("Bengali",),
+    "guru": ("Gurmukhi",),
+    "gujr": ("Gujarati",),
+    "orya": ("Oriya",),
+    "taml": ("Tamil",),
+    "telu": ("Telugu",),
+    "knda": ("Kannada",),
+    "mlym": ("Malayalam",),
+    "sinh": ("Sinhala",),
+    "thai": ("Thai",),
+    "laoo": ("Lao",),
+    "khmr": ("Khmer",),
+    "mymr": ("Myanmar",),
+    "geor": ("Georgian",),
+    "armn": ("Armenian",),
+    "ethi": ("Ethiopic",),
+    "tibt": ("Tibetan",),
+    "hani": ("Han",),
+    "hans": ("Han",),
+    "hant": ("Han",),
+    "jpan": ("Han", "Hiragana", "Katakana"),
+    "kore": ("Hangul", "Han"),
+    "hang": ("Hangul",),
+}
 
 # Lines of Tatoeba (../shared/data) give the median character-length ratio English/xx:
 # cmn 3.1, jpn 2.2, kor 1.9, others 0.9-1.2. Weights per character of these scripts bring CJK

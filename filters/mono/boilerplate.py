@@ -17,16 +17,56 @@ import re
 # Phrases seen in navigation, sharing widgets and legal notices. Lower-case, matched as
 # substrings; kept short and multilingual for the big web languages.
 _PHRASES = (
-    "skip to main content", "skip to content", "toggle navigation", "share on facebook",
-    "share on twitter", "tweet widget", "share this", "follow us", "subscribe", "sign in",
-    "sign up", "log in", "login", "logout", "register", "read more", "click here",
-    "cookie", "cookies", "privacy policy", "terms of use", "terms of service", "terms and conditions",
-    "all rights reserved", "copyright", "powered by", "back to top", "next post", "previous post",
-    "leave a comment", "add to cart", "newsletter", "javascript", "your browser",
-    "datenschutz", "impressum", "alle rechte vorbehalten", "mentions légales", "tous droits réservés",
-    "política de privacidad", "todos los derechos reservados", "sva prava zadržana",
-    "prethodna vest", "sledeća vest", "подели", "все права защищены", "版权所有", "隐私政策",
-    "プライバシーポリシー", "著作権",
+    "skip to main content",
+    "skip to content",
+    "toggle navigation",
+    "share on facebook",
+    "share on twitter",
+    "tweet widget",
+    "share this",
+    "follow us",
+    "subscribe",
+    "sign in",
+    "sign up",
+    "log in",
+    "login",
+    "logout",
+    "register",
+    "read more",
+    "click here",
+    "cookie",
+    "cookies",
+    "privacy policy",
+    "terms of use",
+    "terms of service",
+    "terms and conditions",
+    "all rights reserved",
+    "copyright",
+    "powered by",
+    "back to top",
+    "next post",
+    "previous post",
+    "leave a comment",
+    "add to cart",
+    "newsletter",
+    "javascript",
+    "your browser",
+    "datenschutz",
+    "impressum",
+    "alle rechte vorbehalten",
+    "mentions légales",
+    "tous droits réservés",
+    "política de privacidad",
+    "todos los derechos reservados",
+    "sva prava zadržana",
+    "prethodna vest",
+    "sledeća vest",
+    "подели",
+    "все права защищены",
+    "版权所有",
+    "隐私政策",
+    "プライバシーポリシー",
+    "著作権",
 )
 
 
@@ -61,7 +101,9 @@ _DATE_RE = re.compile(
 _SEPARATOR_RE = re.compile(r"\s[|»›·•/]\s|\s-\s.*\s-\s")
 _COPYRIGHT_RE = re.compile(r"©|\(c\)\s*\d{4}", re.I)
 # Scripts written without spaces between words: word counts mean nothing there.
-_NO_SPACE_SCRIPTS = re.compile(r"[\u0e00-\u0eff\u1000-\u109f\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
+_NO_SPACE_SCRIPTS = re.compile(
+    r"[\u0e00-\u0eff\u1000-\u109f\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]"
+)
 
 
 _ASCII_NON_LETTERS = bytes(c for c in range(128) if not chr(c).isalpha())

@@ -23,8 +23,16 @@ from filters.steps import Chain, Step
 from labse_common.sections.corpus import CorpusConfig
 from labse_common.stats import StageCounter
 
-SENTENCE_COLUMNS = ("text", "lang", "lang_score", "quality_score", "source", "doc_id", "url_or_title",
-                    "locator")  # fmt: skip
+SENTENCE_COLUMNS = (
+    "text",
+    "lang",
+    "lang_score",
+    "quality_score",
+    "source",
+    "doc_id",
+    "url_or_title",
+    "locator",
+)
 
 
 @dataclass
@@ -134,34 +142,51 @@ class SentenceCleaner:
         self.quality_filter = QualityFilter(cfg.quality_threshold)
         self.line_chain = Chain([NotEmpty(), Length(self.length)], unit="lines")
         self.sentence_chain = Chain(
-            [Length(self.length), Language(self.lid, self.lang_filter),
-             Quality(self.quality, self.quality_filter)], unit="sentences")  # fmt: skip
+            [
+                Length(self.length),
+                Language(self.lid, self.lang_filter),
+                Quality(self.quality, self.quality_filter),
+            ],
+            unit="sentences",
+        )
 
     def clean(
         self, doc: Document, counter: StageCounter, keep_dropped: bool = False
     ) -> CleanResult:
         res = CleanResult()
-        base = {"source": doc.source, "doc_id": doc.doc_id, "url_or_title": doc.url_or_title,
-                "locator": doc.locator}  # fmt: skip
+        base = {
+            "source": doc.source,
+            "doc_id": doc.doc_id,
+            "url_or_title": doc.url_or_title,
+            "locator": doc.locator,
+        }
 
         def drop_line(line: str, step: str, reason: str) -> None:
             if step != "empty":  # an empty line has nothing to write out; it is only counted
                 res.dropped.append({"text": line, "reason": reason, "unit": "lines", **base})
 
         def drop_sentence(rec: Sentence, step: str, reason: str) -> None:
-            res.dropped.append({"text": rec.text, "reason": reason, "unit": "sentences",
-                                **rec.scores(), **base})  # fmt: skip
+            res.dropped.append(
+                {"text": rec.text, "reason": reason, "unit": "sentences", **rec.scores(), **base}
+            )
 
         lines = [clean_text(raw).strip() for raw in doc.text.split("\n")]
         kept_lines = self.line_chain.run(lines, counter, drop_line if keep_dropped else None)
         sentences = [Sentence(s) for line in kept_lines for s in split_sentences(line)]
         kept = self.sentence_chain.run(sentences, counter, drop_sentence if keep_dropped else None)
-        res.kept = [{"text": s.text, "lang": s.lang, "lang_score": s.lang_score,
-                     "quality_score": s.quality_score, **base} for s in kept]  # fmt: skip
+        res.kept = [
+            {
+                "text": s.text,
+                "lang": s.lang,
+                "lang_score": s.lang_score,
+                "quality_score": s.quality_score,
+                **base,
+            }
+            for s in kept
+        ]
 
         if res.kept:
             counter.add_out("documents")
         else:
             counter.add_dropped("documents", "no_sentence_kept")
         return res
-

@@ -141,12 +141,22 @@ def train_quality_model(
             f.write("\n".join(data) + ("\n" if data else ""))
     # verbose=2: fastText 0.9.x raises "Encountered NaN" with lower verbosity in some builds.
     model = fasttext.train_supervised(
-        input=train_path, epoch=epoch, dim=dim, wordNgrams=word_ngrams, lr=lr,
-        minCount=1, loss="softmax", seed=seed, thread=1, verbose=2,
-    )  # fmt: skip
+        input=train_path,
+        epoch=epoch,
+        dim=dim,
+        wordNgrams=word_ngrams,
+        lr=lr,
+        minCount=1,
+        loss="softmax",
+        seed=seed,
+        thread=1,
+        verbose=2,
+    )
     if quantize:
         model.quantize(input=train_path, retrain=True)
-    with tempfile.NamedTemporaryFile(dir=os.path.dirname(os.path.abspath(output)), delete=False) as t:
+    with tempfile.NamedTemporaryFile(
+        dir=os.path.dirname(os.path.abspath(output)), delete=False
+    ) as t:
         tmp = t.name
     model.save_model(tmp)
     os.replace(tmp, output)

@@ -79,8 +79,10 @@ class TimeLimitedWorker:
             self._proc = subprocess.Popen(
                 # -c, not -m: the helper is not a command of its own (no main guard here).
                 [sys.executable, "-c", _HELPER, str(req_r), str(res_w)],
-                pass_fds=(req_r, res_w), stdin=subprocess.DEVNULL, env=env,
-            )  # fmt: skip
+                pass_fds=(req_r, res_w),
+                stdin=subprocess.DEVNULL,
+                env=env,
+            )
         finally:
             os.close(req_r)
             os.close(res_w)
@@ -96,8 +98,9 @@ class TimeLimitedWorker:
             status, detail = "failed", f"helper exited: {e}"
         if status != "ready":
             self.close()
-            raise RuntimeError(f"time-limited helper did not start in {self.startup_timeout_s}s "
-                               f"({detail})")  # fmt: skip
+            raise RuntimeError(
+                f"time-limited helper did not start in {self.startup_timeout_s}s ({detail})"
+            )
 
     def __call__(self, arg: Any) -> tuple[str, Any]:
         if self.timeout_s <= 0:

@@ -48,8 +48,17 @@ _STRAY_BRACKETS = re.compile(r"\[\[|\]\]|\{\{|\}\}")
 
 
 # Inline templates whose output is part of the sentence; every other template is removed.
-_DASHES = {"ndash": "–", "mdash": "—", "snd": " – ", "spaced ndash": " – ", "nbsp": " ",
-           "spnd": " – ", "sndash": " – ", "en dash": "–", "em dash": "—"}  # fmt: skip
+_DASHES = {
+    "ndash": "–",
+    "mdash": "—",
+    "snd": " – ",
+    "spaced ndash": " – ",
+    "nbsp": " ",
+    "spnd": " – ",
+    "sndash": " – ",
+    "en dash": "–",
+    "em dash": "—",
+}
 _KEEP_FIRST_PARAM = frozenset({"nowrap", "small", "nobr", "lang-rtl", "transl"})
 
 
@@ -165,8 +174,13 @@ def _is_inline_template(span: str) -> bool:
     if not m:
         return False
     name = m.group(1).lower()
-    return (name in _DASHES or name in _KEEP_FIRST_PARAM or name == "lang"
-            or name.startswith("lang-") or name in ("convert", "cvt"))  # fmt: skip
+    return (
+        name in _DASHES
+        or name in _KEEP_FIRST_PARAM
+        or name == "lang"
+        or name.startswith("lang-")
+        or name in ("convert", "cvt")
+    )
 
 
 _LINK_EDGES = re.compile(r"\[\[|\]\]")

@@ -17,41 +17,68 @@ class CdsModelConfig:
     decoder_layers: int = option(2, min=1)
     attention_heads: int = option(4, min=1)
     ffn_dim: int = option(256, min=8, help="feed-forward inner size")
-    max_length: int = option(64, min=4, help="tokens per side incl. specials; longer sides are truncated and counted")
+    max_length: int = option(
+        64, min=4, help="tokens per side incl. specials; longer sides are truncated and counted"
+    )
     dropout: float = option(0.1, min=0.0, max=0.9)
     init_std: float = option(0.02, min=0.0, min_exclusive=True)
 
     def validate(self) -> None:
         if self.d_model % self.attention_heads:
-            raise ValueError(f"model.d_model={self.d_model} is not a multiple of model.attention_heads={self.attention_heads}")
+            raise ValueError(
+                f"model.d_model={self.d_model} is not a multiple of model.attention_heads={self.attention_heads}"
+            )
 
 
 @dataclass
 class CalibrateConfig:
     """Choosing the threshold on a labelled sample (``python -m filters calibrate``)."""
 
-    target: float = option(0.8, min=0.0, min_exclusive=True, max=1.0, help="GOOD share the kept pairs must reach")
+    target: float = option(
+        0.8, min=0.0, min_exclusive=True, max=1.0, help="GOOD share the kept pairs must reach"
+    )
     bootstrap: int = option(1000, min=10, help="bootstrap resamples for the intervals")
     confidence: float = option(0.95, min=0.5, max=0.999, help="two-sided level of the intervals")
     min_labelled: int = option(30, min=2, help="fewer labelled (and scored) pairs is refused")
     min_per_label: int = option(5, min=1, help="fewer GOOD or fewer BAD pairs is refused")
-    min_kept: int = option(10, min=1, help="a threshold that keeps fewer labelled pairs is refused (no separation)")
-    score_column: str = option("cds_score", help="the scored Parquet column the threshold applies to")
+    min_kept: int = option(
+        10, min=1, help="a threshold that keeps fewer labelled pairs is refused (no separation)"
+    )
+    score_column: str = option(
+        "cds_score", help="the scored Parquet column the threshold applies to"
+    )
     seed: int = option(0)
 
 
 @dataclass
 class CdsConfig:
-    vocab: str | None = option(None, help="BERT tokenizer dir (the vocab stage output); null = learn a WordPiece from the pairs")
+    vocab: str | None = option(
+        None,
+        help="BERT tokenizer dir (the vocab stage output); null = learn a WordPiece from the pairs",
+    )
     vocab_size: int = option(8000, min=16, help="only when learning the WordPiece from the pairs")
-    init: str | None = option(None, help="local pretrained seq2seq checkpoint dir (Marian, BART) to start from; null = from scratch")
+    init: str | None = option(
+        None,
+        help="local pretrained seq2seq checkpoint dir (Marian, BART) to start from; null = from scratch",
+    )
     model: CdsModelConfig = field(default_factory=CdsModelConfig)
-    bidirectional: bool = option(False, help="also train target->source models: cds_score_bwd and dual_xent")
+    bidirectional: bool = option(
+        False, help="also train target->source models: cds_score_bwd and dual_xent"
+    )
     batch_size: int = option(32, min=1, help="training pairs per step")
-    noisy_epochs: float = option(8.0, min=0.0, min_exclusive=True, help="passes over the candidate pairs for theta_noisy")
-    clean_epochs: float = option(4.0, min=0.0, min_exclusive=True, help="passes over the trusted pairs for theta_clean")
+    noisy_epochs: float = option(
+        8.0, min=0.0, min_exclusive=True, help="passes over the candidate pairs for theta_noisy"
+    )
+    clean_epochs: float = option(
+        4.0, min=0.0, min_exclusive=True, help="passes over the trusted pairs for theta_clean"
+    )
     lr: float = option(1e-3, min=0.0, min_exclusive=True, help="peak learning rate of theta_noisy")
-    clean_lr: float = option(5e-4, min=0.0, min_exclusive=True, help="peak learning rate of the fine-tuning to theta_clean")
+    clean_lr: float = option(
+        5e-4,
+        min=0.0,
+        min_exclusive=True,
+        help="peak learning rate of the fine-tuning to theta_clean",
+    )
     warmup_steps: int = option(20, min=0)
     weight_decay: float = option(0.01, min=0.0)
     clip_norm: float = option(1.0, min=0.0)

@@ -64,12 +64,16 @@ class CombineConfig:
         if self.features is None:
             return
         if not self.features:
-            raise ConfigError("combine.features is empty: list feature names, or null for every "
-                              "feature the pairs have")  # fmt: skip
+            raise ConfigError(
+                "combine.features is empty: list feature names, or null for every "
+                "feature the pairs have"
+            )
         unknown = [f for f in self.features if not known_feature(f)]
         if unknown:
-            raise ConfigError(f"combine.features: unknown feature(s) {', '.join(map(repr, unknown))}; "
-                              f"known: {', '.join(known_feature_names())}")  # fmt: skip
+            raise ConfigError(
+                f"combine.features: unknown feature(s) {', '.join(map(repr, unknown))}; "
+                f"known: {', '.join(known_feature_names())}"
+            )
         if len(set(self.features)) != len(self.features):
             raise ConfigError("combine.features: a feature is listed twice")
 

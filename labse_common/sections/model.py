@@ -14,7 +14,9 @@ class ModelConfig:
     num_attention_heads: int = option(4, min=1, help="attention heads; must divide hidden_size")
     intermediate_size: int = option(512, min=1, help="feed-forward width (BERT-base: 3072)")
     max_position_embeddings: int = option(128, min=2, help="longest input in tokens")
-    initializer_range: float = option(0.02, min=0.0, min_exclusive=True, help="std of the random initial weights")
+    initializer_range: float = option(
+        0.02, min=0.0, min_exclusive=True, help="std of the random initial weights"
+    )
     dropout: float = option(0.1, min=0.0, max=1.0, help="hidden and attention dropout")
     init: str | None = option(
         None,
@@ -22,9 +24,12 @@ class ModelConfig:
         "sentence-transformers folder or a folder this project wrote): the run skips the vocabulary "
         "and pretraining, and training unless train.steps > 0 (then it fine-tunes from it)",
     )
-    pooling: str = option("pooler", choices=["pooler", "cls", "mean"],
-                          help="sentence vector of a NEW encoder: pooler = LaBSE ([CLS] through dense + tanh), "
-                          "cls = bare [CLS], mean = mean over tokens; --init/resume keep the checkpoint's head")
+    pooling: str = option(
+        "pooler",
+        choices=["pooler", "cls", "mean"],
+        help="sentence vector of a NEW encoder: pooler = LaBSE ([CLS] through dense + tanh), "
+        "cls = bare [CLS], mean = mean over tokens; --init/resume keep the checkpoint's head",
+    )
 
     def validate(self) -> None:
         if self.hidden_size % self.num_attention_heads:

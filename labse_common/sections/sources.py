@@ -64,7 +64,9 @@ class DemoSource:
         # No mined language: no planted pairs, an empty evaluation and an empty labelled sample,
         # which the run would only discover stages later (or never: exit 0 with empty gold).
         if not self.langs:
-            raise ValueError("langs is empty: the demo hides the dev pairs of at least one language")
+            raise ValueError(
+                "langs is empty: the demo hides the dev pairs of at least one language"
+            )
 
 
 @dataclass

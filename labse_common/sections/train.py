@@ -10,36 +10,52 @@ from labse_common.config import option
 
 @dataclass
 class TrainConfig:
-    batch_size: int = option(64, min=1, help="GLOBAL micro-batch = the in-batch negatives, split over all ranks")
+    batch_size: int = option(
+        64, min=1, help="GLOBAL micro-batch = the in-batch negatives, split over all ranks"
+    )
     grad_accum: int = option(1, min=1, help="micro-batches per optimizer step")
     chunk_size: int | None = option(
-        None, min=1, help="gradient caching: sentences (source and target rows) per forward chunk "
+        None,
+        min=1,
+        help="gradient caching: sentences (source and target rows) per forward chunk "
         "on each rank; the whole batch is embedded without gradients, the loss's gradients are "
         "cached and each chunk re-run with gradients, so batch_size costs the memory of one chunk "
-        "and gives the plain batch's gradients; null = off (one forward of the whole batch)"
+        "and gives the plain batch's gradients; null = off (one forward of the whole batch)",
     )
     hard_negatives: int = option(
-        0, min=0, help="hard negatives per source: targets the current encoder puts nearest it "
+        0,
+        min=0,
+        help="hard negatives per source: targets the current encoder puts nearest it "
         "that are not its translation (duplicates and near-duplicates by normalised text "
         "excluded), mined from the training pool and added as extra candidate columns of the "
-        "softmax; each costs one more sentence per pair in the forward; 0 = off"
+        "softmax; each costs one more sentence per pair in the forward; 0 = off",
     )
     hard_negatives_every: int = option(
-        0, min=0, help="optimizer steps between two minings of the hard negatives (the first "
-        "after this many; batches before it carry empty slots); 0 = once per epoch of the pool"
+        0,
+        min=0,
+        help="optimizer steps between two minings of the hard negatives (the first "
+        "after this many; batches before it carry empty slots); 0 = once per epoch of the pool",
     )
-    max_seq_length: int = option(64, min=2, help="tokens incl. [CLS]/[SEP]; longer sentences truncated and counted")
+    max_seq_length: int = option(
+        64, min=2, help="tokens incl. [CLS]/[SEP]; longer sentences truncated and counted"
+    )
     steps: int = option(
-        300, min=0, help="optimizer steps = length of the linear schedule; 0 = no training (the "
-        "runner with model.init: embed with that encoder as it is)"
+        300,
+        min=0,
+        help="optimizer steps = length of the linear schedule; 0 = no training (the "
+        "runner with model.init: embed with that encoder as it is)",
     )
     lr: float = option(5e-4, min=0.0, min_exclusive=True)
     warmup_steps: int = option(30, min=0)
     weight_decay: float = option(0.01, min=0.0)
     clip_norm: float = option(1.0, min=0.0)
     adam_eps: float = option(1e-6, min=0.0, min_exclusive=True)
-    embedding_lr_scale: float = option(1.0, min=0.0, min_exclusive=True,
-                                       help="learning-rate multiplier of the word-embedding matrix (1 = the paper's single rate; small data wants more)")
+    embedding_lr_scale: float = option(
+        1.0,
+        min=0.0,
+        min_exclusive=True,
+        help="learning-rate multiplier of the word-embedding matrix (1 = the paper's single rate; small data wants more)",
+    )
     margin: float = option(0.3, min=0.0, help="additive margin m on the positive's cosine")
     scale: float = option(20.0, min=0.0, min_exclusive=True, help="logit scale")
     reduction: Literal["mean", "sum"] = option("mean")
@@ -51,15 +67,29 @@ class TrainConfig:
     keep_checkpoints: int = option(2, min=1)
     log_every: int = option(10, min=1)
     vocab: str | None = option(None, help="BERT tokenizer dir; null = learn from the pairs")
-    learn_vocab: bool = option(False, help="learn a cased WordPiece from the pairs when no vocab is given")
+    learn_vocab: bool = option(
+        False, help="learn a cased WordPiece from the pairs when no vocab is given"
+    )
     vocab_size: int = option(8000, min=6)
     tensorboard: bool = option(True)
     progress: bool = option(True)
     threads: int | None = option(None, min=1, help="CPU threads per worker; null = cores / workers")
-    lanes: int = option(4, min=1, help="data lanes: the global batch is B/lanes records from each; fixed, so any number of ranks (a divisor) sees the same batches")
-    block_rows: int = option(512, min=1, help="usable records per block of a shard (TSV/text lines, or rows of a Parquet row group)")
-    shuffle_blocks: int = option(4, min=1, help="blocks per shuffle window (the bounded shuffle buffer)")
-    mix_alpha: float = option(0.3, min=0.0, max=1.0, help="language mixing exponent over <lang>/ folders: p_lang ** alpha")
+    lanes: int = option(
+        4,
+        min=1,
+        help="data lanes: the global batch is B/lanes records from each; fixed, so any number of ranks (a divisor) sees the same batches",
+    )
+    block_rows: int = option(
+        512,
+        min=1,
+        help="usable records per block of a shard (TSV/text lines, or rows of a Parquet row group)",
+    )
+    shuffle_blocks: int = option(
+        4, min=1, help="blocks per shuffle window (the bounded shuffle buffer)"
+    )
+    mix_alpha: float = option(
+        0.3, min=0.0, max=1.0, help="language mixing exponent over <lang>/ folders: p_lang ** alpha"
+    )
     prefetch: int = option(4, min=1, help="batches the producer thread prepares ahead")
     timing: bool = option(False, help="synchronise the accelerator every step for exact step times")
 

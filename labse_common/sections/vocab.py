@@ -19,19 +19,34 @@ class LearnerConfig:
     max_unique_chars: int = option(20_000, min=1, help="alphabet budget")
     char_min_count: float = option(1, min=0, help="smoothed count a character needs to get a token")
     slack_ratio: float = option(0.05, min=0.0, max=1.0, help="search window below vocab_size")
-    decrement: Literal["all", "selected"] = option("all", help="prefix counts reduced by every substring (published code) or only kept ones")
+    decrement: Literal["all", "selected"] = option(
+        "all", help="prefix counts reduced by every substring (published code) or only kept ones"
+    )
 
 
 @dataclass
 class VocabConfig:
     # At least the 5 reserved tokens plus one character in both forms; whether the alphabet of
     # the input fits is checked on a sample before counting (pipelines/vocab.py).
-    vocab_size: int = option(8000, min=7, help="entries of vocab.txt, reserved tokens included (paper: 501153)")
-    smoothing: float = option(0.3, min=0.0, max=1.0, help="language smoothing exponent alpha: 1 = raw counts, 0 = equal mass per language")
-    min_count: float = option(1, min=0, help="words whose smoothed count is below this are not learned from")
+    vocab_size: int = option(
+        8000, min=7, help="entries of vocab.txt, reserved tokens included (paper: 501153)"
+    )
+    smoothing: float = option(
+        0.3,
+        min=0.0,
+        max=1.0,
+        help="language smoothing exponent alpha: 1 = raw counts, 0 = equal mass per language",
+    )
+    min_count: float = option(
+        1, min=0, help="words whose smoothed count is below this are not learned from"
+    )
     max_word_length: int = option(100, min=1, help="longer word occurrences are dropped")
-    heldout_fraction: float = option(0.02, min=0.0, max=0.5, help="hashed share kept back for vocab_stats.json")
-    max_heldout_per_lang: int = option(2000, min=0, help="held-out sentences evaluated per language")
+    heldout_fraction: float = option(
+        0.02, min=0.0, max=0.5, help="hashed share kept back for vocab_stats.json"
+    )
+    max_heldout_per_lang: int = option(
+        2000, min=0, help="held-out sentences evaluated per language"
+    )
     shuffle: str = shuffle_option("word counts", "word shard")
     spill_rows: int = spill_rows_option(500_000, "distinct (word, language) counts")
     spill_fan_in: int = spill_fan_in_option()

@@ -57,7 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_config_options(p, "vocab", "learner.num_iterations=3")
     add_overwrite_option(p)
     add_log_level_option(p)
-    return p  # fmt: skip
+    return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -72,8 +72,9 @@ def _read_counts(path: str) -> tuple[list[str], np.ndarray]:
         raise InputError(path, "no words in the table", "--counts")
     counts = table.column("count").to_numpy(zero_copy_only=False)
     if not np.issubdtype(counts.dtype, np.number):
-        raise InputError(path, f"column 'count' is not numeric ({table.column('count').type})",
-                         "--counts")  # fmt: skip
+        raise InputError(
+            path, f"column 'count' is not numeric ({table.column('count').type})", "--counts"
+        )
     return table.column("word").to_pylist(), counts.astype(np.float64)
 
 
@@ -99,12 +100,22 @@ def _run(args: argparse.Namespace) -> int:
     else:
         heldout = {}
     summary_path = beside / "languages.json"
-    summary = read_json(summary_path) if "://" not in args.counts and summary_path.is_file() \
-        else None  # fmt: skip
+    summary = (
+        read_json(summary_path) if "://" not in args.counts and summary_path.is_file() else None
+    )
     try:  # the learner checks the table's alphabet against the size before any learning
         with OutputDir(args.output, args.overwrite).open() as out:
-            tmp = finish_vocab(words, counts, params, out.tmp, StageCounter(), heldout, summary,
-                               source=args.counts, flag="--counts")
+            tmp = finish_vocab(
+                words,
+                counts,
+                params,
+                out.tmp,
+                StageCounter(),
+                heldout,
+                summary,
+                source=args.counts,
+                flag="--counts",
+            )
             stats = read_json(tmp / "vocab_stats.json")
     except VocabTooSmall as e:  # the table's alphabet does not fit in --vocab-size
         raise UsageError(f"--vocab-size: {e}") from None

@@ -176,9 +176,13 @@ def finish_vocab(
         # A vocabulary of only [PAD], [UNK], ... tokenizes every sentence to [UNK]: text that is
         # only zero-width or control characters normalises to nothing, and that is the input's
         # fault, not a result (every command would otherwise go on with exit 0).
-        raise InputError(source, "no usable word after normalisation (every sentence is empty "
-                         "or only zero-width/control characters): the vocabulary would hold only "
-                         f"the {len(params.reserved_tokens)} special tokens", flag)  # fmt: skip
+        raise InputError(
+            source,
+            "no usable word after normalisation (every sentence is empty "
+            "or only zero-width/control characters): the vocabulary would hold only "
+            f"the {len(params.reserved_tokens)} special tokens",
+            flag,
+        )
     tok = save_tokenizer(result.vocab, out)
     cov = coverage_by_lang(tok, heldout_by_lang or {})
     langs: dict[str, dict] = {}
@@ -275,5 +279,15 @@ def build_vocab(
     )
     (out / SUMMARY_FILE).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     extra = {"smoothing": smoothing, "min_count": min_count, "max_word_length": max_word_length}
-    return finish_vocab(words, counts, params, out, counter, heldout, summary, extra,
-                        source=source or f"the sentences of {', '.join(sorted(sentences_by_lang)) or 'no language'}")
+    return finish_vocab(
+        words,
+        counts,
+        params,
+        out,
+        counter,
+        heldout,
+        summary,
+        extra,
+        source=source
+        or f"the sentences of {', '.join(sorted(sentences_by_lang)) or 'no language'}",
+    )

@@ -132,7 +132,9 @@ def recover_blocks(
         j += 1
     in_gap = False
     rel = fail_at - base
-    at_stream_start = buf[rel : rel + 3] == b"BZh" and j < len(marks) and marks[j][0] == fail_bit + 32
+    at_stream_start = (
+        buf[rel : rel + 3] == b"BZh" and j < len(marks) and marks[j][0] == fail_bit + 32
+    )
     if j < len(marks) and marks[j][0] > fail_bit and not at_stream_start:
         # The block that failed started before the bytes kept: it is lost.
         rec.regions += 1

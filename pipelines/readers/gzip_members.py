@@ -38,7 +38,9 @@ class Damage:
         self.members_ok = 0
 
 
-def iter_members(raw: BinaryIO, damage: Damage, max_member_bytes: int = 64 << 20) -> Iterator[bytes]:
+def iter_members(
+    raw: BinaryIO, damage: Damage, max_member_bytes: int = 64 << 20
+) -> Iterator[bytes]:
     """Decompressed data of every intact member of a gzip stream, in order."""
     pending = bytearray()  # compressed bytes from the current member's start (or a later point)
     at_eof = False

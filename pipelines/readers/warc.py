@@ -60,8 +60,9 @@ def _extract_html(payload: bytes, content_type: str) -> tuple[str, bool]:
     m = _CHARSET.search(content_type)
     enc = m.group(1) if m else detect_encoding(payload)
     tree = HTMLTree.parse_from_bytes(payload, enc)
-    text = extract_plain_text(tree, main_content=True, alt_texts=False, links=False,
-                              list_bullets=False, form_fields=False)  # fmt: skip
+    text = extract_plain_text(
+        tree, main_content=True, alt_texts=False, links=False, list_bullets=False, form_fields=False
+    )
     return text, not m
 
 
@@ -99,7 +100,9 @@ def iter_warc_documents(raw: BinaryIO, path: str, counter: StageCounter) -> Iter
             source = PrefixedStream(swallowed, it.reader) if swallowed is not None else None
             if swallowed is not None:
                 counter.add_event("documents", "overlong_record_resynced")
-                log.warning("%s: a record's Content-Length runs into the next record; resynchronising", path)
+                log.warning(
+                    "%s: a record's Content-Length runs into the next record; resynchronising", path
+                )
         except ArchiveLoadFailed as e:
             if n_records == 0 and not str(e).count("WARC-"):
                 source = None  # not a WARC file at all: nothing to resynchronise to
@@ -128,8 +131,13 @@ def iter_warc_documents(raw: BinaryIO, path: str, counter: StageCounter) -> Iter
         )
     if stream.error:
         counter.add_dropped("files", stream.error)
-        log.warning("%s: %s after %d records (%s)", path, stream.error, n_records,
-                    getattr(stream, "detail", ""))  # fmt: skip
+        log.warning(
+            "%s: %s after %d records (%s)",
+            path,
+            stream.error,
+            n_records,
+            getattr(stream, "detail", ""),
+        )
     elif n_records == 0:
         counter.add_dropped("files", "not_warc")
         log.warning("%s: no WARC records found", path)
@@ -150,7 +158,9 @@ def _split_overlong(payload: bytes) -> tuple[bytes, bytes | None]:
 _NEXT_RECORD = re.compile(rb"\r?\n\r?\nWARC/\d\.\d+\r?\nWARC-[A-Za-z-]+:")
 
 
-def _record_to_document(rec, path: str, counter: StageCounter) -> tuple[Document | None, bytes | None]:
+def _record_to_document(
+    rec, path: str, counter: StageCounter
+) -> tuple[Document | None, bytes | None]:
     """The record as a Document (or None, counted), and the bytes of following records its
     content swallowed (None when its Content-Length was right)."""
     swallowed = None

@@ -207,8 +207,12 @@ def _decompress_bz2(chunks: Iterable[bytes], state: DecodeState) -> Iterator[byt
 
 _XML_DECL_ENCODING = re.compile(rb"\s*<\?xml[^>]*?encoding\s*=\s*[\"']([A-Za-z][\w.:-]*)[\"']")
 # XML 1.0 appendix F: the first four bytes of a document without a byte-order mark.
-_NO_BOM_WIDE = {b"\x00\x00\x00<": "utf-32-be", b"<\x00\x00\x00": "utf-32-le",
-                b"\x00<\x00?": "utf-16-be", b"<\x00?\x00": "utf-16-le"}  # fmt: skip
+_NO_BOM_WIDE = {
+    b"\x00\x00\x00<": "utf-32-be",
+    b"<\x00\x00\x00": "utf-32-le",
+    b"\x00<\x00?": "utf-16-be",
+    b"<\x00?\x00": "utf-16-le",
+}
 
 
 def sniff_xml_encoding(head: bytes) -> tuple[str, int]:
@@ -368,9 +372,16 @@ def iter_range_pages(raw: BinaryIO, rng: ByteRange, counter: StageCounter) -> It
         counter.add_in("documents", rec.regions)
         counter.add_dropped("documents", "corrupt_block", rec.regions)
         counter.add_event("file_ranges", "bytes_skipped", rec.bytes_skipped)
-        log.warning("%s [%s:%s]: %d damaged bz2 region(s), %d compressed bytes skipped, "
-                    "%d block(s) recovered", rng.path, rng.start, rng.end, rec.regions,
-                    rec.bytes_skipped, rec.blocks_ok)  # fmt: skip
+        log.warning(
+            "%s [%s:%s]: %d damaged bz2 region(s), %d compressed bytes skipped, "
+            "%d block(s) recovered",
+            rng.path,
+            rng.start,
+            rng.end,
+            rec.regions,
+            rec.bytes_skipped,
+            rec.blocks_ok,
+        )
     if state.error:
         log.warning("%s [%s:%s]: %s %s", rng.path, rng.start, rng.end, state.error, state.detail)
         counter.add_dropped("file_ranges", state.error)
@@ -415,8 +426,13 @@ class PageConverter:
         if not text.strip():
             counter.add_dropped("documents", "empty_text")
             return None
-        return Document(text=text, source="wikipedia", doc_id=page.page_id, url_or_title=page.title,
-                        locator=page.locator)  # fmt: skip
+        return Document(
+            text=text,
+            source="wikipedia",
+            doc_id=page.page_id,
+            url_or_title=page.title,
+            locator=page.locator,
+        )
 
     def close(self) -> None:
         self.worker.close()

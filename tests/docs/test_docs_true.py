@@ -34,8 +34,19 @@ from labse_common.config import reference
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = sorted([ROOT / "README.md", ROOT / "bench" / "README.md", *(ROOT / "docs").glob("*.md")])
 PACKAGES = ("pipelines", "labse_model", "mining", "filters", "labse_common")
-TOP = ("labse_common", "labse_model", "mining", "filters", "pipelines", "configs", "docs", "bench",
-       "tests", "docker", ".ci")  # fmt: skip
+TOP = (
+    "labse_common",
+    "labse_model",
+    "mining",
+    "filters",
+    "pipelines",
+    "configs",
+    "docs",
+    "bench",
+    "tests",
+    "docker",
+    ".ci",
+)
 
 
 def rel(path: Path) -> str:
@@ -44,7 +55,9 @@ def rel(path: Path) -> str:
 
 # --- commands ----------------------------------------------------------------------------------
 
-_COMMAND = re.compile(r"python3? -m ((?:{})[\w.]*)((?:[ \t]+[^\s`|;&)#]+)*)".format("|".join(PACKAGES)))
+_COMMAND = re.compile(
+    r"python3? -m ((?:{})[\w.]*)((?:[ \t]+[^\s`|;&)#]+)*)".format("|".join(PACKAGES))
+)
 
 
 def _joined_lines(text: str) -> list[str]:
@@ -100,8 +113,11 @@ def parser_of(module: str, *sub: str) -> tuple[argparse.ArgumentParser | None, b
     argparse.ArgumentParser.parse_known_args = intercept_known  # type: ignore[method-assign]
     sys.argv = [module, *sub, "--help"]
     try:
-        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()), \
-                warnings.catch_warnings():
+        with (
+            contextlib.redirect_stdout(io.StringIO()),
+            contextlib.redirect_stderr(io.StringIO()),
+            warnings.catch_warnings(),
+        ):
             warnings.simplefilter("ignore", RuntimeWarning)  # runpy: "found in sys.modules"
             runpy.run_module(module, run_name="__main__", alter_sys=False)
     except _Parsed as p:
@@ -109,7 +125,9 @@ def parser_of(module: str, *sub: str) -> tuple[argparse.ArgumentParser | None, b
     except SystemExit:
         return None, False
     finally:
-        argparse.ArgumentParser.parse_args, argparse.ArgumentParser.parse_known_args, sys.argv = saved
+        argparse.ArgumentParser.parse_args, argparse.ArgumentParser.parse_known_args, sys.argv = (
+            saved
+        )
     return None, False
 
 
@@ -188,7 +206,9 @@ def reference_keys() -> tuple[set[str], set[str]]:
 
 _KEY = re.compile(r"(?:`|--set[ =]|\bset )([a-z_]+(?:\.[a-z_0-9]+)+)(?![-\w./])")
 # Dotted names in backticks that are not config keys: files.
-_NOT_A_KEY = re.compile(r"\.(py|md|yaml|json|jsonl|tsv|gz|txt|parquet|npy|ftz|bin|log|xml|bz2|safetensors)\b")
+_NOT_A_KEY = re.compile(
+    r"\.(py|md|yaml|json|jsonl|tsv|gz|txt|parquet|npy|ftz|bin|log|xml|bz2|safetensors)\b"
+)
 
 
 def is_module(dotted: str) -> bool:
@@ -231,7 +251,9 @@ def test_every_documented_config_key_exists(doc: str, key: str):
 
 def test_the_config_reference_is_generated_from_the_sections():
     text = (ROOT / "docs" / "config-reference.md").read_text(encoding="utf-8")
-    assert text == reference(), "regenerate: python -m labse_common.config --reference > docs/config-reference.md"
+    assert text == reference(), (
+        "regenerate: python -m labse_common.config --reference > docs/config-reference.md"
+    )
 
 
 # --- links and paths ---------------------------------------------------------------------------
@@ -304,7 +326,9 @@ def test_the_readme_quotes_only_recorded_figures():
     assert h, "bench/README.md has no '## Headline figures' section"
     quoted, recorded = _numbers(m.group(1)), _numbers(h.group(1))
     assert len(quoted) >= 10
-    assert quoted <= recorded, f"README figures not in bench/README.md#headline-figures: {sorted(quoted - recorded)}"
+    assert quoted <= recorded, (
+        f"README figures not in bench/README.md#headline-figures: {sorted(quoted - recorded)}"
+    )
 
 
 _PY_PATH = re.compile(r"\btests/[\w/]+\.py\b")
@@ -322,5 +346,7 @@ def test_code_and_pyproject_cite_files_that_exist():
             if not (ROOT / path).exists():
                 wrong.append(f"{rel(src)}: cites {path}, which does not exist")
         if re.search(r"(?<![/\w])DESIGN\.md", text):
-            wrong.append(f"{rel(src)}: cites DESIGN.md, which is not in the repository (docs/design.md is)")
+            wrong.append(
+                f"{rel(src)}: cites DESIGN.md, which is not in the repository (docs/design.md is)"
+            )
     assert not wrong, "\n".join(wrong)

@@ -32,24 +32,32 @@ from filters.bitext.sample import TSV_COLUMNS, read_labels, write_for_labelling
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
-PROVENANCE = ("src_url_or_title", "src_source", "src_doc_id",
-              "trg_url_or_title", "trg_source", "trg_doc_id")  # fmt: skip
+PROVENANCE = (
+    "src_url_or_title",
+    "src_source",
+    "src_doc_id",
+    "trg_url_or_title",
+    "trg_source",
+    "trg_doc_id",
+)
 
 
 def write_sample(path: Path, n: int = 5, provenance: bool = True) -> Path:
     """A labelling TSV as ``filters sample`` writes it (two language pairs, a tab and a newline
     in one text), plus the runner's provenance columns when ``provenance``."""
     langs = [("de", "en"), ("fr", "en")]
-    table = pa.table({
-        "sample_id": list(range(10, 10 + n)),
-        "src_lang": [langs[i % 2][0] for i in range(n)],
-        "trg_lang": [langs[i % 2][1] for i in range(n)],
-        "margin": [1.0 + i / 100 for i in range(n)],
-        "stratum": [f"s{i % 2}" for i in range(n)],
-        "weight": [2.0] * n,
-        "src": ["Satz\tmit Tab\nund Zeile 0"] + [f"Quelle <b>{i}</b>" for i in range(1, n)],
-        "trg": [f"target {i}" for i in range(n)],
-    })  # fmt: skip
+    table = pa.table(
+        {
+            "sample_id": list(range(10, 10 + n)),
+            "src_lang": [langs[i % 2][0] for i in range(n)],
+            "trg_lang": [langs[i % 2][1] for i in range(n)],
+            "margin": [1.0 + i / 100 for i in range(n)],
+            "stratum": [f"s{i % 2}" for i in range(n)],
+            "weight": [2.0] * n,
+            "src": ["Satz\tmit Tab\nund Zeile 0"] + [f"Quelle <b>{i}</b>" for i in range(1, n)],
+            "trg": [f"target {i}" for i in range(n)],
+        }
+    )
     write_for_labelling(table, path)
     if provenance:
         lines = path.read_text(encoding="utf-8").splitlines()
@@ -85,8 +93,9 @@ def get(url: str) -> dict:
 
 
 def post(url: str, body: object, ctype: str = "application/json") -> tuple[int, dict]:
-    req = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
-                                 headers={"Content-Type": ctype})  # fmt: skip
+    req = urllib.request.Request(
+        url, data=json.dumps(body).encode(), method="POST", headers={"Content-Type": ctype}
+    )
     try:
         with urllib.request.urlopen(req, timeout=5) as r:
             return r.status, json.loads(r.read())
@@ -127,7 +136,9 @@ def test_labels_are_saved_at_once_keeping_every_column(server, sample):
         assert status == 200 and d["label"] == label, d
     assert d["progress"] == {"labelled": 4, "total": 5}
     assert {p["pair"]: (p["GOOD"], p["BAD"], p["unlabelled"]) for p in d["pairs"]} == {
-        "de-en": (2, 0, 1), "fr-en": (1, 1, 0)}  # fmt: skip
+        "de-en": (2, 0, 1),
+        "fr-en": (1, 1, 0),
+    }
     table, blank = read_labels(sample)
     assert blank == 1 and table.num_rows == 4
     assert table.column("label").to_pylist() == ["GOOD", "BAD", "GOOD", "GOOD"]
@@ -138,7 +149,8 @@ def test_labels_are_saved_at_once_keeping_every_column(server, sample):
     col = before[0].split("\t").index("label")
     for b, a in zip(before[1:], after[1:]):  # only the label cell changed
         assert [x for i, x in enumerate(b.split("\t")) if i != col] == [
-            x for i, x in enumerate(a.split("\t")) if i != col]  # fmt: skip
+            x for i, x in enumerate(a.split("\t")) if i != col
+        ]
     assert [p.name for p in sample.parent.iterdir()] == [sample.name]  # no temporary left
     # Clearing a label is a label too: the row is blank again.
     post(server + "api/label", {"index": 0, "label": ""})
@@ -162,12 +174,14 @@ def test_undo_restores_the_previous_label_of_the_last_labelled_row(server, sampl
 
 @pytest.mark.parametrize(
     ("body", "ctype"),
-    [({"index": 0, "label": "MAYBE"}, "application/json"),
-     ({"index": 0, "label": "good"}, "application/json"),
-     ({"index": 5, "label": "GOOD"}, "application/json"),
-     ({"index": "0", "label": "GOOD"}, "application/json"),
-     (["not", "an", "object"], "application/json")],
-)  # fmt: skip
+    [
+        ({"index": 0, "label": "MAYBE"}, "application/json"),
+        ({"index": 0, "label": "good"}, "application/json"),
+        ({"index": 5, "label": "GOOD"}, "application/json"),
+        ({"index": "0", "label": "GOOD"}, "application/json"),
+        (["not", "an", "object"], "application/json"),
+    ],
+)
 def test_a_bad_request_is_400_and_changes_nothing(server, sample, body, ctype):
     before = sample.read_bytes()
     status, d = post(server + "api/label", body, ctype)
@@ -213,10 +227,16 @@ def _bad_file(tmp_path: Path, kind: str) -> Path:
 
 @pytest.mark.parametrize(
     ("kind", "says"),
-    [("no_label", "no 'label' column"), ("no_src", "no 'src' column"), ("not_utf8", "not UTF-8"),
-     ("bad_label", "'MAYBE' is not GOOD"), ("short_row", "line 2: 2 fields"),
-     ("empty", "empty"), ("missing", "no such file")],
-)  # fmt: skip
+    [
+        ("no_label", "no 'label' column"),
+        ("no_src", "no 'src' column"),
+        ("not_utf8", "not UTF-8"),
+        ("bad_label", "'MAYBE' is not GOOD"),
+        ("short_row", "line 2: 2 fields"),
+        ("empty", "empty"),
+        ("missing", "no such file"),
+    ],
+)
 def test_an_unusable_file_is_one_line_and_exit_2(tmp_path, caplog, kind, says):
     f = _bad_file(tmp_path, kind)
     caplog.set_level(logging.INFO)
@@ -237,9 +257,11 @@ def test_ctrl_c_exits_130_after_logging_the_labels_per_pair(sample):
     with exit 130 and the counts per language pair."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "filters", "label", str(sample), "--no-browser"],
-        cwd=ROOT, stderr=subprocess.PIPE, text=True,
+        cwd=ROOT,
+        stderr=subprocess.PIPE,
+        text=True,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )  # fmt: skip
+    )
     try:
         lines = []
         while not any("open http" in line for line in lines):

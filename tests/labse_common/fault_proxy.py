@@ -22,8 +22,16 @@ from collections.abc import Callable
 
 #: A request the fault applies to: (method, path with query, headers) -> bool.
 Picker = Callable[[str, str, "http.client.HTTPMessage"], bool]
-_HOP = {"connection", "keep-alive", "transfer-encoding", "expect", "proxy-connection", "te",
-        "upgrade", "content-length"}  # fmt: skip
+_HOP = {
+    "connection",
+    "keep-alive",
+    "transfer-encoding",
+    "expect",
+    "proxy-connection",
+    "te",
+    "upgrade",
+    "content-length",
+}
 PAGE = b"<html><body><h1>Welcome to nginx!</h1></body></html>"
 
 

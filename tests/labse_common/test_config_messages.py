@@ -49,7 +49,9 @@ def test_a_long_set_value_is_echoed_short():
     with pytest.raises(ConfigError) as e:
         load("mining", "demo", ["k=" + "x" * 100_000])
     line = one_line(e.value)
-    assert "mining.k" in line and ("…" in line or "..." in line) and len(line) < SHOWN_CHARS + 100, len(line)
+    assert (
+        "mining.k" in line and ("…" in line or "..." in line) and len(line) < SHOWN_CHARS + 100
+    ), len(line)
 
 
 def test_an_unknown_key_that_is_not_text_is_one_line(tmp_path: Path):

@@ -15,11 +15,26 @@ from labse_common.config import ConfigError, apply_overrides, load, read_preset
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.parametrize("raw, value", [
-    ("010", 10), ("0", 0), ("-3", -3), ("1_000", 1000), ("0.5", 0.5), (".5", 0.5), ("1e-5", 1e-5),
-    ("1:30", "1:30"), ("no", "no"), ("off", "off"), ("true", True), ("False", False),
-    ("[de-en, no-en]", ["de-en", "no-en"]), ("0o17", "0o17"), ("0x1F", "0x1F"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "raw, value",
+    [
+        ("010", 10),
+        ("0", 0),
+        ("-3", -3),
+        ("1_000", 1000),
+        ("0.5", 0.5),
+        (".5", 0.5),
+        ("1e-5", 1e-5),
+        ("1:30", "1:30"),
+        ("no", "no"),
+        ("off", "off"),
+        ("true", True),
+        ("False", False),
+        ("[de-en, no-en]", ["de-en", "no-en"]),
+        ("0o17", "0o17"),
+        ("0x1F", "0x1F"),
+    ],
+)
 def test_override_values_follow_one_rule(raw, value):
     assert apply_overrides({}, [f"a.b={raw}"])["a"]["b"] == value
 
@@ -47,8 +62,23 @@ def test_a_misspelt_section_is_refused_by_a_stage_command(tmp_path: Path):
         load("mining", f)
     pairs = tmp_path / "p.tsv"
     pairs.write_text("Ein Satz hier.\tA sentence here.\n", encoding="utf-8")
-    p = subprocess.run([sys.executable, "-m", "filters", "rules", "--pairs", str(pairs), "--config", str(f),
-                        "--output", str(tmp_path / "out")], cwd=ROOT, capture_output=True, text=True)  # fmt: skip
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "filters",
+            "rules",
+            "--pairs",
+            str(pairs),
+            "--config",
+            str(f),
+            "--output",
+            str(tmp_path / "out"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     assert p.returncode == 2 and "minning" in p.stderr and "Traceback" not in p.stderr, p.stderr
 
 

@@ -127,8 +127,9 @@ def test_overwrite_refuses_an_output_holding_a_live_claim_below(tmp_path):
     # commit: the old output and the other job's folder are left as they are.
     with pytest.raises(OutputBusy), OutputDir(out, overwrite=True).open() as o:
         _write(Path(o.tmp), NEW)
-        (out / "b" / CLAIM).write_text(json.dumps({"job_id": "j", "host": socket.gethostname(),
-                                                    "pid": os.getpid()}))  # fmt: skip
+        (out / "b" / CLAIM).write_text(
+            json.dumps({"job_id": "j", "host": socket.gethostname(), "pid": os.getpid()})
+        )
     assert {k: v for k, v in _tree(out).items() if not k.endswith(CLAIM)} == OLD
 
 
@@ -148,8 +149,9 @@ def test_nested_writers_that_delete_nothing_are_accepted(tmp_path):
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
     (tmp_path / "p").mkdir()
-    (tmp_path / "p" / CLAIM).write_text(json.dumps({"job_id": "k", "host": socket.gethostname(),
-                                                     "pid": dead.pid}))  # fmt: skip
+    (tmp_path / "p" / CLAIM).write_text(
+        json.dumps({"job_id": "k", "host": socket.gethostname(), "pid": dead.pid})
+    )
     with OutputDir(tmp_path / "p" / "q").open() as o:
         _write(Path(o.tmp), {"f": "z"})
 
@@ -199,9 +201,14 @@ def test_a_file_size_limit_is_exit_2_and_the_old_output_stays(tmp_path, what):
     if what == "file":
         (out / "x.npy").write_text("old npy")
     before = _tree(out)
-    r = subprocess.run([sys.executable, "-c", CHILD, str(out), what], capture_output=True,
-                       text=True, timeout=60, cwd=ROOT,
-                       env={**os.environ, "PYTHONPATH": str(ROOT), "PYTHONDONTWRITEBYTECODE": "1"})  # fmt: skip
+    r = subprocess.run(
+        [sys.executable, "-c", CHILD, str(out), what],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "PYTHONDONTWRITEBYTECODE": "1"},
+    )
     assert r.returncode == 2, r.stderr
     assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert "file too large" in r.stderr and str(out) in r.stderr
@@ -274,7 +281,9 @@ def test_full_error_names_only_the_machine_limits():
     assert od.full_error("o", OSError(errno.EIO, "x")) is None
 
 
-def test_a_clean_up_that_fails_does_not_hide_the_error_that_aborted(tmp_path: Path, monkeypatch, caplog):
+def test_a_clean_up_that_fails_does_not_hide_the_error_that_aborted(
+    tmp_path: Path, monkeypatch, caplog
+):
     """On a dead server the clean-up of the temporary files fails too; the job's own error is
     the one raised, the clean-up's is a warning, and the claim is released."""
 

@@ -18,7 +18,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def cmd(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", *args], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", *args], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
 
 
 def test_rules_and_export_refuse_an_input_inside_the_output(tmp_path: Path):
@@ -27,10 +29,18 @@ def test_rules_and_export_refuse_an_input_inside_the_output(tmp_path: Path):
     pairs = out / "p.tsv"
     pairs.write_text("Ein kleiner Satz hier.\tA small sentence here.\n", encoding="utf-8")
     (out / "de-en" / "mined.parquet").write_bytes(b"kept as it was")
-    for args in (["filters", "rules", "--pairs", str(pairs)], ["filters", "export", "--mined", str(out)]):
+    for args in (
+        ["filters", "rules", "--pairs", str(pairs)],
+        ["filters", "export", "--mined", str(out)],
+    ):
         p = cmd(*args, "--output", str(out), "--overwrite")
-        assert p.returncode == 2 and "inside --output" in p.stderr and "Traceback" not in p.stderr, p.stderr
-    assert pairs.read_text(encoding="utf-8").startswith("Ein") and (out / "de-en" / "mined.parquet").is_file()
+        assert (
+            p.returncode == 2 and "inside --output" in p.stderr and "Traceback" not in p.stderr
+        ), p.stderr
+    assert (
+        pairs.read_text(encoding="utf-8").startswith("Ein")
+        and (out / "de-en" / "mined.parquet").is_file()
+    )
 
 
 def test_the_rule_itself(tmp_path: Path):
@@ -41,7 +51,13 @@ def test_the_rule_itself(tmp_path: Path):
     beside.write_text("x")
     ns = argparse.Namespace
     with pytest.raises(UsageError, match="--pairs .* is inside --output"):
-        refuse_inputs_inside_output(ns(output=str(out), overwrite=True, pairs=[str(beside), str(inside)]))
-    refuse_inputs_inside_output(ns(output=str(out), overwrite=False, pairs=[str(inside)]))  # refused later if not empty
+        refuse_inputs_inside_output(
+            ns(output=str(out), overwrite=True, pairs=[str(beside), str(inside)])
+        )
+    refuse_inputs_inside_output(
+        ns(output=str(out), overwrite=False, pairs=[str(inside)])
+    )  # refused later if not empty
     refuse_inputs_inside_output(ns(output=str(out), overwrite=True, pairs=[str(beside)]))
-    refuse_inputs_inside_output(ns(output=str(tmp_path / "new"), overwrite=True, pairs=[str(inside)]))
+    refuse_inputs_inside_output(
+        ns(output=str(tmp_path / "new"), overwrite=True, pairs=[str(inside)])
+    )

@@ -129,8 +129,12 @@ def test_aws_endpoint_url_selects_the_server(s3, monkeypatch, tmp_path):
     from labse_common.filesystems import configure
 
     endpoint, client = s3
-    for k, v in {"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "testing",
-                 "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}.items():  # fmt: skip
+    for k, v in {
+        "AWS_ENDPOINT_URL": endpoint,
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }.items():
         monkeypatch.setenv(k, v)
     monkeypatch.delenv("LABSE_BEAM_OPTIONS", raising=False)
     previous = FileSystems._pipeline_options

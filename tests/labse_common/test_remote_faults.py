@@ -25,8 +25,11 @@ pytestmark = pytest.mark.slow
 
 BUCKET = "faults"
 #: Limits small enough for the test: each fault ends in about 2 x 1 s.
-LIMITS = {"LABSE_S3_CONNECT_TIMEOUT": "1", "LABSE_S3_READ_TIMEOUT": "1",
-          "LABSE_S3_MAX_ATTEMPTS": "2"}  # fmt: skip
+LIMITS = {
+    "LABSE_S3_CONNECT_TIMEOUT": "1",
+    "LABSE_S3_READ_TIMEOUT": "1",
+    "LABSE_S3_MAX_ATTEMPTS": "2",
+}
 #: What a fault may cost at most here (the bounds plus back-off, on a loaded machine).
 BOUND_S = 20
 
@@ -102,8 +105,9 @@ def command(body, url: str, caplog, limit: float = BOUND_S) -> tuple[int, list[s
         err, _ = bounded(call, limit)
     assert err is None, f"a traceback (exit 1), not one line: {type(err).__name__}: {err}"
     no_beam_retries(caplog)
-    return box["status"], [r.getMessage() for r in caplog.records
-                           if r.levelno >= logging.ERROR and r.name == "faults"]  # fmt: skip
+    return box["status"], [
+        r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR and r.name == "faults"
+    ]
 
 
 def write(path: str, data: bytes) -> None:
@@ -114,8 +118,9 @@ def write(path: str, data: bytes) -> None:
 
 
 def is_put(key_part: str):
-    return lambda method, path, headers: (method == "PUT" and key_part in path
-                                          and "x-amz-copy-source" not in headers)  # fmt: skip
+    return lambda method, path, headers: (
+        method == "PUT" and key_part in path and "x-amz-copy-source" not in headers
+    )
 
 
 # -- the server stops answering mid-write ---------------------------------------------------
@@ -127,8 +132,15 @@ def test_a_server_that_stalls_mid_write_is_one_line_not_a_hang(proxy, caplog):
     with caplog.at_level(logging.WARNING):
         err, took = bounded(lambda: write(path, b"x" * 1000))
     assert isinstance(err, RemoteFailure), repr(err)
-    one_line(str(err), "PutObject", path, proxy.endpoint, "did not answer within 1 s",
-             "2 attempts", "LABSE_S3_READ_TIMEOUT")  # fmt: skip
+    one_line(
+        str(err),
+        "PutObject",
+        path,
+        proxy.endpoint,
+        "did not answer within 1 s",
+        "2 attempts",
+        "LABSE_S3_READ_TIMEOUT",
+    )
     assert proxy.hits == 2 and took < 10, proxy.seen  # the bounded attempts, nothing more
     no_beam_retries(caplog)
 
@@ -160,8 +172,15 @@ def test_a_stall_under_a_beam_job_on_worker_processes_is_exit_2(proxy, caplog):
     from pipelines.options import pipeline_options, run_pipeline
 
     url = f"s3://{BUCKET}/beam-stall"
-    opts = pipeline_options([*s3_args(proxy.endpoint), "--direct_running_mode",
-                             "multi_processing", "--direct_num_workers", "1"])  # fmt: skip
+    opts = pipeline_options(
+        [
+            *s3_args(proxy.endpoint),
+            "--direct_running_mode",
+            "multi_processing",
+            "--direct_num_workers",
+            "1",
+        ]
+    )
 
     def body() -> int:
         p = beam.Pipeline(options=opts)
@@ -189,18 +208,31 @@ def test_mining_to_a_bucket_that_stalls_mid_upload_exits_2_in_one_line(proxy, tm
     for name in ("src", "trg"):
         (tmp_path / f"{name}.txt").write_text("".join(f"{name} {i}\n" for i in range(20)))
         w = StoreWriter(str(tmp_path / name), dim=8, dtype="float32")
-        w.add(rng.normal(size=(20, 8)).astype(np.float32), [f"{name}{i}" for i in range(20)],
-              text=[f"{name} {i}" for i in range(20)])  # fmt: skip
+        w.add(
+            rng.normal(size=(20, 8)).astype(np.float32),
+            [f"{name}{i}" for i in range(20)],
+            text=[f"{name} {i}" for i in range(20)],
+        )
         w.close()
     url = f"s3://{BUCKET}/cli-stall"
     proxy.arm("stall", is_put("/cli-stall/_tmp-"))  # the claim passes, the upload stalls
     args = [sys.executable, "-m", "mining", "mine", "--output", url]
-    for flag, name in (("--src-text", "src.txt"), ("--trg-text", "trg.txt"),
-                       ("--src-emb", "src"), ("--trg-emb", "trg")):  # fmt: skip
+    for flag, name in (
+        ("--src-text", "src.txt"),
+        ("--trg-text", "trg.txt"),
+        ("--src-emb", "src"),
+        ("--trg-emb", "trg"),
+    ):
         args += [flag, str(tmp_path / name)]
     t0 = time.monotonic()
-    p = subprocess.run(args, env=dict(os.environ), capture_output=True, text=True, timeout=120,
-                       cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))  # fmt: skip
+    p = subprocess.run(
+        args,
+        env=dict(os.environ),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))),
+    )
     assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr[-3000:]
     assert proxy.hits and time.monotonic() - t0 < 90
     errors = [line for line in p.stderr.splitlines() if proxy.endpoint in line]
@@ -344,8 +376,12 @@ def test_the_message_names_aws_endpoint_url(monkeypatch, silent_server, silent):
     endpoint = silent_server if silent else f"http://127.0.0.1:{free_port()}"
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
-    for k, v in {"AWS_ACCESS_KEY_ID": "t", "AWS_SECRET_ACCESS_KEY": "t",
-                 "AWS_DEFAULT_REGION": "us-east-1", **LIMITS}.items():  # fmt: skip
+    for k, v in {
+        "AWS_ACCESS_KEY_ID": "t",
+        "AWS_SECRET_ACCESS_KEY": "t",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        **LIMITS,
+    }.items():
         monkeypatch.setenv(k, v)
     err, took = bounded(lambda: check_s3(f"s3://{BUCKET}/x", PipelineOptions([]), "--output"))
     assert isinstance(err, RemoteError), repr(err)
@@ -353,10 +389,15 @@ def test_the_message_names_aws_endpoint_url(monkeypatch, silent_server, silent):
     assert "default AWS endpoint" not in str(err) and took < 10
 
 
-@pytest.mark.parametrize("name,value", [("LABSE_S3_READ_TIMEOUT", "soon"),
-                                        ("LABSE_S3_CONNECT_TIMEOUT", "0"),
-                                        ("LABSE_S3_MAX_ATTEMPTS", "2.5"),
-                                        ("LABSE_S3_READ_TIMEOUT", "inf")])  # fmt: skip
+@pytest.mark.parametrize(
+    "name,value",
+    [
+        ("LABSE_S3_READ_TIMEOUT", "soon"),
+        ("LABSE_S3_CONNECT_TIMEOUT", "0"),
+        ("LABSE_S3_MAX_ATTEMPTS", "2.5"),
+        ("LABSE_S3_READ_TIMEOUT", "inf"),
+    ],
+)
 def test_a_bad_limit_is_one_line_naming_the_variable(monkeypatch, name, value):
     from labse_common.remote import s3_limits
 

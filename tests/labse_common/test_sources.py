@@ -72,10 +72,21 @@ def test_every_lid_language_has_a_three_letter_code():
 
 @pytest.mark.parametrize(
     "code, want",
-    [("EN", "en"), ("eng", "en"), ("ger", "de"), ("zh-Hans", "zh"), ("cmn_Hani", "zh"),
-     ("fra", "fr"), ("nob", "no"), ("ceb", "ceb"), ("gsw", "als"), (" pt-BR ", "pt"),
-     ("wel", "cy"), ("ekk", "et")],
-)  # fmt: skip
+    [
+        ("EN", "en"),
+        ("eng", "en"),
+        ("ger", "de"),
+        ("zh-Hans", "zh"),
+        ("cmn_Hani", "zh"),
+        ("fra", "fr"),
+        ("nob", "no"),
+        ("ceb", "ceb"),
+        ("gsw", "als"),
+        (" pt-BR ", "pt"),
+        ("wel", "cy"),
+        ("ekk", "et"),
+    ],
+)
 def test_normalize_lang(code, want):
     assert normalize_lang(code) == want
 
@@ -112,12 +123,19 @@ def test_expand_pairs_formats_and_codes(tmp_path):
     _write(tmp_path / "corpus/train.fra-deu.deu", "Hallo\n")
     _write(tmp_path / "corpus/train.fra-deu.xml", "<opus/>")  # OPUS's extra files: not a side
     found = expand_pairs(
-        ["parallel/{src}-{trg}.tsv*", "data/*/{src}-{trg}.parquet",
-         "corpus/train.{src}-{trg}.{lang}", str(tmp_path / "parallel/{src}-{trg}.tsv")],
-        tmp_path, "--pairs",
-    )  # fmt: skip
-    got = [(p.src_lang, p.trg_lang, p.fmt, [Path(x).relative_to(tmp_path).as_posix() for x in p.paths])
-           for p in found]  # fmt: skip
+        [
+            "parallel/{src}-{trg}.tsv*",
+            "data/*/{src}-{trg}.parquet",
+            "corpus/train.{src}-{trg}.{lang}",
+            str(tmp_path / "parallel/{src}-{trg}.tsv"),
+        ],
+        tmp_path,
+        "--pairs",
+    )
+    got = [
+        (p.src_lang, p.trg_lang, p.fmt, [Path(x).relative_to(tmp_path).as_posix() for x in p.paths])
+        for p in found
+    ]
     assert got == [
         ("de", "en", "tsv", ["parallel/deu-eng.tsv.gz"]),
         ("de", "fr", "tsv", ["parallel/de-fr.tsv"]),  # found by two patterns, listed once
@@ -261,8 +279,10 @@ def test_expand_texts(tmp_path):
     _write(tmp_path / "mono/deu.txt", "Hallo\n")
     _write(tmp_path / "mono/fr.txt", "Salut\n")
     got = expand_texts(["mono/{lang}.txt"], tmp_path, "--text")
-    assert got == [TextFile(str(tmp_path / "mono/deu.txt"), "de"),
-                   TextFile(str(tmp_path / "mono/fr.txt"), "fr")]  # fmt: skip
+    assert got == [
+        TextFile(str(tmp_path / "mono/deu.txt"), "de"),
+        TextFile(str(tmp_path / "mono/fr.txt"), "fr"),
+    ]
     assert [t.lang for t in expand_texts(["mono/*.txt"], tmp_path, "--text")] == [None, None]
     _write(tmp_path / "bad/notes.txt", "x\n")
     with pytest.raises(InputError, match=r"notes\.txt: unknown language code 'notes'"):

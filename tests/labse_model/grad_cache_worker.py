@@ -37,7 +37,9 @@ def main(out: str, chunk: int) -> None:
 
     cached_forward_backward(model, local_ids, local_mask, fn, chunk)
     if rank == 0:
-        grads = {n: p.grad.clone() for n, p in model.module.named_parameters() if p.grad is not None}
+        grads = {
+            n: p.grad.clone() for n, p in model.module.named_parameters() if p.grad is not None
+        }
         torch.save(grads, os.path.join(out, "grads.pt"))
     # No destroy_process_group: after rank 0 (the store's host) leaves, a peer's teardown can
     # wait on the store; the barrier is the last collective and exit frees the rest.

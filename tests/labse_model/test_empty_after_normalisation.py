@@ -45,7 +45,12 @@ def test_vocab_cli_from_zero_width_counts_is_one_line(tmp_path, capsys, caplog):
 
 @pytest.mark.parametrize("fmt", ["tsv", "parquet"])
 def test_scan_counts_zero_width_pairs_as_dropped(tmp_path, fmt):
-    pairs = [("\u200b", "\u200b"), ("a cat", "\u200b\u200b"), ("ein Hund", "a dog"), ("\ufeff", "b")]
+    pairs = [
+        ("\u200b", "\u200b"),
+        ("a cat", "\u200b\u200b"),
+        ("ein Hund", "a dog"),
+        ("\ufeff", "b"),
+    ]
     if fmt == "tsv":
         path = tmp_path / "pairs.tsv"
         path.write_text("".join(f"{s}\t{t}\n" for s, t in pairs), encoding="utf-8")

@@ -48,8 +48,9 @@ def text(tmp_path) -> str:
 
 
 def _encode(tiny: str, inp: str, out: Path, *extra: str) -> int:
-    return main(["encode", "--model", tiny, "--input", inp, "--output", str(out), "--no-progress",
-                 *extra])  # fmt: skip
+    return main(
+        ["encode", "--model", tiny, "--input", inp, "--output", str(out), "--no-progress", *extra]
+    )
 
 
 def test_each_npy_has_its_own_stats(tiny, text, tmp_path):
@@ -57,8 +58,12 @@ def test_each_npy_has_its_own_stats(tiny, text, tmp_path):
     half.write_text("\n".join(LINES[:10]) + "\n")
     assert _encode(tiny, text, tmp_path / "emb" / "a.npy") == 0
     assert _encode(tiny, str(half), tmp_path / "emb" / "b.npy") == 0
-    assert sorted(os.listdir(tmp_path / "emb")) == ["a.npy", "a.stats.json", "b.npy",
-                                                    "b.stats.json"]  # fmt: skip
+    assert sorted(os.listdir(tmp_path / "emb")) == [
+        "a.npy",
+        "a.stats.json",
+        "b.npy",
+        "b.stats.json",
+    ]
     for name, rows in (("a", len(LINES)), ("b", 10)):
         report = read_report(str(tmp_path / "emb" / f"{name}.stats.json"))
         assert check_balanced(report) == [] and report["counts"]["sentences"]["out"] == rows
@@ -91,16 +96,31 @@ def test_a_max_seq_length_too_short_is_one_line(tiny, text, tmp_path, caplog, n)
         caplog.clear()
         assert _encode(tiny, text, out, "--max-seq-length", n) == 2
         errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
-        assert errors == [f"--max-seq-length {n}: must be >= 3 (a sentence needs [CLS] and "
-                          "[SEP] plus at least one token)"]  # fmt: skip
+        assert errors == [
+            f"--max-seq-length {n}: must be >= 3 (a sentence needs [CLS] and "
+            "[SEP] plus at least one token)"
+        ]
         assert not out.exists()
 
 
 def test_the_beam_job_refuses_a_too_short_max_seq_length(tiny, text, tmp_path, caplog):
     from pipelines.embed import run
 
-    assert run(["--input", text, "--model", tiny, "--output", str(tmp_path / "s"),
-                "--max-seq-length", "1"]) == 2  # fmt: skip
+    assert (
+        run(
+            [
+                "--input",
+                text,
+                "--model",
+                tiny,
+                "--output",
+                str(tmp_path / "s"),
+                "--max-seq-length",
+                "1",
+            ]
+        )
+        == 2
+    )
     assert "--max-seq-length 1: must be >= 3" in caplog.text and "Traceback" not in caplog.text
     assert not (tmp_path / "s").exists()
 
@@ -121,11 +141,34 @@ def test_a_file_size_limit_is_one_line_and_the_old_output_stays(tiny, tmp_path):
     assert _encode(tiny, str(small), out) == 0
     before = {p: p.read_bytes() for p in sorted(tmp_path.rglob("*")) if p.is_file()}
     r = subprocess.run(
-        [sys.executable, "-m", "labse_model", "encode", "--model", tiny, "--input", str(inp),
-         "--output", str(out), "--no-progress", "--overwrite", "--device", "cpu"],
-        capture_output=True, text=True, timeout=120, preexec_fn=_limit_file_size, cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT), "PYTHONDONTWRITEBYTECODE": "1",
-             "OMP_NUM_THREADS": "1"})  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "labse_model",
+            "encode",
+            "--model",
+            tiny,
+            "--input",
+            str(inp),
+            "--output",
+            str(out),
+            "--no-progress",
+            "--overwrite",
+            "--device",
+            "cpu",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=_limit_file_size,
+        cwd=ROOT,
+        env={
+            **os.environ,
+            "PYTHONPATH": str(ROOT),
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "OMP_NUM_THREADS": "1",
+        },
+    )
     assert r.returncode == 2, r.stderr[-3000:]
     assert "Traceback" not in r.stderr and "file too large" in r.stderr, r.stderr[-3000:]
     line = [x for x in r.stderr.splitlines() if "file too large" in x]
@@ -148,11 +191,29 @@ def test_a_full_disk_on_a_beam_worker_is_one_line(tiny, text, tmp_path, caplog, 
 
     # The in-memory runner runs the workers in this process: their shard writer fails.
     monkeypatch.setattr(embedding_store, "write_pieces", full)
-    assert run(["--input", text, "--model", tiny, "--output", str(out), "--overwrite",
-                "--direct_running_mode", "in_memory", "--direct_num_workers", "1"]) == 2  # fmt: skip
+    assert (
+        run(
+            [
+                "--input",
+                text,
+                "--model",
+                tiny,
+                "--output",
+                str(out),
+                "--overwrite",
+                "--direct_running_mode",
+                "in_memory",
+                "--direct_num_workers",
+                "1",
+            ]
+        )
+        == 2
+    )
     errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
-    assert errors[-1] == (f"output {str(out)!r}: no space left on the device while writing it; "
-                          "nothing was committed and the previous output is unchanged")  # fmt: skip
+    assert errors[-1] == (
+        f"output {str(out)!r}: no space left on the device while writing it; "
+        "nothing was committed and the previous output is unchanged"
+    )
     assert {p: p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()} == before
 
 

@@ -27,8 +27,16 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tests/conftest.py
 
 
 def small_encoder(dropout: float, seed: int = 0) -> SentenceEncoder:
-    cfg = build_config(VOCAB, 0, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                       intermediate_size=64, max_position_embeddings=32, dropout=dropout)  # fmt: skip
+    cfg = build_config(
+        VOCAB,
+        0,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=32,
+        dropout=dropout,
+    )
     return new_encoder(cfg, seed=seed)
 
 
@@ -45,12 +53,18 @@ def global_batch(pairs: int = PAIRS, seed: int = 1) -> tuple[torch.Tensor, torch
     return ids, mask
 
 
-def local_rows(ids: torch.Tensor, mask: torch.Tensor, rank: int, world: int) -> tuple[torch.Tensor, torch.Tensor]:
+def local_rows(
+    ids: torch.Tensor, mask: torch.Tensor, rank: int, world: int
+) -> tuple[torch.Tensor, torch.Tensor]:
     """This rank's share of the global batch, as the loader gives it: its sources then its targets."""
     pairs = ids.shape[0] // 2
     per = pairs // world
-    rows = torch.cat([torch.arange(rank * per, (rank + 1) * per),
-                      pairs + torch.arange(rank * per, (rank + 1) * per)])  # fmt: skip
+    rows = torch.cat(
+        [
+            torch.arange(rank * per, (rank + 1) * per),
+            pairs + torch.arange(rank * per, (rank + 1) * per),
+        ]
+    )
     return ids[rows], mask[rows]
 
 
@@ -80,7 +94,9 @@ def _plain(ids, mask) -> tuple[float, dict]:
     return float(loss.detach()), _grads(model)
 
 
-def _cached(ids, mask, dropout: float, chunk: int, seed: int = 7, scale: float = 1.0) -> tuple[float, dict]:
+def _cached(
+    ids, mask, dropout: float, chunk: int, seed: int = 7, scale: float = 1.0
+) -> tuple[float, dict]:
     model = small_encoder(dropout)
     torch.manual_seed(seed)
     loss, parts = cached_forward_backward(model, ids, mask, _loss, chunk, loss_scale=scale)
@@ -141,9 +157,23 @@ def _free_port() -> int:
 
 def test_two_torchrun_ranks_give_the_global_batch_gradients(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", "2",
-           "--master-addr", "127.0.0.1", "--master-port", str(_free_port()),
-           "-m", "tests.labse_model.grad_cache_worker", str(tmp_path), "5"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nnodes",
+        "1",
+        "--nproc-per-node",
+        "2",
+        "--master-addr",
+        "127.0.0.1",
+        "--master-port",
+        str(_free_port()),
+        "-m",
+        "tests.labse_model.grad_cache_worker",
+        str(tmp_path),
+        "5",
+    ]
     r = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=180)
     assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
     got = torch.load(tmp_path / "grads.pt")
@@ -162,14 +192,33 @@ def test_training_loop_with_chunks_follows_the_plain_loss_curve(tmp_path):
     pairs = tmp_path / "pairs.tsv"
     pairs.write_text(synthetic_pairs(64), encoding="utf-8")
     vocab = write_vocab(tmp_path / "vocab")
-    model = {"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2,
-             "intermediate_size": 64, "max_position_embeddings": 32, "dropout": 0.0}  # fmt: skip
+    model = {
+        "hidden_size": 32,
+        "num_hidden_layers": 1,
+        "num_attention_heads": 2,
+        "intermediate_size": 64,
+        "max_position_embeddings": 32,
+        "dropout": 0.0,
+    }
     curves = []
     for name, chunk in (("plain", None), ("cached", 6)):
-        cfg = load("train", "demo", flags={"progress": False, "threads": 1, "tensorboard": False,
-                                           "batch_size": 16, "log_every": 1, "save_every": 100,
-                                           "vocab": vocab, "chunk_size": chunk})  # fmt: skip
+        cfg = load(
+            "train",
+            "demo",
+            flags={
+                "progress": False,
+                "threads": 1,
+                "tensorboard": False,
+                "batch_size": 16,
+                "log_every": 1,
+                "save_every": 100,
+                "vocab": vocab,
+                "chunk_size": chunk,
+            },
+        )
         train(model, cfg, [str(pairs)], str(tmp_path / name), max_steps=4)
-        curves.append([json.loads(line)["loss"] for line in open(tmp_path / name / "metrics.jsonl")])
+        curves.append(
+            [json.loads(line)["loss"] for line in open(tmp_path / name / "metrics.jsonl")]
+        )
     assert len(curves[0]) == 4
     assert curves[1] == pytest.approx(curves[0], abs=1e-4)

@@ -42,8 +42,10 @@ def _is_translation(a: int, c: int) -> bool:
     normalised source; and by chains of those, which here stay within one topic."""
     src = [normalise(s) for s, _, _ in POOL]
     trg = [normalise(t) for _, t, _ in POOL]
-    direct = trg[c] == trg[a] or trg[c] == src[a] or any(
-        src[q] == src[a] and trg[q] == trg[c] for q in range(len(POOL))
+    direct = (
+        trg[c] == trg[a]
+        or trg[c] == src[a]
+        or any(src[q] == src[a] and trg[q] == trg[c] for q in range(len(POOL)))
     )
     return direct or POOL[a][2] == POOL[c][2] and POOL[a][2] in (0, 1)
 
@@ -120,8 +122,11 @@ def test_loss_with_extra_candidates_equals_a_hand_computation():
     for i in range(3):  # source -> targets + allowed extra columns
         pos = scale * (float(x[i] @ y[i]) - m)
         negs = [scale * float(x[i] @ y[j]) for j in range(3) if j != i]
-        negs += [scale * float(x[i] @ z[c]) for c in range(4)
-                 if extra_groups[c] >= 0 and extra_groups[c] != src_groups[i]]  # fmt: skip
+        negs += [
+            scale * float(x[i] @ z[c])
+            for c in range(4)
+            if extra_groups[c] >= 0 and extra_groups[c] != src_groups[i]
+        ]
         total += -(pos - math.log(math.exp(pos) + sum(math.exp(v) for v in negs))) / 3
     for i in range(3):  # target -> sources: no extra columns
         pos = scale * (float(y[i] @ x[i]) - m)
@@ -161,19 +166,40 @@ def test_training_mines_hard_negatives_deterministically(tmp_path, caplog):
     pairs = tmp_path / "pairs.tsv"
     pairs.write_text(synthetic_pairs(64), encoding="utf-8")
     vocab = write_vocab(tmp_path / "vocab")
-    model = {"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2,
-             "intermediate_size": 64, "max_position_embeddings": 32, "dropout": 0.0}  # fmt: skip
+    model = {
+        "hidden_size": 32,
+        "num_hidden_layers": 1,
+        "num_attention_heads": 2,
+        "intermediate_size": 64,
+        "max_position_embeddings": 32,
+        "dropout": 0.0,
+    }
     curves = []
     caplog.set_level("INFO")
     # The producer thread runs 1 or 4 batches ahead: which mining a batch uses must not
     # depend on it. The third run goes through gradient caching with the negatives.
     for name, prefetch, chunk in (("near", 1, None), ("far", 4, None), ("cached", 4, 10)):
-        cfg = load("train", "demo", flags={"progress": False, "threads": 1, "tensorboard": False,
-                                           "batch_size": 16, "log_every": 1, "save_every": 100,
-                                           "vocab": vocab, "prefetch": prefetch, "chunk_size": chunk,
-                                           "hard_negatives": 2, "hard_negatives_every": 2})  # fmt: skip
+        cfg = load(
+            "train",
+            "demo",
+            flags={
+                "progress": False,
+                "threads": 1,
+                "tensorboard": False,
+                "batch_size": 16,
+                "log_every": 1,
+                "save_every": 100,
+                "vocab": vocab,
+                "prefetch": prefetch,
+                "chunk_size": chunk,
+                "hard_negatives": 2,
+                "hard_negatives_every": 2,
+            },
+        )
         train(model, cfg, [str(pairs)], str(tmp_path / name), max_steps=6)
-        curves.append([json.loads(line)["loss"] for line in open(tmp_path / name / "metrics.jsonl")])
+        curves.append(
+            [json.loads(line)["loss"] for line in open(tmp_path / name / "metrics.jsonl")]
+        )
         report = read_report(str(tmp_path / name / "stats.json"))
         assert check_balanced(report) == [] and report["counts"]["pairs"]["out"] == 64
     assert "hard negatives: 128 mined for 64 pairs" in caplog.text

@@ -25,7 +25,9 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tests/conftest.py
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory) -> str:
-    return make_tiny_checkpoint(str(tmp_path_factory.mktemp("tiny")), SENTS + WORDS, hidden=16, layers=1)
+    return make_tiny_checkpoint(
+        str(tmp_path_factory.mktemp("tiny")), SENTS + WORDS, hidden=16, layers=1
+    )
 
 
 def _with_vocab(tiny: str, dest, change: int) -> str:
@@ -45,8 +47,18 @@ def _with_vocab(tiny: str, dest, change: int) -> str:
 def _encode(model: str, tmp_path) -> int:
     inp = tmp_path / "in.txt"
     inp.write_text("\n".join(SENTS + ["extra0 extra1 zzzz qqqq"]) + "\n", encoding="utf-8")
-    return main(["encode", "--model", model, "--input", str(inp), "--output", str(tmp_path / "o" / "x.npy"),
-                 "--no-progress"])  # fmt: skip
+    return main(
+        [
+            "encode",
+            "--model",
+            model,
+            "--input",
+            str(inp),
+            "--output",
+            str(tmp_path / "o" / "x.npy"),
+            "--no-progress",
+        ]
+    )
 
 
 def _one_error(capfd, caplog) -> str:
@@ -74,7 +86,9 @@ def test_padding_rows_are_allowed(tiny, tmp_path):
         load_encoder(_with_vocab(tiny, tmp_path / "m2", -EMBEDDING_PADDING - 1))
 
 
-def test_weights_that_do_not_load_are_one_line_without_the_load_report(tiny, tmp_path, capfd, caplog):
+def test_weights_that_do_not_load_are_one_line_without_the_load_report(
+    tiny, tmp_path, capfd, caplog
+):
     model = str(tmp_path / "m")
     shutil.copytree(tiny, model)
     cfg_path = os.path.join(model, "config.json")

@@ -42,9 +42,24 @@ def good(n: int, seed: int = 0) -> np.ndarray:
 
 
 def mine(tmp: Path, src: tuple[Path, Path], trg: tuple[Path, Path], *extra: str) -> int:
-    return main(["mine", "--src-text", str(src[0]), "--trg-text", str(trg[0]), "--src-emb",
-                 str(src[1]), "--trg-emb", str(trg[1]), "--output", str(tmp / "out"), "--k", "2",
-                 *extra])  # fmt: skip
+    return main(
+        [
+            "mine",
+            "--src-text",
+            str(src[0]),
+            "--trg-text",
+            str(trg[0]),
+            "--src-emb",
+            str(src[1]),
+            "--trg-emb",
+            str(trg[1]),
+            "--output",
+            str(tmp / "out"),
+            "--k",
+            "2",
+            *extra,
+        ]
+    )
 
 
 def error_lines(caplog) -> list[str]:
@@ -76,8 +91,19 @@ def test_every_target_text_empty_names_the_text(tmp_path: Path, caplog) -> None:
 def test_mine_many_language_without_a_usable_vector_is_exit_2(tmp_path: Path, caplog) -> None:
     side(tmp_path, "de", np.zeros((15, DIM)))
     side(tmp_path, "en", good(15))
-    rc = main(["mine-many", "--pairs", "de-en", "--corpus", str(tmp_path / "{lang}.txt"),
-               "--emb", str(tmp_path / "{lang}.npy"), "--output", str(tmp_path / "many")])  # fmt: skip
+    rc = main(
+        [
+            "mine-many",
+            "--pairs",
+            "de-en",
+            "--corpus",
+            str(tmp_path / "{lang}.txt"),
+            "--emb",
+            str(tmp_path / "{lang}.npy"),
+            "--output",
+            str(tmp_path / "many"),
+        ]
+    )
     assert rc == 2
     (line,) = error_lines(caplog)
     assert f"--emb {tmp_path / 'de.npy'}: " in line and "zero_vector 15" in line
@@ -125,15 +151,38 @@ def test_evaluation_treats_an_overflowing_row_as_unusable() -> None:
 
 def test_plan_reads_counts_in_scientific_notation(capsys) -> None:
     # The form docs/stages.md shows.
-    assert main(["plan", "--n-src", "1e9", "--n-trg", "1e9", "--mem-gb", "64", "--workers",
-                 "100", "--json"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "plan",
+                "--n-src",
+                "1e9",
+                "--n-trg",
+                "1e9",
+                "--mem-gb",
+                "64",
+                "--workers",
+                "100",
+                "--json",
+            ]
+        )
+        == 0
+    )
     plan = json.loads(capsys.readouterr().out)
     assert plan["n_src"] == plan["n_trg"] == 1_000_000_000 and plan["workers"] == 100
 
 
-@pytest.mark.parametrize("flag,value", [("--mem-gb", "nan"), ("--mem-gb", "inf"),
-                                        ("--n-src", "1.5"), ("--n-src", "nan"),
-                                        ("--n-src", "-1e3"), ("--workers", "0")])  # fmt: skip
+@pytest.mark.parametrize(
+    "flag,value",
+    [
+        ("--mem-gb", "nan"),
+        ("--mem-gb", "inf"),
+        ("--n-src", "1.5"),
+        ("--n-src", "nan"),
+        ("--n-src", "-1e3"),
+        ("--workers", "0"),
+    ],
+)
 def test_plan_refuses_non_numbers(caplog, capsys, flag: str, value: str) -> None:
     argv = {"--n-src": "1000", "--n-trg": "1000", "--mem-gb": "2", flag: value}
     rc = main(["plan", *[f"{k}={v}" for k, v in argv.items()]])
@@ -195,8 +244,19 @@ def test_mine_many_refuses_a_pair_that_is_a_path(tmp_path: Path, caplog, pair: s
     work.mkdir(parents=True)
     side(work, "de", good(10))
     side(work, "en", good(10, 1))
-    rc = main(["mine-many", "--pairs", pair, "--corpus", str(work / "{lang}.txt"),
-               "--emb", str(work / "{lang}.npy"), "--output", str(work / "out")])  # fmt: skip
+    rc = main(
+        [
+            "mine-many",
+            "--pairs",
+            pair,
+            "--corpus",
+            str(work / "{lang}.txt"),
+            "--emb",
+            str(work / "{lang}.npy"),
+            "--output",
+            str(work / "out"),
+        ]
+    )
     assert rc == 2
     (line,) = error_lines(caplog)
     assert "mining.pairs" in line and repr(pair) in line
@@ -208,9 +268,21 @@ def test_mine_many_names_folders_by_normalised_codes(tmp_path: Path) -> None:
     side(tmp_path, "de", x)
     side(tmp_path, "en", x + 0.01 * good(12, 3))
     # A script or region after "_" is dropped by the normalisation, whatever it holds.
-    rc = main(["mine-many", "--pairs", "deu-ENG", "de-en", "de_/../../x-en",
-               "--corpus", str(tmp_path / "{lang}.txt"),
-               "--emb", str(tmp_path / "{lang}.npy"), "--output", str(tmp_path / "out")])  # fmt: skip
+    rc = main(
+        [
+            "mine-many",
+            "--pairs",
+            "deu-ENG",
+            "de-en",
+            "de_/../../x-en",
+            "--corpus",
+            str(tmp_path / "{lang}.txt"),
+            "--emb",
+            str(tmp_path / "{lang}.npy"),
+            "--output",
+            str(tmp_path / "out"),
+        ]
+    )
     assert rc == 0
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["de-en"]
 
@@ -222,12 +294,33 @@ def test_commands_that_load_faiss_print_no_loader_lines(tmp_path: Path) -> None:
     src, trg = side(tmp_path, "src", good(10)), side(tmp_path, "trg", good(10, 1))
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     runs = [
-        [sys.executable, "-m", "mining", "mine", "--src-text", str(src[0]), "--trg-text",
-         str(trg[0]), "--src-emb", str(src[1]), "--trg-emb", str(trg[1]), "--output",
-         str(tmp_path / "o"), "--k", "2", "--log-level", "INFO"],
-        [sys.executable, "-c", "import logging; logging.basicConfig(level=logging.DEBUG); "
-         "import mining.bounded, mining.knn, mining.plan"],
-    ]  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "mining",
+            "mine",
+            "--src-text",
+            str(src[0]),
+            "--trg-text",
+            str(trg[0]),
+            "--src-emb",
+            str(src[1]),
+            "--trg-emb",
+            str(trg[1]),
+            "--output",
+            str(tmp_path / "o"),
+            "--k",
+            "2",
+            "--log-level",
+            "INFO",
+        ],
+        [
+            sys.executable,
+            "-c",
+            "import logging; logging.basicConfig(level=logging.DEBUG); "
+            "import mining.bounded, mining.knn, mining.plan",
+        ],
+    ]
     for argv in runs:
         res = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
         assert res.returncode == 0, res.stderr
@@ -246,14 +339,20 @@ def test_faiss_is_imported_in_one_place() -> None:
     assert found == ["mining/faiss_lib.py"], found
 
 
-def test_tatoeba_evaluation_of_an_encoder_without_a_usable_vector_is_an_error(tmp_path: Path) -> None:
+def test_tatoeba_evaluation_of_an_encoder_without_a_usable_vector_is_an_error(
+    tmp_path: Path,
+) -> None:
     """It scored 0 with exit 0: a broken model looked like a bad one."""
     from labse_common.errors import InputError
     from mining.evaluate import evaluate_tatoeba
 
     for ext, words in (("deu", "Satz"), ("eng", "sentence")):
-        (tmp_path / f"tatoeba.deu-eng.{ext}").write_text("".join(f"{words} {i}\n" for i in range(5)))
+        (tmp_path / f"tatoeba.deu-eng.{ext}").write_text(
+            "".join(f"{words} {i}\n" for i in range(5))
+        )
     with pytest.raises(InputError, match="no usable vector: all 5 embeddings"):
         evaluate_tatoeba(tmp_path, lambda texts, path: np.zeros((len(texts), DIM), np.float32))
-    good_rows = evaluate_tatoeba(tmp_path, lambda texts, path: np.eye(len(texts), DIM, dtype=np.float32))
+    good_rows = evaluate_tatoeba(
+        tmp_path, lambda texts, path: np.eye(len(texts), DIM, dtype=np.float32)
+    )
     assert good_rows["average"]["both"] == 100.0

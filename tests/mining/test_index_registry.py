@@ -81,8 +81,13 @@ def _bounded(x, y, c):
     return _by_source(res.pairs.src, res.pairs.trg)
 
 
-PATHS = {"knn": _knn, "mine_vectors": _vectors, "bucc": _bucc, "margin_score": _margin_score,
-         "bounded": _bounded}  # fmt: skip
+PATHS = {
+    "knn": _knn,
+    "mine_vectors": _vectors,
+    "bucc": _bucc,
+    "margin_score": _margin_score,
+    "bounded": _bounded,
+}
 
 
 def _check(name: str, spec: str, got: np.ndarray | None) -> None:

@@ -12,7 +12,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 
-def make_layout(root: Path, n_train: int = 120, n_dev: int = 40, n_web: int = 360) -> dict[str, object]:
+def make_layout(
+    root: Path, n_train: int = 120, n_dev: int = 40, n_web: int = 360
+) -> dict[str, object]:
     from labse_model.tiny import make_tiny_checkpoint
     from pipelines.demo_data import write_wet
     from pipelines.synthetic import split_sentences, write_web, write_wikipedia
@@ -28,14 +30,20 @@ def make_layout(root: Path, n_train: int = 120, n_dev: int = 40, n_web: int = 36
     docs = [hidden[i : i + 5] for i in range(0, len(hidden), 5)]
     write_wet(root / "crawl" / "hidden.warc.wet.gz", docs, "https://own.example/doc")
     (root / "gold").mkdir()
-    (root / "gold" / "dev.de-en.tsv").write_text("".join(f"{s}\t{t}\n" for s, t in de_en), encoding="utf-8")
-    pq.write_table(pa.table({"src": [s for s, _ in de_fr], "trg": [t for _, t in de_fr]}),
-                   root / "gold" / "dev.deu-fra.parquet")  # fmt: skip
+    (root / "gold" / "dev.de-en.tsv").write_text(
+        "".join(f"{s}\t{t}\n" for s, t in de_en), encoding="utf-8"
+    )
+    pq.write_table(
+        pa.table({"src": [s for s, _ in de_fr], "trg": [t for _, t in de_fr]}),
+        root / "gold" / "dev.deu-fra.parquet",
+    )
     par = root / "parallel"
     par.mkdir()
     train_en = [(r["deu"], r["eng"]) for r in splits["train"]["deu"]]
     train_fr = [(r["deu"], r["fra"]) for r in splits["train"]["fra"]]
-    (par / "train.de-en.tsv").write_text("".join(f"{s}\t{t}\n" for s, t in train_en), encoding="utf-8")
+    (par / "train.de-en.tsv").write_text(
+        "".join(f"{s}\t{t}\n" for s, t in train_en), encoding="utf-8"
+    )
     (par / "corpus.de-fr.de").write_text("".join(s + "\n" for s, _ in train_fr), encoding="utf-8")
     (par / "corpus.de-fr.fr").write_text("".join(t + "\n" for _, t in train_fr), encoding="utf-8")
     sents = [x for p in train_en + train_fr for x in p]

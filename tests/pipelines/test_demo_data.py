@@ -80,7 +80,9 @@ def test_dev_files_of_different_lengths_are_refused_not_shifted(tmp_path: Path):
     for f in (DATA / "tatoeba").glob("*.deu-eng.*"):
         shutil.copy(f, data / "tatoeba" / f.name)
     dev = data / "tatoeba" / "dev.deu-eng.deu"
-    dev.write_text("".join(dev.read_text(encoding="utf-8").splitlines(keepends=True)[:-1]), encoding="utf-8")
+    dev.write_text(
+        "".join(dev.read_text(encoding="utf-8").splitlines(keepends=True)[:-1]), encoding="utf-8"
+    )
     cfg = load("sources", "demo", ["demo.langs=[deu]", "demo.pud=false", "demo.ud=false"]).demo
     with pytest.raises(InputError, match="lines vs"):
         build(data, tmp_path / "out", cfg)

@@ -18,8 +18,18 @@ def test_a_workdir_that_is_a_file_is_one_line_and_exit_2(tmp_path: Path, caplog)
     np.save(emb, np.eye(4, dtype=np.float32))
     file = tmp_path / "work"
     file.write_text("not a folder")
-    rc = run(["--src-emb", str(emb), "--trg-emb", str(emb), "--output", str(tmp_path / "out"),
-              "--workdir", str(file)])  # fmt: skip
+    rc = run(
+        [
+            "--src-emb",
+            str(emb),
+            "--trg-emb",
+            str(emb),
+            "--output",
+            str(tmp_path / "out"),
+            "--workdir",
+            str(file),
+        ]
+    )
     errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
     assert rc == 2 and errors == [f"--workdir {file}: {file} is a file, not a folder"]
     assert not (tmp_path / "out").exists()

@@ -15,8 +15,9 @@ def _run_folder(tmp_path, unit: dict):
     run = tmp_path / "run"
     stage = runner.SENTENCES.name
     (run / stage).mkdir(parents=True)
-    (run / "_run.json").write_text(json.dumps({"plan": [{"stage": stage, "action": "run", "reason": ""}],
-                                               "ran": [stage]}))  # fmt: skip
+    (run / "_run.json").write_text(
+        json.dumps({"plan": [{"stage": stage, "action": "run", "reason": ""}], "ran": [stage]})
+    )
     manifest = runner.manifest_path(run, stage)
     manifest.parent.mkdir(parents=True, exist_ok=True)
     manifest.write_text(json.dumps({"seconds": 1.0, "peak_rss_mb": 10.0}))
@@ -25,8 +26,10 @@ def _run_folder(tmp_path, unit: dict):
     return run, stats
 
 
-@pytest.mark.parametrize("unit", [{"in": 3, "out": 3}, {"in": 3, "out": 1, "dropped": 2},
-                                  {"in": "3", "out": 3, "dropped": {}}])  # fmt: skip
+@pytest.mark.parametrize(
+    "unit",
+    [{"in": 3, "out": 3}, {"in": 3, "out": 1, "dropped": 2}, {"in": "3", "out": 3, "dropped": {}}],
+)
 def test_unit_without_dropped_is_one_line(tmp_path, capsys, caplog, unit):
     run, stats = _run_folder(tmp_path, unit)
     rc = report_main(["--run", str(run), "--output", str(tmp_path / "report")])
@@ -38,5 +41,7 @@ def test_unit_without_dropped_is_one_line(tmp_path, capsys, caplog, unit):
 
 def test_a_well_formed_unit_still_reports(tmp_path, capsys):
     run, _ = _run_folder(tmp_path, {"in": 3, "out": 1, "dropped": {"empty": 2}})
-    assert report_main(["--run", str(run), "--output", str(tmp_path / "report")]) == 0, capsys.readouterr().err
+    assert report_main(["--run", str(run), "--output", str(tmp_path / "report")]) == 0, (
+        capsys.readouterr().err
+    )
     assert "empty 2" in (tmp_path / "report" / "report.md").read_text()

@@ -14,13 +14,20 @@ from pipelines import run as runner
 
 @pytest.fixture(scope="module")
 def model(tmp_path_factory) -> Path:
-    return Path(make_tiny_checkpoint(str(tmp_path_factory.mktemp("m") / "labse"), hidden=16, layers=1))
+    return Path(
+        make_tiny_checkpoint(str(tmp_path_factory.mktemp("m") / "labse"), hidden=16, layers=1)
+    )
 
 
 def plan(tmp_path: Path, *sets: str) -> tuple[runner.Context, dict[str, runner.Plan]]:
     out = tmp_path / "run"
-    ctx = runner.Context(out=out, base=out / "synthetic", synthetic=True, config_file=out / "_config.yaml",
-                         cfg=runner.effective_config("demo", list(sets)))  # fmt: skip
+    ctx = runner.Context(
+        out=out,
+        base=out / "synthetic",
+        synthetic=True,
+        config_file=out / "_config.yaml",
+        cfg=runner.effective_config("demo", list(sets)),
+    )
     runner.validate_sources(ctx)
     return ctx, {p.stage.name: p for p in runner.make_plan(ctx)}
 
@@ -49,8 +56,13 @@ def test_model_init_must_be_an_encoder_folder(tmp_path: Path):
 
 
 def test_launch_reaches_the_training_stages_and_beam_the_beam_stages(tmp_path: Path):
-    ctx, _ = plan(tmp_path, "launch.nproc_per_node=2", "launch.rdzv_endpoint=10.0.0.1:29400",
-                  "beam.runner=FlinkRunner", "beam.options={flink_master: 'h:8081', parallelism: 4}")  # fmt: skip
+    ctx, _ = plan(
+        tmp_path,
+        "launch.nproc_per_node=2",
+        "launch.rdzv_endpoint=10.0.0.1:29400",
+        "beam.runner=FlinkRunner",
+        "beam.options={flink_master: 'h:8081', parallelism: 4}",
+    )
     for stage in (runner.PRETRAIN, runner.TRAIN):
         cmd = " ".join(stage.commands(ctx)[0])
         assert "--nproc-per-node 2" in cmd and "--rdzv-endpoint 10.0.0.1:29400" in cmd
@@ -68,8 +80,12 @@ def test_mining_pairs_of_any_languages_are_normalised_once(tmp_path: Path):
     assert ctx.langs == ["de", "en", "fr", "es", "zh", "ja"]
     assert runner.MINE.commands(ctx)[0][4:9] == ["--pairs", *ctx.pairs[:4]]
     assert set(runner.EMBED.outputs(ctx)) == {"de", "en", "fr", "es", "zh", "ja"}
-    for bad, msg in (("[de-de]", "mining.pairs"), ("[de-xx]", "mining.pairs"), ("[]", "empty"),
-                     ("[de-en]", "not mined")):  # fmt: skip
+    for bad, msg in (
+        ("[de-de]", "mining.pairs"),
+        ("[de-xx]", "mining.pairs"),
+        ("[]", "empty"),
+        ("[de-en]", "not mined"),
+    ):
         with pytest.raises(ConfigError, match=msg):
             plan(tmp_path, f"mining.pairs={bad}")
 
@@ -86,11 +102,16 @@ def test_who_labels_the_sample(tmp_path: Path):
 
 def test_extends_merges_a_users_file_over_the_preset(tmp_path: Path):
     user = tmp_path / "mine.yaml"
-    user.write_text("extends: demo\nmining: {pairs: [de-fr]}\nsources: {demo: null, pairs: ['p/{src}-{trg}.tsv']}\n")
+    user.write_text(
+        "extends: demo\nmining: {pairs: [de-fr]}\nsources: {demo: null, pairs: ['p/{src}-{trg}.tsv']}\n"
+    )
     cfg = read_preset(user)
     demo = read_preset("demo")
     assert cfg["mining"]["pairs"] == ["de-fr"] and cfg["mining"]["k"] == demo["mining"]["k"]
-    assert cfg["sources"]["demo"] is None and cfg["sources"]["wikipedia"] == demo["sources"]["wikipedia"]
+    assert (
+        cfg["sources"]["demo"] is None
+        and cfg["sources"]["wikipedia"] == demo["sources"]["wikipedia"]
+    )
     assert cfg["model"] == demo["model"] and "extends" not in cfg
     loop = tmp_path / "loop.yaml"
     loop.write_text(f"extends: {loop.name}\n")

@@ -27,19 +27,44 @@ from tests.pipelines.own_layout import make_layout
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-FAST = ["run.quality_bootstrap=false", "cds.noisy_epochs=1", "cds.clean_epochs=1", "cds.model.d_model=32",
-        "cds.model.ffn_dim=64", "cds.model.encoder_layers=1", "cds.model.decoder_layers=1",
-        "combine.min_labelled=10", "combine.min_per_label=2", "combine.on_unreachable=continue",
-        "train.steps=0", 'sources.eval=["gold/*.{src}-{trg}.*"]']  # fmt: skip
+FAST = [
+    "run.quality_bootstrap=false",
+    "cds.noisy_epochs=1",
+    "cds.clean_epochs=1",
+    "cds.model.d_model=32",
+    "cds.model.ffn_dim=64",
+    "cds.model.encoder_layers=1",
+    "cds.model.decoder_layers=1",
+    "combine.min_labelled=10",
+    "combine.min_per_label=2",
+    "combine.on_unreachable=continue",
+    "train.steps=0",
+    'sources.eval=["gold/*.{src}-{trg}.*"]',
+]
 
 pytestmark = pytest.mark.slow
 
 
 def run(data: Path, out: Path, *extra: str, env: dict | None = None) -> subprocess.CompletedProcess:
     sets = [a for s in FAST for a in ("--set", s)]
-    cmd = [sys.executable, "-m", "pipelines.run", "--config", str(ROOT / "configs" / "own-data.yaml"),
-           "--data", str(data), "--output", str(out), "--set", f"model.init={data / 'labse'}", *sets, *extra]  # fmt: skip
-    return subprocess.run(cmd, cwd=ROOT, env=env or ENV, capture_output=True, text=True, timeout=900)
+    cmd = [
+        sys.executable,
+        "-m",
+        "pipelines.run",
+        "--config",
+        str(ROOT / "configs" / "own-data.yaml"),
+        "--data",
+        str(data),
+        "--output",
+        str(out),
+        "--set",
+        f"model.init={data / 'labse'}",
+        *sets,
+        *extra,
+    ]
+    return subprocess.run(
+        cmd, cwd=ROOT, env=env or ENV, capture_output=True, text=True, timeout=900
+    )
 
 
 def label_rows(path: Path) -> tuple[list[str], list[list[str]]]:
@@ -80,7 +105,9 @@ def test_stops_for_labels_naming_the_file_then_the_same_command_completes(own):
     assert own["labelled"] >= 10
     second = own["second"]
     assert second.returncode == 0, second.stderr[-3000:]
-    assert (out / "bitext" / "bitext.tsv.gz").is_file() and (out / "report" / "report.html").is_file()
+    assert (out / "bitext" / "bitext.tsv.gz").is_file() and (
+        out / "report" / "report.html"
+    ).is_file()
 
 
 def test_vocab_pretrain_train_are_skipped_with_model_init(own):
@@ -101,7 +128,9 @@ def test_both_pair_formats_and_the_non_english_pair_are_read_and_mined(own):
     assert set(pairs) == {"de-en", "de-fr"}
     assert pairs["de-fr"]["paths"][0].endswith("corpus.de-fr.de") and pairs["de-fr"]["rows"] == 120
     evals = {f["pair"]: f for f in stats["files"] if f["kind"] == "eval"}
-    assert evals["de-fr"]["paths"][0].endswith("dev.deu-fra.parquet") and evals["de-fr"]["rows"] == 40
+    assert (
+        evals["de-fr"]["paths"][0].endswith("dev.deu-fra.parquet") and evals["de-fr"]["rows"] == 40
+    )
     for pair in ("de-en", "de-fr"):
         assert pq.read_table(out / "mine" / pair / "mined.parquet").num_rows > 0
     pr = json.loads((out / "eval" / "mined_pr.json").read_text())
@@ -114,7 +143,9 @@ def test_every_stage_balances_and_provenance_names_the_given_files(own):
         stats = out / manifest.name.split(".")[0] / "stats.json"
         if stats.is_file():
             assert check_balanced(json.loads(stats.read_text())) == [], stats
-    given = {p.name for p in (data / "crawl").iterdir()} | {p.name for p in (data / "dumps").iterdir()}
+    given = {p.name for p in (data / "crawl").iterdir()} | {
+        p.name for p in (data / "dumps").iterdir()
+    }
     kept = pq.read_table(out / "bitext" / "bitext.parquet").to_pylist()
     rejected = pq.read_table(out / "bitext" / "rejected.parquet").to_pylist()
     rows = [r for r in kept + rejected if r.get("src_locator")]
@@ -136,7 +167,9 @@ def test_earlier_labels_are_matched_by_text_to_a_rerun_with_other_mined_pairs(ow
     # The earlier labels prefill the new sample wherever the same pair text was sampled again.
     h_old, old_rows = label_rows(earlier)
     header, new_rows = label_rows(out / "labels.tsv")
-    old = {(r[h_old.index("src")], r[h_old.index("trg")]): r[h_old.index("label")] for r in old_rows}
+    old = {
+        (r[h_old.index("src")], r[h_old.index("trg")]): r[h_old.index("label")] for r in old_rows
+    }
     for r in new_rows:
         key = (r[header.index("src")], r[header.index("trg")])
         assert r[header.index("label")] == old.get(key, ""), key
@@ -155,23 +188,38 @@ def test_publish_round_trips_through_s3_and_a_dead_endpoint_stops_before_any_sta
     from tests.scaleout_util import free_port, s3_args, s3_test_server
 
     with s3_test_server(tmp_path / "moto", "published") as (endpoint, client):
-        env = {**ENV, "AWS_EC2_METADATA_DISABLED": "true", "LABSE_BEAM_OPTIONS": shlex.join(s3_args(endpoint))}
+        env = {
+            **ENV,
+            "AWS_EC2_METADATA_DISABLED": "true",
+            "LABSE_BEAM_OPTIONS": shlex.join(s3_args(endpoint)),
+        }
         p = run(own["data"], own["out"], "--publish", "s3://published/run1", env=env)
         assert p.returncode == 0, p.stderr[-3000:]
-        keys = {o["Key"] for o in client.list_objects_v2(Bucket="published", Prefix="run1/")["Contents"]}
-        local = {str(f.relative_to(own["out"] / "bitext")) for f in (own["out"] / "bitext").rglob("*") if f.is_file()}
+        keys = {
+            o["Key"] for o in client.list_objects_v2(Bucket="published", Prefix="run1/")["Contents"]
+        }
+        local = {
+            str(f.relative_to(own["out"] / "bitext"))
+            for f in (own["out"] / "bitext").rglob("*")
+            if f.is_file()
+        }
         assert {f"run1/{k}" for k in local} <= keys and "run1/_PUBLISHED.json" in keys
         assert "run1/report/report.html" in keys
         body = client.get_object(Bucket="published", Key="run1/bitext.tsv.gz")["Body"].read()
         assert body == (own["out"] / "bitext" / "bitext.tsv.gz").read_bytes()
-    dead = {**ENV, "AWS_EC2_METADATA_DISABLED": "true",
-            "LABSE_BEAM_OPTIONS": shlex.join(s3_args(f"http://127.0.0.1:{free_port()}"))}  # fmt: skip
+    dead = {
+        **ENV,
+        "AWS_EC2_METADATA_DISABLED": "true",
+        "LABSE_BEAM_OPTIONS": shlex.join(s3_args(f"http://127.0.0.1:{free_port()}")),
+    }
     fresh = tmp_path / "fresh"
     p = run(own["data"], fresh, "--publish", "s3://published/run2", env=dead)
     assert p.returncode == 2, p.stderr[-2000:]
     errors = [ln for ln in p.stderr.splitlines() if "ERROR" in ln or "error" in ln]
     assert len(errors) == 1 and "s3://published" in errors[0], p.stderr[-2000:]
-    assert not fresh.exists() or not any(d.is_dir() and not d.name.startswith("_") for d in fresh.iterdir())
+    assert not fresh.exists() or not any(
+        d.is_dir() and not d.name.startswith("_") for d in fresh.iterdir()
+    )
 
 
 def _sentences(folder: Path) -> tuple[list[str], dict]:
@@ -191,12 +239,22 @@ def test_beam_stages_on_a_loopback_dask_cluster_give_the_same_sentences(own, clu
     out = tmp_path / "dask"
     shutil.copytree(own["out"], out)
     options = f"beam.options={{dask_client_address: '{cluster}', dask_npartitions: 4}}"
-    p = run(own["data"], out, "--set", "beam.runner=DaskRunner", "--set", options,
-            "--only", "wikipedia,commoncrawl")  # fmt: skip
+    p = run(
+        own["data"],
+        out,
+        "--set",
+        "beam.runner=DaskRunner",
+        "--set",
+        options,
+        "--only",
+        "wikipedia,commoncrawl",
+    )
     assert p.returncode == 0, p.stderr[-3000:]
     assert json.loads((out / "_run.json").read_text())["ran"] == ["wikipedia", "commoncrawl"]
     for stage in ("wikipedia", "commoncrawl"):
-        cmd = " ".join(json.loads((out / "_state" / f"{stage}.manifest.json").read_text())["commands"][0])
+        cmd = " ".join(
+            json.loads((out / "_state" / f"{stage}.manifest.json").read_text())["commands"][0]
+        )
         assert "--runner=DaskRunner" in cmd and f"--dask_client_address={cluster}" in cmd
         rows, stats = _sentences(out / stage)
         local_rows, local_stats = _sentences(own["out"] / stage)

@@ -12,8 +12,10 @@ from labse_common.stats import StageCounter
 from pipelines.readers.warc import iter_warc_documents
 from tests.corpus_fixtures import write_wet
 
-DOCS = [(f"https://example.org/{i}", f"Record {i} says something worth keeping, number {i}.".encode())
-        for i in range(4)]  # fmt: skip
+DOCS = [
+    (f"https://example.org/{i}", f"Record {i} says something worth keeping, number {i}.".encode())
+    for i in range(4)
+]
 
 
 def read(path: Path) -> tuple[list, StageCounter]:

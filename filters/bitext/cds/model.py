@@ -103,8 +103,12 @@ def init_kind(path: str) -> str:
         return "seq2seq"
     if cfg.get("model_type") == "bert":
         return "bert"
-    raise InputError(path, f"model_type {cfg.get('model_type')!r} is neither an encoder-decoder "
-                     "(Marian, M2M, NLLB, BART) nor a BERT encoder", "--init")  # fmt: skip
+    raise InputError(
+        path,
+        f"model_type {cfg.get('model_type')!r} is neither an encoder-decoder "
+        "(Marian, M2M, NLLB, BART) nor a BERT encoder",
+        "--init",
+    )
 
 
 def load_init_model(path: str, tokenizer: PreTrainedTokenizerBase) -> PreTrainedModel:
@@ -238,8 +242,11 @@ def token_logprobs(model: PreTrainedModel, batch: dict[str, torch.Tensor]) -> to
     gold = labels[mask].unsqueeze(-1)
     # Decoder inputs from the labels ourselves: passing labels would also compute a loss.
     dec = model.prepare_decoder_input_ids_from_labels(labels=labels)
-    inputs = {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"],
-              "decoder_input_ids": dec}  # fmt: skip
+    inputs = {
+        "input_ids": batch["input_ids"],
+        "attention_mask": batch["attention_mask"],
+        "decoder_input_ids": dec,
+    }
     body, head = getattr(model, "model", None), model.get_output_embeddings()
     if body is not None and head is not None:
         hidden = body(**inputs).last_hidden_state[mask]

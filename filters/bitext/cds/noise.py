@@ -32,8 +32,9 @@ class LabelledPairs:
         return len(self.src)
 
     def take(self, idx: Sequence[int]) -> LabelledPairs:
-        return LabelledPairs(*([getattr(self, f)[i] for i in idx]
-                               for f in ("src", "trg", "label", "kind", "lang")))
+        return LabelledPairs(
+            *([getattr(self, f)[i] for i in idx] for f in ("src", "trg", "label", "kind", "lang"))
+        )
 
 
 def _truncate(text: str, rng: np.random.Generator) -> str | None:

@@ -48,8 +48,12 @@ FORMAT = 1
 
 
 #: What save_pretrained leaves beside a model's config.json (one of them; sharded: the index).
-WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin", "model.safetensors.index.json",
-                "pytorch_model.bin.index.json")  # fmt: skip
+WEIGHT_FILES = (
+    "model.safetensors",
+    "pytorch_model.bin",
+    "model.safetensors.index.json",
+    "pytorch_model.bin.index.json",
+)
 DIRECTIONS = ("fwd", "bwd")
 
 
@@ -66,8 +70,11 @@ def check_model_dir(path: str, flag: str = "--model") -> dict:
         raise InputError(path, "not found (a folder written by filters cds-train)", flag)
     meta_path = os.path.join(path, META_FILE)
     if not os.path.isfile(meta_path):
-        raise InputError(path, f"not a CDS model folder (no {META_FILE}; train one with "
-                         "python -m filters cds-train)", flag)  # fmt: skip
+        raise InputError(
+            path,
+            f"not a CDS model folder (no {META_FILE}; train one with python -m filters cds-train)",
+            flag,
+        )
     meta = read_json(meta_path, flag, expect=dict)
     if meta.get("format") != FORMAT:
         raise InputError(meta_path, f"unknown CDS model format {meta.get('format')!r}", flag)
@@ -85,8 +92,12 @@ def check_model_dir(path: str, flag: str = "--model") -> dict:
             if not os.path.isfile(os.path.join(sub, "config.json")):
                 raise InputError(path, f"not a CDS model folder (no {d}/{half}/config.json)", flag)
             if not any(os.path.isfile(os.path.join(sub, w)) for w in WEIGHT_FILES):
-                raise InputError(path, f"not a CDS model folder (no weights in {d}/{half}: "
-                                 f"{' or '.join(WEIGHT_FILES[:2])})", flag)  # fmt: skip
+                raise InputError(
+                    path,
+                    f"not a CDS model folder (no weights in {d}/{half}: "
+                    f"{' or '.join(WEIGHT_FILES[:2])})",
+                    flag,
+                )
     return meta
 
 
@@ -147,12 +158,18 @@ class CdsScorer:
         if meta.get("format") != FORMAT:
             raise ValueError(f"{meta_path}: unknown format {meta.get('format')!r}")
         tok = load_tokenizer(model_dir)
-        models = {d: (load_model(os.path.join(model_dir, d, "noisy")),
-                      load_model(os.path.join(model_dir, d, "clean")))
-                  for d in meta["directions"]}
+        models = {
+            d: (
+                load_model(os.path.join(model_dir, d, "noisy")),
+                load_model(os.path.join(model_dir, d, "clean")),
+            )
+            for d in meta["directions"]
+        }
         bwd = models.get("bwd", (None, None))
         return cls(
-            tok, *models["fwd"], *bwd,
+            tok,
+            *models["fwd"],
+            *bwd,
             max_length=int(meta["max_length"]),
             device=device,
             batch_size=batch_size or int(meta.get("score_batch_size", 64)),
@@ -188,7 +205,9 @@ class CdsScorer:
             return out
         for d in directions:
             if d == "bwd" and self.bwd is None:
-                raise ValueError("this CDS model has no target->source models (train bidirectional)")
+                raise ValueError(
+                    "this CDS model has no target->source models (train bidirectional)"
+                )
             noisy, clean = self.fwd if d == "fwd" else self.bwd
             x, y = (src, trg) if d == "fwd" else (trg, src)
             enc = encode_pairs(self.tokenizer, clean.config, x, y, self.max_length)

@@ -90,8 +90,13 @@ def train_seq2seq(
         log.info("%s: pass %d, mean loss %.4f", desc, len(epoch_losses), epoch_losses[-1])
     bar.close()
     model.eval()
-    return {"steps": total, "pairs": n, "epoch_loss": epoch_losses,
-            "first_loss": losses[0], "last_loss": float(np.mean(losses[-10:]))}
+    return {
+        "steps": total,
+        "pairs": n,
+        "epoch_loss": epoch_losses,
+        "first_loss": losses[0],
+        "last_loss": float(np.mean(losses[-10:])),
+    }
 
 
 def fine_tune_copy(
