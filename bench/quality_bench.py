@@ -37,8 +37,12 @@ Downstream figures of a point rerun the runner's stages after training with that
 ``python -m pipelines.run --config DIR/_config.yaml --data DATA --output P --set
 model.init=CHECKPOINT --set train.steps=0`` (vocabulary, pretraining and training are off). The
 stages before ``vocab`` (demo task, inputs, corpus cleaning, sentences) do not depend on the
-encoder, so P is first seeded with copies of their folders and manifests from DIR and the
-runner skips them. What is left (embed, mine, rules, CDS training and scoring, sample,
+encoder, so P is first seeded with copies of their folders and manifests from DIR (later points:
+from the first point's folder) and the runner skips them. The runner fingerprints data files by
+size, mtime and content: if ``DATA`` was rewritten since DIR ran, the first point redoes those
+stages (~1.5 minutes) and the later points copy its folders. Older runs' ``_config.yaml`` may
+hold keys this code has removed: the bench writes ``WORKDIR/config.yaml`` without them (a
+warning names them) and gives that to every child. What is left (embed, mine, rules, CDS training and scoring, sample,
 combine, bitext, eval, report) took ~4-5 minutes per point on 2 shared cores, so it is off
 unless ``--downstream`` is given.
 
@@ -216,6 +220,29 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def child_env(threads: int | None) -> dict[str, str]:
+    env = dict(os.environ)
+    if threads:
+        for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+            env[k] = str(threads)
+    return env
+
+
+def run_child(work: Path, env: dict[str, str], name: str, cmd: list[str]) -> None:
+    """Run one child to completion, its output in WORK/logs/NAME.log; a failure names the log
+    and stops the bench."""
+    logs = work / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    path = logs / f"{name}.log"
+    log.debug("%s: %s", name, " ".join(cmd))
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("$ " + " ".join(cmd) + "\n")
+        f.flush()
+        r = subprocess.run(cmd, cwd=REPO, env=env, stdout=f, stderr=subprocess.STDOUT)
+    if r.returncode != 0:
+        raise RuntimeError(f"{name} failed (exit {r.returncode}); see {path}")
+
+
 class Bench:
     """Runs the children (each logged to WORKDIR/logs/) and holds the shared settings."""
 
@@ -224,24 +251,15 @@ class Bench:
         self.run = run
         self.data = Path(args.data).resolve()
         self.work = Path(args.workdir).resolve()
-        self.config = run / "_config.yaml"
-        self.env = dict(os.environ)
-        if args.threads:
-            for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-                self.env[k] = str(args.threads)
+        self.config = current_config(run / "_config.yaml", self.work / "config.yaml")
+        self.env = child_env(args.threads)
+        # Where downstream points copy the encoder-independent stages from: the run, then the
+        # first point done here (whose manifests match today's data files even if the run's
+        # no longer do: the runner fingerprints data files by mtime too).
+        self.seed_from = run
 
     def child(self, name: str, cmd: list[str]) -> None:
-        """Run one child to completion; a failure names its log and stops the bench."""
-        logs = self.work / "logs"
-        logs.mkdir(parents=True, exist_ok=True)
-        path = logs / f"{name}.log"
-        log.debug("%s: %s", name, " ".join(cmd))
-        with open(path, "w", encoding="utf-8") as f:
-            f.write("$ " + " ".join(cmd) + "\n")
-            f.flush()
-            r = subprocess.run(cmd, cwd=REPO, env=self.env, stdout=f, stderr=subprocess.STDOUT)
-        if r.returncode != 0:
-            raise RuntimeError(f"{name} failed (exit {r.returncode}); see {path}")
+        run_child(self.work, self.env, name, cmd)
 
     def train(self, name: str, pairs: Path, steps: int, save_every: int) -> Path:
         """Fine-tune the run's pretrained encoder; returns the training folder. Keeps every
@@ -328,11 +346,9 @@ class Bench:
 
     def downstream(self, name: str, model: Path) -> dict[str, Any]:
         """The runner's stages after training with this encoder, in WORKDIR/runs/NAME."""
-        from pipelines import run as runner
-
         out = self.work / "runs" / name
         if not (out / "eval" / "mined_pr.json").is_file():
-            self._seed(out, runner.NAMES[: runner.NAMES.index(FIRST_ENCODER_STAGE)])
+            self._seed(out, self.stages_before_encoder())
             log.info("%s: mining and filtering with %s", name, model)
             self.child(
                 f"run_{name}",
@@ -352,6 +368,7 @@ class Bench:
                     "train.steps=0",
                 ],
             )
+            self.seed_from = out
         return run_figures(out)
 
     def downstream_or_note(self, name: str, model: Path) -> dict[str, Any]:
@@ -363,18 +380,73 @@ class Bench:
             log.warning("%s: downstream figures missing: %s", name, e)
             return {"downstream_error": str(e)}
 
+    def stages_before_encoder(self) -> list[str]:
+        """The run's stages before the first that reads the encoder, in the order of its plan
+        (DIR/_run.json), so the bench does not hard-code the runner's stage list."""
+        plan = json.loads((self.run / "_run.json").read_text(encoding="utf-8"))["plan"]
+        names = [row["stage"] for row in plan]
+        if FIRST_ENCODER_STAGE not in names:
+            raise RuntimeError(f"{self.run}/_run.json: no {FIRST_ENCODER_STAGE} stage in its plan")
+        return names[: names.index(FIRST_ENCODER_STAGE)]
+
     def _seed(self, out: Path, stages: list[str]) -> None:
-        """Copy the encoder-independent stages of DIR, with their manifests, so the runner
-        finds them done (its manifests name paths relative to the run folder)."""
+        """Copy the encoder-independent stages, with their manifests, so the runner finds them
+        done (its manifests name paths relative to the run folder); if they no longer match,
+        the runner redoes them, which costs time, not correctness."""
         state = out / "_state"
         state.mkdir(parents=True, exist_ok=True)
         for s in stages:
-            manifest = self.run / "_state" / f"{s}.manifest.json"
+            manifest = self.seed_from / "_state" / f"{s}.manifest.json"
             if not manifest.is_file() or (state / manifest.name).is_file():
                 continue
-            if (self.run / s).is_dir():
-                shutil.copytree(self.run / s, out / s, dirs_exist_ok=True)
+            if (self.seed_from / s).is_dir():
+                shutil.copytree(self.seed_from / s, out / s, dirs_exist_ok=True)
             shutil.copy2(manifest, state / manifest.name)
+
+
+def _known_only(data: dict[str, Any], cls: type, prefix: str, dropped: list[str]) -> dict:
+    """``data`` without the keys dataclass ``cls`` does not have (recursing into nested
+    config dataclasses); the dropped keys' paths are appended to ``dropped``."""
+    import dataclasses
+    import typing
+
+    hints = typing.get_type_hints(cls)
+    fields = {f.name for f in dataclasses.fields(cls) if f.init}
+    out = {}
+    for key, value in data.items():
+        if key not in fields:
+            dropped.append(f"{prefix}.{key}")
+        elif dataclasses.is_dataclass(hints[key]) and isinstance(value, dict):
+            out[key] = _known_only(value, hints[key], f"{prefix}.{key}", dropped)
+        else:
+            out[key] = value
+    return out
+
+
+def current_config(run_config: Path, out: Path) -> Path:
+    """The run's resolved config as this code reads it: a run written by an older version can
+    carry keys that were removed since (every key of ``_config.yaml`` is written, defaults
+    included, so a removed key had no effect). Those are dropped, with a warning naming them;
+    every other value is the run's."""
+    import yaml
+
+    from labse_common.config import section_class, section_names
+
+    cfg = yaml.safe_load(run_config.read_text(encoding="utf-8")) or {}
+    known = set(section_names())
+    dropped: list[str] = [s for s in cfg if s not in known]
+    kept = {
+        s: _known_only(v, section_class(s), s, dropped) if isinstance(v, dict) else v
+        for s, v in cfg.items()
+        if s in known
+    }
+    if dropped:
+        log.warning(
+            "%s: keys this code no longer knows, left out: %s", run_config, ", ".join(dropped)
+        )
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(yaml.safe_dump(kept, sort_keys=False, allow_unicode=True), encoding="utf-8")
+    return out
 
 
 def run_figures(run: Path) -> dict[str, Any]:
@@ -468,8 +540,9 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
         run = work / "demo_run"
         if not (run / "report" / "report.md").is_file():
             log.info("no --run: running the demo preset into %s (~20 minutes)", run)
-            b0 = Bench(args, run)
-            b0.child(
+            run_child(
+                work,
+                child_env(args.threads),
                 "demo_run",
                 [
                     sys.executable,
