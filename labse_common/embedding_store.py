@@ -47,9 +47,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from labse_common import datafiles
+from labse_common import datafiles, filesystems
 from labse_common.errors import InputError
-from labse_common.output_dir import is_remote, join
+from labse_common.filesystems import is_remote, join
 
 # Named, not __name__: under `python -m` the module is __main__, whose logs are muted.
 log = logging.getLogger("labse_common.embedding_store")
@@ -74,15 +74,9 @@ class StoreDamaged(InputError, ValueError):
         return type(self), (self.path, self.problem, self.flag)
 
 
-def _fs():
-    from labse_common import filesystems  # lazy: local stores work without Beam
-
-    return filesystems
-
-
 def read_bytes(path: str) -> bytes:
     if is_remote(path):
-        with _fs().open_read(path) as f:
+        with filesystems.open_read(path) as f:
             return f.read()
     with open(path, "rb") as f:
         return f.read()
@@ -91,7 +85,7 @@ def read_bytes(path: str) -> bytes:
 def write_bytes(path: str, data: bytes) -> None:
     """Write a whole file: FileSystems for remote paths; locally via a temporary name + rename."""
     if is_remote(path):
-        with _fs().create(path) as f:
+        with filesystems.create(path) as f:
             f.write(data)
         return
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
@@ -102,7 +96,7 @@ def write_bytes(path: str, data: bytes) -> None:
 
 
 def exists(path: str) -> bool:
-    return _fs().exists(path) if is_remote(path) else os.path.exists(path)
+    return filesystems.exists(path) if is_remote(path) else os.path.exists(path)
 
 
 def load_npy(path: str, mmap: bool = True, flag: str | None = None) -> np.ndarray:

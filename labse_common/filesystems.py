@@ -12,7 +12,15 @@ once per process from the environment:
 * otherwise empty options, so boto3's own environment applies: ``AWS_ENDPOINT_URL``,
   ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_DEFAULT_REGION``.
 
-Beam is imported only when a remote path is used.
+Beam is imported only when a remote path is used: this module imports nothing heavy, so every
+other module imports it at the top and calls ``filesystems.open_read(...)`` and the like.
+
+**What counts as remote** (:func:`is_remote`, the one rule every module uses): a path is remote
+when it starts with a URL scheme, ``scheme://``, whose scheme is at least two characters and is
+not ``file``: ``s3://b/k``, ``gs://b/k``, ``hdfs://...``. Everything else is a local path read
+with the operating system's own calls: ``/data/x``, ``data/x``, ``~/x``, a Windows path
+(``C:\\x``, even ``C://x``: a one-letter "scheme" is a drive letter) and ``file://...`` (Beam
+has no filesystem for ``file://``; the OS path API is the one that can serve a local file).
 """
 
 from __future__ import annotations
@@ -20,10 +28,33 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import re
 import shlex
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 ENV = "LABSE_BEAM_OPTIONS"
+
+#: ``scheme://`` at the start of a path (RFC 3986 scheme characters, two or more of them).
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+)://")
+
+
+def is_remote(path: Any) -> bool:
+    """Whether ``path`` names an object store or another filesystem served through Beam (module
+    docstring: a ``scheme://`` other than ``file://``); False for anything that is not a str or
+    path-like."""
+    text = os.fspath(path) if isinstance(path, (str, os.PathLike)) else None
+    m = _SCHEME.match(text) if isinstance(text, str) else None
+    return m is not None and m.group(1).lower() != "file"
+
+
+def join(base: str | os.PathLike, *parts: str) -> str:
+    """``base/part/...``: Beam's join for a remote ``base`` (``s3://b/k/x``), ``os.path.join``
+    for a local one (no Beam import)."""
+    base = os.fspath(base)
+    if is_remote(base):
+        return filesystem(base).join(base, *parts)
+    return os.path.join(base, *parts)
 
 
 def configure(args: Sequence[str] | None = None) -> None:
@@ -111,10 +142,6 @@ def rename(srcs: list[str], dsts: list[str]) -> None:
     if srcs:
         with _remote_failures():
             filesystem(srcs[0]).rename(srcs, dsts)
-
-
-def join(base: str, *parts: str) -> str:
-    return filesystem(base).join(base, *parts)
 
 
 _S3_CLIENTS: dict[tuple, object] = {}

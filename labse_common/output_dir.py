@@ -37,7 +37,8 @@ there the claim is best effort: the job writes its claim, reads it back and stop
 job's id is there. Two jobs started within the same second can both pass that check; run one
 writer per output prefix on object stores (an orchestrator such as the stage runner does).
 
-``FileSystems`` is imported lazily: local folders work without Beam on the path.
+Beam is imported only for a remote output (:mod:`labse_common.filesystems`): local folders
+work without Beam on the path.
 """
 
 from __future__ import annotations
@@ -53,7 +54,9 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from labse_common import filesystems
 from labse_common.errors import UsageError
+from labse_common.filesystems import is_remote, join
 
 log = logging.getLogger(__name__)
 
@@ -77,26 +80,8 @@ class OutputNotEmpty(OutputError):
     """The output folder holds files and ``--overwrite`` was not given."""
 
 
-def is_remote(path: str) -> bool:
-    return "://" in str(path) and not str(path).startswith("file://")
-
-
-def _fs():
-    from labse_common import filesystems  # lazy: local paths work without Beam
-
-    return filesystems
-
-
-def join(base: str, *parts: str) -> str:
-    base = str(base)
-    if is_remote(base):
-        return _fs().join(base, *parts)
-    return os.path.join(base, *parts)
-
-
 def _remote_files(prefix: str) -> list[str]:
-    fs = _fs()
-    return fs.match(fs.join(prefix.rstrip("/"), "**"))
+    return filesystems.match(join(prefix.rstrip("/"), "**"))
 
 
 def _top_entry(output: str, path: str) -> str:
@@ -163,7 +148,7 @@ def _copy_objects(pairs: list[tuple[str, str]]) -> None:
     from labse_common.errors import RemoteError
 
     for src, dst in pairs:
-        results = _fs().filesystem(src).copy([src], [dst])
+        results = filesystems.filesystem(src).copy([src], [dst])
         bad = [err for *_, err in (results or []) if err is not None]
         if bad:
             raise RemoteError(f"could not copy {src} to {dst}: {bad[0]}")
@@ -300,7 +285,7 @@ class OutputDir:
     def _read_claim(self) -> str:
         try:
             if is_remote(self.output):
-                with _fs().open_read(self.claim_path) as f:
+                with filesystems.open_read(self.claim_path) as f:
                     return f.read().decode("utf-8", "replace").strip()
             with open(self.claim_path, encoding="utf-8", errors="replace") as f:
                 return f.read().strip()
@@ -311,10 +296,9 @@ class OutputDir:
         """Take the claim and check the folder; raises :class:`OutputError`."""
         if is_remote(self.output):
             data = json.dumps(self._claim_info()).encode("utf-8")
-            fs = _fs()
-            if fs.exists(self.claim_path):
+            if filesystems.exists(self.claim_path):
                 raise self._busy(self._read_claim())
-            with fs.create(self.claim_path) as f:
+            with filesystems.create(self.claim_path) as f:
                 f.write(data)
             # Read back: of two writers racing, the one whose claim was overwritten stops.
             back = self._read_claim()
@@ -366,7 +350,7 @@ class OutputDir:
         self._claimed = False
         try:
             if is_remote(self.output):
-                _fs().delete([self.claim_path])
+                filesystems.delete([self.claim_path])
             else:
                 # Unlink before unlocking: a writer that opened this file meanwhile sees it is gone.
                 os.unlink(self.claim_path)
@@ -412,7 +396,6 @@ class OutputDir:
             _remove(aside)
 
     def _commit_remote(self) -> None:
-        fs = _fs()
         prefix = self.tmp.rstrip("/") + "/"
         srcs = _remote_files(self.tmp)
         dsts = [join(self.output, s[len(prefix) :]) for s in srcs]
@@ -443,7 +426,7 @@ class OutputDir:
                 len(gone),
                 self.output,
             )
-        fs.delete(gone + [a for _, a in saved] + srcs)
+        filesystems.delete(gone + [a for _, a in saved] + srcs)
 
     def _undo_remote(self, saved: list[tuple[str, str]], copied: list[str], old: set[str]) -> None:
         """Put back the old objects a failed remote commit replaced and remove the new ones it
@@ -451,7 +434,7 @@ class OutputDir:
         back = dict(saved)
         try:
             _copy_objects([(back[d], d) for d in copied if d in back])
-            _fs().delete([d for d in copied if d not in old] + list(back.values()))
+            filesystems.delete([d for d in copied if d not in old] + list(back.values()))
         except Exception as e:  # noqa: BLE001 - BeamIOError/RemoteError: the store is failing
             log.error(
                 "could not undo the failed commit of %s (%s): the old objects are kept under %s",
@@ -476,7 +459,7 @@ class OutputDir:
             if is_remote(self.output):
                 paths = _remote_files(self.tmp)
                 if paths:
-                    _fs().delete(paths)
+                    filesystems.delete(paths)
             else:
                 shutil.rmtree(self.tmp, ignore_errors=True)
         except Exception as e:  # noqa: BLE001 - the error that made us abort is the one to report
@@ -542,13 +525,12 @@ def staged_output(output: str | os.PathLike, overwrite: bool = False) -> Iterato
 def upload_tree(local: str, remote: str, chunk: int = 8 << 20) -> int:
     """Copy every file under ``local`` to the same relative paths under ``remote`` (through
     Beam's FileSystems); returns the bytes copied."""
-    fs = _fs()
     total = 0
     for root, _, files in os.walk(local):
         for name in sorted(files):
             path = os.path.join(root, name)
             rel = os.path.relpath(path, local).replace(os.sep, "/")
-            with open(path, "rb") as src, fs.create(join(remote, rel)) as dst:
+            with open(path, "rb") as src, filesystems.create(join(remote, rel)) as dst:
                 shutil.copyfileobj(src, dst, chunk)
             total += os.path.getsize(path)
     log.info("uploaded %d bytes from %s to %s", total, local, remote)

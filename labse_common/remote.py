@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from labse_common.errors import RemoteError, RemoteFailure, UsageError
+from labse_common.filesystems import is_remote
 
 log = logging.getLogger(__name__)
 
@@ -84,17 +85,14 @@ def s3_limits() -> S3Limits:
     )
 
 
-def is_remote(path: Any) -> bool:
-    return isinstance(path, str) and path.startswith(SCHEMES)
-
-
 def remote_paths(values: Iterable[Any]) -> list[str]:
-    """The ``s3://``/``gs://`` strings among ``values`` (lists and tuples are looked into)."""
+    """The remote path strings among ``values`` (:func:`labse_common.filesystems.is_remote`;
+    lists and tuples are looked into)."""
     out: list[str] = []
     for v in values:
         if isinstance(v, (list, tuple)):
             out += remote_paths(v)
-        elif is_remote(v):
+        elif isinstance(v, str) and is_remote(v):
             out.append(v)
     return out
 
@@ -233,10 +231,11 @@ def check_gcs(path: str, flag: str | None = None) -> None:
 
 
 def check_paths(paths: Iterable[str], options=None) -> None:
-    """Preflight every remote path (each bucket once); raises RemoteError."""
+    """Preflight every ``s3://``/``gs://`` path (each bucket once); raises RemoteError. Other
+    schemes have no preflight: Beam's filesystem names them when it is used."""
     seen: set[tuple[str, str]] = set()
     for path in paths:
-        if not is_remote(path):
+        if not str(path).startswith(SCHEMES):
             continue
         key = _bucket(path)
         if key in seen:
@@ -250,7 +249,7 @@ def check_paths(paths: Iterable[str], options=None) -> None:
 
 def require_local(path: str | None, flag: str, what: str = "this command") -> None:
     """For outputs a command can only write to a local folder: one clear line, exit 2."""
-    if path is not None and "://" in str(path) and not str(path).startswith("file://"):
+    if path is not None and is_remote(path):
         raise UsageError(
             f"{flag} {path}: {what} writes only to a local folder; "
             "write locally and copy the folder to the object store"

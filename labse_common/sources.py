@@ -51,8 +51,9 @@ from typing import BinaryIO
 
 import pyarrow as pa
 
-from labse_common import datafiles
+from labse_common import datafiles, filesystems
 from labse_common.errors import InputError, UsageError
+from labse_common.filesystems import is_remote
 from labse_common.langs import base_lang, normalize_lang
 from labse_common.stats import StageCounter
 from labse_common.textio import sniff_bom, wrap_text
@@ -93,13 +94,9 @@ class TextFile:
 # --- patterns ----------------------------------------------------------------------------------
 
 
-def _remote(path: str) -> bool:
-    return "://" in path and not path.startswith("file://")
-
-
 def _norm(path: str) -> str:
     """A local path without ``..`` and doubled separators (the same file found twice is one)."""
-    return path if _remote(path) else os.path.normpath(path)
+    return path if is_remote(path) else os.path.normpath(path)
 
 
 def _where(flag: str | None, pattern: str) -> str:
@@ -121,13 +118,13 @@ def _compile(pattern: str, base: Path | str | None, flag: str | None) -> _Patter
     if not text:
         raise UsageError(f"{_where(flag, repr(pattern))}: empty pattern")
     prefix = ""  # the folder of a relative pattern, taken literally
-    if not (_remote(text) or os.path.isabs(text)):
+    if not (is_remote(text) or os.path.isabs(text)):
         root = str(base) if base is not None else os.getcwd()
-        if _remote(root):
+        if is_remote(root):
             prefix = root.rstrip("/") + "/"
         else:
             prefix = os.path.join(os.path.abspath(os.path.expanduser(root)), "")
-    globs = [prefix if _remote(prefix) else glob.escape(prefix)]
+    globs = [prefix if is_remote(prefix) else glob.escape(prefix)]
     regex, names, count = [re.escape(prefix)], [], {}
     for m in _TOKEN.finditer(text):
         tok = m.group(0)
@@ -169,12 +166,10 @@ def _compile(pattern: str, base: Path | str | None, flag: str | None) -> _Patter
 
 def _match(pat: _Pattern, flag: str | None) -> list[str]:
     """The files the pattern's glob matches (folders left out)."""
-    if not _remote(pat.glob):
+    if not is_remote(pat.glob):
         return sorted(p for p in glob.glob(pat.glob, recursive=True) if os.path.isfile(p))
     try:
         from apache_beam.io.filesystem import BeamIOError
-
-        from labse_common import filesystems
     except ImportError:
         raise UsageError(
             f"{_where(flag, pat.text)}: a remote pattern needs Apache Beam "
@@ -542,9 +537,7 @@ _GZIP_DAMAGE = (EOFError, zlib.error, gzip.BadGzipFile)
 
 def _open_raw(path: str, flag) -> BinaryIO:
     try:
-        if _remote(path):
-            from labse_common import filesystems
-
+        if is_remote(path):
             return filesystems.open_read(path)
         return open(path, "rb")  # noqa: SIM115 - the caller closes it
     except FileNotFoundError:

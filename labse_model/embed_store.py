@@ -52,10 +52,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from labse_common import datafiles
+from labse_common import datafiles, filesystems
 from labse_common import embedding_store as es
 from labse_common.errors import InputError, UsageError
-from labse_common.output_dir import OutputDir, claimed_file, is_remote, join
+from labse_common.filesystems import is_remote, join
+from labse_common.output_dir import OutputDir, claimed_file
 from labse_common.stats import StageCounter, check_balanced, to_report
 
 if TYPE_CHECKING:
@@ -85,12 +86,6 @@ DAMAGED = "_damaged"
 
 
 # --- inputs --------------------------------------------------------------------------------
-
-
-def _fs():
-    from labse_common import filesystems  # lazy: local inputs work without Beam
-
-    return filesystems
 
 
 def _hidden(rel: str) -> bool:
@@ -124,7 +119,7 @@ def _expand_local(spec: str, flag: str | None) -> list[str]:
 
 
 def _expand_remote(spec: str, flag: str | None) -> list[str]:
-    fs = _fs()
+    fs = filesystems
     if any(c in spec for c in _GLOB):
         found = sorted(fs.match(spec))
     elif fs.exists(join(spec, es.MANIFEST)):

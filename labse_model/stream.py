@@ -39,6 +39,7 @@ import numpy as np
 
 from labse_common.datafiles import STREAM_BUFFER, LostRows, count_lost, read_row_group_surviving
 from labse_common.errors import InputError
+from labse_common.filesystems import is_remote
 from labse_common.stats import StageCounter
 from labse_model.stream_blocks import Block, BlockList
 from labse_model.vocab.pretokenize import has_words
@@ -58,15 +59,11 @@ _CONVERT_ROWS = 4096  # Parquet rows decoded and converted to Python at a time
 # --- file access through Beam FileSystems (local, s3://, gs:// ...) -------------------------
 
 
-def _is_remote(path: str) -> bool:
-    return "://" in path
-
-
 def open_binary(path: str):
     """A seekable binary file for ``path`` (no automatic decompression); remote paths through
     Beam's FileSystems, configured by labse_common/filesystems.py (imported lazily: Beam is
     slow to import)."""
-    if not _is_remote(path):
+    if not is_remote(path):
         return open(path, "rb")
     from labse_common import filesystems
 
@@ -74,7 +71,7 @@ def open_binary(path: str):
 
 
 def path_exists(path: str) -> bool:
-    if not _is_remote(path):
+    if not is_remote(path):
         return os.path.exists(path)
     from labse_common import filesystems
 
@@ -82,7 +79,7 @@ def path_exists(path: str) -> bool:
 
 
 def _match(pattern: str) -> list[str]:
-    if not _is_remote(pattern):
+    if not is_remote(pattern):
         import glob
 
         return sorted(glob.glob(pattern))
@@ -110,7 +107,7 @@ def expand_inputs(specs: Sequence[str], what: str = "input file") -> dict[str, l
     groups: dict[str, list[str]] = {}
     for spec in specs:
         spec = spec.rstrip("/") if len(spec) > 1 else spec
-        if not _is_remote(spec) and os.path.isdir(spec):
+        if not is_remote(spec) and os.path.isdir(spec):
             found = False
             for name in sorted(os.listdir(spec)):
                 sub = os.path.join(spec, name)
@@ -124,7 +121,7 @@ def expand_inputs(specs: Sequence[str], what: str = "input file") -> dict[str, l
             if not found:
                 raise FileNotFoundError(f"no data files or <lang>/ folders in {spec}")
             continue
-        if _is_remote(spec) and not any(c in spec for c in "*?[") and not path_exists(spec):
+        if is_remote(spec) and not any(c in spec for c in "*?[") and not path_exists(spec):
             # A remote folder (object stores have no directories): <lang>/ objects under it.
             found = [f for f in _match(spec + "/*/*") if _is_data_file(f)]
             for f in found:

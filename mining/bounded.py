@@ -37,7 +37,7 @@ import numpy as np
 
 from labse_common.embedding_store import load_npy, unit_rows
 from labse_common.errors import UsageError
-from labse_common.output_dir import is_remote
+from labse_common.filesystems import is_remote
 from labse_common.sections.mining import MiningConfig
 from labse_common.stats import StageCounter
 from labse_common.threads import usable_cpus

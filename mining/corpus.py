@@ -29,8 +29,8 @@ from labse_common.embedding_store import (
     vector_problems,
 )
 from labse_common.errors import InputError
+from labse_common.filesystems import is_remote
 from labse_common.formats import PROVENANCE_COLUMNS
-from labse_common.output_dir import is_remote
 from labse_common.stats import StageCounter
 from labse_common.textio import read_lines
 

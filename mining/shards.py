@@ -16,7 +16,7 @@ from labse_common.embedding_store import (
     exists,
     load_npy,
 )
-from labse_common.output_dir import is_remote, join
+from labse_common.filesystems import is_remote, join
 
 log = logging.getLogger(__name__)
 

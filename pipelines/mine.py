@@ -40,8 +40,9 @@ from labse_common.cli import (
 )
 from labse_common.embedding_store import MANIFEST, exists
 from labse_common.errors import InputError
+from labse_common.filesystems import join
 from labse_common.logs import setup_logging
-from labse_common.output_dir import join, staged_output
+from labse_common.output_dir import staged_output
 from labse_common.remote import require_local
 from labse_common.sections.mining import MiningConfig
 from mining.__main__ import _print_stats, add_scoring_options, mining_config

@@ -43,8 +43,8 @@ from apache_beam.transforms.window import GlobalWindows
 
 from labse_common import filesystems
 from labse_common.datafiles import iter_parquet_row_groups
+from labse_common.filesystems import is_remote
 from labse_common.formats import SENTENCE_ROW_FIELDS
-from labse_common.output_dir import is_remote
 from pipelines import local_runner
 from pipelines.dedup import order_key
 from pipelines.parquet_io import WriteSentenceShard, write_table

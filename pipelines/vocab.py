@@ -48,8 +48,9 @@ from labse_common.cli import (
 from labse_common.config import to_dict
 from labse_common.datafiles import iter_parquet_batches, iter_parquet_counted, parquet_file
 from labse_common.errors import InputError, UsageError
+from labse_common.filesystems import is_remote
 from labse_common.logs import setup_logging
-from labse_common.output_dir import OutputDir, full_error, is_remote, upload_tree
+from labse_common.output_dir import OutputDir, full_error, upload_tree
 from labse_common.sections.vocab import VocabConfig
 from labse_common.stats import StageCounter, merge_counts
 from labse_model.vocab.build import (

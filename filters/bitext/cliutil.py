@@ -36,6 +36,7 @@ from labse_common.cli import (
     run_main,
 )
 from labse_common.errors import InputError, UsageError
+from labse_common.filesystems import is_remote
 from labse_common.logs import setup_logging
 from labse_common.remote import check_paths, remote_paths, require_local
 from labse_common.stats import check_balanced, write_report
@@ -78,7 +79,7 @@ def positive(value: int, flag: str) -> int:
 
 def local_input(path: str | None, flag: str, what: str = "a local folder") -> None:
     """For inputs only read from local disk (model folders): one clear line for a URL."""
-    if path is not None and "://" in str(path) and not str(path).startswith("file://"):
+    if path is not None and is_remote(path):
         raise UsageError(f"{flag} {path}: this command reads {what}; copy it to local disk first")
 
 

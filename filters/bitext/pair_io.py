@@ -64,6 +64,7 @@ import pyarrow.parquet as pq
 
 from labse_common.datafiles import check_text_column, iter_parquet_batches, iter_parquet_counted
 from labse_common.errors import InputError
+from labse_common.filesystems import is_remote
 from labse_common.stats import StageCounter
 
 log = logging.getLogger(__name__)
@@ -87,12 +88,8 @@ class PairFileError(InputError):
 # --- reading -----------------------------------------------------------------------------------
 
 
-def _remote(path: str | os.PathLike) -> bool:
-    return "://" in str(path) and not str(path).startswith("file://")
-
-
 def _open(path: str) -> BinaryIO:
-    if _remote(path):
+    if is_remote(path):
         from labse_common import filesystems  # Beam only for remote paths
 
         return filesystems.open_read(path)
@@ -108,7 +105,7 @@ def _is_float(s: str) -> bool:
 
 
 def _parquet_files(path: str, flag: str | None) -> list[str]:
-    if not _remote(path) and os.path.isdir(path):
+    if not is_remote(path) and os.path.isdir(path):
         mined = os.path.join(path, "mined.parquet")
         files = [mined] if os.path.isfile(mined) else sorted(map(str, Path(path).glob("*.parquet")))
         if not files:
@@ -118,7 +115,7 @@ def _parquet_files(path: str, flag: str | None) -> list[str]:
 
 
 def _is_parquet(path: str, flag: str | None) -> bool:
-    if not _remote(path) and os.path.isdir(path):
+    if not is_remote(path) and os.path.isdir(path):
         return True
     try:
         with _open(path) as f:
@@ -329,7 +326,7 @@ def iter_pair_batches(
     gave it in error messages. ``survive_damage``: a Parquet row group that fails to decode is
     counted in ``counter`` (pairs dropped ``damaged_row_group``) and the rest is still read."""
     p = str(path)
-    if not _remote(p) and not os.path.exists(p):
+    if not is_remote(p) and not os.path.exists(p):
         raise PairFileError(p, "not found", flag)
     counter = counter if counter is not None else StageCounter()
     if _is_parquet(p, flag):
