@@ -1,5 +1,6 @@
-"""Lists that must agree come from one definition: rule names from the rule classes, retrieval
-modes and margins from the mining section's Literals, language codes from labse_common.langs,
+"""Lists that must agree come from one definition: rule names, combine features, retrieval modes
+and margins from the config sections (the bottom layer; the libraries implement them and check
+the match when they load), language codes from labse_common.langs,
 and each stage's library takes its typed section (no look-alike config classes)."""
 
 from __future__ import annotations
@@ -22,10 +23,18 @@ from labse_common.sections.train import TrainConfig
 from mining import margin, retrieval
 
 
-def test_rule_registry_is_built_from_the_rule_classes():
+def test_rule_registry_implements_the_sections_rule_names():
     names = [cls.name for cls in pair_rules.RULE_CLASSES]
     assert len(set(names)) == len(names), "two rule classes share a name"
     assert list(pair_rules.RULES) == names == list(ALL_RULES)
+    # A class missing, extra or out of order is refused when the registry is built (at import).
+    for classes in (
+        pair_rules.RULE_CLASSES[:-1],
+        (*pair_rules.RULE_CLASSES, pair_rules.CdsStep),
+        pair_rules.RULE_CLASSES[::-1],
+    ):
+        with pytest.raises(RuntimeError, match="do not match the config section's rules"):
+            pair_rules.rule_registry(classes)
     assert PairRulesConfig().steps == names  # the default order is the classes' order
     assert all(issubclass(cls, pair_rules.Rule) for cls in pair_rules.RULES.values())
     # Every rule the config accepts builds from the config (lang needs a model: not built here).
@@ -38,6 +47,20 @@ def test_rule_registry_is_built_from_the_rule_classes():
     with pytest.raises(ConfigError, match="unknown rule.*nope"):
         load("pair_rules", "demo", ["steps=[empty, nope]"])
     assert "known: " + ", ".join(names) in reference(["pair_rules"])
+
+
+def test_combine_features_are_the_sections_names():
+    from filters.bitext import combine
+    from labse_common.sections import combine as combine_section
+
+    assert tuple(combine.DERIVED) == combine_section.DERIVED_FEATURES
+    assert combine.SCORE_COLUMNS is combine_section.SCORE_COLUMNS
+    assert combine.known_feature is combine_section.known_feature
+    # The section checks the names at load, without the library: a derived feature passes, a
+    # misspelt one is one error line listing them.
+    assert load("combine", "demo", ["features=[digits_agree, rule_copy]"]).features
+    with pytest.raises(ConfigError, match="unknown feature.*'digit_agree'.*known: margin"):
+        load("combine", "demo", ["features=[digit_agree]"])
 
 
 def test_retrieval_modes_and_margins_have_one_definition():

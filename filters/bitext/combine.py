@@ -34,23 +34,17 @@ import pyarrow as pa
 
 from filters.bitext.calibrate import Calibration, CalibrationError, calibrate, roc_auc
 
-log = logging.getLogger(__name__)
-
-#: Score columns used when present (higher or lower is better: the model learns the sign).
-SCORE_COLUMNS = (
-    "margin",
-    "margin_fwd",
-    "margin_bwd",
-    "mutual",
-    "cosine",
-    "cds_score",
-    "cds_score_bwd",
-    "dual_xent",
-    "xent_clean",
-    "xent_clean_bwd",
-    "src_lang_score",
-    "trg_lang_score",
+# The feature names are declared in the config section (it checks combine.features at load,
+# below this package); re-exported, their names here since this module was written.
+from labse_common.sections.combine import (  # noqa: F401
+    DERIVED_FEATURES,
+    RULE_PREFIX,
+    SCORE_COLUMNS,
+    known_feature,
+    known_feature_names,
 )
+
+log = logging.getLogger(__name__)
 
 
 def _lengths(col: Sequence[str]) -> np.ndarray:
@@ -77,31 +71,16 @@ def _copied(src: Sequence[str], trg: Sequence[str]) -> np.ndarray:
 
 
 #: Features computed from the two sentences (name -> function of src and trg columns).
+# Keyed by the combine section's DERIVED_FEATURES (the names the config accepts), checked here.
 DERIVED: Mapping[str, Callable[[Sequence[str], Sequence[str]], np.ndarray]] = {
     "abs_log_len_ratio": _abs_log_len_ratio,
     "digits_agree": _digits_agree,
     "copied": _copied,
 }
-
-
-#: How a rule flag column is named (``filters rules --flag-only``): any such boolean column is a
-#: feature.
-RULE_PREFIX = "rule_"
-
-
-def known_feature(name: str) -> bool:
-    """Whether ``name`` can be a feature of some pairs table: a score column, a derived feature or
-    a rule flag. The config checks ``combine.features`` against this before any work."""
-    return (
-        name in SCORE_COLUMNS
-        or name in DERIVED
-        or (name.startswith(RULE_PREFIX) and name != RULE_PREFIX)
+if tuple(DERIVED) != DERIVED_FEATURES:
+    raise RuntimeError(
+        f"derived features {tuple(DERIVED)} != the combine section's {DERIVED_FEATURES}"
     )
-
-
-def known_feature_names() -> list[str]:
-    """The known features as the config's error line lists them."""
-    return [*SCORE_COLUMNS, *DERIVED, f"{RULE_PREFIX}<name>"]
 
 
 def available_features(table: pa.Table) -> list[str]:

@@ -1,9 +1,10 @@
 """Hard rules for sentence pairs, each a :class:`filters.steps.Step` with named drop reasons.
 
 A rule is one small :class:`Rule` class whose ``name`` is the one used in the preset's
-``pair_rules.steps`` list and whose ``from_context`` builds it from the config; :data:`RULES` is
-derived from the classes (and the config section's known rules and default order from
-:data:`RULES`), and :func:`build_chain` turns the preset into a :class:`Chain`. Lengths
+``pair_rules.steps`` list and whose ``from_context`` builds it from the config; :data:`RULES` maps
+the config section's rule names (``labse_common.sections.pair_rules.ALL_RULES``, the one
+declaration) to the classes, checked at import, and :func:`build_chain` turns the preset into a
+:class:`Chain`. Lengths
 are in *length units*: characters, with the characters of the scripts in
 ``pair_rules.script_units`` (Han, kana, Hangul) weighted so that a Chinese sentence is not three
 times "shorter" than its English translation.
@@ -37,7 +38,6 @@ import re
 import unicodedata
 from collections import Counter
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -46,10 +46,8 @@ import regex
 from filters.bitext.scripts import LengthUnits, base_lang, script_ratio, scripts_of
 from filters.langid import CONFUSABLE_GROUPS, LanguageIdentifier
 from filters.steps import Chain, KeepSummary, Step, chain_report
+from labse_common.sections.pair_rules import ALL_RULES, PairRulesConfig
 from labse_common.stats import StageCounter
-
-if TYPE_CHECKING:  # the section imports RULES from here: no import cycle at run time
-    from labse_common.sections.pair_rules import PairRulesConfig
 
 UNIT = "pairs"
 
@@ -392,8 +390,7 @@ class RuleContext:
         return self._lid
 
 
-# Every rule, in the default order (cheap ones first, LID last): the one list the registry, the
-# config's known rules and its default ``steps`` all come from.
+# One class per name of the section's ALL_RULES, in its order (the default ``steps``).
 RULE_CLASSES: tuple[type[Rule], ...] = (
     Empty,
     Identical,
@@ -406,7 +403,23 @@ RULE_CLASSES: tuple[type[Rule], ...] = (
     Script,
     Lang,
 )
-RULES: dict[str, type[Rule]] = {rule.name: rule for rule in RULE_CLASSES}
+
+
+def rule_registry(
+    classes: Sequence[type[Rule]], names: Sequence[str] = ALL_RULES
+) -> dict[str, type[Rule]]:
+    """Name -> class, refusing classes that do not implement exactly ``names`` in their order:
+    checked when this module loads, so a rule added on one side only cannot run."""
+    have = [cls.name for cls in classes]
+    if have != list(names):
+        raise RuntimeError(
+            f"pair rule classes {have} do not match the config section's rules {list(names)} "
+            "(labse_common.sections.pair_rules.ALL_RULES): add or reorder both"
+        )
+    return dict(zip(have, classes, strict=True))
+
+
+RULES: dict[str, type[Rule]] = rule_registry(RULE_CLASSES)
 
 
 def build_chain(cfg: PairRulesConfig) -> Chain:

@@ -1,4 +1,10 @@
-"""The ``combine:`` section: the labelled sample of mined pairs and the combined pair score."""
+"""The ``combine:`` section: the labelled sample of mined pairs and the combined pair score.
+
+The feature names (score columns, derived text features, the rule flag prefix) are declared here
+as pure data, because ``validate`` checks ``combine.features`` at load and ``labse_common`` imports
+no upper package; ``filters.bitext.combine`` computes them and checks at import that its derived
+features are exactly :data:`DERIVED_FEATURES`.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +12,42 @@ from dataclasses import dataclass
 from typing import Literal
 
 from labse_common.config import ConfigError, option
+
+#: Score columns used when present (higher or lower is better: the model learns the sign).
+SCORE_COLUMNS: tuple[str, ...] = (
+    "margin",
+    "margin_fwd",
+    "margin_bwd",
+    "mutual",
+    "cosine",
+    "cds_score",
+    "cds_score_bwd",
+    "dual_xent",
+    "xent_clean",
+    "xent_clean_bwd",
+    "src_lang_score",
+    "trg_lang_score",
+)
+#: Features computed from the two sentences (filters.bitext.combine.DERIVED implements them).
+DERIVED_FEATURES: tuple[str, ...] = ("abs_log_len_ratio", "digits_agree", "copied")
+#: How a rule flag column is named (``filters rules --flag-only``): any such boolean column is a
+#: feature.
+RULE_PREFIX = "rule_"
+
+
+def known_feature(name: str) -> bool:
+    """Whether ``name`` can be a feature of some pairs table: a score column, a derived feature or
+    a rule flag. ``validate`` checks ``combine.features`` against this before any work."""
+    return (
+        name in SCORE_COLUMNS
+        or name in DERIVED_FEATURES
+        or (name.startswith(RULE_PREFIX) and name != RULE_PREFIX)
+    )
+
+
+def known_feature_names() -> list[str]:
+    """The known features as the config's error line lists them."""
+    return [*SCORE_COLUMNS, *DERIVED_FEATURES, f"{RULE_PREFIX}<name>"]
 
 
 @dataclass
@@ -59,8 +101,6 @@ class CombineConfig:
     def validate(self) -> None:
         # Checked at load, not when the pairs are read: a misspelt feature would otherwise be a
         # KeyError traceback after the sample was read and the output claimed.
-        from filters.bitext.combine import known_feature, known_feature_names
-
         if self.features is None:
             return
         if not self.features:

@@ -1,14 +1,34 @@
-"""The ``pair_rules:`` section: hard rules for sentence pairs (``python -m filters rules``)."""
+"""The ``pair_rules:`` section: hard rules for sentence pairs (``python -m filters rules``).
+
+The rule names are declared here, once, as pure data (:data:`ALL_RULES`), and
+``filters.bitext.pair_rules`` implements one class per name: its registry is built against this
+table and refuses to import when a class is missing, extra or out of order. The table sits in the
+bottom layer rather than in the implementing package because the section needs it before any
+stage runs: the default ``steps``, the ``known:`` list of ``--reference`` and the load-time
+check of ``pair_rules.steps`` all read it, and ``labse_common`` imports no upper package (a
+registry hook that ``filters`` filled in at import would leave the check empty, or dependent on
+import order, whenever a config is loaded without ``filters`` imported first).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from filters.bitext.pair_rules import RULES
 from labse_common.config import ConfigError, option
 
-# The known rules and their default order come from the rule classes (filters.bitext.pair_rules).
-ALL_RULES: tuple[str, ...] = tuple(RULES)
+# Every rule, in the default order: cheap ones first, LID (a model load) last.
+ALL_RULES: tuple[str, ...] = (
+    "empty",
+    "identical",
+    "length",
+    "ratio",
+    "markup",
+    "numbers",
+    "repeats",
+    "copy",
+    "script",
+    "lang",
+)
 
 
 @dataclass
