@@ -24,6 +24,7 @@ import pyarrow as pa  # noqa: E402
 from filters.bitext.combine import fit_combined  # noqa: E402
 from filters.bitext.drill import planted_candidates  # noqa: E402
 from filters.bitext.sample import auto_label, draw_sample, labels_bool, split_halves  # noqa: E402
+from labse_common.sections.combine import CombineConfig  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -39,14 +40,10 @@ def main(argv: list[str] | None = None) -> int:
         half = split_halves(table.column("src").to_pylist())
         pool, held = table.filter(pa.array(half == 0)), table.filter(pa.array(half == 1))
         s = auto_label(draw_sample(pool, args.sample, seed=seed), planted)
-        fit = fit_combined(
-            s,
-            labels_bool(s),
-            target=args.target,
-            bootstrap=300,
-            confidence=args.confidence,
-            seed=seed,
+        cfg = CombineConfig(
+            target=args.target, bootstrap=300, confidence=args.confidence, seed=seed
         )
+        fit = fit_combined(s, labels_bool(s), cfg)
         if fit.calibration is None:
             print(f"seed {seed}: target unreachable ({fit.unreachable})")
             continue

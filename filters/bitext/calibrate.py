@@ -5,7 +5,10 @@ The rule: the *lowest* threshold t such that the labelled pairs scoring ≥ t ar
 pairs with the same score are kept or dropped together. Precision is not monotone in t, so this
 is the lowest t that satisfies the target, not the first crossing from the top.
 
-Intervals (percentile bootstrap over the labelled pairs, ``bootstrap`` resamples):
+This is the threshold rule of the one final filter, the combined score
+(:mod:`filters.bitext.combine`); its settings are the ``combine:`` section's.
+
+Intervals (percentile bootstrap over the labelled pairs, ``combine.bootstrap`` resamples):
 
 * precision and retained share: of the chosen t, re-measured on each resample — how well the
   sample pins down what t keeps;
@@ -17,10 +20,14 @@ from __future__ import annotations
 
 import logging
 from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from labse_common.errors import UsageError
+
+if TYPE_CHECKING:  # the section imports this package to check its feature names
+    from labse_common.sections.combine import CombineConfig
 
 log = logging.getLogger(__name__)
 
@@ -111,61 +118,103 @@ class Calibration:
 def calibrate(
     scores: np.ndarray,
     good: np.ndarray,
-    target: float = 0.8,
-    bootstrap: int = 1000,
-    confidence: float = 0.95,
-    min_labelled: int = 30,
-    min_per_label: int = 5,
-    min_kept: int = 10,
-    seed: int = 0,
-    score_column: str = "cds_score",
+    cfg: CombineConfig,
+    score_column: str = "combined_score",
 ) -> Calibration:
-    """The threshold, its precision and retention, and their bootstrap intervals."""
+    """The threshold, its precision and retention, and their bootstrap intervals.
+
+    Every setting (target, bootstrap, confidence, min_labelled, min_per_label, min_kept, seed)
+    comes from the typed ``combine:`` section: its defaults live there and nowhere else."""
     scores = np.asarray(scores, dtype=np.float64)
     good = np.asarray(good, dtype=bool)
+    _check_sample(scores, good, cfg)
+    values, prec, kept = precision_curve(scores, good)
+    i = _chosen(scores, good, cfg, prec, kept)
+    t = float(values[i])
+    b_prec, b_kept, b_t, unreachable = _bootstrap(scores, good, t, cfg)
+    alpha = (1.0 - cfg.confidence) / 2.0
+    n_good = int(good.sum())
+    return Calibration(
+        threshold=t,
+        target=cfg.target,
+        precision=float(prec[i]),
+        precision_ci=_interval(b_prec, alpha),
+        retained_share=float(kept[i]),
+        retained_share_ci=_interval(b_kept, alpha),
+        threshold_ci=_interval(b_t, alpha),
+        confidence=cfg.confidence,
+        bootstrap=cfg.bootstrap,
+        bootstrap_unreachable=unreachable,
+        labelled=len(scores),
+        good=n_good,
+        bad=len(scores) - n_good,
+        roc_auc=roc_auc(scores, good),
+        score_column=score_column,
+        curve={"threshold": values, "precision": prec, "retained": kept},
+    )
+
+
+def _check_sample(scores: np.ndarray, good: np.ndarray, cfg: CombineConfig) -> None:
     if scores.shape != good.shape:
         raise ValueError("scores and labels differ in length")
     if not np.isfinite(scores).all():
         raise CalibrationError("scores must be finite (drop unscored pairs first)")
-    n, n_good = len(scores), int(good.sum())
+    check_labels(good, cfg)
+
+
+def check_labels(good: np.ndarray, cfg: CombineConfig) -> None:
+    """Refuse a labelled sample that cannot support a threshold, naming the setting."""
+    n, n_good = len(good), int(np.sum(good))
     n_bad = n - n_good
-    if n < min_labelled:
+    if n < cfg.min_labelled:
         raise CalibrationError(
-            f"the labelled sample has {n} scored pairs; at least {min_labelled} are needed "
-            "(cds.calibrate.min_labelled)"
+            f"the labelled sample has {n} scored pairs; at least {cfg.min_labelled} are needed "
+            "(combine.min_labelled)"
         )
     if n_good == 0 or n_bad == 0:
         raise CalibrationError(
             f"the labelled sample is all {GOOD if n_bad == 0 else BAD} ({n} pairs): a threshold "
             "needs both GOOD and BAD examples"
         )
-    if min(n_good, n_bad) < min_per_label:
+    if min(n_good, n_bad) < cfg.min_per_label:
         raise CalibrationError(
             f"the labelled sample has {n_good} GOOD and {n_bad} BAD pairs; at least "
-            f"{min_per_label} of each are needed (cds.calibrate.min_per_label)"
+            f"{cfg.min_per_label} of each are needed (combine.min_per_label)"
         )
-    values, prec, kept = precision_curve(scores, good)
-    i = choose_threshold(scores, good, target)
+
+
+def _chosen(
+    scores: np.ndarray, good: np.ndarray, cfg: CombineConfig, prec: np.ndarray, kept: np.ndarray
+) -> int:
+    """Index of the chosen threshold on the precision curve, or the reason there is none."""
+    i = choose_threshold(scores, good, cfg.target)
     if i is None:
         raise CalibrationError(
-            f"no threshold keeps a set that is {target:.0%} GOOD: the best-scoring pairs are "
+            f"no threshold keeps a set that is {cfg.target:.0%} GOOD: the best-scoring pairs are "
             f"only {prec.max():.1%} GOOD (the scores do not separate this sample well enough)"
         )
-    kept_pairs = int(round(float(kept[i]) * n))
-    if kept_pairs < min_kept:
+    kept_pairs = int(round(float(kept[i]) * len(scores)))
+    if kept_pairs < cfg.min_kept:
         # A handful of top-scoring pairs reaching the target says nothing about the scorer: with
         # scores that do not separate GOOD from BAD, that threshold keeps ~nothing of the corpus.
         raise CalibrationError(
-            f"the lowest threshold whose kept pairs are {target:.0%} GOOD keeps only {kept_pairs} "
-            f"labelled pair(s) (< cds.calibrate.min_kept={min_kept}; ROC AUC "
+            f"the lowest threshold whose kept pairs are {cfg.target:.0%} GOOD keeps only "
+            f"{kept_pairs} labelled pair(s) (< combine.min_kept={cfg.min_kept}; ROC AUC "
             f"{roc_auc(scores, good):.2f}): the scores do not separate this sample well enough"
         )
-    t = float(values[i])
-    rng = np.random.default_rng(seed)
-    alpha = (1.0 - confidence) / 2.0
+    return i
+
+
+def _bootstrap(
+    scores: np.ndarray, good: np.ndarray, t: float, cfg: CombineConfig
+) -> tuple[list[float], list[float], list[float], int]:
+    """Per resample: precision and retained share at ``t``, and the rule's own threshold (the
+    resamples where no threshold reaches the target are counted, not guessed)."""
+    rng = np.random.default_rng(cfg.seed)
+    n = len(scores)
     b_prec, b_kept, b_t = [], [], []
     unreachable = 0
-    for _ in range(bootstrap):
+    for _ in range(cfg.bootstrap):
         idx = rng.integers(0, n, size=n)
         s_b, g_b = scores[idx], good[idx]
         keep = s_b >= t
@@ -175,36 +224,19 @@ def calibrate(
         if g_b.all() or not g_b.any():
             unreachable += 1
             continue
-        j = choose_threshold(s_b, g_b, target)
+        j = choose_threshold(s_b, g_b, cfg.target)
         if j is None:
             unreachable += 1
             continue
         b_t.append(precision_curve(s_b, g_b)[0][j])
+    return b_prec, b_kept, b_t, unreachable
 
-    def ci(xs: list[float]) -> list[float]:
-        if not xs:
-            return [float("nan"), float("nan")]
-        lo, hi = np.quantile(np.asarray(xs, dtype=np.float64), [alpha, 1.0 - alpha])
-        return [float(lo), float(hi)]
 
-    return Calibration(
-        threshold=t,
-        target=target,
-        precision=float(prec[i]),
-        precision_ci=ci(b_prec),
-        retained_share=float(kept[i]),
-        retained_share_ci=ci(b_kept),
-        threshold_ci=ci(b_t),
-        confidence=confidence,
-        bootstrap=bootstrap,
-        bootstrap_unreachable=unreachable,
-        labelled=n,
-        good=n_good,
-        bad=n_bad,
-        roc_auc=roc_auc(scores, good),
-        score_column=score_column,
-        curve={"threshold": values, "precision": prec, "retained": kept},
-    )
+def _interval(xs: list[float], alpha: float) -> list[float]:
+    if not xs:
+        return [float("nan"), float("nan")]
+    lo, hi = np.quantile(np.asarray(xs, dtype=np.float64), [alpha, 1.0 - alpha])
+    return [float(lo), float(hi)]
 
 
 def plot_calibration(cal: Calibration, path: str) -> None:

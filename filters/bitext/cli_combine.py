@@ -39,7 +39,7 @@ from filters.bitext.calibrate import (
     precision_curve,
 )
 from filters.bitext.cliutil import run_command
-from filters.bitext.combine import fit_combined, thresholds_for
+from filters.bitext.combine import CombinedFit, fit_combined, thresholds_for
 from filters.bitext.sample import labels_bool, read_labels, tsv_cell
 from labse_common.cli import (
     add_config_options,
@@ -52,6 +52,7 @@ from labse_common.config import to_dict
 from labse_common.datafiles import read_parquet
 from labse_common.errors import InputError, UsageError
 from labse_common.output_dir import OutputDir
+from labse_common.sections.combine import CombineConfig
 from labse_common.stats import StageCounter, check_balanced, to_report, write_report
 
 log = logging.getLogger("filters.bitext.combine")
@@ -80,6 +81,12 @@ def build_parser() -> argparse.ArgumentParser:
     add_output_option(p, "output folder (scored.parquet, model.json, combined.json, stats.json)")
     add_overwrite_option(p)
     p.add_argument("--target", type=float, help="GOOD share to reach (default combine.target)")
+    p.add_argument(
+        "--features",
+        metavar="NAME[,NAME...]",
+        help="the features to combine (default combine.features: every one the pairs have); "
+        "one name is a single-score threshold, e.g. --features cds_score for CDS alone",
+    )
     add_config_options(p, "combine", example="on_unreachable=continue")
     add_log_level_option(p)
     return p
@@ -161,102 +168,19 @@ def _reachable(
 
 
 def run(args: argparse.Namespace) -> dict:
-    cfg = load_config("combine", args, {"target": args.target})
+    features = [f.strip() for f in args.features.split(",")] if args.features else None
+    cfg = load_config("combine", args, {"target": args.target, "features": features})
     # Claimed first: a second run into the same folder stops at once (exit 2); whatever
     # fails later leaves nothing behind.
     with OutputDir(args.output, args.overwrite).open() as out:
         table = read_parquet(args.pairs, flag="--pairs", required=("src", "trg"))
         counter = StageCounter()
-        labels, blank = read_labels(args.labels, counter, "labelled_pairs")
-        if labels.num_rows == 0:
-            raise InputError(args.labels, f"no labelled pair ({blank} blank labels)", "--labels")
-        ids = labelled_rows(table, labels, args.labels)
-        good = labels_bool(labels)
-        sample = table.take(pa.array(ids))
-        try:
-            fit = fit_combined(
-                sample,
-                good,
-                features=cfg.features,
-                target=cfg.target,
-                folds=cfg.folds,
-                c=cfg.c,
-                bootstrap=cfg.bootstrap,
-                confidence=cfg.confidence,
-                min_labelled=cfg.min_labelled,
-                min_per_label=cfg.min_per_label,
-                min_kept=cfg.min_kept,
-                pair_column="src_lang" if cfg.per_pair else None,
-                seed=cfg.seed,
-            )
-        except CalibrationError as e:  # a sample that cannot be fitted: all one label, no features
-            raise UsageError(f"--labels {args.labels}: {e}") from e
-        summary = fit.to_json()
-        for f in fit.features:
-            log.info("feature %-18s AUC %.3f  weight %+.3f", f.name, f.auc, f.weight)
-        log.info("combined score: out-of-fold AUC %.3f, Brier %.3f", fit.oof_auc, fit.oof_brier)
-        summary["target"] = cfg.target
-        summary["target_reached"] = fit.calibration is not None
-        best = None
-        if fit.calibration is None:
-            best = _reachable(
-                fit.oof_scores, good, cfg.min_kept, cfg.bootstrap, cfg.confidence, cfg.seed
-            )
-            summary["reachable"] = best
-            lo, hi = best["precision_ci"]
-            msg = (
-                f"target {cfg.target:.0%} GOOD is not reachable on the labelled sample: the best "
-                f"threshold keeping >= {cfg.min_kept} labelled pairs reaches {best['precision']:.1%} "
-                f"GOOD [{lo:.1%}, {hi:.1%}] at {best['threshold']:.3f}, retaining "
-                f"{best['retained_share']:.1%} of the sample; {fit.unreachable}"
-            )
-            summary["message"] = msg
-            if cfg.on_unreachable == "stop":
-                raise UsageError(
-                    f"--labels {args.labels}: {msg} (combine.on_unreachable=stop; set "
-                    "it to continue to keep the pairs at that best threshold)"
-                )
-            log.warning(
-                "%s; combine.on_unreachable=continue: the pairs at or above that threshold "
-                "are kept, BELOW the target",
-                msg,
-            )
-        scores = fit.scorer.score(table)
-        keys = (
-            table.column("src_lang").to_pylist()
-            if "src_lang" in table.column_names
-            else [None] * table.num_rows
-        )
-        thr = thresholds_for(fit, keys)
-        if best is not None and np.isfinite(best["threshold"]):
-            thr = np.full(table.num_rows, best["threshold"])
-        keep = np.isfinite(thr) & (scores >= np.nan_to_num(thr, nan=np.inf))
-        counter.add_in("pairs", table.num_rows)
-        counter.add_out("pairs", int(keep.sum()))
-        counter.add_dropped("pairs", "below_threshold", int((np.isfinite(thr) & ~keep).sum()))
-        counter.add_dropped("pairs", "target_unreachable", int((~np.isfinite(thr)).sum()))
-        report = to_report(
-            STAGE,
-            counter.counts,
-            config=to_dict(cfg),
-            oof_auc=fit.oof_auc,
-            features={f.name: {"auc": f.auc, "weight": f.weight} for f in fit.features},
-        )
-        problems = check_balanced(report)
-        if problems:  # a bug here, not the user's input
-            raise RuntimeError(f"combine: unbalanced counts {problems}")
-        out_table = (
-            table.append_column("combined_score", pa.array(scores.astype(np.float32)))
-            .append_column("combined_threshold", pa.array(thr.astype(np.float32)))
-            .append_column("keep", pa.array(keep))
-        )
-        pq.write_table(out_table, os.path.join(out.tmp, "scored.parquet"))
-        for name, doc in (("model.json", fit.scorer.to_json()), ("combined.json", summary)):
-            with open(os.path.join(out.tmp, name), "w", encoding="utf-8") as f:
-                json.dump(doc, f, indent=2, default=_json_default)
-        if isinstance(fit.calibration, Calibration):
-            plot_calibration(fit.calibration, os.path.join(out.tmp, "calibration.png"))
-        write_report(os.path.join(out.tmp, "stats.json"), report)
+        sample, good = _labelled_sample(table, args.labels, counter)
+        fit = fit_labelled(sample, good, cfg, args.labels)
+        summary, best = _summary(fit, good, cfg, args.labels)
+        scores, thr, keep = decide(fit, table, best)
+        report = _report(counter, cfg, fit, thr, keep)
+        _write(out.tmp, table, scores, thr, keep, fit, summary, report)
     log.info(
         "kept %d of %d pairs (threshold %s) -> %s",
         int(keep.sum()),
@@ -265,6 +189,134 @@ def run(args: argparse.Namespace) -> dict:
         args.output,
     )
     return report
+
+
+def _labelled_sample(
+    table: pa.Table, path: str, counter: StageCounter
+) -> tuple[pa.Table, np.ndarray]:
+    """The rows of ``table`` that ``path`` labels, and whether each is GOOD."""
+    labels, blank = read_labels(path, counter, "labelled_pairs")
+    if labels.num_rows == 0:
+        raise InputError(path, f"no labelled pair ({blank} blank labels)", "--labels")
+    ids = labelled_rows(table, labels, path)
+    return table.take(pa.array(ids)), labels_bool(labels)
+
+
+def fit_labelled(
+    sample: pa.Table, good: np.ndarray, cfg: CombineConfig, labels: str
+) -> CombinedFit:
+    """:func:`fit_combined`, with a sample that cannot be fitted (all one label, no features)
+    reported as one line naming the labels file."""
+    try:
+        fit = fit_combined(sample, good, cfg)
+    except CalibrationError as e:
+        raise UsageError(f"--labels {labels}: {e}") from e
+    for f in fit.features:
+        log.info("feature %-18s AUC %.3f  weight %+.3f", f.name, f.auc, f.weight)
+    log.info("combined score: out-of-fold AUC %.3f, Brier %.3f", fit.oof_auc, fit.oof_brier)
+    return fit
+
+
+def _summary(
+    fit: CombinedFit, good: np.ndarray, cfg: CombineConfig, labels: str
+) -> tuple[dict, dict | None]:
+    """combined.json's content, and the best reachable threshold when the target is not
+    reached (``combine.on_unreachable=stop`` ends the command there, one line, exit 2)."""
+    summary = fit.to_json()
+    summary["target"] = cfg.target
+    summary["target_reached"] = fit.calibration is not None
+    if fit.calibration is not None:
+        return summary, None
+    best = _reachable(fit.oof_scores, good, cfg.min_kept, cfg.bootstrap, cfg.confidence, cfg.seed)
+    summary["reachable"] = best
+    lo, hi = best["precision_ci"]
+    msg = (
+        f"target {cfg.target:.0%} GOOD is not reachable on the labelled sample: the best "
+        f"threshold keeping >= {cfg.min_kept} labelled pairs reaches {best['precision']:.1%} "
+        f"GOOD [{lo:.1%}, {hi:.1%}] at {best['threshold']:.3f}, retaining "
+        f"{best['retained_share']:.1%} of the sample; {fit.unreachable}"
+    )
+    summary["message"] = msg
+    if cfg.on_unreachable == "stop":
+        raise UsageError(
+            f"--labels {labels}: {msg} (combine.on_unreachable=stop; set "
+            "it to continue to keep the pairs at that best threshold)"
+        )
+    log.warning(
+        "%s; combine.on_unreachable=continue: the pairs at or above that threshold "
+        "are kept, BELOW the target",
+        msg,
+    )
+    return summary, best
+
+
+def decide(
+    fit: CombinedFit, table: pa.Table, best: dict | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The keep decision for every pair of ``table``: its combined score, the threshold it
+    faces (its language pair's own, else the global one; the best reachable one when the
+    target was not reached and the run continues) and whether it is kept."""
+    scores = fit.scorer.score(table)
+    keys = (
+        table.column("src_lang").to_pylist()
+        if "src_lang" in table.column_names
+        else [None] * table.num_rows
+    )
+    thr = thresholds_for(fit, keys)
+    if best is not None and np.isfinite(best["threshold"]):
+        thr = np.full(table.num_rows, best["threshold"])
+    keep = np.isfinite(thr) & (scores >= np.nan_to_num(thr, nan=np.inf))
+    return scores, thr, keep
+
+
+def _report(
+    counter: StageCounter, cfg: CombineConfig, fit: CombinedFit, thr: np.ndarray, keep: np.ndarray
+) -> dict:
+    counter.add_in("pairs", len(keep))
+    counter.add_out("pairs", int(keep.sum()))
+    counter.add_dropped("pairs", "below_threshold", int((np.isfinite(thr) & ~keep).sum()))
+    counter.add_dropped("pairs", "target_unreachable", int((~np.isfinite(thr)).sum()))
+    report = to_report(
+        STAGE,
+        counter.counts,
+        config=to_dict(cfg),
+        oof_auc=fit.oof_auc,
+        features={f.name: {"auc": f.auc, "weight": f.weight} for f in fit.features},
+    )
+    problems = check_balanced(report)
+    if problems:  # a bug here, not the user's input
+        raise RuntimeError(f"combine: unbalanced counts {problems}")
+    return report
+
+
+def _write(
+    tmp: str,
+    table: pa.Table,
+    scores: np.ndarray,
+    thr: np.ndarray,
+    keep: np.ndarray,
+    fit: CombinedFit,
+    summary: dict,
+    report: dict,
+) -> None:
+    out_table = (
+        table.append_column("combined_score", pa.array(scores.astype(np.float32)))
+        .append_column("combined_threshold", pa.array(thr.astype(np.float32)))
+        .append_column("keep", pa.array(keep))
+    )
+    pq.write_table(out_table, os.path.join(tmp, "scored.parquet"))
+    write_json(os.path.join(tmp, "model.json"), fit.scorer.to_json())
+    write_json(os.path.join(tmp, "combined.json"), summary)
+    if isinstance(fit.calibration, Calibration):
+        plot_calibration(fit.calibration, os.path.join(tmp, "calibration.png"))
+    write_report(os.path.join(tmp, "stats.json"), report)
+
+
+def write_json(path: str, doc: dict) -> None:
+    """``doc`` as indented JSON; numpy numbers and arrays as plain ones."""
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(doc, f, indent=2, default=_json_default)
+        f.write("\n")
 
 
 def _json_default(v: object) -> object:

@@ -18,21 +18,32 @@ small enough to read and to store as JSON:
   lowest threshold whose kept pairs reach the target GOOD share, bootstrap intervals), globally
   and per language pair where the pair's labelled sample allows it.
 
-One feature alone is the special case ``features=[name]``. The fitted model is plain JSON
+This is the one final filter. A single-score threshold (CDS alone: ``combine.features:
+[cds_score]``) is its special case: with one feature the model is a monotone map of it, so the
+threshold is chosen on the in-sample probabilities, which keeps exactly the pairs a threshold on
+the feature itself keeps (:func:`in_feature_units` says where that threshold lies). The fitted model is plain JSON
 (:meth:`CombinedScorer.to_json`): feature names, means, scales, weights, intercept.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
 
-from filters.bitext.calibrate import Calibration, CalibrationError, calibrate, roc_auc
+from filters.bitext.calibrate import (
+    Calibration,
+    CalibrationError,
+    calibrate,
+    check_labels,
+    roc_auc,
+)
 
 # The feature names are declared in the config section (it checks combine.features at load,
 # below this package); re-exported, their names here since this module was written.
@@ -43,6 +54,9 @@ from labse_common.sections.combine import (  # noqa: F401
     known_feature,
     known_feature_names,
 )
+
+if TYPE_CHECKING:  # the section imports this module to check its feature names
+    from labse_common.sections.combine import CombineConfig
 
 log = logging.getLogger(__name__)
 
@@ -232,30 +246,49 @@ class CombinedFit:
         }
 
 
-def fit_combined(
-    table: pa.Table,
-    good: np.ndarray,
-    features: Sequence[str] | None = None,
-    target: float = 0.8,
-    folds: int = 5,
-    c: float = 1.0,
-    bootstrap: int = 1000,
-    confidence: float = 0.9,
-    min_labelled: int = 30,
-    min_per_label: int = 5,
-    min_kept: int = 10,
-    pair_column: str | None = "src_lang",
-    seed: int = 0,
-) -> CombinedFit:
+def fit_combined(table: pa.Table, good: np.ndarray, cfg: CombineConfig) -> CombinedFit:
     """Fit the combined score on a labelled sample and choose its threshold(s).
 
-    ``good``: bool per row of ``table``. Per-language-pair thresholds are chosen for the values
-    of ``pair_column`` whose labelled rows allow a calibration on their own; the others use the
-    global one. Raises :class:`CalibrationError` for a sample that cannot be fitted at all.
+    ``good``: bool per row of ``table``; every setting comes from the typed ``combine:`` section
+    (its defaults live there only). With ``cfg.per_pair``, a threshold per ``src_lang`` value
+    whose labelled rows allow a calibration on their own; the others use the global one. Raises
+    :class:`CalibrationError` for a sample that cannot be fitted at all.
     """
     good = np.asarray(good, dtype=bool)
     if len(good) != table.num_rows:
         raise ValueError("labels and table differ in length")
+    names = _checked_features(table, cfg.features)
+    # Too few labels, or one label only, is a refusal, not an unreachable target.
+    check_labels(good, cfg)
+    x = feature_matrix(table, names)
+    final = _fit(x, good, cfg.c, cfg.seed)
+    final.features = names
+    if len(names) == 1:
+        # One feature: any fitted model is a monotone map of it, so the in-sample probabilities
+        # rank the labelled pairs exactly as the feature does: the single-score threshold, with
+        # no fold noise (folds guard against weights fitted to the pairs they then rank).
+        oof = final.score_matrix(x)
+    else:
+        oof = out_of_fold(x, good, cfg.folds, cfg.c, cfg.seed)
+    reports = []
+    for j, name in enumerate(names):
+        col = x[:, j]
+        ok = ~np.isnan(col)
+        auc = roc_auc(col[ok], good[ok]) if ok.any() else float("nan")
+        reports.append(FeatureReport(name, auc, final.weights[j]))
+    cal, why = None, None
+    try:
+        cal = calibrate(oof, good, cfg)
+    except CalibrationError as e:
+        why = str(e)
+    pair_column = "src_lang" if cfg.per_pair else None
+    per_pair = _per_pair_calibrations(table, oof, good, cfg, pair_column)
+    brier = float(np.mean((oof - good) ** 2))
+    return CombinedFit(final, reports, roc_auc(oof, good), brier, cal, why, per_pair, oof)
+
+
+def _checked_features(table: pa.Table, features: Sequence[str] | None) -> list[str]:
+    """The feature names to fit (``None``: every one the table has), each present and numeric."""
     names = list(features) if features is not None else available_features(table)
     if not names:
         raise CalibrationError("the labelled pairs have no score column to combine")
@@ -274,43 +307,59 @@ def fit_combined(
             or pa.types.is_decimal(t)
         ):
             raise CalibrationError(f"feature column {n!r} holds {t}, not numbers")
-    if good.all() or not good.any():
-        raise CalibrationError("the labelled sample needs both GOOD and BAD pairs")
-    x = feature_matrix(table, names)
-    oof = out_of_fold(x, good, folds, c, seed)
-    final = _fit(x, good, c, seed)
-    final.features = names
-    reports = []
-    for j, name in enumerate(names):
-        col = x[:, j]
-        ok = ~np.isnan(col)
-        auc = roc_auc(col[ok], good[ok]) if ok.any() else float("nan")
-        reports.append(FeatureReport(name, auc, final.weights[j]))
-    cal, why = None, None
-    kw = dict(
-        target=target,
-        bootstrap=bootstrap,
-        confidence=confidence,
-        min_per_label=min_per_label,
-        min_kept=min_kept,
-        seed=seed,
-        score_column="combined_score",
-    )
-    try:
-        cal = calibrate(oof, good, min_labelled=min_labelled, **kw)
-    except CalibrationError as e:
-        why = str(e)
+    return names
+
+
+def _per_pair_calibrations(
+    table: pa.Table,
+    scores: np.ndarray,
+    good: np.ndarray,
+    cfg: CombineConfig,
+    pair_column: str | None,
+) -> dict[str, Calibration | str]:
+    """Each language pair's own threshold, or why its labelled rows cannot support one."""
     per_pair: dict[str, Calibration | str] = {}
-    if pair_column and pair_column in table.column_names:
-        keys = np.asarray(table.column(pair_column).to_pylist(), dtype=object)
-        for key in sorted(set(keys.tolist()), key=str):
-            m = keys == key
-            try:
-                per_pair[str(key)] = calibrate(oof[m], good[m], min_labelled=min_labelled, **kw)
-            except CalibrationError as e:
-                per_pair[str(key)] = str(e)
-    brier = float(np.mean((oof - good) ** 2))
-    return CombinedFit(final, reports, roc_auc(oof, good), brier, cal, why, per_pair, oof)
+    if not pair_column or pair_column not in table.column_names:
+        return per_pair
+    keys = np.asarray(table.column(pair_column).to_pylist(), dtype=object)
+    for key in sorted(set(keys.tolist()), key=str):
+        m = keys == key
+        try:
+            per_pair[str(key)] = calibrate(scores[m], good[m], cfg)
+        except CalibrationError as e:
+            per_pair[str(key)] = str(e)
+    return per_pair
+
+
+def in_feature_units(fit: CombinedFit, cal: Calibration, x: np.ndarray) -> tuple[Calibration, str]:
+    """A one-feature fit's calibration with its threshold, interval and curve in the feature's
+    own units, and the direction: ``higher`` keeps ``feature >= threshold``, ``lower`` keeps
+    ``feature <= threshold``; the same pairs as ``combined_score >= cal.threshold`` (the map is
+    monotone). ``x``: the labelled pairs' feature values, in the order the fit saw them."""
+    s = fit.scorer
+    if len(s.features) != 1:
+        raise ValueError("a threshold in feature units needs a one-feature fit")
+    w = s.weights[0]
+    # Thresholds on the curve are labelled pairs' probabilities: read their values back exactly
+    # rather than re-derive them through the logit.
+    value_of = dict(zip(fit.oof_scores.tolist(), np.asarray(x, dtype=np.float64).tolist()))
+
+    def back(p: float) -> float:  # an interval bound is a quantile, not a labelled pair's
+        if p in value_of:
+            return value_of[p]
+        if not (0.0 < p < 1.0) or w == 0:
+            return float("nan")
+        return float(s.mean[0] + s.scale[0] * (math.log(p / (1.0 - p)) - s.intercept) / w)
+
+    curve = {**cal.curve, "threshold": np.array([value_of[p] for p in cal.curve["threshold"]])}
+    units = dataclasses.replace(
+        cal,
+        threshold=value_of[cal.threshold],
+        threshold_ci=sorted(back(p) for p in cal.threshold_ci),
+        score_column=s.features[0],
+        curve=curve,
+    )
+    return units, ("higher" if w >= 0 else "lower")
 
 
 def thresholds_for(fit: CombinedFit, keys: Sequence[object]) -> np.ndarray:

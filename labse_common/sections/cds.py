@@ -1,4 +1,7 @@
-"""The ``cds:`` section: the contrastive-data-selection scorer, its calibration and apply."""
+"""The ``cds:`` section: the contrastive-data-selection scorer (training and scoring).
+
+Its threshold is the final filter's (``combine:``, with ``features: [cds_score]`` for a CDS-only
+threshold): one place for every calibration default."""
 
 from __future__ import annotations
 
@@ -28,26 +31,6 @@ class CdsModelConfig:
             raise ValueError(
                 f"model.d_model={self.d_model} is not a multiple of model.attention_heads={self.attention_heads}"
             )
-
-
-@dataclass
-class CalibrateConfig:
-    """Choosing the threshold on a labelled sample (``python -m filters calibrate``)."""
-
-    target: float = option(
-        0.8, min=0.0, min_exclusive=True, max=1.0, help="GOOD share the kept pairs must reach"
-    )
-    bootstrap: int = option(1000, min=10, help="bootstrap resamples for the intervals")
-    confidence: float = option(0.95, min=0.5, max=0.999, help="two-sided level of the intervals")
-    min_labelled: int = option(30, min=2, help="fewer labelled (and scored) pairs is refused")
-    min_per_label: int = option(5, min=1, help="fewer GOOD or fewer BAD pairs is refused")
-    min_kept: int = option(
-        10, min=1, help="a threshold that keeps fewer labelled pairs is refused (no separation)"
-    )
-    score_column: str = option(
-        "cds_score", help="the scored Parquet column the threshold applies to"
-    )
-    seed: int = option(0)
 
 
 @dataclass
@@ -89,7 +72,6 @@ class CdsConfig:
     device: Literal["auto", "cpu", "cuda"] = option("auto", help="auto = cuda when present")
     score_batch_size: int = option(64, min=1, help="pairs per scoring batch (length-bucketed)")
     progress: bool = option(True, help="tqdm progress bars on training and scoring")
-    calibrate: CalibrateConfig = field(default_factory=CalibrateConfig)
 
 
 CONFIG = CdsConfig
