@@ -61,6 +61,8 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from labse_common.langs import TATOEBA_TO_LID  # noqa: E402  (after the sys.path line above)
+
 log = logging.getLogger("scale_bench")
 
 
@@ -366,25 +368,9 @@ def cmd_mining(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------------------------------------
 # pairs: the pair rules and CDS scoring on 1x .. 100x mined-pair files.
 
-# Tatoeba/PUD codes -> the ISO 639-1 codes the miner writes into src_lang/trg_lang.
-ISO1 = {
-    "ara": "ar",
-    "cmn": "zh",
-    "deu": "de",
-    "ell": "el",
-    "fra": "fr",
-    "hin": "hi",
-    "ita": "it",
-    "jpn": "ja",
-    "kor": "ko",
-    "nld": "nl",
-    "pol": "pl",
-    "por": "pt",
-    "rus": "ru",
-    "spa": "es",
-    "tur": "tr",
-    "vie": "vi",
-}
+# Tatoeba/PUD codes -> the ISO 639-1 codes the miner writes into src_lang/trg_lang (the project's
+# one language table; English is the pivot, not a source language here).
+ISO1 = {code: lid for code, lid in TATOEBA_TO_LID.items() if code != "eng"}
 NOISE_EVERY = 10  # every 10th pair is damaged: the rules have something to drop at every size
 NOISE_KINDS = (
     "empty",

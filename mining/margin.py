@@ -11,24 +11,29 @@ from collections.abc import Callable
 
 import numpy as np
 
-from labse_common.sections.mining import Margin
+# The names are declared once, as the mining section's ``Margin`` Literal (the config, the CLIs'
+# choices and this table all read it); re-exported under the name this module always had.
+from labse_common.sections.mining import MARGINS, Margin
 
 MarginFn = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
-# One function per name of the config's ``Margin`` Literal (tests/test_registries.py checks both
-# lists are the same).
-MARGINS: dict[str, MarginFn] = {
+# One formula per name of MARGINS, in its order: checked when this module loads, so a name the
+# config accepts cannot lack a formula.
+_FORMULAS: dict[str, MarginFn] = {
     "ratio": lambda a, b: a / b,
     "distance": lambda a, b: a - b,
     "absolute": lambda a, b: a,
 }
+if tuple(_FORMULAS) != MARGINS:
+    raise RuntimeError(f"margin formulas {tuple(_FORMULAS)} != the mining section's {MARGINS}")
 
 
 def margin_fn(name: Margin) -> MarginFn:
+    """The formula of a margin name (``a`` the pair's cosine, ``b`` the neighbourhood mean)."""
     try:
-        return MARGINS[name]
+        return _FORMULAS[name]
     except KeyError:
-        raise ValueError(f"unknown margin {name!r}; choose from {sorted(MARGINS)}") from None
+        raise ValueError(f"unknown margin {name!r}; choose from {list(MARGINS)}") from None
 
 
 def neighbourhood_mean(sims: np.ndarray) -> np.ndarray:

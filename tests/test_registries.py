@@ -67,7 +67,13 @@ def test_retrieval_modes_and_margins_have_one_definition():
     hints = typing.get_type_hints(mining_section.MiningConfig)
     assert typing.get_args(hints["mode"]) == mining_section.RETRIEVAL_MODES == retrieval.MODES
     assert typing.get_args(hints["margin"]) == mining_section.MARGINS
-    assert set(margin.MARGINS) == set(mining_section.MARGINS)
+    # One declaration: the library re-exports the section's tuple, it does not list its own.
+    assert (
+        margin.MARGINS is mining_section.MARGINS
+        and retrieval.MODES is mining_section.RETRIEVAL_MODES
+    )
+    with pytest.raises(ValueError, match="unknown margin 'nope'"):
+        margin.margin_fn("nope")
     rng = np.random.default_rng(0)
     sims = rng.random((6, 3)).astype(np.float32)
     inds = rng.integers(0, 5, (6, 3))
@@ -81,6 +87,16 @@ def test_retrieval_modes_and_margins_have_one_definition():
         assert margin.margin_fn(name)(np.float32(3.0), np.float32(1.5)) == pytest.approx(
             expected[name]
         ), name
+    # Index kinds are mining.indexes' registry; the section's help (prose, below that package)
+    # names each of them.
+    from mining import indexes
+
+    index_help = next(
+        f.metadata["help"]
+        for f in dataclasses.fields(mining_section.MiningConfig)
+        if f.name == "index"
+    )
+    assert all(kind in index_help for kind in (*indexes.KINDS, indexes.AUTO)), index_help
     with pytest.raises(ConfigError, match="mining.mode='sideways' is not one of"):
         load("mining", "demo", ["mode=sideways"])
     from mining.__main__ import build_parser
@@ -101,7 +117,7 @@ def test_one_language_code_table():
     assert set(TATOEBA_TO_LID) == set(TATOEBA_LANGS)
     assert all(TATOEBA_TO_LID[c] == ISO3_TO_1[c] for c in TATOEBA_LANGS)
     assert base_lang("cmn_Hani") == "zh" and base_lang("deu") == "de" and base_lang("EN") == "en"
-    from bench import rules_bench
+    from bench import rules_bench, scale_bench
     from filters.bitext import scripts
     from pipelines import demo_data, synthetic
 
@@ -109,6 +125,7 @@ def test_one_language_code_table():
     assert demo_data.LID_CODE == TATOEBA_TO_LID
     assert all(synthetic.WIKI_CODE[c] == TATOEBA_TO_LID[c] for c in synthetic.LANGS)
     assert all(rules_bench.ISO1[c] == ISO3_TO_1[c] for c in rules_bench.LANGS)
+    assert scale_bench.ISO1 == {c: ISO3_TO_1[c] for c in TATOEBA_LANGS if c != "eng"}
 
 
 def test_libraries_take_the_typed_sections():

@@ -8,7 +8,8 @@ from typing import Literal, get_args
 from labse_common.config import option
 
 # The one list of each: the loader checks values against these Literals, the CLIs offer them as
-# choices, and mining.retrieval / mining.margin implement them (tests/test_registries.py).
+# choices, and mining.retrieval / mining.margin implement them (they re-export these tuples and
+# check their implementations cover exactly these names when they load).
 RetrievalMode = Literal["fwd", "bwd", "intersect", "max", "union"]
 Margin = Literal["ratio", "distance", "absolute"]
 RETRIEVAL_MODES: tuple[str, ...] = get_args(RetrievalMode)
