@@ -1,16 +1,21 @@
-"""apply a calibrated threshold: kept pairs, Moses export, rejected with reasons
+"""alias: keep the pairs at calibrate's single-score threshold, with Moses export and rejected
 
 ``python -m filters apply --scored SCORED.parquet --threshold THRESHOLD.json --output DIR``
 
-Applies a calibrated threshold (python -m filters calibrate) to scored pairs (python -m filters
-cds-score). Writes, into the claimed folder DIR (committed at the end): DIR/kept.parquet and
-DIR/kept.tsv.gz (every input column: src, trg, margin, cds_score, ...; TSV without header, src
-and trg first), the Moses two-file export DIR/corpus.<src_lang> and DIR/corpus.<trg_lang> (one
-sentence per line, line i translates line i; with several language pairs one folder
-DIR/<src>-<trg>/ each), with --write-rejected DIR/rejected.{parquet,tsv.gz} (plus step and
-reason columns), and DIR/stats.json: pairs in/out/dropped per reason, each step's counts and
-what it kept by language pair and by length bucket. The score column must be numeric (a column
-stored as text is refused, as calibrate refuses it).
+An alias kept for existing scripts. The final filter is ``python -m filters combine`` (which
+writes every pair's keep decision itself, and ``filters export --combined`` the bitext); this
+applies the threshold of its one-feature special case, ``python -m filters calibrate``
+(``combine.features=[cds_score]``), to scored pairs (python -m filters cds-score): a pair is
+kept when its score column is at or past the threshold in threshold.json's ``direction``
+(``higher``, the default: score >= threshold; ``lower``: score <= threshold), which keeps exactly
+the pairs the one-feature combined score keeps. Writes, into the claimed folder DIR (committed at
+the end): DIR/kept.parquet and DIR/kept.tsv.gz (every input column: src, trg, margin, cds_score,
+...; TSV without header, src and trg first), the Moses two-file export DIR/corpus.<src_lang> and
+DIR/corpus.<trg_lang> (one sentence per line, line i translates line i; with several language
+pairs one folder DIR/<src>-<trg>/ each), with --write-rejected DIR/rejected.{parquet,tsv.gz}
+(plus step and reason columns), and DIR/stats.json: pairs in/out/dropped per reason, each step's
+counts and what it kept by language pair and by length bucket. The score column must be numeric
+(a column stored as text is refused, as calibrate refuses it).
 """
 
 from __future__ import annotations
@@ -58,15 +63,19 @@ class HasScore(Step):
 
 
 class AtLeast(Step):
-    """Keep pairs whose score is at least the calibrated threshold (the rule calibrate used)."""
+    """Keep pairs whose score is at or past the calibrated threshold (the rule calibrate used):
+    ``score >= threshold``, or ``score <= threshold`` where lower scores are the better ones."""
 
     name = "cds_threshold"
 
-    def __init__(self, threshold: float) -> None:
+    def __init__(self, threshold: float, direction: str = "higher") -> None:
         self.threshold = threshold
+        self.higher = direction == "higher"
 
     def __call__(self, score: float) -> str | None:
-        return None if score >= self.threshold else "below_threshold"
+        if self.higher:
+            return None if score >= self.threshold else "below_threshold"
+        return None if score <= self.threshold else "above_threshold"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -104,12 +113,13 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def read_threshold(path: str) -> tuple[float, str]:
-    """(threshold, score column) of calibrate's threshold.json."""
+def read_threshold(path: str) -> tuple[float, str, str]:
+    """(threshold, score column, direction) of calibrate's threshold.json."""
     doc = read_json(path, "--threshold", expect=dict)
     if "threshold" not in doc:
         raise InputError(path, "not a calibrate threshold.json (no 'threshold' key)", "--threshold")
     raw, col = doc["threshold"], doc.get("score_column", "cds_score")
+    direction = doc.get("direction", "higher")  # files written before the alias had none
     # float() would read true as 1.0 and "0.5" as 0.5: calibrate writes a JSON number, so
     # anything else means the file is not its output (bool is an int subclass, hence checked).
     if isinstance(raw, bool) or not isinstance(raw, (int, float)):
@@ -121,10 +131,12 @@ def read_threshold(path: str) -> tuple[float, str]:
         )
     if not isinstance(col, str) or not col:
         raise InputError(path, f"score_column {col!r} is not a column name", "--threshold")
+    if direction not in ("higher", "lower"):
+        raise InputError(path, f"direction {direction!r} is not higher or lower", "--threshold")
     t = float(raw)
     if not math.isfinite(t):
         raise InputError(path, f"threshold {t} is not finite", "--threshold")
-    return t, col
+    return t, col, direction
 
 
 def _langs(batch: pa.RecordBatch, name: str, default: str) -> list[str]:
@@ -210,111 +222,160 @@ def _previous(path: str | None) -> dict | None:
     return {"stage": doc.get("stage"), "steps": doc.get("steps"), "summary": doc.get("summary")}
 
 
+class Writers:
+    """Where the decided pairs go: kept (Parquet + TSV.gz), Moses files, rejected (optional)."""
+
+    def __init__(self, tmp: Path, pairs_seen: set, rejected: bool) -> None:
+        self.kept = PairWriter(tmp, "kept")
+        self.rejected = PairWriter(tmp, "rejected") if rejected else None
+        self.moses = MosesExport(tmp, sorted(pairs_seen))
+
+    def write(self, batch: pa.RecordBatch, outcomes: list, langs: tuple[list, list]) -> None:
+        keep = pa.array([o is None for o in outcomes], pa.bool_())
+        self.kept.write(batch.filter(keep))
+        idx = [i for i, o in enumerate(outcomes) if o is None]
+        src, trg = batch.column(0).to_pylist(), batch.column(1).to_pylist()
+        self.moses.write(
+            [src[i] for i in idx],
+            [trg[i] for i in idx],
+            [langs[0][i] for i in idx],
+            [langs[1][i] for i in idx],
+        )
+        if self.rejected is not None:
+            gone = [o for o in outcomes if o is not None]
+            rej = batch.filter(pc.invert(keep))
+            rej = rej.append_column("step", pa.array([o[0] for o in gone], pa.string()))
+            rej = rej.append_column("reason", pa.array([o[1] for o in gone], pa.string()))
+            self.rejected.write(rej)
+
+    def close(self) -> list[str]:
+        return [
+            *self.kept.close(),
+            *(self.rejected.close() if self.rejected is not None else ()),
+            *self.moses.close(commit=True),
+        ]
+
+    def discard(self) -> None:
+        self.kept.discard()
+        if self.rejected is not None:
+            self.rejected.discard()
+        self.moses.close(commit=False)
+
+
+def _decide_all(
+    args: argparse.Namespace,
+    chain: Chain,
+    col: str,
+    reader: StageCounter,
+    summary: KeepSummary,
+    out: Writers,
+    progress: bool,
+) -> None:
+    """Every pair of --scored through the chain, each decision written where it belongs."""
+    default = (args.src_lang or "src", args.trg_lang or "trg")
+    with tqdm(unit=" pairs", desc="apply", disable=not progress) as bar:
+        # A row group that does not decode costs its own pairs (counted damaged_row_group), not
+        # the run: each pair's decision stands alone.
+        for batch in iter_pair_batches(
+            args.scored, reader, batch_rows=65536, flag="--scored", survive_damage=True
+        ):
+            outcomes = chain.decide(
+                score_values(batch.column(batch.schema.names.index(col))).tolist()
+            )
+            src, trg = batch.column(0).to_pylist(), batch.column(1).to_pylist()
+            langs = (_langs(batch, "src_lang", default[0]), _langs(batch, "trg_lang", default[1]))
+            summary.add_outcomes(
+                chain.step_names,
+                outcomes,
+                [f"{a}-{b}" for a, b in zip(*langs)],
+                [min(len(s), len(t)) for s, t in zip(src, trg)],
+            )
+            out.write(batch, outcomes, langs)
+            bar.update(batch.num_rows)
+    if not chain.counts.get(f"{UNIT}/in"):
+        raise InputError(args.scored, "no pairs", "--scored")
+
+
+def _seen_language_pairs(args: argparse.Namespace, schema: pa.Schema) -> set:
+    lang_cols = [c for c in ("src_lang", "trg_lang") if c in schema.names]
+    if not lang_cols:
+        return {("src", "trg")}
+    return _language_pairs(args.scored, lang_cols, (args.src_lang or "src", args.trg_lang or "trg"))
+
+
+def _report(
+    args: argparse.Namespace,
+    chain: Chain,
+    reader: StageCounter,
+    summary: KeepSummary,
+    newlines: int,
+    rule: tuple[float, str, str],
+    extra: dict,
+) -> dict:
+    flat = Counter(chain.counts)
+    flat.update(reader.counts)
+    if newlines:
+        flat[f"{UNIT}/event/line_break_replaced"] = newlines
+    report = chain_report(STAGE, flat, chain.step_names)
+    report["summary"] = summary.to_dict(chain.step_names)
+    threshold, col, direction = rule
+    report.update(
+        scored=args.scored,
+        threshold=threshold,
+        score_column=col,
+        direction=direction,
+        threshold_file=args.threshold,
+        **extra,
+    )
+    return report
+
+
+def _apply(args: argparse.Namespace) -> dict:
+    cfg = section_config("cds", args)
+    # The rules' length buckets (the preset's; --set is for the cds keys), so the two
+    # summaries line up.
+    rules_cfg = load("pair_rules", args.config)
+    threshold, col, direction = read_threshold(args.threshold)
+    schema = parquet_file(args.scored, "--scored").schema_arrow
+    check_score_type(schema, col, args.scored, "--scored")
+    previous = _previous(args.rules_stats)  # a bad one stops before the output is claimed
+    pairs_seen = _seen_language_pairs(args, schema)
+    t0 = time.perf_counter()
+    # Claimed now; committed when the block ends, removed if it raises.
+    with OutputDir(args.output, args.overwrite).open() as out:
+        tmp = Path(out.tmp)
+        chain = Chain([HasScore(), AtLeast(threshold, direction)], unit=UNIT)
+        reader = StageCounter()  # what reading lost (damaged row groups) and the file count
+        reader.add_in("files")
+        summary = KeepSummary(rules_cfg.length_buckets)
+        writers = Writers(tmp, pairs_seen, args.write_rejected)
+        try:
+            _decide_all(args, chain, col, reader, summary, writers, cfg.progress)
+            files = writers.close()
+        except BaseException:
+            writers.discard()
+            raise
+        reader.add_out("files")
+        outputs = [os.path.relpath(p, tmp) for p in files]
+        extra = {"outputs": outputs, "seconds": round(time.perf_counter() - t0, 3)}
+        if previous is not None:
+            extra["previous"] = previous
+        rule = (threshold, col, direction)
+        report = _report(args, chain, reader, summary, writers.moses.newlines, rule, extra)
+        write_stats(tmp, report)
+    return report
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
 
     def body() -> int:
-        cfg = section_config("cds", args)
-        # The rules' length buckets (the preset's; --set is for the cds keys), so the two
-        # summaries line up.
-        rules_cfg = load("pair_rules", args.config)
-        threshold, col = read_threshold(args.threshold)
-        schema = parquet_file(args.scored, "--scored").schema_arrow
-        check_score_type(schema, col, args.scored, "--scored")
-        previous = _previous(args.rules_stats)
-        lang_cols = [c for c in ("src_lang", "trg_lang") if c in schema.names]
-        default = (args.src_lang or "src", args.trg_lang or "trg")
-        pairs_seen = {("src", "trg")}
-        if lang_cols:
-            pairs_seen = _language_pairs(args.scored, lang_cols, default)
-        t0 = time.perf_counter()
-        # Claimed now; committed when the block ends, removed if it raises.
-        with OutputDir(args.output, args.overwrite).open() as out:
-            tmp = Path(out.tmp)
-            chain = Chain([HasScore(), AtLeast(threshold)], unit=UNIT)
-            reader = StageCounter()  # what reading lost (damaged row groups) and the file count
-            reader.add_in("files")
-            summary = KeepSummary(rules_cfg.length_buckets)
-            kept_w = PairWriter(tmp, "kept")
-            rej_w = PairWriter(tmp, "rejected") if args.write_rejected else None
-            moses = MosesExport(tmp, sorted(pairs_seen))
-            ok = False
-            try:
-                with tqdm(unit=" pairs", desc="apply", disable=not cfg.progress) as bar:
-                    # A row group that does not decode costs its own pairs (counted
-                    # damaged_row_group), not the run: each pair's decision stands alone.
-                    for batch in iter_pair_batches(
-                        args.scored, reader, batch_rows=65536, flag="--scored", survive_damage=True
-                    ):
-                        scores = score_values(batch.column(batch.schema.names.index(col))).tolist()
-                        outcomes = chain.decide(scores)
-                        src = batch.column(0).to_pylist()
-                        trg = batch.column(1).to_pylist()
-                        sl = _langs(batch, "src_lang", default[0])
-                        tl = _langs(batch, "trg_lang", default[1])
-                        summary.add_outcomes(
-                            chain.step_names,
-                            outcomes,
-                            [f"{a}-{b}" for a, b in zip(sl, tl)],
-                            [min(len(s), len(t)) for s, t in zip(src, trg)],
-                        )
-                        keep = pa.array([o is None for o in outcomes], pa.bool_())
-                        kept = batch.filter(keep)
-                        kept_w.write(kept)
-                        idx = [i for i, o in enumerate(outcomes) if o is None]
-                        moses.write(
-                            [src[i] for i in idx],
-                            [trg[i] for i in idx],
-                            [sl[i] for i in idx],
-                            [tl[i] for i in idx],
-                        )
-                        if rej_w is not None:
-                            gone = [o for o in outcomes if o is not None]
-                            rej = batch.filter(pc.invert(keep))
-                            rej = rej.append_column(
-                                "step", pa.array([o[0] for o in gone], pa.string())
-                            )
-                            rej = rej.append_column(
-                                "reason", pa.array([o[1] for o in gone], pa.string())
-                            )
-                            rej_w.write(rej)
-                        bar.update(batch.num_rows)
-                if not chain.counts.get(f"{UNIT}/in"):
-                    raise InputError(args.scored, "no pairs", "--scored")
-                files = [
-                    *kept_w.close(),
-                    *(rej_w.close() if rej_w is not None else ()),
-                    *moses.close(commit=True),
-                ]
-                ok = True
-            finally:
-                if not ok:
-                    kept_w.discard()
-                    if rej_w is not None:
-                        rej_w.discard()
-                    moses.close(commit=False)
-            reader.add_out("files")
-            flat = Counter(chain.counts)
-            flat.update(reader.counts)
-            if moses.newlines:
-                flat[f"{UNIT}/event/line_break_replaced"] = moses.newlines
-            report = chain_report(STAGE, flat, chain.step_names)
-            report["summary"] = summary.to_dict(chain.step_names)
-            report.update(
-                scored=args.scored,
-                threshold=threshold,
-                score_column=col,
-                threshold_file=args.threshold,
-                outputs=[os.path.relpath(p, tmp) for p in files],
-                seconds=round(time.perf_counter() - t0, 3),
-            )
-            if previous is not None:
-                report["previous"] = previous
-            write_stats(tmp, report)
+        report = _apply(args)
         c = report["counts"][UNIT]
+        keeps = ">=" if report["direction"] == "higher" else "<="
         print(
             f"apply: {c['in']} pairs in, {c['out']} kept ({c['out'] / max(1, c['in']):.1%}) at "
-            f"{col} >= {threshold:.4f} -> {args.output}"
+            f"{report['score_column']} {keeps} {report['threshold']:.4f} -> {args.output}"
         )
         for reason, n in sorted(c["dropped"].items(), key=lambda kv: -kv[1]):
             print(f"  {reason:<24} {n}")
