@@ -35,6 +35,7 @@ from __future__ import annotations
 import gzip
 import logging
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
@@ -167,17 +168,64 @@ def export_bitext(
     combined_p = Path(combined) if combined is not None else None
     rules_p = Path(rules) if rules is not None else None
     files = mined_files(mined)
-    summary: dict = {}
-    if combined_p is not None:
-        fkept, scores, why, summary = _kept_by_combined(combined_p)
-        for k, v in _drop_reasons(None, rules_p).items():
-            why.setdefault(k, v)
-    else:
-        fkept, cds = _kept_by_filters(filtered_p, rules_p)
-        scores = {k: {"cds_score": v} for k, v in cds.items()}
-        why = _drop_reasons(filtered_p, rules_p)
-    judged = filtered_p is not None or combined_p is not None
+    verdict = _verdict(filtered_p, combined_p, rules_p)
     counter = StageCounter()
+    kept_all, rejected_all = _split_mined(files, verdict, min_margin, counter)
+    by_pair: dict[tuple[str, str], list[dict]] = {}
+    for r in kept_all:
+        by_pair.setdefault((r["src_lang"], r["trg_lang"]), []).append(r)
+    source = _source(filtered_p, combined_p, rules_p, min_margin)
+    report = counter.to_report(
+        STAGE,
+        source=source,
+        **_target_note(verdict.summary, combined_p is not None),
+        pairs_per_language_pair={f"{s}-{t}": len(v) for (s, t), v in by_pair.items()},
+    )
+    problems = check_balanced(report)
+    if problems:  # a bug here, not a user mistake
+        raise RuntimeError(f"unbalanced bitext stats: {problems}")
+    with OutputDir(output, overwrite).open() as out:
+        _write(Path(out.tmp), kept_all, rejected_all, by_pair, report)
+        write_hf_dataset(
+            _table(kept_all), Path(out.tmp) / "hf", card_info(verdict.summary, by_pair, source)
+        )
+    log.info(
+        "bitext: %d of %d mined pairs kept (%s) in %s",
+        len(kept_all),
+        len(kept_all) + len(rejected_all),
+        source,
+        output,
+    )
+    return report
+
+
+@dataclass
+class _Verdict:
+    """What the filters said: the pairs kept (None: no filter ran), each judged pair's score
+    columns, why each dropped pair was dropped, and combine's summary (combined.json)."""
+
+    kept: set[Key] | None
+    scores: dict[Key, dict]
+    why: dict[Key, str]
+    summary: dict
+    judged: bool  # a final filter (apply or combine) judged the pairs: no margin floor
+
+
+def _verdict(filtered: Path | None, combined: Path | None, rules: Path | None) -> _Verdict:
+    if combined is not None:
+        kept, scores, why, summary = _kept_by_combined(combined)
+        for k, v in _drop_reasons(None, rules).items():
+            why.setdefault(k, v)
+        return _Verdict(kept, scores, why, summary, True)
+    kept, cds = _kept_by_filters(filtered, rules)
+    scores = {k: {"cds_score": v} for k, v in cds.items()}
+    return _Verdict(kept, scores, _drop_reasons(filtered, rules), {}, filtered is not None)
+
+
+def _split_mined(
+    files: list[Path], verdict: _Verdict, min_margin: float, counter: StageCounter
+) -> tuple[list[dict], list[dict]]:
+    """Every mined pair, kept or rejected with its reason (counted in ``counter``)."""
     kept_all: list[dict] = []
     rejected_all: list[dict] = []
     for f in files:
@@ -189,12 +237,12 @@ def export_bitext(
         counter.add_in(UNIT, len(rows))
         for r in rows:
             key = (r["src"], r["trg"])
-            if judged:
-                r.update(scores.get(key) or {})
+            if verdict.judged:
+                r.update(verdict.scores.get(key) or {})
             reason = None
-            if fkept is not None and key not in fkept:
-                reason = why.get(key, "filtered")
-            elif not judged and r["margin"] < min_margin:
+            if verdict.kept is not None and key not in verdict.kept:
+                reason = verdict.why.get(key, "filtered")
+            elif not verdict.judged and r["margin"] < min_margin:
                 reason = "below_min_margin"
             if reason is None:
                 kept_all.append(r)
@@ -202,47 +250,34 @@ def export_bitext(
             else:
                 rejected_all.append({**r, "reason": reason})
                 counter.add_dropped(UNIT, reason)
-    by_pair: dict[tuple[str, str], list[dict]] = {}
-    for r in kept_all:
-        by_pair.setdefault((r["src_lang"], r["trg_lang"]), []).append(r)
-    source = (
-        "hard rules + combined score at its calibrated threshold"
-        if combined_p
-        else "hard rules + calibrated CDS threshold"
-        if filtered_p
-        else f"hard rules + margin >= {min_margin}"
-        if rules_p
-        else f"margin >= {min_margin}"
-    )
-    extra = {}
-    if combined_p is not None:
-        extra["target_reached"] = bool(
+    return kept_all, rejected_all
+
+
+def _source(
+    filtered: Path | None, combined: Path | None, rules: Path | None, min_margin: float
+) -> str:
+    """Which filter decided, in words (stats.json and the dataset card)."""
+    if combined:
+        return "hard rules + combined score at its calibrated threshold"
+    if filtered:
+        return "hard rules + calibrated CDS threshold"
+    if rules:
+        return f"hard rules + margin >= {min_margin}"
+    return f"margin >= {min_margin}"
+
+
+def _target_note(summary: dict, combined: bool) -> dict:
+    """Whether combine reached its target, and its warning when it did not."""
+    if not combined:
+        return {}
+    note = {
+        "target_reached": bool(
             summary.get("target_reached", summary.get("calibration") is not None)
         )
-        if not extra["target_reached"]:
-            extra["warning"] = summary.get("message", "the combined score did not reach its target")
-    report = counter.to_report(
-        STAGE,
-        source=source,
-        **extra,
-        pairs_per_language_pair={f"{s}-{t}": len(v) for (s, t), v in by_pair.items()},
-    )
-    problems = check_balanced(report)
-    if problems:  # a bug here, not a user mistake
-        raise RuntimeError(f"unbalanced bitext stats: {problems}")
-    with OutputDir(output, overwrite).open() as out:
-        _write(Path(out.tmp), kept_all, rejected_all, by_pair, report)
-        write_hf_dataset(
-            _table(kept_all), Path(out.tmp) / "hf", card_info(summary, by_pair, source)
-        )
-    log.info(
-        "bitext: %d of %d mined pairs kept (%s) in %s",
-        len(kept_all),
-        len(kept_all) + len(rejected_all),
-        source,
-        output,
-    )
-    return report
+    }
+    if not note["target_reached"]:
+        note["warning"] = summary.get("message", "the combined score did not reach its target")
+    return note
 
 
 def _table(kept: list[dict]) -> pa.Table:
