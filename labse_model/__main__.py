@@ -7,6 +7,7 @@ import contextlib
 import logging
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from labse_common.cli import (
     add_config_options,
@@ -14,10 +15,15 @@ from labse_common.cli import (
     add_output_option,
     run_main,
 )
-from labse_common.config import load, to_dict
+from labse_common.config import load
 from labse_common.errors import InputError, UsageError
 from labse_common.logs import setup_logging
 from labse_common.remote import require_local
+
+if TYPE_CHECKING:
+    from labse_common.sections.model import ModelConfig
+    from labse_common.sections.pretrain import PretrainConfig
+    from labse_common.sections.train import TrainConfig
 
 log = logging.getLogger("labse_model")
 
@@ -325,7 +331,7 @@ def run_train(args: argparse.Namespace) -> int:
     model_ov, train_ov = _split_overrides([*args.overrides, *args.set])
     # Validate config and paths before starting any worker: the typed sections reject unknown
     # keys, wrong types, NaN and out-of-range values, naming the key (exit status 2).
-    model_cfg = to_dict(load("model", args.config, model_ov))
+    model_cfg = load("model", args.config, model_ov)
     train_cfg = load("train", args.config, train_ov)  # the typed section goes to train() as is
     steps, flag = (
         (args.max_steps, "--max-steps")
@@ -343,7 +349,7 @@ def run_train(args: argparse.Namespace) -> int:
         return _train(args, model_cfg, train_cfg)
 
 
-def _train(args: argparse.Namespace, model_cfg: dict, train_cfg) -> int:
+def _train(args: argparse.Namespace, model_cfg: ModelConfig, train_cfg: TrainConfig) -> int:
     from labse_model import launcher
 
     if launcher.needs_launch(args.nproc_per_node, args.nnodes, args.rdzv_endpoint):
@@ -406,7 +412,7 @@ def run_pretrain(args: argparse.Namespace) -> int:
             model_ov.append(o[len("model.") :])
         else:
             pre_ov.append(o[len("pretrain.") :] if o.startswith("pretrain.") else o)
-    model_cfg = to_dict(load("model", args.config, model_ov))
+    model_cfg = load("model", args.config, model_ov)
     stage_steps = None
     if args.stage_steps:
         try:
@@ -429,12 +435,12 @@ def run_pretrain(args: argparse.Namespace) -> int:
     from labse_model.pretrain import stage_layers
 
     # The stacking plan must fit the model: a ConfigError here, not in every worker.
-    stage_layers(int(model_cfg.get("num_hidden_layers", 12)), pre_cfg.stages)
+    stage_layers(model_cfg.num_hidden_layers, pre_cfg.stages)
     with _run_claim(args):
         return _pretrain(args, model_cfg, pre_cfg)
 
 
-def _pretrain(args: argparse.Namespace, model_cfg: dict, pre_cfg) -> int:
+def _pretrain(args: argparse.Namespace, model_cfg: ModelConfig, pre_cfg: PretrainConfig) -> int:
     from labse_model import launcher
 
     if launcher.needs_launch(args.nproc_per_node, args.nnodes, args.rdzv_endpoint):

@@ -190,6 +190,34 @@ def restore_rng(resume: str, info: DistInfo, seed: int, step: int) -> None:
         set_seed(seed + info.rank + step)
 
 
+def restore_state(
+    state: TrainState, resume: str, fingerprint: dict, info: DistInfo, seed: int
+) -> None:
+    """Continue ``state`` from the checkpoint ``resume``: its optimizer, step, data position,
+    events and RNG. A checkpoint of other data or batching (``fingerprint``), or of another
+    stacking stage than its model's depth, is refused: resuming it would silently mix runs."""
+    saved = read_trainer_state(resume)
+    was = saved.get("extra", {}).get("data", {})
+    if was != fingerprint:
+        raise RuntimeError(
+            f"{resume} was trained on different data or batching ({was}); now {fingerprint}: not the same run"
+        )
+    if int(saved.get("stage", 0)) != state.stage:
+        raise RuntimeError(
+            f"{resume}: stage {saved['stage']} but its model has the depth of stage {state.stage}"
+        )
+    state.optimizer.load_state_dict(saved["optimizer"])
+    state.step, state.micro = int(saved["step"]), int(saved["micro"])
+    state.cursors, state.events = saved["cursors"], saved["events"]
+    restore_rng(resume, info, seed, state.step)
+
+
+def quiet_workers(info: DistInfo) -> None:
+    """In a distributed run rank 0 speaks; the others only warn."""
+    if info.enabled:
+        logging.getLogger().setLevel(logging.INFO if info.is_main else logging.WARNING)
+
+
 # --- batches -----------------------------------------------------------------------------------
 
 

@@ -26,7 +26,9 @@ import torch.nn.functional as F
 from torch import nn
 from transformers import BertConfig, BertModel, BertTokenizerFast
 
+from labse_common.config import from_dict
 from labse_common.errors import UsageError
+from labse_common.sections.model import ModelConfig
 
 log = logging.getLogger(__name__)
 
@@ -190,20 +192,37 @@ class SentenceEncoder(nn.Module):
         return vec
 
 
-def build_config(vocab_size: int, pad_token_id: int = 0, **model_cfg: Any) -> BertConfig:
-    """A BertConfig from the preset's ``model:`` section (missing keys default to BERT-base)."""
-    keys = dict(BERT_BASE)
-    keys.update({k: v for k, v in model_cfg.items() if v is not None})
-    dropout = keys.pop("dropout", 0.1)
-    keys.pop("vocab_size", None)  # always the tokenizer's
-    keys.pop("init", None)  # where to start from (the runner's model.init), not a shape
+def bert_config(model: ModelConfig, vocab_size: int, pad_token_id: int = 0) -> BertConfig:
+    """The BertConfig of the ``model:`` section's shape; the vocabulary is the tokenizer's."""
     return BertConfig(
         vocab_size=vocab_size,
         pad_token_id=pad_token_id,
-        hidden_dropout_prob=dropout,
-        attention_probs_dropout_prob=dropout,
-        **{k: keys[k] for k in keys if k in BertConfig().to_dict()},
+        hidden_size=model.hidden_size,
+        num_hidden_layers=model.num_hidden_layers,
+        num_attention_heads=model.num_attention_heads,
+        intermediate_size=model.intermediate_size,
+        max_position_embeddings=model.max_position_embeddings,
+        initializer_range=model.initializer_range,
+        hidden_dropout_prob=model.dropout,
+        attention_probs_dropout_prob=model.dropout,
     )
+
+
+def build_config(vocab_size: int, pad_token_id: int = 0, **shape: Any) -> BertConfig:
+    """A BertConfig for callers without a config file (tests, benchmarks): ``shape`` holds
+    ``model:`` keys, BERT-base's shape where they are missing; every other default and check is
+    the section's (labse_common/sections/model.py)."""
+    given = {k: v for k, v in shape.items() if v is not None}
+    return bert_config(
+        from_dict(ModelConfig, {**BERT_BASE, **given}, "model"), vocab_size, pad_token_id
+    )
+
+
+def random_encoder(model: ModelConfig, tokenizer: Any, seed: int) -> SentenceEncoder:
+    """A new encoder of the ``model:`` section's shape and pooling on ``tokenizer``'s vocabulary;
+    the same ``seed`` gives the same weights (every rank starts identical)."""
+    config = bert_config(model, len(tokenizer), tokenizer.pad_token_id or 0)
+    return new_encoder(config, seed=seed, pooling=model.pooling)
 
 
 POOLINGS = ("pooler", "cls", "mean")

@@ -34,7 +34,7 @@ import torch
 import torch.distributed as dist
 from tokenizers import Tokenizer
 
-from labse_common.config import from_dict, to_dict
+from labse_common.sections.model import ModelConfig
 from labse_common.sections.pretrain import PretrainConfig
 from labse_model import stream
 from labse_model.distributed import DistInfo, init_from_env
@@ -44,14 +44,14 @@ from labse_model.loop import (
     TrainState,
     find_resume,
     make_optimizer,
-    read_trainer_state,
-    restore_rng,
+    quiet_workers,
+    restore_state,
     run,
     set_seed,
 )
 from labse_model.masking import MaskSpec, collate, mask_tokens, pack_rows, pack_sentences, tlm_pair
 from labse_model.mlm import MaskedLM, load_head, save_head, stack, stack_optimizer_state
-from labse_model.model import build_config, load_encoder, load_tokenizer, new_encoder, save_encoder
+from labse_model.model import load_encoder, load_tokenizer, random_encoder, save_encoder
 from labse_model.train import check_batch_grid, device_for
 
 log = logging.getLogger(__name__)
@@ -403,34 +403,25 @@ class PretrainObjective:
         return 1.0
 
 
-def pretrain(
-    model_cfg: dict[str, Any],
-    cfg: PretrainConfig,
-    sentences: list[str] | None,
-    pairs: list[str] | None,
-    output: str,
-    vocab: str | None = None,
-    init: str | None = None,
-    stage_steps: list[int] | None = None,
-    stop_at_step: int | None = None,
-) -> dict:
-    """Pretrain (or resume) an encoder with MLM (sentences) and TLM (pairs); returns a summary.
-
-    ``cfg`` is the ``pretrain:`` section as loaded; ``stage_steps`` replaces its stages (checked
-    by the loader again). The caller's object is never changed."""
+def _check_sections(model: ModelConfig, cfg: PretrainConfig) -> None:
+    """The typed sections, as loaded: a dict here would skip the loader's checks."""
+    if not isinstance(model, ModelConfig):
+        raise TypeError(
+            f"pretrain() takes the typed model section (ModelConfig), not {type(model).__name__}"
+        )
     if not isinstance(cfg, PretrainConfig):
         raise TypeError(
             f"pretrain() takes the typed pretrain section (PretrainConfig), not {type(cfg).__name__}"
         )
-    if stage_steps is not None:
-        cfg = from_dict(
-            PretrainConfig,
-            {**to_dict(cfg), "stage_steps": stage_steps, "stages": len(stage_steps)},
-            "pretrain",
-        )
+
+
+def _for_inputs(
+    cfg: PretrainConfig, sentences: list[str] | None, pairs: list[str] | None
+) -> PretrainConfig:
+    """The section for this run's inputs: an objective without input trains nothing, so its
+    batch size is 0 (a copy; the caller's object is never changed)."""
     if not sentences and not pairs:
         raise ValueError("nothing to pretrain on: give --sentences and/or --pairs")
-    # An objective without input trains nothing: its batch size is 0 for this run.
     cfg = dataclasses.replace(
         cfg,
         mlm_batch_size=cfg.mlm_batch_size if sentences else 0,
@@ -440,99 +431,134 @@ def pretrain(
         raise ValueError(
             "the inputs given have batch size 0 in the config (mlm_batch_size/tlm_batch_size)"
         )
-    info = init_from_env()
-    for b in (cfg.mlm_batch_size, cfg.tlm_batch_size):
-        if b:
-            check_batch_grid(b, cfg.lanes, info.world_size, "pretrain")
-    if info.enabled:
-        logging.getLogger().setLevel(logging.INFO if info.is_main else logging.WARNING)
-    device = device_for(info, cfg.threads)
-    os.makedirs(os.path.join(output, "checkpoints"), exist_ok=True)
-    layers = stage_layers(int(model_cfg.get("num_hidden_layers", 12)), cfg.stages)
+    return cfg
 
+
+def _scan(
+    specs: list[str], unit: str, cfg: PretrainConfig, info: DistInfo, scan_dir: str, why: str
+) -> stream.ScanResult:
+    """One input's blocks and held-out share (the scan is kept for a restart: scan_cache)."""
+    groups = stream.expand_inputs(specs)
+    res = stream.scan_distributed(
+        groups, unit, cfg.block_rows, cfg.heldout_fraction, cfg.max_heldout, info, scan_dir
+    )
+    if unit == stream.SENTENCES:
+        stream.finish_groups(res, sorted(groups), unit)
+    if res.total_rows() == 0:
+        flag, what = (
+            ("--sentences", "sentences") if unit == stream.SENTENCES else ("--pairs", "pairs")
+        )
+        raise stream.NoUsableInput(None, f"no usable {what} in the given inputs ({why})", flag)
+    return res
+
+
+def _scan_inputs(
+    cfg: PretrainConfig,
+    sentences: list[str] | None,
+    pairs: list[str] | None,
+    info: DistInfo,
+    scan_dir: str,
+) -> tuple[stream.ScanResult | None, stream.ScanResult | None, stream.StageCounter]:
+    """The sentence and pair scans this run trains on, and their input counts (the pair
+    files' counted under ``pair_files/``, apart from the sentence files')."""
     counts = stream.StageCounter()
     sents = pair_scan = None
-    scan_dir = os.path.join(
-        output, "scan"
-    )  # the scans, kept for a restart (labse_model.scan_cache)
     if sentences and cfg.mlm_batch_size:
-        groups = stream.expand_inputs(sentences)
-        sents = stream.scan_distributed(
-            groups,
-            stream.SENTENCES,
-            cfg.block_rows,
-            cfg.heldout_fraction,
-            cfg.max_heldout,
-            info,
-            scan_dir,
-        )
-        stream.finish_groups(sents, sorted(groups), stream.SENTENCES)
-        if sents.total_rows() == 0:
-            raise stream.NoUsableInput(
-                None,
-                "no usable sentences in the given inputs (all empty or unreadable)",
-                "--sentences",
-            )
+        why = "all empty or unreadable"
+        sents = _scan(sentences, stream.SENTENCES, cfg, info, scan_dir, why)
         counts.merge(sents.counts)
     if pairs and cfg.tlm_batch_size:
-        groups = stream.expand_inputs(pairs)
-        pair_scan = stream.scan_distributed(
-            groups,
-            stream.PAIRS,
-            cfg.block_rows,
-            cfg.heldout_fraction,
-            cfg.max_heldout,
-            info,
-            scan_dir,
-        )
-        if pair_scan.total_rows() == 0:
-            raise stream.NoUsableInput(
-                None,
-                "no usable pairs in the given inputs (all empty, malformed or unreadable)",
-                "--pairs",
-            )
+        why = "all empty, malformed or unreadable"
+        pair_scan = _scan(pairs, stream.PAIRS, cfg, info, scan_dir, why)
         c = stream.StageCounter()
         c.merge({k.replace("files/", "pair_files/"): v for k, v in pair_scan.counts.items()})
         counts.merge(c.counts)
+    return sents, pair_scan, counts
 
-    resume = find_resume(os.path.join(output, "checkpoints"), info)
-    saved = read_trainer_state(resume) if resume else None
+
+def _masked_lm(
+    model: ModelConfig,
+    cfg: PretrainConfig,
+    first_layers: int,
+    resume: str | None,
+    init: str | None,
+    vocab: str | None,
+) -> tuple[MaskedLM, Any]:
+    """The model to train: the checkpoint resumed, else --init's encoder (and its MLM head when
+    it has one), else a new encoder of the first stage's depth on --vocab."""
     source = resume or init
     if source:
         enc, tokenizer, _ = load_encoder(source)
-        model = MaskedLM(enc)
-        if not load_head(model, source):
+        mlm = MaskedLM(enc)
+        if not load_head(mlm, source):
             if resume:
                 raise RuntimeError(f"{resume} has no MLM head ({source})")
             log.warning("%s has no MLM head: a new one is initialised", source)
         if vocab and init and not resume:
             log.warning("--init given: its own tokenizer is used, --vocab is ignored")
-    else:
-        if not vocab:
-            raise ValueError(
-                "no vocabulary: pass --vocab DIR (the vocab stage output) or --init DIR"
-            )
-        tokenizer = load_tokenizer(vocab)
-        config = build_config(
-            len(tokenizer),
-            tokenizer.pad_token_id or 0,
-            **{**model_cfg, "num_hidden_layers": layers[0]},
-        )
-        model = MaskedLM(
-            new_encoder(config, seed=cfg.seed, pooling=model_cfg.get("pooling") or "pooler")
-        )
-    model = model.to(device)
-    depth = model.bert.config.num_hidden_layers
+        return mlm, tokenizer
+    if not vocab:
+        raise ValueError("no vocabulary: pass --vocab DIR (the vocab stage output) or --init DIR")
+    tokenizer = load_tokenizer(vocab)
+    first = dataclasses.replace(model, num_hidden_layers=first_layers)
+    return MaskedLM(random_encoder(first, tokenizer, cfg.seed)), tokenizer
+
+
+def _window_log(
+    cfg: PretrainConfig,
+    info: DistInfo,
+    sents: stream.ScanResult | None,
+    pair_scan: stream.ScanResult | None,
+) -> dict:
+    """The shuffle windows' bounds per input, logged and kept for stats.json."""
+    on_rank = cfg.lanes // info.world_size
+    bounds = {
+        kind: stream.window_bound(res, cfg.lanes, on_rank, cfg.shuffle_blocks)
+        for kind, res in ((stream.SENTENCES, sents), (stream.PAIRS, pair_scan))
+        if res
+    }
+    return stream.log_window_bounds(bounds, cfg.shuffle_blocks, cfg.block_rows)
+
+
+def pretrain(
+    model: ModelConfig,
+    cfg: PretrainConfig,
+    sentences: list[str] | None,
+    pairs: list[str] | None,
+    output: str,
+    vocab: str | None = None,
+    init: str | None = None,
+    stop_at_step: int | None = None,
+) -> dict:
+    """Pretrain (or resume) an encoder with MLM (sentences) and TLM (pairs); returns a summary.
+
+    ``model`` and ``cfg`` are the ``model:`` and ``pretrain:`` sections as loaded
+    (``labse_common.config.load``; the stages are ``pretrain.stage_steps``). The caller's
+    objects are never changed."""
+    _check_sections(model, cfg)
+    cfg = _for_inputs(cfg, sentences, pairs)
+    info = init_from_env()
+    for b in (cfg.mlm_batch_size, cfg.tlm_batch_size):
+        if b:
+            check_batch_grid(b, cfg.lanes, info.world_size, "pretrain")
+    quiet_workers(info)
+    device = device_for(info, cfg.threads)
+    os.makedirs(os.path.join(output, "checkpoints"), exist_ok=True)
+    layers = stage_layers(model.num_hidden_layers, cfg.stages)
+    scan_dir = os.path.join(output, "scan")
+    sents, pair_scan, counts = _scan_inputs(cfg, sentences, pairs, info, scan_dir)
+
+    resume = find_resume(os.path.join(output, "checkpoints"), info)
+    mlm, tokenizer = _masked_lm(model, cfg, layers[0], resume, init, vocab)
+    mlm = mlm.to(device)
+    depth = mlm.bert.config.num_hidden_layers
     if depth not in layers:
-        raise ValueError(f"{source} has {depth} layers; the stages have {layers}")
-    max_len = min(cfg.max_seq_length, model.bert.config.max_position_embeddings)
-    state = TrainState(
-        model,
-        make_optimizer(
-            model, cfg.lr, cfg.weight_decay, cfg.adam_eps, device, cfg.embedding_lr_scale
-        ),
-        stage=layers.index(depth),
+        raise ValueError(f"{resume or init} has {depth} layers; the stages have {layers}")
+    max_len = min(cfg.max_seq_length, mlm.bert.config.max_position_embeddings)
+    optimizer = make_optimizer(
+        mlm, cfg.lr, cfg.weight_decay, cfg.adam_eps, device, cfg.embedding_lr_scale
     )
+    state = TrainState(mlm, optimizer, stage=layers.index(depth))
     set_seed(cfg.seed + info.rank)
     fingerprint = {
         "sentences": sents.total_rows() if sents else 0,
@@ -543,40 +569,15 @@ def pretrain(
         "block_rows": cfg.block_rows,
         "max_len": max_len,
     }
-    if saved is not None:
-        was = saved.get("extra", {}).get("data", {})
-        if was != fingerprint:
-            raise RuntimeError(
-                f"{resume} was trained on different data or batching ({was}); now {fingerprint}: not the same run"
-            )
-        if int(saved["stage"]) != state.stage:
-            raise RuntimeError(f"{resume}: stage {saved['stage']} but its model has {depth} layers")
-        state.optimizer.load_state_dict(saved["optimizer"])
-        state.step, state.micro = int(saved["step"]), int(saved["micro"])
-        state.cursors, state.events = saved["cursors"], saved["events"]
-        restore_rng(resume, info, cfg.seed, state.step)
+    if resume:
+        restore_state(state, resume, fingerprint, info, cfg.seed)
         log.info("resuming from %s (stage %d, %d layers)", resume, state.stage, depth)
     state.extra["data"] = fingerprint
 
-    total = int(sum(cfg.stage_steps))
     objective = PretrainObjective(cfg, sents, pair_scan, tokenizer, info, device, max_len)
-    loop_cfg = LoopConfig.of(cfg, total, stop_at_step)
-    on_rank = cfg.lanes // info.world_size
-    bounds = {
-        kind: stream.window_bound(res, cfg.lanes, on_rank, cfg.shuffle_blocks)
-        for kind, res in ((stream.SENTENCES, sents), (stream.PAIRS, pair_scan))
-        if res
-    }
-    windows = stream.log_window_bounds(bounds, cfg.shuffle_blocks, cfg.block_rows)
-    summary = run(
-        objective,
-        state,
-        loop_cfg,
-        output,
-        info,
-        device,
-        dict(counts.counts),
-        {"stages": layers, "stage_steps": cfg.stage_steps, "shuffle_windows": windows},
-    )
+    loop_cfg = LoopConfig.of(cfg, int(sum(cfg.stage_steps)), stop_at_step)
+    windows = _window_log(cfg, info, sents, pair_scan)
+    extra = {"stages": layers, "stage_steps": cfg.stage_steps, "shuffle_windows": windows}
+    summary = run(objective, state, loop_cfg, output, info, device, dict(counts.counts), extra)
     summary["stage"] = state.stage
     return summary

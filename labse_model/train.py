@@ -26,6 +26,7 @@ from typing import Any
 
 import torch
 
+from labse_common.sections.model import ModelConfig
 from labse_common.sections.train import TrainConfig
 from labse_model import stream
 from labse_model.batching import SentenceTokenizer, pad_batch
@@ -38,18 +39,17 @@ from labse_model.loop import (
     TrainState,
     find_resume,
     make_optimizer,
-    read_trainer_state,
-    restore_rng,
+    quiet_workers,
+    restore_state,
     run,
     set_seed,
 )
 from labse_model.loss import AdditiveMarginRankingLoss
 from labse_model.model import (
     SentenceEncoder,
-    build_config,
     load_encoder,
     load_tokenizer,
-    new_encoder,
+    random_encoder,
     save_encoder,
 )
 
@@ -74,8 +74,8 @@ def learn_vocab_from(texts: Iterator[str], out_dir: str, vocab_size: int) -> Non
 
 
 def _build_model(
+    model: ModelConfig,
     cfg: TrainConfig,
-    model_cfg: dict,
     output: str,
     scan_res: stream.ScanResult,
     vocab: str | None,
@@ -104,11 +104,8 @@ def _build_model(
             learn_vocab_from(texts, vocab, cfg.vocab_size)
         barrier()
     tokenizer = load_tokenizer(vocab)
-    config = build_config(len(tokenizer), tokenizer.pad_token_id or 0, **model_cfg)
     # Same seed on every rank: identical initial weights even before DDP's broadcast.
-    return new_encoder(
-        config, seed=cfg.seed, pooling=model_cfg.get("pooling") or "pooler"
-    ), tokenizer
+    return random_encoder(model, tokenizer, cfg.seed), tokenizer
 
 
 def device_for(info: DistInfo, threads: int | None) -> torch.device:
@@ -323,8 +320,46 @@ class DualEncoderObjective:
         return 1.0
 
 
+def _scan_pairs(
+    pairs: list[str], cfg: TrainConfig, info: DistInfo, output: str
+) -> stream.ScanResult:
+    """The pair files' blocks (kept in the output for a restart: labse_model.scan_cache)."""
+    groups = stream.expand_inputs(pairs)
+    scan_res = stream.scan_distributed(
+        groups, PAIR_UNIT, cfg.block_rows, 0.0, 0, info, os.path.join(output, "scan")
+    )
+    if scan_res.total_rows() == 0:
+        raise stream.NoUsableInput(
+            None,
+            "no usable pairs in the given files (all empty, malformed or unreadable)",
+            "--pairs",
+        )
+    if len(groups) > 1:
+        stream.finish_groups(scan_res, sorted(groups), PAIR_UNIT)
+    log.info(
+        "%d pairs in %d blocks, global batch %d in %d lanes",
+        scan_res.total_rows(),
+        sum(len(b) for b in scan_res.groups.values()),
+        cfg.batch_size,
+        cfg.lanes,
+    )
+    return scan_res
+
+
+def _check_sections(model: ModelConfig, cfg: TrainConfig) -> None:
+    """The typed sections, as loaded: a dict here would skip the loader's checks."""
+    if not isinstance(model, ModelConfig):
+        raise TypeError(
+            f"train() takes the typed model section (ModelConfig), not {type(model).__name__}"
+        )
+    if not isinstance(cfg, TrainConfig):
+        raise TypeError(
+            f"train() takes the typed train section (TrainConfig), not {type(cfg).__name__}"
+        )
+
+
 def train(
-    model_cfg: dict[str, Any],
+    model: ModelConfig,
     cfg: TrainConfig,
     pairs: list[str],
     output: str,
@@ -335,55 +370,31 @@ def train(
 ) -> dict:
     """Train (or resume) a dual encoder; returns a summary dict (final step, last loss, paths).
 
-    ``cfg`` is the ``train:`` section as loaded (``labse_common.config.load("train", ...)``).
-    ``max_steps`` overrides ``train.steps`` (the schedule length); ``stop_at_step`` halts after
-    that step with a checkpoint, as a preempted job slice would, to be resumed later.
+    ``model`` and ``cfg`` are the ``model:`` and ``train:`` sections as loaded
+    (``labse_common.config.load``). ``max_steps`` overrides ``train.steps`` (the schedule
+    length); ``stop_at_step`` halts after that step with a checkpoint, as a preempted job slice
+    would, to be resumed later.
     """
-    if not isinstance(cfg, TrainConfig):
-        raise TypeError(
-            f"train() takes the typed train section (TrainConfig), not {type(cfg).__name__}"
-        )
+    _check_sections(model, cfg)
     total_steps = int(max_steps or cfg.steps)
     if not pairs:
         raise ValueError("no pair files given (--pairs FILE)")
     info = init_from_env()
     check_batch_grid(cfg.batch_size, cfg.lanes, info.world_size, "train")
-    if info.enabled:
-        # Rank 0 speaks; the others only warn.
-        logging.getLogger().setLevel(logging.INFO if info.is_main else logging.WARNING)
+    quiet_workers(info)
     device = device_for(info, cfg.threads)
     os.makedirs(os.path.join(output, "checkpoints"), exist_ok=True)
-
-    groups = stream.expand_inputs(pairs)
-    # The scan is kept in the output for a restart (labse_model.scan_cache).
-    scan_res = stream.scan_distributed(
-        groups, PAIR_UNIT, cfg.block_rows, 0.0, 0, info, os.path.join(output, "scan")
-    )
-    n_pairs = scan_res.total_rows()
-    if n_pairs == 0:
-        raise stream.NoUsableInput(
-            None,
-            "no usable pairs in the given files (all empty, malformed or unreadable)",
-            "--pairs",
-        )
-    if len(groups) > 1:
-        stream.finish_groups(scan_res, sorted(groups), PAIR_UNIT)
-    log.info(
-        "%d pairs in %d blocks, global batch %d in %d lanes",
-        n_pairs,
-        sum(len(b) for b in scan_res.groups.values()),
-        cfg.batch_size,
-        cfg.lanes,
-    )
+    scan_res = _scan_pairs(pairs, cfg, info, output)
 
     resume = find_resume(os.path.join(output, "checkpoints"), info)
     if resume:
         log.info("resuming from %s", resume)
         encoder, tokenizer, _ = load_encoder(resume)
     else:
-        encoder, tokenizer = _build_model(cfg, model_cfg, output, scan_res, vocab, init, info)
-    max_len = min(cfg.max_seq_length, encoder.bert.config.max_position_embeddings)
-    stok = SentenceTokenizer(tokenizer, max_len)
+        encoder, tokenizer = _build_model(model, cfg, output, scan_res, vocab, init, info)
+    stok = SentenceTokenizer(
+        tokenizer, min(cfg.max_seq_length, encoder.bert.config.max_position_embeddings)
+    )
     encoder.to(device)
     state = TrainState(
         encoder,
@@ -393,40 +404,23 @@ def train(
     )
     set_seed(cfg.seed + info.rank)  # dropout masks differ per rank, reproducibly
     fingerprint = {
-        "num_pairs": n_pairs,
+        "num_pairs": scan_res.total_rows(),
         "batch_size": cfg.batch_size,
         "lanes": cfg.lanes,
         "seed": cfg.seed,
         "block_rows": cfg.block_rows,
     }
     if resume:
-        saved = read_trainer_state(resume)
-        was = saved.get("extra", {}).get("data", {})
-        if was != fingerprint:
-            raise RuntimeError(
-                f"{resume} was trained on different data or batching ({was}); now {fingerprint}: not the same run"
-            )
-        state.optimizer.load_state_dict(saved["optimizer"])
-        state.step, state.micro = int(saved["step"]), int(saved["micro"])
-        state.cursors, state.events = saved["cursors"], saved["events"]
-        restore_rng(resume, info, cfg.seed, state.step)
+        restore_state(state, resume, fingerprint, info, cfg.seed)
     state.extra["data"] = fingerprint
 
     objective = DualEncoderObjective(cfg, scan_res, stok, tokenizer, info, device)
     if objective.pool is not None and state.step >= objective.mine_every:
         objective.mine_hard_negatives(state)  # a resumed run: the negatives are not saved
-    loop_cfg = LoopConfig.of(cfg, total_steps, stop_at_step)
     bound = stream.window_bound(
         scan_res, cfg.lanes, cfg.lanes // info.world_size, cfg.shuffle_blocks
     )
     windows = stream.log_window_bounds({PAIR_UNIT: bound}, cfg.shuffle_blocks, cfg.block_rows)
-    return run(
-        objective,
-        state,
-        loop_cfg,
-        output,
-        info,
-        device,
-        scan_res.counts,
-        {"shuffle_windows": windows},
-    )
+    loop_cfg = LoopConfig.of(cfg, total_steps, stop_at_step)
+    extra = {"shuffle_windows": windows}
+    return run(objective, state, loop_cfg, output, info, device, scan_res.counts, extra)
