@@ -112,16 +112,41 @@ def train_quality_model(
     The training and held-out files are kept beside the model (``.train.txt``/``.test.txt``) so
     what the model learned from can be read.
     """
-    import fasttext
-
     rng = random.Random(seed)
     pos = list(dict.fromkeys(featurize(t) for t in positives if t.strip()))
     neg = list(dict.fromkeys(featurize(t) for t in negatives if t.strip()))
     if not pos or not neg:
         raise ValueError(f"need both classes to train: {len(pos)} positive, {len(neg)} negative")
-    # Hold out distinct lines of each class first, so over-sampled copies never leak into the
-    # test set; then balance the training part by over-sampling the smaller class (with
-    # replacement) rather than throwing away most of the larger one.
+    train, test = _balanced_split(pos, neg, test_fraction, max_per_class, rng)
+    os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
+    train_path, test_path = f"{output}.train.txt", f"{output}.test.txt"
+    for path, data in ((train_path, train), (test_path, test)):
+        with open(path, "w", encoding="utf-8") as f:
+            f.write("\n".join(data) + ("\n" if data else ""))
+    settings = {"epoch": epoch, "dim": dim, "wordNgrams": word_ngrams, "lr": lr, "seed": seed}
+    model = _fit_and_save(train_path, output, settings, quantize)
+    precision, recall, accuracy = _evaluate(model, test)
+    report = TrainReport(
+        model=output,
+        n_positive=len(pos),
+        n_negative=len(neg),
+        n_test=len(test),
+        precision=precision,
+        recall=recall,
+        accuracy=accuracy,
+    )
+    with open(f"{output}.report.json", "w", encoding="utf-8") as f:
+        json.dump(report.__dict__, f, indent=2)
+    return report
+
+
+def _balanced_split(
+    pos: list[str], neg: list[str], test_fraction: float, max_per_class: int, rng: random.Random
+) -> tuple[list[str], list[str]]:
+    """(train, test) labelled lines. Distinct lines of each class are held out first, so
+    over-sampled copies never leak into the test set; then the training part is balanced by
+    over-sampling the smaller class (with replacement) rather than throwing away most of the
+    larger one. ``pos`` and ``neg`` are shuffled in place."""
     rng.shuffle(pos)
     rng.shuffle(neg)
     tp_n = int(len(pos) * test_fraction) if len(pos) >= 10 else 0
@@ -132,25 +157,16 @@ def train_quality_model(
     train = [f"{POSITIVE} {t}" for t in _resample(pos, n, rng)]
     train += [f"{NEGATIVE} {t}" for t in _resample(neg, n, rng)]
     rng.shuffle(train)
-    n_test = len(test)
+    return train, test
 
-    os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
-    train_path, test_path = f"{output}.train.txt", f"{output}.test.txt"
-    for path, data in ((train_path, train), (test_path, test)):
-        with open(path, "w", encoding="utf-8") as f:
-            f.write("\n".join(data) + ("\n" if data else ""))
+
+def _fit_and_save(train_path: str, output: str, settings: dict, quantize: bool):
+    """fastText on the training file, saved to ``output`` through a temporary name."""
+    import fasttext
+
     # verbose=2: fastText 0.9.x raises "Encountered NaN" with lower verbosity in some builds.
     model = fasttext.train_supervised(
-        input=train_path,
-        epoch=epoch,
-        dim=dim,
-        wordNgrams=word_ngrams,
-        lr=lr,
-        minCount=1,
-        loss="softmax",
-        seed=seed,
-        thread=1,
-        verbose=2,
+        input=train_path, minCount=1, loss="softmax", thread=1, verbose=2, **settings
     )
     if quantize:
         model.quantize(input=train_path, retrain=True)
@@ -160,7 +176,11 @@ def train_quality_model(
         tmp = t.name
     model.save_model(tmp)
     os.replace(tmp, output)
+    return model
 
+
+def _evaluate(model, test: list[str]) -> tuple[float, float, float]:
+    """Precision and recall of the content class, and accuracy, on the held-out lines."""
     tp = fp = fn = correct = 0
     for row in test:
         label, text = row.split(" ", 1)
@@ -169,15 +189,6 @@ def train_quality_model(
         tp += pred == POSITIVE and label == POSITIVE
         fp += pred == POSITIVE and label == NEGATIVE
         fn += pred == NEGATIVE and label == POSITIVE
-    report = TrainReport(
-        model=output,
-        n_positive=len(pos) + tp_n,
-        n_negative=len(neg) + tn_n,
-        n_test=n_test,
-        precision=tp / (tp + fp) if tp + fp else 0.0,
-        recall=tp / (tp + fn) if tp + fn else 0.0,
-        accuracy=correct / n_test if n_test else 0.0,
-    )
-    with open(f"{output}.report.json", "w", encoding="utf-8") as f:
-        json.dump(report.__dict__, f, indent=2)
-    return report
+    precision = tp / (tp + fp) if tp + fp else 0.0
+    recall = tp / (tp + fn) if tp + fn else 0.0
+    return precision, recall, (correct / len(test) if test else 0.0)

@@ -68,16 +68,7 @@ def train_cds(
     either set is below its minimum (``min_noisy`` / ``min_trusted``).
     """
     counter = counter or StageCounter()
-    if len(trusted[0]) < cfg.min_trusted:
-        raise TrustedTooSmall(
-            f"the trusted set has {len(trusted[0])} usable pairs; at least {cfg.min_trusted} are "
-            "needed to fine-tune theta_clean (cds.min_trusted)"
-        )
-    if len(noisy[0]) < cfg.min_noisy:
-        raise TrustedTooSmall(
-            f"the candidate set has {len(noisy[0])} usable pairs; at least {cfg.min_noisy} are "
-            "needed to train theta_noisy (cds.min_noisy)"
-        )
+    _check_sizes(noisy, trusted, cfg)
     device = pick_device(cfg.device)
     os.makedirs(out_dir, exist_ok=True)
     with tempfile.TemporaryDirectory() as work:
@@ -87,48 +78,20 @@ def train_cds(
     directions = ["fwd", "bwd"] if cfg.bidirectional else ["fwd"]
     figures: dict = {}
     for d in directions:
-        if cfg.init:
-            base = load_init_model(cfg.init, tok)
-            max_length = min(
-                max_length, int(getattr(base.config, "max_position_embeddings", max_length))
-            )
-        else:
-            base = new_model(tok, cfg.model, seed=cfg.seed)
+        base, max_length = _base_model(cfg, tok, max_length)
         flip = d == "bwd"
-        n_src, n_trg = (noisy[1], noisy[0]) if flip else noisy
-        t_src, t_trg = (trusted[1], trusted[0]) if flip else trusted
-        enc_noisy = encode_pairs(tok, base.config, n_src, n_trg, max_length)
-        enc_trusted = encode_pairs(tok, base.config, t_src, t_trg, max_length)
-        for unit, enc in (("noisy_pairs", enc_noisy), ("trusted_pairs", enc_trusted)):
-            counter.add_event(unit, f"truncated_input_{d}", enc.truncated_inputs)
-            counter.add_event(unit, f"truncated_target_{d}", enc.truncated_targets)
-        common = {
-            "batch_size": cfg.batch_size,
-            "warmup_steps": cfg.warmup_steps,
-            "weight_decay": cfg.weight_decay,
-            "clip_norm": cfg.clip_norm,
-            "seed": cfg.seed,
-            "progress": cfg.progress,
+        pairs = {
+            "noisy_pairs": (noisy[1], noisy[0]) if flip else noisy,
+            "trusted_pairs": (trusted[1], trusted[0]) if flip else trusted,
         }
-        noisy_fig = train_seq2seq(
-            base,
-            enc_noisy.inputs,
-            enc_noisy.targets,
-            TrainSettings(epochs=cfg.noisy_epochs, lr=cfg.lr, **common),
-            device,
-            desc=f"theta_noisy {d}",
+        enc = {}
+        for unit, (src, trg) in pairs.items():
+            enc[unit] = encode_pairs(tok, base.config, src, trg, max_length)
+            counter.add_event(unit, f"truncated_input_{d}", enc[unit].truncated_inputs)
+            counter.add_event(unit, f"truncated_target_{d}", enc[unit].truncated_targets)
+        figures[d] = _train_direction(
+            base, enc["noisy_pairs"], enc["trusted_pairs"], cfg, device, d, out_dir
         )
-        clean, clean_fig = fine_tune_copy(
-            base,
-            enc_trusted.inputs,
-            enc_trusted.targets,
-            TrainSettings(epochs=cfg.clean_epochs, lr=cfg.clean_lr, **common),
-            device,
-            desc=f"theta_clean {d}",
-        )
-        base.save_pretrained(os.path.join(out_dir, d, "noisy"))
-        clean.save_pretrained(os.path.join(out_dir, d, "clean"))
-        figures[d] = {"noisy": noisy_fig, "clean": clean_fig}
     meta = {
         "format": FORMAT,
         "directions": directions,
@@ -144,3 +107,64 @@ def train_cds(
         json.dump(meta, f, indent=2, ensure_ascii=False)
         f.write("\n")
     return meta
+
+
+def _check_sizes(
+    noisy: tuple[Sequence[str], Sequence[str]],
+    trusted: tuple[Sequence[str], Sequence[str]],
+    cfg: CdsConfig,
+) -> None:
+    if len(trusted[0]) < cfg.min_trusted:
+        raise TrustedTooSmall(
+            f"the trusted set has {len(trusted[0])} usable pairs; at least {cfg.min_trusted} are "
+            "needed to fine-tune theta_clean (cds.min_trusted)"
+        )
+    if len(noisy[0]) < cfg.min_noisy:
+        raise TrustedTooSmall(
+            f"the candidate set has {len(noisy[0])} usable pairs; at least {cfg.min_noisy} are "
+            "needed to train theta_noisy (cds.min_noisy)"
+        )
+
+
+def _base_model(cfg: CdsConfig, tok: PreTrainedTokenizerBase, max_length: int) -> tuple:
+    """A fresh model for one direction, and the length it can take (a checkpoint's position
+    embeddings may be shorter than ``model.max_length``)."""
+    if cfg.init:
+        base = load_init_model(cfg.init, tok)
+        limit = int(getattr(base.config, "max_position_embeddings", max_length))
+        return base, min(max_length, limit)
+    return new_model(tok, cfg.model, seed=cfg.seed), max_length
+
+
+def _train_direction(
+    base, enc_noisy, enc_trusted, cfg: CdsConfig, device, d: str, out_dir: str
+) -> dict:
+    """θ_noisy on the candidates, then θ_clean as its fine-tuned copy; both saved under
+    ``out_dir/<d>/``. Returns their training figures."""
+    common = {
+        "batch_size": cfg.batch_size,
+        "warmup_steps": cfg.warmup_steps,
+        "weight_decay": cfg.weight_decay,
+        "clip_norm": cfg.clip_norm,
+        "seed": cfg.seed,
+        "progress": cfg.progress,
+    }
+    noisy_fig = train_seq2seq(
+        base,
+        enc_noisy.inputs,
+        enc_noisy.targets,
+        TrainSettings(epochs=cfg.noisy_epochs, lr=cfg.lr, **common),
+        device,
+        desc=f"theta_noisy {d}",
+    )
+    clean, clean_fig = fine_tune_copy(
+        base,
+        enc_trusted.inputs,
+        enc_trusted.targets,
+        TrainSettings(epochs=cfg.clean_epochs, lr=cfg.clean_lr, **common),
+        device,
+        desc=f"theta_clean {d}",
+    )
+    base.save_pretrained(os.path.join(out_dir, d, "noisy"))
+    clean.save_pretrained(os.path.join(out_dir, d, "clean"))
+    return {"noisy": noisy_fig, "clean": clean_fig}
