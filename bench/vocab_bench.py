@@ -36,6 +36,7 @@ import pyarrow.parquet as pq
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from labse_common.logs import setup_logging  # noqa: E402
+from labse_common.sections.vocab import LearnerConfig  # noqa: E402
 from labse_model.vocab.evaluate import coverage  # noqa: E402
 from labse_model.vocab.export import build_tokenizer  # noqa: E402
 from labse_model.vocab.learner import RESERVED_TOKENS, LearnerParams, learn_vocab  # noqa: E402
@@ -169,7 +170,7 @@ def worker(
     base = _peak_mb()
     t0 = time.perf_counter()
     if kind == "ours":
-        params = LearnerParams(vocab_size=size, decrement=decrement)
+        params = LearnerParams(size, LearnerConfig(decrement=decrement))
         vocab = learn_vocab(words, counts, params).vocab
     else:
         from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
@@ -295,7 +296,7 @@ def main() -> None:
     ap.add_argument(
         "--decrement",
         choices=["all", "selected"],
-        default=LearnerParams.decrement,
+        default=LearnerConfig.decrement,
         help="our learner's prefix decrement rule (see labse_model/vocab/learner.py)",
     )
     ap.add_argument("--worker", choices=["ours", "tokenizers"], help=argparse.SUPPRESS)

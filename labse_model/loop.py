@@ -423,6 +423,222 @@ def _sum_counts(parts: list[dict]) -> dict[str, int]:
     return dict(c.counts)
 
 
+class _Loop:
+    """What the steps of one run share: the wrapped model, the schedule, metrics, this rank's
+    events since the start (or resume) and the data position of the last micro-batch."""
+
+    def __init__(
+        self,
+        objective: Objective,
+        state: TrainState,
+        cfg: LoopConfig,
+        output: str,
+        info: DistInfo,
+        device: torch.device,
+    ) -> None:
+        self.objective, self.state, self.cfg, self.info, self.device = (
+            objective,
+            state,
+            cfg,
+            info,
+            device,
+        )
+        self.section = section = cfg.section  # the stage's typed section, read, never copied
+        self.output = output
+        self.ckpt_root = os.path.join(output, "checkpoints")
+        self.schedule = linear_schedule(section.warmup_steps, cfg.total_steps)
+        bf16 = bool(section.bf16) and device.type == "cuda" and torch.cuda.is_bf16_supported()
+        self.autocast = (
+            (lambda: torch.autocast("cuda", dtype=torch.bfloat16)) if bf16 else nullcontext
+        )
+        self.metrics = Metrics(
+            output, state.step, section.tensorboard, info.is_main, objective.stage_name
+        )
+        self.local_events = StageCounter()
+        self.cursors = dict(state.cursors)
+        self.model = self.wrap(state.model)
+        self.model.train()
+        self.last: dict[str, float] = {}
+        self.window_t, self.window_samples, self.window_tokens = time.perf_counter(), 0, 0
+
+    def wrap(self, module: torch.nn.Module) -> torch.nn.Module:
+        if not self.info.enabled:
+            return module
+        ids = [self.info.local_rank] if self.device.type == "cuda" else None
+        return DDP(module, device_ids=ids)
+
+    def save(self, at_step: int) -> None:
+        """A checkpoint of ``at_step``: every rank's RNG and cursors, the main rank the rest."""
+        info, state = self.info, self.state
+        barrier()
+        parts = _gather_objects(
+            {"cursors": self.cursors, "events": dict(self.local_events.counts)}, info
+        )
+        tmp = ckpt.tmp_dir_for(self.ckpt_root, at_step)
+        if info.is_main:
+            ckpt.prepare_tmp(self.ckpt_root, at_step)
+        barrier()
+        torch.save(rng_state(), os.path.join(tmp, f"rng-rank{info.rank}.pt"))
+        barrier()
+        if info.is_main:
+            state.cursors = _merge_cursors([p["cursors"] for p in parts])
+            saved_events = _sum_counts([state.events] + [p["events"] for p in parts])
+            self.objective.save_model(state, tmp)
+            ts = state.trainer_state()
+            ts["events"] = saved_events
+            ts["world_size"] = info.world_size
+            torch.save(ts, os.path.join(tmp, ckpt.TRAINER_STATE))
+            path = ckpt.finalize(
+                self.ckpt_root,
+                at_step,
+                self.section.keep_checkpoints,
+                {"world_size": info.world_size, "stage": state.stage},
+            )
+            log.info("checkpoint %s", path)
+        barrier()
+
+    def evaluate_at_start(self) -> None:
+        """The held-out starting point of the learning curve."""
+        if self.cfg.eval_every and self.state.step == 0:
+            if self.info.is_main:
+                rec = {"step": 0, "stage": self.state.stage, **self.objective.evaluate(self.state)}
+                self.metrics.write(rec)
+            barrier()
+
+    def accumulate(self, batches: Iterator[Batch]) -> dict[str, torch.Tensor]:
+        """Forward and backward of ``grad_accum`` micro-batches; their mean loss parts."""
+        section, accum = self.section, self.section.grad_accum
+        sums: dict[str, torch.Tensor] = {}
+        for micro in range(accum):
+            batch = next(batches)
+            for k, v in batch.events.items():
+                self.local_events.counts[k] += v
+            last_micro = micro == accum - 1
+            sync = self.model.no_sync() if (self.info.enabled and not last_micro) else nullcontext()
+            with sync:
+                own_backward = getattr(self.objective, "forward_backward", None)
+                if own_backward is not None:
+                    # The objective runs its own backward passes (gradient caching).
+                    loss, parts = own_backward(
+                        self.model, batch, 1.0 / section.grad_accum, self.autocast, last_micro
+                    )
+                else:
+                    with self.autocast():
+                        loss, parts = self.objective.train_step(self.model, batch)
+                    (loss / section.grad_accum).backward()
+            for k, v in parts.items():
+                sums[k] = sums.get(k, 0) + v.detach().float() / section.grad_accum
+            self.cursors = batch.cursors
+            self.state.micro += 1
+            self.window_samples += batch.samples
+            self.window_tokens += batch.tokens
+        return sums
+
+    def optimizer_step(self) -> tuple[torch.Tensor, float]:
+        """Clip, set the scheduled learning rate, step; returns (gradient norm, lr scale)."""
+        state, section = self.state, self.section
+        params = [p for p in state.model.parameters() if p.requires_grad]
+        grad_norm = torch.nn.utils.clip_grad_norm_(params, section.clip_norm)
+        scale = self.schedule(state.step) * self.objective.lr_scale(state)
+        for g in state.optimizer.param_groups:
+            g["lr"] = section.lr * scale * g.get("lr_mult", 1.0)
+        state.optimizer.step()
+        state.optimizer.zero_grad(set_to_none=True)
+        state.step += 1
+        return grad_norm, scale
+
+    def log_step(
+        self,
+        sums: dict[str, torch.Tensor],
+        grad_norm: torch.Tensor,
+        scale: float,
+        step_time: float,
+        bar: tqdm,
+    ) -> None:
+        """One metrics record (rates over the window since the last one) and the bar."""
+        state, info = self.state, self.info
+        # The only per-step host sync without timing: reading the logged values.
+        rec: dict[str, Any] = {"step": state.step}
+        for k, v in sums.items():
+            rec[k] = all_reduce_mean(float(v), self.device)
+        if not math.isfinite(rec.get("loss", 0.0)):
+            raise FloatingPointError(f"loss became {rec['loss']} at step {state.step}")
+        elapsed = max(time.perf_counter() - self.window_t, 1e-9)
+        rec.update(
+            lr=self.section.lr * scale,
+            grad_norm=float(grad_norm),
+            sentences_per_s=self.window_samples * info.world_size / elapsed,
+            tokens_per_s=self.window_tokens * info.world_size / elapsed,
+            step_time_s=step_time,
+            stage=state.stage,
+            gather_share=gather_timer.total / elapsed,
+        )
+        if self.cfg.eval_every and state.step % self.cfg.eval_every == 0 and info.is_main:
+            rec.update(self.objective.evaluate(state))
+        barrier()
+        self.metrics.write(rec)
+        self.last = rec
+        bar.set_postfix(
+            loss=f"{rec.get('loss', float('nan')):.4f}", tok_s=f"{rec['tokens_per_s']:.0f}"
+        )
+        self.window_t, self.window_samples, self.window_tokens = time.perf_counter(), 0, 0
+        gather_timer.reset()
+
+    def step(self, batches: Iterator[Batch], bar: tqdm) -> None:
+        """One optimizer step, its log record, a stacking change and a checkpoint when due."""
+        state, section, cfg = self.state, self.section, self.cfg
+        t0 = time.perf_counter()
+        sums = self.accumulate(batches)
+        grad_norm, scale = self.optimizer_step()
+        if section.timing and self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        step_time = time.perf_counter() - t0
+        if state.step % section.log_every == 0 or state.step == cfg.halt_at:
+            self.log_step(sums, grad_norm, scale, step_time, bar)
+        bar.update(1)
+        if state.step < cfg.total_steps and self.objective.after_step(state):
+            # Progressive stacking replaced the model (before any checkpoint of this step,
+            # so a resume finds the new stage): rewrap it. The producer runs on: its
+            # batches do not depend on the model.
+            self.model = self.wrap(state.model)
+            self.model.train()
+        if state.step % section.save_every == 0 or state.step == cfg.halt_at:
+            self.save(state.step)
+
+    def finish(self, input_counts: dict[str, int], report_extra: dict | None) -> dict:
+        """The final model (when the schedule is done), stats.json, and the run's summary."""
+        state, cfg, info = self.state, self.cfg, self.info
+        summary: dict[str, Any] = {
+            "step": state.step,
+            "total_steps": cfg.total_steps,
+            "loss": self.last.get("loss", float("nan")),
+            "last": self.last,
+        }
+        if state.step >= cfg.total_steps and info.is_main:
+            final = os.path.join(self.output, "model")
+            self.objective.save_model(state, final)
+            summary["model"] = final
+            log.info("final model written to %s", final)
+        local = dict(self.local_events.counts)
+        events = _sum_counts([state.events] + _gather_objects(local, info))
+        if info.is_main:
+            c = StageCounter()
+            c.merge(input_counts)
+            c.merge(events)
+            report = c.to_report(
+                self.objective.stage_name,
+                steps=state.step,
+                world_size=info.world_size,
+                **(report_extra or {}),
+            )
+            problems = check_balanced(report)
+            if problems:
+                raise RuntimeError(f"unbalanced stats: {problems}")
+            write_report(os.path.join(self.output, "stats.json"), report)
+        barrier()
+        return summary
+
+
 def run(
     objective: Objective,
     state: TrainState,
@@ -434,168 +650,22 @@ def run(
     report_extra: dict | None = None,
 ) -> dict:
     """Train from ``state`` to ``cfg.halt_at``; checkpoints, metrics, final model, stats.json."""
-    section = cfg.section  # the stage's typed section: its keys are read here, never copied
-    ckpt_root = os.path.join(output, "checkpoints")
-    schedule = linear_schedule(section.warmup_steps, cfg.total_steps)
-    use_bf16 = bool(section.bf16) and device.type == "cuda" and torch.cuda.is_bf16_supported()
-    autocast = (lambda: torch.autocast("cuda", dtype=torch.bfloat16)) if use_bf16 else nullcontext
-    metrics = Metrics(output, state.step, section.tensorboard, info.is_main, objective.stage_name)
-    local_events = StageCounter()  # this rank's events since the start/resume
-    cursors = dict(state.cursors)
-
-    def wrap(module: torch.nn.Module) -> torch.nn.Module:
-        if not info.enabled:
-            return module
-        return DDP(module, device_ids=[info.local_rank] if device.type == "cuda" else None)
-
-    def save(at_step: int) -> None:
-        barrier()
-        parts = _gather_objects({"cursors": cursors, "events": dict(local_events.counts)}, info)
-        tmp = ckpt.tmp_dir_for(ckpt_root, at_step)
-        if info.is_main:
-            ckpt.prepare_tmp(ckpt_root, at_step)
-        barrier()
-        torch.save(rng_state(), os.path.join(tmp, f"rng-rank{info.rank}.pt"))
-        barrier()
-        if info.is_main:
-            state.cursors = _merge_cursors([p["cursors"] for p in parts])
-            saved_events = _sum_counts([state.events] + [p["events"] for p in parts])
-            objective.save_model(state, tmp)
-            ts = state.trainer_state()
-            ts["events"] = saved_events
-            ts["world_size"] = info.world_size
-            torch.save(ts, os.path.join(tmp, ckpt.TRAINER_STATE))
-            path = ckpt.finalize(
-                ckpt_root,
-                at_step,
-                section.keep_checkpoints,
-                {"world_size": info.world_size, "stage": state.stage},
-            )
-            log.info("checkpoint %s", path)
-        barrier()
-
-    model = wrap(state.model)
-    model.train()
+    loop = _Loop(objective, state, cfg, output, info, device)
     bar = tqdm(
         total=cfg.total_steps,
         initial=state.step,
         desc=objective.stage_name,
         unit="step",
-        disable=not (info.is_main and section.progress),
+        disable=not (info.is_main and cfg.section.progress),
     )
-    last: dict[str, float] = {}
-    window_t, window_samples, window_tokens = time.perf_counter(), 0, 0
     gather_timer.reset()
-    batches = Prefetcher(objective.batches(state), section.prefetch)
-    if cfg.eval_every and state.step == 0:
-        # The held-out starting point of the learning curve.
-        if info.is_main:
-            metrics.write({"step": 0, "stage": state.stage, **objective.evaluate(state)})
-        barrier()
+    batches = Prefetcher(objective.batches(state), cfg.section.prefetch)
+    loop.evaluate_at_start()
     try:
         while state.step < cfg.halt_at:
-            t0 = time.perf_counter()
-            sums: dict[str, torch.Tensor] = {}
-            for micro in range(section.grad_accum):
-                batch = next(batches)
-                for k, v in batch.events.items():
-                    local_events.counts[k] += v
-                last_micro = micro == section.grad_accum - 1
-                sync = model.no_sync() if (info.enabled and not last_micro) else nullcontext()
-                with sync:
-                    own_backward = getattr(objective, "forward_backward", None)
-                    if own_backward is not None:
-                        # The objective runs its own backward passes (gradient caching).
-                        loss, parts = own_backward(
-                            model, batch, 1.0 / section.grad_accum, autocast, last_micro
-                        )
-                    else:
-                        with autocast():
-                            loss, parts = objective.train_step(model, batch)
-                        (loss / section.grad_accum).backward()
-                for k, v in parts.items():
-                    sums[k] = sums.get(k, 0) + v.detach().float() / section.grad_accum
-                cursors = batch.cursors
-                state.micro += 1
-                window_samples += batch.samples
-                window_tokens += batch.tokens
-            params = [p for p in state.model.parameters() if p.requires_grad]
-            grad_norm = torch.nn.utils.clip_grad_norm_(params, section.clip_norm)
-            scale = schedule(state.step) * objective.lr_scale(state)
-            for g in state.optimizer.param_groups:
-                g["lr"] = section.lr * scale * g.get("lr_mult", 1.0)
-            state.optimizer.step()
-            state.optimizer.zero_grad(set_to_none=True)
-            state.step += 1
-            if section.timing and device.type == "cuda":
-                torch.cuda.synchronize(device)
-            step_time = time.perf_counter() - t0
-            if state.step % section.log_every == 0 or state.step == cfg.halt_at:
-                # The only per-step host sync without timing: reading the logged values.
-                rec: dict[str, Any] = {"step": state.step}
-                for k, v in sums.items():
-                    rec[k] = all_reduce_mean(float(v), device)
-                if not math.isfinite(rec.get("loss", 0.0)):
-                    raise FloatingPointError(f"loss became {rec['loss']} at step {state.step}")
-                elapsed = time.perf_counter() - window_t
-                rec.update(
-                    lr=section.lr * scale,
-                    grad_norm=float(grad_norm),
-                    sentences_per_s=window_samples * info.world_size / max(elapsed, 1e-9),
-                    tokens_per_s=window_tokens * info.world_size / max(elapsed, 1e-9),
-                    step_time_s=step_time,
-                    stage=state.stage,
-                    gather_share=gather_timer.total / max(elapsed, 1e-9),
-                )
-                if cfg.eval_every and state.step % cfg.eval_every == 0 and info.is_main:
-                    rec.update(objective.evaluate(state))
-                barrier()
-                metrics.write(rec)
-                last = rec
-                bar.set_postfix(
-                    loss=f"{rec.get('loss', float('nan')):.4f}", tok_s=f"{rec['tokens_per_s']:.0f}"
-                )
-                window_t, window_samples, window_tokens = time.perf_counter(), 0, 0
-                gather_timer.reset()
-            bar.update(1)
-            if state.step < cfg.total_steps and objective.after_step(state):
-                # Progressive stacking replaced the model (before any checkpoint of this step,
-                # so a resume finds the new stage): rewrap it. The producer runs on: its
-                # batches do not depend on the model.
-                model = wrap(state.model)
-                model.train()
-            if state.step % section.save_every == 0 or state.step == cfg.halt_at:
-                save(state.step)
+            loop.step(batches, bar)
     finally:
         batches.close()
         bar.close()
-        metrics.close()
-
-    summary: dict[str, Any] = {
-        "step": state.step,
-        "total_steps": cfg.total_steps,
-        "loss": last.get("loss", float("nan")),
-        "last": last,
-    }
-    if state.step >= cfg.total_steps and info.is_main:
-        final = os.path.join(output, "model")
-        objective.save_model(state, final)
-        summary["model"] = final
-        log.info("final model written to %s", final)
-    events = _sum_counts([state.events] + _gather_objects(dict(local_events.counts), info))
-    if info.is_main:
-        c = StageCounter()
-        c.merge(input_counts)
-        c.merge(events)
-        report = c.to_report(
-            objective.stage_name,
-            steps=state.step,
-            world_size=info.world_size,
-            **(report_extra or {}),
-        )
-        problems = check_balanced(report)
-        if problems:
-            raise RuntimeError(f"unbalanced stats: {problems}")
-        write_report(os.path.join(output, "stats.json"), report)
-    barrier()
-    return summary
+        loop.metrics.close()
+    return loop.finish(input_counts, report_extra)

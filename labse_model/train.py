@@ -61,16 +61,13 @@ PAIR_UNIT = stream.PAIRS
 
 def learn_vocab_from(texts: Iterator[str], out_dir: str, vocab_size: int) -> None:
     """A cased WordPiece learned by the project's (deterministic) learner: same input, same ids."""
+    from labse_common.sections.vocab import LearnerConfig
     from labse_model.vocab.build import build_vocab
 
     # A small vocabulary cannot hold every character of 17 scripts twice (## forms): the rarest
     # characters become [UNK] so that a third of the budget is left for real pieces.
-    build_vocab(
-        {stream.DEFAULT_GROUP: list(texts)},
-        vocab_size,
-        out_dir,
-        learner={"max_unique_chars": max(1, (vocab_size - 5) // 3)},
-    )
+    learner = LearnerConfig(max_unique_chars=max(1, (vocab_size - 5) // 3))
+    build_vocab({stream.DEFAULT_GROUP: list(texts)}, vocab_size, out_dir, learner=learner)
 
 
 def _build_model(

@@ -45,7 +45,6 @@ from labse_common.cli import (
     load_config,
     run_main,
 )
-from labse_common.config import to_dict
 from labse_common.datafiles import iter_parquet_batches, iter_parquet_counted, parquet_file
 from labse_common.errors import InputError, UsageError
 from labse_common.filesystems import is_remote
@@ -60,7 +59,6 @@ from labse_model.vocab.build import (
     SUMMARY_FILE,
     finish_vocab,
     language_summary,
-    learner_params,
     min_vocab_size_from_sample,
     read_counts,
     read_heldout,
@@ -542,7 +540,7 @@ def resolve_config(args: argparse.Namespace) -> VocabConfig:
 
 
 def _params(cfg: VocabConfig) -> LearnerParams:
-    return learner_params(cfg.vocab_size, to_dict(cfg.learner))
+    return LearnerParams(cfg.vocab_size, cfg.learner)
 
 
 def _sample_texts(files: list[tuple[str, str]]) -> Iterator[str]:

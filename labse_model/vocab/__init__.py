@@ -1,6 +1,6 @@
 """Multilingual wordpiece vocabulary: pre-tokeniser, language smoothing, learner, export."""
 
-from labse_model.vocab.build import build_vocab, finish_vocab, learner_params
+from labse_model.vocab.build import build_vocab, finish_vocab
 from labse_model.vocab.learner import LearnerParams, learn_vocab
 from labse_model.vocab.smoothing import language_weights, smooth_counts
 
@@ -10,6 +10,5 @@ __all__ = [
     "finish_vocab",
     "language_weights",
     "learn_vocab",
-    "learner_params",
     "smooth_counts",
 ]

@@ -21,15 +21,14 @@ from labse_common.cli import (
     load_config,
     run_main,
 )
-from labse_common.config import to_dict
 from labse_common.datafiles import read_json, read_parquet
 from labse_common.errors import InputError, UsageError
 from labse_common.logs import setup_logging
 from labse_common.output_dir import OutputDir
 from labse_common.remote import require_local
 from labse_common.stats import StageCounter
-from labse_model.vocab.build import finish_vocab, learner_params
-from labse_model.vocab.learner import VocabTooSmall
+from labse_model.vocab.build import finish_vocab
+from labse_model.vocab.learner import LearnerParams, VocabTooSmall
 
 log = logging.getLogger("labse_model.vocab")
 
@@ -90,7 +89,7 @@ def _run(args: argparse.Namespace) -> int:
     # The learner writes with local file APIs: say so before any work.
     require_local(args.output, "--output", "python -m labse_model.vocab")
     cfg = load_config("vocab", args, {"vocab_size": args.vocab_size})
-    params = learner_params(cfg.vocab_size, to_dict(cfg.learner))
+    params = LearnerParams(cfg.vocab_size, cfg.learner)
     words, counts = _read_counts(args.counts)
     beside = Path(args.counts).parent
     if args.heldout:

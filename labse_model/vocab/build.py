@@ -11,7 +11,6 @@ import json
 import logging
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from labse_common.config import to_dict
 from labse_common.errors import InputError
+from labse_common.sections.vocab import LearnerConfig
 from labse_common.stats import StageCounter, check_balanced, write_report
 from labse_model.vocab.counting import WORDS, sentence_words
 from labse_model.vocab.evaluate import coverage_by_lang
@@ -34,19 +35,6 @@ COUNTS_FILE = "word_counts.parquet"
 HELDOUT_FILE = "heldout.parquet"
 SUMMARY_FILE = "languages.json"
 LANGS = "languages"
-
-
-def learner_params(vocab_size: int, cfg: Mapping[str, Any] | None = None) -> LearnerParams:
-    """LearnerParams from a config mapping (unknown keys are an error, not silently ignored)."""
-    cfg = dict(cfg or {})
-    known = {f.name for f in fields(LearnerParams)}
-    unknown = set(cfg) - known
-    if unknown:
-        raise ValueError(f"unknown learner options: {sorted(unknown)}")
-    cfg["vocab_size"] = int(vocab_size)
-    if "reserved_tokens" in cfg:
-        cfg["reserved_tokens"] = tuple(cfg["reserved_tokens"])
-    return LearnerParams(**cfg)
 
 
 def min_vocab_size_from_sample(
@@ -80,13 +68,19 @@ def min_vocab_size_from_sample(
     reserved = set(params.reserved_tokens)
     chars: Counter[str] = Counter()
     for word, n in words.items():
-        if w_min * n >= min_count and len(word) <= params.max_token_length and word not in reserved:
+        if (
+            w_min * n >= min_count
+            and len(word) <= params.learner.max_token_length
+            and word not in reserved
+        ):
             for ch in word:
                 chars[ch] += n
-    sure = sorted(ord(ch) for ch, n in chars.items() if w_min * n >= params.char_min_count)
+    sure = sorted(ord(ch) for ch, n in chars.items() if w_min * n >= params.learner.char_min_count)
     n_res = len(params.reserved_tokens)
-    if len(sure) > params.max_unique_chars:  # which ones make the cut is unknown: 1 token each
-        return n_res + params.max_unique_chars, params.max_unique_chars
+    if (
+        len(sure) > params.learner.max_unique_chars
+    ):  # which ones make the cut is unknown: 1 token each
+        return n_res + params.learner.max_unique_chars, params.learner.max_unique_chars
     return n_res + char_tokens(np.array(sure, dtype=np.uint32), params), len(sure)
 
 
@@ -196,7 +190,15 @@ def finish_vocab(
         "filled_tokens": result.filled,
         "learn_seconds": round(result.seconds, 3),
         "threshold_search": [[round(t, 6), n] for t, n in result.search],
-        "learner": {f.name: getattr(params, f.name) for f in fields(params)},
+        "learner": {
+            "vocab_size": params.vocab_size,
+            "reserved_tokens": params.reserved_tokens,
+            **to_dict(params.learner),
+            "lower_thresh": params.lower_thresh,
+            "upper_thresh": params.upper_thresh,
+            "max_search_steps": params.max_search_steps,
+            "skip_unreachable_joiners": params.skip_unreachable_joiners,
+        },
         **(extra or {}),
         "languages": langs,
     }
@@ -220,19 +222,19 @@ def build_vocab(
     max_word_length: int = 100,
     heldout_by_lang: Mapping[str, Sequence[str]] | None = None,
     heldout_fraction: float = 0.0,
-    learner: Mapping[str, Any] | None = None,
+    learner: LearnerConfig | None = None,
     source: str | None = None,
 ) -> Path:
     """Build a vocabulary in-process (no Beam): count, smooth, learn, export, evaluate.
 
     ``sentences_by_lang`` maps a language code to its sentences. Held-out sentences for
     ``vocab_stats.json`` come from ``heldout_by_lang`` and/or a hashed ``heldout_fraction`` of
-    the input. ``learner`` holds LearnerParams overrides (``max_unique_chars`` etc.).
+    the input. ``learner`` is the ``vocab.learner`` section (its defaults when None).
     Returns ``out_dir``, which holds vocab.txt, tokenizer.json (plus the transformers config
     files), word_counts.parquet, heldout.parquet, languages.json, vocab_stats.json and
     stats.json: the same layout as ``python -m pipelines.vocab``.
     """
-    params = learner_params(vocab_size, learner)
+    params = LearnerParams(int(vocab_size), learner or LearnerConfig())
     counter = StageCounter()
     per_lang: dict[str, Counter[str]] = {}
     sent_counts: dict[str, int] = {}

@@ -51,6 +51,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from labse_common.sections.vocab import LearnerConfig
 from labse_model.vocab.pretokenize import has_words, is_bert_punctuation, is_cjk
 
 log = logging.getLogger(__name__)
@@ -71,18 +72,16 @@ def char_tokens(code_points: np.ndarray, params: LearnerParams) -> int:
 
 @dataclass
 class LearnerParams:
+    """One learning run: the target size, the ``vocab.learner`` section as loaded (its keys and
+    their defaults are declared there, once), and the algorithm's fixed internals, which are
+    not configuration."""
+
     vocab_size: int
+    learner: LearnerConfig = field(default_factory=LearnerConfig)
     reserved_tokens: tuple[str, ...] = RESERVED_TOKENS
-    num_iterations: int = 4
-    max_token_length: int = 50
-    max_input_words: int = 5_000_000
-    max_unique_chars: int = 20_000
-    char_min_count: float = 1.0
-    slack_ratio: float = 0.05
     lower_thresh: float = 1.0
     upper_thresh: float = 1e7
     max_search_steps: int = 40
-    decrement: str = "all"  # "all" (the published code) or "selected"
     # CJK ideographs and punctuation are always split off by the pre-tokeniser, so their ##
     # forms can never be looked up; leaving them out frees vocabulary for real pieces.
     skip_unreachable_joiners: bool = True
@@ -250,7 +249,7 @@ def _prepare_input(
     words = [words[i] for i in order]
     counts = np.asarray(counts)[order] if len(order) else np.asarray(counts)
     reserved = set(params.reserved_tokens)
-    keep_idx = [i for i, w in enumerate(words) if 0 < len(w) <= params.max_token_length]
+    keep_idx = [i for i, w in enumerate(words) if 0 < len(w) <= params.learner.max_token_length]
     stats["word_types/dropped/too_long_for_learner"] = len(words) - len(keep_idx)
     good = [i for i in keep_idx if words[i] not in reserved]
     stats["word_types/dropped/reserved"] = len(keep_idx) - len(good)
@@ -279,15 +278,19 @@ def _prepare_input(
     char_count = np.bincount(inv, weights=counts[word_of_pos], minlength=len(alphabet))
     # Most frequent first, then by code point (the reference sorts by count, then the char).
     order = np.lexsort((alphabet, -char_count))
-    order = order[char_count[order] >= params.char_min_count][: params.max_unique_chars]
+    order = order[char_count[order] >= params.learner.char_min_count][
+        : params.learner.max_unique_chars
+    ]
     allowed = np.zeros(len(alphabet), dtype=bool)
     allowed[order] = True
     word_ok = np.bincount(word_of_pos, weights=~allowed[inv], minlength=len(words)) == 0
     stats["word_types/dropped/rare_characters"] = int((~word_ok).sum())
     idx = np.flatnonzero(word_ok)
     idx = idx[np.argsort(-counts[idx], kind="stable")]
-    stats["word_types/dropped/beyond_max_input_words"] = max(0, len(idx) - params.max_input_words)
-    idx = np.sort(idx[: params.max_input_words])
+    stats["word_types/dropped/beyond_max_input_words"] = max(
+        0, len(idx) - params.learner.max_input_words
+    )
+    idx = np.sort(idx[: params.learner.max_input_words])
     stats["word_types/out"] = len(idx)
     return [words[i] for i in idx], counts[idx], np.sort(alphabet[allowed])
 
@@ -308,9 +311,9 @@ def _learn_with_thresh(
     start_mask = None
     in_vocab: list[np.ndarray] = []
     eff_counts: list[np.ndarray] = []
-    for _ in range(params.num_iterations):
+    for _ in range(params.learner.num_iterations):
         counts = trie.count(start_mask)
-        kept = trie.select(counts, thresh, params.decrement)
+        kept = trie.select(counts, thresh, params.learner.decrement)
         in_vocab, eff_counts = [], []
         for level, (ids, eff) in enumerate(kept, start=1):
             m = np.zeros(trie.n_ids(level), dtype=bool)
@@ -382,6 +385,83 @@ def _assemble(
     return vocab
 
 
+class _ThresholdSearch:
+    """Runs the learner at thresholds and keeps the two results around the target size: the
+    largest vocabulary at most the target and the smallest above it."""
+
+    def __init__(
+        self, trie: _SubstringTrie, params: LearnerParams, n_res: int, n_char_tokens: int
+    ) -> None:
+        self.trie, self.params = trie, params
+        self.n_res, self.n_char_tokens = n_res, n_char_tokens
+        self.target = params.vocab_size
+        self.tried: list[tuple[float, int]] = []
+        self.below: tuple | None = None  # (size, thresh, result): the largest vocab <= target
+        self.above: tuple | None = None  # (size, thresh, result): the smallest vocab > target
+
+    def run(self, th: float) -> int:
+        res = _learn_with_thresh(self.trie, th, self.params)
+        size = _size(res[0], self.n_res, self.n_char_tokens)
+        self.tried.append((th, size))
+        log.debug("threshold %.4g -> %d tokens", th, size)
+        if size <= self.target and (self.below is None or size > self.below[0]):
+            self.below = (size, th, res)
+        if size > self.target and (self.above is None or size < self.above[0]):
+            self.above = (size, th, res)
+        return size
+
+    def search(self, max_count: float) -> None:
+        """Bisect the threshold (geometrically, then log-log interpolated) until a vocabulary
+        lands in the slack window below the target."""
+        params, target = self.params, self.target
+        slack = max(0.0, params.learner.slack_ratio * target)
+        lo = max(params.lower_thresh, 1e-9)
+        hi = max(lo, min(params.upper_thresh, max_count * 2))
+        # The lowest threshold bounds what the data can give; if even that is too small, stop.
+        size_lo, size_hi = self.run(lo), None
+        if size_lo <= target:
+            return
+        for _ in range(params.max_search_steps):
+            if self.below is not None and target - self.below[0] <= slack:
+                break
+            if hi / lo < 1.0 + 1e-6:
+                break
+            mid = math.sqrt(lo * hi)
+            if size_hi is not None and size_hi > 0:
+                # Size falls roughly as a power of the threshold: interpolate in log-log,
+                # kept inside the bracket's middle so the search always shrinks it.
+                f = (math.log(size_lo) - math.log(target - slack / 2)) / (
+                    math.log(size_lo) - math.log(size_hi)
+                )
+                f = min(0.9, max(0.1, f))
+                mid = math.exp(math.log(lo) + f * (math.log(hi) - math.log(lo)))
+            size = self.run(mid)
+            if size > target:
+                lo, size_lo = mid, size
+            else:
+                hi, size_hi = mid, size
+
+    def vocabulary(self, alphabet: np.ndarray) -> tuple[list[str], float, float | None, int]:
+        """(vocab, its threshold, the fill's threshold or None, tokens filled): the result in
+        the window (or the largest below with nothing above), filled to the exact size from
+        the next larger one; else the smallest above, trimmed."""
+        trie, params, target = self.trie, self.params, self.target
+        slack = max(0.0, params.learner.slack_ratio * target)
+        below, above = self.below, self.above
+        if below is None or (target - below[0] > slack and above is not None):
+            _, th, (in_vocab, eff) = above
+            return _assemble(trie, in_vocab, eff, params, alphabet, target), th, None, 0
+        _, th, (in_vocab, eff) = below
+        if above is None or below[0] >= target:
+            return _assemble(trie, in_vocab, eff, params, alphabet, target), th, None, 0
+        # ``above`` is the smallest vocabulary above the target the search ran: the closest
+        # lower threshold, so its extra tokens are the next ones the data offers.
+        _, fill_th, (up_vocab, up_eff) = above
+        fill_from = _assemble(trie, up_vocab, up_eff, params, alphabet, None)
+        vocab = _assemble(trie, in_vocab, eff, params, alphabet, target, fill_from)
+        return vocab, th, fill_th, len(vocab) - below[0]
+
+
 def learn_vocab(
     words: list[str], counts: np.ndarray | list[float], params: LearnerParams
 ) -> LearnResult:
@@ -402,70 +482,16 @@ def learn_vocab(
         vocab = list(params.reserved_tokens)
         return LearnResult(vocab, math.inf, stats, [], time.perf_counter() - t0)
 
-    trie = _SubstringTrie(words, counts_arr, params.max_token_length, isolated, alphabet)
+    trie = _SubstringTrie(words, counts_arr, params.learner.max_token_length, isolated, alphabet)
     log.info(
         "learner: %d words, %d characters, trie built in %.1fs",
         len(words),
         len(alphabet),
         time.perf_counter() - t0,
     )
-    target = params.vocab_size
-    slack = max(0.0, params.slack_ratio * target)
-    lo = max(params.lower_thresh, 1e-9)
-    hi = max(lo, min(params.upper_thresh, float(counts_arr.max()) * 2))
-    search: list[tuple[float, int]] = []
-    best_below = None  # (size, thresh, result): the largest vocab <= target
-    best_above = None  # (size, thresh, result): the smallest vocab > target
-
-    def run(th: float) -> int:
-        nonlocal best_below, best_above
-        res = _learn_with_thresh(trie, th, params)
-        size = _size(res[0], n_res, n_char_tokens)
-        search.append((th, size))
-        log.debug("threshold %.4g -> %d tokens", th, size)
-        if size <= target and (best_below is None or size > best_below[0]):
-            best_below = (size, th, res)
-        if size > target and (best_above is None or size < best_above[0]):
-            best_above = (size, th, res)
-        return size
-
-    # The lowest threshold bounds what the data can give; if even that is too small, stop.
-    size_lo, size_hi = run(lo), None
-    if size_lo > target:
-        for _ in range(params.max_search_steps):
-            if best_below is not None and target - best_below[0] <= slack:
-                break
-            if hi / lo < 1.0 + 1e-6:
-                break
-            mid = math.sqrt(lo * hi)
-            if size_hi is not None and size_hi > 0:
-                # Size falls roughly as a power of the threshold: interpolate in log-log,
-                # kept inside the bracket's middle so the search always shrinks it.
-                f = (math.log(size_lo) - math.log(target - slack / 2)) / (
-                    math.log(size_lo) - math.log(size_hi)
-                )
-                f = min(0.9, max(0.1, f))
-                mid = math.exp(math.log(lo) + f * (math.log(hi) - math.log(lo)))
-            size = run(mid)
-            if size > target:
-                lo, size_lo = mid, size
-            else:
-                hi, size_hi = mid, size
-    fill_th = None
-    if best_below is not None and (target - best_below[0] <= slack or best_above is None):
-        _, th, (in_vocab, eff) = best_below
-        fill_from = None
-        if best_above is not None and best_below[0] < target:
-            # best_above is the smallest vocabulary above the target the search ran: the
-            # closest lower threshold, so its extra tokens are the next ones the data offers.
-            _, fill_th, (up_vocab, up_eff) = best_above
-            fill_from = _assemble(trie, up_vocab, up_eff, params, alphabet, None)
-        vocab = _assemble(trie, in_vocab, eff, params, alphabet, target, fill_from)
-        filled = len(vocab) - best_below[0] if fill_from is not None else 0
-    else:
-        _, th, (in_vocab, eff) = best_above
-        vocab = _assemble(trie, in_vocab, eff, params, alphabet, target)
-        filled = 0
+    search = _ThresholdSearch(trie, params, n_res, n_char_tokens)
+    search.search(float(counts_arr.max()))
+    vocab, th, fill_th, filled = search.vocabulary(alphabet)
     secs = time.perf_counter() - t0
     log.info(
         "learner: %d tokens at threshold %.4g (%d filled from threshold %s) in %.1fs",
@@ -475,4 +501,4 @@ def learn_vocab(
         "-" if fill_th is None else f"{fill_th:.4g}",
         secs,
     )
-    return LearnResult(vocab, th, stats, search, secs, fill_th, filled)
+    return LearnResult(vocab, th, stats, search.tried, secs, fill_th, filled)
