@@ -239,9 +239,9 @@ def test_calibrate_counts_duplicates_once(tmp_path, capsys, caplog):
             "--output",
             str(out),
             "--set",
-            "calibrate.min_kept=2",
+            "min_kept=2",
             "--set",
-            "calibrate.bootstrap=50",
+            "bootstrap=50",
         ]
     )
     assert rc == 0, capsys.readouterr().err
