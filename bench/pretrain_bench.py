@@ -41,7 +41,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from tests.pretrain_fixtures import DATA, dev_accuracy, write_tatoeba_inputs  # noqa: E402
+from tests.support.pretrain_fixtures import DATA, dev_accuracy, write_tatoeba_inputs  # noqa: E402
 
 PY = sys.executable
 ENV = dict(os.environ, PYTHONPATH=str(REPO))
@@ -288,10 +288,11 @@ def logits_memory(args) -> None:
 _READER = r"""
 import resource, sys
 from labse_model import stream
+from labse_model.lanes import Lane
 from labse_model.distributed import DistInfo
 groups = stream.expand_inputs([sys.argv[1]])
 res = stream.scan_distributed(groups, stream.PAIRS, 100000, 0.0, 0, DistInfo())
-lanes = [stream.Lane(res, stream.PAIRS, j, 4, 0, 4).records(0) for j in range(4)]
+lanes = [Lane(res, stream.PAIRS, j, 4, 0, 4).records(0) for j in range(4)]
 n = 0
 for _ in range(200):
     for it in lanes:
@@ -344,7 +345,7 @@ def lexical_baseline(args) -> None:
 
     import numpy as np
 
-    from tests.pretrain_fixtures import _lines, tatoeba_langs
+    from tests.support.pretrain_fixtures import _lines, tatoeba_langs
 
     def words(s: str) -> set[str]:
         # Han and kana are written without spaces: each character is a word.

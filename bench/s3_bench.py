@@ -52,7 +52,7 @@ os.environ["AWS_EC2_METADATA_DISABLED"] = "true"
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.scaleout_util import s3_args, s3_client, s3_server, s3rver_server  # noqa: E402
+from tests.support.scaleout_util import s3_args, s3_client, s3_server, s3rver_server  # noqa: E402
 
 log = logging.getLogger("s3_bench")
 

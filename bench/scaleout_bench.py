@@ -3,7 +3,7 @@ the DirectRunner on the same input, and on an S3-compatible server against local
 
     python bench/scaleout_bench.py [--copies 6] [--input 'DIR/*.warc.wet.gz']
 
-Starts its own dask scheduler/workers and moto server on 127.0.0.1 (tests/scaleout_util.py).
+Starts its own dask scheduler/workers and moto server on 127.0.0.1 (tests/support/scaleout_util.py).
 The input is the shared CommonCrawl sample (else pipelines/sample_data) copied ``--copies``
 times under different names, so there are files to spread. Prints documents/s of each run and
 the ratios against the named peers; this machine is shared and contended, so only the ratios
@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.scaleout_util import (  # noqa: E402
+from tests.support.scaleout_util import (  # noqa: E402
     dask_args,
     dask_cluster,
     s3_args,

@@ -17,7 +17,7 @@ from sharing positions that only the token type can separate.
 Packed TLM rows (``pack_rows``, ``pretrain.pack_pairs``): a pair is ~25 tokens against a 64- or
 512-token row, so one pair per row is mostly padding. Several masked pairs share a row, each with
 its own segment: attention stays inside the pair and its positions start at 0, so every pair
-is encoded exactly as alone (tests/test_pretrain_masking.py). Packed monolingual sentences
+is encoded exactly as alone (tests/labse_model/test_masking.py). Packed monolingual sentences
 get the same treatment with ``pretrain.sentence_segments`` (``pack_sentences(separate=True)``);
 without it they attend to each other, as in BERT.
 """

@@ -20,7 +20,7 @@ each group of ``spill_fan_in`` files into one sorted file, until the last merge 
 a 20M-sentence Wikipedia run held ~1.4 GB (bench/README). Rounds keep the files' order, and
 ``heapq.merge`` is stable, so the output is the same bytes as one merge of every file, and
 those are the same bytes as the in-memory path's
-(``tests/test_spill_shuffle.py``). Spill files live under ``OUTPUT/_tmp-<job>/_spill/`` (a
+(``tests/pipelines/test_spill.py``). Spill files live under ``OUTPUT/_tmp-<job>/_spill/`` (a
 place every worker sees wherever the output is), are deleted once merged, and the folder is
 removed before the output is committed (:func:`remove_spill`).
 """

@@ -15,7 +15,7 @@ dedup's merge machinery (``pipelines/spill.py``):
 
 Memory is then one buffer per worker plus one row group per open spill file, and while
 smoothing the words of one shard (distinct words / shards). Both modes write the same bytes
-(``tests/test_vocab_spill.py``): partial sums are integers and the first occurrence is a
+(``tests/pipelines/test_vocab_spill.py``): partial sums are integers and the first occurrence is a
 minimum, so neither depends on the order partials meet in.
 """
 

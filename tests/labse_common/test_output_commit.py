@@ -220,7 +220,7 @@ def test_a_file_size_limit_is_exit_2_and_the_old_output_stays(tmp_path, what):
 
 @pytest.fixture(scope="module")
 def s3(tmp_path_factory):
-    from tests.scaleout_util import s3_test_server
+    from tests.support.scaleout_util import s3_test_server
 
     with s3_test_server(tmp_path_factory.mktemp("moto-logs"), "commits") as server:
         yield server
@@ -232,7 +232,7 @@ def s3_fs(s3, monkeypatch):
     from apache_beam.io.filesystems import FileSystems
 
     from labse_common.filesystems import configure
-    from tests.scaleout_util import s3_args
+    from tests.support.scaleout_util import s3_args
 
     previous = FileSystems._pipeline_options
     monkeypatch.setenv("LABSE_BEAM_OPTIONS", shlex.join(s3_args(s3[0])))

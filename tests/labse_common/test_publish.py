@@ -20,7 +20,7 @@ import pytest
 
 from labse_common.errors import RemoteError, UsageError
 from labse_common.publish import MANIFEST, check_destination, publish
-from tests.scaleout_util import free_port, s3_args, s3_test_server
+from tests.support.scaleout_util import free_port, s3_args, s3_test_server
 
 BUCKET = "published"
 BIG = 9 << 20  # over the 8 MiB part size: a multipart upload of two parts

@@ -19,7 +19,7 @@ import pytest
 
 from labse_common.errors import RemoteError, RemoteFailure, UsageError
 from tests.labse_common.fault_proxy import FaultProxy
-from tests.scaleout_util import free_port, s3_args, s3_test_server
+from tests.support.scaleout_util import free_port, s3_args, s3_test_server
 
 pytestmark = pytest.mark.slow
 

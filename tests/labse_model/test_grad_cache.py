@@ -187,7 +187,7 @@ def test_two_torchrun_ranks_give_the_global_batch_gradients(tmp_path):
 def test_training_loop_with_chunks_follows_the_plain_loss_curve(tmp_path):
     from labse_common.config import load
     from labse_model.train import train
-    from tests.two_node_util import synthetic_pairs, write_vocab
+    from tests.support.two_node_util import synthetic_pairs, write_vocab
 
     pairs = tmp_path / "pairs.tsv"
     pairs.write_text(synthetic_pairs(64), encoding="utf-8")

@@ -161,7 +161,7 @@ def test_training_mines_hard_negatives_deterministically(tmp_path, caplog):
     from labse_common.config import load
     from labse_common.stats import check_balanced, read_report
     from labse_model.train import train
-    from tests.two_node_util import synthetic_pairs, write_vocab
+    from tests.support.two_node_util import synthetic_pairs, write_vocab
 
     pairs = tmp_path / "pairs.tsv"
     pairs.write_text(synthetic_pairs(64), encoding="utf-8")

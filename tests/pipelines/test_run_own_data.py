@@ -185,7 +185,7 @@ def test_earlier_labels_are_matched_by_text_to_a_rerun_with_other_mined_pairs(ow
 
 
 def test_publish_round_trips_through_s3_and_a_dead_endpoint_stops_before_any_stage(own, tmp_path):
-    from tests.scaleout_util import free_port, s3_args, s3_test_server
+    from tests.support.scaleout_util import free_port, s3_args, s3_test_server
 
     with s3_test_server(tmp_path / "moto", "published") as (endpoint, client):
         env = {

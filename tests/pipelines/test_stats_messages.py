@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 
 from pipelines import commoncrawl
-from tests.corpus_fixtures import make_bad_cc_inputs
+from tests.support.corpus_fixtures import make_bad_cc_inputs
 
 BEAM = ["--direct_running_mode", "in_memory", "--direct_num_workers", "1"]
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from labse_common.stats import StageCounter
 from pipelines.readers.warc import iter_warc_documents
-from tests.corpus_fixtures import write_wet
+from tests.support.corpus_fixtures import write_wet
 
 DOCS = [
     (f"https://example.org/{i}", f"Record {i} says something worth keeping, number {i}.".encode())

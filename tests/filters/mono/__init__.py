@@ -1,0 +1,1 @@
+"""Tests of filters/mono/: the monolingual cleaning steps."""

@@ -1,0 +1,277 @@
+"""The Beam jobs end to end (DirectRunner, multi-processing as users run it)."""
+
+import re
+import subprocess
+import sys
+
+import pytest
+
+from pipelines import commoncrawl, quality, wikipedia
+from tests.support.corpus_fixtures import make_bad_cc_inputs, make_bad_wiki_inputs
+from tests.support.corpus_util import assert_balanced, read_rows, read_stats, shared
+
+COLUMNS = {"text", "lang", "lang_score", "quality_score", "source", "doc_id", "url_or_title"}
+RESIDUE = re.compile(r"\{\{|\}\}|\[\[|\]\]|^\s*\||<ref|thumb\||Category:")
+
+
+def test_commoncrawl_real_sample_drops_boilerplate_keeps_news(tmp_path):
+    cc = shared("commoncrawl")
+    out = tmp_path / "cc"
+    rc = commoncrawl.main(["--input", str(cc / "*.gz"), "--output", str(out), "--write-dropped"])
+    assert rc == 0
+    stats = read_stats(out)
+    assert_balanced(stats)
+    assert {"files", "documents", "lines", "sentences"} <= set(stats["counts"])
+    assert stats["counts"]["files"]["in"] == 2
+    rows = read_rows(out)
+    assert rows and COLUMNS <= set(rows[0])
+    texts = {r["text"] for r in rows}
+    # WARC response records went through HTML extraction and landed in several languages.
+    assert len({r["lang"] for r in rows}) >= 5
+    assert any(r["url_or_title"].startswith("http://01spb.ru") for r in rows)
+    serbian = [r for r in rows if "013info.rs" in r["url_or_title"]]
+    assert any(
+        t.startswith("Večeras nešto pre 19 sati na Sodari je ubijena ženska osoba") for t in texts
+    )
+    assert any("Nezvanično saznajemo da se ubistvo dogodilo" in r["text"] for r in serbian)
+    assert len(serbian) >= 8
+    for boiler in (
+        "Skip to main content",
+        "Share on Facebook",
+        "Toggle navigation",
+        "Tweet Widget",
+        "Hronika",
+        "Kultura",
+        "sledeća vest >",
+        "17. 08. 2019.",
+    ):
+        assert boiler not in texts, boiler
+    dropped = {r["text"]: r["reason"] for r in read_rows(out, "_dropped")}
+    assert "Share on Facebook" in dropped and "Skip to main content" in dropped
+
+
+def test_wikipedia_real_sample_has_little_residue(tmp_path):
+    dump = shared("wikipedia/enwiki-sample.xml.bz2")
+    out = tmp_path / "wiki"
+    assert wikipedia.main(["--input", str(dump), "--output", str(out)]) == 0
+    stats = read_stats(out)
+    assert_balanced(stats)
+    docs = stats["counts"]["documents"]
+    assert docs["in"] == 206 and docs["dropped"]["redirect"] >= 90
+    rows = read_rows(out)
+    assert len(rows) > 10_000 and COLUMNS <= set(rows[0])
+    en = [r for r in rows if r["lang"] == "en"]
+    assert len(en) > 0.9 * len(rows)
+    residue = [r["text"] for r in rows if RESIDUE.search(r["text"])]
+    assert len(residue) / len(rows) < 0.005, residue[:5]
+    assert all(10 <= len(r["text"]) <= 5000 for r in rows)
+    # Exact dedup across the whole job: no normalised duplicate survives.
+    from filters.mono.dedup import dedup_key
+
+    keys = [dedup_key(r["text"]) for r in rows]
+    assert len(keys) == len(set(keys))
+
+
+def test_commoncrawl_bad_inputs_counted_and_survived(tmp_path):
+    files = make_bad_cc_inputs(tmp_path / "in")
+    out = tmp_path / "out"
+    rc = commoncrawl.main(
+        ["--input", str(tmp_path / "in" / "*"), "--output", str(out), "--direct_num_workers", "2"]
+    )
+    assert rc == 0
+    stats = read_stats(out)
+    assert_balanced(stats)
+    c = stats["counts"]
+    assert c["files"]["in"] == len(files)
+    assert c["files"]["dropped"] == {"truncated_archive": 1, "empty_file": 1, "not_warc": 1}
+    assert c["documents"]["dropped"]["malformed_record"] == 1
+    assert c["documents"]["events"]["charset_fallback"] >= 1
+    texts = {r["text"] for r in read_rows(out)}
+    assert (
+        "Die Straße in Köln wurde für den Verkehr gesperrt, berichtete die Polizei heute früh."
+        in texts
+    )
+    assert any("Городской совет утвердил новый бюджет" in t for t in texts)
+    # The same news sentence appears in four files: dedup keeps one, counts the rest.
+    assert sum(t.startswith("The city council approved") for t in texts) == 1
+    assert c["sentences"]["dropped"]["duplicate"] >= 3
+    assert "Skip to main content" not in texts
+
+
+def test_wikipedia_bad_inputs_counted_and_survived(tmp_path):
+    make_bad_wiki_inputs(tmp_path / "in")
+    out = tmp_path / "out"
+    rc = wikipedia.main(
+        [
+            "--input",
+            str(tmp_path / "in" / "*.bz2"),
+            "--output",
+            str(out),
+            "--page-timeout",
+            "0.3",
+            "--direct_num_workers",
+            "2",
+        ]
+    )
+    assert rc == 0
+    c = read_stats(out)["counts"]
+    assert_balanced({"counts": c})
+    assert c["file_ranges"]["dropped"] == {"truncated_archive": 1, "not_xml": 1, "empty_file": 1}
+    d = c["documents"]["dropped"]
+    assert d["parser_timeout"] == 1 and d["malformed_page_xml"] == 1
+    assert d["redirect"] == 1 and d["other_namespace"] == 1
+    texts = {r["text"] for r in read_rows(out)}
+    assert "The village of Topic 4 was founded by farmers in the year 1204." in texts
+
+
+def test_quality_bootstrap_trains_from_job_output(tmp_path):
+    cc = shared("commoncrawl")
+    dump = shared("wikipedia/enwiki-sample.xml.bz2")
+    wiki_out, cc_out, model = tmp_path / "wiki", tmp_path / "cc", tmp_path / "q.bin"
+    common = ["--direct_running_mode", "in_memory"]
+    assert wikipedia.main(["--input", str(dump), "--output", str(wiki_out), *common]) == 0
+    assert (
+        commoncrawl.main(
+            ["--input", str(cc / "*.gz"), "--output", str(cc_out), "--write-dropped", *common]
+        )
+        == 0
+    )
+    assert (
+        quality.main(
+            [
+                "train",
+                "--positive",
+                str(wiki_out),
+                "--positive",
+                str(cc_out),
+                "--negative",
+                str(cc_out),
+                "--output",
+                str(model),
+            ]
+        )
+        == 0
+    )
+    out2 = tmp_path / "cc2"
+    assert (
+        commoncrawl.main(
+            [
+                "--input",
+                str(cc / "*.gz"),
+                "--output",
+                str(out2),
+                "--quality-model",
+                str(model),
+                *common,
+            ]
+        )
+        == 0
+    )
+    assert_balanced(read_stats(out2))
+    texts = {r["text"] for r in read_rows(out2)}
+    assert "Skip to main content" not in texts and "Share on Facebook" not in texts
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--input", "/nonexistent/*.warc.gz"], "input not found"),
+        (["--lid-model", "/nonexistent/lid.bin"], "fastText model not found"),
+        (["--config", "/nonexistent.yaml"], "config file not found"),
+    ],
+)
+def test_usage_errors_exit_nonzero_with_clear_message(tmp_path, args, message):
+    base = {"--input": str(tmp_path / "x.warc.gz"), "--output": str(tmp_path / "out")}
+    (tmp_path / "x.warc.gz").write_bytes(b"")
+    for i in range(0, len(args), 2):
+        base[args[i]] = args[i + 1]
+    argv = [x for kv in base.items() for x in kv]
+    proc = subprocess.run(
+        [sys.executable, "-m", "pipelines.commoncrawl", *argv],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2
+    assert message in proc.stderr
+
+
+def test_unreadable_quality_model_and_nonempty_output(tmp_path):
+    src = tmp_path / "x.warc.gz"
+    src.write_bytes(b"")
+    bad = tmp_path / "q.bin"
+    bad.write_bytes(b"garbage")
+    assert (
+        commoncrawl.main(
+            ["--input", str(src), "--output", str(tmp_path / "o"), "--quality-model", str(bad)]
+        )
+        == 2
+    )
+    out = tmp_path / "full"
+    out.mkdir()
+    (out / "keep.txt").write_text("x")
+    assert commoncrawl.main(["--input", str(src), "--output", str(out)]) == 2
+    assert (out / "keep.txt").exists()
+
+
+def test_help_documents_options():
+    proc = subprocess.run(
+        [sys.executable, "-m", "pipelines.wikipedia", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0
+    for opt in (
+        "--input",
+        "--output",
+        "--lid-model",
+        "--quality-model",
+        "--langs",
+        "--index",
+        "--page-timeout",
+        "FlinkRunner",
+        "DataflowRunner",
+    ):
+        assert opt in proc.stdout
+
+
+def test_dedup_is_exact_across_hash_shards_and_optional(tmp_path):
+    """Sharding the dedup groups changes the files, never the rows; --no-dedup keeps copies."""
+    make_bad_cc_inputs(tmp_path / "in")
+    runs = {}
+    for name, extra in (
+        ("one", ["--write-dropped"]),
+        ("three", ["--shards-per-language", "3"]),
+        ("nodup", ["--no-dedup", "--direct_running_mode", "in_memory"]),
+    ):
+        out = tmp_path / name
+        rc = commoncrawl.main(
+            [
+                "--input",
+                str(tmp_path / "in" / "*"),
+                "--output",
+                str(out),
+                "--direct_num_workers",
+                "2",
+                *extra,
+            ]
+        )
+        assert rc == 0
+        assert_balanced(read_stats(out))
+        runs[name] = (read_stats(out)["counts"]["sentences"], read_rows(out))
+    (s1, rows1), (s3, rows3), (sn, rowsn) = runs["one"], runs["three"], runs["nodup"]
+    as_set = lambda rows: sorted((r["lang"], r["text"], r["dup_count"], r["doc_id"]) for r in rows)  # noqa: E731
+    assert as_set(rows1) == as_set(rows3)
+    assert len(list((tmp_path / "three").glob("en/part-*.parquet"))) > 1
+    assert s1 == s3
+    # Every kept copy is either a survivor or counted under "duplicate".
+    assert sum(r["dup_count"] for r in rows1) == len(rowsn) == sn["out"]
+    assert s1["dropped"]["duplicate"] == len(rowsn) - len(rows1) > 0
+    assert "duplicate" not in sn["dropped"] and {r["dup_count"] for r in rowsn} == {1}
+    assert sum(r["text"].startswith("The city council approved") for r in rowsn) >= 4
+    # --write-dropped also lists the collapsed copies, none of them the kept representative.
+    dup_rows = [r for r in read_rows(tmp_path / "one", "_dropped") if r["reason"] == "duplicate"]
+    assert len(dup_rows) == s1["dropped"]["duplicate"]
+    kept = {(r["text"], r["doc_id"]) for r in rows1}
+    assert not kept & {(r["text"], r["doc_id"]) for r in dup_rows}
