@@ -38,6 +38,7 @@ from labse_common.sections.model import ModelConfig
 from labse_common.sections.pretrain import PretrainConfig
 from labse_model import stream
 from labse_model.distributed import DistInfo, init_from_env
+from labse_model.lanes import Lane, lanes_of_rank
 from labse_model.loop import (
     Batch,
     LoopConfig,
@@ -148,7 +149,7 @@ class PretrainObjective:
 
     def _mlm_lane(self, lane: int, start: int) -> Iterator[tuple]:
         """(packed sequence, sentence cursor after it, truncated so far) for one lane."""
-        records = stream.Lane(
+        records = Lane(
             self.sents,
             stream.SENTENCES,
             lane,
@@ -171,7 +172,7 @@ class PretrainObjective:
             yield seq, start + consumed, stats.get("truncated", 0)
 
     def _tlm_lane(self, lane: int, start: int) -> Iterator[tuple]:
-        records = stream.Lane(
+        records = Lane(
             self.pairs,
             stream.PAIRS,
             lane,
@@ -203,7 +204,7 @@ class PretrainObjective:
 
     def batches(self, state: TrainState) -> Iterator[Batch]:
         cfg = self.cfg
-        lanes = stream.lanes_of_rank(cfg.lanes, self.info.rank, self.info.world_size)
+        lanes = lanes_of_rank(cfg.lanes, self.info.rank, self.info.world_size)
         makers = {MLM: self._mlm_lane, TLM: self._tlm_lane}
         its: dict[str, dict[int, Iterator]] = {}
         cursors: dict[str, dict[int, int]] = {}

@@ -1,4 +1,5 @@
-"""Streaming, sharded training input for both stages (pretraining sentences and pairs).
+"""Streaming, sharded training input for both stages (pretraining sentences and pairs): the
+inputs, their blocks and the scan that counts them, and reading one block.
 
 Nothing here holds a corpus in memory. The moving parts:
 
@@ -9,18 +10,7 @@ Nothing here holds a corpus in memory. The moving parts:
   reason, so ``stats.json`` counts each input record once, however many epochs the run makes.
   Every rank holds the table of all blocks as columns (``stream_blocks.BlockList``); the
   commands keep the scan in their output for a restart (``scan_cache``).
-* **Lanes.** The global micro-batch of ``B`` records is the concatenation of ``S`` lanes (a fixed
-  config value, independent of the number of ranks), each contributing ``B / S`` records. Lane
-  ``j`` is an endless, deterministic record stream; rank ``r`` of ``W`` runs lanes
-  ``[r*S/W, (r+1)*S/W)`` only and so reads only the blocks dealt to them. One rank or eight, the
-  global batch is the same.
-* **Order** is a pure function of (seed, position): in lane epoch ``e`` the blocks of a group are
-  permuted with ``rng(seed, group, e)`` and dealt round-robin to the lanes; a lane reads its
-  blocks in windows of ``shuffle_blocks`` blocks whose records are permuted with
-  ``rng(seed, group, lane, e, window)`` (the bounded shuffle buffer). Languages (groups) are
-  mixed per record with probabilities ``p_lang ** alpha`` (normalised), drawn per position from
-  ``rng(seed, lane, chunk)``. A lane resumes at any record position without replaying the data.
-* **Memory** per lane: one shuffle window per group being read, whatever the corpus size.
+* **Lanes** (the order records are trained in, and its memory) are in :mod:`labse_model.lanes`.
 
 Records are ``str`` (sentences) or ``(src, trg)`` tuples (pairs).
 """
@@ -52,7 +42,6 @@ FILE_UNIT = "files"
 GROUP_UNIT = "languages"
 DEFAULT_GROUP = "all"
 DATA_SUFFIXES = (".parquet", ".tsv", ".tsv.gz", ".txt", ".txt.gz", ".gz")
-_CHOICE_CHUNK = 4096
 _CONVERT_ROWS = 4096  # Parquet rows decoded and converted to Python at a time
 
 
@@ -423,6 +412,85 @@ def _table_records(table, kind: str) -> Iterator:
         yield from _batch_records(batch, kind)
 
 
+def _keep_heldout(rec: _HeldOut, res: ScanResult, max_heldout: int) -> None:
+    if len(res.heldout) < max_heldout:
+        res.heldout.append(rec.record)
+
+
+def _scan_parquet(
+    path: str, v: _Validator, block_rows: int, max_heldout: int, res: ScanResult
+) -> list[Block]:
+    """A Parquet file's blocks: each row group cut into runs of ``block_rows`` usable records
+    (a shuffle window holds blocks, and writers' row groups can be 100k+ rows)."""
+    import pyarrow.parquet as pq
+
+    blocks: list[Block] = []
+    with open_binary(path) as fh:
+        pf = pq.ParquetFile(fh)
+        cols = _parquet_columns(v.kind, pf.schema_arrow.names, path)
+        damaged = 0
+        for rg in range(pf.num_row_groups):
+            n, raw, start = 0, 0, 0
+            # The group is decoded whole here, and again whole when it is trained on.
+            table = read_row_group_surviving(pf, rg, cols)
+            if isinstance(table, LostRows):
+                # A damaged group gets no block, so training never reads it; the file's
+                # other groups are still used (each is located by the footer).
+                count_lost(v.counter, v.unit, path, table)
+                damaged += 1
+                continue
+            for value in _table_records(table, v.kind):
+                rec = v.value(value)
+                raw += 1
+                if isinstance(rec, _HeldOut):
+                    _keep_heldout(rec, res, max_heldout)
+                elif rec is not None:
+                    n += 1
+                    if raw % SIZE_SAMPLE == 0:
+                        res.add_size_sample(rec)
+                    if n == block_rows:
+                        blocks.append(Block(path, "parquet", rg, n, start))
+                        n, start = 0, raw
+            if n:
+                blocks.append(Block(path, "parquet", rg, n, start))
+        if damaged and damaged == pf.num_row_groups:
+            raise OSError(f"every row group of {path} is damaged")
+    return blocks
+
+
+def _scan_text(
+    path: str, v: _Validator, block_rows: int, max_heldout: int, res: ScanResult
+) -> list[Block]:
+    """A text/TSV file's blocks: runs of ``block_rows`` usable lines, each located by its
+    first line and byte offset; a cut .gz keeps its complete lines before the cut."""
+    blocks: list[Block] = []
+    n, line_no, start_line, start_off = 0, 0, 0, 0
+    try:
+        for line, off in _text_lines(path):
+            rec = v.line(line)
+            line_no += 1
+            if isinstance(rec, _HeldOut):
+                _keep_heldout(rec, res, max_heldout)
+            elif rec is not None:
+                n += 1
+                if line_no % SIZE_SAMPLE == 0:
+                    res.add_size_sample(rec)
+                if n == block_rows:
+                    blocks.append(Block(path, "text", len(blocks), n, start_line, start_off))
+                    n, start_line, start_off = 0, line_no, max(off, 0)
+    except (EOFError, zlib.error, OSError) as e:
+        log.warning(
+            "%s is truncated or corrupt after line %d (%s): its readable lines are used",
+            path,
+            line_no,
+            e,
+        )
+        v.counter.add_event(FILE_UNIT, "truncated")
+    if n:
+        blocks.append(Block(path, "text", len(blocks), n, start_line, start_off))
+    return blocks
+
+
 def _scan_file(
     path: str,
     kind: str,
@@ -433,73 +501,10 @@ def _scan_file(
     res: ScanResult,
     counter: StageCounter,
 ) -> None:
-    unit = kind
-    blocks: list[Block] = []
-    if path.endswith(".parquet"):
-        import pyarrow.parquet as pq
-
-        with open_binary(path) as fh:
-            pf = pq.ParquetFile(fh)
-            cols = _parquet_columns(kind, pf.schema_arrow.names, path)
-            v = _Validator(kind, unit, counter, heldout)
-            # A row group is cut into blocks of block_rows usable records, like a text file:
-            # a shuffle window holds blocks, and writers' row groups can be 100k+ rows.
-            damaged = 0
-            for rg in range(pf.num_row_groups):
-                n, raw, start = 0, 0, 0
-                # The group is decoded whole here, and again whole when it is trained on.
-                table = read_row_group_surviving(pf, rg, cols)
-                if isinstance(table, LostRows):
-                    # A damaged group gets no block, so training never reads it; the file's
-                    # other groups are still used (each is located by the footer).
-                    count_lost(counter, unit, path, table)
-                    damaged += 1
-                    continue
-                for value in _table_records(table, kind):
-                    rec = v.value(value)
-                    raw += 1
-                    if isinstance(rec, _HeldOut):
-                        if len(res.heldout) < max_heldout:
-                            res.heldout.append(rec.record)
-                    elif rec is not None:
-                        n += 1
-                        if raw % SIZE_SAMPLE == 0:
-                            res.add_size_sample(rec)
-                        if n == block_rows:
-                            blocks.append(Block(path, "parquet", rg, n, start))
-                            n, start = 0, raw
-                if n:
-                    blocks.append(Block(path, "parquet", rg, n, start))
-            if damaged and damaged == pf.num_row_groups:
-                raise OSError(f"every row group of {path} is damaged")
-    else:
-        v = _Validator(kind, unit, counter, heldout)
-        n, line_no, start_line, start_off = 0, 0, 0, 0
-        try:
-            for line, off in _text_lines(path):
-                rec = v.line(line)
-                line_no += 1
-                if isinstance(rec, _HeldOut):
-                    if len(res.heldout) < max_heldout:
-                        res.heldout.append(rec.record)
-                elif rec is not None:
-                    n += 1
-                    if line_no % SIZE_SAMPLE == 0:
-                        res.add_size_sample(rec)
-                    if n == block_rows:
-                        blocks.append(Block(path, "text", len(blocks), n, start_line, start_off))
-                        n, start_line, start_off = 0, line_no, max(off, 0)
-        except (EOFError, zlib.error, OSError) as e:
-            # A cut .gz: keep the complete lines before the cut, say so.
-            log.warning(
-                "%s is truncated or corrupt after line %d (%s): its readable lines are used",
-                path,
-                line_no,
-                e,
-            )
-            counter.add_event(FILE_UNIT, "truncated")
-        if n:
-            blocks.append(Block(path, "text", len(blocks), n, start_line, start_off))
+    """One file's blocks into ``res`` (under ``group``), its records counted in ``counter``."""
+    v = _Validator(kind, kind, counter, heldout)
+    read = _scan_parquet if path.endswith(".parquet") else _scan_text
+    blocks = read(path, v, block_rows, max_heldout, res)
     if blocks:
         res.groups.setdefault(group, BlockList()).extend(blocks)
         counter.add_out(FILE_UNIT)
@@ -661,127 +666,6 @@ def read_block(block: Block, kind: str, heldout_fraction: float) -> list:
     return out
 
 
-# --- deterministic lanes ---------------------------------------------------------------------
-
-
-def mixing_probabilities(groups: dict[str, BlockList], alpha: float) -> dict[str, float]:
-    """q_g proportional to (n_g / N) ** alpha over groups with records (LaBSE: alpha = 0.3)."""
-    from labse_model.vocab.smoothing import smoothed_shares
-
-    totals = {g: bl.total_rows() for g, bl in groups.items()}
-    return smoothed_shares(totals, alpha)
-
-
-class _GroupLane:
-    """One group's endless record stream for one lane, positioned by record count."""
-
-    def __init__(
-        self,
-        blocks: BlockList,
-        gid: int,
-        lane: int,
-        lanes: int,
-        seed: int,
-        shuffle_blocks: int,
-        kind: str,
-        heldout: float,
-    ):
-        self.blocks, self.gid, self.lane, self.lanes = blocks, gid, lane, lanes
-        self.seed, self.window, self.kind, self.heldout = seed, shuffle_blocks, kind, heldout
-
-    def _epoch_blocks(self, epoch: int) -> np.ndarray:
-        """Indices of the blocks this lane reads in ``epoch``, in reading order."""
-        perm = np.random.default_rng([self.seed, 2, self.gid, epoch]).permutation(len(self.blocks))
-        # The deal rotates each epoch, so a group with fewer blocks than lanes still feeds
-        # every lane (its lane-epochs without a block are skipped).
-        return perm[(np.arange(len(perm)) + epoch) % self.lanes == self.lane]
-
-    def records(self, start: int) -> Iterator:
-        epoch, skip = 0, start
-        all_rows = self.blocks.rows
-        while True:
-            eb = self._epoch_blocks(epoch)
-            rows = all_rows[eb]
-            size = int(rows.sum(dtype=np.int64))
-            if skip >= size:
-                skip -= size
-                epoch += 1
-                continue
-            for w in range(0, len(eb), self.window):
-                n = int(rows[w : w + self.window].sum(dtype=np.int64))
-                if skip >= n:
-                    skip -= n
-                    continue
-                recs: list = []
-                for b in eb[w : w + self.window]:
-                    recs.extend(read_block(self.blocks[b], self.kind, self.heldout))
-                order = np.random.default_rng(
-                    [self.seed, 3, self.gid, self.lane, epoch, w]
-                ).permutation(len(recs))
-                for i in order[skip:]:
-                    yield recs[i]
-                skip = 0
-                del recs
-            epoch += 1
-
-
-class Lane:
-    """Lane ``lane`` of ``lanes``: the deterministic, endless, language-mixed record stream."""
-
-    def __init__(
-        self,
-        scan_res: ScanResult,
-        kind: str,
-        lane: int,
-        lanes: int,
-        seed: int,
-        shuffle_blocks: int = 4,
-        alpha: float = 0.3,
-        heldout: float = 0.0,
-    ):
-        names = sorted(g for g, bl in scan_res.groups.items() if bl)
-        if not names:
-            raise ValueError(f"no usable {kind} in the given inputs")
-        probs = mixing_probabilities({g: scan_res.groups[g] for g in names}, alpha)
-        self.names = names
-        self.p = np.array([probs[g] for g in names])
-        self.p = self.p / self.p.sum()
-        self.lane, self.seed = lane, seed
-        self.subs = [
-            _GroupLane(scan_res.groups[g], gid, lane, lanes, seed, shuffle_blocks, kind, heldout)
-            for gid, g in enumerate(names)
-        ]
-
-    def _choices(self, chunk: int) -> np.ndarray:
-        if len(self.names) == 1:
-            return np.zeros(_CHOICE_CHUNK, dtype=np.int64)
-        rng = np.random.default_rng([self.seed, 1, self.lane, chunk])
-        return rng.choice(len(self.names), size=_CHOICE_CHUNK, p=self.p)
-
-    def records(self, start: int = 0) -> Iterator:
-        """Records from lane position ``start`` on (the same ones whatever came before)."""
-        c0, off = divmod(start, _CHOICE_CHUNK)
-        taken = np.zeros(len(self.names), dtype=np.int64)
-        for c in range(c0):
-            taken += np.bincount(self._choices(c), minlength=len(self.names))
-        first = self._choices(c0)
-        taken += np.bincount(first[:off], minlength=len(self.names))
-        iters = [s.records(int(t)) for s, t in zip(self.subs, taken)]
-        chunk, choices = c0, first[off:]
-        while True:
-            for g in choices:
-                yield next(iters[g])
-            chunk += 1
-            choices = self._choices(chunk)
-
-
-def lanes_of_rank(lanes: int, rank: int, world_size: int) -> range:
-    if lanes % world_size:
-        raise ValueError(f"data lanes {lanes} is not divisible by the world size {world_size}")
-    per = lanes // world_size
-    return range(rank * per, (rank + 1) * per)
-
-
 def count_dict(counter_counts: dict[str, int]) -> StageCounter:
     c = StageCounter()
     c.merge(counter_counts)
@@ -798,12 +682,10 @@ def iter_all_records(scan_res: ScanResult, kind: str, heldout: float = 0.0) -> I
 __all__ = [
     "Block",
     "BlockList",
-    "Lane",
     "ScanResult",
     "expand_inputs",
     "finish_groups",
     "iter_all_records",
-    "lanes_of_rank",
     "parse_pair_line",
     "read_block",
     "scan",

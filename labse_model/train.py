@@ -33,6 +33,7 @@ from labse_model.batching import SentenceTokenizer, pad_batch
 from labse_model.distributed import DistInfo, barrier, init_from_env
 from labse_model.grad_cache import cached_forward_backward
 from labse_model.hard_negatives import HardNegativePool
+from labse_model.lanes import Lane, lanes_of_rank
 from labse_model.loop import (
     Batch,
     LoopConfig,
@@ -197,11 +198,11 @@ class DualEncoderObjective:
 
     def batches(self, state: TrainState) -> Iterator[Batch]:
         cfg = self.cfg
-        lanes = stream.lanes_of_rank(cfg.lanes, self.info.rank, self.info.world_size)
+        lanes = lanes_of_rank(cfg.lanes, self.info.rank, self.info.world_size)
         saved = state.cursors.get(PAIR_UNIT, {})
         pos = {j: int(saved.get(j, state.micro * self.per_lane)) for j in lanes}
         its = {
-            j: stream.Lane(
+            j: Lane(
                 self.scan_res, PAIR_UNIT, j, cfg.lanes, cfg.seed, cfg.shuffle_blocks, cfg.mix_alpha
             ).records(pos[j])
             for j in lanes
