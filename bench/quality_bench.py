@@ -65,6 +65,7 @@ import json
 import logging
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -504,6 +505,15 @@ def steps_per_minute(run: Path) -> float:
     return stats["steps"] / (manifest["seconds"] / 60)
 
 
+def minutes_to_steps(minutes: list[float], rate: float) -> list[int]:
+    """Steps for the requested minutes, as multiples of the steps of their greatest common
+    divisor (to 1/100 minute), so that one checkpoint interval hits every point exactly."""
+    centi = [max(1, round(m * 100)) for m in minutes]
+    unit = math.gcd(*centi)
+    unit_steps = max(1, round(unit / 100 * rate))
+    return sorted({c // unit * unit_steps for c in centi})
+
+
 def checkpoint_plan(targets: list[int]) -> tuple[int, int]:
     """Total steps and checkpoint interval so that every target step is a checkpoint; at most
     ~60 checkpoints (beyond that the nearest one stands in for a target)."""
@@ -522,7 +532,14 @@ def config_train_steps(config: Path) -> int:
 
 
 def check_run(run: Path) -> None:
-    for rel in ("_config.yaml", "pretrain/model", "inputs/train_pairs.tsv"):
+    for rel in (
+        "_config.yaml",
+        "pretrain/model",
+        "inputs/train_pairs.tsv",
+        "train/model",
+        "train/stats.json",
+        "_state/train.manifest.json",
+    ):
         if not (run / rel).exists():
             raise UsageError(f"--run {run}: {rel} not found (a finished demo run folder?)")
 
@@ -532,11 +549,12 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
     if not (data / "tatoeba").is_dir():
         raise UsageError(f"--data {data}: no tatoeba/ folder (the ../shared/data layout)")
     work = Path(args.workdir).resolve()
-    work.mkdir(parents=True, exist_ok=True)
     if args.run:
         run = Path(args.run).resolve()
         check_run(run)
+        work.mkdir(parents=True, exist_ok=True)
     else:
+        work.mkdir(parents=True, exist_ok=True)
         run = work / "demo_run"
         if not (run / "report" / "report.md").is_file():
             log.info("no --run: running the demo preset into %s (~20 minutes)", run)
@@ -573,7 +591,7 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
 
     def point(curve: str, label: str, model: Path, **extra: Any) -> dict[str, Any]:
         p: dict[str, Any] = {"curve": curve, "point": label, "model": str(model), **extra}
-        p.update(b.dev(label, model))
+        p.update(b.dev(re.sub(r"[^A-Za-z0-9_.-]+", "_", label), model))
         points.append(p)
         return p
 
@@ -606,7 +624,7 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
             rate = None
         else:
             rate = args.steps_per_minute or steps_per_minute(run)
-            targets = sorted({max(1, round(m * rate)) for m in args.minutes})
+            targets = minutes_to_steps(args.minutes, rate)
             log.info("minutes curve: %.1f steps a minute -> steps %s", rate, targets)
         total, every = checkpoint_plan(targets)
         out = b.train(f"time_s{total}_e{every}", pairs_file, total, every)
@@ -650,7 +668,7 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
                 p.update(b.downstream_or_note(f"pairs_{tag}_s{steps}", out / "model"))
 
     for p in points:
-        p["dev_ratio"] = p["dev_avg"] / base["dev_avg"] if base["dev_avg"] else float("nan")
+        p["dev_ratio"] = p["dev_avg"] / base["dev_avg"] if base["dev_avg"] else None
     return {
         "run": str(run),
         "data": str(data),
@@ -690,7 +708,7 @@ def markdown(result: dict[str, Any]) -> str:
         lines.append(
             f"| {p['curve']} | {p['point']} | {p['steps']} | {p['minutes']:.2f} | {per_lang_txt} "
             f"| {p['train_pairs']} | {p['dev_xxx_eng']:.3f} | {p['dev_eng_xxx']:.3f} "
-            f"| {p['dev_avg']:.3f} | {p['dev_ratio']:.2f} | {found} "
+            f"| {p['dev_avg']:.3f} | {_f(p['dev_ratio'], '.2f')} | {found} "
             f"| {_f(p.get('precision'), '.3f')} | {_f(p.get('recall'), '.3f')} |"
         )
     return "\n".join(lines)
