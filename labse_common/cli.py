@@ -8,17 +8,13 @@ Every CLI spells its common options the same way:
 ``--overwrite``           replace existing output (where the CLI writes a folder)
 ``--log-level LEVEL``     DEBUG, INFO (default), WARNING
 
-Older spellings (``--preset``, ``--out``, ``--output-dir``) still parse but are hidden from
-``--help``. Explicit flags win over ``--set``, which wins over the preset.
+There are no other spellings: the old ``--preset``, ``--out`` and ``--output-dir`` are usage
+errors (exit 2) like any unknown flag. Explicit flags win over ``--set``, which wins over the
+preset.
 
-One error mapping, in :func:`run_main`, for every command:
-
-* the project's own errors (:class:`~labse_common.errors.UsageError` and its kinds: config,
-  input data, remote store, output claim) and a missing/unreadable file the user named → one
-  line on stderr naming the file or flag, exit status 2;
-* Ctrl-C → exit status 130;
-* anything else (a bug here, in numpy or pyarrow) → not caught: a traceback and exit status 1.
-  Nothing catches bare ``ValueError``: a library bug must not look like a user mistake.
+One error mapping, in :func:`run_main` (:mod:`labse_common.command`, re-exported here), for every
+command: the project's own errors and a missing file the user named → one line, exit status 2;
+Ctrl-C → 130; anything else → a traceback, exit status 1.
 
 Before the body runs, every ``s3://``/``gs://`` value among the parsed arguments is checked
 (:mod:`labse_common.remote`): missing credentials, endpoint or bucket is one line within seconds.
@@ -29,78 +25,73 @@ User data is read through :mod:`labse_common.datafiles`, which turns damage into
 from __future__ import annotations
 
 import argparse
-import copy
-import logging
-import os
-import sys
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
 
-from labse_common.config import PRESETS, ConfigError, load
+# The edges every command shares live one layer down (labse_common.command), below both this
+# module and labse_common.config; re-exported so that commands import them from here.
+from labse_common.command import (
+    EXIT_INTERRUPTED,
+    EXIT_NEEDS_LABELS,
+    EXIT_USAGE,
+    LABELS_NEEDED,
+    USAGE_ERRORS,
+    add_log_level_option,
+    exit_with,
+    is_usage_error,
+    one_line,
+    refuse_inputs_inside_output,
+    run_main,
+    usage_error,
+)
+from labse_common.config import PRESETS, load
 from labse_common.errors import UsageError
 
+__all__ = [
+    "EXIT_INTERRUPTED",
+    "EXIT_NEEDS_LABELS",
+    "EXIT_USAGE",
+    "LABELS_NEEDED",
+    "USAGE_ERRORS",
+    "UsageError",
+    "add_config_options",
+    "add_log_level_option",
+    "add_output_option",
+    "add_overwrite_option",
+    "exit_with",
+    "is_usage_error",
+    "load_config",
+    "one_line",
+    "refuse_inputs_inside_output",
+    "run_main",
+    "usage_error",
+]
+
 T = TypeVar("T")
-
-EXIT_USAGE = 2
-
-log = logging.getLogger(__name__)
-
-
-#: The errors a CLI reports in one line with exit status 2. The OSErrors count only when they
-#: name a file (``exc.filename``): a path the user gave that is missing, a folder, or unreadable.
-USAGE_ERRORS: tuple[type[BaseException], ...] = (
-    UsageError,
-    ConfigError,
-    FileNotFoundError,
-    NotADirectoryError,
-    IsADirectoryError,
-    PermissionError,
-)
-EXIT_INTERRUPTED = 130
-#: ``pipelines.run``: the run waits for a person to label the sample of mined pairs (not a failure).
-EXIT_NEEDS_LABELS = 3
-#: ... and how the one line that names the file to label begins.
-LABELS_NEEDED = "labels needed:"
 
 
 # --- flags ---------------------------------------------------------------------------------
 
 
-class _HiddenAliasesMixin:
-    """Help formatter mixin: an option's hidden aliases parse but are not listed in --help."""
-
-    def _format_action_invocation(self, action: argparse.Action) -> str:
-        hidden = getattr(action, "hidden_aliases", ())
-        if hidden:
-            action = copy.copy(action)
-            action.option_strings = [s for s in action.option_strings if s not in hidden]
-        return super()._format_action_invocation(action)  # type: ignore[misc]
-
-
-def _hide_aliases(parser: argparse.ArgumentParser, action: argparse.Action, aliases: Iterable[str]):
-    action.hidden_aliases = tuple(aliases)  # type: ignore[attr-defined]
-    fmt = parser.formatter_class
-    if not (isinstance(fmt, type) and issubclass(fmt, _HiddenAliasesMixin)):
-        parser.formatter_class = type(
-            f"HiddenAliases{getattr(fmt, '__name__', 'Formatter')}", (_HiddenAliasesMixin, fmt), {}
-        )
-    return action
+def _no_abbreviations(parser: argparse.ArgumentParser) -> None:
+    # argparse takes any unambiguous prefix of a flag: the removed ``--out`` would still parse
+    # as ``--output``. A command's flags are spelled only one way, so prefixes are unknown flags.
+    parser.allow_abbrev = False
 
 
 def add_config_options(
     parser: argparse.ArgumentParser, section: str, example: str = "", default: str = "demo"
 ) -> None:
-    """``--config`` (alias ``--preset``) and repeatable ``--set KEY=VALUE`` for ``section``."""
-    action = parser.add_argument(
+    """``--config`` and repeatable ``--set KEY=VALUE`` for ``section``."""
+    _no_abbreviations(parser)
+    parser.add_argument(
         "--config",
-        "--preset",
         dest="config",
         default=default,
         metavar="PRESET|FILE",
         help=f"preset ({', '.join(PRESETS)}) or YAML file whose `{section}` section gives the "
         f"defaults (default: {default})",
     )
-    _hide_aliases(parser, action, ["--preset"])
     eg = f", e.g. --set {example}" if example else ""
     parser.add_argument(
         "--set",
@@ -118,13 +109,12 @@ def add_output_option(
     help: str,
     required: bool = True,
     metavar: str = "DIR",
-    aliases: Sequence[str] = ("--out", "--output-dir"),
 ) -> argparse.Action:
-    """``--output`` with hidden aliases (``--out``, ``--output-dir``)."""
-    action = parser.add_argument(
-        "--output", *aliases, dest="output", required=required, metavar=metavar, help=help
+    """``--output``, the one spelling of where a command writes."""
+    _no_abbreviations(parser)
+    return parser.add_argument(
+        "--output", dest="output", required=required, metavar=metavar, help=help
     )
-    return _hide_aliases(parser, action, aliases)
 
 
 def add_overwrite_option(parser: argparse.ArgumentParser, what: str = "the output folder") -> None:
@@ -133,25 +123,6 @@ def add_overwrite_option(parser: argparse.ArgumentParser, what: str = "the outpu
         action="store_true",
         help=f"replace existing {what} instead of refusing to run",
     )
-
-
-def add_log_level_option(parser: argparse.ArgumentParser, subcommand: bool = False) -> None:
-    """``--log-level``; on a subcommand too, without overwriting the value given before it."""
-    parser.add_argument(
-        "--log-level",
-        metavar="LEVEL",
-        default=argparse.SUPPRESS if subcommand else None,
-        type=_log_level,
-        help="DEBUG, INFO (default), WARNING, ERROR",
-    )
-
-
-def _log_level(value: str) -> str:
-    from labse_common.logs import LEVELS
-
-    if value.upper() not in LEVELS:
-        raise argparse.ArgumentTypeError(f"not one of {', '.join(LEVELS)}")
-    return value.upper()
 
 
 # --- configuration -------------------------------------------------------------------------
@@ -167,100 +138,3 @@ def load_config(
     (those not None). A bad value raises ConfigError naming the key."""
     sets = [*overrides, *(getattr(args, "set", None) or [])]
     return load(section, getattr(args, "config", "demo"), sets, flags)
-
-
-# --- the one error path --------------------------------------------------------------------
-
-
-def one_line(exc: BaseException) -> str:
-    """The error's message on one line (YAML errors span several)."""
-    msg = " ".join(str(exc).split())
-    if isinstance(exc, OSError) and exc.filename and not isinstance(exc, UsageError):
-        reason = exc.strerror or type(exc).__name__
-        msg = f"{exc.filename}: {reason}"
-    return msg or type(exc).__name__
-
-
-def usage_error(exc: BaseException | str, logger: logging.Logger | str | None = None) -> int:
-    """Report ``exc`` as one error line; the exit status 2, for ``except USAGE_ERRORS`` blocks."""
-    lg = logging.getLogger(logger) if isinstance(logger, str) or logger is None else logger
-    lg.error("%s", one_line(exc))
-    return EXIT_USAGE
-
-
-def is_usage_error(exc: BaseException) -> bool:
-    """True for the errors reported in one line with exit status 2 (see the module docstring)."""
-    if isinstance(exc, UsageError):
-        return True
-    return isinstance(exc, USAGE_ERRORS) and bool(getattr(exc, "filename", None))
-
-
-def run_main(
-    body: Callable[[], int | None],
-    logger: logging.Logger | str | None = None,
-    args: argparse.Namespace | None = None,
-    check_remote: bool = True,
-) -> int:
-    """Run a CLI body under the one error mapping (module docstring).
-
-    ``args``: the parsed arguments; their ``s3://``/``gs://`` values are checked before the body
-    runs (``check_remote=False`` for Beam jobs, which check once their options are parsed)."""
-    try:
-        if args is not None:
-            refuse_inputs_inside_output(args)
-        if args is not None and check_remote:
-            from labse_common.remote import check_paths, remote_paths
-
-            check_paths(remote_paths(vars(args).values()))
-        return int(body() or 0)
-    except KeyboardInterrupt:
-        logging.getLogger(logger if isinstance(logger, str) else None).error("interrupted")
-        return EXIT_INTERRUPTED
-    except USAGE_ERRORS as e:
-        if not is_usage_error(e):
-            raise
-        from labse_common.errors import RemoteFailure
-
-        if isinstance(e, RemoteFailure):  # not the clean-up's failure on the same dead server
-            from labse_common.remote import first_failure
-
-            e = first_failure(e)
-        return usage_error(e, logger)
-    except (OSError, RuntimeError) as e:
-        # Beam wraps an object store's failure mid-run (labse_common.remote_errors): per path in
-        # a BeamIOError, as a worker's traceback text in a RuntimeError. The user's to fix: one
-        # line like any RemoteError; anything else stays a traceback.
-        from labse_common.remote import failure_in
-
-        found = failure_in(e)
-        if found is None:
-            raise
-        return usage_error(found, logger)
-
-
-def refuse_inputs_inside_output(args: argparse.Namespace) -> None:
-    """With ``--overwrite`` a command replaces its whole ``--output`` folder at the end, so an
-    input inside it (``--pairs X/p.tsv --output X``) would be deleted by the command that reads
-    it. Every existing local path among the arguments is checked, once, for every command."""
-    output, overwrite = getattr(args, "output", None), getattr(args, "overwrite", False)
-    if not (overwrite and isinstance(output, str)) or "://" in output or not os.path.isdir(output):
-        return
-    out = os.path.realpath(output)
-    for name, value in vars(args).items():
-        if name == "output":
-            continue
-        for v in value if isinstance(value, (list, tuple)) else [value]:
-            if not isinstance(v, (str, os.PathLike)) or "://" in str(v) or not os.path.exists(v):
-                continue
-            real = os.path.realpath(v)
-            if real == out or real.startswith(out + os.sep):
-                flag = "--" + name.replace("_", "-")
-                raise UsageError(
-                    f"{flag} {v} is inside --output {output}: --overwrite would delete "
-                    "it while the command reads it; write the output elsewhere"
-                )
-
-
-def exit_with(main: Callable[[], int]) -> None:
-    """``if __name__ == "__main__": exit_with(main)``."""
-    sys.exit(main())

@@ -592,7 +592,7 @@ def main(argv: list[str] | None = None) -> int:
         metavar="PRESET|FILE",
         help="load every section of this preset or file with the typed loader",
     )
-    from labse_common.cli import add_log_level_option, run_main
+    from labse_common.command import add_log_level_option, run_main
     from labse_common.logs import setup_logging
 
     add_log_level_option(ap)
@@ -619,4 +619,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from labse_common.command import exit_with
+
+    exit_with(main)

@@ -207,7 +207,6 @@ def _encode_parser(sub: argparse._SubParsersAction) -> None:
         "an embedding store folder (any path not ending in .npy; read by `mining mine "
         "--src-emb DIR` and load_vectors), or a .npy file",
         metavar="DIR|EMB.npy",
-        aliases=(),
     )
     p.add_argument(
         "--dtype",

@@ -1,8 +1,8 @@
 """What the ``python -m filters`` commands share beyond :mod:`labse_common.cli`.
 
 * :func:`add_common_options`: ``--output DIR``, ``--overwrite``, ``--config``/``--set`` for the
-  command's config section and ``--log-level``, spelled as every other command spells them (the
-  old positional ``KEY=VALUE`` overrides still parse, hidden from ``--help``);
+  command's config section and ``--log-level``, spelled as every other command spells them
+  (overrides are ``--set KEY=VALUE`` only; a bare ``KEY=VALUE`` word is an unknown argument);
 * :func:`section_config`: the typed section from those flags;
 * :func:`run_command`: logging, then :func:`labse_common.cli.run_main` (the one error mapping),
   after checking that the output is a local folder (these commands write with local writers;
@@ -51,8 +51,6 @@ def add_common_options(
     add_output_option(p, output_help)
     add_overwrite_option(p)
     add_config_options(p, section, example)
-    # The old spelling `filters rules ... max_ratio=2.5`: still parsed, no longer shown.
-    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help=argparse.SUPPRESS)
     add_log_level_option(p)
 
 
@@ -67,8 +65,8 @@ def add_layout_option(p: argparse.ArgumentParser, what: str = "TSV pair files") 
 
 
 def section_config(section: str, args: argparse.Namespace, flags: Mapping[str, Any] | None = None):
-    """The typed ``section``: ``--config``, positional overrides and ``--set``, then ``flags``."""
-    return load_config(section, args, flags, overrides=getattr(args, "overrides", None) or ())
+    """The typed ``section``: ``--config``, then ``--set``, then ``flags``."""
+    return load_config(section, args, flags)
 
 
 def positive(value: int, flag: str) -> int:

@@ -174,7 +174,7 @@ def test_tatoeba_language_with_a_missing_side_is_named(tmp_path, caplog, capsys)
             "--langs",
             "deu",
             "fra",
-            "--out",
+            "--output",
             str(out),
         ]
     )
@@ -247,7 +247,7 @@ def test_first_mined_sentence_has_no_bom(tmp_path):
             str(tmp_path / "src.npy"),
             "--trg-emb",
             str(tmp_path / "trg.npy"),
-            "--out",
+            "--output",
             str(out),
             "--src-lang",
             "de",

@@ -186,16 +186,17 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def test_common_flags_and_hidden_aliases():
+def test_common_flags():
+    # The removed aliases (--out, --output-dir, --preset) are refused: tests/labse_common/
+    # test_cli_flags.py.
     p = _parser()
-    a = p.parse_args(["--out", "o", "--preset", "paper", "--set", "min_chars=3"])
+    a = p.parse_args(["--output", "o", "--config", "paper", "--set", "min_chars=3"])
     assert (a.output, a.config, a.set) == ("o", "paper", ["min_chars=3"])
-    assert p.parse_args(["--output-dir", "d"]).output == "d"
     help_text = p.format_help()
     for shown in ("--output", "--config", "--set", "--log-level"):
         assert shown in help_text
-    for hidden in ("--out ", "--output-dir", "--preset"):
-        assert hidden not in help_text
+    for gone in ("--out ", "--output-dir", "--preset"):
+        assert gone not in help_text
     cfg = load_config("corpus", a, {"max_chars": 40})
     assert (cfg.min_chars, cfg.max_chars) == (3, 40)
 

@@ -131,7 +131,7 @@ def test_pair_schemas(tmp_path):
                 str(tmp_path / "s"),
                 "--trg-emb",
                 str(tmp_path / "t"),
-                "--out",
+                "--output",
                 str(tmp_path / "m"),
             ]
         )

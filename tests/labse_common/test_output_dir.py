@@ -235,7 +235,7 @@ def test_mining_mine_refuses_a_busy_or_full_output(tmp_path, caplog):
         str(tmp_path / "s"),
         "--trg-emb",
         str(tmp_path / "t"),
-        "--out",
+        "--output",
         str(tmp_path / "m"),
     ]
     held = OutputDir(tmp_path / "m").claim()  # another job is writing

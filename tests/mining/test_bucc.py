@@ -118,7 +118,7 @@ def test_bucc_cli_with_npy_embeddings(tmp_path: Path) -> None:
         _, texts = read_bucc(f)
         np.save(f.with_name(f.name + ".npy"), embed(texts, f))
     rc = main(
-        ["eval", "bucc", "--data", str(d), "--bucc-pairs", "de-en", "--out", str(tmp_path / "r")]
+        ["eval", "bucc", "--data", str(d), "--bucc-pairs", "de-en", "--output", str(tmp_path / "r")]
     )
     assert rc == 0
     rep = json.loads((tmp_path / "r" / "bucc.json").read_text())

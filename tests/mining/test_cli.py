@@ -63,7 +63,7 @@ def run_mine(tmp_path: Path, s, t, *extra: str) -> tuple[int, Path]:
             str(s[1]),
             "--trg-emb",
             str(t[1]),
-            "--out",
+            "--output",
             str(out),
             "--src-lang",
             "fr",
@@ -122,7 +122,7 @@ def test_sharded_run_gives_the_same_pairs(tmp_path: Path, corpus) -> None:
             str(corpus[0][1]),
             "--trg-emb",
             str(corpus[1][1]),
-            "--out",
+            "--output",
             str(tmp_path / "sh"),
             "--threshold",
             "1.0",
@@ -208,7 +208,7 @@ def test_bad_arguments_are_clear_errors(tmp_path: Path, corpus, caplog) -> None:
     rc, _ = run_mine(tmp_path, s, t, "--index", "IVF8,Bogus")
     assert rc == 2 and "mining.index='IVF8,Bogus'" in caplog.text
     with pytest.raises(SystemExit):
-        main(["mine", "--src-text", "x", "--trg-text", "y", "--out", "o", "--mode", "nope"])
+        main(["mine", "--src-text", "x", "--trg-text", "y", "--output", "o", "--mode", "nope"])
 
 
 def test_parquet_input_and_store_embeddings(tmp_path: Path, corpus) -> None:
@@ -255,7 +255,7 @@ def test_mine_many_embeds_each_language_once(tmp_path: Path) -> None:
             str(tmp_path / "{lang}.txt"),
             "--emb",
             str(tmp_path / "{lang}.npy"),
-            "--out",
+            "--output",
             str(tmp_path / "many"),
             "--index",
             "ivf",

@@ -65,7 +65,7 @@ def test_tatoeba_cli_with_npy_and_missing_language(tmp_path: Path) -> None:
             "jpn",
             "--emb-dir",
             str(tmp_path),
-            "--out",
+            "--output",
             str(tmp_path / "rep"),
         ]
     )
@@ -113,7 +113,7 @@ def test_tatoeba_with_a_real_encoder(tmp_path: Path) -> None:
             "deu",
             "--model",
             model,
-            "--out",
+            "--output",
             str(tmp_path / "rep"),
         ]
     )

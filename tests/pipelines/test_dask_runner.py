@@ -68,8 +68,8 @@ def test_beam_mining_on_dask_equals_direct(cluster, tmp_path):
 
     src, trg = _stores(tmp_path)
     common = ["--src-emb", str(src), "--trg-emb", str(trg), "--shard-rows", "20"]
-    assert beam_mine([*common, "--out", str(tmp_path / "direct"), *DIRECT]) == 0
-    assert beam_mine([*common, "--out", str(tmp_path / "dask"), *dask_args(cluster)]) == 0
+    assert beam_mine([*common, "--output", str(tmp_path / "direct"), *DIRECT]) == 0
+    assert beam_mine([*common, "--output", str(tmp_path / "dask"), *dask_args(cluster)]) == 0
     a = pq.read_table(tmp_path / "direct" / "mined.parquet")
     b = pq.read_table(tmp_path / "dask" / "mined.parquet")
     assert a.num_rows > 40 and a.to_pandas().equals(b.to_pandas())  # NaN margin_bwd == NaN

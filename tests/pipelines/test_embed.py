@@ -75,7 +75,7 @@ def test_beam_embed_job_writes_a_store(tmp_path: Path, tiny_model: str) -> None:
             str(out),
             "--trg-emb",
             str(out),
-            "--out",
+            "--output",
             str(tmp_path / "mined"),
         ]
     )
@@ -131,7 +131,7 @@ def test_mine_with_model_on_tatoeba(tmp_path: Path, tiny_model: str) -> None:
             str(DATA / "dev.deu-eng.eng"),
             "--model",
             tiny_model,
-            "--out",
+            "--output",
             str(tmp_path / "o"),
             "--mode",
             "max",

@@ -48,12 +48,12 @@ def stores(tmp_path_factory) -> tuple[Path, Path]:
 
 def _library(src: Path, trg: Path, out: Path, *opts: str) -> None:
     argv = ["mine", "--src-text", str(src), "--trg-text", str(trg)]
-    argv += ["--src-emb", str(src), "--trg-emb", str(trg), "--out", str(out), *opts]
+    argv += ["--src-emb", str(src), "--trg-emb", str(trg), "--output", str(out), *opts]
     assert mining_main(argv) == 0
 
 
 def _beam(src: Path, trg: Path, out: Path, *opts: str) -> int:
-    return beam_mine(["--src-emb", str(src), "--trg-emb", str(trg), "--out", str(out), *opts])
+    return beam_mine(["--src-emb", str(src), "--trg-emb", str(trg), "--output", str(out), *opts])
 
 
 def _assert_same(a: Path, b: Path, exact: bool) -> None:

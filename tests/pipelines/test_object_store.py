@@ -148,7 +148,7 @@ def test_embedding_store_and_beam_mining_on_s3(s3, tmp_path):
                 "s3://corpus/emb/src",
                 "--trg-emb",
                 "s3://corpus/emb/trg",
-                "--out",
+                "--output",
                 str(tmp_path / "m_s3"),
                 *opts,
             ]
@@ -162,7 +162,7 @@ def test_embedding_store_and_beam_mining_on_s3(s3, tmp_path):
                 str(tmp_path / "src"),
                 "--trg-emb",
                 str(tmp_path / "trg"),
-                "--out",
+                "--output",
                 str(tmp_path / "m_local"),
                 *opts,
             ]

@@ -163,7 +163,7 @@ def test_cli_usage_errors_and_help(corpus, tmp_path):
         )
         == 2
     )
-    assert run(["--input", str(root), "--output", out, "--preset", "nope.yaml"]) == 2
+    assert run(["--input", str(root), "--output", out, "--config", "nope.yaml"]) == 2
     r = subprocess.run(
         [sys.executable, "-m", "pipelines.vocab", "--help"],
         cwd=ROOT,
