@@ -52,7 +52,7 @@ the markdown table goes to stdout and every point to ``--json``.
 
     .venv/bin/python bench/quality_bench.py --run /tmp/demo2 --minutes 2.5,5,10,15 \\
         --pairs-per-lang 100,300,700 --downstream --json /tmp/quality.json
-    # the smallest check (about 3 minutes on one thread):
+    # the smallest check (9-10 minutes on one thread of a loaded 2-core machine):
     OMP_NUM_THREADS=1 .venv/bin/python bench/quality_bench.py --run /tmp/demo2 --steps 20,40 \\
         --pairs-per-lang 50 --pairs-steps 20 --threads 1 --workdir /tmp/qb_tiny
 """
