@@ -15,9 +15,10 @@ The curves:
   on its training pairs (``DIR/inputs/train_pairs.tsv``) with its config (``DIR/_config.yaml``),
   ``python -m labse_model train ... steps=N save_every=S keep_checkpoints=K``. The requested
   minutes (``--minutes``) become steps by a rate (``--steps-per-minute``, default: the run's
-  own training stage, steps over seconds in ``DIR/_state/train.manifest.json``); ``S`` is the
-  greatest common divisor of those steps, so every requested point has its checkpoint
-  (``--steps`` gives the steps directly). Each checkpoint's minutes are measured, not assumed:
+  own training stage, steps over seconds in ``DIR/_state/train.manifest.json``) as multiples
+  of the steps of the minutes' greatest common divisor, and ``S`` is that divisor's steps, so
+  every requested point has its checkpoint (``--steps`` gives the steps directly; ``S`` is
+  then their greatest common divisor). Each checkpoint's minutes are measured, not assumed:
   the modification time of its ``manifest.json`` (written when the checkpoint is complete)
   less the time the training process was started, so start-up and the scan of the pairs count.
   The learning-rate schedule is the whole run's (N steps), so an early checkpoint is taken
@@ -31,7 +32,8 @@ The curves:
 
 Two more rows, each cheap: the pretrained encoder without fine-tuning (the peer: every dev
 average is printed as a ratio to it, evaluated in the same bench run), and the run's own
-fine-tuned encoder (``DIR/train/model``), whose downstream figures the run already holds.
+fine-tuned encoder (``DIR/train/model``), whose downstream figures the run already holds (its
+minutes are its own training stage's, measured under that run's load and threads).
 
 Downstream figures of a point rerun the runner's stages after training with that encoder:
 ``python -m pipelines.run --config DIR/_config.yaml --data DATA --output P --set
@@ -42,9 +44,10 @@ from the first point's folder) and the runner skips them. The runner fingerprint
 size, mtime and content: if ``DATA`` was rewritten since DIR ran, the first point redoes those
 stages (~1.5 minutes) and the later points copy its folders. Older runs' ``_config.yaml`` may
 hold keys this code has removed: the bench writes ``WORKDIR/config.yaml`` without them (a
-warning names them) and gives that to every child. What is left (embed, mine, rules, CDS training and scoring, sample,
-combine, bitext, eval, report) took ~4-5 minutes per point on 2 shared cores, so it is off
-unless ``--downstream`` is given.
+warning names them) and gives that to every child. What is left (embed, mine, rules, CDS
+training and scoring, sample, combine, bitext, eval, report) took ~4-5 minutes in the demo run
+of 2026-11-27 (its stage times; not yet measured through this bench), so it is off unless
+``--downstream`` is given.
 
 Everything is written under ``--workdir``; a rerun with the same settings reuses finished
 trainings (and their measured minutes), evaluations and runner folders. Progress is logged;
