@@ -15,6 +15,8 @@ import pytest
 
 from filters.bitext.calibrate import CalibrationError, calibrate, parse_label, roc_auc
 from filters.bitext.cli_calibrate import main as calibrate_main
+from filters.bitext.combine import fit_combined
+from labse_common.sections.combine import CombineConfig
 from tests.support.paths import REPO as ROOT
 
 # Scores with labels, best first. Kept-set precision from the top:
@@ -26,7 +28,7 @@ LABELS = [1, 1, 0, 1, 1, 0, 0, 1, 0, 0]
 
 def _cal(scores=SCORES, labels=LABELS, **kw):
     kw = {"min_labelled": 5, "min_per_label": 2, "min_kept": 1, "bootstrap": 200, **kw}
-    return calibrate(np.array(scores), np.array(labels, dtype=bool), **kw)
+    return calibrate(np.array(scores), np.array(labels, dtype=bool), CombineConfig(**kw))
 
 
 def test_hand_computed_threshold():
@@ -62,7 +64,7 @@ def test_intervals_contain_the_estimates():
     rng = np.random.default_rng(1)
     good = rng.random(400) < 0.6
     scores = rng.normal(loc=np.where(good, 1.0, -1.0), scale=1.0)
-    c = calibrate(scores, good, target=0.8, bootstrap=300, seed=3)
+    c = calibrate(scores, good, CombineConfig(target=0.8, bootstrap=300, seed=3))
     assert c.precision >= 0.8
     assert c.precision_ci[0] <= c.precision <= c.precision_ci[1]
     assert c.retained_share_ci[0] <= c.retained_share <= c.retained_share_ci[1]
@@ -126,11 +128,11 @@ def _label_rows(labels=LABELS):
 
 SMALL = [
     "--set",
-    "calibrate.min_labelled=5",
+    "min_labelled=5",
     "--set",
-    "calibrate.min_per_label=2",
+    "min_per_label=2",
     "--set",
-    "calibrate.min_kept=1",
+    "min_kept=1",
     "--bootstrap",
     "100",
 ]
@@ -288,8 +290,10 @@ def test_cli_tsv_labels_with_header_line(tmp_path, capsys):
         "src\ttrg\tlabel\n" + "".join(f"{s}\t{t}\t{g.lower()}\n" for s, t, g in _label_rows()),
         encoding="utf-8",
     )
+    # The preset's combine.target (0.85 in demo) is the default; the hand-computed case is 0.8.
     rc = calibrate_main(
         ["--scored", str(scored), "--labels", str(lab), "--output", str(tmp_path / "c"), *SMALL]
+        + ["--target", "0.8"]
     )
     assert rc == 0, capsys.readouterr().err
     doc = json.loads((tmp_path / "c" / "threshold.json").read_text())
@@ -314,9 +318,52 @@ def test_cli_unscored_labelled_pairs_are_counted(tmp_path, capsys):
             "--output",
             str(tmp_path / "c"),
             *SMALL,
+            "--target",
+            "0.8",
         ]
     )
     assert rc == 0, capsys.readouterr().err
     stats = json.loads((tmp_path / "c" / "stats.json").read_text())
     assert stats["counts"]["labelled_pairs"] == {"in": 10, "out": 9, "dropped": {"no_score": 1}}
     assert json.loads((tmp_path / "c" / "threshold.json").read_text())["threshold"] == 0.5
+
+
+def test_calibrate_is_combine_with_one_feature(tmp_path, capsys):
+    """The alias runs the combined path: its threshold keeps exactly the pairs that the
+    one-feature combined score keeps, and a lower-is-better score is kept below its threshold."""
+    lab = _labels(tmp_path, _label_rows())
+    argv = ["--labels", str(lab), "--target", "0.8", *SMALL]
+    rc = calibrate_main(
+        ["--scored", str(_scored(tmp_path)), "--output", str(tmp_path / "c"), *argv]
+    )
+    assert rc == 0, capsys.readouterr().err
+    doc = json.loads((tmp_path / "c" / "threshold.json").read_text())
+    assert doc["direction"] == "higher" and doc["model"]["features"] == ["cds_score"]
+    small = {"min_labelled": 5, "min_per_label": 2, "min_kept": 1, "bootstrap": 100}
+    cfg = CombineConfig(features=["cds_score"], per_pair=False, target=0.8, **small)
+    table = pa.table({"cds_score": SCORES})
+    fit = fit_combined(table, np.array(LABELS, dtype=bool), cfg)
+    by_combined = fit.scorer.score(table) >= fit.calibration.threshold
+    assert by_combined.tolist() == [s >= doc["threshold"] for s in SCORES]
+    assert doc["combined_threshold"] == fit.calibration.threshold
+
+    # dual_xent: lower is better. The same pairs, found with the sign the model learnt.
+    neg = tmp_path / "neg.parquet"
+    pq.write_table(
+        pa.table(
+            {
+                "src": [f"quelle {i}" for i in range(10)],
+                "trg": [f"target {i}" for i in range(10)],
+                "dual_xent": [-s for s in SCORES],
+            }
+        ),
+        neg,
+    )
+    out = tmp_path / "neg_cal"
+    rc = calibrate_main(
+        ["--scored", str(neg), "--score-column", "dual_xent", "--output", str(out), *argv]
+    )
+    assert rc == 0, capsys.readouterr().err
+    doc = json.loads((out / "threshold.json").read_text())
+    assert doc["direction"] == "lower" and doc["threshold"] == -0.5
+    assert doc["precision"] == pytest.approx(0.8) and doc["score_column"] == "dual_xent"

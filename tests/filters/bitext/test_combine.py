@@ -20,6 +20,7 @@ from filters.bitext.sample import (
     write_for_labelling,
 )
 from labse_common.errors import InputError
+from labse_common.sections.combine import CombineConfig
 
 
 def mined_candidates(n: int = 6000, seed: int = 7) -> tuple[pa.Table, set[tuple[str, str]]]:
@@ -33,7 +34,9 @@ def test_calibrated_on_one_half_holds_on_the_other():
     held_out = table.filter(pa.array(half == 1))
     sample = auto_label(draw_sample(calib_pool, 500, seed=1), planted)
     good = labels_bool(sample)
-    fit = fit_combined(sample, good, target=0.8, bootstrap=400, confidence=0.9, seed=0)
+    fit = fit_combined(
+        sample, good, CombineConfig(target=0.8, bootstrap=400, confidence=0.9, seed=0)
+    )
     assert fit.calibration is not None, fit.unreachable
     aucs = {f.name: f.auc for f in fit.features}
     # Both scores carry information; their combination is better than either alone.
@@ -60,7 +63,8 @@ def test_calibrated_on_one_half_holds_on_the_other():
 def test_one_feature_is_a_special_case_and_per_pair_thresholds():
     table, planted = mined_candidates(seed=3)
     sample = auto_label(draw_sample(table, 600, seed=2), planted)
-    fit = fit_combined(sample, labels_bool(sample), features=["margin"], bootstrap=200, seed=0)
+    cfg = CombineConfig(features=["margin"], bootstrap=200, seed=0)
+    fit = fit_combined(sample, labels_bool(sample), cfg)
     assert [f.name for f in fit.features] == ["margin"]
     assert fit.scorer.weights[0] > 0  # higher margin, more likely GOOD
     assert set(fit.per_pair) == {"de", "fr"}
@@ -80,7 +84,7 @@ def test_unreachable_target_is_reported_not_hidden():
         }
     )
     good = rng.random(n) < 0.3  # labels unrelated to the score
-    fit = fit_combined(table, good, features=["margin"], target=0.95, bootstrap=50)
+    fit = fit_combined(table, good, CombineConfig(features=["margin"], target=0.95, bootstrap=50))
     assert fit.calibration is None
     assert "GOOD" in fit.unreachable or "separate" in fit.unreachable
 
@@ -245,3 +249,19 @@ def test_sample_and_combine_commands(tmp_path):
         )
         == 2
     )
+    # CDS alone is the one-feature case: --features cds_score. The kept pairs are exactly those
+    # past one cds_score threshold (the model is monotone in it), globally here.
+    cds = tmp_path / "cds_only"
+    argv = ["--pairs", str(pairs), "--labels", str(smp / "sample.tsv"), "--output", str(cds)]
+    flags = ["--features", "cds_score", "--set", "per_pair=false", "--set", "bootstrap=50"]
+    assert _run(cli_combine, [*argv, *flags]) == 0
+    assert json.loads((cds / "model.json").read_text())["features"] == ["cds_score"]
+    scored = pq.read_table(cds / "scored.parquet")
+    keep = np.asarray(scored.column("keep").to_pylist())
+    cds_score = np.asarray(scored.column("cds_score").to_pylist())
+    assert keep.any() and not keep.all()
+    assert cds_score[keep].min() > cds_score[~keep].max()
+    # A misspelt feature: one line, exit 2, nothing written.
+    bad = tmp_path / "bad"
+    assert _run(cli_combine, [*argv[:-1], str(bad), "--features", "cds_scor"]) == 2
+    assert not bad.exists()
