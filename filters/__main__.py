@@ -14,6 +14,9 @@ import sys
 from pathlib import Path
 
 import filters.bitext
+from labse_common.cli import exit_with, run_main
+from labse_common.errors import UsageError
+from labse_common.logs import setup_logging
 
 PREFIX = "cli_"
 # A first line may start by naming its command ("``python -m filters rules``: ..."): not help.
@@ -47,12 +50,17 @@ def main(argv: list[str] | None = None) -> int:
         print(_usage(cmds), file=sys.stdout if argv else sys.stderr)
         return 0 if argv else 2
     name, rest = argv[0], argv[1:]
-    if name not in cmds:
-        print(f"error: unknown command {name!r}\n\n{_usage(cmds)}", file=sys.stderr)
-        return 2
-    module = importlib.import_module(f"filters.bitext.{PREFIX}{name.replace('-', '_')}")
-    return int(module.main(rest) or 0)
+
+    def body() -> int:
+        if name not in cmds:
+            setup_logging()  # the command's own --log-level is never parsed
+            raise UsageError(f"unknown command {name!r}; the commands: {', '.join(cmds)}")
+        module = importlib.import_module(f"filters.bitext.{PREFIX}{name.replace('-', '_')}")
+        return int(module.main(rest) or 0)
+
+    # Each command maps its own errors; this maps the dispatcher's, the same way.
+    return run_main(body, "filters")
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_with(main)

@@ -39,7 +39,6 @@ import json
 import logging
 import os
 import re
-import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -501,7 +500,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from labse_common.cli import run_main
+    from labse_common.command import run_main
     from labse_common.logs import setup_logging
 
     args = build_parser().parse_args(argv)
@@ -510,4 +509,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from labse_common.command import exit_with
+
+    exit_with(main)

@@ -6,13 +6,13 @@ import argparse
 import contextlib
 import logging
 import os
-import sys
 from typing import TYPE_CHECKING
 
 from labse_common.cli import (
     add_config_options,
     add_log_level_option,
     add_output_option,
+    exit_with,
     run_main,
 )
 from labse_common.config import load
@@ -539,4 +539,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_with(main)

@@ -17,10 +17,11 @@ import apache_beam as beam
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
+from labse_common.cli import exit_with
 from labse_common.config import to_dict
 from labse_common.sections.corpus import CorpusConfig
 from labse_common.stats import StageCounter
-from pipelines.corpus_cli import base_parser, main_wrapper, run_cli
+from pipelines.corpus_cli import base_parser, run_cli
 from pipelines.readers.warc import iter_warc_documents
 from pipelines.sentences import finish_sentences
 from pipelines.tagged import with_outputs
@@ -75,4 +76,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    main_wrapper(main)
+    exit_with(main)

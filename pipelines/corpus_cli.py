@@ -6,7 +6,6 @@ import argparse
 import json
 import logging
 import os
-import sys
 from collections.abc import Sequence
 
 from apache_beam.io.filesystems import FileSystems
@@ -207,7 +206,3 @@ def _require_some_input(output: str, inputs: list[str]) -> None:
             path = inputs[0] if len(inputs) == 1 else None
             what = "is not readable" if path else f"none of the {len(inputs)} files is readable"
             raise InputError(path, f"{what}, no sentence written ({why})", "--input")
-
-
-def main_wrapper(fn) -> None:
-    sys.exit(fn())

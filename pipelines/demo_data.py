@@ -28,7 +28,7 @@ import logging
 import random
 from pathlib import Path
 
-from labse_common.cli import add_log_level_option, add_overwrite_option, run_main
+from labse_common.cli import add_log_level_option, add_overwrite_option, exit_with, run_main
 from labse_common.config import load
 from labse_common.datafiles import read_text
 from labse_common.errors import InputError, UsageError
@@ -265,4 +265,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    exit_with(main)

@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import sys
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
@@ -44,6 +43,7 @@ from labse_common.cli import (
     add_log_level_option,
     add_output_option,
     add_overwrite_option,
+    exit_with,
     run_main,
 )
 from labse_common.logs import setup_logging
@@ -357,9 +357,5 @@ def run(argv: Sequence[str] | None = None) -> int:
     return run_main(lambda: _run(args, beam_args), log, args=args, check_remote=False)
 
 
-def main() -> None:
-    sys.exit(run())
-
-
 if __name__ == "__main__":
-    main()
+    exit_with(run)

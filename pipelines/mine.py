@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import sys
 from collections.abc import Callable, Sequence
 
 import apache_beam as beam
@@ -36,6 +35,7 @@ from labse_common.cli import (
     add_log_level_option,
     add_output_option,
     add_overwrite_option,
+    exit_with,
     run_main,
 )
 from labse_common.embedding_store import MANIFEST, exists
@@ -179,9 +179,5 @@ def _run(args: argparse.Namespace, beam_args: list[str]) -> int:
     return 0
 
 
-def main() -> None:
-    sys.exit(run())
-
-
 if __name__ == "__main__":
-    main()
+    exit_with(run)

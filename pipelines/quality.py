@@ -34,7 +34,7 @@ from collections.abc import Iterable, Sequence
 
 from filters.mono.boilerplate import heuristic_quality
 from filters.mono.quality import QualityScorer, TrainReport, train_quality_model
-from labse_common.cli import add_log_level_option, add_output_option, run_main
+from labse_common.cli import add_log_level_option, add_output_option, exit_with, run_main
 from labse_common.datafiles import read_parquet
 from labse_common.errors import InputError, UsageError
 from labse_common.logs import setup_logging
@@ -214,4 +214,4 @@ def _train_into(args: argparse.Namespace, tmp: str) -> TrainReport:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_with(main)

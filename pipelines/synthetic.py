@@ -28,11 +28,10 @@ import io
 import json
 import logging
 import random
-import sys
 from pathlib import Path
 from xml.sax.saxutils import escape
 
-from labse_common.cli import add_log_level_option, add_overwrite_option, run_main
+from labse_common.cli import add_log_level_option, add_overwrite_option, exit_with, run_main
 from labse_common.errors import UsageError
 from labse_common.langs import TATOEBA_TO_LID
 from labse_common.logs import setup_logging
@@ -423,4 +422,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_with(main)

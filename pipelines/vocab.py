@@ -22,7 +22,6 @@ import itertools
 import json
 import logging
 import os
-import sys
 import zlib
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -42,6 +41,7 @@ from labse_common.cli import (
     add_log_level_option,
     add_output_option,
     add_overwrite_option,
+    exit_with,
     load_config,
     run_main,
 )
@@ -708,9 +708,5 @@ def print_report(output: str) -> None:
         )
 
 
-def main() -> None:
-    sys.exit(run())
-
-
 if __name__ == "__main__":
-    main()
+    exit_with(run)

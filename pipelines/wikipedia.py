@@ -21,11 +21,12 @@ import apache_beam as beam
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
+from labse_common.cli import exit_with
 from labse_common.config import to_dict
 from labse_common.errors import InputError
 from labse_common.sections.corpus import CorpusConfig
 from labse_common.stats import StageCounter
-from pipelines.corpus_cli import base_parser, main_wrapper, run_cli
+from pipelines.corpus_cli import base_parser, run_cli
 from pipelines.readers.wikidump import PageConverter, iter_range_pages, plan_ranges
 from pipelines.sentences import finish_sentences
 from pipelines.tagged import with_outputs
@@ -213,4 +214,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    main_wrapper(main)
+    exit_with(main)

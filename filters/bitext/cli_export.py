@@ -5,7 +5,13 @@ from __future__ import annotations
 import argparse
 import logging
 
-from labse_common.cli import add_log_level_option, add_output_option, add_overwrite_option, run_main
+from labse_common.cli import (
+    add_log_level_option,
+    add_output_option,
+    add_overwrite_option,
+    exit_with,
+    run_main,
+)
 from labse_common.logs import setup_logging
 
 log = logging.getLogger("filters.export")
@@ -82,4 +88,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    exit_with(main)

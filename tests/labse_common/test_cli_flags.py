@@ -91,3 +91,13 @@ def test_the_exit_status_of_the_process_is_2(tmp_path: Path) -> None:
     )
     assert proc.returncode == 2
     assert "unrecognized arguments: --out o2" in proc.stderr
+
+
+def test_an_unknown_filters_command_is_one_line_and_exit_2(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    assert filters_main(["nope"]) == 2
+    errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert len(errors) == 1
+    assert errors[0].startswith("unknown command 'nope'; the commands: ")
+    assert "rules" in errors[0]
