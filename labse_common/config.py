@@ -401,24 +401,12 @@ def _type_name(tp: Any) -> str:
 
 
 def _coerce(value: Any, tp: Any, path: str) -> Any:
+    """``value`` as the annotated type ``tp``, or a ConfigError naming ``path``. One step per
+    kind of type, below: a union tries its members, scalars convert what a flag or YAML gives,
+    containers coerce each element, a nested dataclass is built by :func:`from_dict`."""
     origin = get_origin(tp)
     if origin in (Union, types.UnionType):
-        options = get_args(tp)
-        if value is None and type(None) in options:
-            return None
-        errors = []
-        for opt in options:
-            if opt is type(None):
-                continue
-            try:
-                return _coerce(value, opt, path)
-            except ConfigError as e:
-                errors.append(e)
-        if len(errors) == 1:  # X | None: X's own error names the key inside it
-            raise errors[0]
-        raise ConfigError(
-            f"{path}={shown(value)} is not a valid {' or '.join(_type_name(o) for o in options)}"
-        )
+        return _coerce_union(value, tp, path)
     if value is None:
         raise ConfigError(f"{path} may not be null (expected {_type_name(tp)})")
     if origin is Literal:
@@ -429,60 +417,99 @@ def _coerce(value: Any, tp: Any, path: str) -> Any:
         )
     if tp is Any:
         return value
-    if tp is bool:
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, str) and value.lower() in ("true", "false", "yes", "no", "1", "0"):
-            return value.lower() in ("true", "yes", "1")
-        if isinstance(value, int) and value in (0, 1):
-            return bool(value)
-        raise ConfigError(f"{path}={shown(value)} is not a boolean (true/false)")
-    if tp is int:
-        if isinstance(value, bool):
-            raise ConfigError(f"{path}={shown(value)} is not an integer")
-        if isinstance(value, int):
-            return value
-        if isinstance(value, float) and math.isfinite(value) and value.is_integer():
-            return int(value)
-        if isinstance(value, str):
-            try:
-                return int(value.replace("_", ""))
-            except ValueError:
-                pass
-        raise ConfigError(f"{path}={shown(value)} is not an integer")
-    if tp is float:
-        if isinstance(value, bool):
-            raise ConfigError(f"{path}={shown(value)} is not a number")
-        try:
-            out = float(value)
-        except (TypeError, ValueError):
-            raise ConfigError(f"{path}={shown(value)} is not a number") from None
-        if not math.isfinite(out):
-            raise ConfigError(f"{path}={shown(value)} is not a finite number")
-        return out
-    if tp is str:
-        if isinstance(value, (str, int, float)) and not isinstance(value, bool):
-            return str(value)
-        raise ConfigError(f"{path}={shown(value)} is not a string")
+    if tp in _SCALARS:
+        return _SCALARS[tp](value, path)
     if origin in (list, tuple) or tp in (list, tuple):
-        if isinstance(value, str):  # "de-en,fr-en" from a flag
-            value = [v.strip() for v in value.split(",") if v.strip()]
-        if not isinstance(value, (list, tuple)):
-            raise ConfigError(f"{path}={shown(value)} is not a list")
-        args = get_args(tp)
-        item_tp = args[0] if args else Any
-        return [_coerce(v, item_tp, f"{path}[{i}]") for i, v in enumerate(value)]
+        return _coerce_list(value, tp, path)
     if origin is dict or tp is dict:
-        if not isinstance(value, Mapping):
-            raise ConfigError(f"{path}={shown(value)} is not a mapping")
-        args = get_args(tp)
-        val_tp = args[1] if len(args) == 2 else Any
-        return {str(k): _coerce(v, val_tp, f"{path}.{k}") for k, v in value.items()}
+        return _coerce_dict(value, tp, path)
     if dataclasses.is_dataclass(tp):
-        if isinstance(value, tp):
-            return value
-        return from_dict(tp, value, prefix=path)
+        return value if isinstance(value, tp) else from_dict(tp, value, prefix=path)
     raise ConfigError(f"{path}: unsupported config type {tp!r}")
+
+
+def _coerce_union(value: Any, tp: Any, path: str) -> Any:
+    """The first member of the union that takes ``value`` (null only where the union has it)."""
+    options = get_args(tp)
+    if value is None and type(None) in options:
+        return None
+    errors = []
+    for opt in options:
+        if opt is type(None):
+            continue
+        try:
+            return _coerce(value, opt, path)
+        except ConfigError as e:
+            errors.append(e)
+    if len(errors) == 1:  # X | None: X's own error names the key inside it
+        raise errors[0]
+    raise ConfigError(
+        f"{path}={shown(value)} is not a valid {' or '.join(_type_name(o) for o in options)}"
+    )
+
+
+def _to_bool(value: Any, path: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in ("true", "false", "yes", "no", "1", "0"):
+        return value.lower() in ("true", "yes", "1")
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    raise ConfigError(f"{path}={shown(value)} is not a boolean (true/false)")
+
+
+def _to_int(value: Any, path: str) -> int:
+    if isinstance(value, bool):  # an int subclass, but true is not a count
+        raise ConfigError(f"{path}={shown(value)} is not an integer")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        return int(value)
+    if isinstance(value, str):
+        try:
+            return int(value.replace("_", ""))
+        except ValueError:
+            pass
+    raise ConfigError(f"{path}={shown(value)} is not an integer")
+
+
+def _to_float(value: Any, path: str) -> float:
+    if isinstance(value, bool):
+        raise ConfigError(f"{path}={shown(value)} is not a number")
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{path}={shown(value)} is not a number") from None
+    if not math.isfinite(out):
+        raise ConfigError(f"{path}={shown(value)} is not a finite number")
+    return out
+
+
+def _to_str(value: Any, path: str) -> str:
+    if isinstance(value, (str, int, float)) and not isinstance(value, bool):
+        return str(value)
+    raise ConfigError(f"{path}={shown(value)} is not a string")
+
+
+_SCALARS = {bool: _to_bool, int: _to_int, float: _to_float, str: _to_str}
+
+
+def _coerce_list(value: Any, tp: Any, path: str) -> list[Any]:
+    if isinstance(value, str):  # "de-en,fr-en" from a flag
+        value = [v.strip() for v in value.split(",") if v.strip()]
+    if not isinstance(value, (list, tuple)):
+        raise ConfigError(f"{path}={shown(value)} is not a list")
+    args = get_args(tp)
+    item_tp = args[0] if args else Any
+    return [_coerce(v, item_tp, f"{path}[{i}]") for i, v in enumerate(value)]
+
+
+def _coerce_dict(value: Any, tp: Any, path: str) -> dict[str, Any]:
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{path}={shown(value)} is not a mapping")
+    args = get_args(tp)
+    val_tp = args[1] if len(args) == 2 else Any
+    return {str(k): _coerce(v, val_tp, f"{path}.{k}") for k, v in value.items()}
 
 
 def _check_range(value: Any, meta: Mapping[str, Any], path: str) -> None:
