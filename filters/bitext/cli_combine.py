@@ -6,7 +6,9 @@ Every score column the pairs have (margin, cosine, CDS both ways, dual cross-ent
 confidence), the derived text features and the rule flags are combined by a logistic regression
 fitted on the labelled sample (``filters sample``); the threshold for ``combine.target`` GOOD is
 chosen on out-of-fold probabilities with bootstrap intervals, per language pair where its
-labelled pairs allow it (:mod:`filters.bitext.combine`). Writes:
+labelled pairs allow it (:mod:`filters.bitext.combine`). This is the one final filter: a
+single-score threshold is its special case with one feature (``--features cds_score`` for CDS
+alone); ``filters calibrate`` and ``filters apply`` are aliases of that case. Writes:
 
 * ``OUT/scored.parquet``: every pair with ``combined_score``, ``combined_threshold`` and ``keep``;
 * ``OUT/model.json``: the fitted model (features, means, scales, weights, intercept);
