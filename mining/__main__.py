@@ -353,7 +353,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config(ev, "eval")
     ev.set_defaults(func=cmd_eval)
 
-    from mining.plan import add_plan_parser  # the planner of bounded-memory mining
+    from mining.plan_cli import add_plan_parser  # the planner of bounded-memory mining
 
     add_plan_parser(sub)
     return ap

@@ -16,7 +16,7 @@ shards per query chunk; approximate candidates are then re-scored by their exact
 :func:`mining.knn.search_index` does. The merged lists equal a single pass (one shard) on the
 same neighbours: top-k of a union is the top-k of the per-shard top-k lists.
 
-The margin and the retrieval are the in-memory path's own functions (:func:`mining.mine.score`,
+The margin and the retrieval are the in-memory path's own functions (:func:`mining.margin.score`,
 :func:`mining.retrieval.retrieve`) on the merged lists, so on exact search the mined pairs are
 those of :func:`mining.mine.mine_vectors`.
 """
@@ -52,7 +52,7 @@ from mining.knn import (
     search_flat,
     topk_rows,
 )
-from mining.mine import Scored, score
+from mining.margin import Scored, score
 from mining.retrieval import Pairs, retrieve
 from mining.shards import ShardRef, shard_refs
 

@@ -8,12 +8,17 @@ over the (rows, k) candidate matrices: no Python loop touches a pair.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 # The names are declared once, as the mining section's ``Margin`` Literal (the config, the CLIs'
 # choices and this table all read it); re-exported under the name this module always had.
 from labse_common.sections.mining import MARGINS, Margin
+
+if TYPE_CHECKING:  # a type only: the formulas stay free of FAISS
+    from mining.knn import Neighbours
 
 MarginFn = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
@@ -70,6 +75,27 @@ def score_candidates(
     if missing.any():
         scores[missing] = -np.inf
     return scores
+
+
+@dataclass
+class Scored:
+    """Both directions' kNN candidates with their margin scores and neighbourhood means."""
+
+    neighbours: Neighbours
+    fwd_mean: np.ndarray
+    bwd_mean: np.ndarray
+    fwd_scores: np.ndarray
+    bwd_scores: np.ndarray
+
+
+def score(nb: Neighbours, margin: str) -> Scored:
+    """Margin-score every kNN candidate in both directions (LASER's score_candidates): the one
+    scoring of the in-memory path, bounded mining and the planner's calibration."""
+    fwd_mean = neighbourhood_mean(nb.fwd_sims)
+    bwd_mean = neighbourhood_mean(nb.bwd_sims)
+    fwd = score_candidates(nb.fwd_sims, nb.fwd_inds, fwd_mean, bwd_mean, margin)
+    bwd = score_candidates(nb.bwd_sims, nb.bwd_inds, bwd_mean, fwd_mean, margin)
+    return Scored(nb, fwd_mean, bwd_mean, fwd, bwd)
 
 
 def pair_scores(

@@ -27,24 +27,19 @@ from labse_common.formats import (
 )
 from labse_common.sections.mining import MiningConfig
 from labse_common.stats import StageCounter, check_balanced, write_report
+
+# Scored and score live in mining.margin, below both this module and mining.bounded (which uses
+# them too); re-exported here, where they were first.
+from mining.bounded import Layout, VectorSide, mine_bounded
 from mining.corpus import Corpus, Side, expand_pairs, prepare_side, read_corpus
 from mining.knn import Neighbours, knn
-from mining.margin import neighbourhood_mean, score_candidates
+from mining.margin import Scored, score  # noqa: F401
 from mining.output import WRITE_SLICE_ROWS, write_histogram, write_pairs
 from mining.retrieval import Pairs, retrieve
 
 log = logging.getLogger(__name__)
 
 STAGE = "mining"
-
-
-@dataclass
-class Scored:
-    neighbours: Neighbours
-    fwd_mean: np.ndarray
-    bwd_mean: np.ndarray
-    fwd_scores: np.ndarray
-    bwd_scores: np.ndarray
 
 
 def neighbours(
@@ -56,15 +51,6 @@ def neighbours(
     fs, fi = knn(x, y, k, cfg, index=y_index)
     bs, bi = knn(y, x, k, cfg, index=x_index)
     return Neighbours(fs, fi, bs, bi)
-
-
-def score(nb: Neighbours, margin: str) -> Scored:
-    """Margin-score every kNN candidate in both directions (LASER's score_candidates)."""
-    fwd_mean = neighbourhood_mean(nb.fwd_sims)
-    bwd_mean = neighbourhood_mean(nb.bwd_sims)
-    fwd = score_candidates(nb.fwd_sims, nb.fwd_inds, fwd_mean, bwd_mean, margin)
-    bwd = score_candidates(nb.bwd_sims, nb.bwd_inds, bwd_mean, fwd_mean, margin)
-    return Scored(nb, fwd_mean, bwd_mean, fwd, bwd)
 
 
 def mine_vectors(
@@ -293,8 +279,6 @@ def bounded_layout(cfg: MiningConfig, n_src: int, n_trg: int, runner=None):
     """How the commands cut the search (:class:`mining.bounded.Layout`): ``cfg.shard_rows``
     rows per shard, else one shard per worker (``cfg.workers``); ``runner`` runs the shard
     tasks elsewhere (the Beam job), else a process pool of ``cfg.workers``."""
-    from mining.bounded import Layout
-
     if cfg.shard_rows:
         shards = max(1, -(-max(n_src, n_trg) // cfg.shard_rows))
     else:
@@ -325,8 +309,6 @@ def run_mine(
     search into shards run by that many processes (or by ``runner``: the Beam job's tasks);
     the merged lists equal one pass. ``extra`` goes into the report's config; ``workdir`` is
     where the shard tasks write their lists (default: a temporary folder)."""
-    from mining.bounded import VectorSide, mine_bounded
-
     inp = prepare_inputs(
         src_text, trg_text, out_dir, cfg, src_emb, trg_emb, model, src_lang, trg_lang, sharded=True
     )
@@ -344,28 +326,7 @@ def run_mine(
     )
     extra = {"src_text": str(src_text), "trg_text": str(trg_text), **(extra or {})}
     if n_src == 0 or n_trg == 0:
-        pairs = retrieve(
-            np.zeros((n_src, 0), np.float32),
-            np.zeros((n_src, 0), np.int64),
-            np.zeros((n_trg, 0), np.float32),
-            np.zeros((n_trg, 0), np.int64),
-            cfg.mode,
-            cfg.threshold,
-            counter,
-        )
-        return write_outputs(
-            inp.out,
-            pairs,
-            np.zeros(0, np.float32),
-            src,
-            trg,
-            inp.src_c,
-            inp.trg_c,
-            counter,
-            cfg,
-            inp.t0,
-            extra,
-        )
+        return _write_nothing_mined(inp, cfg, extra)
     sv = VectorSide(inp.src_emb, rows=src.representative())
     tv = VectorSide(inp.trg_emb, rows=trg.representative())
     layout = bounded_layout(cfg, n_src, n_trg, runner)
@@ -390,6 +351,33 @@ def run_mine(
         inp.t0,
         extra,
         direction_features(res.scored, pairs),
+    )
+
+
+def _write_nothing_mined(inp: MineInputs, cfg: MiningConfig, extra: dict) -> dict:
+    """An empty side: no search, the outputs and a balanced report of zero pairs."""
+    n_src, n_trg = len(inp.src.offsets) - 1, len(inp.trg.offsets) - 1
+    pairs = retrieve(
+        np.zeros((n_src, 0), np.float32),
+        np.zeros((n_src, 0), np.int64),
+        np.zeros((n_trg, 0), np.float32),
+        np.zeros((n_trg, 0), np.int64),
+        cfg.mode,
+        cfg.threshold,
+        inp.counter,
+    )
+    return write_outputs(
+        inp.out,
+        pairs,
+        np.zeros(0, np.float32),
+        inp.src,
+        inp.trg,
+        inp.src_c,
+        inp.trg_c,
+        inp.counter,
+        cfg,
+        inp.t0,
+        extra,
     )
 
 

@@ -22,8 +22,9 @@ running one shard task at a time; ``G`` is the memory of one worker):
 
 Time: operation counts times per-operation cost constants (:class:`Costs`). :data:`MEASURED`
 was measured on the development machine (2 cores, AVX2, FAISS 1.15 CPU) by
-``python -m mining plan --calibrate`` (which times small real FAISS/numpy runs, about 20 s,
-and plans with the fresh figures); the GPU figures are assumptions (no GPU was lent when
+``python -m mining plan --calibrate`` (:mod:`mining.plan_calibrate`, which times small real
+FAISS/numpy runs, about 20 s, and plans with the fresh figures; the command line is
+:mod:`mining.plan_cli`); the GPU figures are assumptions (no GPU was lent when
 they were written), stated in :data:`GPU_ASSUMED`. A worker is a machine like the one
 calibrated: W workers run ``ceil(S/W)`` rounds of shard tasks in parallel.
 """
@@ -31,11 +32,8 @@ calibrated: W workers run ``ceil(S/W)`` rounds of shard tasks in parallel.
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
-import time
 from dataclasses import asdict, dataclass, field
-from decimal import Decimal, InvalidOperation
 from typing import TYPE_CHECKING
 
 # The index registry (kinds, sizing); re-exported, the planner's names since it was written.
@@ -321,48 +319,25 @@ def make_plan(
     """
     if min(n_src, n_trg, dim, workers, k) < 1 or mem_gb <= 0:
         raise ValueError("sizes, workers and k must be >= 1 and mem_gb > 0")
-    c = costs or (GPU_ASSUMED if gpu else MEASURED)
-    cores = cores or _local_cores()
-    n_b = max(n_src, n_trg)
-    kk = min(n_b, k * rerank)
-
-    def build(kind_: str, shards: int) -> Plan:
-        nlist = ivf_lists(n_b, train_size)
-        probe = 0 if kind_ == "flat" else min(nlist, nprobe or default_nprobe(nlist))
-        p = Plan(
-            n_src,
-            n_trg,
-            dim,
-            k,
-            mem_gb,
-            workers,
-            cores,
-            gpu,
-            itemsize,
-            kind_,
-            factory_for(kind_, n_trg, dim, train_size),
-            factory_for(kind_, n_src, dim, train_size),
-            probe,
-            1 if kind_ == "flat" else rerank,
-            train_size,
-            shards,
-            math.ceil(shards / workers),
-            chunk_sizes(mem_gb, dim, k, kk, shards, probe or 16, itemsize),
-            costs=c.source,
-            text_bytes=text_bytes,
-        )
-        _fill(p, c)
-        return p
-
+    req = _Request(
+        n_src,
+        n_trg,
+        dim,
+        mem_gb,
+        workers,
+        gpu,
+        k,
+        rerank,
+        train_size,
+        itemsize,
+        nprobe,
+        costs or (GPU_ASSUMED if gpu else MEASURED),
+        cores or _local_cores(),
+        text_bytes,
+    )
     if kind is not None:
-        if kind not in KINDS:
-            raise ValueError(f"unknown index kind {kind!r}; choose from {KINDS}")
-        p = build(kind, workers)
-        if kind != "flat" and not p.fits:
-            p = _with_shards(build, kind, p, workers)
-        p.reason = f"index kind {kind} as asked"
-        return p
-    exact = build("flat", workers)
+        return _as_asked(req, kind)
+    exact = req.build("flat", workers)
     if exact.total_seconds <= exact_hours * 3600:
         exact.reason = (
             f"exact search predicted {exact.total_seconds / 3600:.2f} h "
@@ -370,8 +345,77 @@ def make_plan(
         )
         return exact
     why = f"exact predicted {exact.total_seconds / 3600:.1f} h > {exact_hours} h"
-    kinds = [a for a in AUTO_KINDS if not (gpu and a == "ivf_pqfs")]  # no fast scan on GPUs
-    fitting = [p for p in (build(a, workers) for a in kinds) if p.fits]
+    return _approximate(req, why, max_hours)
+
+
+@dataclass(frozen=True)
+class _Request:
+    """What one :func:`make_plan` call plans for; :meth:`build` prices one (kind, shards)."""
+
+    n_src: int
+    n_trg: int
+    dim: int
+    mem_gb: float
+    workers: int
+    gpu: bool
+    k: int
+    rerank: int
+    train_size: int
+    itemsize: int
+    nprobe: int | None
+    costs: Costs
+    cores: int
+    text_bytes: int
+
+    def build(self, kind: str, shards: int) -> Plan:
+        """The plan of index ``kind`` cut in ``shards``, its memory and time filled in."""
+        n_b = max(self.n_src, self.n_trg)
+        kk = min(n_b, self.k * self.rerank)
+        nlist = ivf_lists(n_b, self.train_size)
+        probe = 0 if kind == "flat" else min(nlist, self.nprobe or default_nprobe(nlist))
+        p = Plan(
+            self.n_src,
+            self.n_trg,
+            self.dim,
+            self.k,
+            self.mem_gb,
+            self.workers,
+            self.cores,
+            self.gpu,
+            self.itemsize,
+            kind,
+            factory_for(kind, self.n_trg, self.dim, self.train_size),
+            factory_for(kind, self.n_src, self.dim, self.train_size),
+            probe,
+            1 if kind == "flat" else self.rerank,
+            self.train_size,
+            shards,
+            math.ceil(shards / self.workers),
+            chunk_sizes(self.mem_gb, self.dim, self.k, kk, shards, probe or 16, self.itemsize),
+            costs=self.costs.source,
+            text_bytes=self.text_bytes,
+        )
+        _fill(p, self.costs)
+        return p
+
+
+def _as_asked(req: _Request, kind: str) -> Plan:
+    """The plan of the kind the caller forces, sharded further when one shard does not fit."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown index kind {kind!r}; choose from {KINDS}")
+    p = req.build(kind, req.workers)
+    if kind != "flat" and not p.fits:
+        p = _with_shards(req.build, kind, p, req.workers)
+    p.reason = f"index kind {kind} as asked"
+    return p
+
+
+def _approximate(req: _Request, why: str, max_hours: float) -> Plan:
+    """Exact search is too slow: the most accurate index that fits and is fast enough, else the
+    fastest that fits, else the PQ kind sharded until it fits."""
+    mem_gb, workers = req.mem_gb, req.workers
+    kinds = [a for a in AUTO_KINDS if not (req.gpu and a == "ivf_pqfs")]  # no fast scan on GPUs
+    fitting = [p for p in (req.build(a, workers) for a in kinds) if p.fits]
     for p in fitting:  # in order of accuracy
         if p.total_seconds <= max_hours * 3600:
             p.reason = (
@@ -386,8 +430,8 @@ def make_plan(
             f"(--max-hours): {p.kind} is the fastest that fits"
         )
         return p
-    pq = "ivf_pq" if gpu else "ivf_pqfs"
-    p = _with_shards(build, pq, build(pq, workers), workers)
+    pq = "ivf_pq" if req.gpu else "ivf_pqfs"
+    p = _with_shards(req.build, pq, req.build(pq, workers), workers)
     p.reason = (
         f"{why}; no index fits {mem_gb} GB with {workers} shard(s): {pq} in {p.shards} shards"
     )
@@ -474,7 +518,7 @@ def _fill(p: Plan, c: Costs) -> None:
     secs: dict[str, float] = {}
     fwd = _direction_time(p.kind, p.n_src, p.n_trg, p, c)
     bwd = _direction_time(p.kind, p.n_trg, p.n_src, p, c)
-    for key in set(fwd) | set(bwd):
+    for key in sorted(set(fwd) | set(bwd)):  # a fixed order: the float sum is reproducible
         secs[key] = fwd.get(key, 0.0) + bwd.get(key, 0.0)
     # Shard tasks run W at a time; training (once per direction) and re-scoring run on the
     # driver.
@@ -540,306 +584,3 @@ def render(p: Plan) -> str:
         "index (n/S)*(code+8) B + nlist*d*4 B; lists 2*n*k*(4+8) B"
     )
     return "\n".join(lines)
-
-
-# ---------------------------------------------------------------------------------------------
-# Calibration: time small real runs of each operation on this machine.
-
-
-def calibrate(dim: int = 768, seed: int = 0) -> Costs:
-    """Measure :class:`Costs` here, FAISS on one thread (about 15 s on an idle core): a BLAS
-    search, IVF-Flat/SQ8/PQ scans (seconds per code from FAISS's own count of distances),
-    PQ training and encoding, store reads, random gathers and margin retrieval."""
-    import tempfile
-
-    import numpy as np
-
-    from labse_common.embedding_store import StoreWriter
-    from mining.bounded import VectorSide
-    from mining.faiss_lib import faiss
-    from mining.knn import Neighbours
-    from mining.mine import score
-    from mining.retrieval import retrieve
-
-    rng = np.random.default_rng(seed)
-    threads = faiss.omp_get_max_threads()
-    faiss.omp_set_num_threads(1)
-
-    def unit(n: int) -> np.ndarray:
-        a = rng.standard_normal((n, dim), dtype=np.float32)
-        return a / np.linalg.norm(a, axis=1, keepdims=True)
-
-    def timed(fn) -> float:
-        t0 = time.perf_counter()
-        fn()
-        return time.perf_counter() - t0
-
-    try:
-        xq, xb = unit(1024), unit(8192)
-        gemm = (
-            2.0
-            * len(xq)
-            * len(xb)
-            * dim
-            / timed(lambda: faiss.knn(xq, xb, 4, metric=faiss.METRIC_INNER_PRODUCT))
-        )
-        scans: dict[str, float] = {}
-        nlist, m, train_rows = 64, pq_m(dim), 4096
-        pq_train = encode = 0.0
-        for kind, fs, per in (
-            ("ivf_flat", f"IVF{nlist},Flat", dim),
-            ("ivf_sq8", f"IVF{nlist},SQ8", dim),
-            ("ivf_pq", f"IVF{nlist},PQ{m}x4np", m),
-            ("ivf_pqfs", f"IVF{nlist},PQ{pqfs_m(dim)}x4fs", pqfs_m(dim)),
-        ):
-            index = faiss.index_factory(dim, fs, faiss.METRIC_INNER_PRODUCT)
-            t_train = timed(lambda index=index: index.train(xb[:train_rows]))
-            t_add = timed(lambda index=index: index.add(xb))
-            if kind == "ivf_pq":
-                ivf = IVF_KMEANS_ITERS * train_rows * nlist * dim * 2.0 / gemm
-                flops = KMEANS_ITERS * train_rows * 16 * dim * 2.0
-                pq_train = flops / max(1e-6, t_train - ivf)
-                encode = max(1e-12, t_add / len(xb) - nlist * dim * 2.0 / gemm) / dim
-            faiss.ParameterSpace().set_index_parameter(index, "nprobe", 8)
-            faiss.cvar.indexIVF_stats.reset()
-            t = timed(lambda index=index: index.search(xq, 16))
-            ndis = faiss.cvar.indexIVF_stats.ndis
-            if kind == "ivf_pqfs" or ndis <= 0:  # fast scan keeps no count: lists' sizes
-                _, probed = index.quantizer.search(xq, 8)
-                sizes = np.array([index.invlists.list_size(i) for i in range(nlist)])
-                ndis = int(sizes[probed].sum())
-            ndis = max(1, ndis)
-            coarse = len(xq) * nlist * dim * 2.0 / gemm
-            scans[kind] = max(1e-13, t - coarse) / ndis / per
-            if kind == "ivf_pqfs":
-                short = (max(1e-9, t - coarse), len(xq) * 8, ndis)
-        # Fast scan again with 4 lists of 2,048 codes: two list lengths separate the cost per
-        # probe (look-up tables) from the cost per code, as 1M and 10M-row indexes differ.
-        fs = f"IVF4,PQ{pqfs_m(dim)}x4fs"
-        index = faiss.index_factory(dim, fs, faiss.METRIC_INNER_PRODUCT)
-        index.train(xb[:train_rows])
-        index.add(xb)
-        faiss.ParameterSpace().set_index_parameter(index, "nprobe", 2)
-        t = timed(lambda: index.search(xq, 16))
-        _, probed = index.quantizer.search(xq, 2)
-        sizes = np.array([index.invlists.list_size(i) for i in range(4)])
-        long_ = (
-            max(1e-9, t - len(xq) * 4 * dim * 2.0 / gemm),
-            len(xq) * 2,
-            int(sizes[probed].sum()),
-        )
-        (t1, p1, n1), (t2, p2, n2) = short, long_
-        det = p1 * n2 - p2 * n1
-        per_code = (p1 * t2 - p2 * t1) / det if det else 0.0
-        probe_s = (t1 - per_code * n1) / p1
-        if per_code <= 0 or probe_s <= 0:  # noise: all of it per code, as before
-            per_code, probe_s = t1 / n1, 1e-12
-        scans["ivf_pqfs"] = per_code / pqfs_m(dim)
-    finally:
-        faiss.omp_set_num_threads(threads)
-
-    with tempfile.TemporaryDirectory() as tmp:
-        w = StoreWriter(tmp + "/s", dim, "float16", rows_per_shard=20_000)
-        for _ in range(3):
-            w.add(unit(20_000), [""] * 20_000)
-        w.close()
-        side = VectorSide(tmp + "/s")
-        read_s = timed(lambda: [side.read(a, a + 10_000) for a in range(0, 60_000, 10_000)])
-        read_s /= 60_000 * dim * 2
-        idx = rng.integers(0, len(side), (2048, 16))
-        xq2, cand = unit(2048), unit(2048 * 16).reshape(2048, 16, dim)
-        gather = timed(lambda: side.gather(idx.ravel()))
-        gather += timed(lambda: np.einsum("qd,qkd->qk", xq2, cand))
-        # The calibration store is small and cached: that is the cached cost; the cost for
-        # stores larger than memory keeps the ratio measured between the 1M and 10M runs.
-        gather_cached_s = gather / (idx.size * dim)
-        gather_s = gather_cached_s * MEASURED.gather_s / MEASURED.gather_cached_s
-
-    n, k = 200_000, 4
-    sims = -np.sort(-rng.random((n, k), dtype=np.float32), axis=1) + 0.5
-    nb = Neighbours(sims, rng.integers(0, n, (n, k)), sims.copy(), rng.integers(0, n, (n, k)))
-
-    def margin() -> None:
-        sc = score(nb, "ratio")
-        retrieve(sc.fwd_scores, nb.fwd_inds, sc.bwd_scores, nb.bwd_inds, "max")
-
-    margin_s = timed(margin) / (2 * n * k)
-    return Costs(
-        gemm_flop_s=gemm,
-        pq_train_flop_s=pq_train,
-        flat_scan_s=scans["ivf_flat"],
-        sq8_scan_s=scans["ivf_sq8"],
-        pq_scan_s=scans["ivf_pq"],
-        pqfs_scan_s=scans["ivf_pqfs"],
-        probe_s=probe_s,
-        encode_s=encode,
-        read_s=read_s,
-        gather_s=gather_s,
-        gather_cached_s=gather_cached_s,
-        margin_s=margin_s,
-        source="per core, calibrated now on this machine",
-    )
-
-
-def add_plan_parser(sub) -> None:
-    """The ``plan`` subcommand of ``python -m mining``."""
-    p = sub.add_parser(
-        "plan",
-        help="plan bounded-memory mining: index, shards, nprobe, predicted time and memory",
-        description="Choose the index type (a FAISS factory string), shard count and nprobe "
-        "for mining N x M vectors within G GB per worker, and predict time and memory from "
-        "per-operation costs measured on the development machine (--calibrate measures them "
-        "here first).",
-    )
-    p.add_argument(
-        "--n-src", type=str, required=True, help="source vectors: a whole number, 1000000 or 1e6"
-    )
-    p.add_argument("--n-trg", type=str, required=True, help="target vectors (as --n-src)")
-    p.add_argument("--dim", type=str, default=768, help="vector dimension (default 768)")
-    p.add_argument("--mem-gb", type=float, required=True, help="memory of one worker, GB")
-    p.add_argument("--workers", type=str, default=1, help="workers (processes/machines)")
-    p.add_argument("--cores", type=str, help="cores per worker (default: this machine's)")
-    p.add_argument("--gpu", action="store_true", help="FAISS on a GPU per worker (assumed costs)")
-    p.add_argument("--k", type=str, default=4, help="margin neighbourhood (default 4)")
-    p.add_argument(
-        "--rerank",
-        type=str,
-        default=RERANK,
-        help=f"candidates k*rerank re-scored exactly (default {RERANK}, as mining.rerank)",
-    )
-    p.add_argument("--train-size", type=str, default=200_000, help="index training sample")
-    p.add_argument(
-        "--dtype",
-        choices=["float16", "float32"],
-        default="float16",
-        help="store precision (bytes read per value)",
-    )
-    p.add_argument(
-        "--exact-hours",
-        type=float,
-        default=1.0,
-        help="choose exact search when predicted at most this long (default 1)",
-    )
-    p.add_argument(
-        "--max-hours",
-        type=float,
-        default=6.0,
-        help="otherwise the most accurate index predicted within this (default 6)",
-    )
-    p.add_argument("--index", choices=KINDS, help="force an index kind instead of choosing")
-    p.add_argument("--nprobe", type=str, help="force nprobe")
-    p.add_argument("--calibrate", action="store_true", help="measure the cost constants here first")
-    p.add_argument(
-        "--text-bytes",
-        type=str,
-        default=150,
-        help="bytes of text, id and provenance per sentence, for the corpora that "
-        "`mining mine` holds on the driver (default 150; 0: vectors only)",
-    )
-    p.add_argument("--json", action="store_true", help="print the plan as JSON")
-    p.set_defaults(func=cmd_plan)
-
-
-#: The plan's whole-number flags and their least value (read by :func:`parse_count`).
-COUNT_FLAGS = {
-    "n_src": 1,
-    "n_trg": 1,
-    "dim": 1,
-    "workers": 1,
-    "k": 1,
-    "rerank": 1,
-    "train_size": 1,
-    "cores": 1,
-    "nprobe": 1,
-    "text_bytes": 0,
-}
-
-
-def parse_count(value: str | int, flag: str, least: int = 1) -> int:
-    """A whole number as people write sizes: ``1000000``, ``1_000_000`` or ``1e9`` (scientific
-    notation whose value is a whole number, as the docs write corpus sizes); ``1.5``, ``nan``,
-    ``inf`` or a value below ``least`` is a UsageError naming ``flag``."""
-    from labse_common.errors import UsageError
-
-    if isinstance(value, int):
-        n = value
-    else:
-        text = str(value).strip().replace("_", "")
-        try:
-            n = int(text)
-        except ValueError:
-            try:  # Decimal, not float: 1e18 + 1 must not round to a neighbour
-                d = Decimal(text)
-            except InvalidOperation:
-                raise UsageError(f"{flag} {value}: not a whole number") from None
-            if not d.is_finite() or d != d.to_integral_value():
-                raise UsageError(f"{flag} {value}: not a whole number") from None
-            n = int(d)
-    if n < least:
-        raise UsageError(f"{flag} {value}: must be >= {least}")
-    return n
-
-
-def _check_plan_args(args) -> None:
-    """Every flag of ``mining plan`` read and checked: one line naming the flag if wrong."""
-    from labse_common.errors import UsageError
-
-    for name, least in COUNT_FLAGS.items():
-        if getattr(args, name) is not None:
-            setattr(
-                args, name, parse_count(getattr(args, name), f"--{name.replace('_', '-')}", least)
-            )
-    # float() reads "nan" and "inf": a comparison with NaN is always False, so test finiteness.
-    if not (math.isfinite(args.mem_gb) and args.mem_gb > 0):
-        raise UsageError(f"--mem-gb {args.mem_gb}: must be a positive finite number (GB)")
-    if not (math.isfinite(args.max_hours) and args.max_hours > 0):
-        raise UsageError(f"--max-hours {args.max_hours}: must be a positive finite number")
-    if not (math.isfinite(args.exact_hours) and args.exact_hours >= 0):
-        raise UsageError(f"--exact-hours {args.exact_hours}: must be a finite number >= 0")
-
-
-def cmd_plan(args) -> int:
-    _check_plan_args(args)
-    costs = calibrate(args.dim) if args.calibrate else None
-    if costs is not None and args.gpu:
-        costs = dataclasses.replace(
-            GPU_ASSUMED,
-            read_s=costs.read_s,
-            gather_s=costs.gather_s,
-            gather_cached_s=costs.gather_cached_s,
-            margin_s=costs.margin_s,
-        )
-    p = make_plan(
-        args.n_src,
-        args.n_trg,
-        args.dim,
-        args.mem_gb,
-        args.workers,
-        args.gpu,
-        args.k,
-        args.rerank,
-        args.train_size,
-        2 if args.dtype == "float16" else 4,
-        args.exact_hours,
-        args.index,
-        args.nprobe,
-        costs,
-        args.cores,
-        args.max_hours,
-        args.text_bytes,
-    )
-    if args.json:
-        out = p.to_json()
-        if costs is not None:
-            out["calibrated_costs"] = asdict(costs)
-        print(json.dumps(out, indent=2))
-    else:
-        if costs is not None:
-            print(
-                "calibrated costs: "
-                + ", ".join(
-                    f"{a}={b:.3g}" for a, b in asdict(costs).items() if isinstance(b, float)
-                )
-            )
-        print(render(p))
-    return 0
