@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import numpy as np
 import pyarrow as pa
 
-from filters.bitext.sample import LABEL, read_sheet, tsv_cell
+from filters.bitext.label_sheet import LABEL, read_sheet, tsv_cell
 from labse_common.errors import InputError
 from labse_common.stats import StageCounter
 

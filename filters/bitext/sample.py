@@ -19,22 +19,22 @@ candidates, with the miner's errors, not held-out translations with random partn
 
 from __future__ import annotations
 
-import csv
 import hashlib
-import io
 import os
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from filters.bitext.calibrate import BAD, GOOD
-from labse_common.errors import InputError
+from filters.bitext.label_match import key_of, unique_labels
+
+# The labelling format (below this module and label_match); re-exported, its names here since
+# the sample was first written.
+from filters.bitext.label_sheet import LABEL, Sheet, read_sheet, tsv_cell  # noqa: F401
 from labse_common.stats import StageCounter
 
-LABEL = "label"
 #: Columns of the labelling TSV, in order (the text columns last: they are the long ones).
 TSV_COLUMNS = (
     "sample_id",
@@ -142,11 +142,6 @@ def auto_label(sample: pa.Table, planted: Iterable[tuple[str, str]]) -> pa.Table
     return sample.append_column(LABEL, pa.array(labels))
 
 
-def tsv_cell(v: object) -> str:
-    """A value as the labelling TSV holds it: tabs and line breaks become spaces, None blank."""
-    return "" if v is None else str(v).replace("\t", " ").replace("\n", " ").replace("\r", " ")
-
-
 def write_for_labelling(sample: pa.Table, path: str | os.PathLike) -> None:
     """A TSV with a header for a person to fill the ``label`` column (GOOD or BAD)."""
     cols = [c for c in TSV_COLUMNS if c in sample.column_names or c == LABEL]
@@ -160,55 +155,6 @@ def write_for_labelling(sample: pa.Table, path: str | os.PathLike) -> None:
             f.write("\t".join(tsv_cell(data[c][i]) for c in cols) + "\n")
 
 
-@dataclass
-class Sheet:
-    """Every row of a labelling TSV as written (blank labels included), its labels upper-cased,
-    and whether it began with a byte-order mark (a spreadsheet's UTF-8 export)."""
-
-    header: list[str]
-    rows: list[list[str]]
-    labels: list[str]
-    bom: bool = False
-    lines: list[int] = field(default_factory=list)  # each row's line number in the file
-
-
-def read_sheet(path: str | os.PathLike, flag: str | None = None) -> Sheet:
-    """The one reader of the labelling format (``filters label``, ``combine``, the runner's
-    labels stage): UTF-8 (a BOM is allowed), a header with src, trg and label, every row as
-    long as the header, labels GOOD, BAD or blank; empty lines are not rows."""
-    try:
-        with open(path, "rb") as f:
-            text = f.read().decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise InputError(path, f"not UTF-8 text (byte {e.start})", flag) from e
-    bom = text.startswith("\ufeff")
-    rows = list(
-        csv.reader(io.StringIO(text[1:] if bom else text), delimiter="\t", quoting=csv.QUOTE_NONE)
-    )
-    if not rows:
-        raise InputError(path, "empty labelling file", flag)
-    header = rows[0]
-    for need in ("src", "trg", LABEL):
-        if need not in header:
-            raise InputError(path, f"no {need!r} column in the header {header}", flag)
-    col = header.index(LABEL)
-    sheet = Sheet(header, [], [], bom)
-    for lineno, row in enumerate(rows[1:], start=2):
-        if not row:
-            continue
-        if len(row) != len(header):
-            raise InputError(
-                path, f"line {lineno}: {len(row)} fields, the header has {len(header)}", flag
-            )
-        lab = row[col].strip().upper()
-        if lab not in ("", GOOD, BAD):
-            raise InputError(path, f"line {lineno}: label {lab!r} is not GOOD, BAD or blank", flag)
-        sheet.rows.append(row)
-        sheet.labels.append(lab)
-        sheet.lines.append(lineno)
-    return sheet
-
-
 def read_labels(
     path: str | os.PathLike,
     counter: StageCounter | None = None,
@@ -220,8 +166,6 @@ def read_labels(
     labels stage uses (:func:`filters.bitext.label_match.unique_labels`); ``counter`` gets every
     row in, the used ones out, the others dropped ``unlabelled``, ``duplicate_label`` or
     ``conflicting_label``."""
-    from filters.bitext.label_match import key_of, unique_labels  # it imports this module
-
     counter = StageCounter() if counter is None else counter
     sheet = read_sheet(path, flag)
     counter.add_in(unit, len(sheet.rows))
