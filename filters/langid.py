@@ -9,10 +9,14 @@ Labels are returned without the ``__label__`` prefix: ``en`` for lid.176, ``eng_
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+
+from labse_common.errors import UsageError
+from labse_common.langs import base_lang, normalize_lang
 
 log = logging.getLogger(__name__)
 
@@ -122,3 +126,40 @@ class LanguageFilter:
         if self.langs is not None and result.lang not in self.langs:
             return "lang_not_wanted"
         return None
+
+
+# --- the language of a text source's lines ---------------------------------------------------
+
+
+@functools.lru_cache(maxsize=4)
+def _identifier(model_path: str | None):
+    try:
+        return LanguageIdentifier(model_path)
+    except (FileNotFoundError, ValueError) as e:
+        raise UsageError(str(e)) from None
+
+
+def _lid_code(label: str) -> str:
+    """A model's label as this project writes codes (lid.176's own labels stay as they are but
+    for the macro-language members; GlotLID's ``deu_Latn`` -> ``de``)."""
+    try:
+        return normalize_lang(label)
+    except ValueError:
+        return base_lang(label)
+
+
+def detect_lines(
+    lines: list[str], model_path: str | None = None, threshold: float = 0.5
+) -> list[str | None]:
+    """The language of each line (:class:`LanguageIdentifier`, default model
+    lid.176, loaded once per process), or None for a blank line or a score under
+    ``threshold``."""
+    keep = [i for i, line in enumerate(lines) if line.strip()]
+    out: list[str | None] = [None] * len(lines)
+    if not keep:
+        return out
+    results = _identifier(model_path).predict([lines[i].strip() for i in keep])
+    for i, r in zip(keep, results):
+        if r.lang != "und" and r.score >= threshold:
+            out[i] = _lid_code(r.lang)
+    return out

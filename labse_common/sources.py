@@ -30,12 +30,12 @@ Text sources
 ------------
 :func:`expand_texts`: the same globs, with an optional ``{lang}`` giving each file's language;
 without it the language is unknown (None) and the caller detects it per line
-(:func:`detect_lines`).
+(:func:`filters.langid.detect_lines`: language identification is the filters' own, above this
+package).
 """
 
 from __future__ import annotations
 
-import functools
 import glob
 import gzip
 import logging
@@ -54,7 +54,7 @@ import pyarrow as pa
 from labse_common import datafiles, filesystems
 from labse_common.errors import InputError, UsageError
 from labse_common.filesystems import is_remote
-from labse_common.langs import base_lang, normalize_lang
+from labse_common.langs import normalize_lang
 from labse_common.stats import StageCounter
 from labse_common.textio import sniff_bom, wrap_text
 
@@ -389,42 +389,6 @@ def expand_texts(
                 lang = _lang(raw["lang"], path, pat, flag)
             files.setdefault(_norm(path), TextFile(_norm(path), lang))
     return [files[p] for p in sorted(files)]
-
-
-@functools.lru_cache(maxsize=4)
-def _identifier(model_path: str | None):
-    from filters.langid import LanguageIdentifier
-
-    try:
-        return LanguageIdentifier(model_path)
-    except (FileNotFoundError, ValueError) as e:
-        raise UsageError(str(e)) from None
-
-
-def _lid_code(label: str) -> str:
-    """A model's label as this project writes codes (lid.176's own labels stay as they are but
-    for the macro-language members; GlotLID's ``deu_Latn`` -> ``de``)."""
-    try:
-        return normalize_lang(label)
-    except ValueError:
-        return base_lang(label)
-
-
-def detect_lines(
-    lines: list[str], model_path: str | None = None, threshold: float = 0.5
-) -> list[str | None]:
-    """The language of each line (:class:`filters.langid.LanguageIdentifier`, default model
-    lid.176, loaded once per process), or None for a blank line or a score under
-    ``threshold``."""
-    keep = [i for i, line in enumerate(lines) if line.strip()]
-    out: list[str | None] = [None] * len(lines)
-    if not keep:
-        return out
-    results = _identifier(model_path).predict([lines[i].strip() for i in keep])
-    for i, r in zip(keep, results):
-        if r.lang != "und" and r.score >= threshold:
-            out[i] = _lid_code(r.lang)
-    return out
 
 
 # --- reading pairs -----------------------------------------------------------------------------

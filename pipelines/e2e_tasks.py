@@ -88,7 +88,8 @@ def _inputs_into(
     lid_model: str | None,
     lid_threshold: float,
 ) -> dict:
-    from labse_common.sources import detect_lines, expand_pairs, expand_texts, read_pairs_file
+    from filters.langid import detect_lines
+    from labse_common.sources import expand_pairs, expand_texts, read_pairs_file
 
     counter = StageCounter()
     rows: list[tuple[str, str, str, str]] = []

@@ -11,7 +11,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from labse_common import sources
 from labse_common.errors import InputError, UsageError
 from labse_common.langs import (
     ISO3_TO_1,
@@ -24,7 +23,6 @@ from labse_common.langs import (
 from labse_common.sources import (
     PairFile,
     TextFile,
-    detect_lines,
     expand_pairs,
     expand_texts,
     read_pairs_file,
@@ -295,6 +293,8 @@ def test_expand_texts(tmp_path):
 
 def test_detect_lines():
     pytest.importorskip("fasttext")
+    from filters.langid import detect_lines  # moved there: labse_common imports no filters
+
     lines = [
         "The weather is very nice today and we are going to the beach.",
         "Das Wetter ist heute sehr schön und wir gehen an den Strand.",
@@ -305,4 +305,4 @@ def test_detect_lines():
     assert detect_lines(lines[:1], threshold=1.01) == [None]
     assert detect_lines([]) == []
     with pytest.raises(UsageError, match="not found"):
-        sources.detect_lines(["x"], model_path="/nonexistent/model.bin")
+        detect_lines(["x"], model_path="/nonexistent/model.bin")
