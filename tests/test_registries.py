@@ -17,6 +17,7 @@ from labse_common.config import ConfigError, load, reference
 from labse_common.langs import ISO3_TO_1, TATOEBA_LANGS, TATOEBA_TO_LID, base_lang
 from labse_common.sections import mining as mining_section
 from labse_common.sections.eval import EvalConfig
+from labse_common.sections.model import ModelConfig
 from labse_common.sections.pair_rules import ALL_RULES, PairRulesConfig
 from labse_common.sections.pretrain import PretrainConfig
 from labse_common.sections.train import TrainConfig
@@ -137,8 +138,15 @@ def test_libraries_take_the_typed_sections():
     )
     assert train.TrainConfig is TrainConfig  # not a subclass re-declaring the section
     assert pretrain.PretrainConfig is PretrainConfig
+    # The model: section too, as loaded: no dict of it, no second set of shape defaults.
+    for fn in (train.train, pretrain.pretrain):
+        assert inspect.signature(fn).parameters["model"].annotation in ("ModelConfig", ModelConfig)
+    with pytest.raises(TypeError, match="ModelConfig"):
+        train.train({"hidden_size": 32}, load("train", "demo"), ["x.tsv"], "out")
     with pytest.raises(TypeError, match="TrainConfig"):
-        train.train({}, {"steps": 3}, ["x.tsv"], "out")
+        train.train(load("model", "demo"), {"steps": 3}, ["x.tsv"], "out")
+    with pytest.raises(TypeError, match="ModelConfig"):
+        pretrain.pretrain({}, load("pretrain", "demo"), None, ["x.tsv"], "out")
     # The loop's settings are the section itself, for both stages: nothing copied field by field.
     keys = set(typing.get_type_hints(loop.LoopKeys))
     for section in (TrainConfig, PretrainConfig):

@@ -192,14 +192,18 @@ def test_training_loop_with_chunks_follows_the_plain_loss_curve(tmp_path):
     pairs = tmp_path / "pairs.tsv"
     pairs.write_text(synthetic_pairs(64), encoding="utf-8")
     vocab = write_vocab(tmp_path / "vocab")
-    model = {
-        "hidden_size": 32,
-        "num_hidden_layers": 1,
-        "num_attention_heads": 2,
-        "intermediate_size": 64,
-        "max_position_embeddings": 32,
-        "dropout": 0.0,
-    }
+    model = load(
+        "model",
+        None,
+        flags={
+            "hidden_size": 32,
+            "num_hidden_layers": 1,
+            "num_attention_heads": 2,
+            "intermediate_size": 64,
+            "max_position_embeddings": 32,
+            "dropout": 0.0,
+        },
+    )
     curves = []
     for name, chunk in (("plain", None), ("cached", 6)):
         cfg = load(

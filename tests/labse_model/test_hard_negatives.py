@@ -166,14 +166,18 @@ def test_training_mines_hard_negatives_deterministically(tmp_path, caplog):
     pairs = tmp_path / "pairs.tsv"
     pairs.write_text(synthetic_pairs(64), encoding="utf-8")
     vocab = write_vocab(tmp_path / "vocab")
-    model = {
-        "hidden_size": 32,
-        "num_hidden_layers": 1,
-        "num_attention_heads": 2,
-        "intermediate_size": 64,
-        "max_position_embeddings": 32,
-        "dropout": 0.0,
-    }
+    model = load(
+        "model",
+        None,
+        flags={
+            "hidden_size": 32,
+            "num_hidden_layers": 1,
+            "num_attention_heads": 2,
+            "intermediate_size": 64,
+            "max_position_embeddings": 32,
+            "dropout": 0.0,
+        },
+    )
     curves = []
     caplog.set_level("INFO")
     # The producer thread runs 1 or 4 batches ahead: which mining a batch uses must not

@@ -16,15 +16,20 @@ from labse_model.pretrain import pretrain
 from labse_model.train import train
 from tests.support.pretrain_fixtures import DATA, dev_accuracy, write_tatoeba_inputs
 
-MODEL = {
-    "hidden_size": 64,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 2,
-    "intermediate_size": 128,
-    "max_position_embeddings": 64,
-    "initializer_range": 0.1,
-    "dropout": 0.0,
-}
+# The model: section as the commands load it; the keys not given keep the section's defaults.
+MODEL = load(
+    "model",
+    None,
+    flags={
+        "hidden_size": 64,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 2,
+        "intermediate_size": 128,
+        "max_position_embeddings": 64,
+        "initializer_range": 0.1,
+        "dropout": 0.0,
+    },
+)
 PRE_STEPS = [100, 200]
 FT_STEPS = 150
 
@@ -57,6 +62,8 @@ def test_pretraining_then_fine_tuning_against_random_init(tmp_path):
             progress=False,
             tensorboard=False,
             threads=1,
+            stage_steps=PRE_STEPS,
+            stages=len(PRE_STEPS),
         ),
     )
     pre = tmp_path / "pre"
@@ -67,7 +74,6 @@ def test_pretraining_then_fine_tuning_against_random_init(tmp_path):
         [inputs["pairs"]],
         str(pre),
         vocab=inputs["vocab"],
-        stage_steps=PRE_STEPS,
     )
     assert summary["stage"] == 1 and summary["model"] == str(pre / "model")
     evals = [r for r in map(json.loads, open(pre / "metrics.jsonl")) if "eval_mlm_loss" in r]

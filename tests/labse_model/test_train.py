@@ -86,7 +86,7 @@ def _dev_accuracy(enc: Encoder) -> float:
 def test_tiny_dual_encoder_learns_retrieval(tatoeba_pairs, tmp_path, margin):
     out = str(tmp_path / "run")
     summary = train(
-        TINY_MODEL,
+        load("model", None, flags=TINY_MODEL),
         _train_cfg(margin=margin, lr=1e-3, save_every=1000),
         [tatoeba_pairs],
         out,
@@ -119,7 +119,7 @@ def _curve(out: str) -> list[tuple[int, float]]:
 
 def test_resume_reproduces_the_uninterrupted_loss_curve(tatoeba_pairs, vocab_dir, tmp_path):
     # Dropout on, so the restored RNG state matters too.
-    model = dict(TINY_MODEL, hidden_size=32, dropout=0.1)
+    model = load("model", None, flags=dict(TINY_MODEL, hidden_size=32, dropout=0.1))
     cfg = _train_cfg(
         batch_size=16,
         save_every=4,
@@ -171,7 +171,7 @@ def test_bad_pair_input_is_counted(tmp_path, tatoeba_pairs):
     shutil.copy(tatoeba_pairs, tmp_path / "good.tsv")
     cfg = _train_cfg(batch_size=8, save_every=1000, max_seq_length=8)
     train(
-        dict(TINY_MODEL, hidden_size=32),
+        load("model", None, flags=dict(TINY_MODEL, hidden_size=32)),
         cfg,
         [str(bad), str(empty), str(tmp_path / "good.tsv")],
         out,
@@ -187,9 +187,21 @@ def test_bad_pair_input_is_counted(tmp_path, tatoeba_pairs):
     assert pairs["events"]["sentences_truncated"] > 0  # max_seq_length 8 cuts long sentences
 
     with pytest.raises(ValueError, match="no usable pairs"):
-        train(TINY_MODEL, cfg, [str(empty)], str(tmp_path / "run2"), max_steps=1)
+        train(
+            load("model", None, flags=TINY_MODEL),
+            cfg,
+            [str(empty)],
+            str(tmp_path / "run2"),
+            max_steps=1,
+        )
     with pytest.raises(FileNotFoundError):
-        train(TINY_MODEL, cfg, [str(tmp_path / "missing.tsv")], str(tmp_path / "run3"), max_steps=1)
+        train(
+            load("model", None, flags=TINY_MODEL),
+            cfg,
+            [str(tmp_path / "missing.tsv")],
+            str(tmp_path / "run3"),
+            max_steps=1,
+        )
 
 
 def test_parquet_pairs_are_read_and_counted(tmp_path):

@@ -18,15 +18,20 @@ from labse_model.__main__ import main
 from labse_model.train import train
 from tests.support.pretrain_fixtures import DATA
 
-MODEL = {
-    "hidden_size": 32,
-    "num_hidden_layers": 1,
-    "num_attention_heads": 2,
-    "intermediate_size": 64,
-    "max_position_embeddings": 64,
-    "initializer_range": 0.1,
-    "dropout": 0.0,
-}
+# The model: section as the commands load it; the keys not given keep the section's defaults.
+MODEL = load(
+    "model",
+    None,
+    flags={
+        "hidden_size": 32,
+        "num_hidden_layers": 1,
+        "num_attention_heads": 2,
+        "intermediate_size": 64,
+        "max_position_embeddings": 64,
+        "initializer_range": 0.1,
+        "dropout": 0.0,
+    },
+)
 
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
