@@ -24,8 +24,10 @@ from labse_common.cli import add_log_level_option, run_main
 from labse_common.datafiles import read_json, read_parquet, read_text
 from labse_common.errors import InputError
 from labse_common.logs import setup_logging
-from pipelines import run as runner
-from pipelines.run import Stage
+from pipelines.run.bitext_stages import BITEXT, COMBINE, EVAL, LABELS, REPORT, SAMPLE
+from pipelines.run.corpus_stages import SENTENCES
+from pipelines.run.declare import Stage, manifest_path
+from pipelines.run.model_stages import MINE, PRETRAIN, TRAIN, VOCAB
 
 log = logging.getLogger("pipelines.report")
 
@@ -138,7 +140,7 @@ class Report:
         self.run = run
         self.blocks: list[Block] = []
         self.plan = {p["stage"]: p for p in (_read_json(run / "_run.json") or {}).get("plan", [])}
-        self.manifests = {s: _read_json(runner.manifest_path(run, s)) for s in self.plan}
+        self.manifests = {s: _read_json(manifest_path(run, s)) for s in self.plan}
 
     def add(self, *block) -> None:
         self.blocks.append(block)
@@ -175,7 +177,7 @@ class Report:
             )
         else:
             self.add("p", f"Data: `{info.get('data')}` (real inputs).")
-        b = self.dir(runner.BITEXT)
+        b = self.dir(BITEXT)
         if (b / "bitext.tsv.gz").is_file():
             st = _read_json(b / "stats.json") or {}
             n = st.get("counts", {}).get("pairs", {}).get("out", 0)
@@ -203,7 +205,7 @@ class Report:
                 rows.append(
                     [stage, state, f"{m['seconds']:.1f}", f"{m['peak_rss_mb']:.0f}", io_ or "–"]
                 )
-            elif stage == runner.REPORT.name:
+            elif stage == REPORT.name:
                 rows.append([stage, "running", "–", "–", "this report"])
             else:
                 rows.append([stage, p["action"], "–", "–", p["reason"]])
@@ -258,9 +260,9 @@ class Report:
 
     def languages(self) -> None:
         self.add("h2", "Sentences per language")
-        st = _read_json(self.dir(runner.SENTENCES) / "stats.json")
+        st = _read_json(self.dir(SENTENCES) / "stats.json")
         if not st:
-            self.add("p", self.status(runner.SENTENCES)[1])
+            self.add("p", self.status(SENTENCES)[1])
             return
         mine, voc = st.get("sentences_per_language", {}), st.get("vocab_sentences_per_language", {})
         langs = sorted(set(mine) | set(voc), key=lambda k: -voc.get(k, mine.get(k, 0)))
@@ -280,9 +282,9 @@ class Report:
 
     def vocab(self) -> None:
         self.add("h2", "Vocabulary")
-        vs = _read_json(self.dir(runner.VOCAB) / "vocab_stats.json")
+        vs = _read_json(self.dir(VOCAB) / "vocab_stats.json")
         if not vs:
-            self.add("p", self.status(runner.VOCAB)[1])
+            self.add("p", self.status(VOCAB)[1])
             return
         self.add(
             "p",
@@ -354,14 +356,12 @@ class Report:
     def margins(self) -> None:
         self.add("h2", "Mining: margin scores")
         mined = (
-            sorted(self.dir(runner.MINE).glob("*/mined.parquet"))
-            if self.manifests.get(runner.MINE.name)
-            else []
+            sorted(self.dir(MINE).glob("*/mined.parquet")) if self.manifests.get(MINE.name) else []
         )
         if not mined:
-            self.add("p", self.status(runner.MINE)[1])
+            self.add("p", self.status(MINE)[1])
             return
-        cfg = _read_json(self.dir(runner.BITEXT) / "stats.json") or {}
+        cfg = _read_json(self.dir(BITEXT) / "stats.json") or {}
         plt = _plt()
         fig, ax = plt.subplots(figsize=(8, 3))
         rows = []
@@ -395,14 +395,14 @@ class Report:
             "h2",
             "Final filter: combined pair score, calibrated on a labelled sample of the mined pairs",
         )
-        has, why = self.status(runner.COMBINE)
+        has, why = self.status(COMBINE)
         if not has:
-            src = (_read_json(self.dir(runner.BITEXT) / "stats.json") or {}).get(
+            src = (_read_json(self.dir(BITEXT) / "stats.json") or {}).get(
                 "source", "the mining margin"
             )
             self.add("p", f"{why} The final bitext was selected by: {src}.")
             return
-        d = self.dir(runner.COMBINE)
+        d = self.dir(COMBINE)
         summ = _read_json(d / "combined.json") or {}
         cal, reach = summ.get("calibration"), summ.get("reachable") or {}
         target = summ.get("target", 0.8)
@@ -442,7 +442,7 @@ class Report:
             ],
         )
         scored = d / "scored.parquet"
-        sample = self.dir(runner.SAMPLE) / "sample.parquet"
+        sample = self.dir(SAMPLE) / "sample.parquet"
         if scored.is_file() and sample.is_file() and thr is not None:
             self._filter_curve(scored, sample, float(thr), target)
         self._per_pair(summ, prec, ci)
@@ -450,7 +450,7 @@ class Report:
 
     def _labelled(self, scored: Path, sample: Path) -> tuple[list, list, list[dict]]:
         t = read_parquet(scored, required=["combined_score"])
-        person = self.dir(runner.LABELS) / "labels.tsv"
+        person = self.dir(LABELS) / "labels.tsv"
         if person.is_file():  # a person labelled the sample: rows matched to the pairs by text
             from filters.bitext.sample import read_labels
 
@@ -540,7 +540,7 @@ class Report:
         )
 
     def _per_pair(self, summ: dict, prec, ci) -> None:
-        counts = (_read_json(self.dir(runner.BITEXT) / "stats.json") or {}).get(
+        counts = (_read_json(self.dir(BITEXT) / "stats.json") or {}).get(
             "pairs_per_language_pair", {}
         )
         per = summ.get("per_pair") or {}
@@ -565,7 +565,7 @@ class Report:
             self.add("table", ["pair", "kept", "estimated GOOD share"], rows)
 
     def _eval_vs_interval(self, ci) -> None:
-        pr = _read_json(self.dir(runner.EVAL) / "mined_pr.json") or {}
+        pr = _read_json(self.dir(EVAL) / "mined_pr.json") or {}
         a = pr.get("all")
         if not a or not ci or ci[0] is None:
             return
@@ -579,11 +579,11 @@ class Report:
 
     def evaluation(self) -> None:
         self.add("h2", "Evaluation")
-        has, why = self.status(runner.EVAL)
+        has, why = self.status(EVAL)
         if not has:
             self.add("p", why)
             return
-        pr = _read_json(self.dir(runner.EVAL) / "mined_pr.json") or {}
+        pr = _read_json(self.dir(EVAL) / "mined_pr.json") or {}
         if pr:
             scope = (
                 f"only the pairs whose source sentence is in evaluation half {pr['half']} of the stable split "
@@ -629,7 +629,7 @@ class Report:
                     for k, r in table.items()
                 ],
             )
-        for md in sorted((self.dir(runner.EVAL) / "tatoeba").glob("*.md")):
+        for md in sorted((self.dir(EVAL) / "tatoeba").glob("*.md")):
             self.add(
                 "p", "Retrieval on the held-out pairs (Tatoeba-style accuracy, both directions):"
             )
@@ -637,9 +637,9 @@ class Report:
 
     def examples(self, n: int) -> None:
         self.add("h2", "First kept and first rejected pairs")
-        b = self.dir(runner.BITEXT)
-        if not self.manifests.get(runner.BITEXT.name):
-            self.add("p", self.status(runner.BITEXT)[1])
+        b = self.dir(BITEXT)
+        if not self.manifests.get(BITEXT.name):
+            self.add("p", self.status(BITEXT)[1])
             return
         kept = read_parquet(b / "bitext.parquet").slice(0, n).to_pylist()
         rej = read_parquet(b / "rejected.parquet").slice(0, n).to_pylist()
@@ -674,8 +674,8 @@ class Report:
         self.drops()
         self.languages()
         self.vocab()
-        self.curves(runner.PRETRAIN, "Pretraining (MLM + TLM)")
-        self.curves(runner.TRAIN, "Dual-encoder training")
+        self.curves(PRETRAIN, "Pretraining (MLM + TLM)")
+        self.curves(TRAIN, "Dual-encoder training")
         self.margins()
         self.final_filter()
         self.evaluation()

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from labse_common.stats import check_balanced
-from pipelines import run as runner
+from pipelines.run.stages import BY_NAME, NAMES
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
@@ -53,7 +53,7 @@ SMALL = [
     "pretrain.eval_every=8",
     "pretrain.log_every=4",
 ]
-STAGES = runner.NAMES
+STAGES = NAMES
 
 pytestmark = pytest.mark.slow
 
@@ -130,7 +130,7 @@ def test_every_stage_outputs_balanced_stats_and_report(demo: Path):
         if (
             plan[s]["action"] == "off"
         ):  # only an optional filter stage that failed, and what needs it
-            assert runner.BY_NAME[s].optional, plan[s]
+            assert BY_NAME[s].optional, plan[s]
             assert "failed in this run" in plan[s]["reason"] or "which is off" in plan[s]["reason"]
         stats = demo / s / "stats.json"
         if stats.is_file():

@@ -14,7 +14,10 @@ from pathlib import Path
 import pytest
 
 from labse_common.config import section_names
-from pipelines import run as runner
+from pipelines.run.config import effective_config
+from pipelines.run.declare import STATE, Context, manifest_path
+from pipelines.run.plan import Plan, config_value, make_plan
+from pipelines.run.stages import NAMES, STAGES
 
 MINE_ON = [
     "mine",
@@ -85,7 +88,7 @@ CASES = [
         {"demo"},
         ["demo", "inputs", "commoncrawl", "quality", "commoncrawl_q", *SENTENCES_ON],
     ),
-    ("sources.demo.synthetic_seed=1", {"synthetic"}, [n for n in runner.NAMES if n != "labels"]),
+    ("sources.demo.synthetic_seed=1", {"synthetic"}, [n for n in NAMES if n != "labels"]),
     # Read by no stage's output: a progress bar, the BUCC-only evaluation keys.
     ("cds.progress=false", set(), []),
     ("train.progress=false", set(), []),
@@ -95,13 +98,13 @@ CASES = [
 ]
 
 
-def context(out: Path, *sets: str) -> runner.Context:
-    return runner.Context(
+def context(out: Path, *sets: str) -> Context:
+    return Context(
         out=out,
         base=out / "synthetic",
         synthetic=True,
         config_file=out / "_config.yaml",
-        cfg=runner.effective_config("demo", list(sets)),
+        cfg=effective_config("demo", list(sets)),
     )
 
 
@@ -109,19 +112,19 @@ def context(out: Path, *sets: str) -> runner.Context:
 def finished(tmp_path_factory) -> Path:
     """A run folder with a manifest for every stage of the demo plan (no outputs to check)."""
     out = tmp_path_factory.mktemp("run")
-    (out / runner.STATE).mkdir()
-    for p in runner.make_plan(context(out)):
+    (out / STATE).mkdir()
+    for p in make_plan(context(out)):
         if p.stage.name == "labels":  # the demo labels its sample from the planted alignment
             assert p.action == "off", p.reason
             continue
         assert p.action == "run", (p.stage.name, p.action, p.reason)
         manifest = {"stage": p.stage.name, "key": p.key, "parts": p.parts, "outputs": []}
-        runner.manifest_path(out, p.stage.name).write_text(json.dumps(manifest), encoding="utf-8")
+        manifest_path(out, p.stage.name).write_text(json.dumps(manifest), encoding="utf-8")
     return out
 
 
-def plan(out: Path, *sets: str) -> dict[str, runner.Plan]:
-    return {p.stage.name: p for p in runner.make_plan(context(out, *sets))}
+def plan(out: Path, *sets: str) -> dict[str, Plan]:
+    return {p.stage.name: p for p in make_plan(context(out, *sets))}
 
 
 def test_a_finished_run_is_up_to_date(finished: Path):
@@ -134,7 +137,7 @@ def test_changed_key_reruns_its_readers_and_downstream_only(
 ):
     plans = plan(finished, override)
     rerun = [name for name, p in plans.items() if p.action == "run"]
-    assert rerun == [n for n in runner.NAMES if n in expected], override
+    assert rerun == [n for n in NAMES if n in expected], override
     assert all(p.action == "skip" for n, p in plans.items() if n not in expected and n != "labels")
     for name in rerun:
         reason = plans[name].reason
@@ -150,7 +153,7 @@ NOT_RUN: set[str] = set()
 def test_every_section_is_checked():
     checked = {c[0].split(".")[0] for c in CASES if c[2]}
     assert checked == set(section_names()) - NOT_RUN
-    assert not {k.split(".")[0] for s in runner.STAGES for k in s.reads(None)} & NOT_RUN
+    assert not {k.split(".")[0] for s in STAGES for k in s.reads(None)} & NOT_RUN
 
 
 def _leaves(node: object, prefix: str = "") -> list[str]:
@@ -165,9 +168,9 @@ def _leaves(node: object, prefix: str = "") -> list[str]:
 
 def test_declared_keys_exist_and_unread_keys_are_deliberate(tmp_path: Path):
     ctx = context(tmp_path)
-    read = {key for s in runner.STAGES for key in s.reads(ctx)}
+    read = {key for s in STAGES for key in s.reads(ctx)}
     for key in read:
-        runner.config_value(ctx.values, key)  # KeyError for a key no section has
+        config_value(ctx.values, key)  # KeyError for a key no section has
     unread = {
         k
         for k in _leaves(ctx.values)
@@ -204,8 +207,8 @@ def test_an_unreadable_manifest_reruns_its_stage_and_says_why(
 
     out = tmp_path / "copy"
     shutil.copytree(finished, out)
-    runner.manifest_path(out, "eval").write_text("[]", encoding="utf-8")
-    runner.manifest_path(out, "mine").write_text('{"key": "x", "outputs": 3}', encoding="utf-8")
+    manifest_path(out, "eval").write_text("[]", encoding="utf-8")
+    manifest_path(out, "mine").write_text('{"key": "x", "outputs": 3}', encoding="utf-8")
     with caplog.at_level("WARNING"):
         plans = plan(out)
     assert plans["eval"].action == "run" and "manifest unreadable" in plans["eval"].reason

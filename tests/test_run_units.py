@@ -11,8 +11,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipelines import run as runner
 from pipelines import synthetic
+from pipelines.run.config import effective_config
+from pipelines.run.declare import Context
+from pipelines.run.plan import make_plan
+from pipelines.run.stages import BY_NAME, NAMES, STAGES
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -34,7 +37,7 @@ def test_dry_run_plans_every_stage_and_writes_nothing(tmp_path: Path):
     p = cli("--config", "configs/demo.yaml", "--output", str(out), "--dry-run")
     assert p.returncode == 0, p.stderr
     plan = [line.split(None, 2) for line in p.stdout.splitlines()]
-    assert [row[0] for row in plan] == runner.NAMES
+    assert [row[0] for row in plan] == NAMES
     # every stage is in the checkout; the demo labels its sample from the planted alignment
     assert {a for name, a, _ in plan if name != "labels"} == {"run"}, p.stdout
     assert [a for name, a, _ in plan if name == "labels"] == ["off"]
@@ -97,21 +100,23 @@ def test_from_needs_complete_upstream(tmp_path: Path):
 
 
 def test_stage_declarations_are_consistent(tmp_path: Path):
-    names = [s.name for s in runner.STAGES]
+    names = [s.name for s in STAGES]
     assert len(set(names)) == len(names)
-    ctx = runner.Context(
+    ctx = Context(
         out=tmp_path,
         base=tmp_path / "synthetic",
         synthetic=True,
         config_file=tmp_path / "_config.yaml",
-        cfg=runner.effective_config("demo", []),
+        cfg=effective_config("demo", []),
     )
-    runner.make_plan(ctx)
-    for i, s in enumerate(runner.STAGES):
+    make_plan(ctx)
+    for i, s in enumerate(STAGES):
         for dep in s.deps(ctx):  # upstream stages are declared before the stages that read them
             assert names.index(dep) < i, (s.name, dep)
         assert s.commands(ctx) and s.outputs(ctx), s.name
-        assert runner.BY_NAME[s.name] is s and getattr(runner, s.name.upper()) is s
+        # The declared name is the Stage, in the module that declares it.
+        declaring = sys.modules[s.commands.__module__]
+        assert BY_NAME[s.name] is s and getattr(declaring, s.name.upper()) is s
 
 
 def test_synthetic_sample_is_deterministic_and_real_language(tmp_path: Path):
@@ -270,30 +275,30 @@ def test_bitext_from_filter_outputs_names_each_drop_reason(tmp_path: Path):
 
 
 def test_a_refused_optional_stage_makes_the_rest_fall_back(tmp_path: Path):
-    ctx = runner.Context(
+    ctx = Context(
         out=tmp_path,
         base=tmp_path / "synthetic",
         synthetic=True,
         config_file=tmp_path / "_config.yaml",
-        cfg=runner.effective_config("demo", []),
+        cfg=effective_config("demo", []),
     )
-    plans = {p.stage.name: p for p in runner.make_plan(ctx)}
-    bitext_cmd = runner.BY_NAME["bitext"].commands(ctx)[0]
+    plans = {p.stage.name: p for p in make_plan(ctx)}
+    bitext_cmd = BY_NAME["bitext"].commands(ctx)[0]
     assert "--combined" in bitext_cmd
-    assert runner.BY_NAME["cds_train"].optional and not runner.BY_NAME["train"].optional
+    assert BY_NAME["cds_train"].optional and not BY_NAME["train"].optional
     # The final filter is not optional: an unreachable target is the ending combine.on_unreachable names.
-    assert not runner.BY_NAME["sample"].optional and not runner.BY_NAME["combine"].optional
-    sample_cmd = runner.BY_NAME["sample"].commands(ctx)[0]
+    assert not BY_NAME["sample"].optional and not BY_NAME["combine"].optional
+    sample_cmd = BY_NAME["sample"].commands(ctx)[0]
     assert str(tmp_path / "cds_score" / "scored.parquet") in sample_cmd
     ctx.soft_failed["cds_train"] = "error: fewer than cds.min_trusted usable trusted pairs"
-    plans = {p.stage.name: p for p in runner.make_plan(ctx)}
+    plans = {p.stage.name: p for p in make_plan(ctx)}
     assert plans["cds_train"].action == "off" and "min_trusted" in plans["cds_train"].reason
     assert plans["cds_score"].action == "off" and "cds_train" in plans["cds_score"].reason
     assert plans["sample"].action == plans["combine"].action == plans["bitext"].action == "run"
     # Without CDS the sample and the combined score use the pairs the rules kept.
-    sample_cmd = runner.BY_NAME["sample"].commands(ctx)[0]
+    sample_cmd = BY_NAME["sample"].commands(ctx)[0]
     assert str(tmp_path / "rules" / "kept_all.parquet") in sample_cmd
-    bitext_cmd = runner.BY_NAME["bitext"].commands(ctx)[0]
+    bitext_cmd = BY_NAME["bitext"].commands(ctx)[0]
     assert "--combined" in bitext_cmd and "--rules" in bitext_cmd
 
 
@@ -378,19 +383,19 @@ def test_a_command_is_the_same_before_and_after_its_upstream_stage_wrote(tmp_pat
     call it changed."""
     for data in (None, synthetic_data(tmp_path)):
         out = tmp_path / ("run-data" if data else "run-synth")
-        ctx = runner.Context(
+        ctx = Context(
             out=out,
             base=data or out / "synthetic",
             synthetic=data is None,
             config_file=out / "_config.yaml",
-            cfg=runner.effective_config("demo", []),
+            cfg=effective_config("demo", []),
         )
-        runner.make_plan(ctx)
-        before = {s.name: s.commands(ctx) for s in runner.STAGES if ctx.on[s.name]}
+        make_plan(ctx)
+        before = {s.name: s.commands(ctx) for s in STAGES if ctx.on[s.name]}
         web = out / "demo" / "web" / "planted.warc.wet.gz"
         web.parent.mkdir(parents=True)
         web.write_bytes(b"")
-        after = {s.name: s.commands(ctx) for s in runner.STAGES if ctx.on[s.name]}
+        after = {s.name: s.commands(ctx) for s in STAGES if ctx.on[s.name]}
         assert before == after
         assert any(str(web) in c for c in before["commoncrawl"][0])
 

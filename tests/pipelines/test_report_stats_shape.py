@@ -7,18 +7,19 @@ import json
 
 import pytest
 
-from pipelines import run as runner
 from pipelines.report import main as report_main
+from pipelines.run.corpus_stages import SENTENCES
+from pipelines.run.declare import manifest_path
 
 
 def _run_folder(tmp_path, unit: dict):
     run = tmp_path / "run"
-    stage = runner.SENTENCES.name
+    stage = SENTENCES.name
     (run / stage).mkdir(parents=True)
     (run / "_run.json").write_text(
         json.dumps({"plan": [{"stage": stage, "action": "run", "reason": ""}], "ran": [stage]})
     )
-    manifest = runner.manifest_path(run, stage)
+    manifest = manifest_path(run, stage)
     manifest.parent.mkdir(parents=True, exist_ok=True)
     manifest.write_text(json.dumps({"seconds": 1.0, "peak_rss_mb": 10.0}))
     stats = run / stage / "stats.json"

@@ -9,7 +9,13 @@ import pytest
 
 from labse_common.config import ConfigError, read_preset
 from labse_model.tiny import make_tiny_checkpoint
-from pipelines import run as runner
+from pipelines.run.bitext_stages import CDS_TRAIN, COMBINE, EVAL, SAMPLE
+from pipelines.run.config import effective_config
+from pipelines.run.corpus_stages import COMMONCRAWL, COMMONCRAWL_Q, INPUTS, WIKIPEDIA
+from pipelines.run.declare import Context
+from pipelines.run.model_stages import EMBED, MINE, PRETRAIN, TRAIN, VOCAB
+from pipelines.run.plan import Plan, make_plan
+from pipelines.run.validate import validate_sources
 
 
 @pytest.fixture(scope="module")
@@ -19,32 +25,32 @@ def model(tmp_path_factory) -> Path:
     )
 
 
-def plan(tmp_path: Path, *sets: str) -> tuple[runner.Context, dict[str, runner.Plan]]:
+def plan(tmp_path: Path, *sets: str) -> tuple[Context, dict[str, Plan]]:
     out = tmp_path / "run"
-    ctx = runner.Context(
+    ctx = Context(
         out=out,
         base=out / "synthetic",
         synthetic=True,
         config_file=out / "_config.yaml",
-        cfg=runner.effective_config("demo", list(sets)),
+        cfg=effective_config("demo", list(sets)),
     )
-    runner.validate_sources(ctx)
-    return ctx, {p.stage.name: p for p in runner.make_plan(ctx)}
+    validate_sources(ctx)
+    return ctx, {p.stage.name: p for p in make_plan(ctx)}
 
 
 def test_model_init_skips_vocab_pretrain_and_train_unless_steps(tmp_path: Path, model: Path):
     ctx, p = plan(tmp_path, f"model.init={model}", "train.steps=0")
     assert [p[s].action for s in ("vocab", "pretrain", "train")] == ["off"] * 3
     assert "model.init" in p["vocab"].reason and "train.steps is 0" in p["train"].reason
-    embed = runner.EMBED.commands(ctx)[0]
+    embed = EMBED.commands(ctx)[0]
     assert embed[embed.index("--model") + 1] == str(model)
-    cds = runner.CDS_TRAIN.commands(ctx)[0]
+    cds = CDS_TRAIN.commands(ctx)[0]
     assert cds[cds.index("--vocab") + 1] == str(model)  # the encoder's own tokenizer
     ctx, p = plan(tmp_path, f"model.init={model}", "train.steps=5")
     assert p["train"].action == "run" and p["vocab"].action == p["pretrain"].action == "off"
-    train = runner.TRAIN.commands(ctx)[0]
+    train = TRAIN.commands(ctx)[0]
     assert train[train.index("--init") + 1] == str(model) and "--vocab" not in train
-    embed = runner.EMBED.commands(ctx)[0]
+    embed = EMBED.commands(ctx)[0]
     assert embed[embed.index("--model") + 1] == str(ctx.out / "train" / "model")
 
 
@@ -63,14 +69,14 @@ def test_launch_reaches_the_training_stages_and_beam_the_beam_stages(tmp_path: P
         "beam.runner=FlinkRunner",
         "beam.options={flink_master: 'h:8081', parallelism: 4}",
     )
-    for stage in (runner.PRETRAIN, runner.TRAIN):
+    for stage in (PRETRAIN, TRAIN):
         cmd = " ".join(stage.commands(ctx)[0])
         assert "--nproc-per-node 2" in cmd and "--rdzv-endpoint 10.0.0.1:29400" in cmd
         assert "--runner" not in cmd
-    for stage in (runner.WIKIPEDIA, runner.COMMONCRAWL, runner.COMMONCRAWL_Q, runner.VOCAB):
+    for stage in (WIKIPEDIA, COMMONCRAWL, COMMONCRAWL_Q, VOCAB):
         cmd = stage.commands(ctx)[0]
         assert {"--runner=FlinkRunner", "--flink_master=h:8081", "--parallelism=4"} <= set(cmd)
-    for stage in (runner.EMBED, runner.MINE, runner.INPUTS):
+    for stage in (EMBED, MINE, INPUTS):
         assert not any(a.startswith("--runner") for a in stage.commands(ctx)[0])
 
 
@@ -78,8 +84,8 @@ def test_mining_pairs_of_any_languages_are_normalised_once(tmp_path: Path):
     ctx, p = plan(tmp_path, "mining.pairs=[deu-eng, fra-en, es-en, DE-fr, cmn_Hani-jpn]")
     assert ctx.pairs == ["de-en", "fr-en", "es-en", "de-fr", "zh-ja"]
     assert ctx.langs == ["de", "en", "fr", "es", "zh", "ja"]
-    assert runner.MINE.commands(ctx)[0][4:9] == ["--pairs", *ctx.pairs[:4]]
-    assert set(runner.EMBED.outputs(ctx)) == {"de", "en", "fr", "es", "zh", "ja"}
+    assert MINE.commands(ctx)[0][4:9] == ["--pairs", *ctx.pairs[:4]]
+    assert set(EMBED.outputs(ctx)) == {"de", "en", "fr", "es", "zh", "ja"}
     for bad, msg in (
         ("[de-de]", "mining.pairs"),
         ("[de-xx]", "mining.pairs"),
@@ -92,12 +98,12 @@ def test_mining_pairs_of_any_languages_are_normalised_once(tmp_path: Path):
 
 def test_who_labels_the_sample(tmp_path: Path):
     ctx, p = plan(tmp_path)  # the demo: half 0 of the planted alignment
-    assert p["labels"].action == "off" and "--planted" in runner.SAMPLE.commands(ctx)[0]
-    assert str(ctx.out / "sample" / "sample.tsv") in runner.COMBINE.commands(ctx)[0]
+    assert p["labels"].action == "off" and "--planted" in SAMPLE.commands(ctx)[0]
+    assert str(ctx.out / "sample" / "sample.tsv") in COMBINE.commands(ctx)[0]
     ctx, p = plan(tmp_path, "sources.label_from=person")
-    assert p["labels"].action == "run" and "--planted" not in runner.SAMPLE.commands(ctx)[0]
-    assert str(ctx.out / "labels" / "labels.tsv") in runner.COMBINE.commands(ctx)[0]
-    assert "--every-pair" in runner.EVAL.commands(ctx)[-1]
+    assert p["labels"].action == "run" and "--planted" not in SAMPLE.commands(ctx)[0]
+    assert str(ctx.out / "labels" / "labels.tsv") in COMBINE.commands(ctx)[0]
+    assert "--every-pair" in EVAL.commands(ctx)[-1]
 
 
 def test_extends_merges_a_users_file_over_the_preset(tmp_path: Path):

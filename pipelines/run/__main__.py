@@ -1,0 +1,17 @@
+"""``python -m pipelines.run``: the stage runner (see :mod:`pipelines.run`)."""
+
+import signal
+import sys
+
+from pipelines.run.cli import main
+
+
+def _terminate(signum: int, frame: object) -> None:
+    # SIGTERM unwinds like Ctrl-C: the running stage is stopped and the claim released.
+    raise KeyboardInterrupt
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, _terminate)
+    sys.exit(main())

@@ -1,0 +1,152 @@
+"""The runner's command line: ``python -m pipelines.run``."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+import pipelines.run
+from labse_common.cli import add_log_level_option, run_main
+from labse_common.errors import InputError, UsageError
+from labse_common.logs import setup_logging
+from labse_common.output_dir import resumable_claim
+from labse_common.remote import require_local
+from pipelines.run.config import effective_config, typed_config
+from pipelines.run.corpus_stages import SYNTHETIC
+from pipelines.run.declare import STAGES, Context
+from pipelines.run.loop import plan_lines, publish_bitext, run_stages
+from pipelines.run.plan import make_plan
+from pipelines.run.stages import NAMES
+from pipelines.run.validate import validate_demo, validate_sources, validate_synthetic
+
+log = logging.getLogger("pipelines.run")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="python -m pipelines.run",
+        description=pipelines.run.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="stages, in order: " + " -> ".join(NAMES),
+    )
+    ap.add_argument(
+        "--config",
+        default="demo",
+        metavar="PRESET|FILE",
+        help="preset (demo, paper) or YAML file; every stage reads its section (demo)",
+    )
+    ap.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="SECTION.KEY=VALUE",
+        help="override a config value, e.g. --set mining.k=8 (repeatable)",
+    )
+    ap.add_argument(
+        "--data",
+        metavar="DIR",
+        help="folder the relative globs of sources: are taken from (default: the current folder); "
+        "for the demo preset the ../shared/data layout (tatoeba/, wikipedia/, commoncrawl/), and "
+        "without it the demo runs on the embedded synthetic sample",
+    )
+    ap.add_argument("--output", default="demo_out", metavar="DIR", help="run folder (demo_out)")
+    ap.add_argument(
+        "--publish",
+        metavar="URL",
+        help="at the end, copy the final bitext folder (Parquet, TSV, Moses, hf/) and the report "
+        "to URL (s3://, gs:// or a local folder); checked before any stage runs",
+    )
+    ap.add_argument(
+        "--from",
+        dest="start",
+        choices=NAMES,
+        metavar="STAGE",
+        help="rerun STAGE and every stage after it (earlier ones must be complete)",
+    )
+    ap.add_argument(
+        "--only",
+        type=_stage_list,
+        metavar="STAGE[,STAGE...]",
+        help="rerun these stages alone, e.g. --only wikipedia,commoncrawl (their inputs must be "
+        "complete; the stages after them are left as they are)",
+    )
+    ap.add_argument(
+        "--dry-run", action="store_true", help="print the plan (run/skip and why) and exit"
+    )
+    ap.add_argument(
+        "--list",
+        action="store_true",
+        help="print every stage: what it does, the config keys and stages it reads",
+    )
+    add_log_level_option(ap)
+    return ap
+
+
+def _stage_list(value: str) -> tuple[str, ...]:
+    names = tuple(n.strip() for n in value.split(",") if n.strip())
+    wrong = [n for n in names if n not in NAMES]
+    if wrong or not names:
+        raise argparse.ArgumentTypeError(
+            f"unknown stage {', '.join(wrong) or repr(value)} (stages: {', '.join(NAMES)})"
+        )
+    return names
+
+
+def describe_stages() -> str:
+    lines = []
+    for s in STAGES:
+        lines.append(f"{s.name}: {s.what}")
+        lines.append(f"    reads config: {', '.join(s.reads(None)) or '-'}")
+        ups = [*s.inputs, *(f"{o} (when it runs)" for o in s.optional_inputs)]
+        lines.append(f"    reads stages: {', '.join(ups) or '-'}")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    setup_logging(args.log_level)
+    return run_main(lambda: _main(args), log)
+
+
+def _main(args: argparse.Namespace) -> int:
+    if args.list:
+        sys.stdout.write(describe_stages())
+        return 0
+    if args.start and args.only:
+        raise UsageError("--from and --only exclude each other")
+    require_local(args.output, "--output", "the stage runner")
+    cfg = effective_config(args.config, args.set)
+    out = Path(args.output).resolve()
+    demo = typed_config(cfg)["sources"]["demo"]
+    if args.data and "://" in args.data:
+        raise UsageError(f"--data {args.data}: the stage runner reads a local folder")
+    synthetic = demo is not None and not args.data
+    if synthetic:
+        base = out / SYNTHETIC.name
+        validate_synthetic(demo)
+    else:
+        base = Path(args.data).resolve() if args.data else Path.cwd()
+        if args.data and not base.is_dir():
+            raise InputError(base, "not a folder", "--data")
+        if demo is not None:
+            validate_demo(base, demo)
+    ctx = Context(
+        out=out, base=base, synthetic=synthetic, config_file=out / "_config.yaml", cfg=cfg
+    )
+    validate_sources(ctx)
+    if args.publish:
+        from labse_common.publish import check_destination
+
+        check_destination(args.publish, "--publish")
+    if args.dry_run:
+        sys.stdout.write(plan_lines(make_plan(ctx, args.start, args.only)))
+        return 0
+    # The whole run folder is this runner's until it ends (however it ends); a runner killed
+    # outright leaves its claim behind, which the next run takes over.
+    with resumable_claim(out):
+        rc = run_stages(ctx, args)
+    if rc == 0 and args.publish:
+        publish_bitext(ctx, args.publish)
+    return rc

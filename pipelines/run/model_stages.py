@@ -1,0 +1,157 @@
+"""The stages from the sentences to the mined pairs: the vocabulary, pretraining, the dual
+encoder, the embedding stores and the kNN mining."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pipelines.run.corpus_stages import INPUTS, SENTENCES
+from pipelines.run.declare import Command, Context, keys, stage
+
+
+def _init_files(ctx: Context) -> list[str]:
+    """The files of model.init (a replaced checkpoint reruns what embeds with it)."""
+    if not ctx.init or ctx.on.get(TRAIN.name):
+        return []
+    return sorted(str(p) for p in Path(ctx.init).rglob("*") if p.is_file())[:200]
+
+
+def _trained_off(ctx: Context) -> str | None:
+    return f"model.init is given ({ctx.init})" if ctx.init else None
+
+
+@stage(
+    "smoothed multilingual wordpiece vocabulary (Beam + learner)",
+    reads=(*keys("vocab"), "beam"),
+    inputs=(SENTENCES,),
+    outputs=("vocab.txt", "tokenizer.json", "vocab_stats.json", "stats.json"),
+    off=_trained_off,
+)
+def VOCAB(c: Context) -> list[Command]:
+    return [
+        c.py(
+            "pipelines.vocab",
+            "--input",
+            c.d(SENTENCES) / "vocab",
+            "--output",
+            c.d(VOCAB),
+            *c.config_args,
+            "--overwrite",
+            *c.beam_args,
+        )
+    ]
+
+
+@stage(
+    "MLM + TLM pretraining with progressive stacking",
+    reads=(*keys("model", but=("init",)), *keys("pretrain"), "launch"),
+    inputs=(SENTENCES, INPUTS, VOCAB),
+    outputs=("model",),
+    resumable=True,
+    off=_trained_off,
+)
+def PRETRAIN(c: Context) -> list[Command]:
+    return [
+        c.py(
+            "labse_model",
+            "pretrain",
+            *c.config_args,
+            "--sentences",
+            c.d(SENTENCES) / "vocab",
+            "--pairs",
+            c.d(INPUTS) / "train_pairs.tsv",
+            "--vocab",
+            c.d(VOCAB),
+            "--output",
+            c.d(PRETRAIN),
+            *c.launch_args,
+        )
+    ]
+
+
+def _train_off(c: Context) -> str | None:
+    if c.init and c.values["train"]["steps"] == 0:
+        return f"model.init is given ({c.init}) and train.steps is 0"
+    return None
+
+
+@stage(
+    "dual encoder, additive-margin softmax (torchrun-capable); fine-tunes model.init when given",
+    reads=(*keys("model"), *keys("train"), "launch"),
+    inputs=(INPUTS,),
+    optional_inputs=(VOCAB, PRETRAIN),
+    files=lambda c: [],
+    outputs=("model", "metrics.jsonl", "stats.json"),
+    resumable=True,
+    off=_train_off,
+)
+def TRAIN(c: Context) -> list[Command]:
+    # From model.init (fine-tuning: its own tokenizer), else from the pretrained encoder.
+    start = (
+        ["--init", c.init] if c.init else ["--vocab", c.d(VOCAB), "--init", c.d(PRETRAIN) / "model"]
+    )
+    return [
+        c.py(
+            "labse_model",
+            "train",
+            *c.config_args,
+            "--pairs",
+            c.d(INPUTS) / "train_pairs.tsv",
+            *start,
+            "--output",
+            c.d(TRAIN),
+            *c.launch_args,
+        )
+    ]
+
+
+@stage(
+    "embedding store per language of mining.pairs",
+    reads=("run.embed_batch_size", "mining.pairs", "model.init"),
+    inputs=(SENTENCES,),
+    optional_inputs=(TRAIN,),
+    files=_init_files,
+    outputs=lambda c: c.langs,
+)
+def EMBED(c: Context) -> list[Command]:
+    return [
+        c.py(
+            "pipelines.e2e_tasks",
+            "embed",
+            "--sentences",
+            c.d(SENTENCES) / "mine",
+            "--langs",
+            *c.langs,
+            "--model",
+            c.model,
+            "--output",
+            c.d(EMBED),
+            "--batch-size",
+            c.cfg["run"]["embed_batch_size"],
+        )
+    ]
+
+
+@stage(
+    "FAISS kNN + margin scoring of every pair of mining.pairs",
+    reads=keys("mining"),
+    inputs=(SENTENCES, EMBED),
+    outputs=lambda c: [f"{p}/mined.parquet" for p in c.pairs],
+)
+def MINE(c: Context) -> list[Command]:
+    return [
+        c.py(
+            "mining",
+            "mine-many",
+            "--pairs",
+            *c.pairs,
+            "--corpus",
+            str(c.d(SENTENCES) / "mine" / "{lang}"),
+            "--emb",
+            str(c.d(EMBED) / "{lang}"),
+            "--output",
+            c.d(MINE),
+            *c.config_args,
+            "--overwrite",
+        )
+    ]
