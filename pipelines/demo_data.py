@@ -141,69 +141,11 @@ def _build_into(data: Path, train_codes: list[str], out: Path, cfg: DemoSource) 
     pud, planted = (
         pud_split(data, train_codes, cfg.pud_planted, cfg.shuffle_seed) if cfg.pud else ({}, set())
     )
-    for code in train_codes:
-        rows = _pair_lines(tatoeba / f"train.{code}-eng.{code}", tatoeba / f"train.{code}-eng.eng")
-        counter.add_in("pairs", len(rows))
-        held = rows[-cfg.heldout :] if code in cfg.langs else []
-        rows = rows[: len(rows) - len(held)]
-        if held:
-            counter.add_dropped("pairs", "held_out", len(held))
-            for side, k in ((code, 0), ("eng", 1)):
-                f = out / HELDOUT / f"heldout.{code}-eng.{side}"
-                f.parent.mkdir(parents=True, exist_ok=True)
-                f.write_text("".join(p[k] + "\n" for p in held), encoding="utf-8")
-        if cfg.max_train_pairs is not None and len(rows) > cfg.max_train_pairs:
-            counter.add_dropped("pairs", "over_cap", len(rows) - cfg.max_train_pairs)
-            rows = rows[: cfg.max_train_pairs]
-        counter.add_out("pairs", len(rows))  # empty sides are the pair reader's to count
-        _write_pairs(out / "pairs" / f"tatoeba.{LID_CODE[code]}-en.tsv", rows)
-    # PUD: the lines not planted train every PUD language (news/Wikipedia, closer to web text).
-    for code, rows in pud.items():
-        counter.add_in("pud_pairs", len(rows))
-        kept = [p for i, p in enumerate(rows) if i not in planted]
-        counter.add_dropped(
-            "pud_pairs",
-            "planted" if code in cfg.langs else "planted_elsewhere",
-            len(rows) - len(kept),
-        )
-        counter.add_out("pud_pairs", len(kept))
-        _write_pairs(out / "pairs" / f"pud.{LID_CODE[code]}-en.tsv", kept)
-    # The hidden pairs: dev pairs and planted PUD lines of every mined language.
-    hidden: dict[str, list[tuple[str, str]]] = {}
-    for code in cfg.langs:
-        rows = _pair_lines(tatoeba / f"dev.{code}-eng.{code}", tatoeba / f"dev.{code}-eng.eng")
-        rows += [p for i, p in enumerate(pud.get(code, [])) if i in planted]
-        counter.add_in("hidden_pairs", len(rows))
-        good = [(s, t) for s, t in rows if s and t]
-        counter.add_dropped("hidden_pairs", "empty_side", len(rows) - len(good))
-        counter.add_out("hidden_pairs", len(good))
-        hidden[code] = good
-        _write_pairs(out / "eval" / f"planted.{LID_CODE[code]}-en.tsv", good)
-    # UD: real monolingual text of every language, never a sentence that is mined.
-    mined = {x for rows in hidden.values() for p in rows for x in p}
-    mined |= {
-        x
-        for code in cfg.langs
-        for p in _pair_lines(tatoeba / f"dev.{code}-eng.{code}", tatoeba / f"dev.{code}-eng.eng")
-        for x in p
-    }
+    _write_training_pairs(tatoeba, train_codes, out, cfg, counter)
+    _write_pud_pairs(pud, planted, out, cfg, counter)
+    hidden = _write_hidden_pairs(tatoeba, pud, planted, out, cfg, counter)
     if cfg.ud:
-        for code in [*train_codes, "eng"]:
-            f = data / "ud" / f"{code}.txt"
-            if not (f.is_file() and code in LID_CODE):
-                continue
-            lines = _lines(f)
-            keep = [t for t in lines if t and t not in mined]
-            counter.add_in("ud_sentences", len(lines))
-            counter.add_dropped("ud_sentences", "empty", sum(1 for t in lines if not t))
-            counter.add_dropped(
-                "ud_sentences", "mined_sentence", sum(1 for t in lines if t and t in mined)
-            )
-            counter.add_out("ud_sentences", len(keep))
-            (out / "text").mkdir(exist_ok=True)
-            (out / "text" / f"ud.{LID_CODE[code]}.txt").write_text(
-                "".join(t + "\n" for t in keep), encoding="utf-8"
-            )
+        _write_ud_text(data, train_codes, hidden, out, cfg, counter)
     # Both sides of every hidden pair, shuffled together into documents of web text.
     mono = [x for code in cfg.langs for p in hidden[code] for x in p]
     random.Random(cfg.shuffle_seed).shuffle(mono)
@@ -220,6 +162,107 @@ def _build_into(data: Path, train_codes: list[str], out: Path, cfg: DemoSource) 
         raise RuntimeError(f"unbalanced stats: {errors}")
     write_report(str(out / "stats.json"), report)
     return report
+
+
+def _write_training_pairs(
+    tatoeba: Path, train_codes: list[str], out: Path, cfg: DemoSource, counter: StageCounter
+) -> None:
+    """Tatoeba's training pairs of every training language, less the held-out pairs of the
+    mined languages (written apart for the retrieval check) and the pairs over the cap."""
+    for code in train_codes:
+        rows = _pair_lines(tatoeba / f"train.{code}-eng.{code}", tatoeba / f"train.{code}-eng.eng")
+        counter.add_in("pairs", len(rows))
+        held = rows[-cfg.heldout :] if code in cfg.langs else []
+        rows = rows[: len(rows) - len(held)]
+        if held:
+            counter.add_dropped("pairs", "held_out", len(held))
+            for side, k in ((code, 0), ("eng", 1)):
+                f = out / HELDOUT / f"heldout.{code}-eng.{side}"
+                f.parent.mkdir(parents=True, exist_ok=True)
+                f.write_text("".join(p[k] + "\n" for p in held), encoding="utf-8")
+        if cfg.max_train_pairs is not None and len(rows) > cfg.max_train_pairs:
+            counter.add_dropped("pairs", "over_cap", len(rows) - cfg.max_train_pairs)
+            rows = rows[: cfg.max_train_pairs]
+        counter.add_out("pairs", len(rows))  # empty sides are the pair reader's to count
+        _write_pairs(out / "pairs" / f"tatoeba.{LID_CODE[code]}-en.tsv", rows)
+
+
+def _write_pud_pairs(
+    pud: dict[str, list[tuple[str, str]]],
+    planted: set[int],
+    out: Path,
+    cfg: DemoSource,
+    counter: StageCounter,
+) -> None:
+    """PUD: the lines not planted train every PUD language (news/Wikipedia, closer to web text)."""
+    for code, rows in pud.items():
+        counter.add_in("pud_pairs", len(rows))
+        kept = [p for i, p in enumerate(rows) if i not in planted]
+        counter.add_dropped(
+            "pud_pairs",
+            "planted" if code in cfg.langs else "planted_elsewhere",
+            len(rows) - len(kept),
+        )
+        counter.add_out("pud_pairs", len(kept))
+        _write_pairs(out / "pairs" / f"pud.{LID_CODE[code]}-en.tsv", kept)
+
+
+def _write_hidden_pairs(
+    tatoeba: Path,
+    pud: dict[str, list[tuple[str, str]]],
+    planted: set[int],
+    out: Path,
+    cfg: DemoSource,
+    counter: StageCounter,
+) -> dict[str, list[tuple[str, str]]]:
+    """The hidden pairs: dev pairs and planted PUD lines of every mined language (the known
+    alignment), by language."""
+    hidden: dict[str, list[tuple[str, str]]] = {}
+    for code in cfg.langs:
+        rows = _pair_lines(tatoeba / f"dev.{code}-eng.{code}", tatoeba / f"dev.{code}-eng.eng")
+        rows += [p for i, p in enumerate(pud.get(code, [])) if i in planted]
+        counter.add_in("hidden_pairs", len(rows))
+        good = [(s, t) for s, t in rows if s and t]
+        counter.add_dropped("hidden_pairs", "empty_side", len(rows) - len(good))
+        counter.add_out("hidden_pairs", len(good))
+        hidden[code] = good
+        _write_pairs(out / "eval" / f"planted.{LID_CODE[code]}-en.tsv", good)
+    return hidden
+
+
+def _write_ud_text(
+    data: Path,
+    train_codes: list[str],
+    hidden: dict[str, list[tuple[str, str]]],
+    out: Path,
+    cfg: DemoSource,
+    counter: StageCounter,
+) -> None:
+    """UD: real monolingual text of every language, never a sentence that is mined."""
+    tatoeba = data / "tatoeba"
+    mined = {x for rows in hidden.values() for p in rows for x in p}
+    mined |= {
+        x
+        for code in cfg.langs
+        for p in _pair_lines(tatoeba / f"dev.{code}-eng.{code}", tatoeba / f"dev.{code}-eng.eng")
+        for x in p
+    }
+    for code in [*train_codes, "eng"]:
+        f = data / "ud" / f"{code}.txt"
+        if not (f.is_file() and code in LID_CODE):
+            continue
+        lines = _lines(f)
+        keep = [t for t in lines if t and t not in mined]
+        counter.add_in("ud_sentences", len(lines))
+        counter.add_dropped("ud_sentences", "empty", sum(1 for t in lines if not t))
+        counter.add_dropped(
+            "ud_sentences", "mined_sentence", sum(1 for t in lines if t and t in mined)
+        )
+        counter.add_out("ud_sentences", len(keep))
+        (out / "text").mkdir(exist_ok=True)
+        (out / "text" / f"ud.{LID_CODE[code]}.txt").write_text(
+            "".join(t + "\n" for t in keep), encoding="utf-8"
+        )
 
 
 def build_parser() -> argparse.ArgumentParser:

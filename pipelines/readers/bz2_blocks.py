@@ -85,6 +85,59 @@ class BlockRecovery:
 GAP = object()  # yielded where damaged data was left out: text on both sides is not contiguous
 
 
+class _Marks:
+    """The block and end-of-stream marks of ``buf``, found as more compressed bytes come in
+    (a mark may straddle two chunks: the last bytes scanned are scanned again)."""
+
+    def __init__(self, buf: bytearray, chunks: Iterator[bytes]) -> None:
+        self.buf = buf
+        self.chunks = chunks
+        self.marks = find_marks(buf)
+        self.scanned = len(buf)
+
+    def read_more(self) -> bool:
+        nxt = next(self.chunks, None)
+        if nxt is None:
+            return False
+        self.buf.extend(nxt)
+        lo = max(0, self.scanned - 6)
+        last = self.marks[-1][0] if self.marks else -1
+        self.marks.extend(m for m in find_marks(self.buf, lo) if m[0] > last)
+        self.scanned = len(self.buf)
+        return True
+
+    def end_of(self, j: int) -> int | None:
+        """The bit position where mark ``j``'s block ends (the next mark); None at the end."""
+        while j + 1 >= len(self.marks):
+            if not self.read_more():
+                return None
+        return self.marks[j + 1][0]
+
+    def first_unpassed(self, fail_bit: int) -> int:
+        """The index of the first block the streaming decompressor had not passed on."""
+        j = 0
+        while True:
+            while j >= len(self.marks) and self.read_more():
+                pass
+            if j >= len(self.marks):
+                return j
+            e = self.end_of(j)
+            if self.marks[j][1] == BLOCK and (e is None or e > fail_bit):
+                return j
+            j += 1
+
+    def forget_before(self, j: int) -> int:
+        """Forget the bytes before mark ``j`` (memory stays about one block); mark j's index."""
+        if j < len(self.marks):
+            cut = (self.marks[j][0] >> 3) - 1
+            if cut > 0:
+                del self.buf[:cut]
+                self.marks[:] = [(p - cut * 8, k) for p, k in self.marks[j:]]
+                self.scanned -= cut
+                return 0
+        return j
+
+
 def recover_blocks(
     buf: bytearray, base: int, fail_at: int, chunks: Iterator[bytes], rec: BlockRecovery
 ) -> Iterator[bytes | object]:
@@ -97,39 +150,10 @@ def recover_blocks(
     gives the rest of the compressed bytes. Yields decompressed bytes, and ``GAP`` at each run
     of damaged blocks.
     """
-    marks = find_marks(buf)
-    scanned = len(buf)
+    scan = _Marks(buf, chunks)
+    marks = scan.marks  # one list, updated in place as bytes come in and are forgotten
     fail_bit = (fail_at - base) * 8  # bit positions below are relative to ``base``
-
-    def read_more() -> bool:
-        nonlocal scanned
-        nxt = next(chunks, None)
-        if nxt is None:
-            return False
-        buf.extend(nxt)
-        lo = max(0, scanned - 6)
-        last = marks[-1][0] if marks else -1
-        marks.extend(m for m in find_marks(buf, lo) if m[0] > last)
-        scanned = len(buf)
-        return True
-
-    def end_of(j: int) -> int | None:
-        while j + 1 >= len(marks):
-            if not read_more():
-                return None
-        return marks[j + 1][0]
-
-    # First block not yet passed on.
-    j = 0
-    while True:
-        while j >= len(marks) and read_more():
-            pass
-        if j >= len(marks):
-            break
-        e = end_of(j)
-        if marks[j][1] == BLOCK and (e is None or e > fail_bit):
-            break
-        j += 1
+    j = scan.first_unpassed(fail_bit)
     in_gap = False
     rel = fail_at - base
     at_stream_start = (
@@ -148,7 +172,7 @@ def recover_blocks(
         return
     while j < len(marks):
         pos, kind = marks[j]
-        e = end_of(j)
+        e = scan.end_of(j)
         if kind != BLOCK:
             j += 1
             continue
@@ -172,12 +196,4 @@ def recover_blocks(
                 yield out
             if e is None:
                 rec.truncated = True  # a last block without its end-of-stream marker
-        j += 1
-        # Forget the bytes before the next mark: memory stays about one block.
-        if j < len(marks):
-            cut = (marks[j][0] >> 3) - 1
-            if cut > 0:
-                del buf[:cut]
-                marks[:] = [(p - cut * 8, k) for p, k in marks[j:]]
-                scanned -= cut
-                j = 0
+        j = scan.forget_before(j + 1)
