@@ -1,0 +1,1 @@
+"""Whole-tree checks: the import graph."""
