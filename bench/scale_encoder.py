@@ -279,21 +279,15 @@ def make_vocab_and_model(work: Path, sentences: Path, pairs: Path, key: dict) ->
     for d in (vocab, model):
         if d.exists():
             shutil.rmtree(d)
-    from labse_common.config import load, to_dict
-    from labse_model.model import build_config, new_encoder, save_encoder
+    from labse_common.config import load
+    from labse_model.model import random_encoder, save_encoder
     from labse_model.tiny import train_wordpiece
 
     t0 = time.perf_counter()
-    size = int(to_dict(load("vocab", "demo"))["vocab_size"])
+    size = load("vocab", "demo").vocab_size
     tok = train_wordpiece(texts_of(sentences, pairs), str(vocab), vocab_size=size)
-    mcfg = to_dict(load("model", "demo"))
-    config = build_config(len(tok), tok.pad_token_id or 0, **mcfg)
-    save_encoder(
-        new_encoder(config, seed=0, pooling=mcfg.get("pooling") or "pooler"),
-        tok,
-        str(model),
-        max_seq_length=128,
-    )
+    encoder = random_encoder(load("model", "demo"), tok, seed=0)
+    save_encoder(encoder, tok, str(model), max_seq_length=128)
     meta.write_text(json.dumps(key))
     log.info(
         "vocab (%d pieces) and demo-shaped encoder made in %.0f s",
