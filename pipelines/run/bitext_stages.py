@@ -7,9 +7,9 @@ from pathlib import Path
 
 from labse_common.cli import EXIT_NEEDS_LABELS
 from pipelines import demo_data
-from pipelines.run.corpus_stages import DEMO, INPUTS, SENTENCES
+from pipelines.run.corpus_stages import DEMO, INPUTS, SENTENCES, has_source
 from pipelines.run.declare import Command, Context, keys, stage
-from pipelines.run.model_stages import MINE, TRAIN, VOCAB
+from pipelines.run.model_stages import MINE, TRAIN, VOCAB, encoder
 
 
 @stage(
@@ -49,7 +49,7 @@ def RULES(c: Context) -> list[Command]:
 
 
 def _cds_off(c: Context) -> str | None:
-    if not c.has("pairs"):
+    if not has_source(c, "pairs"):
         return "no training pairs (sources.pairs) to be the CDS scorer's trusted side"
     return None
 
@@ -245,7 +245,7 @@ def BITEXT(c: Context) -> list[Command]:
 
 
 def _eval_off(c: Context) -> str | None:
-    if not c.has("eval"):
+    if not has_source(c, "eval"):
         return "no known alignment (sources.eval is empty)"
     return None
 
@@ -283,7 +283,7 @@ def EVAL(c: Context) -> list[Command]:
                 "eval",
                 "tatoeba",
                 "--model",
-                c.model,
+                encoder(c),
                 "--data",
                 c.d(DEMO) / demo_data.HELDOUT,
                 "--prefix",

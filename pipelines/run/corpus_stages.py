@@ -11,9 +11,28 @@ import os
 from collections.abc import Callable
 
 from pipelines import demo_data
-from pipelines.run.declare import Command, Context, Paths, keys, stage
+from pipelines.run.declare import Command, Context, Paths, Stage, keys, stage
 
 # --- helpers of the declarations -----------------------------------------------------------------
+
+
+def source_patterns(ctx: Context, kind: str) -> list[str]:
+    """``sources.<kind>`` with relative entries taken from ``ctx.base`` (and the demo's web text
+    for commoncrawl; its pairs, alignment and text reach ``inputs`` as ``--demo``)."""
+    pats = [p if "://" in p or os.path.isabs(p) else str(ctx.base / p) for p in ctx.sources[kind]]
+    if ctx.demo is not None and kind == "commoncrawl":
+        pats.append(str(ctx.d(DEMO) / demo_data.WEB))
+    return pats
+
+
+def has_source(ctx: Context, kind: str) -> bool:
+    """Whether the run has ``sources.<kind>`` (pairs, eval): the user's or the demo's."""
+    return bool(source_patterns(ctx, kind)) or ctx.demo is not None
+
+
+def _corpus_stage(ctx: Context) -> Stage:
+    """The CommonCrawl sentences to use: those of the quality classifier when it runs."""
+    return COMMONCRAWL_Q if ctx.on.get(COMMONCRAWL_Q.name) else COMMONCRAWL
 
 
 def expand_local(ctx: Context, patterns: list[str]) -> list[str]:
@@ -43,7 +62,7 @@ def _source_files(*kinds: str) -> Paths:
     upstream stage's output and the synthetic sample is a stage of its own)."""
 
     def files(ctx: Context) -> list[str]:
-        pats = [_placeholders_to_glob(p) for k in kinds for p in ctx.source_patterns(k)]
+        pats = [_placeholders_to_glob(p) for k in kinds for p in source_patterns(ctx, k)]
         if ctx.synthetic:
             return []
         return [f for f in expand_local(ctx, pats) if not f.startswith(str(ctx.out) + os.sep)]
@@ -54,7 +73,7 @@ def _source_files(*kinds: str) -> Paths:
 def _corpus_inputs(ctx: Context, kind: str) -> list[str]:
     """What a corpus job is given: local globs expanded here (the cache key sees every file),
     remote ones and ``*.paths`` lists passed on for the job to list."""
-    pats = ctx.source_patterns(kind)
+    pats = source_patterns(ctx, kind)
     # What an upstream stage writes (the demo's web text) is named, not globbed: it may not be
     # there yet when the plan is made, and the command must be the same then and when it runs.
     ours = [
@@ -85,7 +104,7 @@ def _quality_off(ctx: Context) -> str | None:
 
 
 def _no_sources(kind: str) -> Callable[[Context], str | None]:
-    return lambda c: None if c.source_patterns(kind) else f"sources.{kind} is empty"
+    return lambda c: None if source_patterns(c, kind) else f"sources.{kind} is empty"
 
 
 def _commoncrawl(ctx: Context, stage_name: str, *extra: object) -> Command:
@@ -174,7 +193,7 @@ def DEMO(c: Context) -> list[Command]:
 def INPUTS(c: Context) -> list[Command]:
     args: list[object] = []
     for kind in ("pairs", "eval", "text"):
-        for p in c.source_patterns(kind):
+        for p in source_patterns(c, kind):
             args += [f"--{kind}", p]
     if c.demo is not None:
         args += ["--demo", c.d(DEMO)]
@@ -273,7 +292,7 @@ def COMMONCRAWL_Q(c: Context) -> list[Command]:
 )
 def SENTENCES(c: Context) -> list[Command]:
     corpora = [
-        a for s in (WIKIPEDIA, c.corpus_stage) if c.on.get(s.name) for a in ("--corpus", c.d(s))
+        a for s in (WIKIPEDIA, _corpus_stage(c)) if c.on.get(s.name) for a in ("--corpus", c.d(s))
     ]
     return [
         c.py(

@@ -6,7 +6,6 @@ the :class:`Stage` record and the :func:`stage` decorator that declares one (in
 from __future__ import annotations
 
 import dataclasses
-import os
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -105,38 +104,6 @@ class Context:
     def langs(self) -> list[str]:
         """Every language of the mined pairs, each once."""
         return list(dict.fromkeys(lang for p in self.pairs for lang in p.split("-")))
-
-    @property
-    def corpus_stage(self) -> Stage:
-        # corpus_stages imports this module: its stages are imported when asked, not at import.
-        from pipelines.run.corpus_stages import COMMONCRAWL, COMMONCRAWL_Q
-
-        return COMMONCRAWL_Q if self.on.get(COMMONCRAWL_Q.name) else COMMONCRAWL
-
-    @property
-    def model(self) -> Path:
-        """The encoder that embeds: the trained one, else the one the user gave."""
-        from pipelines.run.model_stages import TRAIN
-
-        return self.d(TRAIN) / "model" if self.on.get(TRAIN.name) else Path(self.init or "")
-
-    def source_patterns(self, kind: str) -> list[str]:
-        """``sources.<kind>`` with relative entries taken from :attr:`base` (and the demo's web
-        text for commoncrawl; its pairs, alignment and text reach ``inputs`` as ``--demo``)."""
-        pats = [
-            p if "://" in p or os.path.isabs(p) else str(self.base / p) for p in self.sources[kind]
-        ]
-        if self.demo is not None:
-            from pipelines import demo_data
-            from pipelines.run.corpus_stages import DEMO
-
-            if kind == "commoncrawl":
-                pats.append(str(self.d(DEMO) / demo_data.WEB))
-        return pats
-
-    def has(self, kind: str) -> bool:
-        """Whether the run has ``sources.<kind>`` (pairs, eval): the user's or the demo's."""
-        return bool(self.source_patterns(kind)) or self.demo is not None
 
 
 Paths = Callable[[Context], list[str]]

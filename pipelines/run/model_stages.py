@@ -105,6 +105,11 @@ def TRAIN(c: Context) -> list[Command]:
     ]
 
 
+def encoder(c: Context) -> Path:
+    """The encoder that embeds: the trained one, else the one the user gave."""
+    return c.d(TRAIN) / "model" if c.on.get(TRAIN.name) else Path(c.init or "")
+
+
 @stage(
     "embedding store per language of mining.pairs",
     reads=("run.embed_batch_size", "mining.pairs", "model.init"),
@@ -123,7 +128,7 @@ def EMBED(c: Context) -> list[Command]:
             "--langs",
             *c.langs,
             "--model",
-            c.model,
+            encoder(c),
             "--output",
             c.d(EMBED),
             "--batch-size",

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from labse_common.config import ConfigError
 from labse_common.errors import InputError, UsageError
+from pipelines.run.corpus_stages import has_source, source_patterns
 from pipelines.run.declare import Context
 
 
@@ -94,7 +95,10 @@ def validate_sources(ctx: Context) -> None:
                 f"add {', '.join(TATOEBA_TO_LID[c] + '-en' for c in unmined)} to mining.pairs"
             )
     if not ctx.synthetic:
-        user = lambda kind: [p for p in ctx.source_patterns(kind) if not p.startswith(str(ctx.out))]  # noqa: E731
+
+        def user(kind: str) -> list[str]:  # the user's patterns, not the demo's web text
+            return [p for p in source_patterns(ctx, kind) if not p.startswith(str(ctx.out))]
+
         for kind in ("commoncrawl", "wikipedia"):
             for pat in user(kind):
                 if "://" not in pat and not glob.glob(pat):
@@ -109,18 +113,18 @@ def validate_sources(ctx: Context) -> None:
         from labse_common.remote import check_paths, remote_paths
 
         check_paths(remote_paths([*user("commoncrawl"), *user("wikipedia")]))
-    if not (ctx.source_patterns("commoncrawl") or ctx.source_patterns("wikipedia")):
+    if not (source_patterns(ctx, "commoncrawl") or source_patterns(ctx, "wikipedia")):
         raise ConfigError(
             "sources.commoncrawl and sources.wikipedia are both empty: nothing to mine"
         )
-    if src["label_from"] == "eval" and not ctx.has("eval"):
+    if src["label_from"] == "eval" and not has_source(ctx, "eval"):
         raise ConfigError(
             "sources.label_from is eval but sources.eval is empty: no alignment to label from"
         )
     if ctx.init:
         _check_init(Path(ctx.init))
     trains = not (ctx.init and ctx.values["train"]["steps"] == 0)
-    if trains and not ctx.has("pairs"):
+    if trains and not has_source(ctx, "pairs"):
         why = (
             "model.init is not given"
             if not ctx.init
