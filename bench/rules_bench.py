@@ -35,7 +35,6 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 TATOEBA = REPO.parent / "shared" / "data" / "tatoeba"
-LANGS = "ara cmn deu ell fra hin ita jpn kor nld pol por rus spa tur vie".split()
 # OpusFilter's CharacterScoreFilter takes Unicode script names per side.
 SCRIPT = {
     "ara": "Arabic",
@@ -47,8 +46,9 @@ SCRIPT = {
     "rus": "Cyrillic",
 }
 
-from labse_common.langs import ISO3_TO_1  # noqa: E402  (after the sys.path line above)
+from labse_common.langs import ISO3_TO_1, TATOEBA_LANGS  # noqa: E402  (after sys.path above)
 
+LANGS = [lang for lang in TATOEBA_LANGS if lang != "eng"]  # English is the pivot
 ISO1 = {lang: ISO3_TO_1[lang] for lang in LANGS}
 
 

@@ -61,6 +61,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from filters.bitext.scripts import scripts_of  # noqa: E402  (after the sys.path line above)
 from labse_common.langs import TATOEBA_TO_LID  # noqa: E402  (after the sys.path line above)
 
 log = logging.getLogger("scale_bench")
@@ -384,7 +385,8 @@ NOISE_KINDS = (
     "script",
     "lang",
 )
-NON_LATIN = ("ara", "cmn", "ell", "hin", "jpn", "kor", "rus")
+# The script rule's own table (filters.bitext.scripts) says which sources are not Latin.
+NON_LATIN = tuple(c for c in ISO1 if scripts_of(c) != ("Latin",))
 
 
 def parallel_pools(data: Path) -> dict[str, list[tuple[str, str]]]:
