@@ -252,6 +252,19 @@ def build_parser() -> argparse.ArgumentParser:
     add_log_level_option(ap)
     sub = ap.add_subparsers(dest="command", required=True)
 
+    _add_mine_parser(sub)
+    _add_mine_many_parser(sub)
+    _add_embed_parser(sub)
+    _add_eval_parser(sub)
+
+    from mining.plan_cli import add_plan_parser  # the planner of bounded-memory mining
+
+    add_plan_parser(sub)
+    return ap
+
+
+def _add_mine_parser(sub: argparse._SubParsersAction) -> None:
+    """Add the ``mine`` subcommand: one corpus pair."""
     m = sub.add_parser(
         "mine",
         help="mine one corpus pair",
@@ -277,6 +290,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config(m)
     m.set_defaults(func=cmd_mine)
 
+
+def _add_mine_many_parser(sub: argparse._SubParsersAction) -> None:
+    """Add the ``mine-many`` subcommand: several language pairs, each language embedded once."""
     mm = sub.add_parser(
         "mine-many",
         help="mine several language pairs, embedding/indexing each language once",
@@ -296,6 +312,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config(mm)
     mm.set_defaults(func=cmd_mine_many)
 
+
+def _add_embed_parser(sub: argparse._SubParsersAction) -> None:
+    """Add the ``embed`` subcommand: a corpus into an embedding store."""
     e = sub.add_parser(
         "embed",
         help="embed a corpus into an embedding store",
@@ -315,6 +334,9 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--batch-size", type=int, default=64, help="encoding batch size")
     e.set_defaults(func=cmd_embed)
 
+
+def _add_eval_parser(sub: argparse._SubParsersAction) -> None:
+    """Add the ``eval`` subcommand: Tatoeba, BUCC and UN retrieval."""
     ev = sub.add_parser(
         "eval",
         help="retrieval evaluation: tatoeba, bucc, un",
@@ -352,11 +374,6 @@ def build_parser() -> argparse.ArgumentParser:
     add_overwrite_option(ev, "a non-empty report folder")
     _add_config(ev, "eval")
     ev.set_defaults(func=cmd_eval)
-
-    from mining.plan_cli import add_plan_parser  # the planner of bounded-memory mining
-
-    add_plan_parser(sub)
-    return ap
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -88,29 +88,9 @@ def _inputs_into(
     lid_model: str | None,
     lid_threshold: float,
 ) -> dict:
-    from filters.langid import detect_lines
-    from labse_common.sources import expand_pairs, expand_texts, read_pairs_file
-
     counter = StageCounter()
-    rows: list[tuple[str, str, str, str]] = []
-    files: list[dict] = []
-    by_lang: dict[str, list[str]] = {}
-    for pf in expand_pairs(pairs, None, "--pairs") if pairs else []:
-        n0 = len(rows)
-        for s, t in read_pairs_file(pf, counter, "pairs"):
-            rows.append((s, t, pf.src_lang, pf.trg_lang))
-            by_lang.setdefault(pf.src_lang, []).append(s)
-            by_lang.setdefault(pf.trg_lang, []).append(t)
-        files.append(
-            {
-                "kind": "pairs",
-                "paths": list(pf.paths),
-                "pair": f"{pf.src_lang}-{pf.trg_lang}",
-                "rows": len(rows) - n0,
-            }
-        )
-    if pairs and not rows:
-        raise InputError(pairs[0], "no usable training pair in any file it matches", "--pairs")
+    files: list[dict] = []  # one entry per file read, for stats.json
+    rows, by_lang = _training_pairs(pairs, counter, files)
     (out / "train_pairs.tsv").write_text(
         "".join("\t".join(p) + "\n" for p in rows), encoding="utf-8"
     )
@@ -119,40 +99,12 @@ def _inputs_into(
     (out / "trusted_pairs.tsv").write_text(
         "".join("\t".join(p) + "\n" for p in rows[::step]), encoding="utf-8"
     )
-    gold = []
-    for pf in expand_pairs(evals, None, "--eval") if evals else []:
-        n0 = len(gold)
-        gold += [
-            (pf.src_lang, pf.trg_lang, s, t) for s, t in read_pairs_file(pf, counter, "eval_pairs")
-        ]
-        files.append(
-            {
-                "kind": "eval",
-                "paths": list(pf.paths),
-                "pair": f"{pf.src_lang}-{pf.trg_lang}",
-                "rows": len(gold) - n0,
-            }
-        )
+    gold = _eval_pairs(evals, counter, files)
     # A header, so every pair reader (`filters sample --planted`, `score`) reads it by name.
     (out / "gold.tsv").write_text(
         "\t".join(GOLD_HEADER) + "\n" + "".join("\t".join(g) + "\n" for g in gold), encoding="utf-8"
     )
-    text_by_lang: dict[str, list[str]] = {}
-    for tf in expand_texts(texts, None, "--text") if texts else []:
-        lines = [ln.strip() for ln in read_text(Path(tf.path), "--text").splitlines()]
-        counter.add_in("text_sentences", len(lines))
-        kept = [ln for ln in lines if ln]
-        counter.add_dropped("text_sentences", "empty", len(lines) - len(kept))
-        langs = [tf.lang] * len(kept) if tf.lang else detect_lines(kept, lid_model, lid_threshold)
-        for ln, lang in zip(kept, langs):
-            if lang is None:
-                counter.add_dropped("text_sentences", "language_unsure")
-            else:
-                counter.add_out("text_sentences")
-                text_by_lang.setdefault(lang, []).append(ln)
-        files.append(
-            {"kind": "text", "paths": [tf.path], "lang": tf.lang or "detected", "rows": len(kept)}
-        )
+    text_by_lang = _text_sentences(texts, counter, files, lid_model, lid_threshold)
     for name, table in (("pairs", by_lang), ("text", text_by_lang)):
         for lang, sents in table.items():
             (out / "train_sentences" / lang).mkdir(parents=True, exist_ok=True)
@@ -173,6 +125,87 @@ def _inputs_into(
     _balanced(report)
     write_report(str(out / "stats.json"), report)
     return report
+
+
+def _training_pairs(
+    pairs: list[str], counter: StageCounter, files: list[dict]
+) -> tuple[list[tuple[str, str, str, str]], dict[str, list[str]]]:
+    """The training pairs of ``--pairs`` as (src, trg, src_lang, trg_lang), and each side's
+    sentences by language."""
+    from labse_common.sources import expand_pairs, read_pairs_file
+
+    rows: list[tuple[str, str, str, str]] = []
+    by_lang: dict[str, list[str]] = {}
+    for pf in expand_pairs(pairs, None, "--pairs") if pairs else []:
+        n0 = len(rows)
+        for s, t in read_pairs_file(pf, counter, "pairs"):
+            rows.append((s, t, pf.src_lang, pf.trg_lang))
+            by_lang.setdefault(pf.src_lang, []).append(s)
+            by_lang.setdefault(pf.trg_lang, []).append(t)
+        files.append(
+            {
+                "kind": "pairs",
+                "paths": list(pf.paths),
+                "pair": f"{pf.src_lang}-{pf.trg_lang}",
+                "rows": len(rows) - n0,
+            }
+        )
+    if pairs and not rows:
+        raise InputError(pairs[0], "no usable training pair in any file it matches", "--pairs")
+    return rows, by_lang
+
+
+def _eval_pairs(
+    evals: list[str], counter: StageCounter, files: list[dict]
+) -> list[tuple[str, str, str, str]]:
+    """The known alignment of ``--eval`` as (src_lang, trg_lang, src, trg)."""
+    from labse_common.sources import expand_pairs, read_pairs_file
+
+    gold = []
+    for pf in expand_pairs(evals, None, "--eval") if evals else []:
+        n0 = len(gold)
+        gold += [
+            (pf.src_lang, pf.trg_lang, s, t) for s, t in read_pairs_file(pf, counter, "eval_pairs")
+        ]
+        files.append(
+            {
+                "kind": "eval",
+                "paths": list(pf.paths),
+                "pair": f"{pf.src_lang}-{pf.trg_lang}",
+                "rows": len(gold) - n0,
+            }
+        )
+    return gold
+
+
+def _text_sentences(
+    texts: list[str],
+    counter: StageCounter,
+    files: list[dict],
+    lid_model: str | None,
+    lid_threshold: float,
+) -> dict[str, list[str]]:
+    """The sentences of ``--text`` by language (the file's, else detected per line)."""
+    from filters.langid import detect_lines
+    from labse_common.sources import expand_texts
+
+    text_by_lang: dict[str, list[str]] = {}
+    for tf in expand_texts(texts, None, "--text") if texts else []:
+        lines = [ln.strip() for ln in read_text(Path(tf.path), "--text").splitlines()]
+        counter.add_in("text_sentences", len(lines))
+        kept = [ln for ln in lines if ln]
+        counter.add_dropped("text_sentences", "empty", len(lines) - len(kept))
+        langs = [tf.lang] * len(kept) if tf.lang else detect_lines(kept, lid_model, lid_threshold)
+        for ln, lang in zip(kept, langs):
+            if lang is None:
+                counter.add_dropped("text_sentences", "language_unsure")
+            else:
+                counter.add_out("text_sentences")
+                text_by_lang.setdefault(lang, []).append(ln)
+        files.append(
+            {"kind": "text", "paths": [tf.path], "lang": tf.lang or "detected", "rows": len(kept)}
+        )
+    return text_by_lang
 
 
 def _canonical(table: pa.Table) -> pa.Table:
@@ -493,6 +526,18 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = ap.add_subparsers(dest="task", required=True)
+    _add_inputs_parser(sub)
+    _add_labels_parser(sub)
+    _add_sentences_parser(sub)
+    _add_score_parser(sub)
+    _add_concat_parser(sub)
+    _add_embed_parser(sub)
+    add_log_level_option(ap)
+    return ap
+
+
+def _add_inputs_parser(sub: argparse._SubParsersAction) -> None:
+    """Add the ``inputs`` task: training pairs, eval alignment and text from the sources."""
     p = sub.add_parser(
         "inputs", help="training pairs, eval alignment, training text from sources globs"
     )
@@ -530,6 +575,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--output", required=True, help="folder to write")
     add_overwrite_option(p)
+
+
+def _add_labels_parser(sub: argparse._SubParsersAction) -> None:
+    """Add the ``labels`` task: the person's labels matched to the mined pairs."""
     g = sub.add_parser("labels", help="the person's labels, matched to the mined pairs by text")
     g.add_argument("--sample", required=True, help="sample.parquet of `filters sample`")
     g.add_argument("--candidates", required=True, help="the pairs the sample was drawn from")
@@ -541,6 +590,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--output", required=True, help="folder to write labels.tsv for `filters combine`"
     )
     add_overwrite_option(g)
+
+
+def _add_sentences_parser(sub: argparse._SubParsersAction) -> None:
+    """Add the ``sentences`` task: per-language sentences to mine and to learn from."""
     s = sub.add_parser("sentences", help="per-language Parquet to mine and to learn the vocabulary")
     s.add_argument("--corpus", action="append", required=True, help="a corpus job's output folder")
     s.add_argument(
@@ -548,6 +601,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.add_argument("--output", required=True, help="folder to write (mine/, vocab/)")
     add_overwrite_option(s)
+
+
+def _add_score_parser(sub: argparse._SubParsersAction) -> None:
+    """Add the ``score`` task: precision/recall against the known alignment."""
     c = sub.add_parser("score", help="precision/recall of the bitext against the known alignment")
     c.add_argument(
         "--bitext", required=True, help="the final bitext folder (python -m filters export)"
@@ -570,12 +627,20 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="score every pair (no half): for runs whose filter used no planted sample",
     )
+
+
+def _add_concat_parser(sub: argparse._SubParsersAction) -> None:
+    """Add the ``concat`` task: several pair files as one."""
     k = sub.add_parser(
         "concat", help="several pair Parquet files as one (the filters take one file)"
     )
     k.add_argument("inputs", nargs="+", help="Parquet files with src, trg")
     k.add_argument("--output", required=True, help="Parquet file to write")
     add_overwrite_option(k, "the output file")
+
+
+def _add_embed_parser(sub: argparse._SubParsersAction) -> None:
+    """Add the ``embed`` task: embedding stores of several languages."""
     e = sub.add_parser("embed", help="embedding stores of several languages, one encoder load")
     e.add_argument("--sentences", required=True, help="folder of <lang>/ Parquet sentences")
     e.add_argument("--langs", nargs="+", required=True, help="languages to embed")
@@ -583,8 +648,6 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--output", required=True, help="folder receiving one store per language")
     e.add_argument("--batch-size", type=int, default=64, help="encoding batch size (64)")
     add_overwrite_option(e)
-    add_log_level_option(ap)
-    return ap
 
 
 def main(argv: list[str] | None = None) -> int:
