@@ -219,3 +219,23 @@ def test_bare_pooling_heads_round_trip(tiny, tmp_path, pooling):
     )
     pooled = Encoder(enc, tok, max_seq_length=64, device="cpu").encode(SENTS)
     assert np.abs(pooled - after).max() > 1e-2
+
+
+def test_the_encoder_shape_comes_from_the_model_section():
+    from labse_common.config import ConfigError, load
+    from labse_model.model import BERT_BASE, bert_config, build_config
+
+    model = load("model", "demo", ["hidden_size=48", "num_attention_heads=3", "dropout=0.2"])
+    cfg = bert_config(model, 300, pad_token_id=0)
+    assert (cfg.vocab_size, cfg.hidden_size, cfg.num_attention_heads) == (300, 48, 3)
+    assert cfg.hidden_dropout_prob == cfg.attention_probs_dropout_prob == 0.2
+    assert cfg.initializer_range == model.initializer_range
+    # Plain callers (tests, benchmarks) get BERT-base's shape and the section's other defaults
+    # and checks, not a second copy of them.
+    base = build_config(300)
+    assert {k: getattr(base, k) for k in BERT_BASE} == BERT_BASE
+    assert base.hidden_dropout_prob == load("model", None).dropout
+    with pytest.raises(ConfigError, match="num_attention_heads"):
+        build_config(300, hidden_size=30, num_attention_heads=4)
+    with pytest.raises(ConfigError, match="model.widht"):
+        build_config(300, widht=64)

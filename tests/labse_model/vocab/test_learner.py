@@ -251,3 +251,16 @@ def test_learner_result_does_not_depend_on_row_order():
         idx = list(range(len(words)))
         random.Random(seed).shuffle(idx)
         assert learn_vocab([words[i] for i in idx], counts[idx], params).vocab == base, seed
+
+
+def test_learner_params_read_the_vocab_learner_section():
+    from dataclasses import fields
+
+    from labse_common.config import load
+
+    section = load("vocab", "demo", ["learner.max_unique_chars=7"]).learner
+    params = LearnerParams(100, section)
+    assert params.learner is section and params.learner.max_unique_chars == 7
+    assert LearnerParams(100).learner == LearnerConfig()
+    # No key of the section is declared again (with a default of its own) beside it.
+    assert not {f.name for f in fields(LearnerParams)} & {f.name for f in fields(LearnerConfig)}
