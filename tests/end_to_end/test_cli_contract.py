@@ -608,7 +608,7 @@ TABLE: dict[str, Cmd] = {
         "data",
         na={
             **_na(PARQUET_CASES, NO_PARQUET + " (--data is the ../shared/data layout)"),
-            "concurrent": "--dry-run writes nothing; two real runners: tests/test_run_pipeline",
+            "concurrent": "--dry-run writes nothing; two real runners: tests/pipelines/test_run_pipeline",
         },
     ),
     "filters label": Cmd(

@@ -16,8 +16,8 @@ from pipelines.run.config import effective_config
 from pipelines.run.declare import Context
 from pipelines.run.plan import make_plan
 from pipelines.run.stages import BY_NAME, NAMES, STAGES
+from tests.support.paths import REPO as ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 
 

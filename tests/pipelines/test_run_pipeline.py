@@ -22,8 +22,8 @@ import pytest
 
 from labse_common.stats import check_balanced
 from pipelines.run.stages import BY_NAME, NAMES
+from tests.support.paths import REPO as ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
 # Reduced size: a few hundred sentences per language and a few training steps.
 SMALL = [
