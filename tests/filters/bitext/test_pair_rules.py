@@ -275,7 +275,7 @@ def test_rules_cli_writes_kept_dropped_and_stats(tmp_path, capsys):
     [
         (["--pairs", "{tmp}/missing.tsv"], "not found"),
         (["--pairs", "{tmp}/empty.tsv"], "no readable pair"),
-        (["--pairs", "{tmp}/ok.tsv", "max_ratio=abc"], "max_ratio"),
+        (["--pairs", "{tmp}/ok.tsv", "--set", "max_ratio=abc"], "max_ratio"),
         (["--pairs", "{tmp}/ok.tsv", "--set", "nope=1"], "unknown config key"),
         (["--pairs", "{tmp}/ok.tsv", "--config", "{tmp}/none.yaml"], "config file not found"),
     ],
