@@ -62,13 +62,22 @@ PAIR_UNIT = stream.PAIRS
 
 def learn_vocab_from(texts: Iterator[str], out_dir: str, vocab_size: int) -> None:
     """A cased WordPiece learned by the project's (deterministic) learner: same input, same ids."""
-    from labse_common.sections.vocab import LearnerConfig
+    from labse_common.config import load
     from labse_model.vocab.build import build_vocab
 
     # A small vocabulary cannot hold every character of 17 scripts twice (## forms): the rarest
-    # characters become [UNK] so that a third of the budget is left for real pieces.
-    learner = LearnerConfig(max_unique_chars=max(1, (vocab_size - 5) // 3))
-    build_vocab({stream.DEFAULT_GROUP: list(texts)}, vocab_size, out_dir, learner=learner)
+    # characters become [UNK] so that a third of the budget is left for real pieces. Nothing
+    # is held out: every pair is training data here.
+    cfg = load(
+        "vocab",
+        None,
+        flags={
+            "vocab_size": vocab_size,
+            "heldout_fraction": 0.0,
+            "learner": {"max_unique_chars": max(1, (vocab_size - 5) // 3)},
+        },
+    )
+    build_vocab({stream.DEFAULT_GROUP: list(texts)}, cfg, out_dir)
 
 
 def _build_model(

@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 
 from labse_common.config import to_dict
 from labse_common.errors import InputError
-from labse_common.sections.vocab import LearnerConfig
+from labse_common.sections.vocab import VocabConfig
 from labse_common.stats import StageCounter, check_balanced, write_report
 from labse_model.vocab.counting import WORDS, sentence_words
 from labse_model.vocab.evaluate import coverage_by_lang
@@ -215,26 +215,23 @@ def finish_vocab(
 
 def build_vocab(
     sentences_by_lang: Mapping[str, Sequence[str]],
-    vocab_size: int,
+    cfg: VocabConfig,
     out_dir: str | Path,
-    smoothing: float = 0.3,
-    min_count: float = 1.0,
-    max_word_length: int = 100,
     heldout_by_lang: Mapping[str, Sequence[str]] | None = None,
-    heldout_fraction: float = 0.0,
-    learner: LearnerConfig | None = None,
     source: str | None = None,
 ) -> Path:
     """Build a vocabulary in-process (no Beam): count, smooth, learn, export, evaluate.
 
-    ``sentences_by_lang`` maps a language code to its sentences. Held-out sentences for
-    ``vocab_stats.json`` come from ``heldout_by_lang`` and/or a hashed ``heldout_fraction`` of
-    the input. ``learner`` is the ``vocab.learner`` section (its defaults when None).
+    ``sentences_by_lang`` maps a language code to its sentences; ``cfg`` is the ``vocab:``
+    section as loaded (``labse_common.config.load("vocab", ...)``). Held-out sentences for
+    ``vocab_stats.json`` come from ``heldout_by_lang`` and/or a hashed ``vocab.heldout_fraction``
+    of the input, all of them evaluated (``max_heldout_per_lang`` bounds what the Beam job's
+    workers keep).
     Returns ``out_dir``, which holds vocab.txt, tokenizer.json (plus the transformers config
     files), word_counts.parquet, heldout.parquet, languages.json, vocab_stats.json and
     stats.json: the same layout as ``python -m pipelines.vocab``.
     """
-    params = LearnerParams(int(vocab_size), learner or LearnerConfig())
+    params = LearnerParams(cfg.vocab_size, cfg.learner)
     counter = StageCounter()
     per_lang: dict[str, Counter[str]] = {}
     sent_counts: dict[str, int] = {}
@@ -244,7 +241,7 @@ def build_vocab(
         c: Counter[str] = Counter()
         n_sent = 0
         for text in sentences:
-            kind, value = sentence_words(text, counter, max_word_length, heldout_fraction)
+            kind, value = sentence_words(text, counter, cfg.max_word_length, cfg.heldout_fraction)
             if kind == "count":
                 c.update(value)  # type: ignore[arg-type]
                 n_sent += 1
@@ -259,7 +256,7 @@ def build_vocab(
         sent_counts[lang] = n_sent
 
     totals = {lang: sum(c.values()) for lang, c in per_lang.items()}
-    weights = language_weights(totals, smoothing)
+    weights = language_weights(totals, cfg.smoothing)
     smoothed: dict[str, float] = {}
     raw: dict[str, int] = {}
     for lang, c in per_lang.items():
@@ -267,8 +264,8 @@ def build_vocab(
         for word, n in c.items():
             smoothed[word] = smoothed.get(word, 0.0) + w * n
             raw[word] = raw.get(word, 0) + n
-    words = [w for w, s in smoothed.items() if s >= min_count]
-    below = sum(raw[w] for w, s in smoothed.items() if s < min_count)
+    words = [w for w, s in smoothed.items() if s >= cfg.min_count]
+    below = sum(raw[w] for w, s in smoothed.items() if s < cfg.min_count)
     counter.add_dropped(WORDS, "below_min_count", below)
     counter.add_out(WORDS, sum(raw[w] for w in words))
     counts = np.array([smoothed[w] for w in words], dtype=np.float64)
@@ -277,10 +274,14 @@ def build_vocab(
     write_counts(out / COUNTS_FILE, words, counts, np.array([raw[w] for w in words]))
     write_heldout(out / HELDOUT_FILE, heldout)
     summary = language_summary(
-        totals, sent_counts, {k: len(v) for k, v in per_lang.items()}, smoothing
+        totals, sent_counts, {k: len(v) for k, v in per_lang.items()}, cfg.smoothing
     )
     (out / SUMMARY_FILE).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
-    extra = {"smoothing": smoothing, "min_count": min_count, "max_word_length": max_word_length}
+    extra = {
+        "smoothing": cfg.smoothing,
+        "min_count": cfg.min_count,
+        "max_word_length": cfg.max_word_length,
+    }
     return finish_vocab(
         words,
         counts,

@@ -8,6 +8,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from labse_common.config import load
 from labse_common.errors import InputError
 from labse_common.stats import StageCounter
 from labse_model import stream
@@ -24,7 +25,9 @@ def test_has_words_agrees_with_the_tokenizers_cleaning():
 
 def test_vocab_from_zero_width_text_is_refused(tmp_path):
     with pytest.raises(InputError) as e:
-        build_vocab({"en": ZW * 3, "de": ZW}, 100, tmp_path / "v")
+        build_vocab(
+            {"en": ZW * 3, "de": ZW}, load("vocab", None, flags={"vocab_size": 100}), tmp_path / "v"
+        )
     assert "no usable word after normalisation" in str(e.value) and "de, en" in str(e.value)
 
 

@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from labse_common.config import load
 from labse_common.stats import check_balanced, read_report
 from labse_model.vocab import build_vocab
 from labse_model.vocab.build import read_counts
@@ -87,7 +88,8 @@ def test_beam_job_matches_in_process_counts(corpus, tmp_path):
     assert c["words"]["dropped"]["too_long"] == 1
 
     # The same sentences counted in-process give the same table and the same counts.
-    ref = build_vocab(by_lang, 1500, tmp_path / "ref", heldout_fraction=0.1)
+    cfg = load("vocab", None, flags={"vocab_size": 1500, "heldout_fraction": 0.1})
+    ref = build_vocab(by_lang, cfg, tmp_path / "ref")
     rc = read_report(str(ref / "stats.json"))["counts"]
     for unit in ("sentences", "words"):
         assert c[unit] == rc[unit], unit
@@ -109,7 +111,8 @@ def test_beam_job_matches_in_process_counts(corpus, tmp_path):
 def test_learner_cli_from_saved_counts(corpus, tmp_path):
     root, by_lang = corpus
     counts_dir = tmp_path / "counts"
-    build_vocab(by_lang, 1500, counts_dir, heldout_fraction=0.1)
+    cfg = load("vocab", None, flags={"vocab_size": 1500, "heldout_fraction": 0.1})
+    build_vocab(by_lang, cfg, counts_dir)
     out = tmp_path / "relearned"
     cmd = [
         sys.executable,

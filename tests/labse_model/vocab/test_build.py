@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from labse_common.config import load
 from labse_common.stats import check_balanced, read_report
 from labse_model.vocab import build_vocab
 from labse_model.vocab.export import read_vocab
@@ -37,7 +38,10 @@ def tatoeba_vocabs(tmp_path_factory):
     out = {}
     for alpha in (0.3, 1.0):
         d = tmp_path_factory.mktemp(f"alpha{alpha}")
-        out[alpha] = build_vocab(train, 8000, d, smoothing=alpha, heldout_by_lang=dev)
+        cfg = load(
+            "vocab", None, flags={"vocab_size": 8000, "smoothing": alpha, "heldout_fraction": 0.0}
+        )
+        out[alpha] = build_vocab(train, cfg, d, heldout_by_lang=dev)
     return out, train, dev
 
 
@@ -103,7 +107,8 @@ def test_bad_input_is_counted_not_fatal(tmp_path):
             "",
         ],
     }
-    out = build_vocab(sentences, 200, tmp_path / "v", smoothing=0.3, min_count=0.5)
+    cfg = load("vocab", None, flags={"vocab_size": 200, "min_count": 0.5, "heldout_fraction": 0.0})
+    out = build_vocab(sentences, cfg, tmp_path / "v")
     report = read_report(str(out / "stats.json"))
     assert check_balanced(report) == []
     c = report["counts"]
