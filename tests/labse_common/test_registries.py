@@ -59,7 +59,8 @@ def test_combine_features_are_the_sections_names():
     assert combine.known_feature is combine_section.known_feature
     # The section checks the names at load, without the library: a derived feature passes, a
     # misspelt one is one error line listing them.
-    assert load("combine", "demo", ["features=[digits_agree, rule_copy]"]).features
+    features = load("combine", "demo", ["features=[digits_agree, rule_copy]"]).features
+    assert features == ["digits_agree", "rule_copy"]
     with pytest.raises(ConfigError, match="unknown feature.*'digit_agree'.*known: margin"):
         load("combine", "demo", ["features=[digit_agree]"])
 

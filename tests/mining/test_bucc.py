@@ -9,8 +9,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from labse_common.sections.mining import MiningConfig
 from mining.__main__ import main
-from mining.bucc import evaluate_at, evaluate_bucc, optimize_threshold, read_bucc
+from mining.bucc import (
+    evaluate_at,
+    evaluate_bucc,
+    mine_candidates,
+    optimize_threshold,
+    read_bucc,
+    read_gold,
+)
+
+# evaluate_bucc's default: LASER's BUCC setting
+BUCC_SETTING = MiningConfig(k=4, margin="ratio", mode="max", unify=True, progress=False)
 
 
 def test_optimizer_hand_computed() -> None:
@@ -102,10 +113,23 @@ def test_bucc_end_to_end(tmp_path: Path) -> None:
     d.mkdir(parents=True)
     write_split(d, "training", 60, 80, offset=0)
     write_split(d, "sample", 50, 70, offset=500)
-    rep = evaluate_bucc(tmp_path / "bucc", ["de-en"], concept_embedder())
+    embed = concept_embedder()
+    rep = evaluate_bucc(tmp_path / "bucc", ["de-en"], embed)
     row = rep["pairs"][0]
-    assert row["tune_f1"] > 95 and row["f1"] > 90
-    assert 1.0 < row["threshold"] < 2.0
+    # What the construction implies: a planted pair shares its concept, every other candidate
+    # pairs two unrelated concepts, so every gold margin is above every other candidate's and
+    # the tuned threshold is the midpoint of that gap (F1 100 on the tuning split).
+    fs, ft, fg = (d / f"de-en.training.{x}" for x in ("de", "en", "gold"))
+    s, t = read_bucc(fs), read_bucc(ft)
+    cands = mine_candidates(s, t, embed(s[1], fs), embed(t[1], ft), BUCC_SETTING)
+    gold = read_gold(fg)
+    assert len(gold) == 60 and gold <= set(cands)
+    gold_low = min(cands[p] for p in gold)
+    other_high = max(v for p, v in cands.items() if p not in gold)
+    assert gold_low > other_high
+    assert row["threshold"] == pytest.approx((gold_low + other_high) / 2, rel=1e-12)
+    assert row["tune_f1"] == pytest.approx(100.0)
+    assert row["f1"] > 90  # the other split's planted pairs fall on the same side of the gap
 
 
 def test_bucc_cli_with_npy_embeddings(tmp_path: Path) -> None:
