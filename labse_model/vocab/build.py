@@ -213,6 +213,37 @@ def finish_vocab(
     return out
 
 
+def _count_languages(
+    sentences_by_lang: Mapping[str, Sequence[str]],
+    cfg: VocabConfig,
+    counter: StageCounter,
+    heldout: dict[str, list[str]],
+) -> tuple[dict[str, Counter[str]], dict[str, int]]:
+    """Word counts and counted sentences per language; held-out sentences go to ``heldout``,
+    a language without words is dropped (counted)."""
+    per_lang: dict[str, Counter[str]] = {}
+    sent_counts: dict[str, int] = {}
+    for lang, sentences in sentences_by_lang.items():
+        counter.add_in(LANGS)
+        c: Counter[str] = Counter()
+        n_sent = 0
+        for text in sentences:
+            kind, value = sentence_words(text, counter, cfg.max_word_length, cfg.heldout_fraction)
+            if kind == "count":
+                c.update(value)  # type: ignore[arg-type]
+                n_sent += 1
+            elif kind == "heldout":
+                heldout.setdefault(lang, []).append(value)  # type: ignore[arg-type]
+        if sum(c.values()) == 0:
+            counter.add_dropped(LANGS, "empty")
+            log.warning("language %s has no words to count", lang)
+            continue
+        counter.add_out(LANGS)
+        per_lang[lang] = c
+        sent_counts[lang] = n_sent
+    return per_lang, sent_counts
+
+
 def build_vocab(
     sentences_by_lang: Mapping[str, Sequence[str]],
     cfg: VocabConfig,
@@ -233,28 +264,8 @@ def build_vocab(
     """
     params = LearnerParams(cfg.vocab_size, cfg.learner)
     counter = StageCounter()
-    per_lang: dict[str, Counter[str]] = {}
-    sent_counts: dict[str, int] = {}
     heldout: dict[str, list[str]] = {k: list(v) for k, v in (heldout_by_lang or {}).items()}
-    for lang, sentences in sentences_by_lang.items():
-        counter.add_in(LANGS)
-        c: Counter[str] = Counter()
-        n_sent = 0
-        for text in sentences:
-            kind, value = sentence_words(text, counter, cfg.max_word_length, cfg.heldout_fraction)
-            if kind == "count":
-                c.update(value)  # type: ignore[arg-type]
-                n_sent += 1
-            elif kind == "heldout":
-                heldout.setdefault(lang, []).append(value)  # type: ignore[arg-type]
-        if sum(c.values()) == 0:
-            counter.add_dropped(LANGS, "empty")
-            log.warning("language %s has no words to count", lang)
-            continue
-        counter.add_out(LANGS)
-        per_lang[lang] = c
-        sent_counts[lang] = n_sent
-
+    per_lang, sent_counts = _count_languages(sentences_by_lang, cfg, counter, heldout)
     totals = {lang: sum(c.values()) for lang, c in per_lang.items()}
     weights = language_weights(totals, cfg.smoothing)
     smoothed: dict[str, float] = {}
