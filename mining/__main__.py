@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import logging
-import sys
 from pathlib import Path
 
 from labse_common.cli import (
@@ -14,6 +13,7 @@ from labse_common.cli import (
     add_log_level_option,
     add_output_option,
     add_overwrite_option,
+    exit_with,
     load_config,
     run_main,
 )
@@ -384,4 +384,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_with(main)

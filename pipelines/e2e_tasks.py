@@ -32,7 +32,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from labse_common.cli import add_log_level_option, add_overwrite_option, run_main
+from labse_common.cli import add_log_level_option, add_overwrite_option, exit_with, run_main
 from labse_common.datafiles import read_json, read_parquet, read_text
 from labse_common.errors import InputError, UsageError
 from labse_common.formats import PROVENANCE_COLUMNS
@@ -712,4 +712,4 @@ def _run_task(args: argparse.Namespace) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    exit_with(main)
