@@ -26,6 +26,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from labse_common.errors import InputError
+from labse_common.filesystems import is_remote
 from labse_common.stats import StageCounter
 
 log = logging.getLogger(__name__)
@@ -59,7 +60,7 @@ def _missing(path: str, flag: str | None) -> InputError:
 
 def _check_file(path: str | os.PathLike, flag: str | None) -> str:
     p = os.fspath(path)
-    if "://" in p:
+    if is_remote(p):
         return p  # remote: existence is checked by the read itself
     if not os.path.exists(p):
         raise _missing(p, flag)
@@ -88,7 +89,7 @@ def parquet_file(
     buffer)."""
     p = _check_file(path, flag)
     try:
-        src = _open_remote(p) if "://" in p else p
+        src = _open_remote(p) if is_remote(p) else p
         if stream:
             # pyarrow's defaults pre-buffer every row group iter_batches is asked for (the whole
             # file) and read a column chunk whole (the miner's pq.write_table makes one row group
@@ -258,7 +259,7 @@ def read_text(path: str | os.PathLike, flag: str | None = None) -> str:
     """A whole UTF-8 text file; bytes that are not UTF-8 are an InputError naming the offset."""
     p = _check_file(path, flag)
     try:
-        if "://" in p:
+        if is_remote(p):
             with _open_remote(p) as f:
                 data = f.read()
         else:
@@ -308,7 +309,7 @@ def load_npy(path: str | os.PathLike, flag: str | None = None, mmap: bool = True
     """A ``.npy`` array (memory-mapped locally); truncation or a foreign file is InputError."""
     p = _check_file(path, flag)
     try:
-        if "://" in p:
+        if is_remote(p):
             import io
 
             with _open_remote(p) as f:

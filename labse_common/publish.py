@@ -53,6 +53,7 @@ from typing import Any
 
 from labse_common import remote
 from labse_common.errors import InputError, RemoteError, UsageError
+from labse_common.filesystems import is_remote
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +94,7 @@ def _where(flag: str | None, url: str) -> str:
 
 
 def _is_local(url: str) -> bool:
-    return "://" not in url or url.startswith("file://")
+    return not is_remote(url)
 
 
 def _local_path(url: str) -> Path:

@@ -71,3 +71,14 @@ def test_no_module_keeps_its_own_copy_of_the_path_helpers() -> None:
                 if name in names:
                     copies.append(f"{path.relative_to(ROOT)}: {name}")
     assert copies == []
+
+
+def test_labse_common_asks_is_remote_not_a_substring_test() -> None:
+    # `"://" in path` took file:// (and a drive letter's C://) for an object store.
+    found = [
+        f"{path.relative_to(ROOT)}:{n}"
+        for path in sorted((ROOT / "labse_common").rglob("*.py"))
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if '"://" in ' in line or '"://" not in ' in line
+    ]
+    assert found == []
