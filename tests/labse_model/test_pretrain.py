@@ -1,6 +1,12 @@
-"""The paper's ablation in miniature on ../shared/data/tatoeba: held-out MLM loss falls during a
-short CPU pretraining, `train --init OUTPUT/model` starts from it, and both inits are fine-tuned
-the same way and scored on dev retrieval (the figures are printed; see the note at the end)."""
+"""Pretraining at test scale on ../shared/data/tatoeba (300 CPU steps of a 64-wide encoder): the
+held-out MLM and TLM losses fall and their accuracies rise, `train --init OUTPUT/model` fine-tunes
+the pretrained encoder (not a fresh draw), and the result retrieves well above chance, not far
+below a random init fine-tuned the same way.
+
+Not tested here: the paper's ablation (pretrained beats random after the same fine-tuning). At
+this scale it does not hold (dev accuracy 0.10 pretrained vs 0.13 random after 150 steps; the
+pretrained encoder reaches ~10% MLM accuracy, no semantic features yet); bench/pretrain_bench.py
+ablation measures it at the demo preset's size."""
 
 from __future__ import annotations
 
@@ -8,7 +14,6 @@ import json
 import os
 
 import pytest
-import torch
 
 from labse_common.config import load
 from labse_common.stats import check_balanced, read_report
@@ -34,16 +39,11 @@ PRE_STEPS = [100, 200]
 FT_STEPS = 150
 
 
-@pytest.fixture(autouse=True)
-def _threads():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.mark.slow
-def test_pretraining_then_fine_tuning_against_random_init(tmp_path):
+def test_pretraining_learns_and_fine_tuning_starts_from_it(tmp_path):
     if not DATA.is_dir():
         pytest.skip(f"Tatoeba data not found under {DATA}")
     inputs = write_tatoeba_inputs(tmp_path / "inputs", vocab_size=8000)
@@ -78,8 +78,11 @@ def test_pretraining_then_fine_tuning_against_random_init(tmp_path):
     assert summary["stage"] == 1 and summary["model"] == str(pre / "model")
     evals = [r for r in map(json.loads, open(pre / "metrics.jsonl")) if "eval_mlm_loss" in r]
     assert evals[0]["step"] == 0 and evals[-1]["step"] == sum(PRE_STEPS)
-    assert evals[-1]["eval_mlm_loss"] < evals[0]["eval_mlm_loss"] - 1.0, evals
-    assert evals[-1]["eval_tlm_accuracy"] > evals[0]["eval_tlm_accuracy"]
+    # Measured: MLM loss 9.37 -> 6.80, MLM accuracy 0 -> 0.106, TLM accuracy 0 -> 0.083; a
+    # pretraining that does not learn stays near its start (about ln of the vocabulary size).
+    assert evals[-1]["eval_mlm_loss"] < evals[0]["eval_mlm_loss"] - 2.0, evals
+    assert evals[-1]["eval_mlm_accuracy"] > 0.06, evals
+    assert evals[-1]["eval_tlm_accuracy"] > 0.05, evals
     report = read_report(str(pre / "stats.json"))
     assert check_balanced(report) == []
     assert report["counts"]["languages"]["out"] == 17
@@ -98,9 +101,12 @@ def test_pretraining_then_fine_tuning_against_random_init(tmp_path):
         s = train(MODEL, tcfg, [inputs["pairs"]], str(out), max_steps=FT_STEPS, **kw)
         acc[name] = dev_accuracy(s["model"])["average"]
     print("dev accuracy", acc)
-    # Both fine-tunings learn retrieval (chance is 0.01) ...
-    assert min(acc.values()) > 0.03, acc
-    # ... and `train --init` really started from the pretrained encoder: its word embeddings
+    # Measured: 0.10 from the pretrained encoder, 0.13 from a random one (chance is 0.01). The
+    # pretrained start must stay a usable one: this fails if pretraining leaves an encoder that
+    # fine-tunes to near chance (diverged or collapsed weights, say).
+    assert acc["random"] > 0.06, acc
+    assert acc["pretrained"] > 0.06 and acc["pretrained"] > 0.5 * acc["random"], acc
+    # `train --init` really started from the pretrained encoder: its word embeddings
     # are the pretrained ones moved by 150 fine-tuning steps, not a fresh draw.
     from labse_model.model import load_encoder
 
@@ -114,6 +120,3 @@ def test_pretraining_then_fine_tuning_against_random_init(tmp_path):
     )
     assert (e_ft - e_pre).norm() < 0.5 * (e_rand - e_pre).norm()
     assert os.path.exists(pre / "model" / "mlm_head.safetensors")
-    # The paper's ablation (pretrained > random after the same fine-tuning) does NOT hold at
-    # this test's scale (300 CPU pretraining steps reach ~10% MLM accuracy: no semantic features
-    # yet); bench/pretrain_bench.py ablation measures it at the demo preset's size.
