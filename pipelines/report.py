@@ -16,7 +16,7 @@ import logging
 import time
 from pathlib import Path
 
-from labse_common.cli import add_log_level_option, run_main
+from labse_common.cli import add_log_level_option, exit_with, run_main
 from labse_common.datafiles import read_json, read_parquet
 from labse_common.errors import InputError
 from labse_common.logs import setup_logging
@@ -352,4 +352,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    exit_with(main)

@@ -7,6 +7,7 @@ the positional ``KEY=VALUE`` overrides of the filters commands (now ``--set KEY=
 from __future__ import annotations
 
 import argparse
+import ast
 import subprocess
 import sys
 from pathlib import Path
@@ -101,3 +102,30 @@ def test_an_unknown_filters_command_is_one_line_and_exit_2(
     assert len(errors) == 1
     assert errors[0].startswith("unknown command 'nope'; the commands: ")
     assert "rules" in errors[0]
+
+
+#: Being split into a package by another change; it keeps its own SIGINT set-up for now.
+_NOT_YET = ("pipelines/run",)
+
+
+def test_every_command_exits_through_exit_with() -> None:
+    """One way a command exits: ``if __name__ == "__main__": exit_with(main)``, where ``main``
+    returns run_main's status; no ``sys.exit``/``raise SystemExit`` of its own anywhere."""
+    root = Path(__file__).resolve().parents[2]
+    wrong = []
+    for package in ("labse_common", "filters", "mining", "labse_model", "pipelines"):
+        for path in sorted((root / package).rglob("*.py")):
+            rel = path.relative_to(root).as_posix()
+            if rel.startswith(_NOT_YET) or rel == "labse_common/command.py":
+                continue
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Raise) and "SystemExit" in ast.unparse(node):
+                    wrong.append(f"{rel}:{node.lineno}: {ast.unparse(node)}")
+                if isinstance(node, ast.Call) and ast.unparse(node.func) == "sys.exit":
+                    wrong.append(f"{rel}:{node.lineno}: {ast.unparse(node)}")
+                if isinstance(node, ast.If) and ast.unparse(node.test) == "__name__ == '__main__'":
+                    body = [ast.unparse(s) for s in node.body]
+                    if not body or not body[-1].startswith("exit_with("):
+                        wrong.append(f"{rel}:{node.lineno}: __main__ block ends in {body[-1:]}")
+    assert wrong == []
