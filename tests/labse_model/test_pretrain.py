@@ -102,8 +102,8 @@ def test_pretraining_learns_and_fine_tuning_starts_from_it(tmp_path):
         acc[name] = dev_accuracy(s["model"])["average"]
     print("dev accuracy", acc)
     # Measured: 0.10 from the pretrained encoder, 0.13 from a random one (chance is 0.01). The
-    # pretrained start must stay a usable one: this fails if pretraining leaves an encoder that
-    # fine-tunes to near chance (diverged or collapsed weights, say).
+    # pretrained start must stay a usable one: from the same encoder with diverged weights (all
+    # of them x30) the same fine-tuning reaches 0.013, and this fails.
     assert acc["random"] > 0.06, acc
     assert acc["pretrained"] > 0.06 and acc["pretrained"] > 0.5 * acc["random"], acc
     # `train --init` really started from the pretrained encoder: its word embeddings
