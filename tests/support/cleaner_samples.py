@@ -1,7 +1,7 @@
 """Documents from ../shared/data and a digest of what the sentence cleaner makes of them.
 
-Used by tests/test_steps.py to show that the cleaner on the step protocol gives the same rows
-and counts as the code before it (the expectation in tests/data/cleaner_expected.json was
+Used by tests/filters/test_steps.py to show that the cleaner on the step protocol gives the same
+rows and counts as the code before it (the expectation in tests/data/cleaner_expected.json was
 computed with the pre-step cleaner by ``python -m tests.support.cleaner_samples``).
 """
 
