@@ -9,9 +9,10 @@ both stages read their records.
 * **Order** is a pure function of (seed, position): in lane epoch ``e`` the blocks of a group are
   permuted with ``rng(seed, group, e)`` and dealt round-robin to the lanes; a lane reads its
   blocks in windows of ``shuffle_blocks`` blocks whose records are permuted with
-  ``rng(seed, group, lane, e, window)`` (the bounded shuffle buffer). Languages (groups) are
-  mixed per record with probabilities ``p_lang ** alpha`` (normalised), drawn per position from
-  ``rng(seed, lane, chunk)``. A lane resumes at any record position without replaying the data.
+  ``rng(seed, group, lane, e, window)`` (the bounded shuffle buffer). Groups (languages,
+  or ``<source>.<lang>`` folders) are mixed per record with the probabilities of
+  :func:`mixing_probabilities` (sources by weight, languages inside a source by
+  ``p_lang ** alpha``), drawn per position from ``rng(seed, lane, chunk)``. A lane resumes at any record position without replaying the data.
 * **Memory** per lane: one shuffle window per group being read, whatever the corpus size.
 
 Records are ``str`` (sentences) or ``(src, trg)`` tuples (pairs).
@@ -19,7 +20,8 @@ Records are ``str`` (sentences) or ``(src, trg)`` tuples (pairs).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import math
+from collections.abc import Iterator, Mapping
 
 import numpy as np
 
@@ -29,12 +31,51 @@ from labse_model.stream_blocks import BlockList
 _CHOICE_CHUNK = 4096
 
 
-def mixing_probabilities(groups: dict[str, BlockList], alpha: float) -> dict[str, float]:
-    """q_g proportional to (n_g / N) ** alpha over groups with records (LaBSE: alpha = 0.3)."""
+#: Separates a group's source from its language in a folder name: ``pud.de-en`` is the ``de-en``
+#: pairs of the source ``pud``. Language codes never hold a dot, so a plain ``de`` folder is a
+#: group of the one unnamed source.
+SOURCE_SEP = "."
+
+
+def source_of(group: str) -> str:
+    """The source a group belongs to: the part of its name before the first dot, or ``""``."""
+    return group.split(SOURCE_SEP, 1)[0] if SOURCE_SEP in group else ""
+
+
+def mixing_probabilities(
+    groups: Mapping[str, BlockList | int],
+    alpha: float,
+    source_weights: Mapping[str, float] | None = None,
+) -> dict[str, float]:
+    """The share of records each group supplies: the documented weighting rule.
+
+    Two levels. Each source ``s`` (the groups named ``s.<lang>``) takes the share
+    ``w_s / sum_t w_t`` of the records, ``w`` from ``source_weights`` (a source not named there
+    weighs 1); inside a source, its groups are mixed like LaBSE mixes languages,
+    ``q_g`` proportional to ``(n_g / N_s) ** alpha``. With one source (plain ``<lang>/``
+    folders, or no weights and one prefix) this is the language rule alone. Groups without
+    records take no share; ``groups`` maps a name to its blocks or to its record count.
+    """
     from labse_model.vocab.smoothing import smoothed_shares
 
-    totals = {g: bl.total_rows() for g, bl in groups.items()}
-    return smoothed_shares(totals, alpha)
+    weights = dict(source_weights or {})
+    for name, w in weights.items():
+        if not (isinstance(w, (int, float)) and math.isfinite(w) and w >= 0):
+            raise ValueError(f"source weight {name}={w!r} must be a number >= 0")
+    totals = {g: n if isinstance(n, int) else n.total_rows() for g, n in groups.items()}
+    by_source: dict[str, dict[str, int]] = {}
+    for g, n in totals.items():
+        if n > 0:
+            by_source.setdefault(source_of(g), {})[g] = n
+    source_w = {s: float(weights.get(s, 1.0)) for s in by_source}
+    norm = sum(source_w.values())
+    if not norm:
+        raise ValueError(f"every source with records has weight 0: {sorted(by_source)}")
+    shares: dict[str, float] = {}
+    for s, members in by_source.items():
+        for g, q in smoothed_shares(members, alpha).items():
+            shares[g] = source_w[s] / norm * q
+    return shares
 
 
 class _GroupLane:
@@ -103,11 +144,12 @@ class Lane:
         shuffle_blocks: int = 4,
         alpha: float = 0.3,
         heldout: float = 0.0,
+        source_weights: Mapping[str, float] | None = None,
     ):
         names = sorted(g for g, bl in scan_res.groups.items() if bl)
         if not names:
             raise ValueError(f"no usable {kind} in the given inputs")
-        probs = mixing_probabilities({g: scan_res.groups[g] for g in names}, alpha)
+        probs = mixing_probabilities({g: scan_res.groups[g] for g in names}, alpha, source_weights)
         self.names = names
         self.p = np.array([probs[g] for g in names])
         self.p = self.p / self.p.sum()

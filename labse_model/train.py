@@ -212,7 +212,14 @@ class DualEncoderObjective:
         pos = {j: int(saved.get(j, state.micro * self.per_lane)) for j in lanes}
         its = {
             j: Lane(
-                self.scan_res, PAIR_UNIT, j, cfg.lanes, cfg.seed, cfg.shuffle_blocks, cfg.mix_alpha
+                self.scan_res,
+                PAIR_UNIT,
+                j,
+                cfg.lanes,
+                cfg.seed,
+                cfg.shuffle_blocks,
+                cfg.mix_alpha,
+                source_weights=cfg.source_weights,
             ).records(pos[j])
             for j in lanes
         }

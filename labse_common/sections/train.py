@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Literal
 
@@ -90,8 +91,21 @@ class TrainConfig:
     mix_alpha: float = option(
         0.3, min=0.0, max=1.0, help="language mixing exponent over <lang>/ folders: p_lang ** alpha"
     )
+    source_weights: dict[str, float] = option(
+        {},
+        help="share of each source's pairs (folders <source>.<lang>): a source takes w / sum(w) of the records, its languages mixed by mix_alpha inside it; an unnamed source weighs 1",
+    )
     prefetch: int = option(4, min=1, help="batches the producer thread prepares ahead")
     timing: bool = option(False, help="synchronise the accelerator every step for exact step times")
+
+    def validate(self) -> None:
+        for name, w in self.source_weights.items():
+            if "." in name or not name:
+                raise ValueError(f"source_weights: {name!r} is not a source name (no dots)")
+            if not (isinstance(w, (int, float)) and math.isfinite(w) and w >= 0):
+                raise ValueError(f"source_weights.{name}={w!r} is not a number >= 0")
+        if self.source_weights and not any(self.source_weights.values()):
+            raise ValueError("source_weights: every weight is 0")
 
 
 CONFIG = TrainConfig
