@@ -26,6 +26,8 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -90,10 +92,17 @@ def _inputs_into(
 ) -> dict:
     counter = StageCounter()
     files: list[dict] = []  # one entry per file read, for stats.json
-    rows, by_lang = _training_pairs(pairs, counter, files)
+    rows, by_lang, groups = _training_pairs(pairs, counter, files)
     (out / "train_pairs.tsv").write_text(
         "".join("\t".join(p) + "\n" for p in rows), encoding="utf-8"
     )
+    # The same pairs as one folder per <source>.<src>-<trg>: the trainer mixes them by the
+    # documented rule (train.source_weights between sources, mix_alpha between languages).
+    for group, ranges in groups.items():
+        (out / TRAIN_GROUPS / group).mkdir(parents=True)
+        with open(out / TRAIN_GROUPS / group / "pairs.tsv", "w", encoding="utf-8") as f:
+            for start, stop in ranges:
+                f.writelines("\t".join(p) + "\n" for p in rows[start:stop])
     # The CDS scorer's trusted data: an even sample, so its training time stays bounded.
     step = max(1, -(-len(rows) // trusted))
     (out / "trusted_pairs.tsv").write_text(
@@ -127,21 +136,43 @@ def _inputs_into(
     return report
 
 
+#: The training pairs again, one folder per ``<source>.<src>-<trg>`` (the train stage's input).
+TRAIN_GROUPS = "train_groups"
+_EXTENSIONS = (".tsv.gz", ".txt.gz", ".tsv", ".txt", ".parquet")
+
+
+def train_group(pf) -> str:
+    """The training group of a pair file: ``<source>.<src>-<trg>``, the source being what its
+    file name holds before the language pair (``pud.de-en.tsv``: ``pud``; ``de-en.tsv``: none,
+    the group is ``de-en``). ``train.source_weights`` weighs the sources by these names."""
+    name = os.path.basename(pf.paths[0])
+    if pf.fmt == "moses":
+        name = name.rsplit(".", 1)[0]  # the side's own language suffix
+    else:
+        name = next((name[: -len(e)] for e in _EXTENSIONS if name.endswith(e)), name)
+    pair = re.search(r"[A-Za-z0-9_]+-[A-Za-z0-9_]+$", name)
+    source = re.sub(r"[^A-Za-z0-9_-]+", "_", name[: pair.start()] if pair else name).strip("_-")
+    return f"{source}.{pf.src_lang}-{pf.trg_lang}" if source else f"{pf.src_lang}-{pf.trg_lang}"
+
+
 def _training_pairs(
     pairs: list[str], counter: StageCounter, files: list[dict]
-) -> tuple[list[tuple[str, str, str, str]], dict[str, list[str]]]:
-    """The training pairs of ``--pairs`` as (src, trg, src_lang, trg_lang), and each side's
-    sentences by language."""
+) -> tuple[list[tuple[str, str, str, str]], dict[str, list[str]], dict[str, list[tuple[int, int]]]]:
+    """The training pairs of ``--pairs`` as (src, trg, src_lang, trg_lang), each side's
+    sentences by language, and the row ranges of each training group (:func:`train_group`)."""
     from labse_common.sources import expand_pairs, read_pairs_file
 
     rows: list[tuple[str, str, str, str]] = []
     by_lang: dict[str, list[str]] = {}
+    groups: dict[str, list[tuple[int, int]]] = {}
     for pf in expand_pairs(pairs, None, "--pairs") if pairs else []:
         n0 = len(rows)
         for s, t in read_pairs_file(pf, counter, "pairs"):
             rows.append((s, t, pf.src_lang, pf.trg_lang))
             by_lang.setdefault(pf.src_lang, []).append(s)
             by_lang.setdefault(pf.trg_lang, []).append(t)
+        if len(rows) > n0:
+            groups.setdefault(train_group(pf), []).append((n0, len(rows)))
         files.append(
             {
                 "kind": "pairs",
@@ -152,7 +183,7 @@ def _training_pairs(
         )
     if pairs and not rows:
         raise InputError(pairs[0], "no usable training pair in any file it matches", "--pairs")
-    return rows, by_lang
+    return rows, by_lang, groups
 
 
 def _eval_pairs(

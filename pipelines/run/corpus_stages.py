@@ -188,7 +188,14 @@ def DEMO(c: Context) -> list[Command]:
     ),
     optional_inputs=(DEMO,),
     files=_source_files("pairs", "eval", "text"),
-    outputs=("train_pairs.tsv", "trusted_pairs.tsv", "gold.tsv", "train_sentences", "stats.json"),
+    outputs=(
+        "train_pairs.tsv",
+        "train_groups",
+        "trusted_pairs.tsv",
+        "gold.tsv",
+        "train_sentences",
+        "stats.json",
+    ),
 )
 def INPUTS(c: Context) -> list[Command]:
     args: list[object] = []

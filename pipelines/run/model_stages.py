@@ -96,7 +96,7 @@ def TRAIN(c: Context) -> list[Command]:
             "train",
             *c.config_args,
             "--pairs",
-            c.d(INPUTS) / "train_pairs.tsv",
+            c.d(INPUTS) / "train_groups",  # one folder per <source>.<pair>: train.source_weights
             *start,
             "--output",
             c.d(TRAIN),

@@ -87,3 +87,38 @@ def test_dev_files_of_different_lengths_are_refused_not_shifted(tmp_path: Path):
     with pytest.raises(InputError, match="lines vs"):
         build(data, tmp_path / "out", cfg)
     assert not (tmp_path / "out").exists()
+
+
+def test_training_groups_hold_every_pair_once_by_source(prepared: Path):
+    """The train stage reads inputs/train_groups: one folder per <source>.<pair>, together
+    exactly the rows of train_pairs.tsv, so train.source_weights can weigh Tatoeba and PUD."""
+    flat = (prepared / "train_pairs.tsv").read_text(encoding="utf-8").splitlines()
+    grouped: list[str] = []
+    names = sorted(d.name for d in (prepared / "train_groups").iterdir())
+    for name in names:
+        lines = (prepared / "train_groups" / name / "pairs.tsv").read_text("utf-8").splitlines()
+        src, pair = name.split(".")
+        assert {"-".join(line.split("\t")[2:4]) for line in lines} == {pair}, name
+        grouped += lines
+    assert sorted(grouped) == sorted(flat)
+    assert {n.split(".")[0] for n in names} == {"pud", "tatoeba"}
+    assert "tatoeba.de-en" in names and "pud.de-en" in names
+
+
+@pytest.mark.parametrize(
+    "path,fmt,group",
+    [
+        ("/d/pud.de-en.tsv", "tsv", "pud.de-en"),
+        ("/d/de-en.tsv.gz", "tsv", "de-en"),
+        ("s3://b/news-commentary-v16.deu-eng.parquet", "parquet", "news-commentary-v16.de-en"),
+        ("/d/corpus/train.de-fr.de", "moses", "train.de-fr"),
+        ("/d/my corpus.v2.de-en.txt", "tsv", "my_corpus_v2.de-en"),
+    ],
+)
+def test_train_group_names_the_source_before_the_pair(path, fmt, group):
+    from labse_common.sources import PairFile
+    from pipelines.e2e_tasks import train_group
+
+    src, trg = group.rsplit(".", 1)[-1].split("-")
+    pf = PairFile(src, trg, fmt, (path,), path)
+    assert train_group(pf) == group
