@@ -1,8 +1,8 @@
 """``python -m pipelines.run``: the stage runner (see :mod:`pipelines.run`)."""
 
 import signal
-import sys
 
+from labse_common.cli import exit_with
 from pipelines.run.cli import main
 
 
@@ -14,4 +14,4 @@ def _terminate(signum: int, frame: object) -> None:
 if __name__ == "__main__":
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, _terminate)
-    sys.exit(main())
+    exit_with(main)
