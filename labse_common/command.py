@@ -122,7 +122,7 @@ def run_main(
         from labse_common.errors import RemoteFailure
 
         if isinstance(e, RemoteFailure):  # not the clean-up's failure on the same dead server
-            from labse_common.remote import first_failure
+            from labse_common.remote_failures import first_failure
 
             e = first_failure(e)
         return usage_error(e, logger)
@@ -130,7 +130,7 @@ def run_main(
         # Beam wraps an object store's failure mid-run (labse_common.remote_errors): per path in
         # a BeamIOError, as a worker's traceback text in a RuntimeError. The user's to fix: one
         # line like any RemoteError; anything else stays a traceback.
-        from labse_common.remote import failure_in
+        from labse_common.remote_failures import failure_in
 
         found = failure_in(e)
         if found is None:

@@ -100,7 +100,7 @@ def _remote_failures() -> Iterator[None]:
     try:
         yield
     except OSError as e:
-        from labse_common.remote import failure_in
+        from labse_common.remote_failures import failure_in
 
         found = failure_in(e)
         if found is None or found is e:
@@ -275,7 +275,7 @@ def install_s3_client_cache() -> bool:
     spends most of its time there. boto3 clients are thread-safe; the per-download state Beam
     keeps lives on its wrapper object, which stays per operation.
 
-    The client is :func:`labse_common.remote.s3_client`'s (Beam builds its own with botocore's
+    The client is :func:`labse_common.s3_client.new_client`'s (Beam builds its own with botocore's
     defaults: 60 s timeouts, and its own retries on top): bounded connect/read timeouts and
     attempts (``LABSE_S3_*``), answers that are not S3's refused, and a failure after the
     attempts raised as one ``S3Failure`` line that Beam does not retry. Idempotent; False when
@@ -290,13 +290,14 @@ def install_s3_client_cache() -> bool:
         return True
 
     def __init__(self, options):  # noqa: N807 - replaces Client.__init__
-        from labse_common.remote import s3_client, s3_limits
+        from labse_common.s3_client import new_client
+        from labse_common.s3_limits import s3_limits
 
         key = (*_s3_key(options), s3_limits())
         with _S3_LOCK:
             client = _S3_CLIENTS.get(key)
         if client is None:
-            client = s3_client(options)
+            client = new_client(options)
             with _S3_LOCK:
                 client = _S3_CLIENTS.setdefault(key, client)
         self.client = client

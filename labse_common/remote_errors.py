@@ -3,9 +3,9 @@
 The start-up check (:func:`labse_common.remote.check_s3`) proves the endpoint answered once; the
 server can still stall, close connections, refuse a request or turn out to be a web server
 that answers HTML with status 200 (which botocore accepts as an empty S3 answer). Every boto3
-client the project builds (:func:`labse_common.remote.s3_client`; Beam's S3 filesystem gets its
-client there too, see :func:`labse_common.filesystems.install_s3_client_cache`) has bounded
-timeouts and attempts (:func:`labse_common.remote.s3_limits`) and refuses answers that are not
+client the project builds (:func:`labse_common.s3_client.new_client`; Beam's S3 filesystem gets
+its client there too, see :func:`labse_common.filesystems.install_s3_client_cache`) has bounded
+timeouts and attempts (:func:`labse_common.s3_limits.s3_limits`) and refuses answers that are not
 S3's (:func:`refuse_non_s3`). What still fails after those attempts becomes
 :class:`S3Failure`: a :class:`~labse_common.errors.RemoteFailure` (a UsageError, so every
 command reports it in one line with exit status 2) and a Beam ``PermanentException``, so
@@ -91,7 +91,7 @@ def describe(e: BaseException) -> str:
     )
     from botocore.parsers import ResponseParserError
 
-    from labse_common.remote import MAX_ATTEMPTS_ENV, READ_TIMEOUT_ENV, s3_limits
+    from labse_common.s3_limits import MAX_ATTEMPTS_ENV, READ_TIMEOUT_ENV, s3_limits
 
     lim = s3_limits()
     tries = f"{lim.attempts} attempt{'s' if lim.attempts > 1 else ''}"

@@ -116,7 +116,7 @@ class _FileSystemOptions(_WorkerPlugin):
     def __init__(self, args: list[str]) -> None:
         import os
 
-        from labse_common.remote import LIMIT_ENVS
+        from labse_common.s3_limits import LIMIT_ENVS
 
         self.args = args
         # The S3 limits are environment settings: a cluster's workers do not share ours.

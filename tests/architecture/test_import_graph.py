@@ -41,19 +41,10 @@ Graph = dict[str, dict[str, int]]
 # Circles known and owned elsewhere, each listed with why it stays for now; an entry that is no
 # longer exactly a circle fails the test, so the list cannot outlive (or hide a growing) circle.
 KNOWN_CYCLES: list[frozenset[str]] = [
-    # The object-store cluster (issue 34's S3 work): filesystems reaches remote's client and
-    # failure helpers lazily, remote needs filesystems' is_remote and Beam options, and
-    # remote_errors reads remote's limits to word its lines. Breaking it means a bottom module
-    # for the S3 limits and path tests that all five read; left to the owners of that work.
-    frozenset(
-        {
-            "labse_common.filesystems",
-            "labse_common.remote",
-            "labse_common.remote_errors",
-            "labse_common.s3_download",
-            "labse_common.s3_upload",
-        }
-    ),
+    # None now. The last one, the object-store modules (filesystems, remote, remote_errors,
+    # s3_download, s3_upload), was broken by modules below them all: labse_common.s3_limits
+    # (the LABSE_S3_* limits), labse_common.s3_client (the boto3 client builder, below
+    # filesystems) and labse_common.remote_failures (the failure behind Beam's wrappers).
 ]
 
 

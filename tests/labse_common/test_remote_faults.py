@@ -399,7 +399,7 @@ def test_the_message_names_aws_endpoint_url(monkeypatch, silent_server, silent):
     ],
 )
 def test_a_bad_limit_is_one_line_naming_the_variable(monkeypatch, name, value):
-    from labse_common.remote import s3_limits
+    from labse_common.s3_limits import s3_limits
 
     monkeypatch.setenv(name, value)
     with pytest.raises(UsageError) as e:
@@ -424,7 +424,7 @@ def test_dask_workers_get_the_limits(monkeypatch):
     that gives them the job's S3 options carries the limits too."""
     from apache_beam.io.filesystems import FileSystems
 
-    from labse_common.remote import s3_limits
+    from labse_common.s3_limits import s3_limits
     from pipelines.options import _FileSystemOptions
 
     for k, v in LIMITS.items():
