@@ -75,6 +75,14 @@ def _train_off(c: Context) -> str | None:
     return None
 
 
+def _training_pairs(c: Context) -> Path:
+    """With ``train.source_weights``, the pairs by ``<source>.<pair>`` folder, weighed by the
+    rule; without, the one file, read as one group as before the rule existed."""
+    if c.values["train"]["source_weights"]:
+        return c.d(INPUTS) / "train_groups"
+    return c.d(INPUTS) / "train_pairs.tsv"
+
+
 @stage(
     "dual encoder, additive-margin softmax (torchrun-capable); fine-tunes model.init when given",
     reads=(*keys("model"), *keys("train"), "launch"),
@@ -96,7 +104,7 @@ def TRAIN(c: Context) -> list[Command]:
             "train",
             *c.config_args,
             "--pairs",
-            c.d(INPUTS) / "train_groups",  # one folder per <source>.<pair>: train.source_weights
+            _training_pairs(c),
             *start,
             "--output",
             c.d(TRAIN),

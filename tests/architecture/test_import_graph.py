@@ -25,6 +25,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.source_ast import parse_file
+
 REPO = Path(__file__).resolve().parents[2]
 
 ALLOWED: dict[str, frozenset[str]] = {
@@ -99,7 +101,7 @@ def import_graph() -> tuple[Graph, dict[str, list[tuple[str, int]]]]:
     graph: Graph = {m: {} for m in modules}
     packages: dict[str, list[tuple[str, int]]] = {m: [] for m in modules}
     for module, path in modules.items():
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        tree = parse_file(path)
         for name, line in _imported_names(module, path, tree):
             top = name.split(".")[0]
             if top in ALLOWED and (top, line) not in packages[module]:

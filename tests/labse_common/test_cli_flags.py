@@ -17,6 +17,7 @@ import pytest
 from filters.__main__ import main as filters_main
 from labse_common.cli import add_config_options, add_output_option, add_overwrite_option
 from mining.__main__ import main as mining_main
+from tests.support.source_ast import parse_file
 
 
 def _mine_argv(tmp_path: Path, *extra: str) -> list[str]:
@@ -118,7 +119,7 @@ def test_every_command_exits_through_exit_with() -> None:
             rel = path.relative_to(root).as_posix()
             if rel.startswith(_NOT_YET) or rel == "labse_common/command.py":
                 continue
-            tree = ast.parse(path.read_text(encoding="utf-8"))
+            tree = parse_file(path)
             for node in ast.walk(tree):
                 if isinstance(node, ast.Raise) and "SystemExit" in ast.unparse(node):
                     wrong.append(f"{rel}:{node.lineno}: {ast.unparse(node)}")

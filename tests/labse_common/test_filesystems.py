@@ -10,6 +10,7 @@ import pytest
 
 from labse_common import filesystems
 from labse_common.filesystems import is_remote, join
+from tests.support.source_ast import parse_file
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -54,7 +55,7 @@ def test_join_of_a_remote_path_uses_the_store_separator() -> None:
 
 
 def _defined_functions(path: Path) -> set[str]:
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    tree = parse_file(path)
     return {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
 
 

@@ -9,6 +9,7 @@ conftest.py nearest their users; these are plain functions and constants, import
 - cds_toy: a toy word-for-word language pair and the tiny CDS model settings for it.
 - pretrain_fixtures: Tatoeba inputs for pretraining/training runs and a dev-retrieval score.
 - scaleout_util: a loopback Dask cluster and S3 (moto) server, free ports, process groups.
+- source_ast: ast.parse of a source file, robust to CPython 3.11's threaded-parse SystemError.
 - two_node_util: the two-node (--nnodes 2) launchers' inputs, S3 objects and metrics.
 - cli_process: run_as_main, the body of a forked process that runs ``python -m`` a command.
 """
