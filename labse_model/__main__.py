@@ -17,6 +17,7 @@ from labse_common.cli import (
 )
 from labse_common.config import load
 from labse_common.errors import InputError, UsageError
+from labse_common.filesystems import is_remote
 from labse_common.logs import setup_logging
 from labse_common.remote import require_local
 
@@ -280,7 +281,7 @@ def _worker_argv(args: argparse.Namespace) -> list[str]:
     for item in args.set:
         argv += ["--set", item]
     for p in args.pairs:
-        argv += ["--pairs", p if "://" in p else os.path.abspath(p)]
+        argv += ["--pairs", p if is_remote(p) else os.path.abspath(p)]
     for flag, value in (("--vocab", args.vocab), ("--init", args.init)):
         if value:
             argv += [flag, os.path.abspath(value)]
@@ -393,7 +394,7 @@ def _pretrain_worker_argv(args: argparse.Namespace) -> list[str]:
         argv += ["--set", item]
     for flag, values in (("--sentences", args.sentences), ("--pairs", args.pairs)):
         for v in values or []:
-            argv += [flag, v if "://" in v else os.path.abspath(v)]
+            argv += [flag, v if is_remote(v) else os.path.abspath(v)]
     for flag, value in (("--vocab", args.vocab), ("--init", args.init)):
         if value:
             argv += [flag, os.path.abspath(value)]

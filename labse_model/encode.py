@@ -20,6 +20,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from labse_common.filesystems import is_remote
 from labse_model.batching import SentenceTokenizer, pad_batch
 from labse_model.model import SentenceEncoder, load_encoder
 
@@ -135,5 +136,5 @@ def _cached(path: str, device: str | None, max_seq_length: int) -> Encoder:
 def cached_encoder(path: str, device: str | None = None, max_seq_length: int = 128) -> Encoder:
     """The encoder of ``path``, loaded once per process (two checkpoints kept: a full LaBSE is
     ~2 GB). Every embedding entry point goes through here."""
-    local = "://" not in str(path)
+    local = not is_remote(path)
     return _cached(os.path.abspath(path) if local else str(path), device, max_seq_length)

@@ -21,6 +21,8 @@ import os
 import pickle
 from collections.abc import Sequence
 
+from labse_common.filesystems import is_remote
+
 log = logging.getLogger(__name__)
 
 FORMAT_VERSION = 1  # bump when ScanResult or BlockList change shape
@@ -33,7 +35,7 @@ def _file_meta(paths: Sequence[str]) -> list[tuple[str, int, float]]:
     out: list[tuple[str, int, float]] = []
     by_dir: dict[str, set[str]] = {}
     for p in paths:
-        if "://" in p:
+        if is_remote(p):
             by_dir.setdefault(p.rsplit("/", 1)[0], set()).add(p)
         else:
             st = os.stat(p)

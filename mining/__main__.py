@@ -18,6 +18,7 @@ from labse_common.cli import (
     run_main,
 )
 from labse_common.errors import InputError
+from labse_common.filesystems import is_remote
 from labse_common.logs import setup_logging
 from labse_common.output_dir import exclusive_output, staged_output
 from labse_common.remote import require_local
@@ -174,7 +175,7 @@ def _require_inputs(*flag_paths: tuple[str, str | None]) -> None:
     """Local inputs the user named exist, before an output is claimed (remote ones were
     preflighted by run_main)."""
     for flag, path in flag_paths:
-        if path and "://" not in path and not Path(path).exists():
+        if path and not is_remote(path) and not Path(path).exists():
             raise InputError(path, "not found", flag)
 
 

@@ -21,6 +21,7 @@ from labse_common.cli import (
     run_main,
 )
 from labse_common.errors import InputError, UsageError
+from labse_common.filesystems import is_remote
 from labse_common.logs import setup_logging
 from labse_common.output_dir import OutputDir
 from labse_common.sections.corpus import CorpusConfig
@@ -131,7 +132,7 @@ def validate_models(cfg: CorpusConfig) -> None:
     ):
         if not path:
             continue
-        if "://" in path:  # fastText loads a local file, on the driver and on every worker
+        if is_remote(path):  # fastText loads a local file, on the driver and on every worker
             raise UsageError(
                 f"{flag} {path}: fastText models are loaded from a local file; "
                 "copy the model to every worker (e.g. into the container image)"

@@ -57,6 +57,7 @@ from labse_common.cli import (
 from labse_common.config import to_dict
 from labse_common.datafiles import read_json
 from labse_common.errors import InputError, UsageError
+from labse_common.filesystems import is_remote
 from labse_common.logs import setup_logging
 from labse_common.output_dir import OutputDir
 from labse_common.remote import check_paths, remote_paths
@@ -377,7 +378,7 @@ def _nothing_read(report: dict) -> str:
 
 
 def _read_stats(path: str) -> dict:
-    if "://" in path:
+    if is_remote(path):
         with FileSystems.open(path) as f:
             return json.loads(f.read())
     return read_json(path, "stats.json")

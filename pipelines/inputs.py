@@ -9,6 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 
+from labse_common.filesystems import is_remote
 from labse_common.textio import strip_bom
 from pipelines.options import UsageError
 
@@ -30,7 +31,7 @@ def expand_inputs(patterns: Iterable[str], paths_prefix: str = "") -> list[str]:
     for pat in patterns:
         if pat.endswith((".paths", ".paths.gz")):
             listed = [
-                p if "://" in p or p.startswith("/") else paths_prefix + p
+                p if is_remote(p) or p.startswith("/") else paths_prefix + p
                 for p in _read_paths_file(pat)
             ]
             out.extend(expand_inputs(listed) if listed else [])

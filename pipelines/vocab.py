@@ -447,7 +447,7 @@ def discover_inputs(input_dir: str) -> tuple[list[str], list[tuple[str, str]]]:
         (os.path.basename(os.path.dirname(m.path)), m.path) for m in found if m.size_in_bytes >= 0
     )
     langs = {lang for lang, _ in files}
-    if "://" not in input_dir:
+    if not is_remote(input_dir):
         if not os.path.isdir(input_dir):
             raise InputError(input_dir, "folder not found", "--input")
         # A language folder without Parquet files is an empty language: counted, not an error.

@@ -23,6 +23,7 @@ from labse_common.cli import (
 )
 from labse_common.datafiles import read_json, read_parquet
 from labse_common.errors import InputError, UsageError
+from labse_common.filesystems import is_remote
 from labse_common.logs import setup_logging
 from labse_common.output_dir import OutputDir
 from labse_common.remote import require_local
@@ -94,13 +95,13 @@ def _run(args: argparse.Namespace) -> int:
     beside = Path(args.counts).parent
     if args.heldout:
         heldout = _read_heldout(args.heldout, "--heldout")
-    elif "://" not in args.counts and (beside / "heldout.parquet").is_file():
+    elif not is_remote(args.counts) and (beside / "heldout.parquet").is_file():
         heldout = _read_heldout(str(beside / "heldout.parquet"), None)
     else:
         heldout = {}
     summary_path = beside / "languages.json"
     summary = (
-        read_json(summary_path) if "://" not in args.counts and summary_path.is_file() else None
+        read_json(summary_path) if not is_remote(args.counts) and summary_path.is_file() else None
     )
     try:  # the learner checks the table's alphabet against the size before any learning
         with OutputDir(args.output, args.overwrite).open() as out:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pipelines.run
 from labse_common.cli import add_log_level_option, run_main
 from labse_common.errors import InputError, UsageError
+from labse_common.filesystems import is_remote
 from labse_common.logs import setup_logging
 from labse_common.output_dir import resumable_claim
 from labse_common.remote import require_local
@@ -120,7 +121,7 @@ def _main(args: argparse.Namespace) -> int:
     cfg = effective_config(args.config, args.set)
     out = Path(args.output).resolve()
     demo = typed_config(cfg)["sources"]["demo"]
-    if args.data and "://" in args.data:
+    if args.data and is_remote(args.data):
         raise UsageError(f"--data {args.data}: the stage runner reads a local folder")
     synthetic = demo is not None and not args.data
     if synthetic:

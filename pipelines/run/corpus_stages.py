@@ -10,6 +10,7 @@ import glob
 import os
 from collections.abc import Callable
 
+from labse_common.filesystems import is_remote
 from pipelines import demo_data
 from pipelines.run.declare import Command, Context, Paths, Stage, keys, stage
 
@@ -19,7 +20,7 @@ from pipelines.run.declare import Command, Context, Paths, Stage, keys, stage
 def source_patterns(ctx: Context, kind: str) -> list[str]:
     """``sources.<kind>`` with relative entries taken from ``ctx.base`` (and the demo's web text
     for commoncrawl; its pairs, alignment and text reach ``inputs`` as ``--demo``)."""
-    pats = [p if "://" in p or os.path.isabs(p) else str(ctx.base / p) for p in ctx.sources[kind]]
+    pats = [p if is_remote(p) or os.path.isabs(p) else str(ctx.base / p) for p in ctx.sources[kind]]
     if ctx.demo is not None and kind == "commoncrawl":
         pats.append(str(ctx.d(DEMO) / demo_data.WEB))
     return pats
@@ -44,7 +45,7 @@ def expand_local(ctx: Context, patterns: list[str]) -> list[str]:
 
         known = [str(ctx.base / f) for fs in data_files().values() for f in fs]
     for pat in patterns:
-        if "://" in pat:
+        if is_remote(pat):
             continue
         if ctx.synthetic and pat.startswith(str(ctx.base)):
             found.update(f for f in known if fnmatch.fnmatch(f, pat))
@@ -84,7 +85,7 @@ def _corpus_inputs(ctx: Context, kind: str) -> list[str]:
     local = [
         p
         for p in pats
-        if "://" not in p and not p.endswith((".paths", ".paths.gz")) and p not in ours
+        if not is_remote(p) and not p.endswith((".paths", ".paths.gz")) and p not in ours
     ]
     listed = [p for p in pats if p not in local and p not in ours]
     return [*expand_local(ctx, local), *ours, *listed]

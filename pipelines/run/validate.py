@@ -8,6 +8,7 @@ from pathlib import Path
 
 from labse_common.config import ConfigError
 from labse_common.errors import InputError, UsageError
+from labse_common.filesystems import is_remote
 from pipelines.run.corpus_stages import has_source, source_patterns
 from pipelines.run.declare import Context
 
@@ -101,7 +102,7 @@ def validate_sources(ctx: Context) -> None:
 
         for kind in ("commoncrawl", "wikipedia"):
             for pat in user(kind):
-                if "://" not in pat and not glob.glob(pat):
+                if not is_remote(pat) and not glob.glob(pat):
                     raise UsageError(f"sources.{kind}: {pat!r} matches no file")
         for kind, expand in (
             ("pairs", expand_pairs),
