@@ -25,6 +25,7 @@ The bootstrap, step by step (each step's output can be opened and read):
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import glob
 import json
 import logging
@@ -33,7 +34,12 @@ import sys
 from collections.abc import Iterable, Sequence
 
 from filters.mono.boilerplate import heuristic_quality
-from filters.mono.quality import QualityScorer, TrainReport, train_quality_model
+from filters.mono.quality import (
+    QualityScorer,
+    QualityTrainParams,
+    TrainReport,
+    train_quality_model,
+)
 from labse_common.cli import add_log_level_option, add_output_option, exit_with, run_main
 from labse_common.datafiles import read_parquet
 from labse_common.errors import InputError, UsageError
@@ -45,6 +51,8 @@ log = logging.getLogger(__name__)
 
 # What train writes: MODEL plus these files beside it (filters.mono.quality.train_quality_model).
 MODEL_SUFFIXES = (".train.txt", ".test.txt", ".report.json", "")
+# The training flags' defaults are the library's (one place).
+TRAIN_DEFAULTS = QualityTrainParams()
 
 
 def _parquet_files(pattern: str) -> list[str]:
@@ -136,12 +144,15 @@ def parser() -> argparse.ArgumentParser:
         metavar="Q",
         help="only positives whose quality_score >= Q (default 0: all kept sentences)",
     )
-    t.add_argument("--max-per-class", type=int, default=500_000, help="cap per class")
-    t.add_argument("--epoch", type=int, default=10, help="fastText epochs")
-    t.add_argument("--dim", type=int, default=32, help="fastText vector size")
-    t.add_argument("--word-ngrams", type=int, default=2, help="fastText word n-grams")
-    t.add_argument("--quantize", action="store_true", help="write a small quantized model")
-    t.add_argument("--seed", type=int, default=0)
+    d = TRAIN_DEFAULTS
+    t.add_argument("--max-per-class", type=int, default=d.max_per_class, help="cap per class")
+    t.add_argument("--epoch", type=int, default=d.epoch, help="fastText epochs")
+    t.add_argument("--dim", type=int, default=d.dim, help="fastText vector size")
+    t.add_argument("--word-ngrams", type=int, default=d.word_ngrams, help="fastText word n-grams")
+    t.add_argument(
+        "--quantize", action="store_true", default=d.quantize, help="write a small quantized model"
+    )
+    t.add_argument("--seed", type=int, default=d.seed)
     s = sub.add_parser("score", help="print content scores of lines with a trained model")
     s.add_argument("--model", help="model path (default: the rule-based scorer)")
     s.add_argument("lines", nargs="+", help="lines to score")
@@ -200,10 +211,8 @@ def _train_into(args: argparse.Namespace, tmp: str) -> TrainReport:
                 f"{flag}: no training rows selected (check the folders and the "
                 "score/reason options)"
             )
-    return train_quality_model(
-        pos,
-        neg,
-        tmp,
+    params = dataclasses.replace(
+        TRAIN_DEFAULTS,
         max_per_class=args.max_per_class,
         epoch=args.epoch,
         dim=args.dim,
@@ -211,6 +220,7 @@ def _train_into(args: argparse.Namespace, tmp: str) -> TrainReport:
         quantize=args.quantize,
         seed=args.seed,
     )
+    return train_quality_model(pos, neg, tmp, params)
 
 
 if __name__ == "__main__":

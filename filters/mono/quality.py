@@ -92,19 +92,23 @@ class TrainReport:
     accuracy: float
 
 
+@dataclass(frozen=True)
+class QualityTrainParams:
+    """How the classifier is trained: the one place of these defaults (the flags of
+    ``python -m pipelines.quality train`` take theirs from here)."""
+
+    max_per_class: int = 500_000  # training lines per class after balancing
+    test_fraction: float = 0.1  # of each class's distinct lines, held out for the report
+    epoch: int = 10
+    dim: int = 32
+    word_ngrams: int = 2
+    lr: float = 0.5
+    quantize: bool = False
+    seed: int = 0
+
+
 def train_quality_model(
-    positives: Iterable[str],
-    negatives: Iterable[str],
-    output: str,
-    *,
-    max_per_class: int = 500_000,
-    test_fraction: float = 0.1,
-    epoch: int = 10,
-    dim: int = 32,
-    word_ngrams: int = 2,
-    lr: float = 0.5,
-    quantize: bool = False,
-    seed: int = 0,
+    positives: Iterable[str], negatives: Iterable[str], output: str, params: QualityTrainParams
 ) -> TrainReport:
     """Train the fastText content/boilerplate classifier; write MODEL and MODEL.report.json.
 
@@ -112,19 +116,25 @@ def train_quality_model(
     The training and held-out files are kept beside the model (``.train.txt``/``.test.txt``) so
     what the model learned from can be read.
     """
-    rng = random.Random(seed)
+    rng = random.Random(params.seed)
     pos = list(dict.fromkeys(featurize(t) for t in positives if t.strip()))
     neg = list(dict.fromkeys(featurize(t) for t in negatives if t.strip()))
     if not pos or not neg:
         raise ValueError(f"need both classes to train: {len(pos)} positive, {len(neg)} negative")
-    train, test = _balanced_split(pos, neg, test_fraction, max_per_class, rng)
+    train, test = _balanced_split(pos, neg, params.test_fraction, params.max_per_class, rng)
     os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
     train_path, test_path = f"{output}.train.txt", f"{output}.test.txt"
     for path, data in ((train_path, train), (test_path, test)):
         with open(path, "w", encoding="utf-8") as f:
             f.write("\n".join(data) + ("\n" if data else ""))
-    settings = {"epoch": epoch, "dim": dim, "wordNgrams": word_ngrams, "lr": lr, "seed": seed}
-    model = _fit_and_save(train_path, output, settings, quantize)
+    settings = {
+        "epoch": params.epoch,
+        "dim": params.dim,
+        "wordNgrams": params.word_ngrams,
+        "lr": params.lr,
+        "seed": params.seed,
+    }
+    model = _fit_and_save(train_path, output, settings, params.quantize)
     precision, recall, accuracy = _evaluate(model, test)
     report = TrainReport(
         model=output,

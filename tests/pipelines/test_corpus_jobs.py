@@ -6,6 +6,7 @@ import sys
 
 import pytest
 
+from filters.mono.quality import QualityTrainParams
 from pipelines import commoncrawl, quality, wikipedia
 from tests.support.corpus_fixtures import make_bad_cc_inputs, make_bad_wiki_inputs
 from tests.support.corpus_util import assert_balanced, read_rows, read_stats, shared
@@ -170,6 +171,16 @@ def test_quality_bootstrap_trains_from_job_output(tmp_path):
     assert_balanced(read_stats(out2))
     texts = {r["text"] for r in read_rows(out2)}
     assert "Skip to main content" not in texts and "Share on Facebook" not in texts
+
+
+def test_quality_train_flags_take_their_defaults_from_the_library():
+    # One place per default: the CLI's flags, unset, train exactly QualityTrainParams().
+    base = ["train", "--positive", "w", "--negative", "c", "--output", "q.bin"]
+    args = quality.parser().parse_args(base)
+    d = QualityTrainParams()
+    flags = (args.max_per_class, args.epoch, args.dim, args.word_ngrams, args.quantize, args.seed)
+    assert flags == (d.max_per_class, d.epoch, d.dim, d.word_ngrams, d.quantize, d.seed)
+    assert quality.parser().parse_args([*base, "--dim", "7"]).dim == 7
 
 
 @pytest.mark.parametrize(

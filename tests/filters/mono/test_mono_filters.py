@@ -8,7 +8,12 @@ from filters.langid import LanguageFilter, LanguageIdentifier, LidResult, defaul
 from filters.mono.boilerplate import boilerplate_flags, heuristic_quality
 from filters.mono.dedup import dedup_key
 from filters.mono.length import LengthFilter
-from filters.mono.quality import QualityFilter, QualityScorer, train_quality_model
+from filters.mono.quality import (
+    QualityFilter,
+    QualityScorer,
+    QualityTrainParams,
+    train_quality_model,
+)
 from filters.mono.text import clean_text, decode_bytes
 from filters.mono.timeout import TimeLimitedWorker
 from filters.mono.wikitext import wikitext_to_text
@@ -132,7 +137,7 @@ def test_quality_classifier_trains_loads_and_separates(tmp_path):
     ]
     boiler = [f"{a} | {b} | {c}" for a in widgets for b in widgets for c in widgets[:3] if a != b]
     model = tmp_path / "q.bin"
-    report = train_quality_model(content, boiler, str(model), epoch=25)
+    report = train_quality_model(content, boiler, str(model), QualityTrainParams(epoch=25))
     assert report.accuracy >= 0.9
     assert (tmp_path / "q.bin.train.txt").exists()  # the bootstrap is inspectable
     scorer = QualityScorer(str(model))
