@@ -55,8 +55,12 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:  # the project is imported inside functions, once sys.path below has it
+    from mining.plan import Plan
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -230,10 +234,10 @@ def exact_sample(src: str, trg: str, rows: np.ndarray, k: int, cands: np.ndarray
     return {"fwd_inds": fi, "best": best}
 
 
-def cmd_mining(args: argparse.Namespace) -> int:
-    from mining import plan as planner
-    from mining.knn import recall_at_k
+Row = tuple[str, str]  # (measure, value) of the printed table
 
+
+def cmd_mining(args: argparse.Namespace) -> int:
     work = Path(args.workdir)
     work.mkdir(parents=True, exist_ok=True)
     n_src, n_trg = args.n, args.n_trg or args.n
@@ -243,6 +247,41 @@ def cmd_mining(args: argparse.Namespace) -> int:
         f"data: {n_src:,} x {n_trg:,} vectors, dim {args.dim}, float16 stores "
         f"({time.perf_counter() - t0:.1f} s to make or reuse)"
     )
+    plan, plan_index = _mining_plan(args, n_src, n_trg)
+    rng = np.random.default_rng(1)
+    sample = np.sort(rng.choice(n_src, size=min(args.sample, n_src), replace=False))
+    peer_args = {
+        "src": src,
+        "trg": trg,
+        "k": args.k,
+        "index": plan_index,
+        "mem_gb": args.mem_gb,
+        "nprobe": args.nprobe or plan.nprobe or 16,
+        "train_size": args.train_size,
+        "rerank": args.rerank,
+        "shards": args.shards or plan.shards,
+        "workers": args.workers,
+        "work": str(work),
+        "sample_rows": sample.tolist(),
+    }
+    b, resumed = _run_bounded(args, work, (n_src, n_trg), peer_args)
+    bz = np.load(work / "bounded.npz")
+    rows = _cost_rows(args, plan, b, resumed) + _exactness_rows(args, peer_args, bz, sample)
+    if n_src + n_trg <= args.in_memory_max:
+        rows += _in_memory_rows(peer_args, work, b, bz, resumed)
+    else:
+        rows.append(("in-memory peer", f"skipped: {n_src + n_trg:,} > --in-memory-max"))
+    width = max(len(r[0]) for r in rows)
+    print(f"== mining {n_src:,} x {n_trg:,} (dim {args.dim}, k {args.k}, mem {args.mem_gb} GB)")
+    for name, value in rows:
+        print(f"  {name:<{width}}  {value}")
+    return 0
+
+
+def _mining_plan(args: argparse.Namespace, n_src: int, n_trg: int) -> tuple[Plan, str]:
+    """The planner's plan for these sizes (printed), and the index the peers build: the plan's
+    kind for ``auto``, else the one named."""
+    from mining import plan as planner
 
     kind = args.index if args.index in planner.KINDS else None
     plan = planner.make_plan(
@@ -267,28 +306,21 @@ def cmd_mining(args: argparse.Namespace) -> int:
         f"{plan.nprobe}; predicted {planner.fmt_seconds(plan.total_seconds)}, worker peak "
         f"{mib(plan.worker_peak_bytes)}, driver peak {mib(plan.driver_peak_bytes)}"
     )
+    return plan, plan_index
 
-    rng = np.random.default_rng(1)
-    sample = np.sort(rng.choice(n_src, size=min(args.sample, n_src), replace=False))
-    peer_args = {
-        "src": src,
-        "trg": trg,
-        "k": args.k,
-        "index": plan_index,
-        "mem_gb": args.mem_gb,
-        "nprobe": args.nprobe or plan.nprobe or 16,
-        "train_size": args.train_size,
-        "rerank": args.rerank,
-        "shards": args.shards or plan.shards,
-        "workers": args.workers,
-        "work": str(work),
-        "sample_rows": sample.tolist(),
-    }
+
+def _run_bounded(
+    args: argparse.Namespace, work: Path, sizes: tuple[int, int], peer_args: dict
+) -> tuple[dict, bool]:
+    """The bounded peer's result (its pairs in ``work/bounded.npz``), and whether it resumed
+    the finished steps of a stopped run."""
+    n_src, n_trg = sizes
     # Finished steps (trained indexes, shard lists, merged directions) are kept per size and
     # index under the workdir and reused by a rerun: a stopped run of hours continues. The
     # time printed is then that of the rest; --fresh starts over.
     lists = work / (
-        f"lists_{n_src}_{n_trg}_{args.dim}_{plan_index}_{peer_args['nprobe']}" + f"_r{args.rerank}"
+        f"lists_{n_src}_{n_trg}_{args.dim}_{peer_args['index']}_{peer_args['nprobe']}"
+        + f"_r{args.rerank}"
     )
     if args.fresh and lists.exists():
         shutil.rmtree(lists)
@@ -296,24 +328,22 @@ def cmd_mining(args: argparse.Namespace) -> int:
     b = run_peer("bounded", {**peer_args, "lists": str(lists), "out": str(work / "bounded.npz")})
     if resumed:
         print(f"bounded: RESUMED from {lists}: its time is that of the remaining steps only")
-    bz = np.load(work / "bounded.npz")
     print(
         f"bounded: {b['seconds']:.1f} s, peak RSS {mib(b['peak_rss'])}, {b['pairs']:,} pairs, "
         f"index {b['factories']['trg']}; phases {b['phases']}"
     )
+    return b, resumed
 
-    n_par = min(n_src, n_trg) // 10
-    ps, pt = bz["pairs_src"], bz["pairs_trg"]
-    planted = int(((ps == pt) & (ps < n_par)).sum())
-    ex = exact_sample(src, trg, sample, args.k, bz["fwd_inds"])
-    recall = recall_at_k(bz["fwd_inds"], ex["fwd_inds"])
-    fwd_best = bz["fwd_inds"][np.arange(len(sample)), bz["fwd_scores"].argmax(axis=1)]
-    agree = float((fwd_best == ex["best"]).mean()) if len(sample) else 1.0
 
+def _cost_rows(args: argparse.Namespace, plan: Plan, b: dict, resumed: bool) -> list[Row]:
+    """The bounded run's time and peak RSS per unit, and the plan's predictions against them."""
+    from mining import plan as planner
+
+    n_src, n_trg = args.n, args.n_trg or args.n
     # A resumed run timed only the steps left, and the steps of the stopped run were not all
     # recorded (it was killed mid-phase), so no whole-run time exists to compare with.
     partial = " (remaining steps only)" if resumed else ""
-    rows = [
+    return [
         ("time per source sentence" + partial, f"{b['seconds'] / n_src * 1e6:,.1f} us"),
         ("time per mined pair" + partial, f"{b['seconds'] / max(1, b['pairs']) * 1e6:,.1f} us"),
         (
@@ -333,37 +363,49 @@ def cmd_mining(args: argparse.Namespace) -> int:
             f"{mib(max(plan.worker_peak_bytes, plan.driver_peak_bytes))} + runtime / "
             f"{mib(b['peak_rss'])}",
         ),
+    ]
+
+
+def _exactness_rows(args: argparse.Namespace, peer_args: dict, bz, sample: np.ndarray) -> list[Row]:
+    """The bounded neighbour lists and mined pairs against exact search on the sample rows, and
+    the planted pairs found."""
+    from mining.knn import recall_at_k
+
+    n_par = min(args.n, args.n_trg or args.n) // 10
+    ps, pt = bz["pairs_src"], bz["pairs_trg"]
+    planted = int(((ps == pt) & (ps < n_par)).sum())
+    ex = exact_sample(peer_args["src"], peer_args["trg"], sample, args.k, bz["fwd_inds"])
+    recall = recall_at_k(bz["fwd_inds"], ex["fwd_inds"])
+    fwd_best = bz["fwd_inds"][np.arange(len(sample)), bz["fwd_scores"].argmax(axis=1)]
+    agree = float((fwd_best == ex["best"]).mean()) if len(sample) else 1.0
+    return [
         (f"recall@{args.k} vs exact ({len(sample)} sampled queries)", f"{recall:.4f}"),
         ("mined fwd pair = exact search's (sample)", f"{agree:.4f}"),
         ("planted pairs found", f"{planted:,} / {n_par:,}"),
     ]
-    if n_src + n_trg <= args.in_memory_max:
-        fac = None if b["factories"]["trg"] == "Flat" else b["factories"]["trg"]
-        m = run_peer("in_memory", {**peer_args, "factory": fac, "out": str(work / "mem.npz")})
-        mz = np.load(work / "mem.npz")
-        same = (
-            len(mz["pairs_src"]) == len(ps)
-            and np.array_equal(mz["pairs_src"], ps)
-            and np.array_equal(mz["pairs_trg"], pt)
-        )
-        rows += [
-            ("in-memory peer (mine_vectors)", f"{m['seconds']:.1f} s, peak {mib(m['peak_rss'])}"),
-            (
-                "bounded / in-memory time",
-                "not compared: resumed"
-                if resumed
-                else f"{b['seconds'] / max(m['seconds'], 1e-9):.2f}",
-            ),
-            ("bounded / in-memory peak RSS", f"{b['peak_rss'] / max(m['peak_rss'], 1):.2f}"),
-            ("same pairs as in-memory", str(same)),
-        ]
-    else:
-        rows.append(("in-memory peer", f"skipped: {n_src + n_trg:,} > --in-memory-max"))
-    width = max(len(r[0]) for r in rows)
-    print(f"== mining {n_src:,} x {n_trg:,} (dim {args.dim}, k {args.k}, mem {args.mem_gb} GB)")
-    for name, value in rows:
-        print(f"  {name:<{width}}  {value}")
-    return 0
+
+
+def _in_memory_rows(peer_args: dict, work: Path, b: dict, bz, resumed: bool) -> list[Row]:
+    """The in-memory peer (mine_vectors) with the bounded run's index, against the bounded
+    run: time, peak RSS and whether the pairs are the same."""
+    ps, pt = bz["pairs_src"], bz["pairs_trg"]
+    fac = None if b["factories"]["trg"] == "Flat" else b["factories"]["trg"]
+    m = run_peer("in_memory", {**peer_args, "factory": fac, "out": str(work / "mem.npz")})
+    mz = np.load(work / "mem.npz")
+    same = (
+        len(mz["pairs_src"]) == len(ps)
+        and np.array_equal(mz["pairs_src"], ps)
+        and np.array_equal(mz["pairs_trg"], pt)
+    )
+    return [
+        ("in-memory peer (mine_vectors)", f"{m['seconds']:.1f} s, peak {mib(m['peak_rss'])}"),
+        (
+            "bounded / in-memory time",
+            "not compared: resumed" if resumed else f"{b['seconds'] / max(m['seconds'], 1e-9):.2f}",
+        ),
+        ("bounded / in-memory peak RSS", f"{b['peak_rss'] / max(m['peak_rss'], 1):.2f}"),
+        ("same pairs as in-memory", str(same)),
+    ]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -669,15 +711,29 @@ def cmd_pairs(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["_peer"]:
-        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-        res = PEERS[argv[1]](json.loads(argv[2]))
-        res["peak_rss"] = peak_rss_bytes()
-        print(json.dumps(res))
-        return 0
-    from mining.plan import RERANK
-
+        return _peer_main(argv[1], argv[2])
     ap = argparse.ArgumentParser(prog="bench/scale_bench.py", description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="stage", required=True)
+    _add_mining_parser(sub)
+    _add_pairs_parser(sub)
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
+    return args.func(args)
+
+
+def _peer_main(name: str, peer_args: str) -> int:
+    """``scale_bench.py _peer NAME JSON``: one peer in this process; its result, with this
+    process's peak RSS, is the last line of stdout."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    res = PEERS[name](json.loads(peer_args))
+    res["peak_rss"] = peak_rss_bytes()
+    print(json.dumps(res))
+    return 0
+
+
+def _add_mining_parser(sub: argparse._SubParsersAction) -> None:
+    from mining.plan import RERANK
+
     m = sub.add_parser("mining", help="bounded-memory mining against the in-memory path")
     m.add_argument("--n", type=int, default=100_000, help="source vectors")
     m.add_argument("--n-trg", type=int, help="target vectors (default --n)")
@@ -709,6 +765,9 @@ def main(argv: list[str] | None = None) -> int:
         help="discard the finished steps a stopped run left in --workdir",
     )
     m.set_defaults(func=cmd_mining)
+
+
+def _add_pairs_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("pairs", help="pair rules and CDS scoring on 1x..100x mined-pair files")
     p.add_argument("--base", type=int, default=10_000, help="pairs at 1x")
     p.add_argument(
@@ -768,9 +827,6 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--json", help="also write the rows here")
     p.set_defaults(func=cmd_pairs)
-    args = ap.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
-    return args.func(args)
 
 
 if __name__ == "__main__":
