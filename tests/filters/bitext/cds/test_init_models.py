@@ -16,13 +16,13 @@ from filters.bitext.cds.model import init_kind, load_init_model, load_tokenizer
 from filters.bitext.cds.score import CdsScorer
 from labse_common.config import load
 from labse_common.errors import InputError
+from tests.support.cds_toy import toy_pairs
 
 spm = pytest.importorskip("sentencepiece", reason="sentencepiece is a dependency; install it")
 torch.set_num_threads(1)
 
-_SRC = "le chat chien noir blanc mange dort petit grand rouge bleu vert vite lent".split()
-_TRG = "the cat dog black white eats sleeps small big red blue green fast slow".split()
-LEX = dict(zip(_SRC, _TRG))
+# Not support.cds_toy.TINY: an init checkpoint brings its own tokenizer and architecture, so
+# only the training settings are set here.
 TINY = [
     "model.max_length=16",
     "batch_size=16",
@@ -36,16 +36,6 @@ TINY = [
     "lr=1e-3",
     "clean_lr=5e-4",
 ]
-
-
-def toy_pairs(n: int, seed: int) -> tuple[list[str], list[str]]:
-    rng = np.random.default_rng(seed)
-    src, trg = [], []
-    for _ in range(n):
-        words = list(rng.choice(_SRC, size=int(rng.integers(2, 7))))
-        src.append(" ".join(words) + " .")
-        trg.append(" ".join(LEX[w] for w in words) + " .")
-    return src, trg
 
 
 def make_marian(dirpath) -> str:
