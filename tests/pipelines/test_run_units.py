@@ -44,6 +44,7 @@ def test_dry_run_plans_every_stage_and_writes_nothing(tmp_path: Path):
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_data_folders_that_cannot_work_are_refused_up_front(tmp_path: Path):
     data = tmp_path / "data"
     (data / "tatoeba").mkdir(parents=True)  # empty
@@ -406,6 +407,7 @@ def synthetic_data(tmp_path: Path) -> Path:
     return data
 
 
+@pytest.mark.slow
 def test_a_stage_dies_with_a_runner_killed_outright(tmp_path: Path):
     """kill -9 of the runner mid-stage: the stage's process goes too (parent-death signal), and
     the next run takes the claim and resumes."""
