@@ -1238,6 +1238,7 @@ def _check_error(res: Result, wanted: list[str], what: str) -> None:
     assert _names(lines[0], wanted), f"{what}: the error names none of {wanted}: {lines[0]}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("command", "case"), _params())
 def test_contract(command, case, results, data):
     assert command in TABLE, f"{command}: add an entry to TABLE in {__file__}"

@@ -175,6 +175,7 @@ def results(files) -> dict[str, subprocess.CompletedProcess]:
     return done
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(_cases(Path("/x"))))
 def test_cli_usage_error(name, files, results):
     r = results[name]
@@ -187,6 +188,7 @@ def test_cli_usage_error(name, files, results):
         assert needle in errors[0], (needle, errors[0])
 
 
+@pytest.mark.slow
 def test_nothing_started_before_the_errors(files, results):
     d = files["root"]
     assert results["mine_many_checks_all_first"].returncode == 2
@@ -235,6 +237,7 @@ def _learner_min_size(words, counts) -> int:
     return int(re.search(r"\((\d+)\)", str(e.value)).group(1))
 
 
+@pytest.mark.slow
 def test_alphabet_bound_is_exact_on_the_whole_corpus_and_sound_on_a_sample():
     params = LearnerParams(vocab_size=7)
     words, counts = _words(SENTENCES)

@@ -84,6 +84,7 @@ def test_declared_encodings_and_boms(encoding, declared, bom):
     assert got == [("Köln", text)], (encoding, c)
 
 
+@pytest.mark.slow
 def test_utf16_dump_job_writes_sentences(tmp_path):
     dump = tmp_path / "enwiki-utf16-pages-articles.xml.bz2"
     dump.write_bytes(

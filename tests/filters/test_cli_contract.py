@@ -193,6 +193,7 @@ PER_PAIR_OUTPUTS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", PER_PAIR)
 def test_mid_file_damage_costs_a_per_pair_command_its_row_group_only(
     command, data, tmp_path, caplog, request
@@ -280,6 +281,7 @@ def test_a_held_output_is_busy_and_untouched(command, data, tmp_path, caplog, re
     assert (out / "_CLAIM.json").read_text() == claim
 
 
+@pytest.mark.slow
 def test_two_rules_processes_into_one_folder(tmp_path):
     """The reported case: German and French pairs into one folder at once. One wins; the
     folder holds its rows and its stats.json, never a mix."""
@@ -349,6 +351,7 @@ OVERWRITE_FILES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", sorted(OVERWRITE_FILES))
 def test_overwrite_leaves_nothing_stale(command, data, tmp_path, request):
     """A folder with an earlier run's extra files (rules' dropped.*, a killed job's temporary

@@ -211,6 +211,7 @@ def test_runner_rule_is_the_same(tmp_path):
     assert counter.counts["labels/in"] == 25 and counter.counts["labels/out"] == 21
 
 
+@pytest.mark.slow
 def test_calibrate_counts_duplicates_once(tmp_path, capsys, caplog):
     n = 40
     scored = tmp_path / "scored.parquet"

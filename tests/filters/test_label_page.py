@@ -301,6 +301,7 @@ def _playwright():
     return sync_playwright, expect
 
 
+@pytest.mark.slow
 def test_label_by_keyboard_undo_and_reload_in_chromium(server, sample):
     sync_playwright, expect = _playwright()
     assert shutil.which(CHROMIUM)

@@ -97,6 +97,7 @@ def test_keep_summary_by_lang_pair_and_length():
     )
 
 
+@pytest.mark.slow
 def test_sentence_chain_on_steps_gives_the_same_rows_and_counts_as_before():
     """The cleaner before the step protocol produced tests/data/cleaner_expected.json on the
     shared CommonCrawl and Wikipedia samples; the chain version must reproduce it."""

@@ -30,6 +30,7 @@ from labse_common.sections.corpus import CorpusConfig
 from labse_common.sections.vocab import VocabConfig
 
 
+@pytest.mark.slow
 def test_every_preset_loads_every_section():
     assert {"corpus", "vocab", "model", "train", "mining", "eval"} <= set(section_names())
     for preset in ("demo", "paper"):

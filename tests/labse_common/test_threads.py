@@ -31,6 +31,7 @@ def test_cgroup_quota_v2_v1_and_unlimited(tmp_path: Path):
     assert cgroup_cpu_quota(tmp_path / "nothing") is None
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no CPU affinity on this OS")
 def test_a_process_pinned_to_one_cpu_sizes_torch_and_faiss_to_one_thread():
     code = (

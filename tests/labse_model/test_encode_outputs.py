@@ -130,6 +130,7 @@ def _limit_file_size() -> None:
     resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 15, 1 << 15))
 
 
+@pytest.mark.slow
 def test_a_file_size_limit_is_one_line_and_the_old_output_stays(tiny, tmp_path):
     """The .npy path (claimed_file); a store folder's (OutputDir) is
     tests/labse_common/test_output_commit.py::test_a_file_size_limit_is_exit_2_and_the_old_output_stays."""

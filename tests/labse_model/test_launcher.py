@@ -15,6 +15,8 @@ import pytest
 from labse_model import checkpoint as ckpt
 from tests.support.paths import REPO
 
+pytestmark = pytest.mark.slow  # torchrun launches, a kill -9 of a worker
+
 DATA = REPO.parent / "shared" / "data" / "tatoeba"
 
 

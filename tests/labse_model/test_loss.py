@@ -162,6 +162,7 @@ def _spawn_with_deadline(
                 raise
 
 
+@pytest.mark.slow
 def test_gloo_world_size_2_equals_single_process_global_batch(tmp_path):
     from labse_model.model import load_encoder
     from labse_model.tiny import make_tiny_checkpoint

@@ -81,6 +81,7 @@ shutdown()
 """
 
 
+@pytest.mark.slow
 def test_one_and_two_ranks_see_the_same_global_batches(inputs, tmp_path):
     import torch
 
@@ -134,6 +135,7 @@ def test_one_and_two_ranks_see_the_same_global_batches(inputs, tmp_path):
     assert c["tlm_rows"] == 6 * 8 and a["tlm_rows"] < c["tlm_rows"]
 
 
+@pytest.mark.slow
 def test_kill_9_then_rerun_gives_the_uninterrupted_losses(inputs, tmp_path):
     def cmd(out: Path) -> list[str]:
         return [
@@ -226,6 +228,7 @@ print(res.total_rows(), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 """
 
 
+@pytest.mark.slow
 def test_reader_memory_does_not_grow_with_the_number_of_shards(tmp_path):
     rss = {}
     for shards in (4, 80):
@@ -301,6 +304,7 @@ def test_bad_shards_are_counted_and_languages_mixed(tmp_path):
         stream.expand_inputs([str(tmp_path / "nothing-*.parquet")])
 
 
+@pytest.mark.slow
 def test_two_rank_pretraining_stacks_under_ddp(inputs, tmp_path):
     out = tmp_path / "ddp"
     r = subprocess.run(

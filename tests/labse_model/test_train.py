@@ -82,6 +82,7 @@ def _dev_accuracy(enc: Encoder) -> float:
     return float(np.mean(accs))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("margin", [0.3, 0.0])
 def test_tiny_dual_encoder_learns_retrieval(tatoeba_pairs, tmp_path, margin):
     out = str(tmp_path / "run")
@@ -117,6 +118,7 @@ def _curve(out: str) -> list[tuple[int, float]]:
     ]
 
 
+@pytest.mark.slow
 def test_resume_reproduces_the_uninterrupted_loss_curve(tatoeba_pairs, vocab_dir, tmp_path):
     # Dropout on, so the restored RNG state matters too.
     model = load("model", None, flags=dict(TINY_MODEL, hidden_size=32, dropout=0.1))
@@ -153,6 +155,7 @@ def test_resume_reproduces_the_uninterrupted_loss_curve(tatoeba_pairs, vocab_dir
     np.testing.assert_allclose(a, b, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_bad_pair_input_is_counted(tmp_path, tatoeba_pairs):
     bad = tmp_path / "bad.tsv"
     bad.write_text(

@@ -102,6 +102,7 @@ def _losses(out: Path) -> list[float]:
     return [json.loads(x)["loss"] for x in open(out / "metrics.jsonl")]
 
 
+@pytest.mark.slow
 def test_runs_without_vocab_are_reproducible(tmp_path, deu_pairs):
     a, b = tmp_path / "a", tmp_path / "b"
     for out in (a, b):

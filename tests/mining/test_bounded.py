@@ -104,6 +104,7 @@ def test_sharded_merge_equals_one_pass(stores) -> None:
         assert (one.fwd_inds >= 0).all() and (one.bwd_inds >= 0).all()
 
 
+@pytest.mark.slow
 def test_sharded_in_worker_processes(stores, tmp_path) -> None:
     _, _, xs, ys = stores
     src, trg = VectorSide(xs), VectorSide(ys)
@@ -154,6 +155,7 @@ CHILD = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="needs /proc (Linux)")
 def test_peak_rss_grows_less_than_the_index(tmp_path) -> None:
     dim, sizes, spec = 512, (8_000, 30_000), "IVF256,PQ32x4np"
@@ -198,6 +200,7 @@ def test_planner_choices_are_faiss_indexes() -> None:
     assert {"flat", "ivf_sq8", "ivf_pq"} <= kinds, kinds
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", planner.KINDS)
 def test_every_index_kind_trains_and_searches(kind: str) -> None:
     rng = np.random.default_rng(0)

@@ -290,6 +290,7 @@ def test_mine_many_names_folders_by_normalised_codes(tmp_path: Path) -> None:
 # --- 6. FAISS's loader does not print its attempts ----------------------------------------------
 
 
+@pytest.mark.slow
 def test_commands_that_load_faiss_print_no_loader_lines(tmp_path: Path) -> None:
     src, trg = side(tmp_path, "src", good(10)), side(tmp_path, "trg", good(10, 1))
     env = {**os.environ, "PYTHONPATH": str(REPO)}

@@ -95,6 +95,7 @@ def _check(name: str, spec: str, got: np.ndarray | None) -> None:
         assert (got == np.arange(N)).mean() > 0.7, (name, spec)  # PQ: 1 x 4-bit code
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("spec", SPECS)
 def test_every_index_name_builds_in_both_builders(data, spec: str) -> None:
     """knn.build_index (evaluation, BUCC, margin scoring) and the bounded miner's."""

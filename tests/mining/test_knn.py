@@ -53,6 +53,7 @@ def test_blocked_equals_unblocked(data) -> None:
     assert (i3[:, 0] == i1[:, 0]).mean() > 0.97
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("spec", ["ivf", "ivfpq", "opq"])
 def test_approximate_recall_and_true_cosines(data, spec: str, caplog) -> None:
     x, y = data
@@ -110,6 +111,7 @@ def test_store_roundtrip_and_memory_map(tmp_path, data) -> None:
     assert meta.column("row").to_pylist() == list(range(700))
 
 
+@pytest.mark.slow
 def test_sharded_equals_in_memory(tmp_path, data) -> None:
     """The bounded miner over a .npy and a sharded store, a row selection, 3 shards (in a
     process pool too): the in-memory lists (x is unit-norm float32, so rows are identical)."""

@@ -15,6 +15,7 @@ COLUMNS = {"text", "lang", "lang_score", "quality_score", "source", "doc_id", "u
 RESIDUE = re.compile(r"\{\{|\}\}|\[\[|\]\]|^\s*\||<ref|thumb\||Category:")
 
 
+@pytest.mark.slow
 def test_commoncrawl_real_sample_drops_boilerplate_keeps_news(tmp_path):
     cc = shared("commoncrawl")
     out = tmp_path / "cc"
@@ -51,6 +52,7 @@ def test_commoncrawl_real_sample_drops_boilerplate_keeps_news(tmp_path):
     assert "Share on Facebook" in dropped and "Skip to main content" in dropped
 
 
+@pytest.mark.slow
 def test_wikipedia_real_sample_has_little_residue(tmp_path):
     dump = shared("wikipedia/enwiki-sample.xml.bz2")
     out = tmp_path / "wiki"
@@ -73,6 +75,7 @@ def test_wikipedia_real_sample_has_little_residue(tmp_path):
     assert len(keys) == len(set(keys))
 
 
+@pytest.mark.slow
 def test_commoncrawl_bad_inputs_counted_and_survived(tmp_path):
     files = make_bad_cc_inputs(tmp_path / "in")
     out = tmp_path / "out"
@@ -99,6 +102,7 @@ def test_commoncrawl_bad_inputs_counted_and_survived(tmp_path):
     assert "Skip to main content" not in texts
 
 
+@pytest.mark.slow
 def test_wikipedia_bad_inputs_counted_and_survived(tmp_path):
     make_bad_wiki_inputs(tmp_path / "in")
     out = tmp_path / "out"
@@ -125,6 +129,7 @@ def test_wikipedia_bad_inputs_counted_and_survived(tmp_path):
     assert "The village of Topic 4 was founded by farmers in the year 1204." in texts
 
 
+@pytest.mark.slow
 def test_quality_bootstrap_trains_from_job_output(tmp_path):
     cc = shared("commoncrawl")
     dump = shared("wikipedia/enwiki-sample.xml.bz2")
@@ -183,6 +188,7 @@ def test_quality_train_flags_take_their_defaults_from_the_library():
     assert quality.parser().parse_args([*base, "--dim", "7"]).dim == 7
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "args, message",
     [
@@ -225,6 +231,7 @@ def test_unreadable_quality_model_and_nonempty_output(tmp_path):
     assert (out / "keep.txt").exists()
 
 
+@pytest.mark.slow
 def test_help_documents_options():
     proc = subprocess.run(
         [sys.executable, "-m", "pipelines.wikipedia", "--help"],
@@ -247,6 +254,7 @@ def test_help_documents_options():
         assert opt in proc.stdout
 
 
+@pytest.mark.slow
 def test_dedup_is_exact_across_hash_shards_and_optional(tmp_path):
     """Sharding the dedup groups changes the files, never the rows; --no-dedup keeps copies."""
     make_bad_cc_inputs(tmp_path / "in")

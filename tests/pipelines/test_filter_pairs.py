@@ -160,6 +160,7 @@ def test_beam_job_bad_arguments_are_clear_errors(tmp_path, caplog):
     assert not (tmp_path / "o").exists()
 
 
+@pytest.mark.slow
 def test_beam_job_survives_a_damaged_file_and_claims_its_output(inputs, tmp_path, caplog):
     """A Parquet damaged in the middle loses that row group only (counted ``damaged_row_group``;
     the rest is read); a file with no footer is counted (files: unreadable) and the job goes on
@@ -244,6 +245,7 @@ def test_beam_job_survives_a_damaged_file_and_claims_its_output(inputs, tmp_path
     assert sum(pq.read_metadata(p).num_rows for p in parts) == rep2["counts"]["pairs"]["out"]
 
 
+@pytest.mark.slow
 def test_beam_job_cds_path(inputs, tmp_path):
     """With a trained CDS scorer directory the kept pairs get cds_score, and --cds-threshold
     drops as cds_below_threshold (filters.bitext.cds is another engineer's module: skipped until it

@@ -6,6 +6,7 @@ import logging
 from pathlib import Path
 
 import apache_beam as beam
+import pytest
 from apache_beam.options.pipeline_options import DirectOptions, StandardOptions
 from apache_beam.testing.util import assert_that, equal_to
 
@@ -33,6 +34,7 @@ def test_default_worker_count_is_the_usable_cpus_and_the_flag_wins() -> None:
     assert workers(["--direct_num_workers=3"]) == 3
 
 
+@pytest.mark.slow
 def test_local_runner_runs_multi_processing_without_prism(caplog) -> None:
     caplog.set_level(logging.INFO)
     p = beam.Pipeline(options=pipeline_options(["--direct_num_workers", "2"]))

@@ -70,6 +70,7 @@ def _assert_same(a: Path, b: Path, exact: bool) -> None:
             np.testing.assert_allclose(x, y, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_beam_job_equals_library(tmp_path: Path, stores) -> None:
     src, trg = stores
     opts = ["--shard-rows", "20", "--k", "3", "--mode", "max", "--unify", "--threshold", "1.0"]

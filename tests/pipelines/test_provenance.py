@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import io
 
+import pytest
 from warcio.archiveiterator import ArchiveIterator
 
 from labse_common.formats import MINED_PAIR_SCHEMA, PROVENANCE_COLUMNS
@@ -14,6 +15,8 @@ from labse_common.stats import StageCounter
 from mining.corpus import read_corpus
 from pipelines import commoncrawl, wikipedia
 from tests.support.corpus_util import read_rows, shared
+
+pytestmark = pytest.mark.slow  # real-sample corpus jobs, 12-27 s each
 
 
 def _record_id_at(data: bytes, offset: int) -> str:

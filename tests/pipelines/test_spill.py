@@ -76,6 +76,7 @@ def _files(out: Path) -> dict[str, bytes]:
     return {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*.parquet"))}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "extra", [["--write-dropped", "--shards-per-language", "2"], ["--no-dedup"]]
 )

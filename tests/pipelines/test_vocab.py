@@ -61,6 +61,7 @@ def corpus(tmp_path_factory) -> tuple[Path, dict[str, list]]:
     return root, by_lang
 
 
+@pytest.mark.slow
 def test_beam_job_matches_in_process_counts(corpus, tmp_path):
     from pipelines.vocab import run
 
@@ -142,6 +143,7 @@ def test_learner_cli_from_saved_counts(corpus, tmp_path):
     assert bad.returncode == 2 and "not found" in bad.stderr
 
 
+@pytest.mark.slow
 def test_cli_usage_errors_and_help(corpus, tmp_path):
     from pipelines.vocab import run
 

@@ -87,6 +87,7 @@ def _rows(path: Path) -> list[tuple]:
     return [tuple(r.values()) for r in pq.read_table(path).to_pylist()]
 
 
+@pytest.mark.slow
 def test_file_shuffle_writes_what_beams_shuffle_writes(corpus, tmp_path):
     outs = {}
     for mode in ("memory", "files"):

@@ -242,6 +242,7 @@ def test_cli_bad_label_value_and_missing_file(tmp_path, caplog):
     assert "not found" in caplog.text and "--scored" in caplog.text
 
 
+@pytest.mark.slow
 def test_cli_parquet_labels_via_python_m(tmp_path):
     scored = _scored(tmp_path)
     lab = tmp_path / "labels.parquet"

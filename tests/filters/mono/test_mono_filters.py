@@ -104,6 +104,7 @@ def test_heuristic_keeps_content(line):
     assert heuristic_quality(line) >= 0.5, boilerplate_flags(line)
 
 
+@pytest.mark.slow
 def test_quality_classifier_trains_loads_and_separates(tmp_path):
     subjects = ["The committee", "Scientists", "The mayor", "Our reporter", "The court", "Farmers"]
     verbs = ["discussed", "observed", "approved", "criticised", "announced", "studied"]

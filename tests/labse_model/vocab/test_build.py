@@ -50,6 +50,7 @@ def _wpw(vocab_dir: Path) -> dict[str, float]:
     return {k: v["heldout"]["wordpieces_per_word"] for k, v in stats["languages"].items()}
 
 
+@pytest.mark.slow
 def test_smoothing_gives_small_languages_more_vocabulary(tatoeba_vocabs):
     vocabs, _, _ = tatoeba_vocabs
     smooth, raw = _wpw(vocabs[0.3]), _wpw(vocabs[1.0])
@@ -68,6 +69,7 @@ def test_smoothing_gives_small_languages_more_vocabulary(tatoeba_vocabs):
     assert all(0.95 * 8000 <= s <= 8000 for s in sizes), sizes
 
 
+@pytest.mark.slow
 def test_round_trip_with_transformers(tatoeba_vocabs):
     from tokenizers import Tokenizer
     from transformers import BertTokenizerFast

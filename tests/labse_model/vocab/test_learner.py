@@ -233,6 +233,7 @@ def test_learner_bad_input_is_counted():
         learn_vocab(["abcdefgh"], [100], LearnerParams(vocab_size=12))
 
 
+@pytest.mark.slow
 def test_learner_result_does_not_depend_on_row_order():
     # Float sums over words in input order made ties fall differently for a shuffled input
     # (4 of 5 shuffles changed this vocabulary before the learner sorted its input).

@@ -76,6 +76,7 @@ def test_warc_gz_resynchronises_at_the_next_gzip_member(warc):
     assert all(good_by_id[x.doc_id] == x.text for x in docs)
 
 
+@pytest.mark.slow
 def test_warc_gz_job_counts_the_damage_in_stats(warc, tmp_path, caplog):
     src = tmp_path / "damaged.warc.gz"
     src.write_bytes(flipped(warc, len(warc) // 3, 200))
@@ -101,6 +102,7 @@ def test_warc_gz_damage_in_two_places_and_trailing_garbage(warc):
     assert c["files"]["out"] == 1
 
 
+@pytest.mark.slow
 def test_enwiki_bz2_recovers_the_blocks_after_the_damage(enwiki, enwiki_good):
     truncated, tc = dump_pages(enwiki[: len(enwiki) // 2])
     assert tc["file_ranges/dropped/truncated_archive"] == 1
@@ -115,6 +117,7 @@ def test_enwiki_bz2_recovers_the_blocks_after_the_damage(enwiki, enwiki_good):
     assert not check_balanced(to_report("t", c))
 
 
+@pytest.mark.slow
 def test_enwiki_bz2_job_counts_the_damage_in_stats(enwiki, tmp_path, caplog):
     src = tmp_path / "enwiki-damaged-pages-articles.xml.bz2"
     src.write_bytes(flipped(enwiki, len(enwiki) // 2, 300))
@@ -134,6 +137,7 @@ def test_enwiki_bz2_job_counts_the_damage_in_stats(enwiki, tmp_path, caplog):
     assert len(read_rows(out)) > 5000
 
 
+@pytest.mark.slow
 def test_bz2_block_damage_at_the_start_and_at_the_end(enwiki, enwiki_good):
     for offset in (0, len(enwiki) - 100):
         pages, c = dump_pages(flipped(enwiki, offset, 300))

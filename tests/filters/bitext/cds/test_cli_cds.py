@@ -205,6 +205,7 @@ def test_score_bad_input_is_exit_2(trained, tmp_path, capsys, caplog, problem):
     assert not (tmp_path / "s").exists() and not (tmp_path / "s.parquet").exists()
 
 
+@pytest.mark.slow
 def test_help_via_python_m():
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     for cmd in ("cds-train", "cds-score", "calibrate", "apply"):

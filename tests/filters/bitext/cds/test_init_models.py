@@ -105,6 +105,7 @@ def _train_and_reload(init: str, out) -> tuple[np.ndarray, np.ndarray, dict]:
     return np.asarray(first), np.asarray(again), meta
 
 
+@pytest.mark.slow
 def test_marian_sentencepiece_round_trip(tmp_path):
     marian = make_marian(tmp_path)
     assert init_kind(marian) == "seq2seq"
@@ -121,6 +122,7 @@ def test_marian_sentencepiece_round_trip(tmp_path):
     )
 
 
+@pytest.mark.slow
 def test_warm_start_from_a_bert_checkpoint(tmp_path):
     from labse_model.tiny import make_tiny_checkpoint
 

@@ -60,6 +60,7 @@ def test_length_batches_cover_everything_once():
     assert sorted(np.concatenate(shuffled).tolist()) == list(range(7))
 
 
+@pytest.mark.slow
 def test_trained_model_layout_and_loss_fell(tiny_model):
     out, meta = tiny_model
     assert meta["directions"] == ["fwd", "bwd"]
@@ -72,6 +73,7 @@ def test_trained_model_layout_and_loss_fell(tiny_model):
     assert (out / "cds.json").is_file() and (out / "tokenizer.json").is_file()
 
 
+@pytest.mark.slow
 def test_batched_scores_equal_one_by_one(tiny_model):
     """Length bucketing and padding must not change a pair's score."""
     out, _ = tiny_model
@@ -94,6 +96,7 @@ def test_batched_scores_equal_one_by_one(tiny_model):
         batched.score(["a", "b"], ["c"])
 
 
+@pytest.mark.slow
 def test_cds_score_is_the_per_token_logprob_difference(tiny_model):
     """cds_score = [log p(y|x; clean) - log p(y|x; noisy)] / |y|, computed independently."""
     out, _ = tiny_model
@@ -119,6 +122,7 @@ def test_cds_score_is_the_per_token_logprob_difference(tiny_model):
         assert float(token_logprobs(clean, batch)[0]) == pytest.approx(lp["clean"], rel=1e-5)
 
 
+@pytest.mark.slow
 def test_logits_in_slices_score_as_whole(tiny_model, monkeypatch):
     """The vocabulary projection cut into slices of one and of three rows gives the scores the
     whole projection gives (the slice size is only a memory bound)."""
@@ -157,6 +161,7 @@ print((after - before) / 1024)
 """
 
 
+@pytest.mark.slow
 def test_a_full_length_batch_does_not_hold_the_whole_vocabulary_projection():
     """64 targets of 64 tokens over 8,000 pieces: whole, the logits and their temporaries took
     +293 MiB (2.3 x the 125 MiB logits tensor), so cds-score's peak RSS grew with the input
@@ -176,6 +181,7 @@ def test_a_full_length_batch_does_not_hold_the_whole_vocabulary_projection():
     assert grew_mib < 110, f"a worst-case batch raised the peak RSS by {grew_mib:.0f} MiB"
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(
     not torch.cuda.is_available(), reason="no GPU visible (the GPU path needs CUDA)"
 )
