@@ -68,6 +68,7 @@ def test_data_folders_that_cannot_work_are_refused_up_front(tmp_path: Path):
     assert p.returncode == 2 and "dev.fra-eng.fra" in p.stderr, p.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "args, message",
     [
@@ -303,6 +304,7 @@ def test_a_refused_optional_stage_makes_the_rest_fall_back(tmp_path: Path):
     assert "--combined" in bitext_cmd and "--rules" in bitext_cmd
 
 
+@pytest.mark.slow
 def test_bitext_export_command_claims_its_output_and_names_bad_inputs(tmp_path: Path):
     import pyarrow as pa
     import pyarrow.parquet as pq
