@@ -50,6 +50,7 @@ def _pages(data: bytes, compression: str = "none"):
     return [(p.title, p.text) for p in iter_range_pages(io.BytesIO(data), rng, c)], c.counts
 
 
+@pytest.mark.slow
 def test_utf16_wikipedia_dump_reads_like_its_utf8_original():
     xml = _enwiki_head(30)
     utf8, _ = _pages(xml.encode("utf-8"))

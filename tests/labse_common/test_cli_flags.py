@@ -44,6 +44,7 @@ def test_a_removed_flag_is_a_usage_error_naming_it(
     assert not (tmp_path / "o").exists()  # refused before any work
 
 
+@pytest.mark.slow
 def test_a_positional_override_of_a_filters_command_is_a_usage_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -109,6 +110,7 @@ def test_an_unknown_filters_command_is_one_line_and_exit_2(
 _NOT_YET: tuple[str, ...] = ()
 
 
+@pytest.mark.slow
 def test_every_command_exits_through_exit_with() -> None:
     """One way a command exits: ``if __name__ == "__main__": exit_with(main)``, where ``main``
     returns run_main's status; no ``sys.exit``/``raise SystemExit`` of its own anywhere."""

@@ -59,6 +59,7 @@ def _defined_functions(path: Path) -> set[str]:
     return {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
 
 
+@pytest.mark.slow
 def test_no_module_keeps_its_own_copy_of_the_path_helpers() -> None:
     """One helper per job: a private remote-check, join or lazy _fs() elsewhere is a second
     rule that drifts from this one (one of them once took file:// for remote)."""

@@ -64,6 +64,7 @@ def test_extend_remaps_files_and_sort_orders_by_path_part_line():
     assert list(bl) == sorted(a + b, key=lambda x: (x.path, x.part, x.line))
 
 
+@pytest.mark.slow
 def test_a_block_costs_its_columns_not_a_python_object():
     """The paper preset's 17B sentences are 17M blocks on every rank: 28 B each in columns,
     where a frozen dataclass per block held ~180 B (bench/block_table_bench.py)."""

@@ -111,6 +111,7 @@ def test_runs_without_vocab_are_reproducible(tmp_path, deu_pairs):
     assert _losses(a) == _losses(b)
 
 
+@pytest.mark.slow
 def test_truncation_counts_cover_the_whole_resumed_run(tmp_path, deu_pairs):
     from labse_model.train import learn_vocab_from
 

@@ -117,6 +117,7 @@ def test_sharded_in_worker_processes(stores, tmp_path) -> None:
     assert [p.name for p in work.iterdir()] and not list(work.glob("*_sims.npy"))  # merged, freed
 
 
+@pytest.mark.slow
 def test_approximate_recall_against_exact(stores) -> None:
     x, y, xs, ys = stores
     _, sc = mine_vectors(normalized(x), normalized(y), cfg(k=4))

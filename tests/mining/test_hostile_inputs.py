@@ -123,6 +123,7 @@ def test_vector_problems_names_each_reason() -> None:
     assert count_problems(codes) == {"nonfinite_value": 2, "zero_vector": 1, "nonfinite_norm": 1}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("index", ["flat", "ivf"])
 def test_overflowing_rows_are_dropped_and_counted(tmp_path: Path, index: str) -> None:
     x, y = good(40), good(40, 1)

@@ -13,6 +13,7 @@ from mining.__main__ import main as mining_main
 from mining.plan import MEASURED, Costs
 
 
+@pytest.mark.slow
 def test_calibrated_costs_are_measured_and_planned_with(capsys) -> None:
     # dim 64 keeps the FAISS runs short; the store, gather and margin steps run as at 768.
     argv = ["plan", "--n-src", "1e6", "--n-trg", "1e6", "--dim", "64", "--mem-gb", "2"]

@@ -14,6 +14,7 @@ from labse_common.stats import check_balanced
 from tests.support.paths import TATOEBA as DATA
 
 
+@pytest.mark.slow
 def test_beam_embed_job_writes_a_store(tmp_path: Path, tiny_model: str) -> None:
     from labse_common.embedding_store import EmbeddingStore
     from labse_model.encode import Encoder

@@ -97,6 +97,7 @@ def test_beam_job_equals_library(tmp_path: Path, stores) -> None:
     ]
 
 
+@pytest.mark.slow
 def test_beam_job_with_an_index_equals_library(tmp_path: Path, stores) -> None:
     """IVF: the index trained once per direction on the driver, the shards added and searched
     as Beam elements, merged and re-scored: the library's pairs, bit for bit."""

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 from pipelines import commoncrawl
 from tests.support.corpus_fixtures import make_bad_cc_inputs
 
 BEAM = ["--direct_running_mode", "in_memory", "--direct_num_workers", "1"]
 
 
+@pytest.mark.slow
 def test_the_bad_input_warning_names_the_committed_stats(tmp_path, caplog):
     files = make_bad_cc_inputs(tmp_path / "in")
     out = tmp_path / "cc"

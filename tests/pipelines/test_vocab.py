@@ -109,6 +109,7 @@ def test_beam_job_matches_in_process_counts(corpus, tmp_path):
         assert s["smoothed_share"] > 0 and s["heldout"]["wordpieces_per_word"] >= 1.0, lang
 
 
+@pytest.mark.slow
 def test_learner_cli_from_saved_counts(corpus, tmp_path):
     root, by_lang = corpus
     counts_dir = tmp_path / "counts"

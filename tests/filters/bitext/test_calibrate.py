@@ -138,6 +138,7 @@ SMALL = [
 ]
 
 
+@pytest.mark.slow
 def test_cli_writes_threshold_plot_and_stats(tmp_path, capsys):
     scored = _scored(tmp_path, n_extra=10)
     # One malformed line (two fields) and one pair that was never scored: counted, not fatal.

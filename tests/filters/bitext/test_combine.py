@@ -117,6 +117,7 @@ def _run(module, argv: list[str]) -> int:
     return module.main([*argv, "--log-level", "WARNING"])
 
 
+@pytest.mark.slow
 def test_sample_and_combine_commands(tmp_path):
     import pyarrow.parquet as pq
 

@@ -233,6 +233,7 @@ def _boom(_):
     raise RuntimeError("parser exploded")
 
 
+@pytest.mark.slow
 def test_time_limited_worker_times_out_and_recovers():
     w = TimeLimitedWorker(_sleepy, timeout_s=1.0)
     try:
@@ -255,6 +256,7 @@ def _in_daemon(q):
         w.close()
 
 
+@pytest.mark.slow
 def test_time_limited_worker_runs_inside_a_daemonic_process():
     # What `dask worker` starts by default: daemonic processes, which may not start
     # multiprocessing children; the helper must still run and still time out.
