@@ -1,18 +1,27 @@
-"""One stage run: its commands as child processes (dying with the runner), its resource use,
-and its manifest written when every declared output is there."""
+"""One stage run: its commands as child processes (dying with the runner; ``python -m`` ones
+forked from a server that imported the heavy libraries once, see labse_common.forked_main), its
+resource use, and its manifest written when every declared output is there."""
 
 from __future__ import annotations
 
 import json
 import os
 import shutil
-import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
+from typing import TextIO
 
 from labse_common.datafiles import read_json
 from labse_common.errors import InputError
+from labse_common.forked_main import (
+    ChildResult,
+    die_with_parent,
+    forkserver,
+    run_forked,
+    start_mode,
+)
 from pipelines.run.declare import ROOT, STATE, Context, manifest_path, progress_path
 from pipelines.run.plan import Plan, out_relative, stage_reads
 
@@ -30,22 +39,6 @@ def _child_env() -> dict[str, str]:
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [env.get("PYTHONPATH")])])
     env.setdefault("OMP_NUM_THREADS", "2")
     return env
-
-
-def _die_with_runner() -> None:
-    """In a stage's child before it starts: the kernel sends it SIGTERM when the runner dies,
-    however it dies (``kill -9`` included), so no stage goes on writing into a run folder whose
-    next runner takes the claim. Linux only; elsewhere the child outlives a killed runner."""
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
-    except (OSError, AttributeError):
-        pass
-
-
-PR_SET_PDEATHSIG = 1
 
 
 class StageFailed(Exception):
@@ -67,6 +60,7 @@ def _progress_key(out: Path, stage: str) -> str | None:
 
 def run_stage(plan: Plan, ctx: Context) -> dict:
     """Run a stage's commands as children; returns its manifest (raises StageFailed)."""
+    fork = start_mode() == "fork"  # a wrong LABSE_STAGE_START stops before the stage starts
     s = plan.stage
     d = ctx.d(s)
     logs = ctx.out / "_logs"
@@ -84,28 +78,12 @@ def run_stage(plan: Plan, ctx: Context) -> dict:
         for cmd in s.commands(ctx):
             logf.write(f"$ {' '.join(map(str, cmd))}\n")
             logf.flush()
-            child = subprocess.Popen(
-                list(map(str, cmd)),
-                stdout=logf,
-                stderr=subprocess.STDOUT,
-                env=_child_env(),
-                cwd=str(ROOT),
-                preexec_fn=_die_with_runner,
-            )
-            try:
-                # wait4 gives this child's own resource use: peak RSS of the child (and of the
-                # grandchildren it waited for), not a high-water mark of the whole run.
-                _, status, usage = os.wait4(child.pid, 0)
-            except BaseException:  # Ctrl-C or SIGTERM of the runner alone: stop the child too
-                child.terminate()
-                child.wait()
-                raise
-            child.returncode = os.waitstatus_to_exitcode(status)
-            peak_kb = max(peak_kb, usage.ru_maxrss)
-            cpu += usage.ru_utime + usage.ru_stime
-            if child.returncode != 0:
+            r = _run_command(list(map(str, cmd)), logf, logfile, fork)
+            peak_kb = max(peak_kb, r.peak_rss_kb)
+            cpu += r.cpu_seconds
+            if r.rc != 0:
                 tail = logfile.read_text(encoding="utf-8", errors="replace").splitlines()[-15:]
-                raise StageFailed(s.name, child.returncode, logfile, tail)
+                raise StageFailed(s.name, r.rc, logfile, tail)
     missing = [o for o in s.outputs(ctx) if not (d / o).exists()]
     if missing:
         raise StageFailed(s.name, 1, logfile, [f"declared outputs missing: {missing}"])
@@ -124,6 +102,36 @@ def run_stage(plan: Plan, ctx: Context) -> dict:
     write_json(manifest_path(ctx.out, s.name), manifest)
     progress_path(ctx.out, s.name).unlink(missing_ok=True)
     return manifest
+
+
+def _run_command(cmd: list[str], logf: TextIO, logfile: Path, fork: bool) -> ChildResult:
+    """One command of a stage, its output appended to the stage's log. ``python -m`` commands
+    are forked from the fork server (LABSE_STAGE_START=fork, the default on Linux), which has
+    the heavy libraries imported already; anything else, or with LABSE_STAGE_START=spawn, is a
+    new process."""
+    env = _child_env()
+    if fork and len(cmd) > 2 and cmd[0] == sys.executable and cmd[1] == "-m":
+        ctx = forkserver(env, logfile.with_name("forkserver.log"))
+        if ctx is not None:
+            return run_forked(ctx, cmd[2], cmd[3:], env, ROOT, logfile)
+    child = subprocess.Popen(
+        cmd,
+        stdout=logf,
+        stderr=subprocess.STDOUT,
+        env=env,
+        cwd=str(ROOT),
+        preexec_fn=die_with_parent,  # no stage goes on writing into a run it lost
+    )
+    try:
+        # wait4 gives this child's own resource use: peak RSS of the child (and of the
+        # grandchildren it waited for), not a high-water mark of the whole run.
+        _, status, usage = os.wait4(child.pid, 0)
+    except BaseException:  # Ctrl-C or SIGTERM of the runner alone: stop the child too
+        child.terminate()
+        child.wait()
+        raise
+    child.returncode = os.waitstatus_to_exitcode(status)
+    return ChildResult(child.returncode, usage.ru_utime + usage.ru_stime, usage.ru_maxrss)
 
 
 def write_json(path: Path, doc: dict) -> None:

@@ -1,0 +1,195 @@
+"""The stage runner's two ways to start a ``python -m`` command (labse_common.forked_main): forked
+from the preloaded server (LABSE_STAGE_START=fork) and a new interpreter (spawn) end the same way,
+log the same lines and report their resource use; a forked child sees the children's
+environment and dies with a runner killed outright.
+
+The commands run in a separate runner process (a script, as the stage runner is one), so the
+server is this module's own and started with the environment the test gives it."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.support.paths import REPO as ROOT
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="fork mode is Linux's")
+
+CASES = {"ok": [], "exit2": ["--exit", "2"], "raises": ["--raise"]}
+
+# The runner's side: every case in both modes through execute._run_command (what run_stage runs
+# each command with), one JSON line of results.
+RUNNER = textwrap.dedent(
+    """
+    import json, os, sys
+    from pathlib import Path
+    from pipelines.run import execute
+
+    def main():
+        out, cases = Path(sys.argv[1]), json.loads(sys.argv[2])
+        results = {}
+        for mode in ("fork", "spawn"):
+            for name, extra in cases.items():
+                log = out / f"{mode}-{name}.log"
+                with open(log, "a", encoding="utf-8") as f:
+                    f.write("$ the command\\n")
+                    f.flush()
+                    cmd = [sys.executable, "-m", "tests.support.stage_probe", "--env", "OMP_NUM_THREADS", "LABSE_PROBE"]
+                    r = execute._run_command([*cmd, *extra], f, log, mode == "fork")
+                results[f"{mode}-{name}"] = [r.rc, r.cpu_seconds, r.peak_rss_kb]
+        print(json.dumps(results))
+
+    if __name__ == "__main__":
+        main()
+    """
+)
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "LABSE_STAGE_START"}
+    env["PYTHONPATH"] = str(ROOT)
+    env.update(extra)
+    return env
+
+
+@pytest.fixture(scope="module")
+def both_modes(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+    out = tmp_path_factory.mktemp("forked")
+    script = out / "runner.py"
+    script.write_text(RUNNER, encoding="utf-8")
+    p = subprocess.run(
+        [sys.executable, str(script), str(out), json.dumps(CASES)],
+        env=_env(OMP_NUM_THREADS="1", LABSE_PROBE="custom value"),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert p.returncode == 0, p.stderr
+    return out, json.loads(p.stdout.splitlines()[-1])
+
+
+def _probe_line(log: Path) -> dict:
+    lines = [ln for ln in log.read_text(encoding="utf-8").splitlines() if ln.startswith("probe ")]
+    assert len(lines) == 1, log.read_text(encoding="utf-8")
+    return json.loads(lines[0][len("probe ") :])
+
+
+def test_forked_and_spawned_commands_end_and_log_the_same(both_modes):
+    out, results = both_modes
+    for name, rc in (("ok", 0), ("exit2", 2), ("raises", 1)):
+        fork, spawn = results[f"fork-{name}"], results[f"spawn-{name}"]
+        assert fork[0] == spawn[0] == rc, (name, fork, spawn)
+        # CPU of the command's own work (>= the probe's 0.2 s burn); the probe touches 64 MB
+        for r in (fork, spawn):
+            assert r[1] >= 0.15 and r[2] > 64 * 1024, (name, r)
+        logs = [(out / f"{m}-{name}.log").read_text(encoding="utf-8") for m in ("fork", "spawn")]
+        for text in logs:
+            assert text.startswith("$ the command\n"), text  # appended after the runner's line
+            assert "INFO probe: to stderr" in text  # stderr lands in the same log
+        assert _probe_line(out / f"fork-{name}.log") == _probe_line(out / f"spawn-{name}.log")
+    for m in ("fork", "spawn"):
+        text = (out / f"{m}-raises.log").read_text(encoding="utf-8")
+        assert "Traceback" in text and "ValueError: the probe was told to fail" in text, text
+        assert "Traceback" not in (out / f"{m}-exit2.log").read_text(encoding="utf-8")
+    assert not list(out.glob("*.status.json"))  # read and removed by the runner
+
+
+def test_a_forked_command_sees_the_children_environment(both_modes):
+    out, results = both_modes
+    seen = _probe_line(out / "fork-ok.log")
+    assert seen["env"] == {"OMP_NUM_THREADS": "1", "LABSE_PROBE": "custom value"}
+    # torch sized its pool when the server imported it: the server had the children's env
+    assert seen["torch_threads"] == 1  # 2 (the cores) had it imported without
+    assert seen["cwd"] == str(ROOT)
+    assert seen["argv0"].endswith("stage_probe.py")
+    # the server's own output (Beam's import-time warnings) is kept out of the console
+    assert (out / "forkserver.log").exists()
+
+
+def test_forking_saves_the_imports(both_modes):
+    _, results = both_modes
+    # the spawned probe imports torch itself (seconds); the forked one has it already
+    assert results["fork-ok"][1] < results["spawn-ok"][1], results
+
+
+def test_a_wrong_start_mode_is_one_clear_error(tmp_path: Path):
+    p = subprocess.run(
+        [sys.executable, "-m", "pipelines.run", "--output", str(tmp_path / "run")],
+        env=_env(LABSE_STAGE_START="vfork"),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert p.returncode == 2, (p.stdout, p.stderr)
+    assert "LABSE_STAGE_START='vfork'" in p.stderr and "Traceback" not in p.stderr
+
+
+KILLED = textwrap.dedent(
+    """
+    import os, sys
+    from pathlib import Path
+    from labse_common import forked_main
+
+    def main():
+        out = Path(sys.argv[1])
+        forked_main.PRELOAD = ("labse_common.forked_main",)  # the death chain, not the speed
+        env = dict(os.environ)
+        ctx = forked_main.forkserver(env, out / "forkserver.log")
+        assert ctx is not None
+        argv = ["--sleep", "120", "--pid-file", str(out / "child.pid")]
+        forked_main.run_forked(ctx, "tests.support.stage_probe", argv, env, os.getcwd(), out / "child.log")
+
+    if __name__ == "__main__":
+        main()
+    """
+)
+
+
+def test_a_forked_child_dies_with_a_runner_killed_outright(tmp_path: Path):
+    script = tmp_path / "runner.py"
+    script.write_text(KILLED, encoding="utf-8")
+    runner = subprocess.Popen(
+        [sys.executable, str(script), str(tmp_path)],
+        env=_env(),
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    pid_file = tmp_path / "child.pid"
+    deadline = time.monotonic() + 120
+    while not (pid_file.exists() and pid_file.read_text()) and time.monotonic() < deadline:
+        assert runner.poll() is None, (tmp_path / "child.log").read_text(errors="replace")
+        time.sleep(0.1)
+    child = int(pid_file.read_text())
+    # the child stays in the runner's process group (a group kill reaches it); no setsid
+    assert os.getpgid(child) == os.getpgid(runner.pid)
+    assert _ppid(child) != runner.pid  # forked from the server, not by the runner
+    os.kill(runner.pid, signal.SIGKILL)
+    runner.wait()
+    deadline = time.monotonic() + 10
+    while _alive(child) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(child), "the forked child outlived the runner"
+
+
+def _ppid(pid: int) -> int:
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return int(stat.rsplit(")", 1)[1].split()[1])
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"  # a zombie has ended; its parent (the server) may be gone already
