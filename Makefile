@@ -31,7 +31,7 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -n auto --dist loadscope tests
 
-# The development loop: every test but those marked slow, i.e. taking 3 s or more on 2 cores
+# The development loop: every test but those marked slow, i.e. taking 2 s or more on 2 cores
 # (end-to-end runs, clusters, servers, training, Beam jobs on real data). `make test` runs all.
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -n auto --dist loadscope -m "not slow" tests
