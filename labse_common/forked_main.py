@@ -25,6 +25,7 @@ import signal
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Literal, NoReturn
 
@@ -174,19 +175,25 @@ def run_forked(
     (SIGTERM raised as one) stops it first."""
     status = logfile.with_name(f"{logfile.name}.status.json")
     status.unlink(missing_ok=True)
+    # Only this process holds the write end: the kernel closes it however this process dies.
+    alive_r, alive_w = ctx.Pipe(duplex=False)  # type: ignore[attr-defined]
     p = ctx.Process(  # type: ignore[attr-defined]
         target=child_main,
         args=(module, list(map(str, argv)), dict(env), str(cwd), str(logfile)),
-        kwargs={"status": str(status), "parent": os.getpid()},
+        kwargs={"status": str(status), "runner": alive_r},
         name=f"python -m {module}",
     )
-    p.start()
     try:
+        p.start()
+        alive_r.close()
         p.join()
     except BaseException:
         p.terminate()
         p.join()
         raise
+    finally:
+        alive_r.close()
+        alive_w.close()
     result = ChildResult(p.exitcode if p.exitcode is not None else -signal.SIGKILL, 0.0, 0)
     p.close()
     with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
@@ -207,7 +214,7 @@ def child_main(
     status: str,
     status_format: Literal["json", "rc"] = "json",
     new_session: bool = False,
-    parent: int | None = None,
+    runner: Connection | None = None,
 ) -> NoReturn:
     """Body of a forked process: what ``python -m module *argv`` does, with ``env`` as its
     environment and ``cwd`` as its folder; stdout appended to ``out``, stderr to ``err`` (to
@@ -217,12 +224,13 @@ def child_main(
     multiprocessing reports 255 when that read fails (seen once on a loaded machine, after the
     command had printed its error and exited 2).
 
-    ``parent``: the process this one dies with (the stage runner); ``new_session``: a process
-    group of its own, so a caller's timeout kills it and whatever it started. A stage stays in
-    the runner's group instead, so a kill of that group reaches it."""
+    ``runner``: the read end of a pipe only the runner writes to; this process dies when the
+    runner does (:func:`_die_with`). ``new_session``: a process group of its own, so a caller's
+    timeout kills it and whatever it started. A stage stays in the runner's group instead, so a
+    kill of that group reaches it."""
     _leave_forkserver()
-    if parent is not None:
-        _die_with(parent)
+    if runner is not None:
+        _die_with(runner)
     if new_session:
         os.setsid()
     _redirect(out, err)
@@ -233,6 +241,8 @@ def child_main(
     if sys.path[:1] != [cwd]:
         sys.path.insert(0, cwd)  # as `python -m` puts its folder first
     code = _run_module(module)
+    if runner is not None:  # ended: a later close of the pipe must signal nobody
+        _signal_on_close(runner.fileno(), False)
     import resource
 
     own = resource.getrusage(resource.RUSAGE_SELF)
@@ -321,14 +331,33 @@ def die_with_parent() -> bool:
         return False
 
 
-def _die_with(parent: int) -> None:
-    """A forked child's parent is the fork server, which exits when the runner ``parent`` dies:
-    the parent-death signal, and an exit now if the runner died before it was asked for."""
-    if not die_with_parent():
-        return
+def _die_with(runner: Connection) -> None:
+    """SIGTERM from the kernel the moment the runner dies, however it dies (``kill -9``
+    included): the runner's end of the pipe ``runner`` closes, and the kernel signals the
+    owner of the read end (O_ASYNC with F_SETSIG). The parent-death signal alone is late: this
+    process's parent is the fork server, which exits when the runner dies but takes seconds to
+    finalize its imports; it stays for a server that dies on its own. Linux only."""
+    die_with_parent()
+    fd = runner.fileno()
+    os.set_inheritable(fd, False)  # a program the command starts does not hold it
     try:
-        os.kill(parent, 0)
-    except ProcessLookupError:
+        _signal_on_close(fd, True)
+    except (OSError, AttributeError):
+        return
+    import select
+
+    if select.select([fd], [], [], 0)[0]:  # at EOF already: the runner died before this
         os._exit(128 + signal.SIGTERM)
-    except PermissionError:
-        pass
+
+
+def _signal_on_close(fd: int, on: bool) -> None:
+    """SIGTERM to this process when the pipe's write end closes (``on``), or no signal."""
+    import fcntl
+
+    flags = fcntl.fcntl(fd, fcntl.F_GETFL)
+    if on:
+        fcntl.fcntl(fd, fcntl.F_SETOWN, os.getpid())
+        fcntl.fcntl(fd, fcntl.F_SETSIG, signal.SIGTERM)
+        fcntl.fcntl(fd, fcntl.F_SETFL, flags | os.O_ASYNC)
+    else:
+        fcntl.fcntl(fd, fcntl.F_SETFL, flags & ~os.O_ASYNC)

@@ -418,6 +418,7 @@ def test_a_stage_dies_with_a_runner_killed_outright(tmp_path: Path):
     import time
 
     out = tmp_path / "run"
+    log = out / "_logs" / "wikipedia.log"  # a forked stage's command line is the fork server's
     runner_p = subprocess.Popen(
         [sys.executable, "-m", "pipelines.run", "--output", str(out)],
         env=ENV,
@@ -436,6 +437,8 @@ def test_a_stage_dies_with_a_runner_killed_outright(tmp_path: Path):
                     continue
                 if str(out) in cmd and "pipelines.wikipedia" in cmd:  # a stage of 10-20 s
                     pids.append(int(d.name))
+                elif "multiprocessing.forkserver" in cmd and _writes_to(d, log):  # forked
+                    pids.append(int(d.name))
         return pids
 
     deadline = time.monotonic() + 90
@@ -451,3 +454,11 @@ def test_a_stage_dies_with_a_runner_killed_outright(tmp_path: Path):
     assert not stage_pids(), "a stage outlived the runner"
     p = cli("--output", str(out), "--dry-run")
     assert p.returncode == 0, p.stderr
+
+
+def _writes_to(proc: Path, log: Path) -> bool:
+    """Whether the process's stdout is ``log``."""
+    try:
+        return os.readlink(proc / "fd" / "1") == os.path.realpath(log)
+    except OSError:
+        return False
