@@ -37,9 +37,10 @@ START_ENV = "LABSE_STAGE_START"
 START_MODES = ("fork", "spawn")
 
 # What the stages import that is slow (``python -X importtime``, 2026-11-27 on 2 loaded cores:
-# torch 3.5 s, Beam 2.8 s, scikit-learn 2.1 s, transformers 1.1 s, pyplot 0.6 s, ...). A module
-# that fails to import is skipped by the server; the command then imports it itself, or fails
-# the way it would under ``python -m``.
+# torch 3.5 s, BERT's modelling code 4 s more (torch._dynamo, sympy), Beam 2.8 s, scikit-learn
+# 2.1 s, transformers 1.1 s, pyplot 0.6 s, dask.distributed 0.5 s). A module that fails to import
+# (another transformers version) is skipped by the server; the command then imports what it
+# needs itself, or fails the way it would under ``python -m``.
 PRELOAD = (
     "numpy",
     "pyarrow.parquet",
@@ -47,9 +48,16 @@ PRELOAD = (
     "apache_beam",
     "apache_beam.io.filesystems",
     "transformers",
+    "transformers.models.bert.modeling_bert",
+    "transformers.models.bert.tokenization_bert",
+    "transformers.models.bart.modeling_bart",
+    "transformers.models.auto.modeling_auto",
+    "transformers.models.auto.tokenization_auto",
+    "transformers.optimization",
     "tokenizers",
     "boto3",
     "faiss",
+    "distributed",
     "sklearn.linear_model",
     "sklearn.model_selection",
     "matplotlib.pyplot",

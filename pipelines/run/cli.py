@@ -25,12 +25,22 @@ from pipelines.run.validate import validate_demo, validate_sources, validate_syn
 log = logging.getLogger("pipelines.run")
 
 
+_ENVIRONMENT = """
+
+environment:
+  LABSE_STAGE_START=fork|spawn
+      how a stage's python -m command starts: fork (the default on Linux) forks it
+      from a server that imported Beam, torch and transformers once; spawn (the
+      default elsewhere, and the fallback when that server cannot start) starts a
+      new interpreter"""
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="python -m pipelines.run",
         description=pipelines.run.__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="stages, in order: " + " -> ".join(NAMES),
+        epilog="stages, in order: " + " -> ".join(NAMES) + _ENVIRONMENT,
     )
     ap.add_argument(
         "--config",
