@@ -194,11 +194,12 @@ def run_forked(
     try:
         p.start()
         alive_r.close()
-        p.join()
-    except BaseException:
-        p.terminate()
-        p.join()
-        raise
+        try:
+            p.join()
+        except BaseException:
+            p.terminate()
+            p.join()
+            raise
     finally:
         alive_r.close()
         alive_w.close()

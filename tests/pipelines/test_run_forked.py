@@ -193,3 +193,56 @@ def _alive(pid: int) -> bool:
     except OSError:
         return False
     return state != "Z"  # a zombie has ended; its parent (the server) may be gone already
+
+
+TERMINATED = textwrap.dedent(
+    """
+    import os, signal, sys
+    from pathlib import Path
+    from labse_common import forked_main
+
+    def stop(signum, frame):
+        raise KeyboardInterrupt  # as python -m pipelines.run does with SIGTERM
+
+    def main():
+        out = Path(sys.argv[1])
+        signal.signal(signal.SIGTERM, stop)
+        forked_main.PRELOAD = ("labse_common.forked_main",)
+        env = dict(os.environ)
+        ctx = forked_main.forkserver(env, out / "forkserver.log")
+        argv = ["--sleep", "120", "--pid-file", str(out / "child.pid")]
+        try:
+            forked_main.run_forked(ctx, "tests.support.stage_probe", argv, env, ".", out / "c.log")
+        except KeyboardInterrupt:
+            # the runner is still alive here: run_forked itself stopped and reaped the child
+            pid = int((out / "child.pid").read_text())
+            print("child gone" if not os.path.exists(f"/proc/{pid}") else "child alive")
+            return 130
+        return 0
+
+    if __name__ == "__main__":
+        sys.exit(main())
+    """
+)
+
+
+def test_a_terminated_runner_stops_its_forked_child_first(tmp_path: Path):
+    script = tmp_path / "runner.py"
+    script.write_text(TERMINATED, encoding="utf-8")
+    runner = subprocess.Popen(
+        [sys.executable, str(script), str(tmp_path)],
+        env=_env(),
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    pid_file = tmp_path / "child.pid"
+    deadline = time.monotonic() + 120
+    while not (pid_file.exists() and pid_file.read_text()) and time.monotonic() < deadline:
+        assert runner.poll() is None, runner.communicate()
+        time.sleep(0.1)
+    runner.send_signal(signal.SIGTERM)  # the runner alone, not its process group
+    out, err = runner.communicate(timeout=60)
+    assert runner.returncode == 130, (out, err)
+    assert out.strip() == "child gone", (out, err)
