@@ -83,6 +83,7 @@ def _probe_line(log: Path) -> dict:
     return json.loads(lines[0][len("probe ") :])
 
 
+@pytest.mark.slow  # the fixture: a fork server and six commands, 25 s
 def test_forked_and_spawned_commands_end_and_log_the_same(both_modes):
     out, results = both_modes
     for name, rc in (("ok", 0), ("exit2", 2), ("raises", 1)):
@@ -103,6 +104,7 @@ def test_forked_and_spawned_commands_end_and_log_the_same(both_modes):
     assert not list(out.glob("*.status.json"))  # read and removed by the runner
 
 
+@pytest.mark.slow  # the fixture: a fork server and six commands, 25 s
 def test_a_forked_command_sees_the_children_environment(both_modes):
     out, results = both_modes
     seen = _probe_line(out / "fork-ok.log")
@@ -115,6 +117,7 @@ def test_a_forked_command_sees_the_children_environment(both_modes):
     assert (out / "forkserver.log").exists()
 
 
+@pytest.mark.slow  # the fixture: a fork server and six commands, 25 s
 def test_forking_saves_the_imports(both_modes):
     _, results = both_modes
     # the spawned probe imports torch itself (seconds); the forked one has it already
