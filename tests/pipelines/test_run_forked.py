@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from labse_common.threads import THREAD_ENV
 from tests.support.paths import REPO as ROOT
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="fork mode is Linux's")
@@ -54,7 +55,11 @@ RUNNER = textwrap.dedent(
 
 
 def _env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k != "LABSE_STAGE_START"}
+    # Without the thread variables an earlier in-process test may have left in this worker's
+    # environment (labse_common.threads.size_threads sets them): torch takes MKL_NUM_THREADS
+    # over OMP_NUM_THREADS, and the thread-count check below would read the leak.
+    drop = {"LABSE_STAGE_START", *THREAD_ENV}
+    env = {k: v for k, v in os.environ.items() if k not in drop}
     env["PYTHONPATH"] = str(ROOT)
     env.update(extra)
     return env
