@@ -163,22 +163,30 @@ KILLED = textwrap.dedent(
 )
 
 
-def test_a_forked_child_dies_with_a_runner_killed_outright(tmp_path: Path):
+def _start_runner(source: str, tmp_path: Path, why, **popen) -> tuple[subprocess.Popen, int]:
+    """Run ``source`` as a runner script in ``tmp_path``; wait until its forked child wrote
+    ``child.pid`` (``why(runner)`` explains a runner that ended first). The runner and that pid."""
     script = tmp_path / "runner.py"
-    script.write_text(KILLED, encoding="utf-8")
+    script.write_text(source, encoding="utf-8")
     runner = subprocess.Popen(
-        [sys.executable, str(script), str(tmp_path)],
-        env=_env(),
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        [sys.executable, str(script), str(tmp_path)], env=_env(), cwd=ROOT, **popen
     )
     pid_file = tmp_path / "child.pid"
     deadline = time.monotonic() + 120
     while not (pid_file.exists() and pid_file.read_text()) and time.monotonic() < deadline:
-        assert runner.poll() is None, (tmp_path / "child.log").read_text(errors="replace")
+        assert runner.poll() is None, why(runner)
         time.sleep(0.1)
-    child = int(pid_file.read_text())
+    return runner, int(pid_file.read_text())
+
+
+def test_a_forked_child_dies_with_a_runner_killed_outright(tmp_path: Path):
+    runner, child = _start_runner(
+        KILLED,
+        tmp_path,
+        lambda _: (tmp_path / "child.log").read_text(errors="replace"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     # the child stays in the runner's process group (a group kill reaches it); no setsid
     assert os.getpgid(child) == os.getpgid(runner.pid)
     assert _ppid(child) != runner.pid  # forked from the server, not by the runner
@@ -235,21 +243,14 @@ TERMINATED = textwrap.dedent(
 
 
 def test_a_terminated_runner_stops_its_forked_child_first(tmp_path: Path):
-    script = tmp_path / "runner.py"
-    script.write_text(TERMINATED, encoding="utf-8")
-    runner = subprocess.Popen(
-        [sys.executable, str(script), str(tmp_path)],
-        env=_env(),
-        cwd=ROOT,
+    runner, _ = _start_runner(
+        TERMINATED,
+        tmp_path,
+        lambda r: r.communicate(),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
-    pid_file = tmp_path / "child.pid"
-    deadline = time.monotonic() + 120
-    while not (pid_file.exists() and pid_file.read_text()) and time.monotonic() < deadline:
-        assert runner.poll() is None, runner.communicate()
-        time.sleep(0.1)
     runner.send_signal(signal.SIGTERM)  # the runner alone, not its process group
     out, err = runner.communicate(timeout=60)
     assert runner.returncode == 130, (out, err)
