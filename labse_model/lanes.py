@@ -21,7 +21,7 @@ Records are ``str`` (sentences) or ``(src, trg)`` tuples (pairs).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 
 import numpy as np
 
@@ -42,6 +42,12 @@ def source_of(group: str) -> str:
     return group.split(SOURCE_SEP, 1)[0] if SOURCE_SEP in group else ""
 
 
+def unknown_sources(groups: Iterable[str], source_weights: Mapping[str, float] | None) -> list[str]:
+    """The names in ``source_weights`` that no group belongs to (a typo, or weights given for
+    plain ``<lang>/`` folders): weights that would otherwise be silently ignored."""
+    return sorted(set(source_weights or {}) - {source_of(g) for g in groups})
+
+
 def mixing_probabilities(
     groups: Mapping[str, BlockList | int],
     alpha: float,
@@ -59,6 +65,9 @@ def mixing_probabilities(
     from labse_model.vocab.smoothing import smoothed_shares
 
     weights = dict(source_weights or {})
+    unknown = unknown_sources(groups, weights)
+    if unknown:
+        raise ValueError(f"source weights name {unknown}, no source of the groups {sorted(groups)}")
     for name, w in weights.items():
         if not (isinstance(w, (int, float)) and math.isfinite(w) and w >= 0):
             raise ValueError(f"source weight {name}={w!r} must be a number >= 0")

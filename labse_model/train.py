@@ -26,6 +26,7 @@ from typing import Any
 
 import torch
 
+from labse_common.errors import InputError
 from labse_common.sections.model import ModelConfig
 from labse_common.sections.train import TrainConfig
 from labse_model import stream
@@ -33,7 +34,7 @@ from labse_model.batching import SentenceTokenizer, pad_batch
 from labse_model.distributed import DistInfo, barrier, init_from_env
 from labse_model.grad_cache import cached_forward_backward
 from labse_model.hard_negatives import HardNegativePool
-from labse_model.lanes import Lane, lanes_of_rank
+from labse_model.lanes import Lane, lanes_of_rank, source_of, unknown_sources
 from labse_model.loop import (
     Batch,
     LoopConfig,
@@ -346,6 +347,16 @@ def _scan_pairs(
         raise stream.NoUsableInput(
             None,
             "no usable pairs in the given files (all empty, malformed or unreadable)",
+            "--pairs",
+        )
+    unknown = unknown_sources(scan_res.groups, cfg.source_weights)
+    if unknown:
+        found = sorted({source_of(g) for g in scan_res.groups} - {""})
+        raise InputError(
+            None,
+            f"train.source_weights names {unknown}, but the pairs' folders hold "
+            + (f"the sources {found}" if found else "no source (plain <lang>/ folders)")
+            + ": sources are the <source>. prefixes of the pair folders' names",
             "--pairs",
         )
     if len(groups) > 1:

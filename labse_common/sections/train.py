@@ -93,7 +93,7 @@ class TrainConfig:
     )
     source_weights: dict[str, float] = option(
         {},
-        help="share of each source's pairs (folders <source>.<lang>): a source takes w / sum(w) of the records, its languages mixed by mix_alpha inside it; an unnamed source weighs 1",
+        help="share of each source's pairs (folders <source>.<lang>): a source takes w / sum(w) of the records, its languages mixed by mix_alpha inside it; an unnamed source weighs 1; naming a source the pairs lack is an error",
     )
     prefetch: int = option(4, min=1, help="batches the producer thread prepares ahead")
     timing: bool = option(False, help="synchronise the accelerator every step for exact step times")

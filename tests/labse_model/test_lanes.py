@@ -4,12 +4,15 @@ inside a source by ``p ** alpha``, on constructed corpora whose shares are known
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
 from collections import Counter
 
 import pytest
 
 from labse_model import stream
-from labse_model.lanes import Lane, mixing_probabilities, source_of
+from labse_model.lanes import Lane, mixing_probabilities, source_of, unknown_sources
+from tests.support.paths import REPO
 
 # Source "tat": two languages of 900 and 100 pairs; source "pud": one language of 400 pairs.
 SIZES = {"tat.de-en": 900, "tat.fr-en": 100, "pud.de-en": 400}
@@ -49,6 +52,11 @@ def test_one_source_is_the_language_rule():
 
 
 def test_bad_weights_are_refused():
+    with pytest.raises(ValueError, match=r"name \['tatoeba'\]"):  # the source is "tat"
+        mixing_probabilities(SIZES, 0.3, {"tatoeba": 2.0})
+    with pytest.raises(ValueError, match=r"name \['tat'\]"):  # plain <lang> groups: no source
+        mixing_probabilities({"de": 900, "fr": 100}, 0.3, {"tat": 2.0})
+    assert unknown_sources(SIZES, {"tat": 2.0, "pud": 0.0}) == []
     with pytest.raises(ValueError, match="weight 0"):
         mixing_probabilities(SIZES, 0.3, {"tat": 0.0, "pud": 0.0})
     with pytest.raises(ValueError, match=">= 0"):
@@ -75,3 +83,26 @@ def test_the_stream_draws_the_documented_shares(tmp_path):
     for g, share in want.items():
         # 20,000 draws: the binomial standard error is below 0.0036, so 0.015 is over 4 sigma.
         assert abs(counts[g] / n - share) < 0.015, (g, counts[g] / n, share)
+
+
+@pytest.mark.slow
+def test_training_refuses_weights_for_a_source_the_pairs_lack(tmp_path):
+    """A misspelt source in train.source_weights was silently weighed 1: now the training
+    command names it and the sources found, one line and exit 2, before building a model."""
+    d = tmp_path / "pairs" / "tat.de-en"
+    d.mkdir(parents=True)
+    (d / "pairs.tsv").write_text("".join(f"Satz {i}.\tSentence {i}.\n" for i in range(20)))
+    p = subprocess.run(
+        [sys.executable, "-m", "labse_model", "train", "--pairs", str(tmp_path / "pairs")]
+        + ["--output", str(tmp_path / "out"), "--max-steps", "1", "threads=1"]
+        + ["--set", "source_weights={tatoeba: 2, tat: 1}"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert p.returncode == 2, p.stderr[-2000:]
+    assert "Traceback" not in p.stderr
+    assert "train.source_weights names ['tatoeba']" in p.stderr
+    assert "the sources ['tat']" in p.stderr
+    assert not (tmp_path / "out" / "model").exists()
