@@ -11,6 +11,15 @@ import pyarrow.parquet as pq
 import pytest
 
 
+def pytest_collection_modifyitems(session, config, items) -> None:
+    """Costliest modules first (tests/module_seconds.py says why); a stable sort, so a module's
+    tests keep their order and stay together."""
+    from tests.module_seconds import load
+
+    seconds = load()
+    items.sort(key=lambda item: -seconds.get(item.nodeid.split("::", 1)[0], 0.0))
+
+
 def _write_damaged_parquet(path: Path, table: pa.Table, groups: int = 3) -> Path:
     """A snappy Parquet of several row groups with bytes flipped inside every column chunk of
     the middle group: the footer is intact (the file opens), reading fails half-way."""
@@ -57,10 +66,11 @@ def truncated_parquet() -> Callable[[Path, pa.Table], Path]:
     return _write_truncated_parquet
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def cluster(tmp_path_factory):
     """A loopback Dask scheduler with 2 stock workers (tests/support/scaleout_util.py); its address.
-    Skips with the reason where dask[distributed] is not installed."""
+    Skips with the reason where dask[distributed] is not installed. One per session (xdist
+    worker): the jobs on it leave nothing behind, and a start and stop cost ~6 s."""
     from tests.support.scaleout_util import dask_available, dask_cluster
 
     why = dask_available()
