@@ -32,10 +32,14 @@ RUNNER = textwrap.dedent(
     """
     import json, os, sys
     from pathlib import Path
+    from labse_common import forked_main
     from pipelines.run import execute
 
     def main():
         out, cases = Path(sys.argv[1]), json.loads(sys.argv[2])
+        # What the probe imports, not all a stage does (Beam, BERT, sklearn: 10 s more to
+        # start the server); the server still has torch before the children's environment.
+        forked_main.PRELOAD = ("torch", "labse_common.forked_main")
         results = {}
         for mode in ("fork", "spawn"):
             for name, extra in cases.items():

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -21,18 +23,15 @@ from tests.support.paths import REPO as ROOT
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 
 
-def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "pipelines.run", *args],
-        env=ENV,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+@pytest.fixture
+def cli(forked_commands) -> Callable[..., subprocess.CompletedProcess]:
+    """``python -m pipelines.run *args``, forked from a server that imported the runner once
+    (tests/pipelines/conftest.py): a fork, not 2-7 s of interpreter start, per command.
+    test_a_stage_dies_with_a_runner_killed_outright starts a plain ``python -m`` one."""
+    return functools.partial(forked_commands.run, "pipelines.run")
 
 
-def test_dry_run_plans_every_stage_and_writes_nothing(tmp_path: Path):
+def test_dry_run_plans_every_stage_and_writes_nothing(cli, tmp_path: Path):
     out = tmp_path / "run"
     p = cli("--config", "configs/demo.yaml", "--output", str(out), "--dry-run")
     assert p.returncode == 0, p.stderr
@@ -45,7 +44,7 @@ def test_dry_run_plans_every_stage_and_writes_nothing(tmp_path: Path):
 
 
 @pytest.mark.slow
-def test_data_folders_that_cannot_work_are_refused_up_front(tmp_path: Path):
+def test_data_folders_that_cannot_work_are_refused_up_front(cli, tmp_path: Path):
     data = tmp_path / "data"
     (data / "tatoeba").mkdir(parents=True)  # empty
     (data / "wikipedia").mkdir()
@@ -90,13 +89,13 @@ def test_data_folders_that_cannot_work_are_refused_up_front(tmp_path: Path):
         (["--set", "nosection.key=1"], "nosection"),
     ],
 )
-def test_bad_arguments_are_one_line_errors(tmp_path: Path, args, message):
+def test_bad_arguments_are_one_line_errors(cli, tmp_path: Path, args, message):
     p = cli("--output", str(tmp_path / "run"), "--dry-run", *args)
     assert p.returncode == 2, (p.stdout, p.stderr)
     assert message in p.stderr and "Traceback" not in p.stderr
 
 
-def test_from_needs_complete_upstream(tmp_path: Path):
+def test_from_needs_complete_upstream(cli, tmp_path: Path):
     p = cli("--output", str(tmp_path / "run"), "--from", "mine")
     assert p.returncode == 2 and "not complete" in p.stderr
 
@@ -305,19 +304,15 @@ def test_a_refused_optional_stage_makes_the_rest_fall_back(tmp_path: Path):
 
 
 @pytest.mark.slow
-def test_bitext_export_command_claims_its_output_and_names_bad_inputs(tmp_path: Path):
+def test_bitext_export_command_claims_its_output_and_names_bad_inputs(
+    forked_commands, tmp_path: Path
+):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     def export(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            [sys.executable, "-m", "filters", "export", *args],
-            env=ENV,
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        # forked from a server that imported the command once (tests/pipelines/conftest.py)
+        return forked_commands.run("filters", "export", *args)
 
     p = export("--mined", str(tmp_path / "none"), "--output", str(tmp_path / "out"))
     assert p.returncode == 2 and "--mined" in p.stderr and "Traceback" not in p.stderr
@@ -348,7 +343,7 @@ def test_bitext_export_command_claims_its_output_and_names_bad_inputs(tmp_path: 
     assert p.returncode == 2 and "--overwrite" in p.stderr
 
 
-def test_a_second_runner_on_the_same_output_stops_naming_the_claim(tmp_path: Path):
+def test_a_second_runner_on_the_same_output_stops_naming_the_claim(cli, tmp_path: Path):
     from labse_common.output_dir import resumable_claim
 
     out = tmp_path / "run"
@@ -361,7 +356,7 @@ def test_a_second_runner_on_the_same_output_stops_naming_the_claim(tmp_path: Pat
     assert not (out / "_CLAIM.json").exists()
 
 
-def test_the_claim_of_a_killed_runner_is_taken_over_and_released_on_failure(tmp_path: Path):
+def test_the_claim_of_a_killed_runner_is_taken_over_and_released_on_failure(cli, tmp_path: Path):
     import json
     import socket
 
@@ -410,7 +405,7 @@ def synthetic_data(tmp_path: Path) -> Path:
 
 
 @pytest.mark.slow
-def test_a_stage_dies_with_a_runner_killed_outright(tmp_path: Path):
+def test_a_stage_dies_with_a_runner_killed_outright(cli, tmp_path: Path):
     """kill -9 of the runner mid-stage: the stage's process goes too (parent-death signal), and
     the next run takes the claim and resumes."""
     import os
@@ -419,8 +414,18 @@ def test_a_stage_dies_with_a_runner_killed_outright(tmp_path: Path):
 
     out = tmp_path / "run"
     log = out / "_logs" / "wikipedia.log"  # a forked stage's command line is the fork server's
+    # A smaller synthetic sample: the stages before this one are done sooner; the Beam job
+    # still takes seconds to start.
+    small = ["sources.demo.synthetic_train=120", "sources.demo.synthetic_dev=40"]
     runner_p = subprocess.Popen(
-        [sys.executable, "-m", "pipelines.run", "--output", str(out)],
+        [
+            sys.executable,
+            "-m",
+            "pipelines.run",
+            "--output",
+            str(out),
+            *[a for s in small for a in ("--set", s)],
+        ],
         env=ENV,
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
@@ -441,10 +446,13 @@ def test_a_stage_dies_with_a_runner_killed_outright(tmp_path: Path):
                     pids.append(int(d.name))
         return pids
 
-    deadline = time.monotonic() + 90
+    # Only bounds a failure: the runner's fork server imports torch, Beam and BERT first, a
+    # minute and more on a loaded machine.
+    deadline = time.monotonic() + 240
     while not stage_pids() and time.monotonic() < deadline:
+        assert runner_p.poll() is None, "the runner ended before the wikipedia stage"
         time.sleep(0.1)
-    assert stage_pids(), "the wikipedia stage did not start within 90 s"
+    assert stage_pids(), "the wikipedia stage did not start within 240 s"
     time.sleep(1)
     os.kill(runner_p.pid, signal.SIGKILL)
     runner_p.wait()
