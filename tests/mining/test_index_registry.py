@@ -12,6 +12,10 @@ from labse_common.embedding_store import unit_rows
 from labse_common.sections.mining import MiningConfig
 from mining import indexes
 
+# FAISS on one OpenMP thread (tests/mining/conftest.py): on the shared 2-core machine spin-waiting
+# threads made the OPQ training of these 300 rows take ~11 s.
+pytestmark = pytest.mark.usefixtures("single_thread_faiss")
+
 N, DIM = 300, 8
 #: Every form the config's ``index`` help names: kinds, auto, ivfNNN, a FAISS string (the
 #: aliases are their kinds: test_one_sizing_rule_per_kind).

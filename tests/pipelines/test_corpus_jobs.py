@@ -1,8 +1,13 @@
-"""The Beam jobs end to end (DirectRunner, multi-processing as users run it)."""
+"""The Beam jobs end to end (DirectRunner, multi-processing as users run it).
+
+The expensive job runs are made once and shared: one run of each real sample (also read by
+tests/pipelines/test_provenance.py, through ``real_sample_run``) and one run of the damaged
+CommonCrawl inputs; each test asserts its own property on them."""
 
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -14,13 +19,63 @@ from tests.support.corpus_util import assert_balanced, read_rows, read_stats, sh
 COLUMNS = {"text", "lang", "lang_score", "quality_score", "source", "doc_id", "url_or_title"}
 RESIDUE = re.compile(r"\{\{|\}\}|\[\[|\]\]|^\s*\||<ref|thumb\||Category:")
 
+# One run per real sample per process: the jobs take 10-20 s each and several tests (here and
+# in test_provenance.py) read the same output without writing to it.
+_REAL_RUNS: dict[str, Path] = {}
+
+
+def real_sample_run(kind: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The output of the job on the real sample, as users run it (the DirectRunner's default
+    multi-processing): ``cc`` is both CommonCrawl files with ``--write-dropped``, ``wiki`` the
+    enwiki sample. Run on first use, then shared; callers must not write into it."""
+    if kind not in _REAL_RUNS:
+        out = tmp_path_factory.mktemp(f"real-{kind}") / kind
+        if kind == "cc":
+            argv = ["--input", str(shared("commoncrawl") / "*.gz"), "--write-dropped"]
+            rc = commoncrawl.main([*argv, "--output", str(out)])
+        else:
+            dump = shared("wikipedia/enwiki-sample.xml.bz2")
+            rc = wikipedia.main(["--input", str(dump), "--output", str(out)])
+        assert rc == 0
+        _REAL_RUNS[kind] = out
+    return _REAL_RUNS[kind]
+
+
+@pytest.fixture(scope="module")
+def real_cc(tmp_path_factory) -> Path:
+    return real_sample_run("cc", tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def real_wiki(tmp_path_factory) -> Path:
+    return real_sample_run("wiki", tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def bad_cc(tmp_path_factory) -> tuple[Path, dict, Path]:
+    """The damaged CommonCrawl inputs (make_bad_cc_inputs) through the job on 2 worker
+    processes with --write-dropped: (input folder, the files, output)."""
+    tmp = tmp_path_factory.mktemp("bad-cc")
+    files = make_bad_cc_inputs(tmp / "in")
+    out = tmp / "one"
+    rc = commoncrawl.main(
+        [
+            "--input",
+            str(tmp / "in" / "*"),
+            "--output",
+            str(out),
+            "--direct_num_workers",
+            "2",
+            "--write-dropped",
+        ]
+    )
+    assert rc == 0
+    return tmp / "in", files, out
+
 
 @pytest.mark.slow
-def test_commoncrawl_real_sample_drops_boilerplate_keeps_news(tmp_path):
-    cc = shared("commoncrawl")
-    out = tmp_path / "cc"
-    rc = commoncrawl.main(["--input", str(cc / "*.gz"), "--output", str(out), "--write-dropped"])
-    assert rc == 0
+def test_commoncrawl_real_sample_drops_boilerplate_keeps_news(real_cc):
+    out = real_cc
     stats = read_stats(out)
     assert_balanced(stats)
     assert {"files", "documents", "lines", "sentences"} <= set(stats["counts"])
@@ -53,10 +108,8 @@ def test_commoncrawl_real_sample_drops_boilerplate_keeps_news(tmp_path):
 
 
 @pytest.mark.slow
-def test_wikipedia_real_sample_has_little_residue(tmp_path):
-    dump = shared("wikipedia/enwiki-sample.xml.bz2")
-    out = tmp_path / "wiki"
-    assert wikipedia.main(["--input", str(dump), "--output", str(out)]) == 0
+def test_wikipedia_real_sample_has_little_residue(real_wiki):
+    out = real_wiki
     stats = read_stats(out)
     assert_balanced(stats)
     docs = stats["counts"]["documents"]
@@ -76,13 +129,8 @@ def test_wikipedia_real_sample_has_little_residue(tmp_path):
 
 
 @pytest.mark.slow
-def test_commoncrawl_bad_inputs_counted_and_survived(tmp_path):
-    files = make_bad_cc_inputs(tmp_path / "in")
-    out = tmp_path / "out"
-    rc = commoncrawl.main(
-        ["--input", str(tmp_path / "in" / "*"), "--output", str(out), "--direct_num_workers", "2"]
-    )
-    assert rc == 0
+def test_commoncrawl_bad_inputs_counted_and_survived(bad_cc):
+    _, files, out = bad_cc
     stats = read_stats(out)
     assert_balanced(stats)
     c = stats["counts"]
@@ -130,18 +178,10 @@ def test_wikipedia_bad_inputs_counted_and_survived(tmp_path):
 
 
 @pytest.mark.slow
-def test_quality_bootstrap_trains_from_job_output(tmp_path):
+def test_quality_bootstrap_trains_from_job_output(real_wiki, real_cc, tmp_path):
     cc = shared("commoncrawl")
-    dump = shared("wikipedia/enwiki-sample.xml.bz2")
-    wiki_out, cc_out, model = tmp_path / "wiki", tmp_path / "cc", tmp_path / "q.bin"
+    wiki_out, cc_out, model = real_wiki, real_cc, tmp_path / "q.bin"
     common = ["--direct_running_mode", "in_memory"]
-    assert wikipedia.main(["--input", str(dump), "--output", str(wiki_out), *common]) == 0
-    assert (
-        commoncrawl.main(
-            ["--input", str(cc / "*.gz"), "--output", str(cc_out), "--write-dropped", *common]
-        )
-        == 0
-    )
     assert (
         quality.main(
             [
@@ -255,34 +295,37 @@ def test_help_documents_options():
 
 
 @pytest.mark.slow
-def test_dedup_is_exact_across_hash_shards_and_optional(tmp_path):
+def test_dedup_is_exact_across_hash_shards_and_optional(bad_cc, tmp_path):
     """Sharding the dedup groups changes the files, never the rows; --no-dedup keeps copies."""
-    make_bad_cc_inputs(tmp_path / "in")
-    runs = {}
+    inp, _, one = bad_cc
+    outs = {"one": one}
+    # The sharded and the --no-dedup runs in one process: what they prove is the grouping, not
+    # the runner (the "one" run is the 2-worker job of the bad-input test).
     for name, extra in (
-        ("one", ["--write-dropped"]),
         ("three", ["--shards-per-language", "3"]),
-        ("nodup", ["--no-dedup", "--direct_running_mode", "in_memory"]),
+        ("nodup", ["--no-dedup"]),
     ):
-        out = tmp_path / name
+        outs[name] = tmp_path / name
         rc = commoncrawl.main(
             [
                 "--input",
-                str(tmp_path / "in" / "*"),
+                str(inp / "*"),
                 "--output",
-                str(out),
-                "--direct_num_workers",
-                "2",
+                str(outs[name]),
+                "--direct_running_mode",
+                "in_memory",
                 *extra,
             ]
         )
         assert rc == 0
+    runs = {}
+    for name, out in outs.items():
         assert_balanced(read_stats(out))
         runs[name] = (read_stats(out)["counts"]["sentences"], read_rows(out))
     (s1, rows1), (s3, rows3), (sn, rowsn) = runs["one"], runs["three"], runs["nodup"]
     as_set = lambda rows: sorted((r["lang"], r["text"], r["dup_count"], r["doc_id"]) for r in rows)  # noqa: E731
     assert as_set(rows1) == as_set(rows3)
-    assert len(list((tmp_path / "three").glob("en/part-*.parquet"))) > 1
+    assert len(list(outs["three"].glob("en/part-*.parquet"))) > 1
     assert s1 == s3
     # Every kept copy is either a survivor or counted under "duplicate".
     assert sum(r["dup_count"] for r in rows1) == len(rowsn) == sn["out"]
@@ -290,7 +333,7 @@ def test_dedup_is_exact_across_hash_shards_and_optional(tmp_path):
     assert "duplicate" not in sn["dropped"] and {r["dup_count"] for r in rowsn} == {1}
     assert sum(r["text"].startswith("The city council approved") for r in rowsn) >= 4
     # --write-dropped also lists the collapsed copies, none of them the kept representative.
-    dup_rows = [r for r in read_rows(tmp_path / "one", "_dropped") if r["reason"] == "duplicate"]
+    dup_rows = [r for r in read_rows(one, "_dropped") if r["reason"] == "duplicate"]
     assert len(dup_rows) == s1["dropped"]["duplicate"]
     kept = {(r["text"], r["doc_id"]) for r in rows1}
     assert not kept & {(r["text"], r["doc_id"]) for r in dup_rows}
