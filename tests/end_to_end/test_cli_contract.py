@@ -31,9 +31,10 @@ that does not apply to a command is declared in its entry with the reason (:data
 Nothing leaves the machine: ``AWS_EC2_METADATA_DISABLED=true``, no ``AWS_*`` credentials but the
 fake ones of the dead-endpoint case, every endpoint on 127.0.0.1.
 
-Speed: each case is a process forked from a server that imported Beam, torch and pyarrow once
-(``multiprocessing``'s forkserver), so a case costs its own work, not 5 s of imports; cases run
-in parallel. ``LABSE_CONTRACT_SUBPROCESS=1`` runs plain ``python -m`` processes instead.
+Speed: each case is a process forked from a server that imported Beam, torch, BERT's modelling
+code, scikit-learn and FAISS once (the stage runner's fork server, through
+tests/support/cli_process.py), so a case costs its own work, not 5-30 s of imports; cases run in
+parallel. ``LABSE_CONTRACT_SUBPROCESS=1`` runs plain ``python -m`` processes instead.
 """
 
 from __future__ import annotations
@@ -42,10 +43,8 @@ import bz2
 import importlib
 import json
 import logging
-import multiprocessing
 import os
 import re
-import signal
 import socket
 import subprocess
 import sys
@@ -59,7 +58,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tests.support.cli_process import run_as_main
+from tests.support.cli_process import CliResult, cli_context, run_cli
 from tests.support.paths import REPO as ROOT
 
 PACKAGES = ("pipelines", "labse_model", "mining", "filters", "labse_common")
@@ -418,7 +417,7 @@ TABLE: dict[str, Cmd] = {
         "{D}/sent",
         na=_na(["non_utf8"], NO_TEXT + " (--sentences: <lang>/*.parquet)"),
         resumable=True,
-        concurrent_args=("--stage-steps", "300,300"),
+        concurrent_args=("--stage-steps", "30,30"),  # as train's: 4x longer if no overlap
         ok={"damaged_parquet": _lost_row_group("sentences")},
     ),
     "labse_model train": Cmd(
@@ -426,9 +425,10 @@ TABLE: dict[str, Cmd] = {
         "tsv",
         "{D}/pairs.tsv",
         resumable=True,
-        # ~85 steps/s: 600 steps (7 s) ended before a second torch process had started on a
-        # loaded 2-core machine (both exited 0); 2000 keep the output held for ~25 s.
-        concurrent_args=("--max-steps", "2000"),
+        # The second writer is forked (everything preloaded) once the first holds the claim, so
+        # it reaches the claim within about a second: 200 steps (~2 s at ~85 steps/s) overlap;
+        # a run that did not is made again 4x longer (_run_concurrent).
+        concurrent_args=("--max-steps", "200"),
         ok={"non_utf8": _balanced_stats, "damaged_parquet": _lost_row_group("pairs")},
     ),
     "labse_model encode": Cmd(
@@ -729,75 +729,11 @@ TABLE: dict[str, Cmd] = {
 # --- running a command -----------------------------------------------------------------------------
 
 
-PRELOAD = [
-    "apache_beam",
-    "apache_beam.io.filesystems",
-    "pyarrow.parquet",
-    "numpy",
-    "torch",
-    "transformers",
-    "boto3",
-    "tests.support.cli_process",
-]
-
-
-def _context():
-    if os.environ.get("LABSE_CONTRACT_SUBPROCESS"):
-        return None
-    ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(PRELOAD)
-    return ctx
-
-
-@dataclass
-class Result:
-    rc: int
-    stdout: str
-    stderr: str
-    seconds: float
-    argv: list[str]
-
-
 def run_command(
     command: str, argv: list[str], env: dict, workdir: Path, ctx, timeout: float = CASE_LIMIT_S
-) -> Result:
-    module = command.split()[0]
-    workdir.mkdir(parents=True, exist_ok=True)
-    out, err = workdir / f"stdout-{time.monotonic_ns()}", workdir / f"stderr-{time.monotonic_ns()}"
-    t0 = time.monotonic()
-    if ctx is None:
-        try:
-            r = subprocess.run(
-                [sys.executable, "-m", module, *argv],
-                cwd=ROOT,
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=timeout,
-            )
-            return Result(r.returncode, r.stdout, r.stderr, time.monotonic() - t0, argv)
-        except subprocess.TimeoutExpired as e:
-            return Result(-9, str(e.stdout or ""), str(e.stderr or ""), timeout, argv)
-    p = ctx.Process(target=run_as_main, args=(module, argv, env, str(ROOT), str(out), str(err)))
-    p.start()
-    p.join(timeout)
-    if p.exitcode is None:  # past the limit: kill the process group
-        try:
-            os.killpg(p.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        p.join(10)
-    rc = p.exitcode if p.exitcode is not None else -9
-    status = Path(f"{err}.rc")
-    if status.exists() and status.read_text().strip():  # the command's own exit status
-        rc = int(status.read_text())
-    return Result(
-        rc,
-        out.read_text(errors="replace") if out.exists() else "",
-        err.read_text(errors="replace") if err.exists() else "",
-        time.monotonic() - t0,
-        argv,
-    )
+) -> CliResult:
+    """One case's process (tests/support/cli_process.py): ``python -m`` of the command's module."""
+    return run_cli(command.split()[0], argv, env, workdir, ctx, timeout)
 
 
 def closed_port() -> int:
@@ -1202,7 +1138,7 @@ def results(data, tmp_path_factory, damaged_parquet, truncated_parquet, request)
     ]
     wanted = [w for w in wanted if w[0] in TABLE]
     base = tmp_path_factory.mktemp("contract_runs")
-    ctx = _context()
+    ctx = cli_context()
     # Concurrent cases first: they are the longest, the short ones fill in around them.
     wanted.sort(key=lambda w: (w[1] != "concurrent", w))
     with ThreadPoolExecutor(max_workers=int(os.environ.get("LABSE_CONTRACT_JOBS", "3"))) as pool:
@@ -1230,7 +1166,7 @@ def _result_or_error(fut):
         return e
 
 
-def _check_error(res: Result, wanted: list[str], what: str) -> None:
+def _check_error(res: CliResult, wanted: list[str], what: str) -> None:
     assert "Traceback" not in res.stderr, f"{what}: traceback\n{res.stderr[-3000:]}"
     lines = error_lines(res.stderr)
     assert res.rc == 2, f"{what}: exit {res.rc}, not 2\n{res.stderr[-3000:]}"

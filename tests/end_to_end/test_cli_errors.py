@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
-import sys
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -20,6 +18,7 @@ from labse_common.stats import StageCounter
 from labse_model.vocab.build import min_vocab_size_from_sample
 from labse_model.vocab.counting import sentence_words
 from labse_model.vocab.learner import LearnerParams, VocabTooSmall, learn_vocab
+from tests.support.cli_process import CliResult, cli_context, run_cli
 from tests.support.paths import REPO as ROOT
 
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "LABSE_LOG_LEVEL": "INFO"}
@@ -156,22 +155,20 @@ def _cases(d: Path) -> dict[str, tuple[list[str], list[str]]]:
 
 
 @pytest.fixture(scope="module")
-def results(files) -> dict[str, subprocess.CompletedProcess]:
-    """All invocations at once (each fails in its first seconds; the cost is interpreter start)."""
+def results(files) -> dict[str, CliResult]:
+    """All invocations at once. Each fails in its first second: the cost was the interpreter's
+    imports (Beam, torch: ~3.5 s a case), so each is forked from the preloaded fork server
+    (tests/support/cli_process.py) as ``python -m`` runs it."""
     cases = _cases(files["root"])
+    ctx = cli_context()
+    runs = files["root"] / "runs"
 
-    def call(args: list[str]) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            [sys.executable, "-m", *args],
-            cwd=ROOT,
-            env=ENV,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+    def call(item: tuple[str, list[str]]) -> CliResult:
+        name, args = item
+        return run_cli(args[0], args[1:], ENV, runs / name, ctx, timeout=120)
 
     with ThreadPoolExecutor(max_workers=4) as pool:
-        done = dict(zip(cases, pool.map(call, (a for a, _ in cases.values()))))
+        done = dict(zip(cases, pool.map(call, ((n, a) for n, (a, _) in cases.items()))))
     return done
 
 
@@ -180,7 +177,7 @@ def results(files) -> dict[str, subprocess.CompletedProcess]:
 def test_cli_usage_error(name, files, results):
     r = results[name]
     _, needles = _cases(files["root"])[name]
-    assert r.returncode == 2, r.stderr[-3000:]
+    assert r.rc == 2, r.stderr[-3000:]
     assert "Traceback" not in r.stderr, r.stderr[-3000:]
     errors = [ln for ln in r.stderr.splitlines() if "ERROR" in ln]
     assert len(errors) == 1, r.stderr[-3000:]
@@ -191,7 +188,7 @@ def test_cli_usage_error(name, files, results):
 @pytest.mark.slow
 def test_nothing_started_before_the_errors(files, results):
     d = files["root"]
-    assert results["mine_many_checks_all_first"].returncode == 2
+    assert results["mine_many_checks_all_first"].rc == 2
     assert not (d / "many" / "embeddings").exists()  # no language was embedded
     assert not (d / "out_vocab" / "word_counts.parquet").exists()  # nothing was counted
     assert not (d / "emb" / "store.json").exists()
