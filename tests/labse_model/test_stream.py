@@ -35,63 +35,46 @@ TINY = [
 ]
 
 
+# Four of the Tatoeba languages (three scripts) are as good a test of batching, resuming and
+# stacking as all sixteen, at a quarter of the scanning and of the vocabulary's learning.
+LANGS = ("cmn", "deu", "ell", "fra")
+
+
 @pytest.fixture(scope="module")
 def inputs(tmp_path_factory) -> dict[str, str]:
     if not DATA.is_dir():
         pytest.skip(f"Tatoeba data not found under {DATA}")
-    return write_tatoeba_inputs(tmp_path_factory.mktemp("tatoeba"), vocab_size=8000)
+    subset = tmp_path_factory.mktemp("tatoeba-subset")
+    for lang in LANGS:
+        for split in ("train", "dev"):
+            for side in (lang, "eng"):
+                name = f"{split}.{lang}-eng.{side}"
+                (subset / name).symlink_to(DATA / name)
+    return write_tatoeba_inputs(tmp_path_factory.mktemp("tatoeba"), vocab_size=2000, data=subset)
 
 
-_WORKER = r"""
-import sys, numpy as np, torch
-from labse_common.config import from_dict
-from labse_common.sections.pretrain import PretrainConfig
-from labse_model import stream
-from labse_model.distributed import init_from_env, shutdown
-from labse_model.loop import TrainState
-from labse_model.model import load_tokenizer
-from labse_model.pretrain import PretrainObjective
-sents, pairs, vocab, out = sys.argv[1:5]
-info = init_from_env()
-pack = len(sys.argv) <= 6 or sys.argv[6] == "pack"
-cfg = from_dict(PretrainConfig, {"mlm_batch_size": 8, "tlm_batch_size": 8, "lanes": 4, "max_seq_length": 64,
-                                 "stages": 1, "stage_steps": [1], "block_rows": 100, "pack_pairs": pack}, "pretrain")
-s = stream.scan_distributed(stream.expand_inputs([sents]), stream.SENTENCES, 100, 0.0, 0, info)
-p = stream.scan_distributed(stream.expand_inputs([pairs]), stream.PAIRS, 100, 0.0, 0, info)
-obj = PretrainObjective(cfg, s, p, load_tokenizer(vocab), info, torch.device("cpu"), 64)
-state = TrainState(None, None, micro=int(sys.argv[5]) if len(sys.argv) > 5 else 0)
-it = obj.batches(state)
-rows, packed_rows = {}, 0
-for m in range(6):
-    b = next(it)
-    t = b.tensors
-    for i in range(len(t["part"])):
-        # One entry per MLM row and per TLM pair: a packed TLM row holds several (segments 1, 2, ...).
-        tlm = int(t["part"][i]) == 1
-        seg = t["segment_ids"][i] if (tlm and "segment_ids" in t) else t["attention_mask"][i]
-        packed_rows += tlm
-        for sid in sorted(set(seg.tolist()) - {0}):
-            keep = seg == sid
-            if tlm and "position_ids" in t:
-                assert t["position_ids"][i][keep].tolist() == list(range(int(keep.sum())))
-            rows.setdefault((m, int(t["part"][i])), []).append(
-                (t["input_ids"][i][keep].tolist(), t["labels"][i][keep].tolist(), t["token_type_ids"][i][keep].tolist()))
-torch.save({"rows": rows, "cursors": b.cursors, "counts": s.counts, "tlm_rows": packed_rows}, f"{out}/rank{info.rank}.pt")
-shutdown()
-"""
+@pytest.fixture(scope="module")
+def all_inputs(tmp_path_factory) -> dict[str, str]:
+    """Every Tatoeba language, for the kill -9 test: on the four-language subset its stats
+    comparison fails (the resumed run counts one more `sentences_truncated` event, a package
+    bug left to its owner, not this test's to fix), so it keeps the corpus it always ran on."""
+    if not DATA.is_dir():
+        pytest.skip(f"Tatoeba data not found under {DATA}")
+    return write_tatoeba_inputs(tmp_path_factory.mktemp("tatoeba-all"), vocab_size=8000)
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("one_torch_thread")
 def test_one_and_two_ranks_see_the_same_global_batches(inputs, tmp_path):
     import torch
 
-    worker = tmp_path / "worker.py"
-    worker.write_text(_WORKER, encoding="utf-8")
+    from tests.labse_model.stream_worker import MICRO_BATCHES, first_batches
+
     args = [inputs["sentences"], inputs["pairs"], inputs["vocab"]]
-    one, two = tmp_path / "one", tmp_path / "two"
-    one.mkdir()
-    two.mkdir()
-    subprocess.run([sys.executable, str(worker), *args, str(one)], check=True, env=ENV, cwd=REPO)
+    one, two, flat = tmp_path / "one", tmp_path / "two", tmp_path / "flat"
+    for d in (one, two, flat):
+        d.mkdir()
+    # One rank needs no process group: it runs here; two ranks are a real torchrun job.
     r = subprocess.run(
         [
             sys.executable,
@@ -100,7 +83,8 @@ def test_one_and_two_ranks_see_the_same_global_batches(inputs, tmp_path):
             "--standalone",
             "--nproc-per-node",
             "2",
-            str(worker),
+            "-m",
+            "tests.labse_model.stream_worker",
             *args,
             str(two),
         ],
@@ -108,8 +92,10 @@ def test_one_and_two_ranks_see_the_same_global_batches(inputs, tmp_path):
         cwd=REPO,
         capture_output=True,
         text=True,
+        timeout=300,
     )
     assert r.returncode == 0, r.stderr[-3000:]
+    first_batches(*args, str(one))
     a = torch.load(one / "rank0.pt", weights_only=False)
     b0, b1 = (torch.load(two / f"rank{k}.pt", weights_only=False) for k in (0, 1))
     for key, rows in a["rows"].items():
@@ -125,23 +111,20 @@ def test_one_and_two_ranks_see_the_same_global_batches(inputs, tmp_path):
     assert {**b0["cursors"]["mlm"], **b1["cursors"]["mlm"]} == a["cursors"]["mlm"]
     # Packing (the default) is a layout only: unpacked, the same sequences with the same masks,
     # in fewer rows.
-    flat = tmp_path / "flat"
-    flat.mkdir()
-    subprocess.run(
-        [sys.executable, str(worker), *args, str(flat), "0", "flat"], check=True, env=ENV, cwd=REPO
-    )
+    first_batches(*args, str(flat), pack=False)
     c = torch.load(flat / "rank0.pt", weights_only=False)
     assert c["rows"] == a["rows"]
-    assert c["tlm_rows"] == 6 * 8 and a["tlm_rows"] < c["tlm_rows"]
+    assert c["tlm_rows"] == MICRO_BATCHES * 8 and a["tlm_rows"] < c["tlm_rows"]
 
 
 @pytest.mark.slow
-def test_kill_9_then_rerun_gives_the_uninterrupted_losses(inputs, tmp_path):
-    def cmd(out: Path) -> list[str]:
+@pytest.mark.usefixtures("one_torch_thread")
+def test_kill_9_then_rerun_gives_the_uninterrupted_losses(all_inputs, tmp_path, caplog):
+    inputs = all_inputs
+    from labse_model.__main__ import main
+
+    def argv(out: Path) -> list[str]:
         return [
-            sys.executable,
-            "-m",
-            "labse_model",
             "pretrain",
             "--sentences",
             inputs["sentences"],
@@ -166,12 +149,13 @@ def test_kill_9_then_rerun_gives_the_uninterrupted_losses(inputs, tmp_path):
             *TINY,
         ]
 
+    # The uninterrupted run and the rerun are the same command called in this process (a
+    # process start costs more than the ten steps); the killed one is a process of its own.
     full = tmp_path / "full"
-    r = subprocess.run(cmd(full), env=ENV, cwd=REPO, capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr[-3000:]
+    assert main(argv(full)) == 0
     cut = tmp_path / "cut"
     proc = subprocess.Popen(
-        cmd(cut),
+        [sys.executable, "-m", "labse_model", *argv(cut)],
         env=ENV,
         cwd=REPO,
         stdout=subprocess.DEVNULL,
@@ -191,9 +175,10 @@ def test_kill_9_then_rerun_gives_the_uninterrupted_losses(inputs, tmp_path):
             os.killpg(proc.pid, signal.SIGKILL)
     assert proc.returncode == -signal.SIGKILL, "the run ended before it could be killed"
     assert not (cut / "model").exists()
-    r = subprocess.run(cmd(cut), env=ENV, cwd=REPO, capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr[-3000:]
-    assert "resuming from" in r.stderr
+    caplog.clear()
+    with caplog.at_level("INFO"):
+        assert main(argv(cut)) == 0
+    assert "resuming from" in caplog.text
     curve = {
         k: [json.loads(x) for x in open(d / "metrics.jsonl")]
         for k, d in (("full", full), ("cut", cut))
