@@ -11,7 +11,8 @@ conftest.py nearest their users; these are plain functions and constants, import
 - scaleout_util: a loopback Dask cluster and S3 (moto) server, free ports, process groups.
 - source_ast: ast.parse of a source file, robust to CPython 3.11's threaded-parse SystemError.
 - two_node_util: the two-node (--nnodes 2) launchers' inputs, S3 objects and metrics.
-- cli_process: run_as_main, the body of a forked process that runs ``python -m`` a command.
+- cli_process: run_cli, a command line run as ``python -m`` runs it, forked from the stage
+  runner's preloaded fork server (cli_context), or a new interpreter.
 - stage_probe: ``python -m tests.support.stage_probe``, a stand-in stage command that prints
   what it sees and ends as told.
 """
