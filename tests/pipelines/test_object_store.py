@@ -14,13 +14,7 @@ import pytest
 
 from tests.pipelines.test_dask_runner import tree
 from tests.support.paths import REPO as ROOT
-from tests.support.scaleout_util import (
-    dask_args,
-    dask_available,
-    dask_cluster,
-    s3_args,
-    s3_test_server,
-)
+from tests.support.scaleout_util import dask_args, s3_args, s3_test_server
 
 SAMPLE = ROOT / "pipelines" / "sample_data" / "sample.warc.wet.gz"
 DIRECT = ["--direct_running_mode", "in_memory", "--direct_num_workers", "1"]
@@ -87,28 +81,25 @@ def test_commoncrawl_reads_and_writes_s3(s3, local_cc):
     assert_same_as_local(download(client, "out/cc/"), local_cc)  # the stale shard is gone
 
 
-def test_commoncrawl_on_dask_with_s3(s3, local_cc, tmp_path):
-    """Dask workers get the job's S3 options (a worker plugin) and write to the bucket."""
+def test_commoncrawl_on_dask_with_s3(s3, local_cc, cluster):
+    """Dask workers get the job's S3 options (a worker plugin) and write to the bucket. The
+    session's loopback cluster (tests/conftest.py): its workers were started without them."""
     from pipelines import commoncrawl
 
-    why = dask_available()
-    if why:
-        pytest.skip(why)
     endpoint, client = s3
-    with dask_cluster(2, tmp_path / "dask-logs") as addr:
-        assert (
-            commoncrawl.main(
-                [
-                    "--input",
-                    "s3://corpus/in/*.warc.wet.gz",
-                    "--output",
-                    "s3://corpus/out/dask",
-                    *dask_args(addr),
-                    *s3_args(endpoint),
-                ]
-            )
-            == 0
+    assert (
+        commoncrawl.main(
+            [
+                "--input",
+                "s3://corpus/in/*.warc.wet.gz",
+                "--output",
+                "s3://corpus/out/dask",
+                *dask_args(cluster),
+                *s3_args(endpoint),
+            ]
         )
+        == 0
+    )
     assert_same_as_local(download(client, "out/dask/"), local_cc)
 
 
@@ -175,14 +166,16 @@ def test_embedding_store_and_beam_mining_on_s3(s3, tmp_path):
     assert sorted(os.listdir(tmp_path / "m_s3")) == sorted(os.listdir(tmp_path / "m_local"))
 
 
-def test_mining_output_round_trips_through_s3(s3, tmp_path):
+def test_mining_output_round_trips_through_s3(s3, tmp_path, monkeypatch):
     """`mining mine` writes to a bucket: claimed there, staged locally, uploaded and committed;
-    the files equal those of the same run into a local folder."""
+    the files equal those of the same run into a local folder. The command's main() in this
+    process (its own process is tests/labse_common/test_remote_faults.py's case)."""
     import shlex
-    import subprocess
-    import sys
+
+    from apache_beam.io.filesystems import FileSystems
 
     from labse_common.embedding_store import StoreWriter
+    from mining.__main__ import main as mining_main
 
     endpoint, client = s3
     rng = np.random.default_rng(5)
@@ -199,11 +192,7 @@ def test_mining_output_round_trips_through_s3(s3, tmp_path):
             text=[f"{name} sentence {i}" for i in range(30)],
         )
         w.close()
-    env = {
-        **os.environ,
-        "AWS_EC2_METADATA_DISABLED": "true",
-        "LABSE_BEAM_OPTIONS": shlex.join(s3_args(endpoint)),
-    }
+    monkeypatch.setenv("LABSE_BEAM_OPTIONS", shlex.join(s3_args(endpoint)))
     args = [
         "--src-text",
         str(tmp_path / "src.txt"),
@@ -214,16 +203,12 @@ def test_mining_output_round_trips_through_s3(s3, tmp_path):
         "--trg-emb",
         str(tmp_path / "trg"),
     ]
-    for out in ("s3://corpus/mined", str(tmp_path / "mined")):
-        p = subprocess.run(
-            [sys.executable, "-m", "mining", "mine", *args, "--output", out],
-            env=env,
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        assert p.returncode == 0, p.stderr[-3000:]
+    previous = FileSystems._pipeline_options
+    try:
+        for out in ("s3://corpus/mined", str(tmp_path / "mined")):
+            assert mining_main(["mine", *args, "--output", out, "--log-level", "WARNING"]) == 0
+    finally:
+        FileSystems.set_options(previous)
     remote = download(client, "mined/")
     local = {
         str(f.relative_to(tmp_path / "mined")): f.read_bytes()
@@ -311,32 +296,19 @@ def test_vocab_output_round_trips_through_s3(s3, tmp_path):
     assert not [k for k in remote if k.startswith(("_tmp-", "_CLAIM"))]
 
 
-SCAN_SCRIPT = """
-import json, sys
-from labse_model import stream
-from labse_model.distributed import DistInfo
-scanned = []
-real = stream._scan_file
-stream._scan_file = lambda *a, **k: scanned.append(a[0]) or real(*a, **k)
-groups = stream.expand_inputs(["s3://corpus/scan-in"])
-res = stream.scan_distributed(groups, stream.SENTENCES, 100, 0.0, 0, DistInfo(), sys.argv[1])
-print(json.dumps({"scanned": sorted(scanned), "rows": res.total_rows()}), flush=True)
-# As tests/support/cli_process.py ends every command: no exit-time destructors (a C++ "terminate called
-# without an active exception" abort at interpreter exit was seen twice in ~40 runs of this
-# script, both while torch tests loaded the machine; not reproduced alone).
-import os
-os._exit(0)
-"""
-
-
-def test_the_training_scan_cache_keys_on_s3_listings(s3, tmp_path):
+def test_the_training_scan_cache_keys_on_s3_listings(s3, tmp_path, monkeypatch):
     """Training inputs in a bucket: the kept scan is loaded while the objects are as they were
-    (sizes and times from one listing per folder) and scanned again once one is rewritten."""
+    (sizes and times from one listing per folder) and scanned again once one is rewritten.
+    In this process: the kept scan is a file in the output folder, so each call starts from
+    what a new process would find there."""
     import shlex
-    import subprocess
-    import sys
 
     import pyarrow as pa
+    from apache_beam.io.filesystems import FileSystems
+
+    from labse_common.filesystems import configure
+    from labse_model import stream
+    from labse_model.distributed import DistInfo
 
     endpoint, client = s3
 
@@ -349,26 +321,26 @@ def test_the_training_scan_cache_keys_on_s3_listings(s3, tmp_path):
 
     put("de", 500)
     put("fr", 120)
-    env = {
-        **os.environ,
-        "AWS_EC2_METADATA_DISABLED": "true",
-        "LABSE_BEAM_OPTIONS": shlex.join(s3_args(endpoint)),
-    }
+    monkeypatch.setenv("LABSE_BEAM_OPTIONS", shlex.join(s3_args(endpoint)))
+    previous = FileSystems._pipeline_options
+    configure(s3_args(endpoint))
+    scanned: list[str] = []
+    real = stream._scan_file
+    monkeypatch.setattr(stream, "_scan_file", lambda *a, **k: scanned.append(a[0]) or real(*a, **k))
 
     def run() -> dict:
-        p = subprocess.run(
-            [sys.executable, "-c", SCAN_SCRIPT, str(tmp_path / "scan")],
-            env=env,
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=300,
+        scanned.clear()
+        groups = stream.expand_inputs(["s3://corpus/scan-in"])
+        res = stream.scan_distributed(
+            groups, stream.SENTENCES, 100, 0.0, 0, DistInfo(), str(tmp_path / "scan")
         )
-        assert p.returncode == 0, p.stderr[-3000:]
-        return json.loads(p.stdout.strip().splitlines()[-1])
+        return {"scanned": sorted(scanned), "rows": res.total_rows()}
 
-    files = ["s3://corpus/scan-in/de/part-0.parquet", "s3://corpus/scan-in/fr/part-0.parquet"]
-    assert run() == {"scanned": files, "rows": 620}
-    assert run() == {"scanned": [], "rows": 620}  # loaded: nothing read
-    put("fr", 300)
-    assert run() == {"scanned": files, "rows": 800}
+    try:
+        files = ["s3://corpus/scan-in/de/part-0.parquet", "s3://corpus/scan-in/fr/part-0.parquet"]
+        assert run() == {"scanned": files, "rows": 620}
+        assert run() == {"scanned": [], "rows": 620}  # loaded: nothing read
+        put("fr", 300)
+        assert run() == {"scanned": files, "rows": 800}
+    finally:
+        FileSystems.set_options(previous)

@@ -22,6 +22,11 @@ from pipelines.readers.wikidump import ByteRange, iter_range_pages, plan_ranges
 from tests.support.corpus_fixtures import HEADER, article, page_xml, write_multistream
 from tests.support.corpus_util import assert_balanced, read_rows, read_stats, shared
 
+# The jobs here are about the reader's counts reaching stats.json, not the runner: one process
+# (the worker processes' start-up was most of their time; tests/pipelines/test_corpus_jobs.py
+# runs the jobs on worker processes).
+IN_MEMORY = ["--direct_running_mode", "in_memory"]
+
 
 def flipped(data: bytes, offset: int, n: int) -> bytes:
     d = bytearray(data)
@@ -82,7 +87,7 @@ def test_warc_gz_job_counts_the_damage_in_stats(warc, tmp_path, caplog):
     src.write_bytes(flipped(warc, len(warc) // 3, 200))
     out = tmp_path / "out"
     with caplog.at_level(logging.WARNING):
-        rc = commoncrawl.main(["--input", str(src), "--output", str(out)])
+        rc = commoncrawl.main(["--input", str(src), "--output", str(out), *IN_MEMORY])
     assert rc == 0
     stats = read_stats(out)
     assert_balanced(stats)
@@ -124,7 +129,7 @@ def test_enwiki_bz2_job_counts_the_damage_in_stats(enwiki, tmp_path, caplog):
     out = tmp_path / "out"
     with caplog.at_level(logging.WARNING):
         rc = wikipedia.main(
-            ["--input", str(src), "--output", str(out), "--set", "page_timeout_s=30"]
+            ["--input", str(src), "--output", str(out), "--set", "page_timeout_s=30", *IN_MEMORY]
         )
     assert rc == 0
     stats = read_stats(out)
