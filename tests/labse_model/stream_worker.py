@@ -1,13 +1,11 @@
 """One rank of test_stream's global-batch check: the first six pretraining micro-batches.
 
-Run in the test's own process for one rank (no process group) and under torchrun for two; each
-rank saves, per micro-batch and part (MLM 0, TLM 1), the sequences it holds with their labels
+Run in the test's own process for one rank (no process group) and in two forked processes
+with torchrun's environment for two; each rank saves, per micro-batch and part (MLM 0, TLM 1), the sequences it holds with their labels
 and token types, its stream cursors, the scan's counts and how many TLM rows it built.
 """
 
 from __future__ import annotations
-
-import sys
 
 import torch
 
@@ -74,7 +72,3 @@ def first_batches(
         f"{out}/rank{info.rank}.pt",
     )
     shutdown()
-
-
-if __name__ == "__main__":
-    first_batches(*sys.argv[1:5])

@@ -77,7 +77,9 @@ def test_kill_9_of_a_worker_leaves_a_resumable_checkpoint(tmp_path):
     trg = (DATA / "train.deu-eng.eng").read_text(encoding="utf-8").splitlines()
     pairs.write_text("".join(f"{s}\t{t}\n" for s, t in zip(src, trg)), encoding="utf-8")
     out = tmp_path / "run"
-    steps = 150
+    # A checkpoint every 4 steps: the kill comes after the first, 36 steps before the end (the
+    # poll below reacts in 50 ms), and the resumed run is short.
+    steps = 40
     cmd = _cmd(
         "train",
         "--pairs",
@@ -89,13 +91,14 @@ def test_kill_9_of_a_worker_leaves_a_resumable_checkpoint(tmp_path):
         "--max-steps",
         str(steps),
         "batch_size=16",
-        "save_every=5",
+        "save_every=4",
         "log_every=1",
         "threads=1",
         "progress=false",
         "vocab_size=2000",
         "model.hidden_size=32",
         "model.intermediate_size=64",
+        "model.num_hidden_layers=1",
     )
     env = dict(os.environ, PYTHONPATH=str(REPO), LABSE_DIST_TIMEOUT_S="60")
     # A session of its own, so every worker it leaves behind can be reaped by process group.

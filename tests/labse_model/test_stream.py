@@ -17,12 +17,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
+import torch.multiprocessing as mp
 
 from labse_model import checkpoint as ckpt
 from labse_model import stream
 from labse_model.lanes import Lane, mixing_probabilities
 from tests.support.paths import REPO
 from tests.support.pretrain_fixtures import DATA, write_tatoeba_inputs
+from tests.support.scaleout_util import free_port
 
 ENV = dict(os.environ, PYTHONPATH=str(REPO), LABSE_DIST_TIMEOUT_S="60")
 TINY = [
@@ -63,6 +65,24 @@ def all_inputs(tmp_path_factory) -> dict[str, str]:
     return write_tatoeba_inputs(tmp_path_factory.mktemp("tatoeba-all"), vocab_size=8000)
 
 
+def _rank(rank: int, world: int, port: int, args: list[str], out: str) -> None:
+    """One forked rank: the environment torchrun would give it, then the worker."""
+    import torch
+
+    from tests.labse_model.stream_worker import first_batches
+
+    torch.set_num_threads(1)
+    os.environ.update(
+        RANK=str(rank),
+        LOCAL_RANK=str(rank),
+        WORLD_SIZE=str(world),
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+        LABSE_DIST_TIMEOUT_S="60",
+    )
+    first_batches(*args, out)
+
+
 @pytest.mark.slow
 @pytest.mark.usefixtures("one_torch_thread")
 def test_one_and_two_ranks_see_the_same_global_batches(inputs, tmp_path):
@@ -74,27 +94,21 @@ def test_one_and_two_ranks_see_the_same_global_batches(inputs, tmp_path):
     one, two, flat = tmp_path / "one", tmp_path / "two", tmp_path / "flat"
     for d in (one, two, flat):
         d.mkdir()
-    # One rank needs no process group: it runs here; two ranks are a real torchrun job.
-    r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--standalone",
-            "--nproc-per-node",
-            "2",
-            "-m",
-            "tests.labse_model.stream_worker",
-            *args,
-            str(two),
-        ],
-        env=ENV,
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
+    # Two ranks in a gloo group, forked from this process (torch and the reader imported
+    # already: two spawned ranks and a torchrun launcher spent ~30 s of CPU importing them);
+    # one rank needs no process group and runs here.
+    port = free_port()
+    ctx = mp.start_processes(
+        _rank, args=(2, port, args, str(two)), nprocs=2, join=False, start_method="fork"
     )
-    assert r.returncode == 0, r.stderr[-3000:]
+    deadline = time.monotonic() + 300
+    try:
+        while not ctx.join(timeout=1):
+            assert time.monotonic() < deadline, "the two ranks did not finish in 300 s"
+    finally:
+        for p in ctx.processes:
+            if p.is_alive():
+                p.kill()
     first_batches(*args, str(one))
     a = torch.load(one / "rank0.pt", weights_only=False)
     b0, b1 = (torch.load(two / f"rank{k}.pt", weights_only=False) for k in (0, 1))
