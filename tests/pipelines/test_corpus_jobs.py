@@ -4,9 +4,8 @@ The expensive job runs are made once and shared: one run of each real sample (al
 tests/pipelines/test_provenance.py, through ``real_sample_run``) and one run of the damaged
 CommonCrawl inputs; each test asserts its own property on them."""
 
+import logging
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -228,7 +227,6 @@ def test_quality_train_flags_take_their_defaults_from_the_library():
     assert quality.parser().parse_args([*base, "--dim", "7"]).dim == 7
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize(
     "args, message",
     [
@@ -237,20 +235,18 @@ def test_quality_train_flags_take_their_defaults_from_the_library():
         (["--config", "/nonexistent.yaml"], "config file not found"),
     ],
 )
-def test_usage_errors_exit_nonzero_with_clear_message(tmp_path, args, message):
+def test_usage_errors_exit_nonzero_with_clear_message(tmp_path, caplog, args, message):
+    # The command's main() in this process: exit status 2 and one ERROR line. That the line
+    # reaches stderr of `python -m pipelines.commoncrawl` is tests/end_to_end/test_cli_errors.py's.
     base = {"--input": str(tmp_path / "x.warc.gz"), "--output": str(tmp_path / "out")}
     (tmp_path / "x.warc.gz").write_bytes(b"")
     for i in range(0, len(args), 2):
         base[args[i]] = args[i + 1]
     argv = [x for kv in base.items() for x in kv]
-    proc = subprocess.run(
-        [sys.executable, "-m", "pipelines.commoncrawl", *argv],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert proc.returncode == 2
-    assert message in proc.stderr
+    caplog.clear()
+    assert commoncrawl.main(argv) == 2
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert len(errors) == 1 and message in errors[0] and "\n" not in errors[0], errors
 
 
 def test_unreadable_quality_model_and_nonempty_output(tmp_path):
@@ -271,15 +267,13 @@ def test_unreadable_quality_model_and_nonempty_output(tmp_path):
     assert (out / "keep.txt").exists()
 
 
-@pytest.mark.slow
-def test_help_documents_options():
-    proc = subprocess.run(
-        [sys.executable, "-m", "pipelines.wikipedia", "--help"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert proc.returncode == 0
+def test_help_documents_options(capsys):
+    # main(["--help"]) prints what `python -m pipelines.wikipedia --help` prints (that command's
+    # own process: tests/end_to_end/test_cli_contract.py).
+    with pytest.raises(SystemExit) as e:
+        wikipedia.main(["--help"])
+    assert e.value.code == 0
+    out = capsys.readouterr().out
     for opt in (
         "--input",
         "--output",
@@ -291,7 +285,7 @@ def test_help_documents_options():
         "FlinkRunner",
         "DataflowRunner",
     ):
-        assert opt in proc.stdout
+        assert opt in out
 
 
 @pytest.mark.slow
