@@ -60,10 +60,15 @@ def _sentences(n: int, seed: int) -> list[str]:
     return out
 
 
+# Sentences per input file (3 files) and the spill buffer: the rows are several buffers per group
+# (so the merge reads several spill files), the size of each does not matter.
+FILE_SENTENCES, SPILL_ROWS = 1500, 1000  # corpus.spill_rows is at least 1000
+
+
 def _inputs(d: Path) -> Path:
     d.mkdir()
     for f in range(3):
-        sents = _sentences(1500, seed=f % 2)  # files 0 and 2 share their pool
+        sents = _sentences(FILE_SENTENCES, seed=f % 2)  # files 0 and 2 share their pool
         docs = [
             (f"http://f{f}.example/{j}", "\n".join(sents[j : j + 30]).encode())
             for j in range(0, len(sents), 30)
@@ -78,7 +83,13 @@ def _files(out: Path) -> dict[str, bytes]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "extra", [["--write-dropped", "--shards-per-language", "2"], ["--no-dedup"]]
+    "extra",
+    [
+        # 2 worker processes: a spill file written by one process is merged by another
+        ["--write-dropped", "--shards-per-language", "2", "--direct_num_workers", "2"],
+        # the merge without dedup; the runner is not what this case is about: one process
+        ["--no-dedup", "--direct_running_mode", "in_memory"],
+    ],
 )
 def test_file_shuffle_writes_the_same_files_as_the_in_memory_combine(tmp_path, extra):
     inp = _inputs(tmp_path / "in")
@@ -95,13 +106,11 @@ def test_file_shuffle_writes_the_same_files_as_the_in_memory_combine(tmp_path, e
                 "--set",
                 f"shuffle={mode}",
                 "--set",
-                "spill_rows=1000",
+                f"spill_rows={SPILL_ROWS}",
                 "--set",
                 "spill_fan_in=2",
                 "--set",
-                "row_group_rows=500",
-                "--direct_num_workers",
-                "2",
+                f"row_group_rows={SPILL_ROWS // 2}",
                 *extra,
             ]
         )
@@ -114,7 +123,7 @@ def test_file_shuffle_writes_the_same_files_as_the_in_memory_combine(tmp_path, e
             if not p.parent.name.startswith("_")
         ]  # the kept sentences, not _dropped/
         groups = [m.row_group(g).num_rows for m in metas for g in range(m.num_row_groups)]
-        assert max(groups) <= 500 and max(m.num_row_groups for m in metas) > 1, groups
+        assert max(groups) <= SPILL_ROWS // 2 and max(m.num_row_groups for m in metas) > 1, groups
         stats = read_stats(out)
         assert_balanced(stats)
         outs[mode] = (stats["counts"], _files(out))
@@ -122,9 +131,10 @@ def test_file_shuffle_writes_the_same_files_as_the_in_memory_combine(tmp_path, e
     (c_mem, f_mem), (c_files, f_files) = outs["memory"], outs["files"]
     assert c_mem == c_files
     kept = c_mem["sentences"]["out"] + c_mem["sentences"]["dropped"].get("duplicate", 0)
-    assert kept >= 3000  # more rows than 3 spill buffers: the merge read several files per group
+    # more rows than 3 spill buffers: the merge read several files per group
+    assert kept >= 3 * SPILL_ROWS
     if "--no-dedup" not in extra:
-        assert c_mem["sentences"]["dropped"]["duplicate"] > 500
+        assert c_mem["sentences"]["dropped"]["duplicate"] > SPILL_ROWS // 2
     assert f_mem.keys() == f_files.keys() and f_mem
     assert f_mem == f_files  # byte for byte, _dropped/ included
 
