@@ -115,12 +115,16 @@ def pack_sentences(
         return PackedSeq(cur, [0] * len(cur), n_in, segs if separate else None)
 
     for toks in token_lists:
-        if len(toks) > budget:
-            toks = toks[:budget]
-            stats["truncated"] = stats.get("truncated", 0) + 1
+        cut = len(toks) > budget
+        toks = toks[:budget]
         if n_in and len(cur) + len(toks) + cost > max_len:
             yield emit(), consumed
             cur, segs, n_in = list(start), [], 0
+        # Counted once the sentence joins a sequence, not when it is read ahead: the count seen
+        # with a sequence must cover the sentences up to its cursor, or a resume from that
+        # cursor counts the read-ahead sentence a second time.
+        if cut:
+            stats["truncated"] = stats.get("truncated", 0) + 1
         if separate:
             cur.append(cls_id)
         cur.extend(toks)

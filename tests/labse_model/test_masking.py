@@ -86,6 +86,31 @@ def test_packing_fills_sequences_and_counts_truncation():
     assert [c for _, c in out] == [2, 3, 4, 5]
 
 
+def test_truncation_counts_resume_exactly_from_every_cursor():
+    """A resume from a sequence's cursor continues the truncation count, never recounts: the
+    sentence read ahead (it did not fit, so it starts the next sequence) is not yet in the
+    count saved with the sequence before it. Long sentences right after short ones put that
+    read-ahead sentence at a sequence boundary (a resumed pretraining run counted 12 truncated
+    sentences where the uninterrupted one counted 11)."""
+    sents = [[10] * 5, [11] * 30, [12] * 3, [13] * 4, [14] * 20, [15] * 40, [16] * 2, [17] * 18]
+    for separate in (False, True):
+        stats: dict = {}
+        seen = [
+            (c, stats.get("truncated", 0))
+            for _, c in pack_sentences(iter(sents), 16, CLS, SEP, stats, separate)
+        ]
+        total = stats["truncated"]
+        assert total == 4
+        for cursor, counted in seen:
+            # What a checkpoint at this sequence holds: its cursor and the count so far; the
+            # resumed reader starts at the cursor with a fresh count.
+            assert counted == sum(len(s) > 14 for s in sents[:cursor]), (separate, cursor)
+            rest: dict = {}
+            for _ in pack_sentences(iter(sents[cursor:]), 16, CLS, SEP, rest, separate):
+                pass
+            assert counted + rest.get("truncated", 0) == total, (separate, cursor)
+
+
 def test_tlm_pair_layout():
     seq, cut = tlm_pair([10, 11, 12], [20, 21], 16, CLS, SEP)
     assert seq.ids == [CLS, 10, 11, 12, SEP, 20, 21, SEP] and not cut
