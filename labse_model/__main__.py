@@ -181,7 +181,7 @@ def _pretrain_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _encode_parser(sub: argparse._SubParsersAction) -> None:
-    from labse_common.cli import add_output_option, add_overwrite_option
+    from labse_common.cli import add_output_option, add_overwrite_option, add_quantize_option
 
     p = sub.add_parser(
         "encode",
@@ -223,6 +223,7 @@ def _encode_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--batch-size", type=int, default=64, help="sentences per forward pass (default: 64)"
     )
+    add_quantize_option(p)
     p.add_argument(
         "--max-seq-length",
         type=int,
@@ -495,6 +496,7 @@ def run_encode(args: argparse.Namespace) -> int:
         text_column=args.text_column,
         device=args.device,
         max_seq_length=args.max_seq_length,
+        quantize=args.quantize,
         show_progress=not args.no_progress,
     )
     if str(args.output).endswith(".npy"):

@@ -289,10 +289,14 @@ def count_rows(path: str, flag: str | None = "--input") -> int:
 
 
 def load_model(
-    model: str, device: str | None = None, max_seq_length: int = 128, flag: str | None = "--model"
+    model: str,
+    device: str | None = None,
+    max_seq_length: int = 128,
+    flag: str | None = "--model",
+    quantize: str = "none",
 ) -> Encoder:
     """The process's cached encoder for ``model``; a missing or unreadable checkpoint folder is an
-    InputError naming it."""
+    InputError naming it, int8 on a GPU a UsageError."""
     from labse_model.encode import cached_encoder
     from labse_model.model import CheckpointError
 
@@ -300,9 +304,13 @@ def load_model(
     if not os.path.isdir(model):
         raise InputError(model, "model directory not found", flag)
     try:
-        return cached_encoder(model, device=device, max_seq_length=max_seq_length)
+        return cached_encoder(
+            model, device=device, max_seq_length=max_seq_length, quantize=quantize
+        )
     except CheckpointError as e:
         raise InputError(model, str(e), flag) from e
+    except ValueError as e:  # the quantisation's device rule, raised before any model work
+        raise UsageError(f"--quantize {quantize}: {e}") from e
 
 
 def _no_readable_row(files: Sequence[str], lost: int, flag: str | None) -> InputError:
@@ -445,9 +453,17 @@ def embed_texts(
 
 
 def stats_report(
-    counts: dict[str, int], *, dim: int, dtype: str, shards: int, inputs: Sequence[str], output: str
+    counts: dict[str, int],
+    *,
+    dim: int,
+    dtype: str,
+    shards: int,
+    inputs: Sequence[str],
+    output: str,
+    quantize: str = "none",
 ) -> dict:
-    """The balanced ``stats.json`` of an embedding run (the local and the Beam writers')."""
+    """The balanced ``stats.json`` of an embedding run (the local and the Beam writers'); an int8
+    encoder is named (``quantize``), so its vectors are not taken for float32 ones."""
     flat = {f"{UNIT}/in": 0, f"{UNIT}/out": 0, **counts}  # the unit is there for 0 rows too
     report = to_report(
         STAGE,
@@ -457,6 +473,7 @@ def stats_report(
         shards=int(shards),
         inputs=list(inputs),
         outputs=[output],
+        **({"quantize": quantize} if quantize != "none" else {}),
     )
     problems = check_balanced(report)
     if problems:
@@ -512,13 +529,14 @@ def _prepare(
     device: str | None,
     max_seq_length: int,
     flag: str | None,
+    quantize: str = "none",
 ) -> tuple[list[str], list[str], Encoder]:
     """What every writer does first: the options, the inputs and their columns, the model."""
     check_options(*options, max_seq_length)
     files = expand_inputs(inputs, flag)
     columns = check_inputs(files, text_column, flag)
     encoder = (
-        load_model(model, device, max_seq_length)
+        load_model(model, device, max_seq_length, quantize=quantize)
         if isinstance(model, (str, os.PathLike))
         else model
     )
@@ -568,13 +586,15 @@ def embed_to_store(
     overwrite: bool = False,
     device: str | None = None,
     max_seq_length: int = 128,
+    quantize: str = "none",
     show_progress: bool = False,
     flag: str | None = "--input",
 ) -> dict:
     """Embed ``inputs`` into the store folder ``output``; return the stats report (also written
     as ``stats.json`` in the store). See the module docstring for the contract.
 
-    ``model``: a checkpoint folder (loaded once per process) or a loaded Encoder."""
+    ``model``: a checkpoint folder (loaded once per process, int8 when ``quantize`` says so) or a
+    loaded Encoder."""
     chunk_rows = chunk_rows or CHUNK_ROWS
     files, columns, encoder = _prepare(
         model,
@@ -584,6 +604,7 @@ def embed_to_store(
         device,
         max_seq_length,
         flag,
+        quantize,
     )
     counter = StageCounter()
     rows = 0
@@ -615,6 +636,7 @@ def embed_to_store(
             shards=len(store.shards),
             inputs=files,
             output=str(output),
+            quantize=encoder.quantize,
         )
         write_json(join(out.tmp, "stats.json"), report)
     log.info("embedded %d rows from %d file(s) into %s", rows, len(files), output)
@@ -634,6 +656,7 @@ def embed_to_npy(
     overwrite: bool = False,
     device: str | None = None,
     max_seq_length: int = 128,
+    quantize: str = "none",
     show_progress: bool = False,
     flag: str | None = "--input",
 ) -> dict:
@@ -648,7 +671,14 @@ def embed_to_npy(
     output = os.fspath(output)
     chunk_rows = chunk_rows or CHUNK_ROWS
     files, columns, encoder = _prepare(
-        model, inputs, (dtype, batch_size, 1, chunk_rows), text_column, device, max_seq_length, flag
+        model,
+        inputs,
+        (dtype, batch_size, 1, chunk_rows),
+        text_column,
+        device,
+        max_seq_length,
+        flag,
+        quantize,
     )
     n = sum(count_rows(p, flag) for p in files)
     npy = ".npy" if output.endswith(".npy") else ""
@@ -681,7 +711,13 @@ def embed_to_npy(
         arr.flush()
         del arr
         report = stats_report(
-            counter.counts, dim=encoder.dim, dtype=dtype, shards=0, inputs=files, output=output
+            counter.counts,
+            dim=encoder.dim,
+            dtype=dtype,
+            shards=0,
+            inputs=files,
+            output=output,
+            quantize=encoder.quantize,
         )
         write_json(tmp + NPY_STATS, report)
     if stats_path:

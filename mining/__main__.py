@@ -13,6 +13,7 @@ from labse_common.cli import (
     add_log_level_option,
     add_output_option,
     add_overwrite_option,
+    add_quantize_option,
     exit_with,
     load_config,
     run_main,
@@ -162,6 +163,7 @@ def cmd_embed(args: argparse.Namespace) -> int:
         args.output,
         dtype=args.dtype,
         batch_size=args.batch_size,
+        quantize=args.quantize,
         rows_per_shard=args.rows_per_shard,
         overwrite=args.overwrite,
         show_progress=True,
@@ -188,7 +190,7 @@ def _embedder(args: argparse.Namespace):
     from mining.evaluate import model_embedder, npy_embedder
 
     if args.model:
-        return model_embedder(args.model, args.batch_size)
+        return model_embedder(args.model, args.batch_size, args.quantize)
     return npy_embedder(args.emb_dir)
 
 
@@ -333,6 +335,7 @@ def _add_embed_parser(sub: argparse._SubParsersAction) -> None:
     )
     e.add_argument("--rows-per-shard", type=int, default=100_000, help="rows per shard file")
     e.add_argument("--batch-size", type=int, default=64, help="encoding batch size")
+    add_quantize_option(e)
     e.set_defaults(func=cmd_embed)
 
 
@@ -371,6 +374,7 @@ def _add_eval_parser(sub: argparse._SubParsersAction) -> None:
     ev.add_argument("--src-text", help="un: source file (line i translates target line i)")
     ev.add_argument("--trg-text", help="un: target file (the pool)")
     ev.add_argument("--batch-size", type=int, default=64, help="encoding batch size")
+    add_quantize_option(ev)
     add_output_option(ev, "directory for the report (.md and .json)", required=False)
     add_overwrite_option(ev, "a non-empty report folder")
     _add_config(ev, "eval")

@@ -28,13 +28,14 @@ log = logging.getLogger(__name__)
 Embedder = Callable[[list[str], Path], np.ndarray]
 
 
-def model_embedder(model_dir: str, batch_size: int = 64) -> Embedder:
-    """Embed with a LaBSE checkpoint (torch imported only when this is used)."""
+def model_embedder(model_dir: str, batch_size: int = 64, quantize: str = "none") -> Embedder:
+    """Embed with a LaBSE checkpoint through the one model loader (labse_model.embed_store;
+    torch imported only when this is used)."""
     if not os.path.isdir(model_dir):
         raise InputError(None, f"model directory not found: {model_dir}")
-    from labse_model.encode import Encoder
+    from labse_model.embed_store import load_model
 
-    enc = Encoder.from_pretrained(model_dir)
+    enc = load_model(model_dir, quantize=quantize)
 
     def embed(texts: list[str], path: Path) -> np.ndarray:
         return enc.encode(texts, batch_size=batch_size)

@@ -34,7 +34,13 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from labse_common.cli import add_log_level_option, add_overwrite_option, exit_with, run_main
+from labse_common.cli import (
+    add_log_level_option,
+    add_overwrite_option,
+    add_quantize_option,
+    exit_with,
+    run_main,
+)
 from labse_common.datafiles import read_json, read_parquet, read_text
 from labse_common.errors import InputError, UsageError
 from labse_common.formats import PROVENANCE_COLUMNS
@@ -514,6 +520,7 @@ def embed(
     out: Path,
     batch_size: int,
     overwrite: bool = False,
+    quantize: str = "none",
 ) -> None:
     """One store per language (``OUT/<lang>``) through the one embedding path
     (:func:`labse_model.embed_store.embed_to_store`, what ``mining embed`` runs), in one process:
@@ -527,7 +534,7 @@ def embed(
     if missing:  # every language checked before the first is embedded
         raise UsageError(f"--sentences {sentences_dir}: no sentences for {', '.join(missing)}")
     with OutputDir(out, overwrite).open() as claimed:  # claimed before the slow model load
-        encoder = load_model(model)
+        encoder = load_model(model, quantize=quantize)
         for lang in langs:
             store = Path(claimed.tmp) / lang
             embed_to_store(
@@ -678,6 +685,7 @@ def _add_embed_parser(sub: argparse._SubParsersAction) -> None:
     e.add_argument("--model", required=True, help="LaBSE checkpoint directory")
     e.add_argument("--output", required=True, help="folder receiving one store per language")
     e.add_argument("--batch-size", type=int, default=64, help="encoding batch size (64)")
+    add_quantize_option(e)
     add_overwrite_option(e)
 
 
@@ -728,6 +736,7 @@ def _run_task(args: argparse.Namespace) -> int:
             Path(args.output),
             args.batch_size,
             args.overwrite,
+            args.quantize,
         )
         return 0
     else:

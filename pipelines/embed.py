@@ -43,6 +43,7 @@ from labse_common.cli import (
     add_log_level_option,
     add_output_option,
     add_overwrite_option,
+    add_quantize_option,
     exit_with,
     run_main,
 )
@@ -71,16 +72,20 @@ class LabseModelHandler(ModelHandler[list, PredictionResult, Any]):
         device: str | None = None,
         max_seq_length: int = 128,
         dtype: str = "float32",
+        quantize: str = "none",
     ) -> None:
         self._model_dir = model_dir
         self._batch_size = batch_size
         self._device = device
         self._max_seq_length = max_seq_length
         self._dtype = dtype
+        self._quantize = quantize
 
     def load_model(self) -> Any:
         # The process-wide cache: the DoFn instances of one worker share one model.
-        return lib.load_model(self._model_dir, self._device, self._max_seq_length)
+        return lib.load_model(
+            self._model_dir, self._device, self._max_seq_length, quantize=self._quantize
+        )
 
     def run_inference(
         self, batch: Sequence[list], model: Any, inference_args: dict | None = None
@@ -175,7 +180,7 @@ def finish(
     output: str,
     dtype: str,
     inputs: list[str],
-    model: tuple[str, str | None, int],
+    model: tuple[str, str | None, int, str],
     name: str,
 ) -> None:
     """``store.json`` (shards in order; none may be missing) and ``stats.json``."""
@@ -188,7 +193,7 @@ def finish(
     if len(dims) > 1:
         raise RuntimeError(f"shards disagree on dimension: {sorted(dims)}")
     # No row at all (a compressed text file holding nothing): the manifest still needs the dim.
-    dim = dims.pop() if dims else lib.load_model(*model).dim
+    dim = dims.pop() if dims else lib.load_model(*model[:3]).dim
     store_format.write_manifest(
         output,
         dim,
@@ -196,7 +201,13 @@ def finish(
         [store_format.ShardInfo(store_format.shard_name(s), r) for s, r, _ in shards],
     )
     report = lib.stats_report(
-        merge_counts(counts), dim=dim, dtype=dtype, shards=len(shards), inputs=inputs, output=name
+        merge_counts(counts),
+        dim=dim,
+        dtype=dtype,
+        shards=len(shards),
+        inputs=inputs,
+        output=name,
+        quantize=model[3],
     )
     lib.write_json(store_format.join(output, "stats.json"), report)
 
@@ -217,6 +228,7 @@ def build_pipeline(
     text_column: str = "text",
     max_seq_length: int = 128,
     name: str | None = None,
+    quantize: str = "none",
 ) -> None:
     """The job's graph, writing the store into ``output`` (the claimed temporary folder);
     ``name``: the output as stats.json reports it (default ``output``)."""
@@ -235,7 +247,7 @@ def build_pipeline(
         | "ChunkRows" >> beam.Map(lambda c: (c[0], len(c[2])))
         | "FileRows" >> beam.CombinePerKey(sum)
     )
-    handler = LabseModelHandler(model_dir, batch_size, device, max_seq_length, dtype)
+    handler = LabseModelHandler(model_dir, batch_size, device, max_seq_length, dtype, quantize)
     embedded = with_outputs(chunks, "Embed", EmbedChunks(handler), STATS, main="vectors")
     shards = (
         embedded.vectors
@@ -254,7 +266,7 @@ def build_pipeline(
             output,
             dtype,
             list(inputs),
-            (model_dir, device, max_seq_length),
+            (model_dir, device, max_seq_length, quantize),
             name or output,
         )
     )
@@ -283,6 +295,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--num-shards", type=int, help="spread the rows over this many shard files")
     ap.add_argument("--dtype", choices=list(lib.DTYPES), default="float16", help="stored precision")
     ap.add_argument("--batch-size", type=int, default=64, help="encoder batch size")
+    add_quantize_option(ap)
     ap.add_argument(
         "--device", default=None, help="torch device on workers (default: cuda if present)"
     )
@@ -312,6 +325,8 @@ def _run(args: argparse.Namespace, beam_args: list[str]) -> int:
     )
     if not os.path.isdir(args.model):
         raise UsageError(f"--model {args.model}: model directory not found")
+    if args.quantize == "int8" and args.device and not args.device.startswith("cpu"):
+        raise UsageError(f"--quantize int8 runs on the CPU only, not with --device {args.device}")
     options = pipeline_options(beam_args)  # first: it gives FileSystems the S3/GCS options
     # With the job's own S3 options: missing credentials/endpoint/bucket is one line now.
     check_paths(remote_paths([*args.input, args.output]), options)
@@ -337,6 +352,7 @@ def _run(args: argparse.Namespace, beam_args: list[str]) -> int:
                 num_shards=args.num_shards,
                 max_seq_length=args.max_seq_length,
                 name=args.output,
+                quantize=args.quantize,
             )
             run_pipeline(p)
     except BaseException as e:

@@ -3,8 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal, get_args
 
 from labse_common.config import option
+
+# How an encoder's weights run when it embeds (labse_model.encode implements these; the CLIs and
+# run.embed_quantize offer them): float32 as trained, or int8 Linear layers with activations
+# quantised per batch, on CPU only (bench/README.md, "Encoder and training").
+Quantize = Literal["none", "int8"]
+QUANTIZE: tuple[str, ...] = get_args(Quantize)
 
 
 @dataclass

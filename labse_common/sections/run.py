@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from labse_common.config import option
+from labse_common.sections.model import Quantize
 
 
 @dataclass
@@ -22,6 +23,11 @@ class RunConfig:
         help="trusted pairs the CDS scorer trains on (an even sample of the training pairs)",
     )
     embed_batch_size: int = option(64, min=1, help="batch size of the embedding stage")
+    embed_quantize: Quantize = option(
+        "none",
+        help="the embedding stage's encoder: none (float32) or int8 (int8 Linear layers on CPU: "
+        "a BERT-base ~1.6x faster, vectors at cosine ~0.998; bench/README.md)",
+    )
     report_examples: int = option(5, min=1, help="kept and rejected pairs shown in the report")
 
 

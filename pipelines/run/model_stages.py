@@ -120,7 +120,7 @@ def encoder(c: Context) -> Path:
 
 @stage(
     "embedding store per language of mining.pairs",
-    reads=("run.embed_batch_size", "mining.pairs", "model.init"),
+    reads=("run.embed_batch_size", "run.embed_quantize", "mining.pairs", "model.init"),
     inputs=(SENTENCES,),
     optional_inputs=(TRAIN,),
     files=_init_files,
@@ -141,6 +141,8 @@ def EMBED(c: Context) -> list[Command]:
             c.d(EMBED),
             "--batch-size",
             c.cfg["run"]["embed_batch_size"],
+            "--quantize",
+            c.cfg["run"]["embed_quantize"],
         )
     ]
 
