@@ -1,4 +1,5 @@
-"""One torchrun worker of test_grad_cache: the gradient-cached step under DDP (gloo, CPU).
+"""One rank of test_grad_cache (forked with torchrun's environment): the gradient-cached step
+under DDP (gloo, CPU).
 
 Every rank builds the same small encoder and the same global batch, takes its rows of it, runs
 ``cached_forward_backward`` through DDP and, on rank 0, saves the averaged parameter gradients
