@@ -1,16 +1,24 @@
 """The Beam jobs end to end (DirectRunner, multi-processing as users run it).
 
-The expensive job runs are made once and shared: one run of each real sample (also read by
-tests/pipelines/test_provenance.py, through ``real_sample_run``) and one run of the damaged
-CommonCrawl inputs; each test asserts its own property on them."""
+The expensive job runs are made once and shared: one run of each real sample and one run of the
+damaged CommonCrawl inputs; each test asserts its own property on them. The provenance tests
+(each sentence says where it came from, and that place really holds it) are here, not in a
+module of their own, so that they read this module's runs instead of paying for their own."""
 
+import gzip
+import io
 import logging
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from warcio.archiveiterator import ArchiveIterator
 
 from filters.mono.quality import QualityTrainParams
+from labse_common.formats import MINED_PAIR_SCHEMA, PROVENANCE_COLUMNS
+from labse_common.stats import StageCounter
+from mining.corpus import read_corpus
 from pipelines import commoncrawl, quality, wikipedia
 from tests.support.corpus_fixtures import make_bad_cc_inputs, make_bad_wiki_inputs
 from tests.support.corpus_util import assert_balanced, read_rows, read_stats, shared
@@ -18,8 +26,8 @@ from tests.support.corpus_util import assert_balanced, read_rows, read_stats, sh
 COLUMNS = {"text", "lang", "lang_score", "quality_score", "source", "doc_id", "url_or_title"}
 RESIDUE = re.compile(r"\{\{|\}\}|\[\[|\]\]|^\s*\||<ref|thumb\||Category:")
 
-# One run per real sample per process: the jobs take 10-20 s each and several tests (here and
-# in test_provenance.py) read the same output without writing to it.
+# One run per real sample per process: the jobs take 10-20 s each and several tests read the
+# same output without writing to it.
 _REAL_RUNS: dict[str, Path] = {}
 
 
@@ -50,6 +58,13 @@ def real_wiki(tmp_path_factory) -> Path:
     return real_sample_run("wiki", tmp_path_factory)
 
 
+def _on_two_workers(main: Callable[[list[str]], int], inp: Path, out: Path, *extra: str) -> None:
+    """A corpus job's ``main`` on ``inp`` (a path or glob) into ``out`` on 2 worker processes
+    of the DirectRunner, as users run it; ``extra`` flags after those; it must succeed."""
+    argv = ["--input", str(inp), "--output", str(out), "--direct_num_workers", "2", *extra]
+    assert main(argv) == 0
+
+
 @pytest.fixture(scope="module")
 def bad_cc(tmp_path_factory) -> tuple[Path, dict, Path]:
     """The damaged CommonCrawl inputs (make_bad_cc_inputs) through the job on 2 worker
@@ -57,18 +72,7 @@ def bad_cc(tmp_path_factory) -> tuple[Path, dict, Path]:
     tmp = tmp_path_factory.mktemp("bad-cc")
     files = make_bad_cc_inputs(tmp / "in")
     out = tmp / "one"
-    rc = commoncrawl.main(
-        [
-            "--input",
-            str(tmp / "in" / "*"),
-            "--output",
-            str(out),
-            "--direct_num_workers",
-            "2",
-            "--write-dropped",
-        ]
-    )
-    assert rc == 0
+    _on_two_workers(commoncrawl.main, tmp / "in" / "*", out, "--write-dropped")
     return tmp / "in", files, out
 
 
@@ -153,19 +157,7 @@ def test_commoncrawl_bad_inputs_counted_and_survived(bad_cc):
 def test_wikipedia_bad_inputs_counted_and_survived(tmp_path):
     make_bad_wiki_inputs(tmp_path / "in")
     out = tmp_path / "out"
-    rc = wikipedia.main(
-        [
-            "--input",
-            str(tmp_path / "in" / "*.bz2"),
-            "--output",
-            str(out),
-            "--page-timeout",
-            "0.3",
-            "--direct_num_workers",
-            "2",
-        ]
-    )
-    assert rc == 0
+    _on_two_workers(wikipedia.main, tmp_path / "in" / "*.bz2", out, "--page-timeout", "0.3")
     c = read_stats(out)["counts"]
     assert_balanced({"counts": c})
     assert c["file_ranges"]["dropped"] == {"truncated_archive": 1, "not_xml": 1, "empty_file": 1}
@@ -331,3 +323,60 @@ def test_dedup_is_exact_across_hash_shards_and_optional(bad_cc, tmp_path):
     assert len(dup_rows) == s1["dropped"]["duplicate"]
     kept = {(r["text"], r["doc_id"]) for r in rows1}
     assert not kept & {(r["text"], r["doc_id"]) for r in dup_rows}
+
+
+# -- provenance: the WARC record at the locator's offset has the sentence's record id; a
+# Wikipedia sentence names its dump, page id and title. The columns travel into the mining
+# corpus (and from there, per side, into the pairs).
+
+
+def _record_id_at(data: bytes, offset: int) -> str:
+    rec = next(iter(ArchiveIterator(io.BytesIO(data[offset:]), check_digests=False)))
+    return rec.rec_headers.get_header("WARC-Record-ID").strip("<>")
+
+
+@pytest.mark.slow
+def test_warc_locator_points_at_the_record(real_cc):
+    cc = shared("commoncrawl")
+    warc = cc / "cc-main-2020-34-sample.warc.gz"
+    # The job's run on both real files (this WARC and a WET file, whose sentences are checked
+    # in the loop's other branch only for naming their file).
+    out = real_cc
+    rows = read_rows(out)
+    assert rows
+    others = {p.name for p in cc.glob("*.gz")} - {warc.name}
+    data = gzip.decompress(warc.read_bytes())
+    checked = 0
+    for r in rows:
+        name, _, offset = r["locator"].partition("@")
+        if name in others:
+            continue
+        assert name == warc.name and offset.isdigit(), r["locator"]
+        assert _record_id_at(data, int(offset)) == r["doc_id"]
+        checked += 1
+    assert checked > 0
+    # The mining corpus keeps every provenance column; the pair schema has them per side.
+    part = next(p for p in out.rglob("*.parquet") if "dropped" not in str(p))
+    corpus = read_corpus(part)
+    assert set(PROVENANCE_COLUMNS) <= set(corpus.meta)
+    assert {f"{s}_{c}" for s in ("src", "trg") for c in PROVENANCE_COLUMNS} <= set(
+        MINED_PAIR_SCHEMA.names
+    )
+
+
+@pytest.mark.slow
+def test_wikipedia_sentences_name_dump_page_and_title(real_wiki):
+    wiki = shared("wikipedia") / "enwiki-sample.xml.bz2"
+    out = real_wiki
+    rows = read_rows(out)
+    assert rows
+    from pipelines.readers.wikidump import ByteRange, iter_range_pages
+
+    titles = {}
+    with open(wiki, "rb") as raw:
+        for page in iter_range_pages(raw, ByteRange(str(wiki), 0, None, "bz2"), StageCounter()):
+            titles[page.page_id] = page.title
+    for r in rows[:200]:
+        assert r["source"] == "wikipedia"
+        assert r["locator"].startswith(wiki.name + "@")
+        assert titles[r["doc_id"]] == r["url_or_title"]
