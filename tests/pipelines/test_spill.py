@@ -63,6 +63,7 @@ def _sentences(n: int, seed: int) -> list[str]:
 # Sentences per input file (3 files) and the spill buffer: the rows are several buffers per group
 # (so the merge reads several spill files), the size of each does not matter.
 FILE_SENTENCES, SPILL_ROWS = 1500, 1000  # corpus.spill_rows is at least 1000
+IN_MEMORY = ["--direct_running_mode", "in_memory", "--direct_num_workers", "1"]
 
 
 def _inputs(d: Path) -> Path:
@@ -83,18 +84,20 @@ def _files(out: Path) -> dict[str, bytes]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "extra",
+    ("extra", "files_runner"),
     [
         # 2 worker processes: a spill file written by one process is merged by another
-        ["--write-dropped", "--shards-per-language", "2", "--direct_num_workers", "2"],
+        (["--write-dropped", "--shards-per-language", "2"], ["--direct_num_workers", "2"]),
         # the merge without dedup; the runner is not what this case is about: one process
-        ["--no-dedup", "--direct_running_mode", "in_memory"],
+        (["--no-dedup"], IN_MEMORY),
     ],
 )
-def test_file_shuffle_writes_the_same_files_as_the_in_memory_combine(tmp_path, extra):
+def test_file_shuffle_writes_the_same_files_as_the_in_memory_combine(tmp_path, extra, files_runner):
     inp = _inputs(tmp_path / "in")
     outs = {}
-    for mode in ("memory", "files"):
+    # The in-memory combine is the reference, in one process (the files do not depend on the
+    # runner: tests/pipelines/test_dask_runner.py); the file shuffle on the case's runner.
+    for mode, runner in (("memory", IN_MEMORY), ("files", files_runner)):
         out = tmp_path / mode
         # spill_fan_in=2: a group's 3-5 spill files are merged in rounds before the last merge
         rc = commoncrawl.main(
@@ -112,6 +115,7 @@ def test_file_shuffle_writes_the_same_files_as_the_in_memory_combine(tmp_path, e
                 "--set",
                 f"row_group_rows={SPILL_ROWS // 2}",
                 *extra,
+                *runner,
             ]
         )
         assert rc == 0

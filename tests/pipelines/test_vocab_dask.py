@@ -26,6 +26,7 @@ SCRIPTS = {
     "ru": "абвгдежзийклмнопрстуфхцчшщыэюя",
     "hi": "कखगचजटडतदनपबमयरलवसह",
 }
+DIRECT = ["--direct_running_mode", "in_memory", "--direct_num_workers", "1"]
 SHARED = ["2024", "OK", "covid", "ok"]  # words of every language: summed across languages
 FILES_PER_LANG = 3
 SENTENCES_PER_FILE = 150
@@ -113,7 +114,10 @@ def _rows(path: Path) -> list[tuple]:
 
 def test_vocab_on_dask_equals_local(cluster, sentences, tmp_path):
     local, dask = tmp_path / "local", tmp_path / "dask"
-    t_local = _vocab_job(sentences, local)
+    # The local runner in one process: what is compared is the DaskRunner's output with the
+    # DirectRunner's; the file shuffle on the DirectRunner's worker processes is
+    # test_vocab_spill's.
+    t_local = _vocab_job(sentences, local, *DIRECT)
     t_dask = _vocab_job(sentences, dask, *dask_args(cluster))
     print(f"\nvocab job: local runner {t_local:.1f}s, DaskRunner (2 workers) {t_dask:.1f}s")
 
