@@ -146,3 +146,30 @@ def test_mine_with_model_on_tatoeba(tmp_path: Path, tiny_model: str) -> None:
     # max mode is one-to-one
     t = pq.read_table(tmp_path / "o" / "mined.parquet")
     assert len(set(t.column("src").to_pylist())) == t.num_rows > 0
+
+
+@pytest.mark.slow
+def test_beam_embed_job_with_int8_writes_the_local_int8_store(tmp_path: Path, tiny_model: str):
+    """``--quantize int8`` reaches the workers: the same vectors as the local writer's int8
+    store (the same chunks and batches, so the same per-batch activation scales), and both
+    stats.json files say int8."""
+    from labse_common.embedding_store import EmbeddingStore
+    from labse_model.embed_store import embed_to_store
+    from pipelines.embed import run
+
+    texts = [f"sentence number {i} about topic {i % 7} and more" for i in range(30)]
+    (tmp_path / "in.txt").write_text("\n".join(texts) + "\n", encoding="utf-8")
+    beam_out, local_out = tmp_path / "beam", tmp_path / "local"
+    argv = ["--input", str(tmp_path / "in.txt"), "--model", tiny_model, "--output", str(beam_out)]
+    assert run([*argv, "--dtype", "float32", "--quantize", "int8"]) == 0
+    embed_to_store(tiny_model, str(tmp_path / "in.txt"), str(local_out), quantize="int8")
+    vecs = [
+        np.concatenate([np.asarray(v) for v in EmbeddingStore(d).iter_vectors()])
+        for d in (beam_out, local_out)
+    ]
+    np.testing.assert_array_equal(vecs[0], vecs[1])
+    for d in (beam_out, local_out):
+        assert json.loads((d / "stats.json").read_text())["quantize"] == "int8"
+    # and the job's driver refuses int8 on a GPU before any worker starts
+    assert run([*argv[:-1], str(tmp_path / "gpu"), "--quantize", "int8", "--device", "cuda"]) == 2
+    assert not (tmp_path / "gpu").exists()
