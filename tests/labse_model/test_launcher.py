@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -14,6 +15,8 @@ import pytest
 
 from labse_model import checkpoint as ckpt
 from tests.support.paths import REPO
+from tests.support.scaleout_util import kill_group
+from tests.support.two_node_util import fork_labse_model
 
 pytestmark = pytest.mark.slow  # torchrun launches, a kill -9 of a worker
 
@@ -101,16 +104,12 @@ def test_kill_9_of_a_worker_leaves_a_resumable_checkpoint(tmp_path):
         "model.num_hidden_layers=1",
     )
     env = dict(os.environ, PYTHONPATH=str(REPO), LABSE_DIST_TIMEOUT_S="60")
-    # A session of its own, so every worker it leaves behind can be reaped by process group.
-    proc = subprocess.Popen(
-        cmd,
-        cwd=REPO,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
+    # The launcher is forked from this process, as `python -m` runs it (torch is imported here
+    # already; test_help_and_bad_arguments starts the real interpreter), in a session of its
+    # own, so every worker it leaves behind can be reaped by process group. Its workers are
+    # torchrun's: interpreters of their own.
+    first_log, second_log = tmp_path / "first.log", tmp_path / "second.log"
+    proc = fork_labse_model(cmd[3:], env, first_log)
     try:
         killed = None
         deadline = time.time() + 120
@@ -123,22 +122,31 @@ def test_kill_9_of_a_worker_leaves_a_resumable_checkpoint(tmp_path):
                     break
             time.sleep(0.05)
         assert killed is not None, "no checkpoint appeared before the run ended"
-        log_text, _ = proc.communicate(timeout=120)
+        proc.wait(timeout=120)
     finally:
         try:
-            os.killpg(proc.pid, signal.SIGKILL)  # the launcher and any surviving worker
+            os.killpg(proc.pid, signal.SIGKILL)  # the launcher
         except ProcessLookupError:
             pass
+        for pid in _children(proc.pid):  # and any surviving worker (a session of its own)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
         proc.wait(timeout=30)
+    log_text = first_log.read_text()
     # The job fails (no restarts asked for) and says so ...
     assert proc.returncode != 0, log_text[-3000:]
     # ... but leaves a complete checkpoint that verifies ...
     resume_from = ckpt.latest_valid(str(out / "checkpoints"))
     assert resume_from is not None
     # ... and the same command resumes from it and finishes.
-    r = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=180)
-    assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
-    assert "resuming from" in r.stderr, r.stderr[-3000:]
+    again = fork_labse_model(cmd[3:], env, second_log)
+    try:
+        rc = again.wait(timeout=180)
+    finally:
+        kill_group(again)
+    text = second_log.read_text()
+    assert rc == 0, text[-3000:]
+    assert "resuming from" in text, text[-3000:]
     records = [json.loads(line) for line in open(out / "metrics.jsonl")]
     # The metrics continue from the checkpoint without duplicates up to the last step.
     assert [r["step"] for r in records] == list(range(1, steps + 1))

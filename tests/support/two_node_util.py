@@ -126,14 +126,16 @@ def fork_labse_model(
     """``python -m labse_model *argv`` forked from this process, in a session of its own, with
     ``environ`` as its environment, its stdout (and its stderr unless ``err`` is given)
     appended to ``log``."""
+    # What the command imports (torch.distributed.run: the launcher's) is imported here once,
+    # free where an earlier test did: every forked command then starts with it, as the
+    # product's fork server's children do.
     import multiprocessing
     import sys
 
-    # What the command imports, imported here once (free where an earlier test did): every
-    # forked command then starts with it, as the product's fork server's children do.
+    import torch.distributed.run  # noqa: F401
+
     import labse_model.__main__  # noqa: F401
     import labse_model.train  # noqa: F401
-    import torch.distributed.run  # noqa: F401
     from labse_common.forked_main import child_main
 
     status = log.with_name(f"{log.name}.{tag}.rc")
