@@ -296,12 +296,14 @@ def test_bad_shards_are_counted_and_languages_mixed(tmp_path):
 
 @pytest.mark.slow
 def test_two_rank_pretraining_stacks_under_ddp(inputs, tmp_path):
-    out = tmp_path / "ddp"
-    r = subprocess.run(
+    from tests.support.scaleout_util import kill_group
+    from tests.support.two_node_util import fork_labse_model
+
+    out, log = tmp_path / "ddp", tmp_path / "ddp.log"
+    # The launcher forked from this process as `python -m` runs it (its import of torch was
+    # paid here already); its two workers are torchrun's interpreters.
+    proc = fork_labse_model(
         [
-            sys.executable,
-            "-m",
-            "labse_model",
             "pretrain",
             "--sentences",
             inputs["sentences"],
@@ -325,13 +327,14 @@ def test_two_rank_pretraining_stacks_under_ddp(inputs, tmp_path):
             "tensorboard=false",
             *TINY,
         ],
-        env=ENV,
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
+        ENV,
+        log,
     )
-    assert r.returncode == 0, r.stderr[-3000:]
+    try:
+        rc = proc.wait(300)
+    finally:
+        kill_group(proc)
+    assert rc == 0, log.read_text()[-3000:]
     recs = [json.loads(x) for x in open(out / "metrics.jsonl")]
     assert [x["step"] for x in recs] == [0, 1, 2, 3, 4]
     assert [x["stage"] for x in recs] == [0, 0, 0, 1, 1]
