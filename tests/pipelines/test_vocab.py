@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -109,42 +108,29 @@ def test_beam_job_matches_in_process_counts(corpus, tmp_path):
         assert s["smoothed_share"] > 0 and s["heldout"]["wordpieces_per_word"] >= 1.0, lang
 
 
-@pytest.mark.slow
-def test_learner_cli_from_saved_counts(corpus, tmp_path):
+def test_learner_cli_from_saved_counts(corpus, tmp_path, caplog):
+    # The command's main() in this process (`python -m labse_model.vocab` in its own process,
+    # usage errors included, is tests/end_to_end/test_cli_contract.py's).
+    from labse_model.vocab.__main__ import main as learner_main
+
     root, by_lang = corpus
     counts_dir = tmp_path / "counts"
     cfg = load("vocab", None, flags={"vocab_size": 1500, "heldout_fraction": 0.1})
     build_vocab(by_lang, cfg, counts_dir)
     out = tmp_path / "relearned"
-    cmd = [
-        sys.executable,
-        "-m",
-        "labse_model.vocab",
-        "--counts",
-        str(counts_dir / "word_counts.parquet"),
-        "--output",
-        str(out),
-        "--vocab-size",
-        "1200",
-    ]
-    r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stderr
+    argv = ["--counts", str(counts_dir / "word_counts.parquet"), "--output", str(out)]
+    assert learner_main([*argv, "--vocab-size", "1200"]) == 0
     vocab = read_vocab(out / "vocab.txt")
     assert 0.95 * 1200 <= len(vocab) <= 1200
     assert check_balanced(read_report(str(out / "stats.json"))) == []
     stats = json.loads((out / "vocab_stats.json").read_text("utf-8"))
     assert stats["languages"]["hi"]["heldout"]["sentences"] > 0
-    bad = subprocess.run(
-        cmd[:4] + ["/nonexistent.parquet", "--output", str(out)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert bad.returncode == 2 and "not found" in bad.stderr
+    caplog.clear()
+    assert learner_main(["--counts", "/nonexistent.parquet", "--output", str(out)]) == 2
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert len(errors) == 1 and "not found" in errors[0], errors
 
 
-@pytest.mark.slow
 def test_cli_usage_errors_and_help(corpus, tmp_path, capsys):
     from pipelines.vocab import run
 
