@@ -93,9 +93,11 @@ def test_tiny_dual_encoder_learns_retrieval(tatoeba_pairs, tmp_path):
         _train_cfg(margin=0.3, lr=1e-3, save_every=1000),
         [tatoeba_pairs],
         out,
-        max_steps=300,
+        # 100 steps, not 300: measured dev accuracy 0.158 (untrained 0.028) against the bounds
+        # below of 0.05 and untrained + 0.03; learning at all is the property, not how far.
+        max_steps=100,
     )
-    assert summary["step"] == 300
+    assert summary["step"] == 100
     trained = _dev_accuracy(Encoder.from_pretrained(summary["model"], device="cpu"))
     # The untrained model on the same vocabulary, for comparison.
     from labse_model.model import build_config, load_tokenizer, new_encoder
