@@ -16,7 +16,7 @@ import pytest
 from labse_model import checkpoint as ckpt
 from tests.support.paths import REPO
 from tests.support.scaleout_util import kill_group
-from tests.support.two_node_util import fork_labse_model
+from tests.support.two_node_util import fork_labse_model, run_labse_model
 
 pytestmark = pytest.mark.slow  # torchrun launches, a kill -9 of a worker
 
@@ -46,30 +46,26 @@ def test_help_and_bad_arguments(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(REPO))
     r = subprocess.run(_cmd("train", "--help"), capture_output=True, text=True, env=env, cwd=REPO)
     assert r.returncode == 0 and "--nproc-per-node" in r.stdout and "--rdzv-endpoint" in r.stdout
-    r = subprocess.run(
-        _cmd("train", "--pairs", str(tmp_path / "missing.tsv"), "--output", str(tmp_path / "o")),
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=REPO,
+    # The usage errors forked from this process as `python -m` runs them (the real interpreter
+    # is the --help case above).
+    rc, err = run_labse_model(
+        ["train", "--pairs", str(tmp_path / "missing.tsv"), "--output", str(tmp_path / "o")],
+        tmp_path / "missing",
     )
-    assert r.returncode != 0 and "pair file not found" in r.stderr
+    assert rc != 0 and "pair file not found" in err
     (tmp_path / "p.tsv").write_text("a\tb\n", encoding="utf-8")
-    r = subprocess.run(
-        _cmd(
+    rc, err = run_labse_model(
+        [
             "train",
             "--pairs",
             str(tmp_path / "p.tsv"),
             "--output",
             str(tmp_path / "o"),
             "no_such_key=1",
-        ),
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=REPO,
+        ],
+        tmp_path / "bad-key",
     )
-    assert r.returncode != 0 and "no_such_key" in r.stderr
+    assert rc != 0 and "no_such_key" in err
 
 
 def test_kill_9_of_a_worker_leaves_a_resumable_checkpoint(tmp_path):
