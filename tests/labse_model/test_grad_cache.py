@@ -168,7 +168,6 @@ def _rank(rank: int, world: int, port: int, out: str) -> None:
     main(out, 5)
 
 
-@pytest.mark.slow
 def test_two_gloo_ranks_give_the_global_batch_gradients(tmp_path):
     # The two ranks are forked from this process with torchrun's environment (torch imported
     # already: a torchrun launcher and two workers spent ~20 s importing it); the launcher

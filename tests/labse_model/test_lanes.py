@@ -83,7 +83,6 @@ def test_the_stream_draws_the_documented_shares(tmp_path):
         assert abs(counts[g] / n - share) < 0.015, (g, counts[g] / n, share)
 
 
-@pytest.mark.slow
 def test_training_refuses_weights_for_a_source_the_pairs_lack(tmp_path):
     """A misspelt source in train.source_weights was silently weighed 1: now the training
     command names it and the sources found, one line and exit 2, before building a model."""

@@ -146,7 +146,6 @@ def test_a_restart_loads_the_scan_and_a_changed_input_is_scanned_again(tmp_path,
     assert "el" in run().groups and calls  # a file added: scanned again
 
 
-@pytest.mark.slow
 def test_a_parquet_without_the_needed_columns_is_one_error_line_and_exit_2(tmp_path):
     """A pairs Parquet with no src/trg is the user's mistake: the command names the file and
     exits 2 (it was a SchemaError traceback, exit 1)."""
