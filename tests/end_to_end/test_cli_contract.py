@@ -60,7 +60,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tests.support.cli_process import CliResult, cli_context, run_cli
+from tests.support.cli_process import CliResult, cli_context, run_cli, server_env
 from tests.support.paths import REPO as ROOT
 
 PACKAGES = ("pipelines", "labse_model", "mining", "filters", "labse_common")
@@ -763,13 +763,8 @@ def closed_port() -> int:
 
 def base_env() -> dict[str, str]:
     """No AWS credentials or endpoints of the machine; the metadata service off; one thread."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "LABSE_", "BOTO"))}
+    env = server_env()  # the fork server's: no credentials, one thread, the repository
     env.update(
-        PYTHONPATH=str(ROOT),
-        AWS_EC2_METADATA_DISABLED="true",
-        OMP_NUM_THREADS="1",
-        MKL_NUM_THREADS="1",
-        TOKENIZERS_PARALLELISM="false",
         LABSE_LOG_LEVEL="INFO",
         AWS_SHARED_CREDENTIALS_FILE="/nonexistent",
         AWS_CONFIG_FILE="/nonexistent",
