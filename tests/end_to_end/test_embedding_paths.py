@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +19,7 @@ from labse_common import embedding_store as es  # noqa: E402
 from labse_common.stats import check_balanced  # noqa: E402
 from labse_model import embed_store  # noqa: E402
 from labse_model.tiny import make_tiny_checkpoint  # noqa: E402
+from tests.support.cli_process import run_cli  # noqa: E402
 from tests.support.paths import REPO as ROOT  # noqa: E402
 
 SENTENCES = [f"sentence number {i} about topic {i % 7}" for i in range(30)]
@@ -229,27 +228,25 @@ def test_text_input_and_useless_inputs(tmp_path, tiny, sentences):
         ):
             assert rc == 2, (bad, needle)
         assert not out.exists()
-    r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "mining",
-            "embed",
-            "--text",
-            str(empty),
-            "--model",
-            tiny,
-            "--output",
-            str(tmp_path / "o"),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
+    error = _one_error_line(
+        "mining",
+        ["embed", "--text", str(empty), "--model", tiny, "--output", str(tmp_path / "o")],
+        tmp_path / "cli",
     )
+    assert str(empty) in error and "--text" in error
+
+
+def _one_error_line(module: str, argv: list[str], workdir: Path) -> str:
+    """``python -m module *argv`` must exit 2 with exactly one ERROR line and no traceback; that
+    line is returned. A plain interpreter (ctx None), not the fork server: this module's two
+    calls would otherwise pay for the server's whole preload (measured 101 s on a loaded
+    machine) when no other module of the worker started it."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    r = run_cli(module, argv, env, workdir, None, timeout=120)
     errors = [ln for ln in r.stderr.splitlines() if "ERROR" in ln]
-    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-2000:]
-    assert len(errors) == 1 and str(empty) in errors[0] and "--text" in errors[0]
+    assert r.rc == 2 and "Traceback" not in r.stderr, r.stderr[-2000:]
+    assert len(errors) == 1, r.stderr[-2000:]
+    return errors[0]
 
 
 def _numbered(tmp_path: Path, numbers: list[int]) -> tuple[Path, np.ndarray]:
@@ -263,17 +260,10 @@ def _numbered(tmp_path: Path, numbers: list[int]) -> tuple[Path, np.ndarray]:
 def test_convert_refuses_a_gap_in_numbered_shards(tmp_path):
     src, _ = _numbered(tmp_path, [0, 2, 3])  # emb.00001.npy is missing
     dst = tmp_path / "store"
-    r = subprocess.run(
-        [sys.executable, "-m", "labse_common.embedding_store", "convert", str(src), str(dst)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
+    error = _one_error_line(
+        "labse_common.embedding_store", ["convert", str(src), str(dst)], tmp_path / "cli"
     )
-    assert r.returncode == 2, r.stderr[-2000:]
-    assert "Traceback" not in r.stderr
-    errors = [ln for ln in r.stderr.splitlines() if "ERROR" in ln]
-    assert len(errors) == 1 and "emb.00001.npy" in errors[0], r.stderr
+    assert "emb.00001.npy" in error, error
     assert not dst.exists()  # refused before the output was claimed
     # Readers refuse it too: mining would otherwise shift every later row off its line.
     with pytest.raises(es.StoreNotFound, match=r"emb\.00001\.npy"):
