@@ -26,7 +26,8 @@ ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 @pytest.fixture
 def cli(forked_commands) -> Callable[..., subprocess.CompletedProcess]:
     """``python -m pipelines.run *args``, forked from a server that imported the runner once
-    (tests/pipelines/conftest.py): a fork, not 2-7 s of interpreter start, per command.
+    (tests/support/cli_process.py ForkedCommands): a fork, not 2-7 s of interpreter start, per
+    command.
     test_a_stage_dies_with_a_runner_killed_outright starts a plain ``python -m`` one."""
     return functools.partial(forked_commands.run, "pipelines.run")
 
@@ -311,7 +312,7 @@ def test_bitext_export_command_claims_its_output_and_names_bad_inputs(
     import pyarrow.parquet as pq
 
     def export(*args: str) -> subprocess.CompletedProcess:
-        # forked from a server that imported the command once (tests/pipelines/conftest.py)
+        # forked from a server that imported the command once (tests/support/cli_process.py)
         return forked_commands.run("filters", "export", *args)
 
     p = export("--mined", str(tmp_path / "none"), "--output", str(tmp_path / "out"))
