@@ -27,7 +27,7 @@ from labse_common.stats import check_balanced
 from tests.pipelines.own_layout import make_layout
 
 if TYPE_CHECKING:
-    from tests.pipelines.conftest import ForkedCommands
+    from tests.support.cli_process import ForkedCommands
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
@@ -57,7 +57,8 @@ def run(
     cli: ForkedCommands | None = None,
 ) -> subprocess.CompletedProcess:
     """The runner on ``data``: a new interpreter, or with ``cli`` a process forked from a server
-    that imported the runner once (tests/pipelines/conftest.py; 2-7 s less per command)."""
+    that imported the runner once (tests/support/cli_process.py ForkedCommands; 2-7 s less per
+    command)."""
     sets = [a for s in FAST for a in ("--set", s)]
     argv = [
         "--config",
@@ -275,7 +276,9 @@ def test_beam_stages_on_a_loopback_dask_cluster_give_the_same_sentences(own, clu
     (``--only``): what follows them reads the same rows, which the comparison proves."""
     out = tmp_path / "dask"
     shutil.copytree(own["out"], out)
-    options = f"beam.options={{dask_client_address: '{cluster}', dask_npartitions: 4}}"
+    # One partition per worker: DaskRunner runs each transform (DoFn setup included) once per
+    # partition, and two still spread the job over both workers.
+    options = f"beam.options={{dask_client_address: '{cluster}', dask_npartitions: 2}}"
     p = run(
         own["data"],
         out,
