@@ -242,6 +242,8 @@ def test_mining_to_a_bucket_that_stalls_mid_upload_exits_2_in_one_line(proxy, tm
 
 def test_publish_to_a_server_that_stalls_is_bounded_and_names_it(proxy, tmp_path):
     """``--publish`` has its own boto3 client: the same limits, the same endpoint named."""
+    import boto3  # noqa: F401 - imported before the clock starts: the bound is the stall's
+
     from labse_common.publish import publish
 
     (tmp_path / "final").mkdir()
