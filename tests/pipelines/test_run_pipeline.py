@@ -2,8 +2,8 @@
 
 One uninterrupted run (module fixture) is checked for every stage's outputs, balanced stats and a
 report naming every stage; copies of it then show that a changed setting or a deleted output
-reruns exactly the stages downstream, and that a run killed (SIGKILL to its process group) in
-the middle of a stage resumes to the same final bitext.
+reruns exactly the stages downstream, and (on the copy whose output was deleted) that a run killed
+(SIGKILL to its process group) in the middle of a stage resumes to the same final bitext.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from pipelines.run.stages import BY_NAME, NAMES
 from tests.support.paths import REPO as ROOT
 
 if TYPE_CHECKING:
-    from tests.pipelines.conftest import ForkedCommands
+    from tests.support.cli_process import ForkedCommands
 
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
 # Reduced size: a few hundred sentences per language and a few training steps.
@@ -68,7 +68,8 @@ def run(
     out: Path, *extra: str, check: bool = True, cli: ForkedCommands | None = None
 ) -> subprocess.CompletedProcess:
     """The runner on ``out``: a new interpreter, or with ``cli`` a process forked from a server
-    that imported the runner once (tests/pipelines/conftest.py; 2-7 s less per command)."""
+    that imported the runner once (tests/support/cli_process.py ForkedCommands; 2-7 s less per
+    command)."""
     argv = ["--output", str(out), *[a for s in SMALL for a in ("--set", s)], *extra]
     if cli is not None:
         p = cli.run("pipelines.run", *argv, env=ENV, timeout=RUN_LIMIT_S)
@@ -250,29 +251,26 @@ def test_changed_setting_reruns_that_stage_and_downstream_only(
     assert plan["commoncrawl"] == plan["commoncrawl_q"] == plan["train"] == plan["report"] == "run"
 
 
-def test_deleted_output_reruns_that_stage_and_downstream_only(
+def test_deleted_output_and_a_killed_run_rerun_that_stage_and_downstream_only(
     demo: Path, tmp_path: Path, forked_commands: ForkedCommands
 ):
+    """One copy for both (each used to pay for its own rerun of bitext, eval and report): a
+    deleted output plans that stage and what follows it, nothing before; the run doing so is
+    killed (SIGKILL to its process group) in the middle of that stage and resumes to the same
+    final bitext."""
     cli = forked_commands
     out = tmp_path / "copy"
     shutil.copytree(demo, out, symlinks=True)
-    (out / "bitext" / "bitext.parquet").unlink()
-    run(out, cli=cli)
-    assert ran(out) == ["bitext", "eval", "report"]
-    assert bitext(out) == bitext(demo)
-
-
-def test_killed_run_resumes_to_the_same_bitext(
-    demo: Path, tmp_path: Path, forked_commands: ForkedCommands
-):
-    cli = forked_commands
-    out = tmp_path / "copy"
-    shutil.copytree(demo, out, symlinks=True)
-    args = [a for s in SMALL for a in ("--set", s)]
     # The bitext export, the last stage that writes the bitext: the one whose half-written files
     # the resumed run must not keep (no stage after the model ones keeps a partial folder).
+    (out / "bitext" / "bitext.parquet").unlink()
+    p = run(out, "--dry-run", cli=cli)
+    plan = {ln.split()[0]: ln.split()[1] for ln in p.stdout.splitlines()}
+    assert [s for s, a in plan.items() if a == "run"] == expect(out, ["bitext", "eval", "report"])
+    assert all(plan[s] in ("skip", "off") for s in STAGES[: STAGES.index("bitext")]), p.stdout
+    args = [a for s in SMALL for a in ("--set", s)]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "pipelines.run", "--output", str(out), *args, "--from", "bitext"],
+        [sys.executable, "-m", "pipelines.run", "--output", str(out), *args],
         env=ENV,
         cwd=ROOT,
         start_new_session=True,
