@@ -77,6 +77,17 @@ def filesystems():
     return FileSystems
 
 
+def forget_configuration() -> None:
+    """Drop what :func:`filesystems` configured from this process's environment, so the next call
+    reads ``$LABSE_BEAM_OPTIONS`` again: a forked child with another environment must not use its
+    parent's S3 endpoint and credentials (labse_common.forked_main)."""
+    from apache_beam.io.filesystems import FileSystems
+
+    FileSystems._pipeline_options = None  # noqa: SLF001 - Beam has no public reset
+    _CACHE.clear()
+    _S3_CLIENTS.clear()  # no lock: a forked child has one thread, and a lock may be inherited held
+
+
 # Beam builds a new filesystem object (for S3: a new boto3 client, ~0.5 s) on every
 # FileSystems call; these helpers keep one per scheme and per options.
 _CACHE: dict[tuple[str, int], object] = {}

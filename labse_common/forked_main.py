@@ -245,6 +245,8 @@ def child_main(
     _redirect(out, err)
     os.environ.clear()
     os.environ.update(env)
+    if "labse_common.filesystems" in sys.modules:  # configured from the parent's environment
+        sys.modules["labse_common.filesystems"].forget_configuration()
     os.chdir(cwd)
     sys.argv = [module, *argv]
     if sys.path[:1] != [cwd]:
