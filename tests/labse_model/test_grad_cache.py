@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import socket
-import time
 from pathlib import Path
 
 import pytest
@@ -172,19 +171,9 @@ def test_two_gloo_ranks_give_the_global_batch_gradients(tmp_path):
     # The two ranks are forked from this process with torchrun's environment (torch imported
     # already: a torchrun launcher and two workers spent ~20 s importing it); the launcher
     # itself is test_launcher's and test_two_node_*'s.
-    import torch.multiprocessing as mp
+    from tests.support.two_node_util import run_forked_ranks
 
-    ctx = mp.start_processes(
-        _rank, args=(2, _free_port(), str(tmp_path)), nprocs=2, join=False, start_method="fork"
-    )
-    deadline = time.monotonic() + 180
-    try:
-        while not ctx.join(timeout=1):
-            assert time.monotonic() < deadline, "the two ranks did not finish in 180 s"
-    finally:
-        for p in ctx.processes:
-            if p.is_alive():
-                p.kill()
+    run_forked_ranks(_rank, (2, _free_port(), str(tmp_path)), nprocs=2, timeout=180)
     got = torch.load(tmp_path / "grads.pt")
     # The plain global batch in one process: rank 0's pairs then rank 1's, every target a
     # negative of every source.

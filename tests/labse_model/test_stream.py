@@ -17,7 +17,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
-import torch.multiprocessing as mp
 
 from labse_model import checkpoint as ckpt
 from labse_model import stream
@@ -25,6 +24,7 @@ from labse_model.lanes import Lane, mixing_probabilities
 from tests.support.paths import REPO
 from tests.support.pretrain_fixtures import DATA, write_tatoeba_inputs
 from tests.support.scaleout_util import free_port
+from tests.support.two_node_util import run_forked_ranks
 
 ENV = dict(os.environ, PYTHONPATH=str(REPO), LABSE_DIST_TIMEOUT_S="60")
 TINY = [
@@ -87,18 +87,7 @@ def test_one_and_two_ranks_see_the_same_global_batches(inputs, tmp_path):
     # Two ranks in a gloo group, forked from this process (torch and the reader imported
     # already: two spawned ranks and a torchrun launcher spent ~30 s of CPU importing them);
     # one rank needs no process group and runs here.
-    port = free_port()
-    ctx = mp.start_processes(
-        _rank, args=(2, port, args, str(two)), nprocs=2, join=False, start_method="fork"
-    )
-    deadline = time.monotonic() + 300
-    try:
-        while not ctx.join(timeout=1):
-            assert time.monotonic() < deadline, "the two ranks did not finish in 300 s"
-    finally:
-        for p in ctx.processes:
-            if p.is_alive():
-                p.kill()
+    run_forked_ranks(_rank, (2, free_port(), args, str(two)), nprocs=2, timeout=300)
     first_batches(*args, str(one))
     a = torch.load(one / "rank0.pt", weights_only=False)
     b0, b1 = (torch.load(two / f"rank{k}.pt", weights_only=False) for k in (0, 1))

@@ -195,3 +195,22 @@ def _children(pid: int) -> list[int]:
 
 def read_metrics(out: Path) -> list[dict]:
     return [json.loads(line) for line in open(out / "metrics.jsonl")]
+
+
+def run_forked_ranks(fn, args: tuple, nprocs: int, timeout: float) -> None:
+    """``fn(rank, *args)`` in ``nprocs`` processes forked from this one (torch already imported:
+    spawned ranks or a torchrun launcher spend their time importing it); a rank still running
+    after ``timeout`` seconds fails the test and every rank is killed."""
+    import time
+
+    import torch.multiprocessing as mp
+
+    ctx = mp.start_processes(fn, args=args, nprocs=nprocs, join=False, start_method="fork")
+    deadline = time.monotonic() + timeout
+    try:
+        while not ctx.join(timeout=1):
+            assert time.monotonic() < deadline, f"the {nprocs} ranks did not finish in {timeout} s"
+    finally:
+        for p in ctx.processes:
+            if p.is_alive():
+                p.kill()
