@@ -4,8 +4,6 @@ under DDP with two ranks (gloo), and through the training loop."""
 from __future__ import annotations
 
 import json
-import os
-import socket
 from pathlib import Path
 
 import pytest
@@ -147,23 +145,10 @@ def test_dropout_is_replayed_identically(monkeypatch):
     assert max(float((unreplayed[k] - want[k]).abs().max()) for k in want) > 1e-3
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _rank(rank: int, world: int, port: int, out: str) -> None:
-    """One forked rank with the environment torchrun gives its workers, then the worker."""
+def _rank(rank: int, out: str) -> None:
+    """One forked rank (torchrun's environment set by run_forked_ranks): the worker."""
     from tests.labse_model.grad_cache_worker import main
 
-    os.environ.update(
-        RANK=str(rank),
-        LOCAL_RANK=str(rank),
-        WORLD_SIZE=str(world),
-        MASTER_ADDR="127.0.0.1",
-        MASTER_PORT=str(port),
-    )
     main(out, 5)
 
 
@@ -173,7 +158,7 @@ def test_two_gloo_ranks_give_the_global_batch_gradients(tmp_path):
     # itself is test_launcher's and test_two_node_*'s.
     from tests.support.two_node_util import run_forked_ranks
 
-    run_forked_ranks(_rank, (2, _free_port(), str(tmp_path)), nprocs=2, timeout=180)
+    run_forked_ranks(_rank, (str(tmp_path),), nprocs=2, timeout=180)
     got = torch.load(tmp_path / "grads.pt")
     # The plain global batch in one process: rank 0's pairs then rank 1's, every target a
     # negative of every source.

@@ -23,7 +23,6 @@ from labse_model import stream
 from labse_model.lanes import Lane, mixing_probabilities
 from tests.support.paths import REPO
 from tests.support.pretrain_fixtures import DATA, write_tatoeba_inputs
-from tests.support.scaleout_util import free_port
 from tests.support.two_node_util import run_forked_ranks
 
 ENV = dict(os.environ, PYTHONPATH=str(REPO), LABSE_DIST_TIMEOUT_S="60")
@@ -55,21 +54,14 @@ def inputs(tmp_path_factory) -> dict[str, str]:
     return write_tatoeba_inputs(tmp_path_factory.mktemp("tatoeba"), vocab_size=2000, data=subset)
 
 
-def _rank(rank: int, world: int, port: int, args: list[str], out: str) -> None:
-    """One forked rank: the environment torchrun would give it, then the worker."""
+def _rank(rank: int, args: list[str], out: str) -> None:
+    """One forked rank (torchrun's environment set by run_forked_ranks): the worker."""
     import torch
 
     from tests.labse_model.stream_worker import first_batches
 
     torch.set_num_threads(1)
-    os.environ.update(
-        RANK=str(rank),
-        LOCAL_RANK=str(rank),
-        WORLD_SIZE=str(world),
-        MASTER_ADDR="127.0.0.1",
-        MASTER_PORT=str(port),
-        LABSE_DIST_TIMEOUT_S="60",
-    )
+    os.environ["LABSE_DIST_TIMEOUT_S"] = "60"
     first_batches(*args, out)
 
 
@@ -87,7 +79,7 @@ def test_one_and_two_ranks_see_the_same_global_batches(inputs, tmp_path):
     # Two ranks in a gloo group, forked from this process (torch and the reader imported
     # already: two spawned ranks and a torchrun launcher spent ~30 s of CPU importing them);
     # one rank needs no process group and runs here.
-    run_forked_ranks(_rank, (2, free_port(), args, str(two)), nprocs=2, timeout=300)
+    run_forked_ranks(_rank, (args, str(two)), nprocs=2, timeout=300)
     first_batches(*args, str(one))
     a = torch.load(one / "rank0.pt", weights_only=False)
     b0, b1 = (torch.load(two / f"rank{k}.pt", weights_only=False) for k in (0, 1))

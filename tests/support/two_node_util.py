@@ -197,15 +197,38 @@ def read_metrics(out: Path) -> list[dict]:
     return [json.loads(line) for line in open(out / "metrics.jsonl")]
 
 
+def _torchrun_rank(rank: int, fn, world: int, port: int, args: tuple) -> None:
+    import os
+
+    # The environment torchrun gives its workers (env:// rendezvous on this machine).
+    os.environ.update(
+        RANK=str(rank),
+        LOCAL_RANK=str(rank),
+        WORLD_SIZE=str(world),
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+    )
+    fn(rank, *args)
+
+
 def run_forked_ranks(fn, args: tuple, nprocs: int, timeout: float) -> None:
-    """``fn(rank, *args)`` in ``nprocs`` processes forked from this one (torch already imported:
-    spawned ranks or a torchrun launcher spend their time importing it); a rank still running
-    after ``timeout`` seconds fails the test and every rank is killed."""
+    """``fn(rank, *args)`` in ``nprocs`` processes forked from this one, each with the environment
+    torchrun gives its workers (torch already imported: spawned ranks or a torchrun launcher
+    spend their time importing it); a rank still running after ``timeout`` seconds fails the
+    test and every rank is killed."""
     import time
 
     import torch.multiprocessing as mp
 
-    ctx = mp.start_processes(fn, args=args, nprocs=nprocs, join=False, start_method="fork")
+    from tests.support.scaleout_util import free_port
+
+    ctx = mp.start_processes(
+        _torchrun_rank,
+        args=(fn, nprocs, free_port(), args),
+        nprocs=nprocs,
+        join=False,
+        start_method="fork",
+    )
     deadline = time.monotonic() + timeout
     try:
         while not ctx.join(timeout=1):
