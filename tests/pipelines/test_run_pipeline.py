@@ -56,6 +56,10 @@ SMALL = [
     "pretrain.save_every=8",
     "pretrain.eval_every=8",
     "pretrain.log_every=4",
+    # The Beam stages in the stage's own process: these tests are about the runner's plan,
+    # reruns and kills; the local runner's worker processes are test_run_own_data's default
+    # path and the corpus jobs' tests'.
+    "beam.options={direct_running_mode: in_memory}",
 ]
 STAGES = NAMES
 # Only bounds a failure: the uninterrupted run took over 900 s on the shared 2 cores at load 16.
