@@ -301,6 +301,7 @@ def load_model(
     from labse_model.model import CheckpointError
 
     check_max_seq_length(max_seq_length)
+    check_quantize(quantize, device)
     if not os.path.isdir(model):
         raise InputError(model, "model directory not found", flag)
     try:
@@ -309,7 +310,16 @@ def load_model(
         )
     except CheckpointError as e:
         raise InputError(model, str(e), flag) from e
-    except ValueError as e:  # the quantisation's device rule, raised before any model work
+
+
+def check_quantize(quantize: str, device: str | None) -> None:
+    """``--quantize`` against ``--device`` (int8 runs on the CPU only), as a UsageError: what
+    every entry point checks before a model loads or an output is claimed."""
+    from labse_common.sections.model import quantize_device
+
+    try:
+        quantize_device(quantize, device)
+    except ValueError as e:
         raise UsageError(f"--quantize {quantize}: {e}") from e
 
 

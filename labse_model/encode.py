@@ -27,7 +27,7 @@ import torch
 from tqdm import tqdm
 
 from labse_common.filesystems import is_remote
-from labse_common.sections.model import QUANTIZE
+from labse_common.sections.model import quantize_device
 from labse_model.batching import SentenceTokenizer, pad_batch
 from labse_model.model import SentenceEncoder, load_encoder
 
@@ -61,13 +61,8 @@ class Encoder:
         device: str | torch.device | None = None,
         quantize: str = "none",
     ) -> None:
-        if quantize not in QUANTIZE:
-            raise ValueError(f"quantize must be one of {', '.join(QUANTIZE)}, not {quantize!r}")
-        if quantize == "int8" and device is None:
-            device = "cpu"  # int8 kernels are CPU ones: a present GPU is not picked for them
-        self.device = pick_device(str(device) if device is not None else None)
-        if quantize == "int8" and self.device.type != "cpu":
-            raise ValueError(f"quantize=int8 runs on the CPU only, not on {self.device}")
+        device = quantize_device(quantize, str(device) if device is not None else None)
+        self.device = pick_device(device)
         self.quantize = quantize
         self.model = model.to(self.device).eval()
         if quantize == "int8":

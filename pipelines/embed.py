@@ -325,8 +325,7 @@ def _run(args: argparse.Namespace, beam_args: list[str]) -> int:
     )
     if not os.path.isdir(args.model):
         raise UsageError(f"--model {args.model}: model directory not found")
-    if args.quantize == "int8" and args.device and not args.device.startswith("cpu"):
-        raise UsageError(f"--quantize int8 runs on the CPU only, not with --device {args.device}")
+    lib.check_quantize(args.quantize, args.device)
     options = pipeline_options(beam_args)  # first: it gives FileSystems the S3/GCS options
     # With the job's own S3 options: missing credentials/endpoint/bucket is one line now.
     check_paths(remote_paths([*args.input, args.output]), options)

@@ -14,6 +14,18 @@ Quantize = Literal["none", "int8"]
 QUANTIZE: tuple[str, ...] = get_args(Quantize)
 
 
+def quantize_device(quantize: str, device: str | None) -> str | None:
+    """The device an encoder with ``quantize`` runs on (int8: the CPU when none is named): the
+    one rule of the encoder and of the commands that check it before loading (ValueError)."""
+    if quantize not in QUANTIZE:
+        raise ValueError(f"quantize must be one of {', '.join(QUANTIZE)}, not {quantize!r}")
+    if quantize != "int8":
+        return device
+    if device is not None and device.split(":")[0] != "cpu":
+        raise ValueError(f"quantize=int8 runs on the CPU only, not on {device}")
+    return "cpu"  # int8 kernels are CPU ones: a present GPU is not picked for them
+
+
 @dataclass
 class ModelConfig:
     hidden_size: int = option(128, min=1, help="width of the encoder (BERT-base: 768)")
