@@ -27,14 +27,16 @@ demo: $(STAMP)
 	$(BIN)/python -m pipelines.run --config configs/demo.yaml $(DEMO_DATA) --output $(DEMO_OUT)
 
 # --dist loadscope: a module's tests stay on one worker, so its module fixtures (a whole runner
-# run, the contract cases) are built once, not once per worker.
+# run, the contract cases) are built once, not once per worker. --no-loadscope-reorder: xdist
+# otherwise hands out the modules with the most tests first, which overrides the costliest-first
+# order of tests/conftest.py (tests/module_seconds.py) and left a runner module for the tail.
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -n auto --dist loadscope tests
+	$(BIN)/python -m pytest -q -n auto --dist loadscope --no-loadscope-reorder tests
 
 # The development loop: every test but those marked slow, i.e. taking 2 s or more on 2 cores
 # (end-to-end runs, clusters, servers, training, Beam jobs on real data). `make test` runs all.
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -n auto --dist loadscope -m "not slow" tests
+	$(BIN)/python -m pytest -q -n auto --dist loadscope --no-loadscope-reorder -m "not slow" tests
 
 lint: $(STAMP)
 	$(BIN)/ruff format --check .

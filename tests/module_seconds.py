@@ -1,14 +1,16 @@
 """What each test module costs, so the longest run first (the ordering hook in tests/conftest.py).
 
-`make test` runs modules on two xdist workers with ``--dist loadscope``: a worker takes the next
-module when it finishes one, in collection order. With the alphabetical order the runner's
-modules (tests/pipelines/test_run_*, minutes each) came last, and one worker ran the last of them
-alone while the other idled; longest first is the classic greedy schedule and bounds that tail
+`make test` runs modules on two xdist workers with ``--dist loadscope --no-loadscope-reorder``:
+a worker takes the next module when it finishes one, in collection order (without the second
+flag xdist re-sorts the modules by their number of tests, and this order is lost). With the
+alphabetical order the runner's modules (tests/pipelines/test_run_*, minutes each) came last,
+and one worker ran the last of them alone while the other idled; longest first is the classic greedy schedule and bounds that tail
 by the shortest modules. Only the order changes, never what runs.
 
 Regenerate the table after a large change in test cost (a stale table only costs idle time):
 
-    python -m pytest -q -n auto --dist loadscope --durations=0 tests > /tmp/durations.log
+    python -m pytest -q -n auto --dist loadscope --no-loadscope-reorder --durations=0 tests \
+        > /tmp/durations.log
     python -m tests.module_seconds /tmp/durations.log > tests/module_seconds.json
 """
 

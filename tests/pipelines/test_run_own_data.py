@@ -44,6 +44,8 @@ FAST = [
     "combine.on_unreachable=continue",
     "train.steps=0",
     'sources.eval=["gold/*.{src}-{trg}.*"]',
+    # One torch thread: the other test worker keeps the second core busy (test_run_pipeline.py).
+    "cds.threads=1",
 ]
 
 pytestmark = pytest.mark.slow

@@ -60,6 +60,11 @@ SMALL = [
     # reruns and kills; the local runner's worker processes are test_run_own_data's default
     # path and the corpus jobs' tests'.
     "beam.options={direct_running_mode: in_memory}",
+    # One torch thread per stage: the other test worker keeps the second core busy, and two
+    # OpenMP threads then spin against it (the train stage used 3x the CPU of one thread).
+    "pretrain.threads=1",
+    "train.threads=1",
+    "cds.threads=1",
 ]
 STAGES = NAMES
 # Only bounds a failure: the uninterrupted run took over 900 s on the shared 2 cores at load 16.
