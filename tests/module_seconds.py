@@ -4,8 +4,9 @@
 a worker takes the next module when it finishes one, in collection order (without the second
 flag xdist re-sorts the modules by their number of tests, and this order is lost). With the
 alphabetical order the runner's modules (tests/pipelines/test_run_*, minutes each) came last,
-and one worker ran the last of them alone while the other idled; longest first is the classic greedy schedule and bounds that tail
-by the shortest modules. Only the order changes, never what runs.
+and one worker ran the last of them alone while the other idled; longest first is the classic
+greedy schedule and bounds that tail by the shortest modules. Only the order changes, never what
+runs.
 
 Regenerate the table after a large change in test cost (a stale table only costs idle time):
 
