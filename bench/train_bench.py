@@ -1,12 +1,21 @@
-"""Training throughput: the demo model with 1 vs 2 worker processes (torchrun, gloo on CPU).
+"""Training throughput: the demo model with 1 vs 2 worker processes (torchrun, gloo on CPU), and
+with its sentences embedded in length groups (``train.length_groups``) vs one padded call.
 
-Runs ``python -m labse_model train`` on Tatoeba pairs (every language) with the same global
-batch, once with one process and once with ``--nproc-per-node 2``, and reads the run's
-metrics.jsonl: sentences/s (first logging window dropped as warm-up) and the share of wall time
-spent in the embedding gather (all_gather forward + all_reduce backward). On a GPU it also
-measures the MFU of one BERT-base dual-encoder step in bf16; on CPU that part is skipped.
+Runs ``python -m labse_model train`` on Tatoeba pairs (every language; or ``--pairs``, e.g. a
+demo run's ``inputs/train_pairs.tsv`` whose PUD pairs make the lengths uneven) with the same
+global batch, and reads each run's metrics.jsonl: sentences/s (first logging window dropped as
+warm-up), the share of wall time spent in the embedding gather (all_gather forward + all_reduce
+backward) and the last logged loss.
 
-    .venv/bin/python bench/train_bench.py [--steps 60] [--threads 1]
+- workers: one process against ``--nproc-per-node 2`` (the preset's ``length_groups``);
+- length groups: one process with ``length_groups=1`` (the peer: the batch padded to its longest
+  sentence, one model call) against the preset's value, alternated ``--repeats`` times. Both
+  compute the same loss, so their last losses must agree.
+
+On a GPU it also measures the MFU of one BERT-base dual-encoder step in bf16; on CPU that part is
+skipped.
+
+    .venv/bin/python bench/train_bench.py [--steps 60] [--threads 1] [--pairs FILE --init DIR]
 """
 
 from __future__ import annotations
@@ -34,7 +43,16 @@ def write_pairs(path: Path) -> None:
             f.writelines(f"{s}\t{t}\n" for s, t in zip(src, trg))
 
 
-def run(pairs: Path, out: Path, nproc: int, steps: int, threads: int, vocab: str | None) -> dict:
+def run(
+    pairs: Path,
+    out: Path,
+    nproc: int,
+    steps: int,
+    threads: int,
+    vocab: str | None,
+    init: str | None = None,
+    extra: tuple[str, ...] = (),
+) -> dict:
     cmd = [
         sys.executable,
         "-m",
@@ -56,8 +74,11 @@ def run(pairs: Path, out: Path, nproc: int, steps: int, threads: int, vocab: str
         f"save_every={steps}",
         "tensorboard=false",
     ]
-    if vocab:
+    if init:
+        cmd += ["--init", init]
+    elif vocab:
         cmd += ["--vocab", vocab]
+    cmd += list(extra)
     env = dict(os.environ, PYTHONPATH=str(REPO), LABSE_LOG_LEVEL="WARNING")
     r = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True)
     if r.returncode != 0:
@@ -66,6 +87,7 @@ def run(pairs: Path, out: Path, nproc: int, steps: int, threads: int, vocab: str
     return {
         "sentences_per_s": sum(x["sentences_per_s"] for x in recs) / len(recs),
         "gather_share": sum(x["gather_share"] for x in recs) / len(recs),
+        "loss": recs[-1]["loss"],
     }
 
 
@@ -120,26 +142,59 @@ def main() -> None:
     )
     ap.add_argument("--steps", type=int, default=60, help="optimizer steps per run (default 60)")
     ap.add_argument("--threads", type=int, default=1, help="CPU threads per worker (default 1)")
+    ap.add_argument(
+        "--pairs",
+        type=Path,
+        help="pair TSV to train on (default: every Tatoeba training pair of ../shared/data)",
+    )
+    ap.add_argument(
+        "--init", help="encoder to start from, with its vocabulary (default: a random one)"
+    )
+    ap.add_argument(
+        "--repeats", type=int, default=2, help="alternations of the length-group pair (default 2)"
+    )
     args = ap.parse_args()
-    if not DATA.is_dir():
+    if args.pairs is None and not DATA.is_dir():
         sys.exit(f"Tatoeba data not found under {DATA}")
+    if args.pairs is not None and not args.pairs.is_file():
+        sys.exit(f"--pairs: no such file {args.pairs}")
     sys.path.insert(0, str(REPO))
+    from labse_common.config import load
     from labse_model.tiny import train_wordpiece
 
+    groups = load("train", "demo").length_groups
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        pairs = tmp / "pairs.tsv"
-        write_pairs(pairs)
-        texts = [c for line in open(pairs, encoding="utf-8") for c in line.rstrip("\n").split("\t")]
-        vocab = str(tmp / "vocab")
-        train_wordpiece(texts, vocab, vocab_size=8000)  # one vocab for both runs
-        one = run(pairs, tmp / "one", 1, args.steps, args.threads, vocab)
-        two = run(pairs, tmp / "two", 2, args.steps, args.threads, vocab)
+        pairs = args.pairs or tmp / "pairs.tsv"
+        if args.pairs is None:
+            write_pairs(pairs)
+        vocab = None
+        if not args.init:
+            texts = [
+                c for ln in open(pairs, encoding="utf-8") for c in ln.rstrip("\n").split("\t")[:2]
+            ]
+            vocab = str(tmp / "vocab")
+            train_wordpiece(texts, vocab, vocab_size=8000)  # one vocab for every run
+        common = (args.steps, args.threads, vocab, args.init)
+        one = run(pairs, tmp / "one", 1, *common)
+        two = run(pairs, tmp / "two", 2, *common)
+        plain, grouped = [], []
+        for i in range(args.repeats):
+            plain.append(run(pairs, tmp / f"g1-{i}", 1, *common, ("--set", "length_groups=1")))
+            grouped.append(
+                run(pairs, tmp / f"g-{i}", 1, *common, ("--set", f"length_groups={groups}"))
+            )
     print(f"demo model, global batch 64 pairs, {args.steps} steps, {args.threads} thread(s)/worker")
     print(f"{'workers':<10}{'sentences/s':>12}{'gather share':>14}")
     print(f"{'1':<10}{one['sentences_per_s']:>12.1f}{'-':>14}")
     print(f"{'2':<10}{two['sentences_per_s']:>12.1f}{two['gather_share']:>13.1%}")
     print(f"speed-up 2 vs 1 process: {two['sentences_per_s'] / one['sentences_per_s']:.2f}x")
+    print(f"{'length_groups':<14}{'sentences/s (each run)':>30}{'last loss':>12}")
+    for name, rs in (("1 (peer)", plain), (str(groups), grouped)):
+        rates = ", ".join(f"{r['sentences_per_s']:.1f}" for r in rs)
+        print(f"{name:<14}{rates:>30}{rs[-1]['loss']:>12.4f}")
+    best = max(r["sentences_per_s"] for r in grouped) / max(r["sentences_per_s"] for r in plain)
+    print(f"speed-up length_groups={groups} vs one padded call (best of each): {best:.2f}x")
     gpu_mfu()
 
 

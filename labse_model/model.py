@@ -157,6 +157,8 @@ class SentenceEncoder(nn.Module):
         self.dense = dense
         self.activation = activation
         self.normalize = normalize
+        # Training's train.length_groups: a setting of the run, not of the checkpoint.
+        self.length_groups = 1
 
     @property
     def dim(self) -> int:
@@ -167,7 +169,33 @@ class SentenceEncoder(nn.Module):
     def forward(
         self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None
     ) -> torch.Tensor:
-        """Embeddings of a padded batch; ``attention_mask=None`` means no padding."""
+        """Embeddings of a padded batch; ``attention_mask=None`` means no padding. With
+        ``length_groups`` > 1 the rows are embedded in groups of similar length (see
+        :meth:`_in_length_groups`)."""
+        groups = self.length_groups
+        if groups > 1 and attention_mask is not None and input_ids.shape[0] >= 2 * groups:
+            return self._in_length_groups(input_ids, attention_mask, groups)
+        return self._embed(input_ids, attention_mask)
+
+    def _in_length_groups(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, groups: int
+    ) -> torch.Tensor:
+        """The rows sorted by length, cut into ``groups`` equal parts, each embedded with its
+        columns cut to its longest row, and put back in their order. A row's embedding depends
+        only on its own tokens (padding is masked out of attention and pooling), so this is
+        the one-call result with less padding: on the demo's mixed Tatoeba and PUD batches
+        (21 real tokens a row, padded to 32) two groups made a training step ~15% faster."""
+        lengths = attention_mask.sum(1)
+        order = torch.argsort(lengths, stable=True)
+        parts = []
+        for rows in torch.tensor_split(order, groups):
+            # The last column any row of the group attends to: right padding keeps the
+            # real tokens first; a left-padded batch keeps its full width.
+            width = int(attention_mask[rows].any(0).nonzero().max()) + 1
+            parts.append(self._embed(input_ids[rows, :width], attention_mask[rows, :width]))
+        return torch.cat(parts)[torch.argsort(order)]
+
+    def _embed(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
         out = self.bert(input_ids=input_ids, attention_mask=attention_mask, return_dict=True)
         if self.use_pooler:
             vec = out.pooler_output

@@ -417,6 +417,7 @@ def train(
         encoder, tokenizer, _ = load_encoder(resume)
     else:
         encoder, tokenizer = _build_model(model, cfg, output, scan_res, vocab, init, info)
+    encoder.length_groups = cfg.length_groups
     stok = SentenceTokenizer(
         tokenizer, min(cfg.max_seq_length, encoder.bert.config.max_position_embeddings)
     )

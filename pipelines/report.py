@@ -120,13 +120,24 @@ class Report(FilterSections):
             fig, ax = plt.subplots(figsize=(10, 0.32 * len(bars) + 1.5))
             reasons = sorted({r for _, c in bars for r in c["dropped"]})
             cmap = plt.get_cmap("tab20")
-            labels = [b[0] for b in bars]
+            rows_y = range(len(bars))
             left = [c["out"] / c["in"] for _, c in bars]
-            ax.barh(labels, left, color="#55a868", label="out")
+            ax.barh(rows_y, left, color="#55a868", label="out")
             for i, r in enumerate(reasons):
+                # Only the bars this reason drops from: a segment of width 0 for every other bar
+                # made ~1,300 patches to draw on the demo (4 of the report's ~7 CPU-seconds).
                 w = [c["dropped"].get(r, 0) / c["in"] for _, c in bars]
-                ax.barh(labels, w, left=left, color=cmap(i % 20), label=r)
+                on = [j for j in rows_y if w[j] > 0]
+                if on:
+                    ax.barh(
+                        on,
+                        [w[j] for j in on],
+                        left=[left[j] for j in on],
+                        color=cmap(i % 20),
+                        label=r,
+                    )
                 left = [a + b for a, b in zip(left, w)]
+            ax.set_yticks(list(rows_y), [b[0] for b in bars])
             ax.set_xlabel("share of the records that came in")
             ax.invert_yaxis()
             ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))

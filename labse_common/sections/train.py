@@ -40,6 +40,14 @@ class TrainConfig:
     max_seq_length: int = option(
         64, min=2, help="tokens incl. [CLS]/[SEP]; longer sentences truncated and counted"
     )
+    length_groups: int = option(
+        1,
+        min=1,
+        help="the batch's sentences are sorted by length and embedded in this many groups, "
+        "each padded to its own longest sentence instead of the batch's; the same embeddings, "
+        "losses and gradients (one model call per group, float rounding aside), fewer padded "
+        "tokens; 1 = one call on the batch padded to its longest sentence",
+    )
     steps: int = option(
         300,
         min=0,

@@ -239,3 +239,47 @@ def test_the_encoder_shape_comes_from_the_model_section():
         build_config(300, hidden_size=30, num_attention_heads=4)
     with pytest.raises(ConfigError, match="model.widht"):
         build_config(300, widht=64)
+
+
+@pytest.mark.parametrize("pooling", ["mean", "cls"])
+def test_length_groups_give_the_one_call_embeddings_and_gradients(tmp_path, pooling):
+    """train.length_groups: the batch embedded in groups of similar length, each padded to its
+    own longest row, gives the embeddings and the gradients of one call on the whole batch."""
+    from labse_common.config import load
+    from labse_model.batching import SentenceTokenizer, pad_batch
+    from labse_model.model import random_encoder
+
+    tok = load_encoder(make_tiny_checkpoint(str(tmp_path / "t"), SENTS[:4], hidden=32))[1]
+    model = load("model", "demo", ["hidden_size=32", "num_attention_heads=2", f"pooling={pooling}"])
+    stok = SentenceTokenizer(tok, 40)
+    # Rows of very different lengths, shuffled so that no group is a contiguous slice.
+    words = "Der schnelle braune Fuchs springt über den faulen Hund und noch viel weiter".split()
+    texts = [" ".join(words[: 1 + (7 * i) % len(words)]) for i in range(13)]
+    ids, _ = stok.encode(texts)
+    input_ids, mask = pad_batch(ids, stok.pad_id)
+    assert len({len(r) for r in ids}) > 6 and mask.shape[1] == max(len(r) for r in ids)
+
+    def run(groups: int) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        enc = random_encoder(model, tok, seed=3)
+        enc.length_groups = groups
+        emb = enc(input_ids, mask)
+        # A loss that mixes rows, as the ranking loss does.
+        (emb @ emb.T).logsumexp(1).sum().backward()
+        return emb.detach(), [p.grad.clone() for p in enc.parameters() if p.grad is not None]
+
+    ref_emb, ref_grads = run(1)
+    for groups in (2, 3, 6):
+        emb, grads = run(groups)
+        assert (emb - ref_emb).abs().max() < 1e-5, groups
+        assert len(grads) == len(ref_grads)
+        assert max((g - r).abs().max().item() for g, r in zip(grads, ref_grads)) < 1e-5, groups
+    # The grouping is real: fewer padded positions reach the model than one padded batch has.
+    enc = random_encoder(model, tok, seed=3)
+    enc.length_groups = 3
+    seen: list[int] = []
+    hook = enc.bert.register_forward_pre_hook(
+        lambda _m, _a, kw: seen.append(kw["input_ids"].numel()), with_kwargs=True
+    )
+    enc(input_ids, mask)
+    hook.remove()
+    assert len(seen) == 3 and sum(seen) < 0.8 * input_ids.numel()
