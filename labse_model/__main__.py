@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import glob
 import logging
 import os
 from typing import TYPE_CHECKING
@@ -52,7 +53,7 @@ def _train_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--vocab",
         metavar="DIR",
-        help="BERT tokenizer directory (vocab.txt/tokenizer.json), e.g. the vocab stage output; default: train.vocab, else a WordPiece learned from the pairs",
+        help="BERT tokenizer directory (vocab.txt/tokenizer.json), e.g. the vocab stage output; default: train.vocab, else (with train.learn_vocab) a WordPiece learned from the pairs; not needed with --init",
     )
     p.add_argument(
         "--init",
@@ -344,10 +345,25 @@ def run_train(args: argparse.Namespace) -> int:
     require_local(args.output, "--output", "labse_model train (torch checkpoints)")
     _check_inputs("--pairs", args.pairs, "pair file")
     _check_dirs(("--vocab", args.vocab), ("--init", args.init))
+    _check_vocabulary_given(args, train_cfg)
     if args.nproc_per_node < 1:
         raise UsageError("--nproc-per-node must be >= 1")
     with _run_claim(args):
         return _train(args, model_cfg, train_cfg)
+
+
+def _check_vocabulary_given(args: argparse.Namespace, cfg: TrainConfig) -> None:
+    """A fresh run needs a tokenizer from somewhere: --vocab, --init, train.vocab or
+    train.learn_vocab; a run that resumes takes its checkpoint's. Checked before any worker
+    starts, so the mistake is one line and exit 2, not a worker's traceback."""
+    if args.vocab or args.init or cfg.vocab or cfg.learn_vocab:
+        return
+    if glob.glob(os.path.join(args.output, "checkpoints", "step-*")):
+        return
+    raise UsageError(
+        "no vocabulary: pass --vocab DIR (e.g. the vocab stage output) or --init CHECKPOINT, "
+        "or --set train.learn_vocab=true to learn a small WordPiece from the pairs"
+    )
 
 
 def _train(args: argparse.Namespace, model_cfg: ModelConfig, train_cfg: TrainConfig) -> int:

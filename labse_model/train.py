@@ -12,7 +12,7 @@ each batch carries them as extra candidate columns.
 Outputs under ``--output``: ``checkpoints/step-*/`` (resumable, see checkpoint.py), ``model/``
 (final encoder, HF + sentence-transformers layout), ``metrics.jsonl``, ``tb/`` (TensorBoard),
 ``stats.json`` (pairs read/kept/dropped per reason; truncations as events), ``vocab/`` when the
-vocabulary was learned from the pairs (demo only).
+vocabulary was learned from the pairs (``learn_vocab`` with neither ``--vocab`` nor ``--init``).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 
-from labse_common.errors import InputError
+from labse_common.errors import InputError, UsageError
 from labse_common.sections.model import ModelConfig
 from labse_common.sections.train import TrainConfig
 from labse_model import stream
@@ -99,7 +99,7 @@ def _build_model(
     vocab = vocab or cfg.vocab
     if not vocab:
         if not cfg.learn_vocab:
-            raise ValueError(
+            raise UsageError(
                 "no vocabulary: pass --vocab DIR (e.g. the vocab stage output) or --init "
                 "CHECKPOINT (or set learn_vocab=true to learn a small WordPiece from the pairs)"
             )

@@ -26,7 +26,9 @@ import numpy as np
 
 from labse_common.errors import UsageError
 
-if TYPE_CHECKING:  # the section imports this package to check its feature names
+if (
+    TYPE_CHECKING
+):  # the section's type only: the section declares the names, this package reads them
     from labse_common.sections.combine import CombineConfig
 
 log = logging.getLogger(__name__)

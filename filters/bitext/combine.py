@@ -7,8 +7,9 @@ small enough to read and to store as JSON:
 
 * features: every numeric score column present in the pairs table (:data:`SCORE_COLUMNS`:
   the miner's margin and cosine, CDS in both directions, the dual cross-entropy, language-ID
-  confidences) plus features derived from the text (:data:`DERIVED`: length ratio, digits
-  agreement, copied source) and every boolean rule flag column (``rule_*``);
+  confidences where a table has them) plus features derived from the text (:data:`DERIVED`:
+  length ratio, digits agreement, copied source) and every boolean ``rule_*`` column a user's
+  table carries (the runner's rules stage drops failing pairs instead, so its pairs have none);
 * model: standardised features, missing values imputed with the training mean, and a
   scikit-learn ``LogisticRegression`` — its output is a probability of GOOD, fitted by log loss,
   so it is calibrated on the labelled sample's distribution; the out-of-fold probabilities
@@ -16,7 +17,7 @@ small enough to read and to store as JSON:
   scored by a model trained on it;
 * threshold: :func:`filters.bitext.calibrate.calibrate` on the out-of-fold probabilities (the
   lowest threshold whose kept pairs reach the target GOOD share, bootstrap intervals), globally
-  and per language pair where the pair's labelled sample allows it.
+  and (``per_pair``) per source language where its labelled sample allows one.
 
 This is the one final filter. A single-score threshold (CDS alone: ``combine.features:
 [cds_score]``) is its special case: with one feature the model is a monotone map of it, so the
@@ -55,7 +56,7 @@ from labse_common.sections.combine import (  # noqa: F401
     known_feature_names,
 )
 
-if TYPE_CHECKING:  # the section imports this module to check its feature names
+if TYPE_CHECKING:  # the section's type only: the section declares the names, this module reads them
     from labse_common.sections.combine import CombineConfig
 
 log = logging.getLogger(__name__)

@@ -30,8 +30,8 @@ SCORE_COLUMNS: tuple[str, ...] = (
 )
 #: Features computed from the two sentences (filters.bitext.combine.DERIVED implements them).
 DERIVED_FEATURES: tuple[str, ...] = ("abs_log_len_ratio", "digits_agree", "copied")
-#: How a rule flag column is named (``filters rules --flag-only``): any such boolean column is a
-#: feature.
+#: How a rule flag column is named in a user's own pairs table: any such boolean column is a
+#: feature (the runner's rules stage drops failing pairs, so its tables have none).
 RULE_PREFIX = "rule_"
 
 
@@ -83,7 +83,7 @@ class CombineConfig:
     min_labelled: int = option(
         30,
         min=2,
-        help="fewer labelled pairs (globally, or per language pair for its own threshold) is refused",
+        help="fewer labelled pairs (globally, or per source language for its own threshold) is refused",
     )
     min_per_label: int = option(5, min=1, help="fewer GOOD or fewer BAD labelled pairs is refused")
     min_kept: int = option(

@@ -75,7 +75,9 @@ class TrainConfig:
     save_every: int = option(100, min=1)
     keep_checkpoints: int = option(2, min=1)
     log_every: int = option(10, min=1)
-    vocab: str | None = option(None, help="BERT tokenizer dir; null = learn from the pairs")
+    vocab: str | None = option(
+        None, help="BERT tokenizer dir; null = --vocab or --init, else learned when learn_vocab"
+    )
     learn_vocab: bool = option(
         False, help="learn a cased WordPiece from the pairs when no vocab is given"
     )
@@ -101,7 +103,7 @@ class TrainConfig:
     )
     source_weights: dict[str, float] = option(
         {},
-        help="share of each source's pairs (folders <source>.<lang>): a source takes w / sum(w) of the records, its languages mixed by mix_alpha inside it; an unnamed source weighs 1; naming a source the pairs lack is an error",
+        help="share of each source's pairs (folders <source>.<src>-<trg>): a source takes w / sum(w) of the records, its languages mixed by mix_alpha inside it; an unnamed source weighs 1; naming a source the pairs lack is an error",
     )
     prefetch: int = option(4, min=1, help="batches the producer thread prepares ahead")
     timing: bool = option(False, help="synchronise the accelerator every step for exact step times")

@@ -94,10 +94,9 @@ def _training_pairs(c: Context) -> Path:
     off=_train_off,
 )
 def TRAIN(c: Context) -> list[Command]:
-    # From model.init (fine-tuning: its own tokenizer), else from the pretrained encoder.
-    start = (
-        ["--init", c.init] if c.init else ["--vocab", c.d(VOCAB), "--init", c.d(PRETRAIN) / "model"]
-    )
+    # From model.init, else from the pretrained encoder; either checkpoint carries its own
+    # tokenizer (a --vocab beside --init would only be ignored, with a warning).
+    start = ["--init", c.init] if c.init else ["--init", c.d(PRETRAIN) / "model"]
     return [
         c.py(
             "labse_model",

@@ -40,6 +40,7 @@ def files(tmp_path_factory) -> dict[str, Path]:
     (d / "model").mkdir()  # a directory, so the checks after it are reached
     (d / "mm").mkdir()
     (d / "mm" / "de.txt").write_text("Ein Satz.\nNoch einer.\n", encoding="utf-8")
+    (d / "real_pairs.tsv").write_text("Ein Satz.\tA sentence.\n", encoding="utf-8")
     return {"root": d}
 
 
@@ -151,6 +152,12 @@ def _cases(d: Path) -> dict[str, tuple[list[str], list[str]]]:
         ),
         "train_lr_nan": ([*train, "--set", "lr=nan"], ["train.lr"]),
         "train_unknown_model_key": ([*train, "model.hiden_size=64"], ["model.hiden_size"]),
+        # No --vocab, --init or train.vocab, and nothing to learn one: refused before a worker
+        # starts (it was a worker's ValueError traceback, exit 1).
+        "train_no_vocabulary": (
+            [*train[:3], str(d / "real_pairs.tsv"), *train[4:], "--set", "learn_vocab=false"],
+            ["no vocabulary", "--vocab", "--init"],
+        ),
     }
 
 
