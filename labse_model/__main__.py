@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import glob
 import logging
 import os
 from typing import TYPE_CHECKING
@@ -358,7 +357,9 @@ def _check_vocabulary_given(args: argparse.Namespace, cfg: TrainConfig) -> None:
     starts, so the mistake is one line and exit 2, not a worker's traceback."""
     if args.vocab or args.init or cfg.vocab or cfg.learn_vocab:
         return
-    if glob.glob(os.path.join(args.output, "checkpoints", "step-*")):
+    from labse_model.checkpoint import list_checkpoints
+
+    if list_checkpoints(os.path.join(args.output, "checkpoints")):
         return
     raise UsageError(
         "no vocabulary: pass --vocab DIR (e.g. the vocab stage output) or --init CHECKPOINT, "

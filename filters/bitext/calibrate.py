@@ -26,9 +26,8 @@ import numpy as np
 
 from labse_common.errors import UsageError
 
-if (
-    TYPE_CHECKING
-):  # the section's type only: the section declares the names, this package reads them
+# The section's type only: the section declares the names, this package reads them.
+if TYPE_CHECKING:
     from labse_common.sections.combine import CombineConfig
 
 log = logging.getLogger(__name__)

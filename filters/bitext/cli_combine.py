@@ -4,12 +4,13 @@
 
 Every score column the pairs have (margin, cosine, CDS both ways, dual cross-entropy; language-ID
 confidences and ``rule_*`` flag columns where a table carries them: the runner's pairs do not,
-its rules stage drops failing pairs before), and the derived text features are combined by a logistic regression
-fitted on the labelled sample (``filters sample``); the threshold for ``combine.target`` GOOD is
-chosen on out-of-fold probabilities with bootstrap intervals, globally or (``per_pair``) per
-source language where its labelled pairs allow it (:mod:`filters.bitext.combine`). This is the one final filter: a
-single-score threshold is its special case with one feature (``--features cds_score`` for CDS
-alone); ``filters calibrate`` and ``filters apply`` are aliases of that case. Writes:
+its rules stage drops failing pairs before), and the derived text features are combined by a
+logistic regression fitted on the labelled sample (``filters sample``); the threshold for
+``combine.target`` GOOD is chosen on out-of-fold probabilities with bootstrap intervals, globally
+or (``per_pair``) per source language where its labelled pairs allow it
+(:mod:`filters.bitext.combine`). This is the one final filter: a single-score threshold is its
+special case with one feature (``--features cds_score`` for CDS alone); ``filters calibrate``
+and ``filters apply`` are aliases of that case. Writes:
 
 * ``OUT/scored.parquet``: every pair with ``combined_score``, ``combined_threshold`` and ``keep``;
 * ``OUT/model.json``: the fitted model (features, means, scales, weights, intercept);

@@ -56,7 +56,8 @@ from labse_common.sections.combine import (  # noqa: F401
     known_feature_names,
 )
 
-if TYPE_CHECKING:  # the section's type only: the section declares the names, this module reads them
+# The section's type only: the section declares the names, this module reads them.
+if TYPE_CHECKING:
     from labse_common.sections.combine import CombineConfig
 
 log = logging.getLogger(__name__)
