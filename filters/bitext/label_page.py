@@ -31,6 +31,7 @@ import json
 import logging
 import os
 import socket
+import sys
 import tempfile
 import threading
 from collections.abc import Mapping
@@ -266,6 +267,19 @@ class _Server(ThreadingHTTPServer):
             self.address_family = socket.AF_INET6
         self.sheet = sheet
         super().__init__(addr, _Handler)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A request that failed: logged, never printed to stderr as socketserver does.
+
+        A browser drops connections as a matter of course (a closed tab, a speculative
+        preconnect never used), so a connection the client ended is a debug line, not a
+        traceback in the labeller's terminal.
+        """
+        exc = sys.exc_info()[1]
+        if isinstance(exc, ConnectionError):
+            log.debug("%s ended the connection (%s)", client_address[0], type(exc).__name__)
+            return
+        log.exception("a request from %s failed", client_address[0])
 
 
 def make_server(sheet: LabelSheet, host: str = "127.0.0.1", port: int = 0) -> _Server:

@@ -15,9 +15,12 @@ import os
 import re
 import shutil
 import signal
+import socket
+import struct
 import subprocess
 import sys
 import threading
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -198,6 +201,25 @@ def test_only_json_from_a_loopback_host_is_accepted(server, sample):
         urllib.request.urlopen(req, timeout=5)
     assert e.value.code == 403
     assert sample.read_bytes() == before
+
+
+def test_a_connection_the_browser_drops_is_a_debug_line_not_a_traceback(server, capsys, caplog):
+    """Chromium resets preconnected sockets when it closes; socketserver would print each one's
+    traceback to stderr (into whatever else this process is doing)."""
+    caplog.set_level(logging.DEBUG, logger="filters.bitext.label_page")
+    host, port = server.split("/")[2].split(":")
+    with socket.create_connection((host, int(port)), timeout=5) as s:
+        s.sendall(b"GET / HTT")  # the server is now waiting for the rest of the line
+        time.sleep(0.2)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # close = RST
+    deadline = time.monotonic() + 5
+    while "ended the connection" not in caplog.text and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert "ended the connection (ConnectionResetError)" in caplog.text
+    assert get(server + "api/state")["rows"]  # still serving
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "Exception occurred" not in err
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
 
 
 def test_a_file_changed_elsewhere_is_not_overwritten(server, sample):

@@ -20,6 +20,8 @@ import socket
 import threading
 from collections.abc import Callable
 
+from tests.support.quiet_http import QuietHTTPServer
+
 #: A request the fault applies to: (method, path with query, headers) -> bool.
 Picker = Callable[[str, str, "http.client.HTTPMessage"], bool]
 _HOP = {
@@ -62,8 +64,7 @@ class FaultProxy:
             def log_message(self, *args) -> None:
                 pass
 
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
+        self.server = QuietHTTPServer(("127.0.0.1", 0), Handler)
         self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"
         # A short poll: close() waits for the serve loop's next poll (0.5 s by default).
         self._thread = threading.Thread(

@@ -20,6 +20,7 @@ import pytest
 
 from labse_common.errors import RemoteError, UsageError
 from labse_common.publish import MANIFEST, check_destination, publish
+from tests.support.quiet_http import QuietHTTPServer
 from tests.support.scaleout_util import free_port, s3_args, s3_test_server
 
 BUCKET = "published"
@@ -271,7 +272,7 @@ class HtmlHandler(http.server.BaseHTTPRequestHandler):
 @pytest.mark.parametrize("status", [200, 503])
 def test_html_answers_are_one_line(endpoint_env, tmp_path, status):
     handler = type("Handler", (HtmlHandler,), {"status": status})
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server = QuietHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         endpoint_env(f"http://127.0.0.1:{server.server_address[1]}")
