@@ -25,10 +25,6 @@ import os
 import time
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-from tqdm import tqdm
-
 from filters.bitext.cliutil import (
     add_common_options,
     add_layout_option,
@@ -37,7 +33,7 @@ from filters.bitext.cliutil import (
     section_config,
     write_stats,
 )
-from filters.bitext.pair_io import PAIRS, iter_pair_batches, no_pairs
+from filters.bitext.score_file import score_pairs_file
 from labse_common.errors import UsageError
 from labse_common.output_dir import OutputDir
 from labse_common.stats import StageCounter
@@ -96,16 +92,6 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def with_scores(batch: pa.RecordBatch, scores: dict) -> pa.RecordBatch:
-    """``batch`` plus the score columns (replacing same-named ones from an earlier run)."""
-    names = [n for n in batch.schema.names if n not in scores]
-    cols = [batch.column(batch.schema.names.index(n)) for n in names]
-    for name, values in scores.items():
-        names.append(name)
-        cols.append(pa.array(values, pa.float32()))
-    return pa.RecordBatch.from_arrays(cols, names=names)
-
-
 def check_model_dir(path: str) -> None:
     """A cds-train output folder, checked before any work (see the shared check)."""
     from filters.bitext.cds.score import check_model_dir as check
@@ -120,47 +106,6 @@ def _check_output(output: str) -> None:
             f"--output {output}: --output is a folder now (DIR/scored.parquet and "
             f"DIR/stats.json are written); e.g. --output {parent}"
         )
-
-
-def _score_file(
-    scorer, path: str, flag: str, unit: str, dest: Path, args, counter: StageCounter, show: bool
-) -> None:
-    reader = StageCounter()
-    writer = None
-    counter.add_in("files")
-    try:
-        with tqdm(unit=" pairs", desc=f"cds-score {unit}", disable=not show) as bar:
-            # A Parquet row group that does not decode costs its own pairs (counted
-            # damaged_row_group under this input's unit), not the run: each pair's score stands
-            # alone.
-            for batch in iter_pair_batches(
-                path, reader, args.batch_rows, args.layout, flag=flag, survive_damage=True
-            ):
-                if batch.num_rows == 0:
-                    continue
-                src = batch.column(0).to_pylist()
-                trg = batch.column(1).to_pylist()
-                scored = with_scores(batch, scorer.score_all(src, trg))
-                if writer is None:
-                    writer = pq.ParquetWriter(dest, scored.schema)
-                writer.write_batch(scored)
-                counter.add_in(unit, batch.num_rows)
-                counter.add_out(unit, batch.num_rows)
-                bar.update(batch.num_rows)
-    finally:
-        if writer is not None:
-            writer.close()
-    if writer is None:
-        raise no_pairs(path, flag)
-    counter.add_out("files")
-    for key, n in reader.counts.items():
-        what, rest = key.split("/", 1)
-        if what == PAIRS:  # a damaged row group's pairs: this input's unit
-            counter.counts[f"{unit}/{rest}"] += n
-        elif what == "files":
-            counter.counts[key] += n
-        else:  # the TSV reader's "lines", named per input
-            counter.counts[f"{unit}_{key}"] += n
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -192,8 +137,17 @@ def main(argv: list[str] | None = None) -> int:
             for flag, unit, name in INPUTS:
                 path = getattr(args, flag[2:])
                 if path is not None:
-                    _score_file(
-                        scorer, path, flag, unit, Path(out.tmp) / name, args, counter, cfg.progress
+                    score_pairs_file(
+                        scorer.score_all,
+                        path,
+                        flag,
+                        unit,
+                        Path(out.tmp) / name,
+                        counter,
+                        args.batch_rows,
+                        args.layout,
+                        cfg.progress,
+                        "cds-score",
                     )
             counter.add_event("pairs", "truncated_sides", scorer.truncated)
             report = counter.to_report(

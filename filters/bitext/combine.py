@@ -6,9 +6,10 @@ combines them the way bicleaner-ai does (one classifier over many features) but 
 small enough to read and to store as JSON:
 
 * features: every numeric score column present in the pairs table (:data:`SCORE_COLUMNS`:
-  the miner's margin and cosine, CDS in both directions, the dual cross-entropy, language-ID
-  confidences where a table has them) plus features derived from the text (:data:`DERIVED`:
-  length ratio, digits agreement, copied source) and every boolean ``rule_*`` column a user's
+  the miner's margin and cosine, CDS in both directions, the dual cross-entropy, the IBM Model 1
+  lexical scores of ``filters lexicon``, language-ID confidences where a table has them) plus
+  features derived from the text (:data:`DERIVED`: length ratio, digits agreement, copied
+  source, character trigram cosine) and every boolean ``rule_*`` column a user's
   table carries (the runner's rules stage drops failing pairs instead, so its pairs have none);
 * model: standardised features, missing values imputed with the training mean, and a
   scikit-learn ``LogisticRegression`` — its output is a probability of GOOD, fitted by log loss,
@@ -31,6 +32,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -45,6 +47,7 @@ from filters.bitext.calibrate import (
     check_labels,
     roc_auc,
 )
+from filters.bitext.lexicon import tokens
 
 # The feature names are declared in the config section (it checks combine.features at load,
 # below this package); re-exported, their names here since this module was written.
@@ -86,12 +89,32 @@ def _copied(src: Sequence[str], trg: Sequence[str]) -> np.ndarray:
     )
 
 
+def _char3_cosine(src: Sequence[str], trg: Sequence[str]) -> np.ndarray:
+    # Names, numbers and cognates keep their spelling across languages of one script: the
+    # cosine of the two sides' character trigram counts (lower-cased, accents stripped).
+    return np.array([_cosine(_trigrams(a), _trigrams(b)) for a, b in zip(src, trg)])
+
+
+def _trigrams(text: str | None) -> Counter:
+    words = " ".join(tokens(text))
+    padded = f" {words} "
+    return Counter(padded[i : i + 3] for i in range(len(padded) - 2)) if words else Counter()
+
+
+def _cosine(a: Counter, b: Counter) -> float:
+    if not a or not b:
+        return 0.0
+    dot = sum(n * b[g] for g, n in a.items() if g in b)
+    return dot / math.sqrt(sum(n * n for n in a.values()) * sum(n * n for n in b.values()))
+
+
 #: Features computed from the two sentences (name -> function of src and trg columns).
 # Keyed by the combine section's DERIVED_FEATURES (the names the config accepts), checked here.
 DERIVED: Mapping[str, Callable[[Sequence[str], Sequence[str]], np.ndarray]] = {
     "abs_log_len_ratio": _abs_log_len_ratio,
     "digits_agree": _digits_agree,
     "copied": _copied,
+    "char3_cosine": _char3_cosine,
 }
 if tuple(DERIVED) != DERIVED_FEATURES:
     raise RuntimeError(

@@ -27,9 +27,11 @@ SCORE_COLUMNS: tuple[str, ...] = (
     "xent_clean_bwd",
     "src_lang_score",
     "trg_lang_score",
+    "lex_fwd",
+    "lex_bwd",
 )
 #: Features computed from the two sentences (filters.bitext.combine.DERIVED implements them).
-DERIVED_FEATURES: tuple[str, ...] = ("abs_log_len_ratio", "digits_agree", "copied")
+DERIVED_FEATURES: tuple[str, ...] = ("abs_log_len_ratio", "digits_agree", "copied", "char3_cosine")
 #: How a rule flag column is named in a user's own pairs table: any such boolean column is a
 #: feature (the runner's rules stage drops failing pairs, so its tables have none).
 RULE_PREFIX = "rule_"

@@ -24,6 +24,7 @@ MINE_ON = [
     "rules",
     "cds_train",
     "cds_score",
+    "lexicon",
     "sample",
     "combine",
     "bitext",
@@ -54,12 +55,17 @@ CASES = [
     (
         "cds.lr=0.0005",
         {"cds_train"},
-        ["cds_train", "cds_score", "sample", "combine", "bitext", "eval", "report"],
+        ["cds_train", "cds_score", "lexicon", "sample", "combine", "bitext", "eval", "report"],
     ),
     (
         "cds.model.d_model=64",
         {"cds_train"},
-        ["cds_train", "cds_score", "sample", "combine", "bitext", "eval", "report"],
+        ["cds_train", "cds_score", "lexicon", "sample", "combine", "bitext", "eval", "report"],
+    ),
+    (
+        "lexicon.iterations=3",
+        {"lexicon"},
+        ["lexicon", "sample", "combine", "bitext", "eval", "report"],
     ),
     ("combine.sample_size=200", {"sample"}, ["sample", "combine", "bitext", "eval", "report"]),
     ("combine.target=0.6", {"combine"}, ["combine", "bitext", "eval", "report"]),
@@ -91,6 +97,7 @@ CASES = [
     ("sources.demo.synthetic_seed=1", {"synthetic"}, [n for n in NAMES if n != "labels"]),
     # Read by no stage's output: a progress bar, the BUCC-only evaluation keys.
     ("cds.progress=false", set(), []),
+    ("lexicon.progress=false", set(), []),
     ("train.progress=false", set(), []),
     ("eval.bucc_pairs=[de-en]", set(), []),
     # The value it already has: nothing changed.

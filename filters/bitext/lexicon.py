@@ -1,0 +1,288 @@
+"""Lexical translation probabilities (IBM Model 1) fitted on trusted pairs, as pair features.
+
+Two probabilistic dictionaries, p(t|s) and p(s|t), are fitted by EM on pairs known to be
+translations (the training pairs), as Bicleaner's classic classifier and Zipporah do. A candidate
+pair is then scored in each direction by the IBM Model 1 likelihood per token:
+
+    lex_fwd = mean over target tokens t of  log( sum over s in source + NULL of p(t|s) / (|source| + 1) )
+
+and ``lex_bwd`` the same from the target side. A translation has words whose partners are on the
+other side; a pair the encoder confused (same topic, other sentence) has few. On the demo's labelled
+sample (299 mined pairs, 89 GOOD) the two features alone have ROC AUC 0.92 each, against 0.84 for
+the margin, and the combined filter's out-of-fold AUC rises from 0.87 to 0.97 (bench/README.md).
+
+Everything is vectorised with NumPy: each EM iteration walks the pairs in chunks, building the
+chunk's (source token, target token) links, so memory is bounded by the chunk, not the corpus.
+Tokens are lower-cased and stripped of accents (NFKD); Han, kana and Hangul are one token per
+character, other scripts split at non-word characters. One table serves every language pair: the
+same spelling in two source languages shares a row, which costs little when each language's
+pairs teach its own words.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import unicodedata
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+log = logging.getLogger(__name__)
+
+NULL = "<null>"  # the source position every target token may align to
+# One token per CJK character (no spaces to split on), word runs elsewhere.
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
+_TOKEN = re.compile(rf"[{_CJK}]|[^\W{_CJK}]+")
+FLOOR = 1e-7  # the probability of a token no source word explains (log: -16.1)
+DIRECTIONS = ("fwd", "bwd")
+
+
+def tokens(text: str | None) -> list[str]:
+    """Lower-cased, accent-stripped word tokens of ``text`` (see the module docstring)."""
+    if not text:
+        return []
+    folded = unicodedata.normalize("NFKD", text.lower())
+    return _TOKEN.findall("".join(ch for ch in folded if not unicodedata.combining(ch)))
+
+
+@dataclass
+class _Ids:
+    """Sentences as token ids: ``flat`` every id, ``offsets[i]:offsets[i+1]`` sentence i."""
+
+    flat: np.ndarray
+    offsets: np.ndarray
+
+    @property
+    def lengths(self) -> np.ndarray:
+        return np.diff(self.offsets)
+
+
+def _encode(
+    sentences: Iterable[list[str]], vocab: dict[str, int], grow: bool, with_null: bool
+) -> _Ids:
+    flat: list[int] = []
+    offsets = [0]
+    for toks in sentences:
+        if with_null:
+            flat.append(0)
+        for t in toks:
+            i = vocab.get(t)
+            if i is None and grow:
+                i = vocab[t] = len(vocab)
+            flat.append(-1 if i is None else i)
+        offsets.append(len(flat))
+    return _Ids(np.asarray(flat, dtype=np.int64), np.asarray(offsets, dtype=np.int64))
+
+
+def _links(src: _Ids, trg: _Ids, a: int, b: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every (source id, target id, target position) link of pairs ``a:b``; the position
+    indexes ``trg.flat``, so links of one target token share it."""
+    ns, nt = src.lengths[a:b], trg.lengths[a:b]
+    counts = ns * nt
+    total = int(counts.sum())
+    if total == 0:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty, empty
+    pair = np.repeat(np.arange(b - a), counts)
+    j = np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
+    nt_l = nt[pair]
+    s_pos = src.offsets[a:b][pair] + j // nt_l
+    t_pos = trg.offsets[a:b][pair] + j % nt_l
+    return src.flat[s_pos], trg.flat[t_pos], t_pos
+
+
+class _Table:
+    """p(t|s) over the (s, t) keys seen together, looked up by sorted key."""
+
+    def __init__(self, keys: np.ndarray, probs: np.ndarray, n_trg: int) -> None:
+        self.keys, self.probs, self.n_trg = keys, probs, n_trg
+
+    def lookup(self, s: np.ndarray, t: np.ndarray) -> np.ndarray:
+        """p(t|s) per link; 0 for a pair never seen together or an unknown token (-1)."""
+        if not len(self.keys):
+            return np.zeros(len(s))
+        key = s * self.n_trg + t
+        i = np.minimum(np.searchsorted(self.keys, key), len(self.keys) - 1)
+        hit = (self.keys[i] == key) & (s >= 0) & (t >= 0)
+        return np.where(hit, self.probs[i], 0.0)
+
+
+def _fit_direction(src: _Ids, trg: _Ids, n_trg: int, iterations: int, chunk: int) -> _Table:
+    n = len(src.lengths)
+    parts = []
+    for a in range(0, n, chunk):
+        s, t, _ = _links(src, trg, a, min(n, a + chunk))
+        parts.append(np.unique(s * n_trg + t))
+    keys = np.unique(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.int64)
+    keys_src = keys // n_trg
+    probs = np.full(len(keys), 1.0 / max(n_trg, 1))  # uniform start, as IBM Model 1
+    for it in range(iterations):
+        counts = np.zeros(len(keys))
+        for a in range(0, n, chunk):
+            s, t, pos = _links(src, trg, a, min(n, a + chunk))
+            idx = np.searchsorted(keys, s * n_trg + t)
+            p = probs[idx]
+            # E step: a target token's mass is shared among its source tokens by p(t|s).
+            group = pos - trg.offsets[a]  # one group per target token of the chunk
+            z = np.bincount(group, weights=p)
+            counts += np.bincount(idx, weights=p / z[group], minlength=len(keys))
+        totals = np.bincount(keys_src, weights=counts)  # M step: normalise per source token
+        probs = counts / np.maximum(totals[keys_src], 1e-300)
+        log.debug("IBM-1 iteration %d of %d: %d links", it + 1, iterations, len(keys))
+    return _Table(keys, probs, n_trg)
+
+
+@dataclass
+class Lexicon:
+    """The two dictionaries and their vocabularies (id 0 of each is NULL)."""
+
+    src_vocab: dict[str, int]
+    trg_vocab: dict[str, int]
+    fwd: _Table  # p(trg token | src token), keys over (src id, trg id)
+    bwd: _Table  # p(src token | trg token), keys over (trg id, src id)
+    pairs: int
+
+    def score(
+        self, src: Sequence[str | None], trg: Sequence[str | None], max_tokens: int = 64
+    ) -> dict[str, np.ndarray]:
+        """``{"lex_fwd": ..., "lex_bwd": ...}`` per pair; NaN where the scored side has no
+        token (nothing to explain), so the combined model imputes it."""
+        st = [tokens(x)[:max_tokens] for x in src]
+        tt = [tokens(x)[:max_tokens] for x in trg]
+        return {
+            "lex_fwd": _score(self.fwd, st, tt, self.src_vocab, self.trg_vocab),
+            "lex_bwd": _score(self.bwd, tt, st, self.trg_vocab, self.src_vocab),
+        }
+
+
+def _score(
+    table: _Table,
+    given: list[list[str]],
+    explained: list[list[str]],
+    given_vocab: dict[str, int],
+    explained_vocab: dict[str, int],
+) -> np.ndarray:
+    g = _encode(given, given_vocab, grow=False, with_null=True)
+    e = _encode(explained, explained_vocab, grow=False, with_null=False)
+    out = np.full(len(given), np.nan)
+    s, t, pos = _links(g, e, 0, len(given))
+    p = table.lookup(s, t)
+    per_token = np.bincount(pos, weights=p, minlength=len(e.flat))
+    per_token = per_token / np.repeat(g.lengths, e.lengths)  # mean over source + NULL
+    logp = np.log(np.maximum(per_token, FLOOR))
+    sums = np.bincount(np.repeat(np.arange(len(given)), e.lengths), logp, minlength=len(given))
+    has = e.lengths > 0
+    out[has] = sums[has] / e.lengths[has]
+    return out
+
+
+def fit(
+    pairs: Iterable[tuple[str, str]],
+    iterations: int = 5,
+    max_tokens: int = 64,
+    chunk: int = 4096,
+) -> Lexicon:
+    """Both dictionaries by ``iterations`` of EM on ``pairs`` (each side cut to ``max_tokens``).
+    Pairs with an empty side teach nothing and are skipped (the caller counts them)."""
+    src_vocab: dict[str, int] = {NULL: 0}
+    trg_vocab: dict[str, int] = {NULL: 0}
+    st: list[list[str]] = []
+    tt: list[list[str]] = []
+    for a, b in pairs:
+        ta, tb = tokens(a)[:max_tokens], tokens(b)[:max_tokens]
+        if ta and tb:
+            st.append(ta)
+            tt.append(tb)
+    if not st:
+        raise ValueError("no pair with a token on both sides to learn a lexicon from")
+    s_fwd = _encode(st, src_vocab, grow=True, with_null=True)
+    t_fwd = _encode(tt, trg_vocab, grow=True, with_null=False)
+    s_bwd = _encode(st, src_vocab, grow=False, with_null=False)
+    t_bwd = _encode(tt, trg_vocab, grow=False, with_null=True)
+    return Lexicon(
+        src_vocab,
+        trg_vocab,
+        _fit_direction(s_fwd, t_fwd, len(trg_vocab), iterations, chunk),
+        _fit_direction(t_bwd, s_bwd, len(src_vocab), iterations, chunk),
+        len(st),
+    )
+
+
+def _table_rows(table: _Table, given: list[str], explained: list[str], min_prob: float):
+    keep = table.probs >= min_prob
+    keys = table.keys[keep]
+    return (
+        [given[i] for i in keys // table.n_trg],
+        [explained[i] for i in keys % table.n_trg],
+        table.probs[keep].astype(np.float32),
+    )
+
+
+def save(lexicon: Lexicon, path: str | Path, min_prob: float = 1e-4) -> int:
+    """Write ``path`` (Parquet: direction, given, explained, prob), dropping entries below
+    ``min_prob``; returns the entries written."""
+    src_words = _words(lexicon.src_vocab)
+    trg_words = _words(lexicon.trg_vocab)
+    cols: dict[str, list] = {"direction": [], "given": [], "explained": [], "prob": []}
+    for name, table, given, explained in (
+        ("fwd", lexicon.fwd, src_words, trg_words),
+        ("bwd", lexicon.bwd, trg_words, src_words),
+    ):
+        g, e, p = _table_rows(table, given, explained, min_prob)
+        cols["direction"] += [name] * len(g)
+        cols["given"] += g
+        cols["explained"] += e
+        cols["prob"] += p.tolist()
+    t = pa.table(
+        {
+            "direction": pa.array(cols["direction"], pa.string()),
+            "given": pa.array(cols["given"], pa.string()),
+            "explained": pa.array(cols["explained"], pa.string()),
+            "prob": pa.array(cols["prob"], pa.float32()),
+        }
+    ).replace_schema_metadata({"pairs": str(lexicon.pairs)})
+    pq.write_table(t, str(path))
+    return t.num_rows
+
+
+def _words(vocab: dict[str, int]) -> list[str]:
+    words = [""] * len(vocab)
+    for w, i in vocab.items():
+        words[i] = w
+    return words
+
+
+REQUIRED = ("direction", "given", "explained", "prob")
+
+
+def load(path: str | Path) -> Lexicon:
+    """A lexicon :func:`save` wrote; ValueError naming what is missing otherwise."""
+    t = pq.read_table(str(path))
+    missing = [c for c in REQUIRED if c not in t.column_names]
+    if missing:
+        raise ValueError(f"{path}: not a lexicon (no column {', '.join(missing)})")
+    meta = t.schema.metadata or {}
+    d = t.column("direction").to_pylist()
+    g = t.column("given").to_pylist()
+    e = t.column("explained").to_pylist()
+    p = t.column("prob").to_numpy().astype(np.float64)
+    src_vocab: dict[str, int] = {NULL: 0}
+    trg_vocab: dict[str, int] = {NULL: 0}
+    for direction, given, explained in zip(d, g, e):
+        a, b = (src_vocab, trg_vocab) if direction == "fwd" else (trg_vocab, src_vocab)
+        a.setdefault(given, len(a))
+        b.setdefault(explained, len(b))
+    tables = {}
+    for name, given_v, expl_v in (("fwd", src_vocab, trg_vocab), ("bwd", trg_vocab, src_vocab)):
+        rows = [i for i, x in enumerate(d) if x == name]
+        keys = np.array([given_v[g[i]] * len(expl_v) + expl_v[e[i]] for i in rows], dtype=np.int64)
+        order = np.argsort(keys)
+        tables[name] = _Table(keys[order], p[rows][order], len(expl_v))
+    return Lexicon(
+        src_vocab, trg_vocab, tables["fwd"], tables["bwd"], int(meta.get(b"pairs", b"0"))
+    )
