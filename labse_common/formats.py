@@ -57,8 +57,11 @@ MINED_DIRECTION_FIELDS = [
     ("margin_bwd", pa.float32()),
     ("mutual", pa.float32()),
 ]
+# With a lexicon (``mining mine --lexicon``): the IBM Model 1 scores of the pair both ways.
+MINED_LEXICAL_FIELDS = [("lex_fwd", pa.float32()), ("lex_bwd", pa.float32())]
 MINED_PAIR_OPTIONAL = [
     *MINED_DIRECTION_FIELDS,
+    *MINED_LEXICAL_FIELDS,
     *[
         (f"{side}_{name}", PROVENANCE_TYPES.get(name, pa.string()))
         for side in ("src", "trg")

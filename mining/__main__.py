@@ -66,6 +66,21 @@ def add_scoring_options(p: argparse.ArgumentParser):
 def _add_mining_options(p: argparse.ArgumentParser) -> None:
     g = add_scoring_options(p)
     g.add_argument(
+        "--lexicon",
+        metavar="FILE",
+        help="IBM Model 1 dictionaries (`filters lexicon`'s lexicon.parquet): adds lex_fwd and "
+        "lex_bwd to the mined pairs, and with mining.lexicon_weight > 0 re-ranks each "
+        "sentence's mining.lexicon_candidates nearest by margin + weight * (lex_fwd + lex_bwd)",
+    )
+    g.add_argument(
+        "--lexicon-weight",
+        type=float,
+        help="weight of the lexical scores (default 0: features only)",
+    )
+    g.add_argument(
+        "--lexicon-candidates", type=int, help="candidates re-ranked per sentence (default 16)"
+    )
+    g.add_argument(
         "--index",
         help="flat (exact, blocked), auto (the planner's choice), ivf_flat, ivf_sq8, ivf_pq, "
         "ivf_pqfs, opq_ivf_pq (or ivf, ivfsq, ivfpq, opq), ivfNNN, or a FAISS factory string "
@@ -112,7 +127,9 @@ def cmd_mine(args: argparse.Namespace) -> int:
         raise UsageError("give either --model DIR or both --src-emb and --trg-emb")
     if not args.model and not (args.src_emb and args.trg_emb):
         raise UsageError("give both --src-emb and --trg-emb")
-    _require_inputs(("--src-text", args.src_text), ("--trg-text", args.trg_text))
+    _require_inputs(
+        ("--src-text", args.src_text), ("--trg-text", args.trg_text), ("--lexicon", args.lexicon)
+    )
     # Written under OUT/_tmp-<id>/; a remote OUT: staged locally, uploaded and committed at the end.
     with staged_output(args.output, args.overwrite) as tmp:
         report = run_mine(
@@ -125,6 +142,7 @@ def cmd_mine(args: argparse.Namespace) -> int:
             model=args.model,
             src_lang=args.src_lang,
             trg_lang=args.trg_lang,
+            lexicon=args.lexicon,
         )
     _print_stats(report)
     return 0
@@ -137,6 +155,7 @@ def cmd_mine_many(args: argparse.Namespace) -> int:
     pairs = language_pairs(cfg.pairs)  # checked (and normalised) before the output is claimed
     if not args.model and not args.emb:
         raise UsageError("give --model DIR or --emb PATTERN")
+    _require_inputs(("--lexicon", args.lexicon))
     with staged_output(args.output, args.overwrite) as tmp:  # remote: staged locally, then uploaded
         reports = run_many(
             pairs,
@@ -145,6 +164,7 @@ def cmd_mine_many(args: argparse.Namespace) -> int:
             cfg,
             emb_pattern=args.emb,
             model=args.model,
+            lexicon=args.lexicon,
         )
     for pair, rep in reports.items():
         print(f"== {pair}")

@@ -16,10 +16,13 @@ from labse_common.langs import parse_pair
 from labse_common.sections.mining import MiningConfig
 from labse_common.stats import StageCounter
 from mining.corpus import Corpus, Side, prepare_side, read_corpus
+from mining.lexicon import Lexicon
 from mining.mine import (
+    _texts,
     bounded_layout,
-    direction_features,
     encode_corpus,
+    load_lexicon,
+    mine_sides,
     save_store,
     write_outputs,
 )
@@ -132,6 +135,7 @@ def run_many(
     cfg: MiningConfig,
     emb_pattern: str | None = None,
     model: str | None = None,
+    lexicon: str | None = None,
 ) -> dict[str, dict]:
     """Mine each pair (``de-en`` or ``("de", "en")``, any spelling :func:`language_pairs`
     reads) into ``out_dir/<src>-<trg>`` of normalised codes; returns the stats per pair.
@@ -142,6 +146,7 @@ def run_many(
     if "{lang}" not in corpus_pattern or (emb_pattern and "{lang}" not in emb_pattern):
         raise UsageError("--corpus and --emb patterns must contain {lang}")
     pairs = language_pairs(pairs)
+    lex = load_lexicon(lexicon)
     out = Path(out_dir)
     order = list(dict.fromkeys(lang for pair in pairs for lang in pair))
     inputs = read_inputs(order, corpus_pattern, emb_pattern, model)
@@ -163,7 +168,7 @@ def run_many(
         counter = StageCounter()
         counter.merge(_renamed(s.counts, "src_sentences"))
         counter.merge(_renamed(t.counts, "trg_sentences"))
-        found, cosine, extra, features = _mine_pair(s, t, cfg, counter)
+        found, cosine, extra, features = _mine_pair(s, t, cfg, counter, lex)
         pair_out = out / f"{src}-{trg}"
         pair_out.mkdir(parents=True, exist_ok=True)
         extra.update(src_lang=src, trg_lang=trg)
@@ -184,9 +189,11 @@ def run_many(
     return reports
 
 
-def _mine_pair(s: Language, t: Language, cfg: MiningConfig, counter: StageCounter):
+def _mine_pair(
+    s: Language, t: Language, cfg: MiningConfig, counter: StageCounter, lexicon: Lexicon | None
+):
     """One language pair through the bounded miner (both sides read from their stores)."""
-    from mining.bounded import VectorSide, mine_bounded
+    from mining.bounded import VectorSide
 
     n_src, n_trg = len(s.side.offsets) - 1, len(t.side.offsets) - 1
     if n_src == 0 or n_trg == 0:
@@ -202,16 +209,5 @@ def _mine_pair(s: Language, t: Language, cfg: MiningConfig, counter: StageCounte
         return found, np.zeros(0, np.float32), {}, None
     sv = VectorSide(s.store, rows=s.side.representative())
     tv = VectorSide(t.store, rows=t.side.representative())
-    res = mine_bounded(sv, tv, cfg, bounded_layout(cfg, n_src, n_trg), counter)
-    found = res.pairs
-    cosine = (
-        np.einsum("nd,nd->n", sv.gather(found.src), tv.gather(found.trg))
-        if len(found)
-        else np.zeros(0, np.float32)
-    )
-    return (
-        found,
-        cosine,
-        {"index": res.factories, "seconds_by_step": res.seconds},
-        direction_features(res.scored, found),
-    )
+    texts = (_texts(s.corpus, s.side), _texts(t.corpus, t.side)) if lexicon else None
+    return mine_sides(sv, tv, cfg, bounded_layout(cfg, n_src, n_trg), counter, lexicon, texts)

@@ -88,11 +88,20 @@ class Scored:
     bwd_scores: np.ndarray
 
 
-def score(nb: Neighbours, margin: str) -> Scored:
+def _nearest(sims: np.ndarray, k: int | None) -> np.ndarray:
+    """Each row's ``k`` highest similarities (all of them when ``k`` is None or covers them)."""
+    if k is None or sims.shape[1] <= k:
+        return sims
+    return -np.partition(-sims, k - 1, axis=1)[:, :k]
+
+
+def score(nb: Neighbours, margin: str, k: int | None = None) -> Scored:
     """Margin-score every kNN candidate in both directions (LASER's score_candidates): the one
-    scoring of the in-memory path, bounded mining and the planner's calibration."""
-    fwd_mean = neighbourhood_mean(nb.fwd_sims)
-    bwd_mean = neighbourhood_mean(nb.bwd_sims)
+    scoring of the in-memory path, bounded mining and the planner's calibration. ``k``: the
+    neighbourhood means use each row's k nearest only, when more candidates were fetched (the
+    lexical re-ranking looks past the k that define the margin)."""
+    fwd_mean = neighbourhood_mean(_nearest(nb.fwd_sims, k))
+    bwd_mean = neighbourhood_mean(_nearest(nb.bwd_sims, k))
     fwd = score_candidates(nb.fwd_sims, nb.fwd_inds, fwd_mean, bwd_mean, margin)
     bwd = score_candidates(nb.bwd_sims, nb.bwd_inds, bwd_mean, fwd_mean, margin)
     return Scored(nb, fwd_mean, bwd_mean, fwd, bwd)

@@ -33,6 +33,9 @@ from labse_common.stats import StageCounter, check_balanced, write_report
 from mining.bounded import Layout, VectorSide, mine_bounded
 from mining.corpus import Corpus, Side, expand_pairs, prepare_side, read_corpus
 from mining.knn import Neighbours, knn
+from mining.lexical_rerank import mine_with_lexicon
+from mining.lexicon import Lexicon
+from mining.lexicon import load as read_lexicon
 from mining.margin import Scored, score  # noqa: F401
 from mining.output import WRITE_SLICE_ROWS, write_histogram, write_pairs
 from mining.retrieval import Pairs, retrieve
@@ -299,6 +302,7 @@ def run_mine(
     runner=None,
     extra: dict | None = None,
     workdir: str | None = None,
+    lexicon: str | None = None,
 ) -> dict:
     """Mine one corpus pair from files and write mined.parquet/.tsv.gz, histogram, stats.json.
 
@@ -331,13 +335,10 @@ def run_mine(
     tv = VectorSide(inp.trg_emb, rows=trg.representative())
     layout = bounded_layout(cfg, n_src, n_trg, runner)
     layout.workdir = workdir
-    res = mine_bounded(sv, tv, cfg, layout, counter)
-    pairs = res.pairs
-    xs, ys = sv.gather(pairs.src), tv.gather(pairs.trg)
-    cosine = np.einsum("nd,nd->n", xs, ys) if len(pairs) else np.zeros(0, np.float32)
-    extra["index"] = res.factories
-    extra["shards"] = layout.shards
-    extra["seconds_by_step"] = res.seconds
+    lex = load_lexicon(lexicon)
+    texts = (_texts(inp.src_c, src), _texts(inp.trg_c, trg)) if lex else None
+    pairs, cosine, found_extra, features = mine_sides(sv, tv, cfg, layout, counter, lex, texts)
+    extra.update(found_extra, shards=layout.shards)
     return write_outputs(
         inp.out,
         pairs,
@@ -350,8 +351,49 @@ def run_mine(
         cfg,
         inp.t0,
         extra,
-        direction_features(res.scored, pairs),
+        features,
     )
+
+
+def _texts(corpus: Corpus, side: Side) -> pa.ChunkedArray:
+    """The text of each compact row of ``side`` (its first member's)."""
+    return corpus.text.take(pa.array(side.representative(), pa.int64()))
+
+
+def load_lexicon(path: str | None) -> Lexicon | None:
+    """The dictionaries of ``--lexicon`` (``filters lexicon``'s lexicon.parquet), or None."""
+    if path is None:
+        return None
+    if not os.path.isfile(path):
+        raise UsageError(f"--lexicon {path}: not found (a lexicon.parquet of filters lexicon)")
+    try:
+        return read_lexicon(path)
+    except (ValueError, OSError) as e:
+        raise InputError(path, str(e), "--lexicon") from e
+
+
+def mine_sides(
+    sv: VectorSide,
+    tv: VectorSide,
+    cfg: MiningConfig,
+    layout: Layout,
+    counter: StageCounter,
+    lex: Lexicon | None = None,
+    texts: tuple[pa.ChunkedArray, pa.ChunkedArray] | None = None,
+) -> tuple[Pairs, np.ndarray, dict, dict[str, np.ndarray]]:
+    """Mine two sides' stores: the pairs, their cosines, what the search reports (index,
+    seconds per step) and the per-pair feature columns (the directions', and with a lexicon
+    ``lex_fwd``/``lex_bwd``, its candidates re-ranked as :mod:`mining.lexical_rerank` says)."""
+    if lex is None:
+        res = mine_bounded(sv, tv, cfg, layout, counter)
+        lexical: dict[str, np.ndarray] = {}
+    else:
+        res, lexical = mine_with_lexicon(sv, tv, cfg, layout, counter, lex, *texts)
+    pairs = res.pairs
+    xs, ys = sv.gather(pairs.src), tv.gather(pairs.trg)
+    cosine = np.einsum("nd,nd->n", xs, ys) if len(pairs) else np.zeros(0, np.float32)
+    extra = {"index": res.factories, "seconds_by_step": res.seconds}
+    return pairs, cosine, extra, {**direction_features(res.scored, pairs), **lexical}
 
 
 def _write_nothing_mined(inp: MineInputs, cfg: MiningConfig, extra: dict) -> dict:

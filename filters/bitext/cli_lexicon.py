@@ -1,10 +1,12 @@
-"""score pairs with IBM Model 1 dictionaries fitted on trusted pairs (lex_fwd, lex_bwd)
+"""fit IBM Model 1 dictionaries on trusted pairs; score pairs with them (lex_fwd, lex_bwd)
 
-``python -m filters lexicon (--fit TRUSTED | --lexicon FILE) --pairs PAIRS --output DIR``
+``python -m filters lexicon --fit TRUSTED [--pairs PAIRS] --output DIR``
+``python -m filters lexicon --lexicon FILE --pairs PAIRS --output DIR``
 
 Fits p(trg word | src word) and p(src word | trg word) by EM on ``--fit`` (pairs known to be
 translations, e.g. the encoder's training pairs), or reads them from ``--lexicon`` (the
-``lexicon.parquet`` of an earlier run), then scores every pair of ``--pairs``:
+``lexicon.parquet`` of an earlier run). ``mining mine --lexicon`` re-ranks candidates with them
+and adds the two scores to the mined pairs; ``--pairs`` scores any other pair file here:
 
     lex_fwd = mean over trg tokens of log( mean over src tokens + NULL of p(t|s) )
 
@@ -12,8 +14,8 @@ and ``lex_bwd`` the same from the other side (:mod:`filters.bitext.lexicon`). Hi
 the pair's words are explained by the other side. ``filters combine`` uses both as features.
 Writes into the claimed folder DIR (committed at the end):
 
-* ``DIR/scored.parquet``: every column of --pairs plus lex_fwd and lex_bwd (NaN where a side has
-  no word token);
+* ``DIR/scored.parquet`` (with --pairs): every column of --pairs plus lex_fwd and lex_bwd (NaN
+  where a side has no word token);
 * ``DIR/lexicon.parquet`` (with --fit): the dictionaries, entries >= lexicon.min_prob;
 * ``DIR/stats.json``: unit ``fit_pairs`` (dropped: no_word_token, over_max_pairs) and ``pairs``.
 """
@@ -29,6 +31,7 @@ from pathlib import Path
 from filters.bitext.cliutil import (
     add_common_options,
     add_layout_option,
+    local_input,
     positive,
     run_command,
     section_config,
@@ -37,6 +40,7 @@ from filters.bitext.cliutil import (
 from filters.bitext.pair_io import iter_pair_batches, no_pairs
 from filters.bitext.score_file import score_pairs_file
 from labse_common.errors import InputError, UsageError
+from labse_common.filesystems import is_remote
 from labse_common.output_dir import OutputDir
 from labse_common.stats import StageCounter
 
@@ -62,9 +66,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--pairs",
-        required=True,
         metavar="PAIRS",
-        help="the pairs to score: mining/rules/cds-score output (Parquet) or TSV src<TAB>trg",
+        help="pairs to score: mining/rules/cds-score output (Parquet) or TSV src<TAB>trg "
+        "(without it, --fit only fits and saves the dictionaries)",
     )
     p.add_argument(
         "--batch-rows",
@@ -81,7 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _fit_pairs(path: str, cfg, layout: str, counter: StageCounter):
     """(src, trg) of the first ``max_pairs`` usable pairs of ``path``, counted under fit_pairs."""
-    from filters.bitext.lexicon import tokens
+    from mining.lexicon import tokens
 
     reader = StageCounter()
     seen = False
@@ -103,27 +107,26 @@ def _fit_pairs(path: str, cfg, layout: str, counter: StageCounter):
 
 
 def _fitted(args, cfg, out_tmp: str, counter: StageCounter):
-    from filters.bitext import lexicon
+    from mining import lexicon
 
     if args.lexicon:
-        if not os.path.isfile(args.lexicon):
-            raise UsageError(f"--lexicon {args.lexicon}: not found")
         try:
             return lexicon.load(args.lexicon)
         except (ValueError, OSError) as e:
-            raise InputError(f"--lexicon {args.lexicon}: {e}") from e
+            raise InputError(args.lexicon, str(e), "--lexicon") from e
     try:
         fitted = lexicon.fit(
             _fit_pairs(args.fit, cfg, args.layout, counter), cfg.iterations, cfg.max_tokens
         )
     except ValueError as e:  # no pair with a word on both sides
-        raise InputError(f"--fit {args.fit}: {e}") from e
+        raise InputError(args.fit, str(e), "--fit") from e
     path = Path(out_tmp) / LEXICON
     entries = lexicon.save(fitted, path, cfg.min_prob)
     log.info(
         "lexicon: %d pairs fitted, %d entries >= %g saved", fitted.pairs, entries, cfg.min_prob
     )
-    return lexicon.load(path)  # score with what is saved, as a later --lexicon run would
+    # Scored with what is saved, as a later --lexicon run would score.
+    return lexicon.load(path) if args.pairs else fitted
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -132,30 +135,39 @@ def main(argv: list[str] | None = None) -> int:
     def body() -> int:
         cfg = section_config("lexicon", args)
         positive(args.batch_rows, "--batch-rows")
-        if args.fit and not os.path.exists(args.fit):
-            raise UsageError(f"--fit {args.fit}: not found")
-        if not os.path.exists(args.pairs):
-            raise UsageError(f"--pairs {args.pairs}: not found")
+        if args.lexicon and not args.pairs:
+            raise UsageError("--lexicon without --pairs: nothing to score (give --pairs)")
+        local_input(args.lexicon, "--lexicon", "a lexicon file")
+        for flag, path in (
+            ("--fit", args.fit),
+            ("--pairs", args.pairs),
+            ("--lexicon", args.lexicon),
+        ):
+            # Before the fit's seconds: a wrong path is found at once.
+            if path and not is_remote(path) and not os.path.exists(path):
+                raise UsageError(f"{flag} {path}: not found")
         t0 = time.perf_counter()
         counter = StageCounter()
         with OutputDir(args.output, args.overwrite).open() as out:
             lex = _fitted(args, cfg, out.tmp, counter)
 
-            def scorer(src, trg):
-                return lex.score(src, trg, cfg.max_tokens)
+            if args.pairs:
 
-            score_pairs_file(
-                scorer,
-                args.pairs,
-                "--pairs",
-                "pairs",
-                Path(out.tmp) / "scored.parquet",
-                counter,
-                args.batch_rows,
-                args.layout,
-                cfg.progress,
-                "lexicon",
-            )
+                def scorer(src, trg):
+                    return lex.score(src, trg, cfg.max_tokens)
+
+                score_pairs_file(
+                    scorer,
+                    args.pairs,
+                    "--pairs",
+                    "pairs",
+                    Path(out.tmp) / "scored.parquet",
+                    counter,
+                    args.batch_rows,
+                    args.layout,
+                    cfg.progress,
+                    "lexicon",
+                )
             report = counter.to_report(
                 STAGE,
                 pairs_file=args.pairs,
@@ -165,8 +177,9 @@ def main(argv: list[str] | None = None) -> int:
             )
             write_stats(out.tmp, report)
         c = report["counts"]
-        fitted = f" (fitted on {c['fit_pairs']['out']} pairs)" if "fit_pairs" in c else ""
-        print(f"lexicon: {c['pairs']['out']} pairs scored{fitted} -> {args.output}")
+        done = [f"fitted on {c['fit_pairs']['out']} pairs"] if "fit_pairs" in c else []
+        done += [f"{c['pairs']['out']} pairs scored"] if "pairs" in c else []
+        print(f"lexicon: {', '.join(done)} -> {args.output}")
         return 0
 
     return run_command(args, body, log, "lexicon")

@@ -47,7 +47,6 @@ from filters.bitext.calibrate import (
     check_labels,
     roc_auc,
 )
-from filters.bitext.lexicon import tokens
 
 # The feature names are declared in the config section (it checks combine.features at load,
 # below this package); re-exported, their names here since this module was written.
@@ -58,6 +57,7 @@ from labse_common.sections.combine import (  # noqa: F401
     known_feature,
     known_feature_names,
 )
+from mining.lexicon import tokens
 
 # The section's type only: the section declares the names, this module reads them.
 if TYPE_CHECKING:

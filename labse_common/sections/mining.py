@@ -52,6 +52,16 @@ class MiningConfig:
     shard_rows: int | None = option(
         None, min=1, help="rows per shard of sharded search; null = one shard per worker"
     )
+    lexicon_weight: float = option(
+        0.0,
+        min=0.0,
+        help="with --lexicon: each sentence's lexicon_candidates nearest by margin are re-ranked "
+        "by margin + weight * (lex_fwd + lex_bwd); 0 = margin alone (--lexicon then only adds "
+        "the two columns to the mined pairs)",
+    )
+    lexicon_candidates: int = option(
+        16, min=1, help="candidates per sentence re-ranked with the lexicon (at least k)"
+    )
     pairs: list[str] = option([], help="for mine-many, e.g. [de-en, fr-en]")
     progress: bool = option(True, help="progress bars of the kNN search")
 

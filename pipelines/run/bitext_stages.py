@@ -107,51 +107,11 @@ def CDS_SCORE(c: Context) -> list[Command]:
     ]
 
 
-def _cds_scored(c: Context) -> Path:
-    """The rule-filtered pairs, with their CDS scores when that stage ran."""
+def _candidates(c: Context) -> Path:
+    """The pairs the final filter judges: scored by CDS when it ran, else as the rules kept them."""
     if c.on.get(CDS_SCORE.name):
         return c.d(CDS_SCORE) / "scored.parquet"
     return c.d(RULES) / "kept_all.parquet"
-
-
-def _lexicon_off(c: Context) -> str | None:
-    if not has_source(c, "pairs"):
-        return "no training pairs (sources.pairs) to fit the lexicon on"
-    return None
-
-
-@stage(
-    "IBM Model 1 dictionaries fitted on the training pairs: lex_fwd and lex_bwd of the "
-    "rule-filtered pairs",
-    reads=keys("lexicon"),
-    inputs=(RULES, INPUTS),
-    optional_inputs=(CDS_SCORE,),
-    outputs=("scored.parquet", "lexicon.parquet", "stats.json"),
-    optional=True,
-    off=_lexicon_off,
-)
-def LEXICON(c: Context) -> list[Command]:
-    return [
-        c.py(
-            "filters",
-            "lexicon",
-            "--fit",
-            c.d(INPUTS) / "train_pairs.tsv",
-            "--pairs",
-            _cds_scored(c),
-            "--output",
-            c.d(LEXICON),
-            "--overwrite",
-            *c.config_args,
-        )
-    ]
-
-
-def _candidates(c: Context) -> Path:
-    """The pairs the final filter judges, with every score the stages before it added."""
-    if c.on.get(LEXICON.name):
-        return c.d(LEXICON) / "scored.parquet"
-    return _cds_scored(c)
 
 
 def _label_from_eval(c: Context) -> bool:
@@ -163,7 +123,7 @@ def _label_from_eval(c: Context) -> bool:
     "sources.label_from=eval labelled from half 0 of the eval alignment",
     reads=("combine.sample_size", "combine.margin_buckets", "combine.seed", "sources.label_from"),
     inputs=(RULES, INPUTS),
-    optional_inputs=(CDS_SCORE, LEXICON),
+    optional_inputs=(CDS_SCORE,),
     outputs=("sample.tsv", "sample.parquet", "stats.json"),
 )
 def SAMPLE(c: Context) -> list[Command]:
@@ -235,7 +195,7 @@ def LABELS(c: Context) -> list[Command]:
     "combined pair score fitted on the labelled sample; threshold for combine.target GOOD with its interval",
     reads=keys("combine", but=("sample_size", "margin_buckets", "labels")),
     inputs=(SAMPLE, RULES),
-    optional_inputs=(CDS_SCORE, LEXICON, LABELS),
+    optional_inputs=(CDS_SCORE, LABELS),
     outputs=("scored.parquet", "model.json", "combined.json", "stats.json"),
 )
 def COMBINE(c: Context) -> list[Command]:

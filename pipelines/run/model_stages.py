@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pipelines.run.corpus_stages import INPUTS, SENTENCES
+from pipelines.run.corpus_stages import INPUTS, SENTENCES, has_source
 from pipelines.run.declare import Command, Context, keys, stage
 
 
@@ -146,13 +146,46 @@ def EMBED(c: Context) -> list[Command]:
     ]
 
 
+def _lexicon_off(c: Context) -> str | None:
+    if not has_source(c, "pairs"):
+        return "no training pairs (sources.pairs) to fit the lexicon on"
+    return None
+
+
 @stage(
-    "FAISS kNN + margin scoring of every pair of mining.pairs",
+    "IBM Model 1 dictionaries fitted on the training pairs (the miner re-ranks with them; "
+    "lex_fwd and lex_bwd of the mined pairs)",
+    reads=keys("lexicon"),
+    inputs=(INPUTS,),
+    outputs=("lexicon.parquet", "stats.json"),
+    optional=True,
+    off=_lexicon_off,
+)
+def LEXICON(c: Context) -> list[Command]:
+    return [
+        c.py(
+            "filters",
+            "lexicon",
+            "--fit",
+            c.d(INPUTS) / "train_pairs.tsv",
+            "--output",
+            c.d(LEXICON),
+            "--overwrite",
+            *c.config_args,
+        )
+    ]
+
+
+@stage(
+    "FAISS kNN + margin scoring of every pair of mining.pairs (candidates re-ranked with the "
+    "lexicon when mining.lexicon_weight > 0)",
     reads=keys("mining"),
     inputs=(SENTENCES, EMBED),
+    optional_inputs=(LEXICON,),
     outputs=lambda c: [f"{p}/mined.parquet" for p in c.pairs],
 )
 def MINE(c: Context) -> list[Command]:
+    lexicon = ["--lexicon", c.d(LEXICON) / "lexicon.parquet"] if c.on.get(LEXICON.name) else []
     return [
         c.py(
             "mining",
@@ -165,6 +198,7 @@ def MINE(c: Context) -> list[Command]:
             str(c.d(EMBED) / "{lang}"),
             "--output",
             c.d(MINE),
+            *lexicon,
             *c.config_args,
             "--overwrite",
         )

@@ -589,6 +589,22 @@ TABLE: dict[str, Cmd] = {
         "{D}/pairs.parquet",
         ok={"damaged_parquet": _lost_row_group("pairs")},
     ),
+    "filters lexicon": Cmd(
+        [
+            "lexicon",
+            "--fit",
+            "{D}/trusted.tsv",
+            "--pairs",
+            "{IN}",
+            "--output",
+            "{OUT}",
+            "--set",
+            "progress=false",
+        ],
+        "parquet",
+        "{D}/pairs.parquet",
+        ok={"damaged_parquet": _lost_row_group("pairs")},
+    ),
     "filters calibrate": Cmd(
         ["calibrate", "--scored", "{IN}", "--labels", "{D}/labels.tsv", "--output", "{OUT}"],
         "parquet",

@@ -1,7 +1,7 @@
 """The contract of every ``python -m filters`` command, on bad input and shared outputs.
 
 * a Parquet input damaged in the middle (footer intact, so it opens): the commands whose pairs
-  stand alone (:data:`PER_PAIR`: rules, cds-score, apply) read past the damaged row group and
+  stand alone (:data:`PER_PAIR`: rules, cds-score, lexicon, apply) read past the damaged row group and
   count its pairs dropped ``damaged_row_group`` (exit 0, balanced stats); the commands whose
   result depends on the whole file (a threshold, a sample, a training set, a margin over
   neighbours, the final export) refuse it: exit 2 and one error line naming the file and the
@@ -157,6 +157,10 @@ def _cases(d: Path, model: str) -> dict[str, tuple[list[str], str]]:
             ["--model", model, "--pairs", "DAMAGED", "--threads", "1", "--set", "progress=false"],
             "--pairs",
         ),
+        "lexicon": (
+            ["--fit", str(d / "trusted.tsv"), "--pairs", "DAMAGED", "--set", "progress=false"],
+            "--pairs",
+        ),
         "calibrate": (["--scored", "DAMAGED", "--labels", str(d / "labels.tsv")], "--scored"),
         "apply": (["--scored", "DAMAGED", "--threshold", str(d / "threshold.json")], "--scored"),
         "sample": (["--pairs", "DAMAGED", "--n", "20"], "--pairs"),
@@ -188,11 +192,12 @@ def test_every_command_has_a_case(data):
 # A pair's decision here does not depend on the other pairs: losing a row group loses those pairs
 # only, counted. Elsewhere the lost rows would change every kept row's result (a calibrated
 # threshold, a sample's draw, a trained model, margins over neighbours), so damage is refused.
-PER_PAIR = ("rules", "cds-score", "apply")
+PER_PAIR = ("rules", "cds-score", "lexicon", "apply")
 #: Where each PER_PAIR command writes the pairs it read (kept and dropped alike).
 PER_PAIR_OUTPUTS = {
     "rules": ("kept.parquet",),
     "cds-score": ("scored.parquet",),
+    "lexicon": ("scored.parquet",),
     "apply": ("kept.parquet",),
 }
 

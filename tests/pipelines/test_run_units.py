@@ -290,24 +290,20 @@ def test_a_refused_optional_stage_makes_the_rest_fall_back(tmp_path: Path):
     assert BY_NAME["cds_train"].optional and not BY_NAME["train"].optional
     # The final filter is not optional: an unreachable target is the ending combine.on_unreachable names.
     assert not BY_NAME["sample"].optional and not BY_NAME["combine"].optional
-    # Each scorer adds its columns to the pairs the one before it wrote.
     sample_cmd = BY_NAME["sample"].commands(ctx)[0]
-    assert str(tmp_path / "lexicon" / "scored.parquet") in sample_cmd
-    lexicon_cmd = BY_NAME["lexicon"].commands(ctx)[0]
-    assert str(tmp_path / "cds_score" / "scored.parquet") in lexicon_cmd
+    assert str(tmp_path / "cds_score" / "scored.parquet") in sample_cmd
+    # The miner re-ranks with the lexicon stage's dictionaries.
+    assert str(tmp_path / "lexicon" / "lexicon.parquet") in BY_NAME["mine"].commands(ctx)[0]
     ctx.soft_failed["cds_train"] = "error: fewer than cds.min_trusted usable trusted pairs"
+    ctx.soft_failed["lexicon"] = "error: no pair with a token on both sides"
     plans = {p.stage.name: p for p in make_plan(ctx)}
     assert plans["cds_train"].action == "off" and "min_trusted" in plans["cds_train"].reason
     assert plans["cds_score"].action == "off" and "cds_train" in plans["cds_score"].reason
-    assert plans["lexicon"].action == "run"
+    assert plans["lexicon"].action == "off" and plans["mine"].action == "run"
     assert plans["sample"].action == plans["combine"].action == plans["bitext"].action == "run"
-    # Without CDS the lexicon scores the pairs the rules kept; without both, the sample and the
-    # combined score use those pairs as they are.
-    assert str(tmp_path / "rules" / "kept_all.parquet") in BY_NAME["lexicon"].commands(ctx)[0]
-    ctx.soft_failed["lexicon"] = "error: no pair with a token on both sides"
-    plans = {p.stage.name: p for p in make_plan(ctx)}
-    assert plans["lexicon"].action == "off"
-    assert plans["sample"].action == plans["combine"].action == plans["bitext"].action == "run"
+    # Without the lexicon the miner ranks by margin alone; without CDS the sample and the
+    # combined score use the pairs the rules kept.
+    assert "--lexicon" not in BY_NAME["mine"].commands(ctx)[0]
     sample_cmd = BY_NAME["sample"].commands(ctx)[0]
     assert str(tmp_path / "rules" / "kept_all.parquet") in sample_cmd
     bitext_cmd = BY_NAME["bitext"].commands(ctx)[0]

@@ -266,3 +266,15 @@ def test_sample_and_combine_commands(tmp_path):
     bad = tmp_path / "bad"
     assert _run(cli_combine, [*argv[:-1], str(bad), "--features", "cds_scor"]) == 2
     assert not bad.exists()
+
+
+def test_char3_cosine_rewards_spellings_both_sides_share():
+    from filters.bitext.combine import DERIVED
+
+    v = DERIVED["char3_cosine"](
+        ["Angela Merkel besuchte 2019 Paris.", "Der Hund schläft.", "", "Ça va"],
+        ["Angela Merkel visited Paris in 2019.", "The stock market fell sharply.", "x", "CA VA"],
+    )
+    assert v[0] > 0.5 > 0.2 > v[1]
+    assert v[2] == 0.0  # an empty side shares nothing
+    assert v[3] == pytest.approx(1.0)  # case and accents folded

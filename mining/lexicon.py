@@ -79,21 +79,29 @@ def _encode(
     return _Ids(np.asarray(flat, dtype=np.int64), np.asarray(offsets, dtype=np.int64))
 
 
-def _links(src: _Ids, trg: _Ids, a: int, b: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Every (source id, target id, target position) link of pairs ``a:b``; the position
-    indexes ``trg.flat``, so links of one target token share it."""
-    ns, nt = src.lengths[a:b], trg.lengths[a:b]
+def _links(
+    src: _Ids, trg: _Ids, s_rows: np.ndarray, t_rows: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every (source id, target id, link's target token) of the pairs (s_rows[k], t_rows[k]).
+    The third array numbers the pairs' target tokens 0.. in pair order, so the links of one
+    target token share it."""
+    ns, nt = src.lengths[s_rows], trg.lengths[t_rows]
     counts = ns * nt
     total = int(counts.sum())
     if total == 0:
         empty = np.zeros(0, dtype=np.int64)
         return empty, empty, empty
-    pair = np.repeat(np.arange(b - a), counts)
+    pair = np.repeat(np.arange(len(s_rows)), counts)
     j = np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
     nt_l = nt[pair]
-    s_pos = src.offsets[a:b][pair] + j // nt_l
-    t_pos = trg.offsets[a:b][pair] + j % nt_l
-    return src.flat[s_pos], trg.flat[t_pos], t_pos
+    s_pos = src.offsets[s_rows][pair] + j // nt_l
+    t_pos = trg.offsets[t_rows][pair] + j % nt_l
+    token = (np.cumsum(nt) - nt)[pair] + j % nt_l
+    return src.flat[s_pos], trg.flat[t_pos], token
+
+
+def _span(a: int, b: int) -> np.ndarray:
+    return np.arange(a, b, dtype=np.int64)
 
 
 class _Table:
@@ -116,7 +124,8 @@ def _fit_direction(src: _Ids, trg: _Ids, n_trg: int, iterations: int, chunk: int
     n = len(src.lengths)
     parts = []
     for a in range(0, n, chunk):
-        s, t, _ = _links(src, trg, a, min(n, a + chunk))
+        rows = _span(a, min(n, a + chunk))
+        s, t, _ = _links(src, trg, rows, rows)
         parts.append(np.unique(s * n_trg + t))
     keys = np.unique(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.int64)
     keys_src = keys // n_trg
@@ -124,11 +133,11 @@ def _fit_direction(src: _Ids, trg: _Ids, n_trg: int, iterations: int, chunk: int
     for it in range(iterations):
         counts = np.zeros(len(keys))
         for a in range(0, n, chunk):
-            s, t, pos = _links(src, trg, a, min(n, a + chunk))
+            rows = _span(a, min(n, a + chunk))
+            s, t, group = _links(src, trg, rows, rows)
             idx = np.searchsorted(keys, s * n_trg + t)
             p = probs[idx]
             # E step: a target token's mass is shared among its source tokens by p(t|s).
-            group = pos - trg.offsets[a]  # one group per target token of the chunk
             z = np.bincount(group, weights=p)
             counts += np.bincount(idx, weights=p / z[group], minlength=len(keys))
         totals = np.bincount(keys_src, weights=counts)  # M step: normalise per source token
@@ -147,37 +156,68 @@ class Lexicon:
     bwd: _Table  # p(src token | trg token), keys over (trg id, src id)
     pairs: int
 
+    def encode(self, texts: Sequence[str | None], side: str, max_tokens: int = 64) -> Encoded:
+        """``texts`` of the ``"src"`` or ``"trg"`` side as token ids, for :meth:`score_rows`."""
+        vocab = self.src_vocab if side == "src" else self.trg_vocab
+        toks = [tokens(x)[:max_tokens] for x in texts]
+        return Encoded(
+            _encode(toks, vocab, grow=False, with_null=True),
+            _encode(toks, vocab, grow=False, with_null=False),
+        )
+
+    def score_rows(
+        self,
+        src: Encoded,
+        trg: Encoded,
+        s_rows: np.ndarray,
+        t_rows: np.ndarray,
+        chunk: int = 8192,
+    ) -> dict[str, np.ndarray]:
+        """``lex_fwd`` and ``lex_bwd`` of the pairs (src sentence s_rows[k], trg sentence
+        t_rows[k]), in chunks of pairs (memory: a chunk's word links)."""
+        s_rows = np.asarray(s_rows, dtype=np.int64)
+        t_rows = np.asarray(t_rows, dtype=np.int64)
+        out = {"lex_fwd": np.full(len(s_rows), np.nan), "lex_bwd": np.full(len(s_rows), np.nan)}
+        for a in range(0, len(s_rows), chunk):
+            sl = slice(a, a + chunk)
+            out["lex_fwd"][sl] = _score(self.fwd, src.given, trg.explained, s_rows[sl], t_rows[sl])
+            out["lex_bwd"][sl] = _score(self.bwd, trg.given, src.explained, t_rows[sl], s_rows[sl])
+        return out
+
     def score(
         self, src: Sequence[str | None], trg: Sequence[str | None], max_tokens: int = 64
     ) -> dict[str, np.ndarray]:
-        """``{"lex_fwd": ..., "lex_bwd": ...}`` per pair; NaN where the scored side has no
-        token (nothing to explain), so the combined model imputes it."""
-        st = [tokens(x)[:max_tokens] for x in src]
-        tt = [tokens(x)[:max_tokens] for x in trg]
-        return {
-            "lex_fwd": _score(self.fwd, st, tt, self.src_vocab, self.trg_vocab),
-            "lex_bwd": _score(self.bwd, tt, st, self.trg_vocab, self.src_vocab),
-        }
+        """``{"lex_fwd": ..., "lex_bwd": ...}`` of the pairs (src[k], trg[k]); NaN where the
+        explained side has no token (nothing to explain), so the combined model imputes it."""
+        rows = np.arange(len(src), dtype=np.int64)
+        return self.score_rows(
+            self.encode(src, "src", max_tokens), self.encode(trg, "trg", max_tokens), rows, rows
+        )
+
+
+@dataclass
+class Encoded:
+    """One side's sentences as ids twice: with NULL first (as the given side) and without (as
+    the explained side)."""
+
+    given: _Ids
+    explained: _Ids
 
 
 def _score(
-    table: _Table,
-    given: list[list[str]],
-    explained: list[list[str]],
-    given_vocab: dict[str, int],
-    explained_vocab: dict[str, int],
+    table: _Table, given: _Ids, explained: _Ids, g_rows: np.ndarray, e_rows: np.ndarray
 ) -> np.ndarray:
-    g = _encode(given, given_vocab, grow=False, with_null=True)
-    e = _encode(explained, explained_vocab, grow=False, with_null=False)
-    out = np.full(len(given), np.nan)
-    s, t, pos = _links(g, e, 0, len(given))
-    p = table.lookup(s, t)
-    per_token = np.bincount(pos, weights=p, minlength=len(e.flat))
-    per_token = per_token / np.repeat(g.lengths, e.lengths)  # mean over source + NULL
+    s, t, token = _links(given, explained, g_rows, e_rows)
+    n_e = explained.lengths[e_rows]
+    n_tokens = int(n_e.sum())
+    per_token = np.bincount(token, weights=table.lookup(s, t), minlength=n_tokens)
+    per_token = per_token / np.repeat(given.lengths[g_rows], n_e)  # mean over source + NULL
     logp = np.log(np.maximum(per_token, FLOOR))
-    sums = np.bincount(np.repeat(np.arange(len(given)), e.lengths), logp, minlength=len(given))
-    has = e.lengths > 0
-    out[has] = sums[has] / e.lengths[has]
+    pair = np.repeat(np.arange(len(g_rows)), n_e)
+    sums = np.bincount(pair, logp, minlength=len(g_rows))
+    out = np.full(len(g_rows), np.nan)
+    has = n_e > 0
+    out[has] = sums[has] / n_e[has]
     return out
 
 
@@ -265,7 +305,7 @@ def load(path: str | Path) -> Lexicon:
     t = pq.read_table(str(path))
     missing = [c for c in REQUIRED if c not in t.column_names]
     if missing:
-        raise ValueError(f"{path}: not a lexicon (no column {', '.join(missing)})")
+        raise ValueError(f"not a lexicon (no column {', '.join(missing)})")
     meta = t.schema.metadata or {}
     d = t.column("direction").to_pylist()
     g = t.column("given").to_pylist()
