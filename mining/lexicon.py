@@ -1,22 +1,24 @@
-"""Lexical translation probabilities (IBM Model 1) fitted on trusted pairs, as pair features.
+"""Lexical translation probabilities (IBM Model 1) fitted on trusted pairs.
 
 Two probabilistic dictionaries, p(t|s) and p(s|t), are fitted by EM on pairs known to be
-translations (the training pairs), as Bicleaner's classic classifier and Zipporah do. A candidate
-pair is then scored in each direction by the IBM Model 1 likelihood per token:
+translations (the training pairs), as Bicleaner's classic classifier and Zipporah do. A pair is
+scored in each direction by the IBM Model 1 likelihood per token:
 
-    lex_fwd = mean over target tokens t of  log( sum over s in source + NULL of p(t|s) / (|source| + 1) )
+    lex_fwd = mean over target tokens t of log( sum over s in source + NULL of p(t|s) / (|source| + 1) )
 
 and ``lex_bwd`` the same from the target side. A translation has words whose partners are on the
-other side; a pair the encoder confused (same topic, other sentence) has few. On the demo's labelled
-sample (299 mined pairs, 89 GOOD) the two features alone have ROC AUC 0.92 each, against 0.84 for
-the margin, and the combined filter's out-of-fold AUC rises from 0.87 to 0.97 (bench/README.md).
+other side; a pair the encoder confused (same topic, other sentence) has few. Two users:
+:mod:`mining.lexical_rerank` re-ranks each sentence's nearest candidates with them, and the
+combined filter (``filters combine``) reads both as features. On the demo's labelled sample (299
+mined pairs, 89 GOOD) the two alone have ROC AUC 0.92 each, against 0.84 for the margin
+(bench/README.md).
 
 Everything is vectorised with NumPy: each EM iteration walks the pairs in chunks, building the
-chunk's (source token, target token) links, so memory is bounded by the chunk, not the corpus.
-Tokens are lower-cased and stripped of accents (NFKD); Han, kana and Hangul are one token per
-character, other scripts split at non-word characters. One table serves every language pair: the
-same spelling in two source languages shares a row, which costs little when each language's
-pairs teach its own words.
+chunk's (source token, target token) links, so memory is bounded by the chunk, not the corpus;
+scoring walks its pairs the same way. Tokens are lower-cased and stripped of accents (NFKD);
+Han, kana and Hangul are one token per character, other scripts split at non-word characters.
+One table serves every language pair: the same spelling in two source languages shares a row,
+which costs little when each language's pairs teach its own words.
 """
 
 from __future__ import annotations

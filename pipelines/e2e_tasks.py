@@ -352,7 +352,12 @@ def _pr_rows(gold: list, kept: list[dict], present: dict[str, set[str]]) -> dict
 
 
 def score(
-    bitext_dir: Path, gold_file: Path, sentences_dir: Path, out: Path, half: int | None = 1
+    bitext_dir: Path,
+    gold_file: Path,
+    sentences_dir: Path,
+    out: Path,
+    half: int | None = 1,
+    mined_dir: Path | None = None,
 ) -> dict:
     """Precision: correct pairs among the kept pairs that touch a gold sentence (pairs between
     two web sentences cannot be judged; ``precision_strict`` counts them BAD); recall: correct
@@ -362,7 +367,10 @@ def score(
     ``half``: only the pairs whose source sentence falls in that half of the stable split of
     :func:`filters.bitext.sample.half_of` count (the other half labelled the sample the filter was
     calibrated on, so it cannot measure it); the figures over every pair are kept under
-    ``all_pairs`` for comparison. ``None``: every pair."""
+    ``all_pairs`` for comparison. ``None``: every pair.
+
+    ``mined_dir``: the same figures for the miner's pairs before any filter, over every pair (the
+    miner saw no label), in ``miner_pr.json``: its recall is the most the filter can keep."""
     from filters.bitext.sample import half_of
 
     gold = read_gold(gold_file)
@@ -389,6 +397,19 @@ def score(
         rows["all_pairs"] = every["all"]
         rows["half"] = half
     out.mkdir(parents=True, exist_ok=True)
+    if mined_dir is not None:
+        mined = [
+            r
+            for f in sorted(mined_dir.glob("*/mined.parquet"))
+            for r in read_parquet(
+                f,
+                ["src", "trg", "src_lang", "trg_lang"],
+                "--mined",
+                required=["src", "trg", "src_lang", "trg_lang"],
+            ).to_pylist()
+        ]
+        miner = _pr_rows(gold, mined, present)
+        (out / "miner_pr.json").write_text(json.dumps(miner, indent=1), encoding="utf-8")
     (out / "mined_pr.json").write_text(json.dumps(rows, indent=1), encoding="utf-8")
     scope = (
         f"pairs whose source is in evaluation half {half} (the calibration sample was drawn from the other)"
@@ -653,6 +674,11 @@ def _add_score_parser(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--sentences", required=True, help="sentences task's mine/ folder")
     c.add_argument("--output", required=True, help="folder to write mined_pr.{json,md}")
     c.add_argument(
+        "--mined",
+        help="the mine stage's folder (<pair>/mined.parquet): also write miner_pr.json, what the "
+        "miner found before any filter, over every pair",
+    )
+    c.add_argument(
         "--half",
         type=int,
         choices=(0, 1),
@@ -746,6 +772,7 @@ def _run_task(args: argparse.Namespace) -> int:
             Path(args.sentences),
             Path(args.output),
             None if args.every_pair else args.half,
+            Path(args.mined) if args.mined else None,
         )
     log.info("%s: %s", args.task, json.dumps(rep.get("counts", rep))[:300])
     return 0

@@ -252,6 +252,16 @@ class FilterSections(ReportBase):
                     for k, r in table.items()
                 ],
             )
+        miner = (read_json_or_none(self.dir(EVAL) / "miner_pr.json") or {}).get("all")
+        if miner:
+            self.add(
+                "p",
+                f"Before any filter, the miner's pairs hold {miner['correct']} of the "
+                f"{miner['gold']} planted pairs (recall {miner['recall']:.3f}; "
+                f"{miner['recall_reachable']:.3f} of the {miner['reachable']} whose two sides "
+                f"survived the cleaning), among {miner['kept']} mined pairs: the most the filter "
+                "can keep.",
+            )
         for md in sorted((self.dir(EVAL) / "tatoeba").glob("*.md")):
             self.add(
                 "p", "Retrieval on the held-out pairs (Tatoeba-style accuracy, both directions):"

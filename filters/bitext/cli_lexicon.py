@@ -10,7 +10,7 @@ and adds the two scores to the mined pairs; ``--pairs`` scores any other pair fi
 
     lex_fwd = mean over trg tokens of log( mean over src tokens + NULL of p(t|s) )
 
-and ``lex_bwd`` the same from the other side (:mod:`filters.bitext.lexicon`). Higher = more of
+and ``lex_bwd`` the same from the other side (:mod:`mining.lexicon`). Higher = more of
 the pair's words are explained by the other side. ``filters combine`` uses both as features.
 Writes into the claimed folder DIR (committed at the end):
 

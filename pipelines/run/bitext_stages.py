@@ -253,9 +253,9 @@ def _eval_off(c: Context) -> str | None:
 @stage(
     "precision/recall of the bitext against sources.eval; the demo's retrieval on held-out pairs",
     reads=("eval.scoring", "eval.k", "eval.langs", "sources.label_from"),
-    inputs=(INPUTS, BITEXT, SENTENCES),
+    inputs=(INPUTS, MINE, BITEXT, SENTENCES),
     optional_inputs=(TRAIN, DEMO),
-    outputs=("mined_pr.json",),
+    outputs=("mined_pr.json", "miner_pr.json"),
     off=_eval_off,
 )
 def EVAL(c: Context) -> list[Command]:
@@ -270,6 +270,8 @@ def EVAL(c: Context) -> list[Command]:
             c.d(INPUTS) / "gold.tsv",
             "--sentences",
             c.d(SENTENCES) / "mine",
+            "--mined",
+            c.d(MINE),
             *half,
             "--output",
             c.d(EVAL),

@@ -1,9 +1,7 @@
-"""IBM Model 1 dictionaries (filters.bitext.lexicon) and their command (filters lexicon)."""
+"""IBM Model 1 dictionaries (mining.lexicon): what EM learns, how pairs are scored, the file."""
 
 from __future__ import annotations
 
-import json
-import random
 from pathlib import Path
 
 import numpy as np
@@ -11,29 +9,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from filters.__main__ import main as filters_main
-from labse_common.stats import check_balanced
 from mining import lexicon
+from tests.support.lexicon_toy import SRC_WORDS, TRG_WORDS, toy_corpus
 from tests.support.paths import SHARED_DATA
-
-# A made-up language pair: source word i translates to target word i; order is shuffled, so only
-# co-occurrence over many sentences can teach the dictionary.
-SRC_WORDS = [f"quel{i}" for i in range(30)]
-TRG_WORDS = [f"zib{i}" for i in range(30)]
-
-
-def toy_corpus(n: int, seed: int = 0) -> list[tuple[str, str]]:
-    """Every sentence also holds a function word on each side ("quelthe", "zibthe"), which
-    co-occurs with every word as often as its translation does: counting co-occurrences cannot
-    tell them apart, EM's explaining-away can."""
-    rng = random.Random(seed)
-    pairs = []
-    for _ in range(n):
-        ids = rng.sample(range(30), rng.randint(3, 8))
-        trg = [TRG_WORDS[i] for i in ids] + ["zibthe"]
-        rng.shuffle(trg)
-        pairs.append((" ".join(["quelthe", *(SRC_WORDS[i] for i in ids)]), " ".join(trg)))
-    return pairs
 
 
 @pytest.fixture(scope="module")
@@ -169,77 +147,3 @@ def test_on_real_pairs_translations_outscore_neighbouring_sentences():
     for name in ("lex_fwd", "lex_bwd"):
         auc = roc_auc_score(y, np.r_[right[name], wrong[name]])
         assert auc > 0.8, (name, auc)  # measured: 0.858 and 0.883 with 1,300 pairs to learn from
-
-
-# --- the command ------------------------------------------------------------------------------
-
-
-def _tsv(path: Path, pairs) -> Path:
-    path.write_text("".join(f"{a}\t{b}\n" for a, b in pairs), encoding="utf-8")
-    return path
-
-
-def _run(*argv: str) -> int:
-    return filters_main(["lexicon", *argv, "--set", "progress=false", "--log-level", "WARNING"])
-
-
-def test_command_fits_scores_and_counts(tmp_path):
-    fit = _tsv(tmp_path / "fit.tsv", [*toy_corpus(400), ("...", "zib1"), ("", "zib2")])
-    held = toy_corpus(100, seed=5)
-    pairs = pa.table(
-        {"src": [a for a, _ in held], "trg": [b for _, b in held], "margin": [1.1] * 100}
-    )
-    pq.write_table(pairs, tmp_path / "pairs.parquet")
-    out = tmp_path / "out"
-    rc = _run("--fit", str(fit), "--pairs", str(tmp_path / "pairs.parquet"), "--output", str(out))
-    assert rc == 0
-    stats = json.loads((out / "stats.json").read_text())
-    assert not check_balanced(stats)
-    c = stats["counts"]
-    # the punctuation-only side and the empty side teach nothing: counted, not fitted
-    assert c["fit_pairs"]["out"] == 400 and c["fit_pairs"]["dropped"] == {"no_word_token": 2}
-    assert c["pairs"] == {"in": 100, "out": 100, "dropped": {}}
-    scored = pq.read_table(out / "scored.parquet")
-    assert scored.column_names == ["src", "trg", "margin", "lex_fwd", "lex_bwd"]
-    assert np.isfinite(scored.column("lex_fwd").to_numpy()).all()
-    # A later run reusing the saved dictionaries scores the same
-    again = tmp_path / "again"
-    lex = str(out / "lexicon.parquet")
-    assert (
-        _run("--lexicon", lex, "--pairs", str(tmp_path / "pairs.parquet"), "--output", str(again))
-        == 0
-    )
-    a = pq.read_table(again / "scored.parquet")
-    assert a.column("lex_bwd").equals(scored.column("lex_bwd"))
-    assert not (again / "lexicon.parquet").exists()
-    assert json.loads((again / "stats.json").read_text())["lexicon_file"] == lex
-
-
-@pytest.mark.parametrize(
-    "case, says",
-    [
-        ("missing_fit", "--fit"),
-        ("missing_pairs", "--pairs"),
-        ("no_words", "no pair with a token"),
-        ("not_a_lexicon", "not a lexicon"),
-    ],
-)
-def test_command_refuses_useless_input_with_exit_2(tmp_path, caplog, capsys, case, says):
-    fit = _tsv(tmp_path / "fit.tsv", toy_corpus(20))
-    pairs = _tsv(tmp_path / "pairs.tsv", toy_corpus(5, seed=9))
-    source = ["--fit", str(fit)]
-    if case == "missing_fit":
-        source = ["--fit", str(tmp_path / "nope.tsv")]
-    elif case == "missing_pairs":
-        pairs = tmp_path / "nope.tsv"
-    elif case == "no_words":
-        source = ["--fit", str(_tsv(tmp_path / "punct.tsv", [("...", "!!"), ("?", "-")]))]
-    elif case == "not_a_lexicon":
-        pq.write_table(pa.table({"src": ["a"]}), tmp_path / "x.parquet")
-        source = ["--lexicon", str(tmp_path / "x.parquet")]
-    out = tmp_path / "out"
-    rc = _run(*source, "--pairs", str(pairs), "--output", str(out))
-    assert rc == 2
-    err = capsys.readouterr().err + caplog.text
-    assert says in err and "Traceback" not in err
-    assert not out.exists()

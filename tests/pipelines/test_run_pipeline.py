@@ -135,6 +135,7 @@ def test_every_stage_outputs_balanced_stats_and_report(demo: Path):
         "vocab",
         "train",
         "embed",
+        "lexicon",
         "mine",
         "bitext",
         "eval",
@@ -184,12 +185,27 @@ def test_every_stage_outputs_balanced_stats_and_report(demo: Path):
         for r in pq.read_table(f, columns=["src", "trg"]).to_pylist()
     )
     assert found > 0
+    # The eval stage counts the same (eval/miner_pr.json, every pair: the filter's ceiling).
+    miner = json.loads((demo / "eval" / "miner_pr.json").read_text())["all"]
+    assert miner["correct"] == found and miner["gold"] == 120
+    assert miner["correct"] >= prs["all_pairs"]["correct"]
+    # The lexicon stage fitted dictionaries; the miner re-ranked with them and added its scores.
+    assert (demo / "lexicon" / "lexicon.parquet").is_file()
+    mined_cols = pq.read_schema(next((demo / "mine").glob("*/mined.parquet"))).names
+    assert {"lex_fwd", "lex_bwd"} <= set(mined_cols)
     # The final filter: a sample of the mined pairs labelled from half 0, the combined score.
     sample = (demo / "sample" / "sample.tsv").read_text().splitlines()
     src_col = sample[0].split("\t").index("src")
     assert len(sample) > 30 and all(half_of(r.split("\t")[src_col]) == 0 for r in sample[1:])
     combined = json.loads((demo / "combine" / "combined.json").read_text())
-    assert {f["name"] for f in combined["features"]} >= {"margin", "cosine", "cds_score"}
+    assert {f["name"] for f in combined["features"]} >= {
+        "margin",
+        "cosine",
+        "cds_score",
+        "lex_fwd",
+        "lex_bwd",
+        "char3_cosine",
+    }
     # The Hugging Face folder loads as a dataset with the bitext's rows and provenance columns.
     import datasets
 
