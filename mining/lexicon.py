@@ -112,6 +112,18 @@ class _Table:
     def __init__(self, keys: np.ndarray, probs: np.ndarray, n_trg: int) -> None:
         self.keys, self.probs, self.n_trg = keys, probs, n_trg
 
+    def matrix(self):
+        """The table as a sparse (given word x explained word) CSC matrix, built once."""
+        if getattr(self, "_matrix", None) is None:
+            from scipy import sparse
+
+            rows = self.keys // self.n_trg if len(self.keys) else self.keys
+            n_rows = int(rows.max()) + 1 if len(rows) else 0
+            self._matrix = sparse.csc_matrix(
+                (self.probs, (rows, self.keys % self.n_trg)), shape=(n_rows, self.n_trg)
+            )
+        return self._matrix
+
     def lookup(self, s: np.ndarray, t: np.ndarray) -> np.ndarray:
         """p(t|s) per link; 0 for a pair never seen together or an unknown token (-1)."""
         if not len(self.keys):
@@ -173,18 +185,15 @@ class Lexicon:
         trg: Encoded,
         s_rows: np.ndarray,
         t_rows: np.ndarray,
-        chunk: int = 8192,
     ) -> dict[str, np.ndarray]:
         """``lex_fwd`` and ``lex_bwd`` of the pairs (src sentence s_rows[k], trg sentence
-        t_rows[k]), in chunks of pairs (memory: a chunk's word links)."""
+        t_rows[k])."""
         s_rows = np.asarray(s_rows, dtype=np.int64)
         t_rows = np.asarray(t_rows, dtype=np.int64)
-        out = {"lex_fwd": np.full(len(s_rows), np.nan), "lex_bwd": np.full(len(s_rows), np.nan)}
-        for a in range(0, len(s_rows), chunk):
-            sl = slice(a, a + chunk)
-            out["lex_fwd"][sl] = _score(self.fwd, src.given, trg.explained, s_rows[sl], t_rows[sl])
-            out["lex_bwd"][sl] = _score(self.bwd, trg.given, src.explained, t_rows[sl], s_rows[sl])
-        return out
+        return {
+            "lex_fwd": _score(self.fwd, src.given, trg.explained, s_rows, t_rows),
+            "lex_bwd": _score(self.bwd, trg.given, src.explained, t_rows, s_rows),
+        }
 
     def score(
         self, src: Sequence[str | None], trg: Sequence[str | None], max_tokens: int = 64
@@ -206,20 +215,66 @@ class Encoded:
     explained: _Ids
 
 
+def _token_positions(ids: _Ids, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Positions in ``ids.flat`` of every token of the sentences ``rows`` (in row order), and
+    the index into ``rows`` each belongs to."""
+    n = ids.lengths[rows]
+    owner = np.repeat(np.arange(len(rows)), n)
+    start = np.repeat(ids.offsets[rows] - (np.cumsum(n) - n), n)
+    return start + np.arange(int(n.sum())), owner
+
+
 def _score(
-    table: _Table, given: _Ids, explained: _Ids, g_rows: np.ndarray, e_rows: np.ndarray
+    table: _Table,
+    given: _Ids,
+    explained: _Ids,
+    g_rows: np.ndarray,
+    e_rows: np.ndarray,
+    chunk: int = 8192,
 ) -> np.ndarray:
-    s, t, token = _links(given, explained, g_rows, e_rows)
-    n_e = explained.lengths[e_rows]
-    n_tokens = int(n_e.sum())
-    per_token = np.bincount(token, weights=table.lookup(s, t), minlength=n_tokens)
-    per_token = per_token / np.repeat(given.lengths[g_rows], n_e)  # mean over source + NULL
-    logp = np.log(np.maximum(per_token, FLOOR))
-    pair = np.repeat(np.arange(len(g_rows)), n_e)
-    sums = np.bincount(pair, logp, minlength=len(g_rows))
+    """Per pair, the mean over the explained sentence's tokens t of log(mean over the given
+    sentence's tokens s, NULL included, of p(t|s)).
+
+    Pairs are taken in chunks sorted by given sentence: a chunk's sums come from one sparse
+    product, (bag of words of its distinct given sentences) x (the table's columns of the
+    explained tokens it needs), so a sentence scored against 16 candidates is expanded once."""
+    from scipy import sparse
+
     out = np.full(len(g_rows), np.nan)
-    has = n_e > 0
-    out[has] = sums[has] / n_e[has]
+    matrix = table.matrix()
+    order = np.argsort(g_rows, kind="stable")
+    for a in range(0, len(order), chunk):
+        idx = order[a : a + chunk]
+        g, e = g_rows[idx], e_rows[idx]
+        n_e = explained.lengths[e]
+        if not n_e.any():
+            continue
+        uniq, g_of_pair = np.unique(g, return_inverse=True)
+        pos, bag_row = _token_positions(given, uniq)
+        words = given.flat[pos]
+        ok = (words >= 0) & (words < matrix.shape[0])  # a word with no entry adds nothing
+        bags = sparse.csr_matrix(
+            (np.ones(int(ok.sum())), (bag_row[ok], words[ok])), shape=(len(uniq), matrix.shape[0])
+        )
+        tpos, pair_of_tok = _token_positions(explained, e)
+        toks = explained.flat[tpos]
+        known = (toks >= 0) & (toks < matrix.shape[1])
+        cols, col_of_tok = np.unique(toks[known], return_inverse=True)
+        # distinct given sentences x needed tokens, sparse: a sentence reaches a few hundred
+        sums = (bags @ matrix[:, cols]).tocoo()
+        keys = sums.row.astype(np.int64) * len(cols) + sums.col
+        order_k = np.argsort(keys)
+        keys, vals = keys[order_k], sums.data[order_k]
+        want = g_of_pair[pair_of_tok[known]] * len(cols) + col_of_tok
+        at = np.minimum(np.searchsorted(keys, want), max(len(keys) - 1, 0))
+        p = np.zeros(len(toks))
+        if len(keys):
+            p[known] = np.where(keys[at] == want, vals[at], 0.0)
+        p /= given.lengths[g][pair_of_tok]  # mean over the given tokens and NULL
+        logp = np.log(np.maximum(p, FLOOR))
+        total = np.bincount(pair_of_tok, logp, minlength=len(idx))
+        has = n_e > 0
+        out[idx[has]] = total[has] / n_e[has]
     return out
 
 
@@ -302,6 +357,27 @@ def _words(vocab: dict[str, int]) -> list[str]:
 REQUIRED = ("direction", "given", "explained", "prob")
 
 
+def _vocab_list(*columns: pa.ChunkedArray) -> pa.Array:
+    import pyarrow.compute as pc
+
+    chunks = [chunk.cast(pa.string()) for c in columns for chunk in c.chunks]
+    words = pa.chunked_array(chunks, pa.string()).unique()  # one Array, first-seen order
+    return pa.concat_arrays(
+        [pa.array([NULL], pa.string()), words.filter(pc.not_equal(words, NULL))]
+    )
+
+
+def _table_of(part: pa.Table, given: pa.Array, explained: pa.Array) -> _Table:
+    import pyarrow.compute as pc
+
+    g = pc.index_in(part.column("given"), value_set=given).to_numpy(zero_copy_only=False)
+    e = pc.index_in(part.column("explained"), value_set=explained).to_numpy(zero_copy_only=False)
+    keys = g.astype(np.int64) * len(explained) + e.astype(np.int64)
+    order = np.argsort(keys)
+    probs = part.column("prob").to_numpy().astype(np.float64)
+    return _Table(keys[order], probs[order], len(explained))
+
+
 def load(path: str | Path) -> Lexicon:
     """A lexicon :func:`save` wrote; ValueError naming what is missing otherwise."""
     t = pq.read_table(str(path))
@@ -309,22 +385,22 @@ def load(path: str | Path) -> Lexicon:
     if missing:
         raise ValueError(f"not a lexicon (no column {', '.join(missing)})")
     meta = t.schema.metadata or {}
-    d = t.column("direction").to_pylist()
-    g = t.column("given").to_pylist()
-    e = t.column("explained").to_pylist()
-    p = t.column("prob").to_numpy().astype(np.float64)
-    src_vocab: dict[str, int] = {NULL: 0}
-    trg_vocab: dict[str, int] = {NULL: 0}
-    for direction, given, explained in zip(d, g, e):
-        a, b = (src_vocab, trg_vocab) if direction == "fwd" else (trg_vocab, src_vocab)
-        a.setdefault(given, len(a))
-        b.setdefault(explained, len(b))
-    tables = {}
-    for name, given_v, expl_v in (("fwd", src_vocab, trg_vocab), ("bwd", trg_vocab, src_vocab)):
-        rows = [i for i, x in enumerate(d) if x == name]
-        keys = np.array([given_v[g[i]] * len(expl_v) + expl_v[e[i]] for i in rows], dtype=np.int64)
-        order = np.argsort(keys)
-        tables[name] = _Table(keys[order], p[rows][order], len(expl_v))
+    import pyarrow.compute as pc
+
+    fwd = t.filter(pc.equal(t.column("direction"), "fwd"))
+    bwd = t.filter(pc.equal(t.column("direction"), "bwd"))
+    # Each side's words, NULL first (id 0) as when fitted; ids are positions in these lists.
+    src_words = _vocab_list(fwd.column("given"), bwd.column("explained"))
+    trg_words = _vocab_list(fwd.column("explained"), bwd.column("given"))
+    tables = {
+        name: _table_of(part, given, explained)
+        for name, part, given, explained in (
+            ("fwd", fwd, src_words, trg_words),
+            ("bwd", bwd, trg_words, src_words),
+        )
+    }
+    src_vocab = {w: i for i, w in enumerate(src_words.to_pylist())}
+    trg_vocab = {w: i for i, w in enumerate(trg_words.to_pylist())}
     return Lexicon(
         src_vocab, trg_vocab, tables["fwd"], tables["bwd"], int(meta.get(b"pairs", b"0"))
     )
