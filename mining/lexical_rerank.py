@@ -1,18 +1,20 @@
 """Mining with a lexicon: each sentence's nearest candidates re-ranked by margin and words.
 
 A small encoder often has the true partner among a sentence's nearest candidates but not first:
-on the demo's run, the margin's 1-best is the planted partner for 169 of 567 planted sources, its
+in a demo run, the margin's 1-best is the planted partner for 169 of 567 planted sources, its
 top 16 hold 308. IBM Model 1 dictionaries fitted on the training pairs (:mod:`mining.lexicon`)
-tell a translation from a same-topic neighbour, so the candidates are re-ranked by
+tell a translation from a same-topic neighbour, so the candidates of both directions are
+re-ranked by
 
     margin + mining.lexicon_weight * (lex_fwd + lex_bwd)
 
-before the retrieval mode picks pairs (the same modes, thresholds and one-to-one pass as
-without it), which lifts the 1-best to 284 (bench/README.md). The neighbourhood means that define
-the margin still use the k nearest only, so a pair's ``margin`` is what it would be without
-re-ranking; ``mining.threshold`` applies to that margin. With ``lexicon_weight`` 0 nothing is
-re-ranked and the lexicon only adds ``lex_fwd`` and ``lex_bwd`` to the mined pairs, the features
-the combined filter reads.
+before the retrieval mode picks pairs (the same modes and one-to-one pass as without it). In the
+demo (weight 0.1, 16 candidates, mode max) the miner then finds 379 of the 600 planted pairs
+instead of 166 (bench/README.md). The neighbourhood means that define the margin still use the
+k nearest only, so a pair's ``margin`` is what it would be without re-ranking, and
+``mining.threshold`` applies to that margin. With ``lexicon_weight`` 0 nothing is re-ranked and
+the lexicon only adds ``lex_fwd`` and ``lex_bwd`` to the mined pairs, features the combined
+filter reads.
 """
 
 from __future__ import annotations
