@@ -18,8 +18,8 @@ from labse_common.stats import StageCounter
 from mining.corpus import Corpus, Side, prepare_side, read_corpus
 from mining.lexicon import Lexicon
 from mining.mine import (
-    _texts,
     bounded_layout,
+    compact_texts,
     encode_corpus,
     load_lexicon,
     mine_sides,
@@ -209,5 +209,5 @@ def _mine_pair(
         return found, np.zeros(0, np.float32), {}, None
     sv = VectorSide(s.store, rows=s.side.representative())
     tv = VectorSide(t.store, rows=t.side.representative())
-    texts = (_texts(s.corpus, s.side), _texts(t.corpus, t.side)) if lexicon else None
+    texts = (compact_texts(s.corpus, s.side), compact_texts(t.corpus, t.side)) if lexicon else None
     return mine_sides(sv, tv, cfg, bounded_layout(cfg, n_src, n_trg), counter, lexicon, texts)

@@ -336,7 +336,7 @@ def run_mine(
     layout = bounded_layout(cfg, n_src, n_trg, runner)
     layout.workdir = workdir
     lex = load_lexicon(lexicon)
-    texts = (_texts(inp.src_c, src), _texts(inp.trg_c, trg)) if lex else None
+    texts = (compact_texts(inp.src_c, src), compact_texts(inp.trg_c, trg)) if lex else None
     pairs, cosine, found_extra, features = mine_sides(sv, tv, cfg, layout, counter, lex, texts)
     extra.update(found_extra, shards=layout.shards)
     return write_outputs(
@@ -355,7 +355,7 @@ def run_mine(
     )
 
 
-def _texts(corpus: Corpus, side: Side) -> pa.ChunkedArray:
+def compact_texts(corpus: Corpus, side: Side) -> pa.ChunkedArray:
     """The text of each compact row of ``side`` (its first member's)."""
     return corpus.text.take(pa.array(side.representative(), pa.int64()))
 
