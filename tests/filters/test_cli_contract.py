@@ -179,7 +179,7 @@ def _errors(caplog) -> list[str]:
 
 def test_every_command_has_a_case(data):
     # `label` serves a page on a labelling TSV and writes no output folder:
-    # tests/filters/test_label_page.py and tests/end_to_end/test_cli_contract.py hold its
+    # tests/filters/bitext/test_label_page.py and tests/end_to_end/test_cli_contract.py hold its
     # contract.
     assert set(commands()) - {"label"} <= set(_cases(data["dir"], "m")), (
         "add the new command to _cases"

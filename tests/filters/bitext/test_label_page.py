@@ -32,8 +32,9 @@ import pytest
 from filters.bitext.cli_label import main as label_main
 from filters.bitext.label_page import LabelSheet, make_server, url_of
 from filters.bitext.sample import TSV_COLUMNS, read_labels, write_for_labelling
+from tests.support.paths import REPO
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = REPO
 CHROMIUM = "/usr/bin/chromium"
 PROVENANCE = (
     "src_url_or_title",
