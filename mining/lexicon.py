@@ -107,7 +107,7 @@ def _span(a: int, b: int) -> np.ndarray:
 
 
 class _Table:
-    """p(t|s) over the (s, t) keys seen together, looked up by sorted key."""
+    """p(t|s) over the (s, t) keys seen together (sorted), and as a sparse matrix."""
 
     def __init__(self, keys: np.ndarray, probs: np.ndarray, n_trg: int) -> None:
         self.keys, self.probs, self.n_trg = keys, probs, n_trg
@@ -123,15 +123,6 @@ class _Table:
                 (self.probs, (rows, self.keys % self.n_trg)), shape=(n_rows, self.n_trg)
             )
         return self._matrix
-
-    def lookup(self, s: np.ndarray, t: np.ndarray) -> np.ndarray:
-        """p(t|s) per link; 0 for a pair never seen together or an unknown token (-1)."""
-        if not len(self.keys):
-            return np.zeros(len(s))
-        key = s * self.n_trg + t
-        i = np.minimum(np.searchsorted(self.keys, key), len(self.keys) - 1)
-        hit = (self.keys[i] == key) & (s >= 0) & (t >= 0)
-        return np.where(hit, self.probs[i], 0.0)
 
 
 def _fit_direction(src: _Ids, trg: _Ids, n_trg: int, iterations: int, chunk: int) -> _Table:

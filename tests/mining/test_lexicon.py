@@ -21,13 +21,12 @@ def toy() -> lexicon.Lexicon:
 
 def best_translation(lex: lexicon.Lexicon, word: str) -> str:
     words = {i: w for w, i in lex.trg_vocab.items()}
-    s = np.full(len(words), lex.src_vocab[word])
-    t = np.arange(len(words))
-    return words[int(np.argmax(lex.fwd.lookup(s, t)))]
+    row = lex.fwd.matrix()[lex.src_vocab[word]].toarray().ravel()
+    return words[int(np.argmax(row))]
 
 
 def p_fwd(lex: lexicon.Lexicon, s: str, t: str) -> float:
-    return float(lex.fwd.lookup(np.array([lex.src_vocab[s]]), np.array([lex.trg_vocab[t]]))[0])
+    return float(lex.fwd.matrix()[lex.src_vocab[s], lex.trg_vocab[t]])
 
 
 def test_em_learns_each_words_translation(toy):
