@@ -8,6 +8,9 @@ libraries read ``OMP_NUM_THREADS`` when they are imported), and :func:`run_forke
 command: its exit status, CPU seconds and peak RSS. Child side: :func:`child_main` does what
 ``python -m`` does; the stage runner (``pipelines/run/execute.py``) and
 tests/end_to_end/test_cli_contract.py (through tests/support/cli_process.py) both use it.
+A stage's own children die with it too: :func:`dying_with_this_process` wraps the command line
+of one (Beam's SDK workers, see pipelines/local_runner.py) in ``python -m
+labse_common.forked_main --die-with PID -- ...``.
 
 The server only imports (``multiprocessing.forkserver``): it starts no threads of its own and
 runs no computation before it forks. The thread pools some native libraries start on import
@@ -21,6 +24,7 @@ import json
 import logging
 import multiprocessing
 import os
+import shlex
 import signal
 import sys
 from collections.abc import Iterator, Mapping, Sequence
@@ -67,6 +71,7 @@ PRELOAD = (
 # The server's first child: the preload has to finish within this before the first command runs.
 PROBE_TIMEOUT_S = 600
 PR_SET_PDEATHSIG = 1
+DIE_WITH = "--die-with"
 
 _server: dict[str, object] = {}  # "ctx": the started context, or "failed": True
 
@@ -329,17 +334,47 @@ def _leave_forkserver() -> None:
         server._forkserver_alive_fd = None
 
 
-def die_with_parent() -> bool:
-    """Ask the kernel for SIGTERM when this process's parent dies, however it dies (``kill -9``
+def die_with_parent(sig: int = signal.SIGTERM) -> bool:
+    """Ask the kernel for ``sig`` when this process's parent dies, however it dies (``kill -9``
     included), so that no child of a killed runner goes on writing into a run folder whose next
-    runner takes the claim. Linux only: False where it cannot be asked for."""
+    runner takes the claim. Linux only: False where it cannot be asked for.
+
+    The signal comes when the parent's *thread* that started this process ends: a parent must
+    start such a child from a thread that outlives it (its main thread, or one that waits for it)."""
     try:
         import ctypes
 
         libc = ctypes.CDLL(None, use_errno=True)
-        return libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0) == 0
+        return libc.prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0) == 0
     except (OSError, AttributeError):
         return False
+
+
+def dying_with_this_process(command: str) -> str:
+    """The shell command line ``command`` (run with ``sh -c``, as Beam runs its SDK workers)
+    made to die with this process, however this one dies: the shell becomes
+    :func:`exec_dying_with`, which arms the parent-death signal and then becomes ``command``.
+    A stage's grandchildren otherwise outlive a killed runner (Beam's workers by 18 s or more,
+    until their gRPC channel times out)."""
+    return f"exec {shlex.quote(sys.executable)} -m {__name__} {DIE_WITH} {os.getpid()} -- {command}"
+
+
+def exec_dying_with(parent: int, argv: Sequence[str]) -> NoReturn:
+    """Become ``argv`` (looked up on PATH) with SIGKILL armed for when this process's parent
+    dies; the signal survives the exec. ``parent``: the pid that started this process; when it
+    is gone already (it died before the signal was armed) this process ends at once."""
+    die_with_parent(signal.SIGKILL)
+    if os.getppid() != parent:
+        os._exit(128 + signal.SIGKILL)
+    os.execvp(argv[0], list(argv))
+
+
+def _main(argv: list[str]) -> NoReturn:
+    """``python -m labse_common.forked_main --die-with PID -- PROGRAM [ARG ...]``."""
+    if len(argv) < 4 or argv[0] != DIE_WITH or not argv[1].isdigit() or argv[2] != "--":
+        sys.stderr.write(f"usage: python -m {__name__} {DIE_WITH} PID -- PROGRAM [ARG ...]\n")
+        os._exit(2)
+    exec_dying_with(int(argv[1]), argv[3:])
 
 
 def _die_with(runner: Connection) -> None:
@@ -372,3 +407,7 @@ def _signal_on_close(fd: int, on: bool) -> None:
         fcntl.fcntl(fd, fcntl.F_SETFL, flags | os.O_ASYNC)
     else:
         fcntl.fcntl(fd, fcntl.F_SETFL, flags & ~os.O_ASYNC)
+
+
+if __name__ == "__main__":
+    _main(sys.argv[1:])
