@@ -73,8 +73,9 @@ def run_stage(plan: Plan, ctx: Context) -> dict:
     write_json(progress_path(ctx.out, s.name), {"key": plan.key, "started": time.time()})
     t0 = time.time()
     peak_kb, cpu = 0, 0.0
-    logfile = logs / f"{s.name}.log"
+    logfile, attempt = _attempt_log(logs, s.name)
     with open(logfile, "a", encoding="utf-8") as logf:
+        logf.write(f"# {s.name}: attempt {attempt}, started {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
         for cmd in s.commands(ctx):
             logf.write(f"$ {' '.join(map(str, cmd))}\n")
             logf.flush()
@@ -102,6 +103,21 @@ def run_stage(plan: Plan, ctx: Context) -> dict:
     write_json(manifest_path(ctx.out, s.name), manifest)
     progress_path(ctx.out, s.name).unlink(missing_ok=True)
     return manifest
+
+
+def _attempt_log(logs: Path, stage: str) -> tuple[Path, int]:
+    """This attempt's log, ``_logs/<stage>.log`` (absent: its commands append to it), and the
+    attempt's number. An earlier attempt's log is kept as ``_logs/<stage>.<n>.log`` (n = 1 for
+    the first), so a failure shows this attempt's lines only, never a stale one's."""
+    logfile = logs / f"{stage}.log"
+    earlier = [
+        int(n) for p in logs.glob(f"{stage}.*.log") if (n := p.name[len(stage) + 1 : -4]).isdigit()
+    ]
+    attempt = max(earlier, default=0) + 1
+    if logfile.exists():
+        os.replace(logfile, logs / f"{stage}.{attempt}.log")
+        attempt += 1
+    return logfile, attempt
 
 
 def _run_command(cmd: list[str], logf: TextIO, logfile: Path, fork: bool) -> ChildResult:

@@ -351,10 +351,10 @@ def test_bitext_export_command_claims_its_output_and_names_bad_inputs(
 
 
 def test_a_second_runner_on_the_same_output_stops_naming_the_claim(cli, tmp_path: Path):
-    from labse_common.output_dir import resumable_claim
+    from labse_common.output_dir import claim_output
 
     out = tmp_path / "run"
-    with resumable_claim(out):
+    with claim_output(out, resumable=True):
         p = cli("--output", str(out))
         assert p.returncode == 2, (p.stdout, p.stderr)
         assert "_CLAIM.json" in p.stderr and "Traceback" not in p.stderr
@@ -479,3 +479,46 @@ def _writes_to(proc: Path, log: Path) -> bool:
         return os.readlink(proc / "fd" / "1") == os.path.realpath(log)
     except OSError:
         return False
+
+
+def _one_command_stage(name: str, command: Callable[[], list[str]]):
+    """A stage of one command (no config keys, no inputs or outputs), not declared in STAGES."""
+    from pipelines.run.declare import Stage
+
+    return Stage(
+        name=name,
+        what="a test stage",
+        reads=lambda ctx: (),
+        inputs=(),
+        optional_inputs=(),
+        outputs=lambda ctx: [],
+        files=lambda ctx: [],
+        commands=lambda ctx: [command()],
+        off=lambda ctx: None,
+    )
+
+
+def test_a_stage_failing_again_shows_only_this_attempts_lines(tmp_path: Path):
+    """Issue 49 item 9: the tail a failed stage shows was the end of a log every attempt appended
+    to, so a short second failure showed the first attempt's lines as its own."""
+    from pipelines.run.execute import StageFailed, run_stage
+    from pipelines.run.plan import Plan
+
+    said = iter(["first attempt's error", "second attempt's error"])
+    script = "import sys; print(sys.argv[1]); sys.exit(3)"
+    st = _one_command_stage("flaky", lambda: [sys.executable, "-c", script, next(said)])
+    ctx = Context(
+        out=tmp_path, base=tmp_path, synthetic=False, config_file=tmp_path / "c.yaml", cfg={}
+    )
+    tails = []
+    for _ in range(2):
+        with pytest.raises(StageFailed) as e:
+            run_stage(Plan(st, "run", "test", key="k"), ctx)
+        assert e.value.rc == 3
+        tails.append("\n".join(e.value.tail))
+    assert "second attempt's error" in tails[1] and "first attempt's error" not in tails[1]
+    assert "attempt 2" in tails[1]
+    # The earlier attempt's log is kept beside this one's.
+    logs = tmp_path / "_logs"
+    assert "first attempt's error" in (logs / "flaky.1.log").read_text(encoding="utf-8")
+    assert "first attempt's error" not in (logs / "flaky.log").read_text(encoding="utf-8")
