@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import numpy as np
 import pyarrow as pa
 
-from filters.bitext.label_sheet import LABEL, read_sheet, tsv_cell
+from filters.bitext.label_sheet import LABEL, read_sheet, replace_text, tsv_cell
 from labse_common.errors import InputError
 from labse_common.stats import StageCounter
 
@@ -142,7 +142,8 @@ def match_to_pairs(
 
 
 def write_rows(path: str | os.PathLike, header: list[str], rows: list[dict]) -> bool:
-    """Rewrite a labelling TSV atomically; False (nothing written) when its text is unchanged."""
+    """Rewrite a labelling TSV atomically (through a symbolic link, onto the file it points to);
+    False (nothing written) when its text is unchanged."""
     text = (
         "\t".join(header)
         + "\n"
@@ -153,8 +154,5 @@ def write_rows(path: str | os.PathLike, header: list[str], rows: list[dict]) -> 
         with open(path, encoding="utf-8", newline="") as f:
             if f.read() == text:
                 return False
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8", newline="") as f:
-        f.write(text)
-    os.replace(tmp, path)
+    replace_text(path, text)
     return True

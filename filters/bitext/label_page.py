@@ -6,9 +6,11 @@ library:
 * :class:`LabelSheet`: a labelling TSV (as :func:`filters.bitext.sample.write_for_labelling`
   writes it, possibly with extra columns such as the provenance of both sides) held in memory
   with every row, labelled or not. Each label given is saved at once: the whole file is
-  rewritten atomically (a temporary file in the same folder, then ``os.replace``), keeping the
-  header, every column and the row order, so :func:`filters.bitext.sample.read_labels` reads it
-  as before and a spreadsheet still opens it. A lock serialises the requests.
+  rewritten atomically (:func:`filters.bitext.label_sheet.replace_text`: a temporary file
+  beside it, then ``os.replace``; a symbolic link stays one and the file it points to is
+  rewritten), keeping the header, every column and the row order, so
+  :func:`filters.bitext.sample.read_labels` reads it as before and a spreadsheet still opens
+  it. A lock serialises the requests.
 * :func:`make_server`: a ``ThreadingHTTPServer`` on a loopback address serving one
   self-contained page (inline CSS and JS, no external assets) and a small JSON API:
 
@@ -32,7 +34,6 @@ import logging
 import os
 import socket
 import sys
-import tempfile
 import threading
 from collections.abc import Mapping
 from http import HTTPStatus
@@ -41,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from filters.bitext.calibrate import BAD, GOOD
-from filters.bitext.sample import LABEL, read_sheet, tsv_cell
+from filters.bitext.label_sheet import LABEL, read_sheet, replace_text, tsv_cell
 from labse_common.errors import InputError, UsageError
 
 log = logging.getLogger("filters.bitext.label_page")
@@ -77,6 +78,8 @@ class LabelSheet:
     def _load(self) -> None:
         path = self.path
         if not path.exists():
+            if path.is_symlink():
+                raise InputError(path, f"a link to {os.readlink(path)}, which does not exist")
             raise InputError(path, "no such file")
         if not path.is_file():
             raise InputError(path, "not a file")
@@ -221,21 +224,7 @@ class LabelSheet:
         text = self.bom + "".join(
             "\t".join(tsv_cell(v) for v in row) + "\n" for row in [self.header, *self.rows]
         )
-        mode = os.stat(self.path).st_mode & 0o7777
-        fd, tmp = tempfile.mkstemp(
-            prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.resolve().parent
-        )
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-                f.write(text)
-                f.flush()
-                os.fsync(f.fileno())
-            os.chmod(tmp, mode)
-            os.replace(tmp, self.path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+        replace_text(self.path, text)  # through a link, onto the file it points to
         self._stamp = self._stat()
 
 

@@ -8,10 +8,10 @@ import each other.
 
 from __future__ import annotations
 
-import csv
-import io
 import os
+import secrets
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from filters.bitext.calibrate import BAD, GOOD
 from labse_common.errors import InputError
@@ -36,30 +36,45 @@ class Sheet:
     lines: list[int] = field(default_factory=list)  # each row's line number in the file
 
 
+def split_rows(text: str) -> list[tuple[int, list[str]]]:
+    """Each non-empty line of a labelling TSV as (line number, cells), split on tabs only.
+
+    Lines end with LF or CRLF; a file with no LF at all ends its lines with CR (a classic Mac
+    spreadsheet export). A CR anywhere else is a line break inside a cell, read as the space
+    :func:`tsv_cell` would have written for it, so the pair text still matches the mined one.
+    There is no quoting and no cell size limit (csv's 128 KiB one would refuse a long sentence
+    the pipeline itself wrote; the whole file is in memory anyway).
+    """
+    sep = "\n" if "\n" in text or "\r" not in text else "\r"
+    rows = []
+    for lineno, line in enumerate(text.split(sep), start=1):
+        line = line.removesuffix("\r").replace("\r", " ")
+        if line:
+            rows.append((lineno, line.split("\t")))
+    return rows
+
+
 def read_sheet(path: str | os.PathLike, flag: str | None = None) -> Sheet:
     """The one reader of the labelling format (``filters label``, ``combine``, the runner's
     labels stage): UTF-8 (a BOM is allowed), a header with src, trg and label, every row as
-    long as the header, labels GOOD, BAD or blank; empty lines are not rows."""
+    long as the header, labels GOOD, BAD or blank; empty lines are not rows (lines and cells
+    as :func:`split_rows` reads them)."""
     try:
         with open(path, "rb") as f:
             text = f.read().decode("utf-8")
     except UnicodeDecodeError as e:
         raise InputError(path, f"not UTF-8 text (byte {e.start})", flag) from e
     bom = text.startswith("\ufeff")
-    rows = list(
-        csv.reader(io.StringIO(text[1:] if bom else text), delimiter="\t", quoting=csv.QUOTE_NONE)
-    )
+    rows = split_rows(text[1:] if bom else text)
     if not rows:
         raise InputError(path, "empty labelling file", flag)
-    header = rows[0]
+    header = rows[0][1]
     for need in ("src", "trg", LABEL):
         if need not in header:
             raise InputError(path, f"no {need!r} column in the header {header}", flag)
     col = header.index(LABEL)
     sheet = Sheet(header, [], [], bom)
-    for lineno, row in enumerate(rows[1:], start=2):
-        if not row:
-            continue
+    for lineno, row in rows[1:]:
         if len(row) != len(header):
             raise InputError(
                 path, f"line {lineno}: {len(row)} fields, the header has {len(header)}", flag
@@ -71,3 +86,44 @@ def read_sheet(path: str | os.PathLike, flag: str | None = None) -> Sheet:
         sheet.labels.append(lab)
         sheet.lines.append(lineno)
     return sheet
+
+
+def replace_text(path: str | os.PathLike, text: str) -> None:
+    """Replace the file at ``path`` with ``text`` atomically, through a symbolic link.
+
+    A temporary copy is written and synced beside the file the link points to, with its mode,
+    then renamed onto it: the link stays a link and what it points to gets the text (renaming
+    onto the link itself would replace the link by a plain file, and the file it pointed to,
+    the one the runner reads, would never see the labels). A reader sees the old text or the
+    new, never a part.
+    """
+    target = Path(os.path.realpath(path))
+    tmp = target.parent / f".{target.name}.{secrets.token_hex(6)}.tmp"
+    # Created as open() creates a file (0666 less the umask), then given the old file's mode.
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        if target.exists():
+            os.chmod(tmp, os.stat(target).st_mode & 0o7777)
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    _sync_folder(target.parent)
+
+
+def _sync_folder(folder: Path) -> None:
+    """The rename made durable (a saved label survives a power cut); best effort."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

@@ -275,23 +275,30 @@ def test_only_a_loopback_host_is_allowed(sample, caplog):
     assert rc == 2 and len(errors) == 1 and "--host 0.0.0.0" in errors[0], errors
 
 
-def test_ctrl_c_exits_130_after_logging_the_labels_per_pair(sample):
-    """The command as a person runs it: the URL is logged, labels are saved, Ctrl-C ends it
-    with exit 130 and the counts per language pair."""
+def _start_label(path: Path) -> tuple[subprocess.Popen, str]:
+    """``python -m filters label PATH`` as a person runs it, once it logged its URL."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "filters", "label", str(sample), "--no-browser"],
+        [sys.executable, "-m", "filters", "label", str(path), "--no-browser"],
         cwd=ROOT,
         stderr=subprocess.PIPE,
         text=True,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
+    lines: list[str] = []
+    while not any("open http" in line for line in lines):
+        line = proc.stderr.readline()
+        if not line:
+            proc.kill()
+            pytest.fail("".join(lines) + proc.stderr.read())
+        lines.append(line)
+    return proc, re.search(r"open (http://127\.0\.0\.1:\d+/)", lines[-1]).group(1)
+
+
+def test_ctrl_c_exits_130_after_logging_the_labels_per_pair(sample):
+    """The command as a person runs it: the URL is logged, labels are saved, Ctrl-C ends it
+    with exit 130 and the counts per language pair."""
+    proc, url = _start_label(sample)
     try:
-        lines = []
-        while not any("open http" in line for line in lines):
-            line = proc.stderr.readline()
-            assert line, "".join(lines)
-            lines.append(line)
-        url = re.search(r"open (http://127\.0\.0\.1:\d+/)", lines[-1]).group(1)
         assert post(url + "api/label", {"index": 1, "label": "BAD"})[0] == 200
         proc.send_signal(signal.SIGINT)
         err = proc.communicate(timeout=10)[1]
@@ -300,6 +307,61 @@ def test_ctrl_c_exits_130_after_logging_the_labels_per_pair(sample):
     assert proc.returncode == 130, err
     assert "1 of 5 pairs labelled" in err and "fr-en: 0 GOOD, 1 BAD, 1 unlabelled" in err, err
     assert labels_in(sample) == ["", "BAD", "", "", ""]
+
+
+def test_a_cr_in_a_cell_and_a_long_cell_are_read_at_start_up(tmp_path):
+    """A line break another tool left in a cell and a cell past csv's 128 KiB limit (issue 49):
+    the page starts and shows both texts (the CR as the space the writer makes of it); labelling
+    saves them back."""
+    long = "lang " + "y" * 200_000
+    f = tmp_path / "labels.tsv"
+    f.write_bytes(f"src\ttrg\tlabel\neins\rzwei\tone two\t\n{long}\tlong\t\n".encode())
+    proc, url = _start_label(f)
+    try:
+        rows = get(url + "api/state")["rows"]
+        assert [r["src"] for r in rows] == ["eins zwei", long]
+        assert post(url + "api/label", {"index": 1, "label": "GOOD"})[0] == 200
+        proc.send_signal(signal.SIGINT)
+        err = proc.communicate(timeout=10)[1]
+    finally:
+        proc.kill()
+    assert proc.returncode == 130 and "Traceback" not in err, err
+    assert (
+        f.read_text(encoding="utf-8")
+        == f"src\ttrg\tlabel\neins zwei\tone two\t\n{long}\tlong\tGOOD\n"
+    )
+
+
+def test_a_linked_file_is_saved_through_the_link(tmp_path):
+    """The runner reads the file a link points to: the page writes there and the link stays a
+    link (issue 49: it used to be replaced by a plain file, the real file never labelled)."""
+    (tmp_path / "kept").mkdir()
+    real = write_sample(tmp_path / "kept" / "labels.tsv")
+    link = tmp_path / "labels.tsv"
+    link.symlink_to(os.path.relpath(real, tmp_path))
+    srv = make_server(LabelSheet(link), "127.0.0.1", 0)
+    thread = threading.Thread(target=srv.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    try:
+        assert post(url_of(srv) + "api/label", {"index": 2, "label": "GOOD"})[0] == 200
+        assert post(url_of(srv) + "api/label", {"index": 3, "label": "BAD"})[0] == 200
+    finally:
+        srv.shutdown()
+        srv.server_close()
+        thread.join(5)
+    assert link.is_symlink() and link.resolve() == real.resolve()
+    assert labels_in(real) == ["", "", "GOOD", "BAD", ""]
+    assert sorted(p.name for p in real.parent.iterdir()) == ["labels.tsv"]  # no temporary left
+    assert read_labels(link)[0].num_rows == 2
+
+
+def test_a_link_to_nothing_is_one_line_and_exit_2(tmp_path, caplog):
+    link = tmp_path / "labels.tsv"
+    link.symlink_to(tmp_path / "gone.tsv")
+    rc = label_main([str(link), "--no-browser", "--log-level", "WARNING"])
+    errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert rc == 2 and len(errors) == 1, errors
+    assert f"a link to {tmp_path / 'gone.tsv'}, which does not exist" in errors[0], errors
 
 
 def test_help_explains_every_option(capsys):
