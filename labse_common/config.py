@@ -218,10 +218,45 @@ def preset_path(name_or_path: str | os.PathLike) -> Path:
     return path
 
 
-def read_preset(name_or_path: str | os.PathLike, _chain: tuple[str, ...] = ()) -> dict[str, Any]:
+def read_preset(name_or_path: str | os.PathLike, _chain: tuple[Path, ...] = ()) -> dict[str, Any]:
     """The whole preset as a dict (``extends:`` resolved); a malformed YAML file is a
     ConfigError with its position."""
     path = preset_path(name_or_path)
+    data = _read_yaml(path)
+    base = data.pop(EXTENDS, None)
+    if base is None:
+        return data
+    # `extends: demo` (or a path, relative to this file): that preset, with this file's keys
+    # merged over it section by section, so a user's config holds only what differs.
+    if not isinstance(base, str) or not base.strip():
+        raise ConfigError(f"{path}: {EXTENDS} must name a preset or a YAML file, not {shown(base)}")
+    chain = (*_chain, path.resolve())
+    target = base if base in PRESETS or os.path.isabs(base) else str(path.parent / base)
+    _check_chain(chain, preset_path(target).resolve(), path, base)
+    return _merge(read_preset(target, _chain=chain), data)
+
+
+#: The most files one ``extends:`` chain may hold: deeper is a generated mistake, and each level
+#: is a recursion (a chain of some hundreds ended in a RecursionError traceback).
+MAX_EXTENDS = 32
+
+
+def _check_chain(chain: tuple[Path, ...], target: Path, path: Path, base: str) -> None:
+    """Refuse an ``extends:`` that leads back into ``chain`` or makes it too long, naming it."""
+    names = [p.name for p in (*chain, target)]
+    shown_chain = " -> ".join(names if len(names) <= 6 else [*names[:3], "…", *names[-2:]])
+    if target in chain:
+        raise ConfigError(
+            f"{path}: {EXTENDS} {shown(base)} leads back to itself ({_clip(shown_chain)})"
+        )
+    if len(chain) >= MAX_EXTENDS:
+        raise ConfigError(
+            f"{path}: {EXTENDS} chain longer than {MAX_EXTENDS} files ({_clip(shown_chain)})"
+        )
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    """One config file's top-level mapping (``{}`` when empty)."""
     try:
         with open(path, encoding="utf-8") as f:
             data = yaml.load(f, Loader=ConfigLoader)
@@ -233,18 +268,7 @@ def read_preset(name_or_path: str | os.PathLike, _chain: tuple[str, ...] = ()) -
         return {}
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: the top level must be a mapping of sections")
-    base = data.pop(EXTENDS, None)
-    if base is None:
-        return data
-    # `extends: demo` (or a path, relative to this file): that preset, with this file's keys
-    # merged over it section by section, so a user's config holds only what differs.
-    if not isinstance(base, str):
-        raise ConfigError(f"{path}: {EXTENDS} must name a preset or a YAML file, not {shown(base)}")
-    chain = (*_chain, str(path.resolve()))
-    target = base if base in PRESETS or os.path.isabs(base) else str(path.parent / base)
-    if target not in PRESETS and str(Path(target).resolve()) in chain:
-        raise ConfigError(f"{path}: {EXTENDS} {shown(base)} leads back to itself")
-    return _merge(read_preset(target, _chain=chain), data)
+    return data
 
 
 EXTENDS = "extends"
@@ -383,7 +407,10 @@ def from_dict(cls: type[T], data: Mapping[str, Any], prefix: str = "") -> T:
         except ConfigError:
             raise
         except ValueError as e:
-            raise ConfigError(f"{prefix}: {e}" if prefix else str(e)) from None
+            # A message naming its key in full (``launch.nnodes=0 ...``) is kept as it is.
+            text = str(e)
+            named = not prefix or text.startswith(f"{prefix}.")
+            raise ConfigError(text if named else f"{prefix}: {text}") from None
     return obj
 
 
@@ -433,6 +460,10 @@ def _coerce_union(value: Any, tp: Any, path: str) -> Any:
     options = get_args(tp)
     if value is None and type(None) in options:
         return None
+    if type(None) in options and isinstance(value, str) and not value.strip():
+        # null is how a config says "none": an empty path read as none silently changed the
+        # run (model.init: "" meant "no encoder" and switched full training on).
+        raise ConfigError(f"{path}={shown(value)} is empty: give a value, or null for none")
     errors = []
     for opt in options:
         if opt is type(None):

@@ -17,12 +17,10 @@ from apache_beam.runners.runner import create_runner
 
 from labse_common.cli import UsageError
 from labse_common.remote import check_paths, remote_paths
+from labse_common.sections.beam import SHORT_RUNNER_NAMES, BeamOptionError, parse_beam_args
 from pipelines import local_runner
 
 __all__ = ["UsageError", "check_remote", "new_pipeline", "pipeline_options", "run_pipeline"]
-
-
-SHORT_RUNNER_NAMES = {"DaskRunner": "apache_beam.runners.dask.dask_runner.DaskRunner"}
 
 
 def pipeline_options(beam_args: Sequence[str]) -> PipelineOptions:
@@ -33,6 +31,12 @@ def pipeline_options(beam_args: Sequence[str]) -> PipelineOptions:
     :class:`pipelines.local_runner.LocalRunner` (the DirectRunner's batch engine, no Prism
     download), in multi_processing mode with one worker per core.
     """
+    try:  # what Beam would drop with a warning, or fail on once the job runs, is one line now
+        parse_beam_args(beam_args)
+    except BeamOptionError as e:
+        # The command's own parser took its flags first: an unknown one is neither.
+        what = "not an option of this command or of Beam" if e.unknown else e.problem
+        raise UsageError(f"--{e.option}: {what}{e.hint('--')}") from None
     opts = PipelineOptions(list(beam_args), save_main_session=False)
     from labse_common.filesystems import install_s3_client_cache
 
