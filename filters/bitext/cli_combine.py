@@ -186,13 +186,41 @@ def run(args: argparse.Namespace) -> dict:
         report = _report(counter, cfg, fit, thr, keep)
         _write(out.tmp, table, scores, thr, keep, fit, summary, report)
     log.info(
-        "kept %d of %d pairs (threshold %s) -> %s",
+        "kept %d of %d pairs (%s) -> %s",
         int(keep.sum()),
         table.num_rows,
-        f"{fit.calibration.threshold:.3f}" if fit.calibration else "none",
+        threshold_note(fit, cfg, best),
         args.output,
     )
     return report
+
+
+def threshold_note(fit: CombinedFit, cfg: CombineConfig, best: dict | None) -> str:
+    """The threshold(s) :func:`decide` applied and how each was chosen, for the closing line
+    (it said "threshold none" when the best reachable one was applied)."""
+    if best is not None and np.isfinite(best["threshold"]):
+        return (
+            f"combined_score >= {best['threshold']:.3f}, the best reachable threshold: "
+            f"{best['precision']:.1%} GOOD on the labelled sample, BELOW the target "
+            f"{cfg.target:.0%} (combine.on_unreachable=continue)"
+        )
+    cal = fit.calibration
+    if cal is not None:
+        note = (
+            f"combined_score >= {cal.threshold:.3f}, the lowest threshold whose kept labelled "
+            f"pairs reach the target {cfg.target:.0%} GOOD ({cal.precision:.1%} there)"
+        )
+    else:
+        note = (
+            f"no global threshold: none keeps >= {cfg.min_kept} labelled pairs, so no pair "
+            "is kept by it"
+        )
+    own = {k: v.threshold for k, v in fit.per_pair.items() if isinstance(v, Calibration)}
+    if own:
+        each = ", ".join(f"{k} >= {t:.3f}" for k, t in own.items())
+        rest = "the global one" if cal is not None else "none"
+        note += f"; own thresholds per src_lang (combine.per_pair): {each}; the others: {rest}"
+    return note
 
 
 def _labelled_sample(
