@@ -21,7 +21,7 @@ from labse_common.cli import (
 from labse_common.errors import InputError
 from labse_common.filesystems import is_remote
 from labse_common.logs import setup_logging
-from labse_common.output_dir import exclusive_output, staged_output
+from labse_common.output_dir import claim_output
 from labse_common.remote import require_local
 from labse_common.sections.eval import SCORINGS, EvalConfig
 from labse_common.sections.mining import MARGINS, RETRIEVAL_MODES, MiningConfig
@@ -130,8 +130,13 @@ def cmd_mine(args: argparse.Namespace) -> int:
     _require_inputs(
         ("--src-text", args.src_text), ("--trg-text", args.trg_text), ("--lexicon", args.lexicon)
     )
+    if args.lexicon:  # checked (values, languages) before the output is claimed
+        from mining.lexicon import check_for_pairs
+
+        check_for_pairs(args.lexicon, [(args.src_lang, args.trg_lang)])
     # Written under OUT/_tmp-<id>/; a remote OUT: staged locally, uploaded and committed at the end.
-    with staged_output(args.output, args.overwrite) as tmp:
+    with claim_output(args.output, args.overwrite, staged=True) as claimed:
+        tmp = claimed.path
         report = run_mine(
             args.src_text,
             args.trg_text,
@@ -156,7 +161,13 @@ def cmd_mine_many(args: argparse.Namespace) -> int:
     if not args.model and not args.emb:
         raise UsageError("give --model DIR or --emb PATTERN")
     _require_inputs(("--lexicon", args.lexicon))
-    with staged_output(args.output, args.overwrite) as tmp:  # remote: staged locally, then uploaded
+    if args.lexicon:  # checked (values, languages) before the output is claimed
+        from mining.lexicon import check_for_pairs
+
+        check_for_pairs(args.lexicon, pairs)
+    # remote: staged locally, then uploaded
+    with claim_output(args.output, args.overwrite, staged=True) as claimed:
+        tmp = claimed.path
         reports = run_many(
             pairs,
             args.corpus,
@@ -221,7 +232,7 @@ def _finish(
 
     print(markdown)
     if out:
-        with exclusive_output(out, overwrite) as claimed:  # claimed, written aside, committed
+        with claim_output(out, overwrite) as claimed:  # claimed, written aside, committed
             write_report_files(report, markdown, claimed.tmp, name)
         print(f"report written to {Path(out) / name}.md/.json")
     return 0

@@ -19,20 +19,29 @@ scoring walks its pairs the same way. Tokens are lower-cased and stripped of acc
 Han, kana and Hangul are one token per character, other scripts split at non-word characters.
 One table serves every language pair: the same spelling in two source languages shares a row,
 which costs little when each language's pairs teach its own words.
+
+The file records the language pairs it was fitted on (``langs``, pair -> pairs fitted), and
+:func:`load` refuses a table that is not a lexicon this module wrote (:func:`check_table`):
+a wrong probability would silently change every score and so the mined pairs.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 import re
 import unicodedata
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from labse_common.errors import InputError, UsageError
+from labse_common.langs import normalize_lang, parse_pair
 
 log = logging.getLogger(__name__)
 
@@ -160,6 +169,9 @@ class Lexicon:
     fwd: _Table  # p(trg token | src token), keys over (src id, trg id)
     bwd: _Table  # p(src token | trg token), keys over (trg id, src id)
     pairs: int
+    # "src-trg" -> pairs fitted, normalised codes; empty when the fitted pairs' languages are
+    # unknown (a file fitted before they were recorded, or pairs without languages).
+    langs: dict[str, int] = field(default_factory=dict)
 
     def encode(self, texts: Sequence[str | None], side: str, max_tokens: int = 64) -> Encoded:
         """``texts`` of the ``"src"`` or ``"trg"`` side as token ids, for :meth:`score_rows`."""
@@ -302,18 +314,20 @@ def fit(
 
 
 def _table_rows(table: _Table, given: list[str], explained: list[str], min_prob: float):
-    keep = table.probs >= min_prob
+    probs = table.probs.astype(np.float32)
+    keep = (table.probs >= min_prob) & (probs > 0)  # an entry that rounds to 0 explains nothing
     keys = table.keys[keep]
     return (
         [given[i] for i in keys // table.n_trg],
         [explained[i] for i in keys % table.n_trg],
-        table.probs[keep].astype(np.float32),
+        probs[keep],
     )
 
 
 def save(lexicon: Lexicon, path: str | Path, min_prob: float = 1e-4) -> int:
-    """Write ``path`` (Parquet: direction, given, explained, prob), dropping entries below
-    ``min_prob``; returns the entries written."""
+    """Write ``path`` (Parquet: direction, given, explained, prob; schema metadata ``pairs``
+    and ``langs``), dropping entries below ``min_prob``; returns the entries written.
+    ValueError when ``min_prob`` leaves a direction empty (:func:`load` would refuse it)."""
     src_words = _words(lexicon.src_vocab)
     trg_words = _words(lexicon.trg_vocab)
     cols: dict[str, list] = {"direction": [], "given": [], "explained": [], "prob": []}
@@ -322,10 +336,17 @@ def save(lexicon: Lexicon, path: str | Path, min_prob: float = 1e-4) -> int:
         ("bwd", lexicon.bwd, trg_words, src_words),
     ):
         g, e, p = _table_rows(table, given, explained, min_prob)
+        if not g:
+            raise ValueError(
+                f"no {name} entry has a probability >= {min_prob:g}: lower lexicon.min_prob"
+            )
         cols["direction"] += [name] * len(g)
         cols["given"] += g
         cols["explained"] += e
         cols["prob"] += p.tolist()
+    meta = {"pairs": str(lexicon.pairs)}
+    if lexicon.langs:
+        meta["langs"] = json.dumps(dict(sorted(lexicon.langs.items())))
     t = pa.table(
         {
             "direction": pa.array(cols["direction"], pa.string()),
@@ -333,7 +354,7 @@ def save(lexicon: Lexicon, path: str | Path, min_prob: float = 1e-4) -> int:
             "explained": pa.array(cols["explained"], pa.string()),
             "prob": pa.array(cols["prob"], pa.float32()),
         }
-    ).replace_schema_metadata({"pairs": str(lexicon.pairs)})
+    ).replace_schema_metadata(meta)
     pq.write_table(t, str(path))
     return t.num_rows
 
@@ -369,15 +390,96 @@ def _table_of(part: pa.Table, given: pa.Array, explained: pa.Array) -> _Table:
     return _Table(keys[order], probs[order], len(explained))
 
 
-def load(path: str | Path) -> Lexicon:
-    """A lexicon :func:`save` wrote; ValueError naming what is missing otherwise."""
-    t = pq.read_table(str(path))
+def _is_text(t: pa.DataType) -> bool:
+    return pa.types.is_string(t) or pa.types.is_large_string(t)
+
+
+def check_table(t: pa.Table) -> None:
+    """ValueError, one line saying what is wrong, unless ``t`` is a lexicon :func:`save` could
+    have written: the four columns with their types, at least one entry each way, only known
+    directions, no null word, every probability finite and in (0, 1]."""
+    import pyarrow.compute as pc
+
     missing = [c for c in REQUIRED if c not in t.column_names]
     if missing:
         raise ValueError(f"not a lexicon (no column {', '.join(missing)})")
-    meta = t.schema.metadata or {}
+    for name in REQUIRED[:3]:
+        if not _is_text(t.schema.field(name).type):
+            raise ValueError(f"column {name} is {t.schema.field(name).type}, not text")
+    ptype = t.schema.field("prob").type
+    if not (pa.types.is_floating(ptype) or pa.types.is_integer(ptype)):
+        raise ValueError(f"column prob is {ptype}, not a number (probabilities in (0, 1])")
+    if t.num_rows == 0:
+        raise ValueError("empty: no dictionary entry")
+    problems = []
+    counts = {
+        d.get("values"): d.get("counts") for d in pc.value_counts(t.column("direction")).to_pylist()
+    }
+    unknown = {d: n for d, n in counts.items() if d not in DIRECTIONS}
+    if unknown:
+        shown = ", ".join(
+            f"{'null' if d is None else repr(d)} ({_entries(n)})"
+            for d, n in list(unknown.items())[:3]
+        )
+        problems.append(f"unknown direction {shown}; known: {', '.join(DIRECTIONS)}")
+    problems += [f"no {d} entry" for d in DIRECTIONS if d not in counts]
+    for name in ("given", "explained"):
+        if t.column(name).null_count:
+            problems.append(
+                f"{_entries(t.column(name).null_count)} with a null word in column {name}"
+            )
+    problems += _prob_problems(t.column("prob"))
+    if problems:
+        raise ValueError("; ".join(problems))
+
+
+def _prob_problems(col: pa.ChunkedArray) -> list[str]:
+    if col.null_count:
+        return [f"{_entries(col.null_count)} without a probability (null)"]
+    p = col.to_numpy().astype(np.float64)
+    bad_f = ~np.isfinite(p)
+    if bad_f.any():
+        return [f"{_entries(int(bad_f.sum()))} with a probability that is not finite (NaN or inf)"]
+    out = (p <= 0) | (p > 1)
+    if out.any():
+        return [
+            f"{_entries(int(out.sum()))} with a probability outside (0, 1] (e.g. {p[out][0]:g})"
+        ]
+    return []
+
+
+def _entries(n: int) -> str:
+    return f"{n} entry" if n == 1 else f"{n} entries"
+
+
+def recorded_langs(meta: dict[bytes, bytes] | None) -> dict[str, int]:
+    """The language pairs of the schema metadata (``{"de-en": pairs fitted}``); {} when the
+    file records none. ValueError when the record is not that."""
+    raw = (meta or {}).get(b"langs")
+    if raw is None:
+        return {}
+    try:
+        langs = json.loads(raw)
+        if not isinstance(langs, dict) or not langs:
+            raise ValueError("not a non-empty mapping")
+        return {"-".join(parse_pair(k)): int(v) for k, v in langs.items()}
+    except (ValueError, TypeError) as e:
+        raise ValueError(f"schema metadata langs is not a list of language pairs ({e})") from None
+
+
+def load(path: str | Path) -> Lexicon:
+    """A lexicon :func:`save` wrote; ValueError saying what is wrong otherwise
+    (:func:`check_table`)."""
     import pyarrow.compute as pc
 
+    t = pq.read_table(str(path))
+    check_table(t)
+    meta = t.schema.metadata or {}
+    langs = recorded_langs(meta)
+    try:
+        pairs = int(meta.get(b"pairs", b"0"))
+    except ValueError:
+        raise ValueError(f"schema metadata pairs is not a number ({meta[b'pairs']!r})") from None
     fwd = t.filter(pc.equal(t.column("direction"), "fwd"))
     bwd = t.filter(pc.equal(t.column("direction"), "bwd"))
     # Each side's words, NULL first (id 0) as when fitted; ids are positions in these lists.
@@ -392,6 +494,51 @@ def load(path: str | Path) -> Lexicon:
     }
     src_vocab = {w: i for i, w in enumerate(src_words.to_pylist())}
     trg_vocab = {w: i for i, w in enumerate(trg_words.to_pylist())}
-    return Lexicon(
-        src_vocab, trg_vocab, tables["fwd"], tables["bwd"], int(meta.get(b"pairs", b"0"))
-    )
+    return Lexicon(src_vocab, trg_vocab, tables["fwd"], tables["bwd"], pairs, langs)
+
+
+def check_for_pairs(
+    path: str | os.PathLike, pairs: Sequence[tuple[str, str]], flag: str = "--lexicon"
+) -> None:
+    """Before any output is claimed: ``path`` is a valid lexicon fitted on every language pair
+    of ``pairs`` (codes as given; ``("", "")``: the languages were not named). A lexicon that
+    records no languages (fitted before they were recorded, or on pairs without languages) is
+    used with a warning: it may be right, and only a refit can tell. InputError otherwise."""
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise UsageError(f"{flag} {path}: not found (a lexicon.parquet of filters lexicon)")
+    try:
+        t = pq.read_table(path)
+        check_table(t)
+        langs = recorded_langs(t.schema.metadata)
+    except (ValueError, OSError) as e:
+        raise InputError(path, str(e), flag) from e
+    if not langs:
+        log.warning(
+            "%s %s records no languages (fitted before they were recorded, or on pairs without "
+            "them): not checked against the mined pairs; refit it with filters lexicon to have "
+            "them checked",
+            flag,
+            path,
+        )
+        return
+    wrong = [p for p in (_pair_key(s, t, flag, path) for s, t in pairs) if p not in langs]
+    if wrong:
+        raise InputError(
+            path,
+            f"fitted on {', '.join(langs)}, not on {', '.join(wrong)} (the languages mined, "
+            "source first): fit a lexicon on pairs of these languages, or mine without it",
+            flag,
+        )
+
+
+def _pair_key(src: str, trg: str, flag: str, path: str) -> str:
+    if not src or not trg:
+        raise UsageError(
+            f"{flag} {path} records the languages it was fitted on: give --src-lang and "
+            "--trg-lang (the languages mined) so they can be checked"
+        )
+    try:
+        return f"{normalize_lang(src)}-{normalize_lang(trg)}"
+    except ValueError as e:
+        raise UsageError(f"--src-lang/--trg-lang: {e}") from None

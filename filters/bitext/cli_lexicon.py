@@ -1,6 +1,6 @@
 """fit IBM Model 1 dictionaries on trusted pairs; score pairs with them (lex_fwd, lex_bwd)
 
-``python -m filters lexicon --fit TRUSTED [--pairs PAIRS] --output DIR``
+``python -m filters lexicon --fit TRUSTED [--langs SRC-TRG | --lang-columns SRC TRG] [--pairs PAIRS] --output DIR``
 ``python -m filters lexicon --lexicon FILE --pairs PAIRS --output DIR``
 
 Fits p(trg word | src word) and p(src word | trg word) by EM on ``--fit`` (pairs known to be
@@ -16,7 +16,9 @@ Writes into the claimed folder DIR (committed at the end):
 
 * ``DIR/scored.parquet`` (with --pairs): every column of --pairs plus lex_fwd and lex_bwd (NaN
   where a side has no word token);
-* ``DIR/lexicon.parquet`` (with --fit): the dictionaries, entries >= lexicon.min_prob;
+* ``DIR/lexicon.parquet`` (with --fit): the dictionaries, entries >= lexicon.min_prob, and the
+  language pairs fitted (from the file's src_lang/trg_lang columns, --lang-columns or --langs),
+  which ``mining mine --lexicon`` checks against the languages it mines;
 * ``DIR/stats.json``: unit ``fit_pairs`` (dropped: no_word_token, over_max_pairs) and ``pairs``.
 """
 
@@ -26,6 +28,8 @@ import argparse
 import logging
 import os
 import time
+from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 from filters.bitext.cliutil import (
@@ -41,7 +45,7 @@ from filters.bitext.pair_io import iter_pair_batches, no_pairs
 from filters.bitext.score_file import score_pairs_file
 from labse_common.errors import InputError, UsageError
 from labse_common.filesystems import is_remote
-from labse_common.output_dir import OutputDir
+from labse_common.output_dir import claim_output
 from labse_common.stats import StageCounter
 
 log = logging.getLogger("filters.lexicon")
@@ -70,6 +74,20 @@ def build_parser() -> argparse.ArgumentParser:
         help="pairs to score: mining/rules/cds-score output (Parquet) or TSV src<TAB>trg "
         "(without it, --fit only fits and saves the dictionaries)",
     )
+    langs = p.add_mutually_exclusive_group()
+    langs.add_argument(
+        "--langs",
+        metavar="SRC-TRG",
+        help="the language pair of every --fit pair (a file without language columns), "
+        "recorded in lexicon.parquet so the miner can check it",
+    )
+    langs.add_argument(
+        "--lang-columns",
+        nargs=2,
+        metavar=("SRC_COL", "TRG_COL"),
+        help="--fit's columns holding each pair's languages (default: src_lang trg_lang when "
+        "present; a TSV without header names its third and fourth fields col2 col3)",
+    )
     p.add_argument(
         "--batch-rows",
         type=int,
@@ -83,15 +101,19 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _fit_pairs(path: str, cfg, layout: str, counter: StageCounter):
-    """(src, trg) of the first ``max_pairs`` usable pairs of ``path``, counted under fit_pairs."""
+def _fit_pairs(path: str, cfg, args, counter: StageCounter, langs: Counter):
+    """(src, trg) of the first ``max_pairs`` usable pairs of ``path``, counted under fit_pairs;
+    ``langs`` counts the language pair of each pair yielded."""
     from mining.lexicon import tokens
 
     reader = StageCounter()
     seen = False
-    for batch in iter_pair_batches(path, reader, 65536, layout, flag="--fit"):
+    rows = 0  # pairs of the earlier batches, for the row number in a message
+    for batch in iter_pair_batches(path, reader, 65536, args.layout, flag="--fit"):
         seen = seen or batch.num_rows > 0
-        for a, b in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist()):
+        pair_of = _row_langs(batch, path, args, rows)
+        rows += batch.num_rows
+        for i, (a, b) in enumerate(zip(batch.column(0).to_pylist(), batch.column(1).to_pylist())):
             counter.add_in("fit_pairs")
             if not tokens(a) or not tokens(b):  # nothing to learn from
                 counter.add_dropped("fit_pairs", "no_word_token")
@@ -99,6 +121,7 @@ def _fit_pairs(path: str, cfg, layout: str, counter: StageCounter):
                 counter.add_dropped("fit_pairs", "over_max_pairs")
             else:
                 counter.add_out("fit_pairs")
+                langs[pair_of(i)] += 1
                 yield a, b
     if not seen:
         raise no_pairs(path, "--fit")
@@ -106,27 +129,92 @@ def _fit_pairs(path: str, cfg, layout: str, counter: StageCounter):
         counter.counts[f"fit_{key}"] += n
 
 
+def _row_langs(batch, path: str, args, before: int) -> Callable[[int], str | None]:
+    """index in ``batch`` -> its pair's "src-trg" (normalised codes), from the language columns
+    or --langs (both: they must agree); None when neither says. ``before``: pairs read before
+    ``batch``. A code that names no language: InputError naming the pair."""
+    from labse_common.langs import normalize_lang
+
+    names = batch.schema.names
+    columns = args.lang_columns or ("src_lang", "trg_lang")
+    if not set(columns) <= set(names):
+        if args.lang_columns:
+            missing = " and ".join(c for c in columns if c not in names)
+            raise InputError(path, f"no column {missing} (has: {', '.join(names)})", "--fit")
+        return lambda i: args.langs
+    src = batch.column(names.index(columns[0])).to_pylist()
+    trg = batch.column(names.index(columns[1])).to_pylist()
+    known: dict[tuple, str] = {}
+
+    def pair_of(i: int) -> str:
+        key = (src[i], trg[i])
+        if key not in known:
+            where = f"pair {before + i + 1} ({columns[0]}, {columns[1]})"
+            try:
+                known[key] = f"{normalize_lang(key[0])}-{normalize_lang(key[1])}"
+            except ValueError as e:
+                raise InputError(path, f"{where}: {e}", "--fit") from None
+            if args.langs and known[key] != args.langs:
+                raise InputError(path, f"{where}: {known[key]}, not --langs {args.langs}", "--fit")
+        return known[key]
+
+    return pair_of
+
+
+def _loaded(args):
+    """The dictionaries of --lexicon, checked (:func:`mining.lexicon.check_table`) before any
+    output is claimed; None with --fit."""
+    from mining import lexicon
+
+    if not args.lexicon:
+        return None
+    try:
+        return lexicon.load(args.lexicon)
+    except (ValueError, OSError) as e:
+        raise InputError(args.lexicon, str(e), "--lexicon") from e
+
+
 def _fitted(args, cfg, out_tmp: str, counter: StageCounter):
     from mining import lexicon
 
-    if args.lexicon:
-        try:
-            return lexicon.load(args.lexicon)
-        except (ValueError, OSError) as e:
-            raise InputError(args.lexicon, str(e), "--lexicon") from e
+    langs: Counter = Counter()
     try:
         fitted = lexicon.fit(
-            _fit_pairs(args.fit, cfg, args.layout, counter), cfg.iterations, cfg.max_tokens
+            _fit_pairs(args.fit, cfg, args, counter, langs), cfg.iterations, cfg.max_tokens
         )
     except ValueError as e:  # no pair with a word on both sides
         raise InputError(args.fit, str(e), "--fit") from e
+    if None in langs:  # some pairs without languages: the lexicon cannot say what it covers
+        log.warning(
+            "--fit %s: no language columns (src_lang, trg_lang): the lexicon records no "
+            "languages and the miner cannot check them; give --langs or --lang-columns",
+            args.fit,
+        )
+    else:
+        fitted.langs = dict(langs)
     path = Path(out_tmp) / LEXICON
-    entries = lexicon.save(fitted, path, cfg.min_prob)
+    try:
+        entries = lexicon.save(fitted, path, cfg.min_prob)
+    except ValueError as e:  # lexicon.min_prob above every entry of one direction
+        raise UsageError(f"--fit {args.fit}: {e}") from e
     log.info(
-        "lexicon: %d pairs fitted, %d entries >= %g saved", fitted.pairs, entries, cfg.min_prob
+        "lexicon: %d pairs fitted (%s), %d entries >= %g saved",
+        fitted.pairs,
+        ", ".join(f"{k}: {n}" for k, n in fitted.langs.items()) or "languages unknown",
+        entries,
+        cfg.min_prob,
     )
     # Scored with what is saved, as a later --lexicon run would score.
     return lexicon.load(path) if args.pairs else fitted
+
+
+def _pair_code(text: str) -> str:
+    from labse_common.langs import parse_pair
+
+    try:
+        return "-".join(parse_pair(text))
+    except ValueError as e:
+        raise UsageError(f"--langs: {e}") from None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -146,10 +234,16 @@ def main(argv: list[str] | None = None) -> int:
             # Before the fit's seconds: a wrong path is found at once.
             if path and not is_remote(path) and not os.path.exists(path):
                 raise UsageError(f"{flag} {path}: not found")
+        if (args.langs or args.lang_columns) and not args.fit:
+            raise UsageError("--langs and --lang-columns name --fit's languages: give --fit")
+        if args.langs:
+            args.langs = _pair_code(args.langs)
         t0 = time.perf_counter()
         counter = StageCounter()
-        with OutputDir(args.output, args.overwrite).open() as out:
-            lex = _fitted(args, cfg, out.tmp, counter)
+        lex = _loaded(args)
+        with claim_output(args.output, args.overwrite) as out:
+            if lex is None:
+                lex = _fitted(args, cfg, out.tmp, counter)
 
             if args.pairs:
 

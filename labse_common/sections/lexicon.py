@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from labse_common.config import option
+from labse_common.config import ConfigError, option
 
 
 @dataclass
@@ -24,9 +24,17 @@ class LexiconConfig:
     min_prob: float = option(
         1.0e-3,
         min=0.0,
-        help="dictionary entries below this are dropped when saved (demo: 2.1M entries, 11 MB)",
+        min_exclusive=True,
+        help="dictionary entries below this are dropped when saved, in (0, 1) (demo: 2.1M "
+        "entries, 11 MB)",
     )
     progress: bool = option(True, help="progress bar while scoring")
+
+    def validate(self) -> None:
+        # A probability is at most 1: from 1 up nearly every entry is dropped, and the saved
+        # dictionary would explain nothing.
+        if not self.min_prob < 1:
+            raise ConfigError(f"lexicon.min_prob={self.min_prob!r} must be < 1 (a probability)")
 
 
 CONFIG = LexiconConfig

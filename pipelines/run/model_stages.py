@@ -168,6 +168,8 @@ def LEXICON(c: Context) -> list[Command]:
             "lexicon",
             "--fit",
             c.d(INPUTS) / "train_pairs.tsv",
+            # src, trg, src_lang, trg_lang without a header: the languages the lexicon records
+            *("--layout", "src-trg", "--lang-columns", "col2", "col3"),
             "--output",
             c.d(LEXICON),
             "--overwrite",
