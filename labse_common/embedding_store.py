@@ -487,12 +487,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _cmd_convert(args: argparse.Namespace) -> int:
     from labse_common.errors import UsageError
-    from labse_common.output_dir import OutputDir
+    from labse_common.output_dir import claim_output
 
     if args.rows_per_shard < 1:
         raise UsageError(f"--rows-per-shard {args.rows_per_shard}: must be >= 1")
     legacy_shards(args.src, "src")  # a gap in the numbering fails before the claim
-    with OutputDir(args.dst, args.overwrite).open() as out:  # claim, write in tmp, commit
+    with claim_output(args.dst, args.overwrite) as out:  # claim, write in tmp, commit
         store = convert(args.src, out.tmp, args.rows_per_shard, flag="src")
         n, dim = len(store), store.dim
     log.info("wrote %d vectors (dim %d) to %s", n, dim, args.dst)

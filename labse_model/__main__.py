@@ -319,12 +319,12 @@ def _run_claim(args: argparse.Namespace):
     stops with exit 2 instead of mixing checkpoints. Held by the process that starts the run
     (one node: this one; several: the launcher of node rank 0), not by torchrun workers; a run
     that was killed is resumed by the next, which takes its claim over."""
-    from labse_common.output_dir import resumable_claim
+    from labse_common.output_dir import claim_output
     from labse_model import launcher
 
     if launcher.is_worker() or (str(args.nnodes) != "1" and args.node_rank != 0):
         return contextlib.nullcontext()
-    return resumable_claim(args.output)
+    return claim_output(args.output, resumable=True)
 
 
 def run_train(args: argparse.Namespace) -> int:

@@ -24,10 +24,10 @@ The contract:
 * **Row table**: ``row``, ``id`` (the Parquet ``id`` column as text, else the row number),
   ``text`` (null -> ""), then the metadata columns of :data:`META_COLUMNS` found in the inputs.
 * **Output**: a store (``labse_common.embedding_store``) written under the
-  :class:`~labse_common.output_dir.OutputDir` claim (temporary folder, committed at the end), with
+  :func:`~labse_common.output_dir.claim_output` claim (temporary folder, committed at the end), with
   a balanced ``stats.json`` inside; or one ``X.npy`` with its own ``X.stats.json``, claimed and
-  committed together by :func:`~labse_common.output_dir.claimed_file` (a second writer gets
-  exit 2; an existing file needs ``overwrite``). Both are written by the same loop
+  committed together by :func:`~labse_common.output_dir.claim_output` (``files=``; a second
+  writer gets exit 2; an existing file needs ``overwrite``). Both are written by the same loop
   (:func:`_embedded_chunks`). An input without any row is an
   :class:`~labse_common.errors.InputError` (nothing is written).
 * **Options** are checked in one place (:func:`check_options`) by every entry point, the Beam
@@ -56,7 +56,7 @@ from labse_common import datafiles, filesystems
 from labse_common import embedding_store as es
 from labse_common.errors import InputError, UsageError
 from labse_common.filesystems import is_remote, join
-from labse_common.output_dir import OutputDir, claimed_file
+from labse_common.output_dir import claim_output
 from labse_common.stats import StageCounter, check_balanced, to_report
 
 if TYPE_CHECKING:
@@ -618,7 +618,7 @@ def embed_to_store(
     )
     counter = StageCounter()
     rows = 0
-    with OutputDir(output, overwrite).open() as out:  # claim; written in out.tmp; commit
+    with claim_output(output, overwrite) as out:  # claim; written in out.tmp; commit
         w = es.StoreWriter(out.tmp, dim=encoder.dim, dtype=dtype, rows_per_shard=rows_per_shard)
         for _, row, vecs, clean, meta in _embedded_chunks(
             encoder,
@@ -694,8 +694,8 @@ def embed_to_npy(
     npy = ".npy" if output.endswith(".npy") else ""
     counter = StageCounter()
     stem = output[: len(output) - len(npy)]
-    with claimed_file(stem, overwrite, (npy, NPY_STATS), shown=output) as tmp:
-        arr = np.lib.format.open_memmap(tmp + npy, mode="w+", dtype=dtype, shape=(n, encoder.dim))
+    with claim_output(stem, overwrite, files=(npy, NPY_STATS), shown=output) as out:
+        arr = np.lib.format.open_memmap(out.path + npy, "w+", dtype, (n, encoder.dim))
         end = 0
         for path, row, vecs, _, _ in _embedded_chunks(
             encoder,
@@ -729,7 +729,7 @@ def embed_to_npy(
             output=output,
             quantize=encoder.quantize,
         )
-        write_json(tmp + NPY_STATS, report)
+        write_json(out.path + NPY_STATS, report)  # out.path: a stem
     if stats_path:
         write_json(stats_path, report)
     return report

@@ -23,7 +23,7 @@ from labse_common.cli import (
 from labse_common.errors import InputError, UsageError
 from labse_common.filesystems import is_remote
 from labse_common.logs import setup_logging
-from labse_common.output_dir import OutputDir
+from labse_common.output_dir import claim_output
 from labse_common.sections.corpus import CorpusConfig
 from pipelines.inputs import expand_inputs
 from pipelines.options import check_remote, new_pipeline, pipeline_options, run_pipeline
@@ -185,7 +185,7 @@ def _run(build, args, beam_args, stage: str, extra_flags, check) -> int:
     log.info("%s: %d input file(s) -> %s", stage, len(inputs), args.output)
     # The job writes under OUTPUT/_tmp-<job id>/; the files move into OUTPUT at the end, and
     # nothing is left when it fails (a useless input included).
-    with OutputDir(args.output, args.overwrite).open() as out:
+    with claim_output(args.output, args.overwrite) as out:
         with new_pipeline(opts) as p:
             build(p, inputs, argparse.Namespace(**{**vars(args), "output": out.tmp}), cfg)
             run_pipeline(p)

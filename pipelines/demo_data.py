@@ -34,7 +34,7 @@ from labse_common.datafiles import read_text
 from labse_common.errors import InputError, UsageError
 from labse_common.langs import TATOEBA_TO_LID
 from labse_common.logs import setup_logging
-from labse_common.output_dir import OutputDir
+from labse_common.output_dir import claim_output
 from labse_common.sections.sources import DemoSource
 from labse_common.stats import StageCounter, check_balanced, write_report
 
@@ -126,7 +126,7 @@ def build(data: Path, out: Path, cfg: DemoSource, overwrite: bool = False) -> di
             f"(found: {', '.join(available) or 'none'})"
         )
     train_codes = list(cfg.train_languages or available)
-    with OutputDir(out, overwrite).open() as claimed:
+    with claim_output(out, overwrite) as claimed:
         return _build_into(data, train_codes, Path(claimed.tmp), cfg)
 
 

@@ -16,7 +16,7 @@ final bitext (``python -m filters export``) against the known alignment. concat:
 files as one.
 
 inputs, labels, sentences, embed and concat claim their output
-(:class:`~labse_common.output_dir.OutputDir` for a folder; a claim beside the file for concat),
+(:func:`~labse_common.output_dir.claim_output` for a folder, and for concat's file),
 write it aside and commit it at the end: a second writer stops with exit status 2, an existing
 output needs ``--overwrite``. The runner calls them into its freshly emptied stage folders.
 """
@@ -45,7 +45,7 @@ from labse_common.datafiles import read_json, read_parquet, read_text
 from labse_common.errors import InputError, UsageError
 from labse_common.formats import PROVENANCE_COLUMNS
 from labse_common.logs import setup_logging
-from labse_common.output_dir import OutputDir, claimed_file
+from labse_common.output_dir import claim_output
 from labse_common.stats import StageCounter, check_balanced, write_report
 
 log = logging.getLogger("pipelines.e2e_tasks")
@@ -81,7 +81,7 @@ def inputs(
             *texts,
             *([str(demo / demo_data.TEXT)] if list((demo / "text").glob("*.txt")) else []),
         ]
-    with OutputDir(out, overwrite).open() as claimed:  # written aside, committed at the end
+    with claim_output(out, overwrite) as claimed:  # written aside, committed at the end
         return _inputs_into(
             pairs, evals, texts, Path(claimed.tmp), trusted, lid_model, lid_threshold
         )
@@ -255,7 +255,7 @@ def _canonical(table: pa.Table) -> pa.Table:
 
 
 def sentences(corpora: list[Path], extra: list[Path], out: Path, overwrite: bool = False) -> dict:
-    with OutputDir(out, overwrite).open() as claimed:  # written aside, committed at the end
+    with claim_output(out, overwrite) as claimed:  # written aside, committed at the end
         return _sentences_into(corpora, extra, Path(claimed.tmp))
 
 
@@ -434,7 +434,8 @@ def score(
 
 def concat(inputs: list[Path], out: Path, overwrite: bool = False) -> dict:
     counter = StageCounter()
-    with claimed_file(out, overwrite) as tmp:
+    with claim_output(out, overwrite, files=("",)) as claimed:
+        tmp = claimed.path
         tables = []
         for f in inputs:
             tables.append(read_parquet(f, flag="inputs"))
@@ -506,7 +507,7 @@ def labels(
             f"{person_file}` (or fill its label column with GOOD or BAD in any editor)\n"
         )
         return EXIT_NEEDS_LABELS
-    with OutputDir(out, overwrite).open() as claimed:
+    with claim_output(out, overwrite) as claimed:
         table = cand.take(pa.array(ids))
         table = table.append_column("sample_id", pa.array(ids, pa.int64()))
         table = table.append_column(LABEL, pa.array(labs))
@@ -554,7 +555,7 @@ def embed(
     missing = [str(sentences_dir / lang) for lang in langs if not (sentences_dir / lang).exists()]
     if missing:  # every language checked before the first is embedded
         raise UsageError(f"--sentences {sentences_dir}: no sentences for {', '.join(missing)}")
-    with OutputDir(out, overwrite).open() as claimed:  # claimed before the slow model load
+    with claim_output(out, overwrite) as claimed:  # claimed before the slow model load
         encoder = load_model(model, quantize=quantize)
         for lang in langs:
             store = Path(claimed.tmp) / lang

@@ -48,12 +48,11 @@ from labse_common.cli import (
     run_main,
 )
 from labse_common.logs import setup_logging
-from labse_common.output_dir import full_error
+from labse_common.output_dir import claim_output
 from labse_common.remote import check_paths, remote_paths
 from labse_common.stats import merge_counts
 from labse_model import embed_store as lib
 from pipelines.options import new_pipeline, pipeline_options, run_pipeline
-from pipelines.outputs import claim_output
 from pipelines.tagged import join_sinks, with_outputs
 
 log = logging.getLogger("pipelines.embed")
@@ -335,32 +334,25 @@ def _run(args: argparse.Namespace, beam_args: list[str]) -> int:
     # input of which no row decodes would be a store of zeros: decode the text columns once here
     # (cheap beside encoding), so that is one line before the claim.
     lib.check_readable(files)
-    out = claim_output(args.output, args.overwrite)
-    try:  # the job writes under OUTPUT/_tmp-<job id>/, committed at the end
-        with new_pipeline(options) as p:
-            build_pipeline(
-                p,
-                files,
-                args.model,
-                out.tmp,
-                columns=columns,
-                dtype=args.dtype,
-                batch_size=args.batch_size,
-                device=args.device,
-                rows_per_shard=rows_per_shard,
-                num_shards=args.num_shards,
-                max_seq_length=args.max_seq_length,
-                name=args.output,
-                quantize=args.quantize,
-            )
-            run_pipeline(p)
-    except BaseException as e:
-        out.abort()
-        full = full_error(args.output, e)  # a full disk on a worker: one line, exit 2
-        if full is not None:
-            raise full from e
-        raise
-    out.commit()
+    # Written under OUTPUT/_tmp-<job id>/ and committed at the end; a full disk on a worker is
+    # one line, exit 2.
+    with claim_output(args.output, args.overwrite) as out, new_pipeline(options) as p:
+        build_pipeline(
+            p,
+            files,
+            args.model,
+            out.path,
+            columns=columns,
+            dtype=args.dtype,
+            batch_size=args.batch_size,
+            device=args.device,
+            rows_per_shard=rows_per_shard,
+            num_shards=args.num_shards,
+            max_seq_length=args.max_seq_length,
+            name=args.output,
+            quantize=args.quantize,
+        )
+        run_pipeline(p)
     log.info("embedding store written to %s", args.output)
     return 0
 

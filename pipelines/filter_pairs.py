@@ -59,7 +59,7 @@ from labse_common.datafiles import read_json
 from labse_common.errors import InputError, UsageError
 from labse_common.filesystems import is_remote
 from labse_common.logs import setup_logging
-from labse_common.output_dir import OutputDir
+from labse_common.output_dir import claim_output
 from labse_common.remote import check_paths, remote_paths
 from labse_common.stats import StageCounter, check_balanced, merge_counts
 from pipelines.options import new_pipeline, pipeline_options, run_pipeline
@@ -337,7 +337,7 @@ def run(argv: Sequence[str] | None = None) -> int:
         if not inputs:
             raise InputError(" ".join(args.input), "no input matches", "--input")
         cfg = to_dict(cfg_obj)
-        with OutputDir(args.output, args.overwrite).open() as out:
+        with claim_output(args.output, args.overwrite) as out:
             with new_pipeline(opts) as p:
                 build_pipeline(
                     p,

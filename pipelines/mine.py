@@ -42,7 +42,7 @@ from labse_common.embedding_store import MANIFEST, exists
 from labse_common.errors import InputError
 from labse_common.filesystems import join
 from labse_common.logs import setup_logging
-from labse_common.output_dir import staged_output
+from labse_common.output_dir import claim_output
 from labse_common.remote import require_local
 from labse_common.sections.mining import MiningConfig
 from mining.__main__ import _print_stats, add_scoring_options, mining_config
@@ -161,7 +161,8 @@ def _run(args: argparse.Namespace, beam_args: list[str]) -> int:
     opts = pipeline_options(beam_args)  # first: it gives FileSystems the S3/GCS options
     check_remote([args.src_emb, args.trg_emb, args.src_text, args.trg_text, args.output], opts)
     # Written aside and committed; a remote --output: staged locally, uploaded, committed.
-    with staged_output(args.output, args.overwrite) as tmp:
+    with claim_output(args.output, args.overwrite, staged=True) as claimed:
+        tmp = claimed.path
         report = run_beam_mine(
             args.src_emb,
             args.trg_emb,

@@ -44,7 +44,7 @@ from labse_common.cli import add_log_level_option, add_output_option, exit_with,
 from labse_common.datafiles import read_parquet
 from labse_common.errors import InputError, UsageError
 from labse_common.logs import setup_logging
-from labse_common.output_dir import claimed_file
+from labse_common.output_dir import claim_output
 from labse_common.remote import require_local
 
 log = logging.getLogger(__name__)
@@ -190,7 +190,8 @@ def _train(args: argparse.Namespace) -> int:
     # fastText writes the model and its report with local file APIs: say so before any work.
     require_local(args.output, "--output", "python -m pipelines.quality train")
     # An existing model is replaced (the command always has): overwrite=True.
-    with claimed_file(args.output, overwrite=True, suffixes=MODEL_SUFFIXES) as tmp:
+    with claim_output(args.output, True, files=MODEL_SUFFIXES) as claimed:
+        tmp = claimed.path
         report = _train_into(args, tmp)
         # The report names the model by the path it is renamed to, not the temporary one.
         report.model = args.output

@@ -35,7 +35,7 @@ from labse_common.cli import add_log_level_option, add_overwrite_option, exit_wi
 from labse_common.errors import UsageError
 from labse_common.langs import TATOEBA_TO_LID
 from labse_common.logs import setup_logging
-from labse_common.output_dir import OutputDir
+from labse_common.output_dir import claim_output
 
 log = logging.getLogger(__name__)
 
@@ -413,7 +413,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"{len(LANGS) - 1} x (train + dev) below {combos}"
             )
         # Claimed, written aside and committed at the end, like every stage's output.
-        with OutputDir(args.output, args.overwrite).open() as out:
+        with claim_output(args.output, args.overwrite) as out:
             summary = generate(out.tmp, args.seed, args.train, args.dev)
         log.info("synthetic sample in %s: %s", args.output, json.dumps(summary))
         return 0

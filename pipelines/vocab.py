@@ -49,7 +49,7 @@ from labse_common.datafiles import iter_parquet_batches, iter_parquet_counted, p
 from labse_common.errors import InputError, UsageError
 from labse_common.filesystems import is_remote
 from labse_common.logs import setup_logging
-from labse_common.output_dir import OutputDir, full_error, upload_tree
+from labse_common.output_dir import claim_output, upload_tree
 from labse_common.sections.vocab import VocabConfig
 from labse_common.stats import StageCounter, merge_counts
 from labse_model.vocab.build import (
@@ -595,17 +595,11 @@ def _run(args: argparse.Namespace, beam_args: list[str]) -> int:
     langs, files = discover_inputs(args.input)
     require_columns([path for _, path in files], ["text"])
     check_vocab_size(cfg, langs, files)
-    out = OutputDir(args.output, args.overwrite).claim()
     log.info("vocab: %d languages, %d files -> %s", len(langs), len(files), args.output)
-    try:
-        problem = _run_into(out.tmp, args.output, langs, files, cfg, opts)  # OUTPUT/_tmp-<id>/
-    except BaseException as e:
-        out.abort()  # a useless input included: nothing is left
-        full = full_error(args.output, e)  # a full disk on a worker: one line, exit 2
-        if full is not None:
-            raise full from e
-        raise
-    out.commit()  # also when the learner failed: the counts are kept for a rerun
+    # A useless input or a full disk on a worker aborts (nothing is left; the latter is one
+    # line, exit 2); a failed learner is committed too: the counts are kept for a rerun.
+    with claim_output(args.output, args.overwrite) as out:
+        problem = _run_into(out.path, args.output, langs, files, cfg, opts)  # OUTPUT/_tmp-<id>/
     if problem:
         raise UsageError(problem)
     print_report(args.output)

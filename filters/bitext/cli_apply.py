@@ -45,7 +45,7 @@ from filters.steps import Chain, KeepSummary, Step, chain_report
 from labse_common.config import load
 from labse_common.datafiles import LostRows, iter_parquet_surviving, parquet_file, read_json
 from labse_common.errors import InputError
-from labse_common.output_dir import OutputDir
+from labse_common.output_dir import claim_output
 from labse_common.stats import StageCounter
 
 log = logging.getLogger("filters.apply")
@@ -342,7 +342,7 @@ def _apply(args: argparse.Namespace) -> dict:
     pairs_seen = _seen_language_pairs(args, schema)
     t0 = time.perf_counter()
     # Claimed now; committed when the block ends, removed if it raises.
-    with OutputDir(args.output, args.overwrite).open() as out:
+    with claim_output(args.output, args.overwrite) as out:
         tmp = Path(out.tmp)
         chain = Chain([HasScore(), AtLeast(threshold, direction)], unit=UNIT)
         reader = StageCounter()  # what reading lost (damaged row groups) and the file count

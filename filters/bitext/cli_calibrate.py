@@ -46,7 +46,7 @@ from filters.bitext.label_match import key_of, unique_labels
 from filters.bitext.pair_io import read_pairs, utf8_column
 from labse_common.datafiles import parquet_file, read_parquet
 from labse_common.errors import InputError
-from labse_common.output_dir import OutputDir
+from labse_common.output_dir import claim_output
 from labse_common.sections.combine import CombineConfig
 from labse_common.stats import StageCounter
 
@@ -206,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
         }
         cfg = section_config("combine", args, flags)
         # Claimed first: a second run into the same folder stops at once (exit 2).
-        with OutputDir(args.output, args.overwrite).open() as out:
+        with claim_output(args.output, args.overwrite) as out:
             cal, doc, report = _calibrate(args, cfg)
             plot_calibration(cal, os.path.join(out.tmp, "calibration.png"))
             with open(os.path.join(out.tmp, "threshold.json"), "w", encoding="utf-8") as f:

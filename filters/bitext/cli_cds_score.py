@@ -35,7 +35,7 @@ from filters.bitext.cliutil import (
 )
 from filters.bitext.score_file import score_pairs_file
 from labse_common.errors import UsageError
-from labse_common.output_dir import OutputDir
+from labse_common.output_dir import claim_output
 from labse_common.stats import StageCounter
 
 log = logging.getLogger("filters.cds_score")
@@ -130,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
         size_threads(cfg.threads)  # null: the CPUs this process may use (affinity, quota)
         t0 = time.perf_counter()
         counter = StageCounter()
-        with OutputDir(args.output, args.overwrite).open() as out:
+        with claim_output(args.output, args.overwrite) as out:
             scorer = CdsScorer.load(
                 args.model, device=cfg.device, batch_size=cfg.score_batch_size, progress=False
             )

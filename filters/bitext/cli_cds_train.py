@@ -30,7 +30,7 @@ from filters.bitext.cliutil import (
 from filters.bitext.pair_io import read_pairs
 from labse_common.config import to_dict
 from labse_common.errors import InputError, UsageError
-from labse_common.output_dir import OutputDir
+from labse_common.output_dir import claim_output
 from labse_common.stats import StageCounter
 
 log = logging.getLogger("filters.cds_train")
@@ -133,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
         noisy = read_side(args.noisy, "noisy_pairs", counter, args.layout, "--noisy")
         trusted = read_side(args.trusted, "trusted_pairs", counter, args.layout, "--trusted")
         # Claimed now; committed when the block ends, removed if it raises.
-        with OutputDir(args.output, args.overwrite).open() as out:
+        with claim_output(args.output, args.overwrite) as out:
             tmp = Path(out.tmp)
             try:
                 meta = train_cds(noisy, trusted, cfg, str(tmp), counter)

@@ -30,7 +30,7 @@ from filters.bitext.cliutil import (
 from filters.bitext.pair_io import read_pairs, write_pairs
 from labse_common.datafiles import read_text
 from labse_common.errors import InputError, UsageError
-from labse_common.output_dir import OutputDir
+from labse_common.output_dir import claim_output
 from labse_common.sections.mining import MARGINS
 from labse_common.stats import StageCounter
 
@@ -107,7 +107,7 @@ def run(args: argparse.Namespace) -> dict:
         raise InputError(args.model, "model folder not found", "--model")
     t0 = time.perf_counter()
     counter = StageCounter()
-    with OutputDir(args.output, args.overwrite).open() as out:
+    with claim_output(args.output, args.overwrite) as out:
         table = read_pairs(args.pairs, counter, layout=args.layout, flag="--pairs")
         extra_src = _read_lines(args.src_sentences, "--src-sentences")
         extra_trg = _read_lines(args.trg_sentences, "--trg-sentences")

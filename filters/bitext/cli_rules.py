@@ -32,7 +32,7 @@ from filters.bitext.cliutil import (
 from filters.bitext.pair_io import PairWriter, iter_pair_batches, no_pairs
 from labse_common.config import to_dict
 from labse_common.errors import UsageError
-from labse_common.output_dir import OutputDir
+from labse_common.output_dir import claim_output
 from labse_common.stats import StageCounter
 
 log = logging.getLogger("filters.rules")
@@ -97,7 +97,7 @@ def run(args: argparse.Namespace) -> dict:
     runner = PairRulesRunner(cfg, args.src_lang, args.trg_lang)
     needs_lang = {"script", "lang"} & set(cfg.steps)
     # Claimed before reading: a second run into the same folder stops here, exit 2.
-    with OutputDir(args.output, args.overwrite).open() as out:
+    with claim_output(args.output, args.overwrite) as out:
         tmp = Path(out.tmp)
         reader_counts = _filter(args, runner, tmp, cfg.write_dropped, needs_lang)
         files = ["kept.parquet", "kept.tsv.gz"]

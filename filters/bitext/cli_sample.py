@@ -43,7 +43,7 @@ from labse_common.cli import (
 from labse_common.config import to_dict
 from labse_common.datafiles import check_text_column, read_parquet
 from labse_common.errors import InputError, UsageError
-from labse_common.output_dir import OutputDir
+from labse_common.output_dir import claim_output
 from labse_common.stats import StageCounter, to_report, write_report
 
 log = logging.getLogger("filters.bitext.sample")
@@ -97,7 +97,7 @@ def run(args: argparse.Namespace) -> dict:
     cfg = load_config("combine", args, {"sample_size": args.n})
     # Claimed first: a second run into the same folder stops at once (exit 2); whatever
     # fails later leaves nothing behind.
-    with OutputDir(args.output, args.overwrite).open() as out:
+    with claim_output(args.output, args.overwrite) as out:
         table = read_parquet(args.pairs, flag="--pairs", required=("src", "trg"))
         if table.num_rows == 0:
             raise InputError(args.pairs, "no pairs to sample from", "--pairs")

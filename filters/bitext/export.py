@@ -44,7 +44,7 @@ import pyarrow.parquet as pq
 from filters.bitext.hf_dataset import CardInfo, PairGroup, write_hf_dataset
 from labse_common.datafiles import read_json, read_parquet
 from labse_common.errors import InputError, UsageError
-from labse_common.output_dir import OutputDir
+from labse_common.output_dir import claim_output
 from labse_common.remote import require_local
 from labse_common.stats import StageCounter, check_balanced, write_report
 
@@ -184,7 +184,7 @@ def export_bitext(
     problems = check_balanced(report)
     if problems:  # a bug here, not a user mistake
         raise RuntimeError(f"unbalanced bitext stats: {problems}")
-    with OutputDir(output, overwrite).open() as out:
+    with claim_output(output, overwrite) as out:
         _write(Path(out.tmp), kept_all, rejected_all, by_pair, report)
         write_hf_dataset(
             _table(kept_all), Path(out.tmp) / "hf", card_info(verdict.summary, by_pair, source)

@@ -25,7 +25,7 @@ from labse_common.datafiles import read_json, read_parquet
 from labse_common.errors import InputError, UsageError
 from labse_common.filesystems import is_remote
 from labse_common.logs import setup_logging
-from labse_common.output_dir import OutputDir
+from labse_common.output_dir import claim_output
 from labse_common.remote import require_local
 from labse_common.stats import StageCounter
 from labse_model.vocab.build import finish_vocab
@@ -104,7 +104,7 @@ def _run(args: argparse.Namespace) -> int:
         read_json(summary_path) if not is_remote(args.counts) and summary_path.is_file() else None
     )
     try:  # the learner checks the table's alphabet against the size before any learning
-        with OutputDir(args.output, args.overwrite).open() as out:
+        with claim_output(args.output, args.overwrite) as out:
             tmp = finish_vocab(
                 words,
                 counts,

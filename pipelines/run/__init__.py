@@ -32,7 +32,7 @@ stops after ``sample`` with exit status 3 and one line naming ``OUTPUT/labels.ts
 The whole ``OUTPUT`` is claimed while the runner works (``OUTPUT/_CLAIM.json``, as every
 command's output folder): a second runner on the same folder stops with exit status 2 naming
 the claim. The claim of a runner that was killed is taken over by the next run (see
-:func:`labse_common.output_dir.resumable_claim`).
+:func:`labse_common.output_dir.claim_output`, ``resumable=True``).
 """
 
 # The runner's modules, each one concern:

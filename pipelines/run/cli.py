@@ -12,7 +12,7 @@ from labse_common.cli import add_log_level_option, run_main
 from labse_common.errors import InputError, UsageError
 from labse_common.filesystems import is_remote
 from labse_common.logs import setup_logging
-from labse_common.output_dir import resumable_claim
+from labse_common.output_dir import claim_output
 from labse_common.remote import require_local
 from pipelines.run.config import effective_config, typed_config
 from pipelines.run.corpus_stages import SYNTHETIC
@@ -156,7 +156,7 @@ def _main(args: argparse.Namespace) -> int:
         return 0
     # The whole run folder is this runner's until it ends (however it ends); a runner killed
     # outright leaves its claim behind, which the next run takes over.
-    with resumable_claim(out):
+    with claim_output(out, resumable=True):
         rc = run_stages(ctx, args)
     if rc == 0 and args.publish:
         publish_bitext(ctx, args.publish)

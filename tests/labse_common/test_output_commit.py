@@ -28,8 +28,7 @@ from labse_common.output_dir import (
     OutputBusy,
     OutputDir,
     OutputError,
-    claimed_file,
-    resumable_claim,
+    claim_output,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -82,13 +81,13 @@ def test_a_failed_local_commit_leaves_the_old_output(tmp_path, monkeypatch, n):
 @pytest.mark.parametrize("n", [1, 2, 3])  # the old npy aside, the new npy in, the stats in
 def test_a_failed_file_commit_leaves_the_old_file(tmp_path, monkeypatch, n):
     path = str(tmp_path / "x")
-    with claimed_file(path, suffixes=(".npy", ".stats.json")) as tmp:
-        Path(tmp + ".npy").write_text("old npy")
+    with claim_output(path, files=(".npy", ".stats.json")) as o:
+        Path(o.path + ".npy").write_text("old npy")
     monkeypatch.setattr(os, "replace", _fail_on_call(n, os.replace))
     with pytest.raises(OSError, match="injected"):
-        with claimed_file(path, True, suffixes=(".npy", ".stats.json")) as tmp:
-            Path(tmp + ".npy").write_text("new npy")
-            Path(tmp + ".stats.json").write_text("{}")
+        with claim_output(path, True, files=(".npy", ".stats.json")) as o:
+            Path(o.path + ".npy").write_text("new npy")
+            Path(o.path + ".stats.json").write_text("{}")
     monkeypatch.undo()
     assert _tree(tmp_path) == {"x.npy": "old npy"}
 
@@ -100,9 +99,12 @@ def test_a_writer_below_a_claimed_output_is_refused(tmp_path):
         for target in (out / "sub", out / "sub" / "deeper"):
             with pytest.raises(OutputBusy, match="inside"):
                 OutputDir(target).claim()
-        with pytest.raises(OutputBusy, match="inside"), claimed_file(str(out / "x.npy")):
+        with (
+            pytest.raises(OutputBusy, match="inside"),
+            claim_output(str(out / "x.npy"), files=("",)),
+        ):
             pass
-        with pytest.raises(OutputBusy), resumable_claim(out / "run"):
+        with pytest.raises(OutputBusy), claim_output(out / "run", resumable=True):
             pass
         # Through the command foundation: one line, exit 2.
         assert run_main(lambda: OutputDir(out / "sub").claim()) == 2
@@ -135,11 +137,11 @@ def test_overwrite_refuses_an_output_holding_a_live_claim_below(tmp_path):
 
 def test_nested_writers_that_delete_nothing_are_accepted(tmp_path):
     # The stage runner's claim deletes nothing: its stages claim their folders inside it.
-    with resumable_claim(tmp_path / "run"):
+    with claim_output(tmp_path / "run", resumable=True):
         with OutputDir(tmp_path / "run" / "stage").open() as o:
             _write(Path(o.tmp), {"f": "x"})
-        with claimed_file(str(tmp_path / "run" / "concat.parquet")) as tmp:
-            Path(tmp).write_text("x")
+        with claim_output(str(tmp_path / "run" / "concat.parquet"), files=("",)) as c:
+            Path(c.path).write_text("x")
     # A job writes inside its own temporary folder.
     with OutputDir(tmp_path / "o").open() as o:
         with OutputDir(Path(o.tmp) / "inner").open() as inner:
@@ -174,7 +176,7 @@ import resource, signal, sys
 from pathlib import Path
 from labse_common.cli import run_main
 from labse_common.logs import setup_logging
-from labse_common.output_dir import OutputDir, claimed_file
+from labse_common.output_dir import OutputDir, claim_output
 
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # the write raises EFBIG instead of killing us
 resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 16, 1 << 16))
@@ -187,8 +189,8 @@ def folder():
             f.write(b"x" * (1 << 20))
 
 def file():
-    with claimed_file(out + "/x", True, suffixes=(".npy",)) as tmp:
-        Path(tmp + ".npy").write_bytes(b"y" * (1 << 20))
+    with claim_output(out + "/x", True, files=(".npy",)) as o:
+        Path(o.path + ".npy").write_bytes(b"y" * (1 << 20))
 
 sys.exit(run_main(folder if sys.argv[2] == "folder" else file))
 """

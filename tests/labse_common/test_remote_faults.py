@@ -262,13 +262,14 @@ def test_a_server_dying_mid_upload_is_one_line_without_beam_retries(proxy, caplo
     """A large file (multipart) whose first part kills the server: the upload fails once the
     client's attempts are spent, the clean-up finds the server gone, and that is one line with
     exit 2, not Beam's retries with a traceback each (minutes)."""
-    from labse_common.output_dir import staged_output
+    from labse_common.output_dir import claim_output
     from labse_common.s3_upload import PART_BYTES
 
     url = f"s3://{BUCKET}/dying"
 
     def body() -> int:
-        with staged_output(url) as local:
+        with claim_output(url, staged=True) as staged:
+            local = staged.path
             proxy.arm("die", lambda m, p, h: m == "PUT" and "partNumber=" in p)
             with open(os.path.join(local, "big.bin"), "wb") as f:
                 f.write(os.urandom(PART_BYTES + 1000))

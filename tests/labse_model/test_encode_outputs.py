@@ -81,7 +81,7 @@ def test_two_writers_to_one_npy_one_wins(tiny, text, tmp_path, caplog):
     assert sorted(os.listdir(tmp_path)) == ["in.txt", "x.npy", "x.stats.json"]
     # While another job holds the claim even --overwrite is refused; the file is untouched.
     before = out.read_bytes()
-    claim = tmp_path / "x._CLAIM.json"  # what claimed_file holds while it writes
+    claim = tmp_path / "x._CLAIM.json"  # what a file claim (claim_output files=) holds while it writes
     claim.write_text("{}")
     assert _encode(tiny, text, out, "--overwrite") == 2
     claim.unlink()
@@ -132,7 +132,7 @@ def _limit_file_size() -> None:
 
 @pytest.mark.slow
 def test_a_file_size_limit_is_one_line_and_the_old_output_stays(tiny, tmp_path):
-    """The .npy path (claimed_file); a store folder's (OutputDir) is
+    """The .npy path (a file claim); a store folder's (a folder claim) is
     tests/labse_common/test_output_commit.py::test_a_file_size_limit_is_exit_2_and_the_old_output_stays."""
     inp = tmp_path / "big.txt"  # 1000 rows x 32 float32 = 128 KB > the 32 KB limit
     inp.write_text("\n".join(LINES * 25) + "\n")
