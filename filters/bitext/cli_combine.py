@@ -55,7 +55,7 @@ from labse_common.cli import (
 from labse_common.config import to_dict
 from labse_common.datafiles import read_parquet
 from labse_common.errors import InputError, UsageError
-from labse_common.output_dir import OutputDir
+from labse_common.output_dir import claim_output
 from labse_common.sections.combine import CombineConfig
 from labse_common.stats import StageCounter, check_balanced, to_report, write_report
 
@@ -176,7 +176,7 @@ def run(args: argparse.Namespace) -> dict:
     cfg = load_config("combine", args, {"target": args.target, "features": features})
     # Claimed first: a second run into the same folder stops at once (exit 2); whatever
     # fails later leaves nothing behind.
-    with OutputDir(args.output, args.overwrite).open() as out:
+    with claim_output(args.output, args.overwrite) as out:
         table = read_parquet(args.pairs, flag="--pairs", required=("src", "trg"))
         counter = StageCounter()
         sample, good = _labelled_sample(table, args.labels, counter)
