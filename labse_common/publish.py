@@ -4,23 +4,36 @@ The stage runner calls :func:`check_destination` before any work runs (a dead en
 credentials or a missing bucket is one line naming the flag and the URL, within seconds) and
 :func:`publish` once the final folder is complete::
 
-    check_destination(url, "--publish")
+    check_destination(url, "--publish", protected={"the run folder": out})
     ... run the stages ...
     publish(final_folder, url, "--publish")   # {"files": ..., "bytes": ..., "url": ...}
 
+**A publication never replaces what it did not write.** The destination must be empty, or hold
+an earlier publication of this project (its ``_PUBLISHED.json``, or the ``_PUBLISHING.json`` of
+one that was interrupted); that one is replaced only with ``overwrite=True``
+(``--publish-overwrite``), and then exactly the files those manifests list are deleted or
+replaced: a file there that they do not list is kept, and a new file that would land on it is
+refused before anything changes. Anything else there (a folder with other files, a manifest this
+project did not write) is refused. A local destination must also keep out of the folders given
+as ``protected`` (the run folder, ``--data``) and of the folder being published: being one of
+them, inside one or containing one is refused, on real paths (links resolved).
+
 A publication is complete when ``URL/_PUBLISHED.json`` exists. :func:`publish`
 
-1. reads the previous manifest (if any) and deletes it first, so a publication being replaced
-   is never marked complete half-way;
-2. deletes the files the previous manifest listed that the new folder no longer has (only
+1. writes ``_PUBLISHING.json`` first (the files of the previous publication and the new ones),
+   so an interrupted publication is still recognised as this project's next time;
+2. deletes the previous ``_PUBLISHED.json``, so a publication being replaced is never marked
+   complete half-way;
+3. deletes the files the previous manifest listed that the new folder no longer has (only
    those: objects this module did not publish are left alone);
-3. copies every file under the folder to ``URL/<relative path>``;
-4. lists the destination and checks that every file is there with its size;
-5. writes the manifest (every file's path, size and sha256, the time, the source folder) last.
+4. copies every file under the folder to ``URL/<relative path>``;
+5. lists the destination and checks that every file is there with its size;
+6. writes the manifest (every file's path, size and sha256, the time, the source folder), then
+   removes ``_PUBLISHING.json``.
 
 A failure at any step (endpoint gone, HTTP error, an answer that is not S3's XML) is one
 :class:`~labse_common.errors.RemoteError` naming the URL and the step; there is no manifest at
-the destination then. Publishing again is the way to finish.
+the destination then. Publishing again with ``overwrite=True`` is the way to finish.
 
 **S3 goes through boto3 directly**, not Beam's ``FileSystems``: Beam's S3 filesystem hides
 the object sizes of a listing behind its own error types. The client is
@@ -46,7 +59,7 @@ import os
 import re
 import shutil
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -58,6 +71,10 @@ from labse_common.filesystems import is_remote
 log = logging.getLogger(__name__)
 
 MANIFEST = "_PUBLISHED.json"
+#: Present while a publication is under way (or was interrupted): the files it may have written.
+MARKER = "_PUBLISHING.json"
+#: The runner's flag that lets a publication replace an earlier one.
+OVERWRITE_FLAG = "--publish-overwrite"
 FORMAT_VERSION = 1
 #: Files from this size are sent as multipart uploads of this part size.
 PART_BYTES = 8 << 20
@@ -114,16 +131,44 @@ def _split_s3(url: str, flag: str | None) -> tuple[str, str]:
     return bucket, prefix
 
 
-def check_destination(url: str, flag: str = "--publish", *, options: Any = None) -> None:
+def check_destination(
+    url: str,
+    flag: str = "--publish",
+    *,
+    options: Any = None,
+    overwrite: bool = False,
+    overwrite_flag: str = OVERWRITE_FLAG,
+    protected: Mapping[str, str | os.PathLike] | None = None,
+) -> None:
     """Preflight a publication destination before any work runs; raises UsageError/RemoteError.
 
     ``s3://``: client library, credentials, endpoint and bucket
     (:func:`labse_common.remote.check_s3`, a few seconds at most). ``gs://``: the client
     library (:func:`labse_common.remote.check_gcs`). A local folder: it is a folder or can be
-    created (its nearest existing parent is a writable folder). ``options``: Beam pipeline
-    options for S3 (default: ``$LABSE_BEAM_OPTIONS``, else boto3's environment).
+    created (its nearest existing parent is a writable folder), and it neither is, nor is inside,
+    nor contains a folder of ``protected`` (description -> folder, e.g. ``{"the run folder":
+    out}``). Then what is there: nothing, or an earlier publication and ``overwrite`` (see the
+    module docstring). ``options``: Beam pipeline options for S3 (default:
+    ``$LABSE_BEAM_OPTIONS``, else boto3's environment).
     """
-    url = os.fspath(url)
+    _preflight(os.fspath(url), flag, options, overwrite, overwrite_flag, protected or {})
+
+
+@dataclass(frozen=True)
+class _Destination:
+    target: _Target
+    listed: set[str]  # the files an earlier publication there wrote (may replace)
+    present: dict[str, int]  # every file there now (relative path -> size)
+
+
+def _preflight(
+    url: str,
+    flag: str,
+    options: Any,
+    overwrite: bool,
+    overwrite_flag: str,
+    protected: Mapping[str, str | os.PathLike],
+) -> _Destination:
     where = _where(flag, url)
     if not url.strip():
         raise UsageError(f"{flag}: empty destination")
@@ -138,6 +183,49 @@ def check_destination(url: str, flag: str = "--publish", *, options: Any = None)
         raise UsageError(f"{where}: publishes only to s3://, gs:// or a local folder")
     else:
         _check_local(_local_path(url), where)
+        _refuse_overlap(_local_path(url), protected, where)
+    target = _target(url, flag, options)
+    present = target.sizes("listing the destination")
+    return _Destination(target, _earlier(target, present, overwrite, overwrite_flag), present)
+
+
+def _refuse_overlap(dest: Path, protected: Mapping[str, str | os.PathLike], where: str) -> None:
+    """A local destination that is, is inside or contains a protected folder: refused."""
+    real = dest.resolve()
+    for what, folder in protected.items():
+        other = Path(folder).expanduser().resolve()
+        if real == other:
+            how = "is"
+        elif other in real.parents:
+            how = "is inside"
+        elif real in other.parents:
+            how = "contains"
+        else:
+            continue
+        raise UsageError(f"{where}: {how} {what} {other}; publish to a folder outside it")
+
+
+def _earlier(
+    target: _Target, present: dict[str, int], overwrite: bool, overwrite_flag: str
+) -> set[str]:
+    """The files an earlier publication at the destination lists, when it may be replaced;
+    refuses a destination holding anything else, or an earlier publication without overwrite."""
+    if target.empty(present):
+        return set()
+    manifest, marker = target.read(MANIFEST), target.read(MARKER)
+    if manifest is None and marker is None:
+        raise UsageError(
+            f"{target.where}: is not empty and holds no earlier publication ({MANIFEST}); "
+            "publishing never replaces files it did not write: choose an empty or new destination"
+        )
+    listed = _listed(manifest, MANIFEST, target.where) | _listed(marker, MARKER, target.where)
+    if not overwrite:
+        what = "an earlier publication" if manifest is not None else "an interrupted publication"
+        raise UsageError(
+            f"{target.where}: holds {what} ({MANIFEST if manifest is not None else MARKER}); "
+            f"add {overwrite_flag} to replace the files it lists, or choose another destination"
+        )
+    return listed
 
 
 def _check_local(dest: Path, where: str) -> None:
@@ -160,8 +248,8 @@ def _inventory(folder: Path) -> list[_File]:
         for name in sorted(names):
             path = Path(root) / name
             rel = path.relative_to(folder).as_posix()
-            if rel == MANIFEST:
-                log.warning("%s: not published (the destination's manifest replaces it)", path)
+            if rel in (MANIFEST, MARKER):
+                log.warning("%s: not published (the destination's own file replaces it)", path)
                 continue
             digest = hashlib.sha256()
             try:
@@ -179,21 +267,26 @@ def _safe_rel(rel: Any) -> bool:
     """A relative path from a manifest that stays inside the destination."""
     if not isinstance(rel, str) or not rel or rel.startswith("/") or "\\" in rel:
         return False
-    return all(p not in ("", ".", "..") for p in PurePosixPath(rel).parts) and rel != MANIFEST
+    parts = PurePosixPath(rel).parts
+    return all(p not in ("", ".", "..") for p in parts) and rel not in (MANIFEST, MARKER)
 
 
-def _old_files(raw: bytes | None, where: str) -> set[str]:
-    """The relative paths a previous manifest lists (empty when there is none or it is not ours)."""
+def _listed(raw: bytes | None, name: str, where: str) -> set[str]:
+    """The relative paths a manifest of this project lists; refuses one it did not write."""
     if raw is None:
         return set()
     try:
-        entries = json.loads(raw)["files"]
-        return {e["path"] for e in entries if _safe_rel(e.get("path"))}
+        doc = json.loads(raw)
+        ours = type(doc["format_version"]) is int and isinstance(doc["files"], list)
+        paths = [e["path"] for e in doc["files"]] if ours else []
     except (ValueError, KeyError, TypeError, AttributeError):
-        log.warning(
-            "%s: the previous %s is not readable; its files are not cleaned up", where, MANIFEST
+        ours, paths = False, []
+    if not ours or not all(_safe_rel(p) for p in paths):
+        raise UsageError(
+            f"{where}: its {name} is not a publication manifest of this project, so nothing there "
+            "is replaced: choose an empty or new destination"
         )
-        return set()
+    return set(paths)
 
 
 class _Target:
@@ -202,11 +295,15 @@ class _Target:
     url: str
     where: str
 
-    def read_manifest(self) -> bytes | None: ...
+    def read(self, name: str) -> bytes | None: ...
     def delete(self, rels: list[str]) -> None: ...
     def put(self, f: _File) -> None: ...
-    def sizes(self) -> dict[str, int]: ...
-    def write_manifest(self, data: bytes) -> None: ...
+    def sizes(self, what: str) -> dict[str, int]: ...
+    def write(self, name: str, data: bytes) -> None: ...
+
+    def empty(self, present: dict[str, int]) -> bool:
+        """Nothing at the destination (``present``: its listing)."""
+        return not present
 
     def fail(self, what: str, e: BaseException) -> RemoteError:
         return RemoteError(f"{self.where}: {what} failed ({_one_line(e)})")
@@ -245,15 +342,15 @@ class _S3Target(_Target):
             f"{self.s3.meta.endpoint_url} {describe(cause or e)}"
         )
 
-    def read_manifest(self) -> bytes | None:
+    def read(self, name: str) -> bytes | None:
         try:
-            return self.s3.get_object(Bucket=self.bucket, Key=self.key(MANIFEST))["Body"].read()
+            return self.s3.get_object(Bucket=self.bucket, Key=self.key(name))["Body"].read()
         except self.ClientError as e:
             if str(e.response.get("Error", {}).get("Code")) in ("NoSuchKey", "404", "NotFound"):
                 return None
-            raise self.fail(f"reading the previous {MANIFEST}", e) from None
+            raise self.fail(f"reading the previous {name}", e) from None
         except self.errors as e:
-            raise self.fail(f"reading the previous {MANIFEST}", e) from None
+            raise self.fail(f"reading the previous {name}", e) from None
 
     def delete(self, rels: list[str]) -> None:
         # One DeleteObject per key: DeleteObjects needs a checksum header that some
@@ -270,7 +367,7 @@ class _S3Target(_Target):
         except self.errors as e:
             raise self.fail(f"uploading {f.rel} ({f.size} bytes)", e) from None
 
-    def sizes(self) -> dict[str, int]:
+    def sizes(self, what: str) -> dict[str, int]:
         out: dict[str, int] = {}
         start = f"{self.prefix}/" if self.prefix else ""
         try:
@@ -278,24 +375,25 @@ class _S3Target(_Target):
                 Bucket=self.bucket, Prefix=start
             ):
                 for obj in page.get("Contents", []):
-                    out[obj["Key"][len(start) :]] = int(obj["Size"])
+                    if obj["Key"] != start:  # the "folder" object a console creates
+                        out[obj["Key"][len(start) :]] = int(obj["Size"])
         except self.errors as e:
-            raise self.fail("listing the uploaded files", e) from None
+            raise self.fail(what, e) from None
         return out
 
-    def write_manifest(self, data: bytes) -> None:
-        key = self.key(MANIFEST)
+    def write(self, name: str, data: bytes) -> None:
+        key = self.key(name)
         try:
             self.s3.put_object(
                 Bucket=self.bucket, Key=key, Body=data, ContentType="application/json"
             )
+            if name != MANIFEST:  # the manifest says "complete": only it is read back
+                return
             size = self.s3.head_object(Bucket=self.bucket, Key=key)["ContentLength"]
         except self.errors as e:
-            raise self.fail(f"writing {MANIFEST}", e) from None
+            raise self.fail(f"writing {name}", e) from None
         if size != len(data):
-            raise RemoteError(
-                f"{self.where}: {MANIFEST} came back with {size} bytes, not {len(data)}"
-            )
+            raise RemoteError(f"{self.where}: {name} came back with {size} bytes, not {len(data)}")
 
 
 class _BeamTarget(_Target):
@@ -325,15 +423,15 @@ class _BeamTarget(_Target):
     def path(self, rel: str) -> str:
         return f"{self.url}/{rel}"
 
-    def read_manifest(self) -> bytes | None:
-        path = self.path(MANIFEST)
+    def read(self, name: str) -> bytes | None:
+        path = self.path(name)
         try:
             if not self.fs.exists(path):
                 return None
             with self.fs.open_read(path) as f:
                 return f.read()
         except self.errors as e:
-            raise self.fail(f"reading the previous {MANIFEST}", e) from None
+            raise self.fail(f"reading the previous {name}", e) from None
 
     def delete(self, rels: list[str]) -> None:
         paths = [self.path(r) for r in rels]
@@ -350,22 +448,22 @@ class _BeamTarget(_Target):
         except self.errors as e:
             raise self.fail(f"uploading {f.rel} ({f.size} bytes)", e) from None
 
-    def sizes(self) -> dict[str, int]:
+    def sizes(self, what: str) -> dict[str, int]:
         start = self.url + "/"
         try:
             found = self.fs.filesystem(self.url).match([start + "**"])[0].metadata_list
         except self.errors as e:
-            raise self.fail("listing the uploaded files", e) from None
+            raise self.fail(what, e) from None
         return {
             m.path[len(start) :]: int(m.size_in_bytes) for m in found if m.path.startswith(start)
         }
 
-    def write_manifest(self, data: bytes) -> None:
+    def write(self, name: str, data: bytes) -> None:
         try:
-            with self.fs.create(self.path(MANIFEST)) as dst:
+            with self.fs.create(self.path(name)) as dst:
                 dst.write(data)
         except self.errors as e:
-            raise self.fail(f"writing {MANIFEST}", e) from None
+            raise self.fail(f"writing {name}", e) from None
 
 
 class _LocalTarget(_Target):
@@ -379,13 +477,20 @@ class _LocalTarget(_Target):
     def fail(self, what: str, e: BaseException) -> UsageError:
         return UsageError(f"{self.where}: {what} failed ({_one_line(e)})")
 
-    def read_manifest(self) -> bytes | None:
+    def read(self, name: str) -> bytes | None:
         try:
-            return (self.dest / MANIFEST).read_bytes()
+            return (self.dest / name).read_bytes()
         except FileNotFoundError:
             return None
         except OSError as e:
-            raise self.fail(f"reading the previous {MANIFEST}", e) from None
+            raise self.fail(f"reading the previous {name}", e) from None
+
+    def empty(self, present: dict[str, int]) -> bool:
+        # A folder holding only (empty) folders is not empty either: they are not ours.
+        try:
+            return not self.dest.exists() or not any(self.dest.iterdir())
+        except OSError as e:
+            raise self.fail("listing the destination", e) from None
 
     def delete(self, rels: list[str]) -> None:
         for rel in rels:
@@ -412,7 +517,7 @@ class _LocalTarget(_Target):
             tmp.unlink(missing_ok=True)
             raise self.fail(f"copying {f.rel}", e) from None
 
-    def sizes(self) -> dict[str, int]:
+    def sizes(self, what: str) -> dict[str, int]:
         try:
             return {
                 p.relative_to(self.dest).as_posix(): p.stat().st_size
@@ -420,16 +525,17 @@ class _LocalTarget(_Target):
                 if p.is_file()
             }
         except OSError as e:
-            raise self.fail("listing the copied files", e) from None
+            raise self.fail(what, e) from None
 
-    def write_manifest(self, data: bytes) -> None:
-        tmp = self.dest / f".{MANIFEST}.publishing"
+    def write(self, name: str, data: bytes) -> None:
+        tmp = self.dest / f".{name}.publishing"
         try:
             self.dest.mkdir(parents=True, exist_ok=True)  # a folder with no files
             tmp.write_bytes(data)
-            os.replace(tmp, self.dest / MANIFEST)
+            os.replace(tmp, self.dest / name)
         except OSError as e:
-            raise self.fail(f"writing {MANIFEST}", e) from None
+            tmp.unlink(missing_ok=True)
+            raise self.fail(f"writing {name}", e) from None
 
 
 def _target(url: str, flag: str | None, options: Any) -> _Target:
@@ -442,7 +548,7 @@ def _target(url: str, flag: str | None, options: Any) -> _Target:
 
 def _check_sizes(target: _Target, files: Iterable[_File]) -> None:
     files = list(files)
-    found = target.sizes()
+    found = target.sizes("listing the uploaded files")
     bad = [
         f"{f.rel} (missing)"
         if f.rel not in found
@@ -461,48 +567,85 @@ def _check_sizes(target: _Target, files: Iterable[_File]) -> None:
         )
 
 
+def _refuse_clashes(dest: _Destination, files: list[_File]) -> None:
+    """A new file (or a folder it needs) landing on a file the earlier publication did not
+    write: refused before anything changes."""
+    mine = dest.listed | {MANIFEST, MARKER}
+    clashes: list[str] = []
+    for f in files:
+        needed = [f.rel, *(p.as_posix() for p in PurePosixPath(f.rel).parents if str(p) != ".")]
+        clashes += [p for p in needed if p in dest.present and p not in mine]
+    if clashes:
+        clashes = sorted(set(clashes))
+        more = f" and {len(clashes) - 3} more" if len(clashes) > 3 else ""
+        raise UsageError(
+            f"{dest.target.where}: would replace {', '.join(clashes[:3])}{more}, which the "
+            f"earlier publication there did not write; move it away or choose another destination"
+        )
+
+
+def _json(doc: dict) -> bytes:
+    return (json.dumps(doc, indent=1) + "\n").encode()
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
 def publish(
-    folder: str | os.PathLike, url: str, flag: str = "--publish", *, options: Any = None
+    folder: str | os.PathLike,
+    url: str,
+    flag: str = "--publish",
+    *,
+    options: Any = None,
+    overwrite: bool = False,
+    overwrite_flag: str = OVERWRITE_FLAG,
+    protected: Mapping[str, str | os.PathLike] | None = None,
 ) -> dict:
     """Copy every file under ``folder`` to ``url/<relative path>`` and write ``_PUBLISHED.json``
-    last; returns ``{"files": n, "bytes": total, "url": url}``. See the module docstring.
+    last; returns ``{"files": n, "bytes": total, "url": url}``. See the module docstring for
+    ``overwrite`` and ``protected`` (the folder itself is always protected).
 
-    Raises UsageError (a folder published into itself, an unusable destination), InputError (a
-    file of the folder cannot be read) or RemoteError (the object store failed at some step)."""
+    Raises UsageError (a folder published into itself or a protected folder, a destination
+    holding what this module did not write, an earlier publication without ``overwrite``),
+    InputError (a file of the folder cannot be read) or RemoteError (the object store failed at
+    some step)."""
     url = os.fspath(url)
     src = Path(folder).expanduser().absolute()
-    where = _where(flag, url)
     if not src.is_dir():
-        raise UsageError(f"{where}: the folder to publish, {folder}, is not a folder")
-    check_destination(url, flag, options=options)
-    if _is_local(url):
-        dest = _local_path(url).resolve()
-        real = src.resolve()
-        if dest == real or real in dest.parents:
-            raise UsageError(f"{where}: is inside the folder being published ({folder})")
-    target = _target(url, flag, options)
+        raise UsageError(f"{_where(flag, url)}: the folder to publish, {folder}, is not a folder")
+    guard = {**(protected or {}), "the folder being published": src}
+    dest = _preflight(url, flag, options, overwrite, overwrite_flag, guard)
+    target = dest.target
     t0 = time.monotonic()
     files = _inventory(src)
-    total = sum(f.size for f in files)
-    # 1-2: the old publication stops being complete, then loses the files it no longer has.
-    old = _old_files(target.read_manifest(), where)
+    _refuse_clashes(dest, files)
+    new = {f.rel for f in files}
+    # 1-3: marked as under way (with every file it may write), the old publication stops being
+    # complete, then loses the files it no longer has.
+    marker = {"format_version": FORMAT_VERSION, "started_at": _now(), "source": str(src)}
+    target.write(
+        MARKER, _json({**marker, "files": [{"path": r} for r in sorted(dest.listed | new)]})
+    )
     target.delete([MANIFEST])
-    stale = sorted(old - {f.rel for f in files})
+    stale = sorted(dest.listed - new)
     target.delete(stale)
-    # 3-5: the files, the check, the manifest.
+    # 4-6: the files, the check, the manifest; then the publication is no longer under way.
     for f in files:
         target.put(f)
     _check_sizes(target, files)
+    total = sum(f.size for f in files)
     manifest = {
         "format_version": FORMAT_VERSION,
-        "published_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "published_at": _now(),
         "source": str(src),
         "url": target.url,
         "file_count": len(files),
         "total_bytes": total,
         "files": [{"path": f.rel, "bytes": f.size, "sha256": f.sha256} for f in files],
     }
-    target.write_manifest((json.dumps(manifest, indent=1) + "\n").encode())
+    target.write(MANIFEST, _json(manifest))
+    target.delete([MARKER])
     log.info(
         "published %d files (%d bytes) from %s to %s in %.1fs (%d old files removed)",
         len(files),

@@ -67,7 +67,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--publish",
         metavar="URL",
         help="at the end, copy the final bitext folder (Parquet, TSV, Moses, hf/) and the report "
-        "to URL (s3://, gs:// or a local folder); checked before any stage runs",
+        "to URL (s3://, gs:// or a local folder); checked before any stage runs. URL must be "
+        "empty or hold an earlier publication (see --publish-overwrite); never the run folder "
+        "or --data, nor inside them",
+    )
+    ap.add_argument(
+        "--publish-overwrite",
+        action="store_true",
+        help="with --publish: replace the earlier publication at URL (exactly the files its "
+        "_PUBLISHED.json lists; other files there are kept)",
     )
     ap.add_argument(
         "--from",
@@ -147,10 +155,7 @@ def _main(args: argparse.Namespace) -> int:
         out=out, base=base, synthetic=synthetic, config_file=out / "_config.yaml", cfg=cfg
     )
     validate_sources(ctx)
-    if args.publish:
-        from labse_common.publish import check_destination
-
-        check_destination(args.publish, "--publish")
+    guard = _publish_guard(args, out, base)
     if args.dry_run:
         sys.stdout.write(plan_lines(make_plan(ctx, args.start, args.only)))
         return 0
@@ -159,5 +164,21 @@ def _main(args: argparse.Namespace) -> int:
     with claim_output(out, resumable=True):
         rc = run_stages(ctx, args)
     if rc == 0 and args.publish:
-        publish_bitext(ctx, args.publish)
+        publish_bitext(ctx, args.publish, overwrite=args.publish_overwrite, protected=guard)
     return rc
+
+
+def _publish_guard(args: argparse.Namespace, out: Path, base: Path) -> dict[str, Path]:
+    """Check the --publish destination before any stage runs; the folders it must keep out of."""
+    if args.publish_overwrite and not args.publish:
+        raise UsageError("--publish-overwrite: needs --publish URL")
+    guard = {"the run folder, --output": out}
+    if args.data:
+        guard["the --data folder"] = base
+    if args.publish:
+        from labse_common.publish import check_destination
+
+        check_destination(
+            args.publish, "--publish", overwrite=args.publish_overwrite, protected=guard
+        )
+    return guard

@@ -25,18 +25,27 @@ from pipelines.run.stages import NAMES
 log = logging.getLogger("pipelines.run")
 
 
-def publish_bitext(ctx: Context, url: str) -> None:
-    """The final bitext folder, with the report inside it, copied to ``url``."""
+def publish_bitext(
+    ctx: Context, url: str, *, overwrite: bool = False, protected: dict | None = None
+) -> None:
+    """The final bitext folder, with the report inside it, copied to ``url``; ``overwrite``
+    and ``protected`` as :func:`labse_common.publish.publish` takes them. The staging folder
+    goes, however the publication ends (one left by a killed runner goes at the next)."""
     from labse_common.publish import publish
 
     report = ctx.d(REPORT)
     staging = ctx.out / "_publish"
     shutil.rmtree(staging, ignore_errors=True)
-    shutil.copytree(ctx.d(BITEXT), staging)
-    if report.is_dir():
-        shutil.copytree(report, staging / "report")
     try:
-        summary = publish(staging, url, "--publish")
+        shutil.copytree(ctx.d(BITEXT), staging)
+        if report.is_dir():
+            if (staging / "report").exists():
+                raise UsageError(
+                    f"{ctx.d(BITEXT) / 'report'}: the bitext folder holds a report of its own "
+                    "(left by an earlier publication into it?): remove it and run again"
+                )
+            shutil.copytree(report, staging / "report")
+        summary = publish(staging, url, "--publish", overwrite=overwrite, protected=protected)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     log.info("published %s files (%s bytes) to %s", summary.get("files"), summary.get("bytes"), url)

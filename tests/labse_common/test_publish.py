@@ -71,11 +71,11 @@ def make_folder(root: Path, seed: int = 0, big: bool = True) -> dict[str, bytes]
     return files
 
 
-def download(client, prefix: str) -> dict[str, bytes]:
+def download(client, prefix: str, bucket: str = BUCKET) -> dict[str, bytes]:
     out = {}
-    for page in client.get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=prefix):
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
         for obj in page.get("Contents", []):
-            body = client.get_object(Bucket=BUCKET, Key=obj["Key"])["Body"].read()
+            body = client.get_object(Bucket=bucket, Key=obj["Key"])["Body"].read()
             out[obj["Key"][len(prefix) :]] = body
     return out
 
@@ -115,7 +115,7 @@ def test_round_trip_and_republish_through_s3(s3, endpoint_env, tmp_path):
     (tmp_path / "b" / "report.md").unlink()
     (tmp_path / "b" / "hf" / "extra.json").write_bytes(b"{}")
     files2["hf/extra.json"] = b"{}"
-    assert publish(tmp_path / "b", url)["files"] == len(files2)
+    assert publish(tmp_path / "b", url, overwrite=True)["files"] == len(files2)
     got = download(client, "runs/final/")
     check_manifest(got.pop(MANIFEST), files2, url)
     assert got.pop("notes/keep.txt") == b"not ours"
@@ -142,11 +142,13 @@ def test_aws_endpoint_url_selects_the_server(s3, monkeypatch, tmp_path):
     try:
         configure([])
         files = make_folder(tmp_path / "f", big=False)
-        publish(tmp_path / "f", f"s3://{BUCKET}")  # the bucket's root
-        assert json.loads(download(client, "")[MANIFEST])["url"] == f"s3://{BUCKET}"
+        client.create_bucket(Bucket="root")  # empty: the module's bucket holds other tests'
+        publish(tmp_path / "f", "s3://root")  # the bucket's root
+        got = download(client, "", bucket="root")
+        assert json.loads(got.pop(MANIFEST))["url"] == "s3://root"
     finally:
         FileSystems.set_options(previous)
-    assert {k: v for k, v in download(client, "").items() if k in files} == files
+    assert got == files
 
 
 @pytest.mark.slow
@@ -230,12 +232,56 @@ def test_endpoint_dying_mid_upload_leaves_no_manifest(s3, endpoint_env, tmp_path
     t0 = time.monotonic()
     try:
         with pytest.raises(RemoteError) as e:
-            publish(tmp_path / "new", url)
+            publish(tmp_path / "new", url, overwrite=True)
     finally:
         proxy.kill()
     assert time.monotonic() - t0 < 15 and proxy.sent > proxy.limit  # it died mid-upload
     one_line(e, "--publish", url, "bitext.parquet")
     assert MANIFEST not in download(client, "dying/")  # never marked complete
+
+    # Still this project's (an interrupted publication): replaced only with overwrite, in full.
+    endpoint_env(endpoint)
+    with pytest.raises(UsageError) as e:
+        publish(tmp_path / "new", url)
+    one_line(e, "--publish", url, "interrupted publication", "--publish-overwrite")
+    client.put_object(Bucket=BUCKET, Key="dying/user/keep.txt", Body=b"user's")
+    new = make_folder(tmp_path / "new2", seed=3, big=False)
+    publish(tmp_path / "new2", url, overwrite=True)
+    got = download(client, "dying/")
+    check_manifest(got.pop(MANIFEST), new, url)
+    assert got == {**new, "user/keep.txt": b"user's"}  # the old and half-sent files gone
+
+
+@pytest.mark.slow
+def test_s3_destinations_holding_other_objects_are_refused(s3, endpoint_env, tmp_path):
+    endpoint, client = s3
+    endpoint_env(endpoint)
+    make_folder(tmp_path / "a", big=False)
+    users = {"theirs/bitext.tsv.gz": b"a user's own", "theirs/stats.json": b"{}"}
+    for key, body in users.items():
+        client.put_object(Bucket=BUCKET, Key=key, Body=body)
+    for overwrite in (False, True):
+        with pytest.raises(UsageError) as e:
+            publish(tmp_path / "a", f"s3://{BUCKET}/theirs", overwrite=overwrite)
+        one_line(e, "--publish", f"s3://{BUCKET}/theirs", "not empty")
+    assert download(client, "theirs/") == {k[len("theirs/") :]: v for k, v in users.items()}
+    # A second publication to the same prefix: refused without overwrite, nothing changed.
+    url = f"s3://{BUCKET}/twice"
+    publish(tmp_path / "a", url)
+    before = download(client, "twice/")
+    with pytest.raises(UsageError) as e:
+        check_destination(url, "--publish")
+    one_line(e, "--publish", url, "earlier publication", "--publish-overwrite")
+    make_folder(tmp_path / "b", seed=1, big=False)
+    with pytest.raises(UsageError):
+        publish(tmp_path / "b", url)
+    # With overwrite, a new file on a user's object is refused before anything changes.
+    client.put_object(Bucket=BUCKET, Key="twice/extra.txt", Body=b"user's")
+    (tmp_path / "b" / "extra.txt").write_bytes(b"ours")
+    with pytest.raises(UsageError) as e:
+        publish(tmp_path / "b", url, overwrite=True)
+    one_line(e, "--publish", url, "would replace extra.txt")
+    assert download(client, "twice/") == {**before, "extra.txt": b"user's"}
 
 
 class HtmlHandler(http.server.BaseHTTPRequestHandler):
@@ -311,7 +357,7 @@ def test_local_round_trip_and_republish(tmp_path, monkeypatch, via):
     for rel, data in files2.items():
         (tmp_path / "b" / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / "b" / rel).write_bytes(data)
-    publish(tmp_path / "b", f"file://{dest}")
+    publish(tmp_path / "b", f"file://{dest}", overwrite=True)
     got = {p.relative_to(dest).as_posix(): p.read_bytes() for p in dest.rglob("*") if p.is_file()}
     check_manifest(got.pop(MANIFEST), files2, str(dest))
     assert got == {**files2, "mine.txt": b"kept"}
@@ -327,10 +373,10 @@ def test_an_empty_folder_publishes_a_manifest_only(tmp_path):
 
 def test_a_folder_is_not_published_into_itself(tmp_path):
     make_folder(tmp_path / "a", big=False)
-    for dest in (tmp_path / "a", tmp_path / "a" / "hf" / "copy"):
+    for dest, how in ((tmp_path / "a", "is"), (tmp_path / "a" / "hf" / "copy", "is inside")):
         with pytest.raises(UsageError) as e:
             publish(tmp_path / "a", str(dest), "--publish")
-        one_line(e, "--publish", str(dest), "inside the folder")
+        one_line(e, "--publish", str(dest), f"{how} the folder being published")
     assert not (tmp_path / "a" / MANIFEST).exists()
     assert not (tmp_path / "a" / "hf" / "copy").exists()
 
@@ -349,3 +395,151 @@ def test_unusable_local_destinations(tmp_path):
     with pytest.raises(UsageError) as e:
         publish(tmp_path / "missing", str(tmp_path / "out"))
     one_line(e, "is not a folder")
+
+
+# -- a publication never replaces what it did not write ---------------------------------------
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    return {
+        p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*") if p.is_file()
+    }
+
+
+def users_folder(root: Path) -> dict[str, bytes]:
+    """A folder of a user's own files, two of them named like a bitext folder's."""
+    files = {
+        "bitext.tsv.gz": b"the user's own bitext",
+        "stats.json": b'{"mine": 1}',
+        "a/b.txt": b"b",
+    }
+    for rel, data in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_bytes(data)
+    return files
+
+
+@pytest.mark.parametrize("overwrite", [False, True])
+def test_a_folder_of_other_files_is_refused_and_left_as_it_was(tmp_path, overwrite):
+    make_folder(tmp_path / "a", big=False)
+    dest = tmp_path / "dest"
+    mine = users_folder(dest)
+    with pytest.raises(UsageError) as e:
+        check_destination(str(dest), "--publish", overwrite=overwrite)
+    one_line(e, "--publish", str(dest), "not empty", MANIFEST)
+    with pytest.raises(UsageError) as e:
+        publish(tmp_path / "a", str(dest), overwrite=overwrite)
+    one_line(e, "--publish", str(dest), "not empty")
+    assert snapshot(dest) == mine
+    (tmp_path / "only-folders" / "sub").mkdir(parents=True)  # not ours either
+    with pytest.raises(UsageError):
+        publish(tmp_path / "a", str(tmp_path / "only-folders"))
+
+
+def test_a_manifest_this_project_did_not_write_is_refused(tmp_path):
+    make_folder(tmp_path / "a", big=False)
+    for i, raw in enumerate(
+        [
+            b"not json",
+            b'{"files": "x"}',
+            b'{"format_version": 1, "files": [{"path": "../outside.txt"}]}',
+            b"\xff\xfe",
+        ]
+    ):
+        dest = tmp_path / f"dest{i}"
+        mine = {**users_folder(dest), MANIFEST: raw}
+        (dest / MANIFEST).write_bytes(raw)
+        with pytest.raises(UsageError) as e:
+            publish(tmp_path / "a", str(dest), overwrite=True)
+        one_line(e, str(dest), f"its {MANIFEST} is not a publication manifest")
+        assert snapshot(dest) == mine
+
+
+@pytest.mark.parametrize("via", ["files", "beam"])
+def test_a_second_publication_needs_overwrite(tmp_path, monkeypatch, via):
+    from labse_common import publish as module
+
+    if via == "beam":
+        monkeypatch.setattr(
+            module,
+            "_target",
+            lambda url, flag, _o: module._BeamTarget(str(module._local_path(url)), flag),
+        )
+    make_folder(tmp_path / "a", big=False)
+    make_folder(tmp_path / "b", seed=1, big=False)
+    dest = tmp_path / "dest"
+    publish(tmp_path / "a", str(dest))
+    before = snapshot(dest)
+    with pytest.raises(UsageError) as e:
+        check_destination(str(dest), "--publish")
+    one_line(e, "--publish", str(dest), "earlier publication", "--publish-overwrite")
+    with pytest.raises(UsageError) as e:
+        publish(tmp_path / "b", str(dest), "--publish")
+    one_line(e, "--publish", str(dest), "--publish-overwrite")
+    assert snapshot(dest) == before
+    check_destination(str(dest), "--publish", overwrite=True)
+    publish(tmp_path / "b", str(dest), overwrite=True)
+    assert snapshot(dest)["bitext.tsv.gz"] == (tmp_path / "b" / "bitext.tsv.gz").read_bytes()
+
+
+def test_overwrite_replaces_only_what_the_manifest_lists(tmp_path):
+    old = make_folder(tmp_path / "a", big=False)
+    dest = tmp_path / "dest"
+    publish(tmp_path / "a", str(dest))
+    (dest / "hf" / "notes.md").write_bytes(b"user's notes beside the published files")
+    (dest / "extra.txt").write_bytes(b"user's")
+    # The new folder has a file where the user put one of their own: refused, nothing changed.
+    new = {"bitext.tsv.gz": b"new bitext", "extra.txt": b"ours now?", "hf/README.md": b"new"}
+    for rel, data in new.items():
+        (tmp_path / "b" / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "b" / rel).write_bytes(data)
+    before = snapshot(dest)
+    with pytest.raises(UsageError) as e:
+        publish(tmp_path / "b", str(dest), overwrite=True)
+    one_line(e, str(dest), "would replace extra.txt", "did not write")
+    assert snapshot(dest) == before
+    # A folder a new file needs, where the user has a file: refused the same way.
+    (tmp_path / "b" / "extra.txt").unlink()
+    (tmp_path / "b" / "extra.txt" / "x").parent.mkdir()
+    (tmp_path / "b" / "extra.txt" / "x").write_bytes(b"x")
+    with pytest.raises(UsageError) as e:
+        publish(tmp_path / "b", str(dest), overwrite=True)
+    one_line(e, "would replace extra.txt")
+    assert snapshot(dest) == before
+    # Without the clash: the listed files replaced or removed, the user's kept.
+    (tmp_path / "b" / "extra.txt" / "x").unlink()
+    (tmp_path / "b" / "extra.txt").rmdir()
+    del new["extra.txt"]
+    publish(tmp_path / "b", str(dest), overwrite=True)
+    got = snapshot(dest)
+    check_manifest(got.pop(MANIFEST), new, str(dest))
+    assert got == {**new, "hf/notes.md": before["hf/notes.md"], "extra.txt": b"user's"}
+    assert set(old) - set(new) - {"hf/README.md"}  # the old files that went were listed ones
+
+
+@pytest.mark.parametrize(
+    "where",
+    [
+        "parent/run",
+        "parent/run/bitext",
+        "parent/run/not-yet/deep",
+        "parent",
+        "data",
+        "data/pub",
+        "data-link/pub",
+        "link-into-run",
+    ],
+)
+def test_protected_folders_are_refused_up_front(tmp_path, where):
+    run, data = tmp_path / "parent" / "run", tmp_path / "data"
+    (run / "bitext").mkdir(parents=True)
+    data.mkdir()
+    (tmp_path / "link-into-run").symlink_to(run / "bitext")  # real paths are compared
+    (tmp_path / "data-link").symlink_to(data)
+    dest = tmp_path / where
+    protected = {"the run folder, --output": run, "the --data folder": data}
+    with pytest.raises(UsageError) as e:
+        check_destination(str(dest), "--publish", overwrite=True, protected=protected)
+    msg = one_line(e, "--publish", str(dest), "publish to a folder outside it")
+    assert ("--data" in msg) == where.startswith("data"), msg
+    assert not (run / "not-yet").exists() and os.listdir(data) == []

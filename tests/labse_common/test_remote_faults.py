@@ -249,7 +249,7 @@ def test_publish_to_a_server_that_stalls_is_bounded_and_names_it(proxy, tmp_path
     (tmp_path / "final").mkdir()
     (tmp_path / "final" / "bitext.tsv").write_text("a\tb\n")
     url = f"s3://{BUCKET}/published"
-    proxy.arm("stall", is_put("/published/"))
+    proxy.arm("stall", is_put("/published/bitext"))  # the file, not _PUBLISHING.json first
     err, took = bounded(lambda: publish(tmp_path / "final", url))
     assert isinstance(err, RemoteError) and took < 10, repr(err)
     one_line(str(err), "--publish", url, "bitext.tsv", proxy.endpoint, "did not answer within 1 s")

@@ -247,6 +247,7 @@ def test_publish_round_trips_through_s3_and_a_dead_endpoint_stops_before_any_sta
         assert "run1/report/report.html" in keys
         body = client.get_object(Bucket="published", Key="run1/bitext.tsv.gz")["Body"].read()
         assert body == (own["out"] / "bitext" / "bitext.tsv.gz").read_bytes()
+        _republish_only_with_overwrite(own, env, client)
     dead = {
         **ENV,
         "AWS_EC2_METADATA_DISABLED": "true",
@@ -260,6 +261,47 @@ def test_publish_round_trips_through_s3_and_a_dead_endpoint_stops_before_any_sta
     assert not fresh.exists() or not any(
         d.is_dir() and not d.name.startswith("_") for d in fresh.iterdir()
     )
+
+
+def _republish_only_with_overwrite(own: dict, env: dict, client) -> None:
+    """The same URL again: refused (exit 2, one line) without --publish-overwrite; with it, the
+    publication is replaced and a user's object beside it kept. A prefix of a user's objects is
+    refused either way, the objects left as they were."""
+
+    def objects(prefix: str) -> dict[str, bytes]:
+        listed = client.list_objects_v2(Bucket="published", Prefix=prefix).get("Contents", [])
+        return {
+            o["Key"]: client.get_object(Bucket="published", Key=o["Key"])["Body"].read()
+            for o in listed
+        }
+
+    client.put_object(Bucket="published", Key="run1/notes/keep.txt", Body=b"the user's")
+    client.put_object(Bucket="published", Key="theirs/bitext.tsv.gz", Body=b"the user's own")
+    before = objects("run1/")
+    for url, extra, words in (
+        ("s3://published/run1", [], "--publish-overwrite"),
+        ("s3://published/theirs", ["--publish-overwrite"], "not empty"),
+    ):
+        p = run(own["data"], own["out"], "--publish", url, *extra, env=env, cli=own["cli"])
+        errors = [ln for ln in p.stderr.splitlines() if "ERROR" in ln or "error" in ln]
+        assert p.returncode == 2 and len(errors) == 1, p.stderr[-2000:]
+        assert url in errors[0] and words in errors[0], errors[0]
+    assert objects("run1/") == before
+    assert objects("theirs/") == {"theirs/bitext.tsv.gz": b"the user's own"}
+    p = run(
+        own["data"],
+        own["out"],
+        "--publish",
+        "s3://published/run1",
+        "--publish-overwrite",
+        env=env,
+        cli=own["cli"],
+    )
+    assert p.returncode == 0, p.stderr[-3000:]
+    after = objects("run1/")
+    assert json.loads(after.pop("run1/_PUBLISHED.json"))["file_count"] == len(after) - 1
+    before.pop("run1/_PUBLISHED.json")
+    assert after == before  # the same files again, the user's kept
 
 
 def _sentences(folder: Path) -> tuple[list[str], dict]:
