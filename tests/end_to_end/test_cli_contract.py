@@ -653,6 +653,15 @@ TABLE: dict[str, Cmd] = {
             "concurrent": "serves a page until Ctrl-C and edits FILE in place; no output folder",
         },
     ),
+    "labse_common.forked_main": Cmd(
+        [],
+        None,
+        na=_na(
+            CASES,
+            "internal: the exec wrapper that arms Beam SDK workers' parent-death signal "
+            "(pipelines/local_runner.py); it reads no data and writes no output",
+        ),
+    ),
     "pipelines.demo_data": Cmd(
         ["--data", "{IN}", "--output", "{OUT}"],
         "data",
