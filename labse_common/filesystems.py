@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib.util
 import os
 import re
 import shlex
@@ -34,6 +35,15 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 ENV = "LABSE_BEAM_OPTIONS"
+PROJECT = "labse-pipeline"
+
+#: The optional parts (not in the plain ``pip install``): what each serves, the module that shows
+#: it is installed, and the project's extra that installs it (pyproject.toml).
+OPTIONAL_PARTS = {
+    "s3": ("s3:// paths", "botocore", "s3"),
+    "gs": ("gs:// paths", "google.cloud.storage", "gcs"),
+    "dask": ("the DaskRunner", "distributed", "dask"),
+}
 
 #: ``scheme://`` at the start of a path (RFC 3986 scheme characters, two or more of them).
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+)://")
@@ -46,6 +56,43 @@ def is_remote(path: Any) -> bool:
     text = os.fspath(path) if isinstance(path, (str, os.PathLike)) else None
     m = _SCHEME.match(text) if isinstance(text, str) else None
     return m is not None and m.group(1).lower() != "file"
+
+
+@functools.cache
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ImportError:  # its parent package is missing (google.cloud without google)
+        return False
+
+
+def missing_part(part: str) -> str | None:
+    """None when the optional ``part`` (a key of :data:`OPTIONAL_PARTS`: ``s3``, ``gs``,
+    ``dask``; anything else counts as installed) is installed, else what it serves and how to
+    install it, e.g. ``s3:// paths need pip install 'labse-pipeline[s3]'``."""
+    entry = OPTIONAL_PARTS.get(part)
+    if entry is None or _installed(entry[1]):
+        return None
+    what, _, extra = entry
+    return f"{what} need pip install '{PROJECT}[{extra}]'"
+
+
+def require_part(part: str, where: str) -> None:
+    """A UsageError (one line, exit 2) naming ``where`` and the extra to install when the
+    optional ``part`` is not installed."""
+    from labse_common.errors import UsageError
+
+    missing = missing_part(part)
+    if missing is not None:
+        raise UsageError(f"{where}: {missing}")
+
+
+def _require_scheme(path: str) -> None:
+    """The optional part that serves ``path``'s scheme, or one line naming its extra (Beam's
+    own message names Beam's extras and comes as a traceback)."""
+    scheme = path.split("://", 1)[0].lower()
+    if scheme in OPTIONAL_PARTS:
+        require_part(scheme, path)
 
 
 def join(base: str | os.PathLike, *parts: str) -> str:
@@ -83,7 +130,10 @@ def forget_configuration() -> None:
     parent's S3 endpoint and credentials (labse_common.forked_main)."""
     from apache_beam.io.filesystems import FileSystems
 
+    from labse_common.s3_client import forget_failures
+
     FileSystems._pipeline_options = None  # noqa: SLF001 - Beam has no public reset
+    forget_failures()
     _CACHE.clear()
     _S3_CLIENTS.clear()  # no lock: a forked child has one thread, and a lock may be inherited held
 
@@ -95,6 +145,7 @@ _CACHE: dict[tuple[str, int], object] = {}
 
 def filesystem(path: str):
     """The (cached) Beam filesystem object that serves ``path``."""
+    _require_scheme(path)
     fss = filesystems()
     key = (path.split("://", 1)[0], id(fss._pipeline_options))  # noqa: SLF001
     fs = _CACHE.get(key)
@@ -196,7 +247,9 @@ def _transfers() -> dict[str, type]:
 def install_s3_transfers() -> bool:
     """Beam's S3 filesystem writes through :mod:`labse_common.s3_upload` (one request per small
     file, parallel parts for large ones) and reads through :mod:`labse_common.s3_download` (one
-    request per file read start to end); idempotent; False without Beam's AWS extra."""
+    request per file read start to end); idempotent; False without boto3 (the ``s3`` extra)."""
+    if missing_part("s3") is not None:
+        return False
     try:
         from apache_beam.io.aws import s3io
     except ImportError:
@@ -290,7 +343,10 @@ def install_s3_client_cache() -> bool:
     defaults: 60 s timeouts, and its own retries on top): bounded connect/read timeouts and
     attempts (``LABSE_S3_*``), answers that are not S3's refused, and a failure after the
     attempts raised as one ``S3Failure`` line that Beam does not retry. Idempotent; False when
-    Beam's AWS extra is not installed."""
+    boto3 is not installed (the ``s3`` extra): nothing to install, and :func:`filesystem`
+    names the extra if an ``s3://`` path is used."""
+    if missing_part("s3") is not None:
+        return False
     try:
         from apache_beam.io.aws.clients.s3 import boto3_client
     except ImportError:

@@ -4,7 +4,7 @@ Beam's S3 filesystem retries a failing call for minutes with a traceback per ret
 endpoint does not answer or there are no credentials. :func:`check_paths` asks the same
 questions once, with short timeouts and no retries, before a command reads or writes anything:
 
-* are the S3/GCS client libraries installed (``apache-beam[aws]`` / ``apache-beam[gcp]``);
+* are the S3/GCS client libraries installed (the ``s3`` / ``gcs`` extras of the project);
 * are there credentials (Beam's ``--s3_access_key_id`` or boto3's own chain);
 * does the endpoint answer and does the bucket exist.
 
@@ -28,7 +28,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from labse_common.errors import RemoteError, UsageError
-from labse_common.filesystems import filesystems, is_remote
+from labse_common.filesystems import filesystems, is_remote, missing_part
 from labse_common.s3_client import new_client, s3_options, session_for
 
 log = logging.getLogger(__name__)
@@ -70,60 +70,85 @@ def _bucket(path: str) -> tuple[str, str]:
     return path[:5], bucket
 
 
-def check_s3(path: str, options=None, flag: str | None = None) -> None:
-    """Credentials, endpoint and bucket of one ``s3://`` path; RemoteError naming what lacks."""
-    where = f"{flag} {path}" if flag else path
-    try:
-        import boto3  # noqa: F401
-        from botocore.exceptions import (
-            BotoCoreError,
-            ClientError,
-            EndpointConnectionError,
-            NoCredentialsError,
-            ReadTimeoutError,
-        )
-        from botocore.exceptions import ConnectTimeoutError as BotoConnectTimeout
-    except ImportError:
-        raise RemoteError(f"{where}: S3 needs boto3: pip install 'apache-beam[aws]'") from None
-    o = _s3_options(options)
-    _, bucket = _bucket(path)
+def _session(where: str, o: dict[str, Any]):
+    """A boto3 session with credentials, or RemoteError saying where to set them."""
     session = session_for(o)
     if session.get_credentials() is None:
         raise RemoteError(
             f"{where}: no S3 credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or pass "
             "--s3_access_key_id/--s3_secret_access_key (Beam jobs) or LABSE_BEAM_OPTIONS"
         )
-    client = s3_client(o, preflight=True, session=session)
+    return session
+
+
+def check_s3(path: str, options=None, flag: str | None = None) -> None:
+    """Credentials, endpoint and bucket of one ``s3://`` path; RemoteError naming what lacks.
+
+    The question is a ``ListObjectsV2`` of at most one key, whose answer must be S3's XML
+    naming the bucket: a web server that answers every request with status 200 (an HTML page,
+    a captive portal) would pass a ``HeadBucket``, which has no body, and the run would fail
+    only at its first write."""
+    where = f"{flag} {path}" if flag else path
+    missing = missing_part("s3")
+    if missing is not None:
+        raise RemoteError(f"{where}: {missing}")
+    # imported only here: boto3 is an optional part (the `s3` extra)
+    from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
+
+    from labse_common.remote_errors import describe
+
+    o = _s3_options(options)
+    _, bucket = _bucket(path)
+    client = s3_client(o, preflight=True, session=_session(where, o))
     # The endpoint the client really uses: the option, AWS_ENDPOINT_URL(_S3), or AWS's own.
     shown = client.meta.endpoint_url
     try:
-        client.head_bucket(Bucket=bucket)
+        answer = client.list_objects_v2(Bucket=bucket, MaxKeys=1)
     except NoCredentialsError:
         raise RemoteError(f"{where}: no S3 credentials") from None
-    except (EndpointConnectionError, BotoConnectTimeout, ReadTimeoutError) as e:
-        raise RemoteError(
-            f"{where}: S3 endpoint {shown} does not answer ({type(e).__name__}); set "
-            "--s3_endpoint_url / AWS_ENDPOINT_URL to a reachable server"
-        ) from None
     except ClientError as e:
-        code = str(e.response.get("Error", {}).get("Code", ""))
-        if code in ("404", "NoSuchBucket", "NotFound"):
-            raise RemoteError(f"{where}: bucket {bucket!r} does not exist") from None
-        if code in ("403", "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch"):
-            raise RemoteError(f"{where}: access to bucket {bucket!r} denied ({code})") from None
-        raise RemoteError(f"{where}: S3 refused the request ({code or e})") from None
+        raise RemoteError(f"{where}: {_refusal(e, bucket)}") from None
     except BotoCoreError as e:
-        from labse_common.remote_errors import describe
+        raise RemoteError(f"{where}: S3 endpoint {shown} {_unanswered(e, describe)}") from None
+    if answer.get("Name") != bucket:
+        status = answer.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        raise RemoteError(
+            f"{where}: S3 endpoint {shown} answered ListObjectsV2 with HTTP {status} but not "
+            "with S3's XML naming the bucket: is the endpoint an S3 server?"
+        )
 
-        raise RemoteError(f"{where}: S3 endpoint {shown} {describe(e)}") from None
+
+def _unanswered(e: Exception, describe) -> str:
+    """What a preflight that got no S3 answer says about the endpoint."""
+    from botocore.exceptions import (
+        ConnectTimeoutError,
+        EndpointConnectionError,
+        ReadTimeoutError,
+    )
+
+    if isinstance(e, (EndpointConnectionError, ConnectTimeoutError, ReadTimeoutError)):
+        return (
+            f"does not answer ({type(e).__name__}); set "
+            "--s3_endpoint_url / AWS_ENDPOINT_URL to a reachable server"
+        )
+    return describe(e)
+
+
+def _refusal(e, bucket: str) -> str:
+    """An S3 error answer to the preflight, in a few words."""
+    code = str(e.response.get("Error", {}).get("Code", ""))
+    if code in ("404", "NoSuchBucket", "NotFound"):
+        return f"bucket {bucket!r} does not exist"
+    if code in ("403", "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch"):
+        return f"access to bucket {bucket!r} denied ({code})"
+    return f"S3 refused the request ({code or e})"
 
 
 def check_gcs(path: str, flag: str | None = None) -> None:
     where = f"{flag} {path}" if flag else path
-    try:
-        import google.cloud.storage  # noqa: F401
-    except ImportError:
-        raise RemoteError(f"{where}: GCS needs pip install 'apache-beam[gcp]'") from None
+    missing = missing_part("gs")
+    if missing is not None:
+        raise RemoteError(f"{where}: {missing}")
 
 
 def check_paths(paths: Iterable[str], options=None) -> None:

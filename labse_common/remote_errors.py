@@ -38,6 +38,18 @@ class NotS3Answer(BotoCoreError):
     fmt = "answered {operation} with HTTP {status} {what}, which is not S3's answer"
 
 
+class CallStopped(BotoCoreError):
+    """A call not (or no longer) tried: its deadline passed, its endpoint failed a moment ago, or
+    its upload was cancelled (:mod:`labse_common.s3_client`). Not an ``HTTPClientError``, so
+    botocore does not retry it."""
+
+    fmt = "{why}"
+
+
+class CallCancelled(CallStopped):
+    """A call of an upload's part stopped because another part of the same upload failed."""
+
+
 class S3Failure(RemoteFailure, PermanentException):
     """A :class:`RemoteFailure` raised under Beam's S3 filesystem: permanent for Beam's retry
     decorators (botocore already made the bounded attempts)."""
@@ -106,6 +118,8 @@ def describe(e: BaseException) -> str:
         return f"refused the connection ({tries}; is the server running?)"
     if isinstance(e, (ConnectionClosedError, ResponseStreamingError)):
         return f"closed the connection in the middle of the request ({tries})"
+    if isinstance(e, CallStopped):
+        return str(e)
     if isinstance(e, NotS3Answer):
         return f"{e}: is the endpoint an S3 server?"
     if isinstance(e, ResponseParserError):

@@ -36,6 +36,11 @@ class S3Limits:
     read_s: float
     attempts: int
 
+    @property
+    def bound_s(self) -> float:
+        """The deadline of one call, all its attempts together (labse_common.s3_client)."""
+        return self.attempts * (self.connect_s + self.read_s)
+
 
 def _env_number(name: str, default: float, integer: bool = False) -> float:
     raw = os.environ.get(name, "").strip()

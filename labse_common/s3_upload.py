@@ -13,7 +13,10 @@ one after another, each waiting for the previous one's round trip. Here:
 Errors surface at the latest when the file is closed, as
 :class:`labse_common.remote_errors.S3Failure` (one line naming the operation, the object and the
 endpoint; the call already made its bounded attempts, so Beam does not retry it); a failed
-multipart upload is aborted so no parts linger on the bucket.
+multipart upload is aborted so no parts linger on the bucket. The first part that fails stops
+the upload: the writer gets the error at its next part, the parts still in flight are cancelled
+(:class:`labse_common.s3_client.Scope`: no new attempt starts) and their threads have ended
+when the error is raised, so nothing goes on sending or retrying after the error line.
 Installed with :func:`labse_common.filesystems.install_s3_client_cache`, which every job calls.
 """
 
@@ -24,6 +27,8 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any
 
 from apache_beam.io.filesystemio import Uploader
+
+from labse_common.s3_client import Scope, in_scope
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +75,7 @@ class S3ParallelUploader(Uploader):
         self._upload_id: str | None = None
         self._parts: list[Future] = []
         self._pool: ThreadPoolExecutor | None = None
+        self._scope = Scope()  # the parts' requests, cancelled together
         # Set when a part could not be handed over: the bytes already taken from the buffer are
         # gone, so closing must fail too, never send what is left as a shorter file.
         self._failed: Exception | None = None
@@ -100,21 +106,35 @@ class S3ParallelUploader(Uploader):
         pending = [f for f in self._parts if not f.done()]
         if len(pending) >= MAX_IN_FLIGHT:  # bounded memory: wait for a slot
             wait(pending, return_when=FIRST_COMPLETED)
+        failed = self._part_failure()
+        if failed is not None:  # a failed part fails the file now: no more parts are sent
+            raise failed
         number = len(self._parts) + 1
         self._parts.append(self._pool.submit(self._upload_part, number, chunk))
+
+    def _part_failure(self) -> Exception | None:
+        """The error of the first part that failed of itself, not because another part's
+        failure cancelled it; None while no part has failed."""
+        from labse_common.remote_errors import CallCancelled
+
+        done = [f for f in self._parts if f.done() and not f.cancelled()]
+        errors = [e for e in (f.exception() for f in done) if e is not None]
+        own = [e for e in errors if not isinstance(e.__cause__, CallCancelled)]
+        return (own or errors or [None])[0]
 
     def _error(self, e: Exception, operation: str) -> Exception:
         return as_beam_error(e, operation, self._path, self._s3.meta.endpoint_url)
 
     def _upload_part(self, number: int, chunk: bytes) -> str:
         try:
-            r = self._s3.upload_part(
-                Bucket=self._bucket,
-                Key=self._key,
-                UploadId=self._upload_id,
-                PartNumber=number,
-                Body=chunk,
-            )
+            with in_scope(self._scope):
+                r = self._s3.upload_part(
+                    Bucket=self._bucket,
+                    Key=self._key,
+                    UploadId=self._upload_id,
+                    PartNumber=number,
+                    Body=chunk,
+                )
         except Exception as e:
             raise self._error(e, f"UploadPart {number} of") from e
         return r["ETag"]
@@ -122,9 +142,7 @@ class S3ParallelUploader(Uploader):
     def finish(self) -> None:
         if self._failed is not None:
             self._abort()
-            if self._pool is not None:
-                self._pool.shutdown(wait=True)
-            raise self._failed
+            raise self._part_failure() or self._failed
         operation = "PutObject"
         try:
             if self._upload_id is None:  # the whole file is smaller than a part
@@ -148,16 +166,19 @@ class S3ParallelUploader(Uploader):
             )
         except Exception as e:
             self._abort()
-            raise self._error(e, operation) from e
+            raise self._error(self._part_failure() or e, operation) from e
         finally:
             if self._pool is not None:
                 self._pool.shutdown(wait=True)
 
     def _abort(self) -> None:
+        """Stop the parts (queued ones never start, running ones make no new attempt and end
+        within their deadline), wait for their threads, then abort the multipart upload."""
+        self._scope.cancel()
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
         if self._upload_id is None:
             return
-        for f in self._parts:
-            f.cancel()
         try:
             self._s3.abort_multipart_upload(
                 Bucket=self._bucket, Key=self._key, UploadId=self._upload_id
