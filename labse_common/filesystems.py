@@ -40,9 +40,9 @@ PROJECT = "labse-pipeline"
 #: The optional parts (not in the plain ``pip install``): what each serves, the module that shows
 #: it is installed, and the project's extra that installs it (pyproject.toml).
 OPTIONAL_PARTS = {
-    "s3": ("s3:// paths", "botocore", "s3"),
-    "gs": ("gs:// paths", "google.cloud.storage", "gcs"),
-    "dask": ("the DaskRunner", "distributed", "dask"),
+    "s3": ("s3:// paths need", "botocore", "s3"),
+    "gs": ("gs:// paths need", "google.cloud.storage", "gcs"),
+    "dask": ("the DaskRunner needs", "distributed", "dask"),
 }
 
 #: ``scheme://`` at the start of a path (RFC 3986 scheme characters, two or more of them).
@@ -74,7 +74,7 @@ def missing_part(part: str) -> str | None:
     if entry is None or _installed(entry[1]):
         return None
     what, _, extra = entry
-    return f"{what} need pip install '{PROJECT}[{extra}]'"
+    return f"{what} pip install '{PROJECT}[{extra}]'"
 
 
 def require_part(part: str, where: str) -> None:

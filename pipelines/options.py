@@ -139,6 +139,9 @@ def _give_dask_workers_options(opts: PipelineOptions, beam_args: Sequence[str]) 
     runner = str(opts.view_as(StandardOptions).runner or "")
     if not runner.endswith("DaskRunner"):
         return
+    from labse_common.filesystems import require_part
+
+    require_part("dask", f"--runner {runner}")  # one line naming the extra, not a traceback
     from apache_beam.runners.dask.dask_runner import DaskOptions
     from distributed import Client
 
