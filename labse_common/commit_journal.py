@@ -45,6 +45,8 @@ log = logging.getLogger(__name__)
 JOURNAL = "_COMMIT.json"
 OLD_PREFIX = "_old-"
 FAULT_ENV = "LABSE_COMMIT_FAULT"
+#: The state of a swap in memory once its journal is gone (rolled back or forward).
+ENDED = "ended"
 _passed: Counter[str] = Counter()
 
 
@@ -139,7 +141,8 @@ def _undo(swap: Swap) -> None:
     keeps its state and the disk is brought to it (a whole new output stays)."""
     was = swap.state
     if not os.path.exists(swap.journal):
-        return  # the journal was never written: nothing moved
+        swap.state = ENDED  # the journal was never written: nothing moved
+        return
     try:
         _write_journal(swap, "undo")
     except Exception as e:  # noqa: BLE001 - the error that stopped the swap is the one to raise
@@ -173,6 +176,7 @@ def _roll_back(swap: Swap) -> None:
     # The journal before the new entries: without it nobody could tell them from old ones.
     _remove(swap.journal)
     _remove(swap.path(swap.tmp))
+    swap.state = ENDED
 
 
 def _roll_forward(swap: Swap) -> None:
@@ -181,6 +185,7 @@ def _roll_forward(swap: Swap) -> None:
     fault_point("clean")
     _remove(swap.path(swap.tmp))
     _remove(swap.journal)
+    swap.state = ENDED
 
 
 def _remove(path: str) -> None:
@@ -294,6 +299,7 @@ def _roll_back_remote(copy: Copy) -> None:
     filesystems.delete(added + [a for _, a in saved])
     filesystems.delete([copy.journal])  # before the new objects, as in _roll_back
     filesystems.delete(_existing(copy.srcs))
+    copy.state = ENDED
 
 
 def _roll_forward_remote(copy: Copy) -> None:
@@ -301,6 +307,7 @@ def _roll_forward_remote(copy: Copy) -> None:
     filesystems.delete(_existing(copy.gone + asides + copy.srcs))
     fault_point("clean")
     filesystems.delete([copy.journal])
+    copy.state = ENDED
 
 
 def recover_remote(output: str) -> str | None:

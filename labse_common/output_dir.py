@@ -173,7 +173,8 @@ class OutputDir:
         self._claimed = False
         self._created_dir = False
         self._fd: int | None = None  # the local claim's descriptor (holds its flock)
-        self._committing = False
+        # This job's commit once it started (its state says whether a journal is left).
+        self._swap: commit_journal.Swap | commit_journal.Copy | None = None
         if files is not None:
             if is_remote(self.output):
                 raise OutputError(f"--output {self.shown}: a file output must be local")
@@ -347,8 +348,8 @@ class OutputDir:
         if old:
             log.info("--overwrite: replacing %d entries in %s", len(old), self.shown)
         tmp = os.path.basename(self._tmp_dir)
-        swap = commit_journal.Swap(self.folder, tmp, self._aside, self.journal, old, names)
-        commit_journal.swap_local(swap)
+        self._swap = commit_journal.Swap(self.folder, tmp, self._aside, self.journal, old, names)
+        commit_journal.swap_local(self._swap)
 
     def _commit_remote(self) -> None:
         prefix = self.tmp.rstrip("/") + "/"
@@ -364,13 +365,14 @@ class OutputDir:
         gone = [p for p in old if p not in new_set]
         if gone:
             log.info("--overwrite: removing %d objects left in %s", len(gone), self.output)
-        copy = commit_journal.Copy(self.journal, self.tmp, aside, srcs, dsts, saved, gone, old)
-        commit_journal.swap_remote(copy)
+        self._swap = commit_journal.Copy(
+            self.journal, self.tmp, aside, srcs, dsts, saved, gone, old
+        )
+        commit_journal.swap_remote(self._swap)
 
     def commit(self) -> None:
         """Put the new output in place of the old one (module docstring, point 5), then release
         the claim. On an exception the old output is as it was and the claim is still held."""
-        self._committing = True
         if self.resumable:
             pass
         elif is_remote(self.output):
@@ -418,11 +420,9 @@ class OutputDir:
     def _journal_left(self) -> bool:
         """Whether a commit of this job left its journal (its undo was interrupted too): then
         the temporary files are what the next job needs to roll it back."""
-        if not self._committing:
-            return False
-        if is_remote(self.output):
-            return filesystems.exists(self.journal)
-        return os.path.lexists(self.journal)
+        # The swap's state in memory, not a request: after a failed commit the store may be
+        # failing, and asking it would only replace the error to report.
+        return self._swap is not None and self._swap.state != commit_journal.ENDED
 
     @contextmanager
     def open(self, staged: bool = False) -> Iterator[OutputDir]:
