@@ -8,7 +8,7 @@ DEMO_OUT ?= demo_out
 SHARED  := $(wildcard ../shared/data/tatoeba)
 DEMO_DATA ?= $(if $(SHARED),--data ../shared/data,)
 
-.PHONY: venv demo test test-fast lint bench clean
+.PHONY: venv browser demo test test-fast lint bench clean
 
 venv: $(STAMP)
 
@@ -30,8 +30,15 @@ demo: $(STAMP)
 # run, the contract cases) are built once, not once per worker. --no-loadscope-reorder: xdist
 # otherwise hands out the modules with the most tests first, which overrides the costliest-first
 # order of tests/conftest.py (tests/module_seconds.py) and left a runner module for the tail.
-test: $(STAMP)
+test: $(STAMP) browser
 	$(BIN)/python -m pytest -q -n auto --dist loadscope --no-loadscope-reorder tests
+
+# The labelling page's browser test drives Debian's Chromium (Playwright's own download cannot
+# be reached here): installed when missing, so a fresh machine runs the test instead of skipping.
+browser:
+	@command -v chromium >/dev/null 2>&1 || { apt-get install -y -q chromium >/dev/null 2>&1 \
+	  || { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q chromium >/dev/null 2>&1; } \
+	  || echo "chromium could not be installed: the browser test will skip"; }
 
 # The development loop: every test but those marked slow, i.e. taking 2 s or more on 2 cores
 # (end-to-end runs, clusters, servers, training, Beam jobs on real data). `make test` runs all.

@@ -410,4 +410,6 @@ def _signal_on_close(fd: int, on: bool) -> None:
 
 
 if __name__ == "__main__":
-    _main(sys.argv[1:])
+    from labse_common.command import exit_with
+
+    exit_with(lambda: _main(sys.argv[1:]))
