@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import logging
 import os
+import re
 from typing import TYPE_CHECKING
 
 from labse_common.cli import (
@@ -367,9 +368,31 @@ def _check_vocabulary_given(args: argparse.Namespace, cfg: TrainConfig) -> None:
     )
 
 
+def check_launch_flags(args: argparse.Namespace) -> None:
+    """The launch flags checked as the ``launch:`` section is (labse_common/sections/launch.py)
+    before anything starts: a bad --nnodes, a --node-rank beyond it or an endpoint that is not
+    HOST:PORT was a torchrun traceback, or minutes of DNS retries, once training started."""
+    from labse_common.sections.launch import LaunchConfig
+
+    try:
+        LaunchConfig(
+            nproc_per_node=args.nproc_per_node,
+            nnodes=str(args.nnodes),
+            node_rank=args.node_rank,
+            rdzv_endpoint=args.rdzv_endpoint,
+        ).validate()
+    except UsageError as e:  # name the flags the user typed, not the config keys
+        raise UsageError(re.sub(r"launch\.(\w+)", _flag_name, str(e))) from None
+
+
+def _flag_name(m: re.Match) -> str:
+    return "--" + m.group(1).replace("_", "-")
+
+
 def _train(args: argparse.Namespace, model_cfg: ModelConfig, train_cfg: TrainConfig) -> int:
     from labse_model import launcher
 
+    check_launch_flags(args)
     if launcher.needs_launch(args.nproc_per_node, args.nnodes, args.rdzv_endpoint):
         return launcher.launch(
             launcher.torchrun_args(
@@ -461,6 +484,7 @@ def run_pretrain(args: argparse.Namespace) -> int:
 def _pretrain(args: argparse.Namespace, model_cfg: ModelConfig, pre_cfg: PretrainConfig) -> int:
     from labse_model import launcher
 
+    check_launch_flags(args)
     if launcher.needs_launch(args.nproc_per_node, args.nnodes, args.rdzv_endpoint):
         return launcher.launch(
             launcher.torchrun_args(
