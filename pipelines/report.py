@@ -21,8 +21,8 @@ from labse_common.datafiles import read_json, read_parquet
 from labse_common.errors import InputError
 from labse_common.logs import setup_logging
 from pipelines.report_data import png, pyplot, read_json_or_none, read_metrics, stage_stats
-from pipelines.report_filter import FilterSections
 from pipelines.report_render import html_page, markdown
+from pipelines.report_summary import SummarySections
 from pipelines.run.bitext_stages import BITEXT, REPORT
 from pipelines.run.corpus_stages import SENTENCES
 from pipelines.run.declare import Stage
@@ -31,17 +31,19 @@ from pipelines.run.model_stages import MINE, PRETRAIN, TRAIN, VOCAB
 log = logging.getLogger("pipelines.report")
 
 
-class Report(FilterSections):
+class Report(SummarySections):
     """The report's sections, in order (:meth:`build`), as blocks to render."""
 
     def header(self) -> None:
-        info = read_json_or_none(self.run / "_run.json") or {}
-        synthetic = info.get("data") == "synthetic"
         self.add("h1", "LaBSE bitext mining run")
         self.add(
             "p", f"Run folder `{self.run}`, report written {time.strftime('%Y-%m-%d %H:%M:%S')}."
         )
-        if synthetic:
+
+    def data_notes(self) -> None:
+        self.add("h2", "Data and outputs")
+        info = read_json_or_none(self.run / "_run.json") or {}
+        if info.get("data") == "synthetic":
             self.add(
                 "p",
                 "**Data: SYNTHETIC.** No `--data` was given, so every stage ran on the embedded "
@@ -98,8 +100,9 @@ class Report(FilterSections):
             self.add("img", "stages_time_memory", png(fig), "time and peak memory per stage")
 
     def drops(self) -> None:
-        self.add("h2", "Records in, out and dropped (with reasons)")
-        bars, rows = [], []
+        # The funnel at the top pictures the path to the bitext; this is every unit in detail.
+        self.add("h2", "Records in, out and dropped per stage and unit (with reasons)")
+        rows = []
         for stage in self.plan:
             st = stage_stats(self.run / stage) if self.manifests.get(stage) else None
             for unit, c in (st or {}).get("counts", {}).items():
@@ -110,38 +113,9 @@ class Report(FilterSections):
                 rows.append(
                     [stage, unit, c["in"], c["out"], reasons or "–", "yes" if ok else "**NO**"]
                 )
-                if c["in"]:
-                    bars.append((f"{stage}: {unit}", c))
         self.add(
             "table", ["stage", "unit", "in", "out", "dropped (reason count)", "balanced"], rows
         )
-        if bars:
-            plt = pyplot()
-            fig, ax = plt.subplots(figsize=(10, 0.32 * len(bars) + 1.5))
-            reasons = sorted({r for _, c in bars for r in c["dropped"]})
-            cmap = plt.get_cmap("tab20")
-            rows_y = range(len(bars))
-            left = [c["out"] / c["in"] for _, c in bars]
-            ax.barh(rows_y, left, color="#55a868", label="out")
-            for i, r in enumerate(reasons):
-                # Only the bars this reason drops from: a segment of width 0 for every other bar
-                # made ~1,300 patches to draw on the demo (4 of the report's ~7 CPU-seconds).
-                w = [c["dropped"].get(r, 0) / c["in"] for _, c in bars]
-                on = [j for j in rows_y if w[j] > 0]
-                if on:
-                    ax.barh(
-                        on,
-                        [w[j] for j in on],
-                        left=[left[j] for j in on],
-                        color=cmap(i % 20),
-                        label=r,
-                    )
-                left = [a + b for a, b in zip(left, w)]
-            ax.set_yticks(list(rows_y), [b[0] for b in bars])
-            ax.set_xlabel("share of the records that came in")
-            ax.invert_yaxis()
-            ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
-            self.add("img", "drops", png(fig), "out and dropped share per stage and unit")
 
     def languages(self) -> None:
         self.add("h2", "Sentences per language")
@@ -310,6 +284,8 @@ class Report(FilterSections):
 
     def build(self, n_examples: int) -> None:
         self.header()
+        self.answer_first()
+        self.data_notes()
         self.stages()
         self.drops()
         self.languages()

@@ -15,7 +15,9 @@ from pipelines.run.declare import Stage, manifest_path
 
 log = logging.getLogger("pipelines.report")
 
-Block = tuple  # ("h1"|"h2"|"p"|"pre", text) | ("table", header, rows) | ("img", name, png, alt)
+# ("h1"|"h2"|"p"|"pre", text) | ("table", header, rows) | ("img", name, png, alt)
+# | ("summary", [(kind, text), ...]) with kind "line"|"good"|"bad"|"warn"
+Block = tuple
 
 
 def read_json_or_none(p: Path) -> dict | None:

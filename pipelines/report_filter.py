@@ -30,11 +30,11 @@ class FilterSections(ReportBase):
         cal, reach = summ.get("calibration"), summ.get("reachable") or {}
         target = summ.get("target", 0.8)
         if not summ.get("target_reached", cal is not None):
+            # The verdict itself is in the summary box at the top; here, the detail.
             self.add(
                 "p",
-                f"**TARGET NOT REACHED.** {summ.get('message', '')} The run went on "
-                "(combine.on_unreachable=continue) and the bitext holds the pairs at that best "
-                "threshold: expect their GOOD share below the target.",
+                f"The target was not reached (see the summary): {summ.get('message', '')} The "
+                "bitext holds the pairs at that best threshold.",
             )
             thr, prec, ci = (
                 reach.get("threshold"),
@@ -68,20 +68,23 @@ class FilterSections(ReportBase):
         sample = self.dir(SAMPLE) / "sample.parquet"
         if scored.is_file() and sample.is_file() and thr is not None:
             self._filter_curve(scored, sample, float(thr), target)
-        self._per_pair(summ, prec, ci)
         self._eval_vs_interval(ci)
+
+    def sample_labels(self, sample: Path) -> list[dict]:
+        """``sample_id`` and ``label`` of every sampled pair: a person's labels when the labels
+        stage has them (rows matched to the pairs by text), else the sample's own."""
+        person = self.dir(LABELS) / "labels.tsv"
+        if person.is_file():
+            from filters.bitext.sample import read_labels
+
+            return read_labels(person)[0].select(["sample_id", "label"]).to_pylist()
+        return read_parquet(
+            sample, ["sample_id", "label"], required=["sample_id", "label"]
+        ).to_pylist()
 
     def _labelled(self, scored: Path, sample: Path) -> tuple[list, list, list[dict]]:
         t = read_parquet(scored, required=["combined_score"])
-        person = self.dir(LABELS) / "labels.tsv"
-        if person.is_file():  # a person labelled the sample: rows matched to the pairs by text
-            from filters.bitext.sample import read_labels
-
-            smp = read_labels(person)[0].select(["sample_id", "label"]).to_pylist()
-        else:
-            smp = read_parquet(
-                sample, ["sample_id", "label"], required=["sample_id", "label"]
-            ).to_pylist()
+        smp = self.sample_labels(sample)
         score = t.column("combined_score").to_pylist()
         labelled = [
             (score[int(r["sample_id"])], r["label"] == "GOOD")
@@ -161,31 +164,6 @@ class FilterSections(ReportBase):
                 for r in group
             ],
         )
-
-    def _per_pair(self, summ: dict, prec, ci) -> None:
-        counts = (read_json_or_none(self.dir(BITEXT) / "stats.json") or {}).get(
-            "pairs_per_language_pair", {}
-        )
-        per = summ.get("per_pair") or {}
-        rows = []
-        for pair, n in sorted(counts.items()):
-            own = per.get(pair.split("-")[0]) or {}
-            if "precision" in own:
-                est = f"{own['precision']:.1%} [{own['precision_ci'][0]:.1%}, {own['precision_ci'][1]:.1%}] (own threshold {own['threshold']:.3f})"
-            else:
-                why = f"; own: {own['unreachable']}" if own.get("unreachable") else ""
-                est = (
-                    "–"
-                    if prec is None
-                    else f"{prec:.1%} [{ci[0]:.1%}, {ci[1]:.1%}] (global threshold{why})"
-                )
-            rows.append([pair, n, est])
-        if rows:
-            self.add(
-                "p",
-                "Per language pair: pairs kept and their estimated GOOD share (labelled sample, interval):",
-            )
-            self.add("table", ["pair", "kept", "estimated GOOD share"], rows)
 
     def _eval_vs_interval(self, ci) -> None:
         pr = read_json_or_none(self.dir(EVAL) / "mined_pr.json") or {}

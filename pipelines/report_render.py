@@ -21,6 +21,8 @@ def markdown(blocks: list[Block], img_dir: Path) -> str:
             out.append(b[1])
         elif kind == "pre":
             out.append("```\n" + b[1] + "\n```")
+        elif kind == "summary":
+            out.append(_md_summary(b[1]))
         elif kind == "raw_md":
             out.append(b[1].strip())
         elif kind == "table":
@@ -51,6 +53,9 @@ def html_page(blocks: list[Block]) -> str:
             parts.append(f"<p>{inline(b[1])}</p>")
         elif kind == "pre":
             parts.append(f"<pre>{html.escape(b[1])}</pre>")
+        elif kind == "summary":
+            items = "".join(f'<li class="{c}">{inline(t)}</li>' for c, t in b[1])
+            parts.append(f'<section id="summary"><h2>Summary</h2><ul>{items}</ul></section>')
         elif kind == "raw_md":
             parts.append(_md_table_html(b[1], inline))
         elif kind == "table":
@@ -67,11 +72,21 @@ def html_page(blocks: list[Block]) -> str:
         "table{border-collapse:collapse;margin:1em 0;font-size:13px}"
         "td,th{border:1px solid #ccc;padding:3px 7px;text-align:left}th{background:#f3f3f3}"
         "img{max-width:100%}code{background:#f3f3f3;padding:0 3px}"
+        # The summary box answers first: framed, its verdict and warnings coloured.
+        "#summary{border:2px solid #4c72b0;border-radius:6px;padding:.2em 1em;margin:1em 0;"
+        "background:#f7f9fc}#summary h2{margin:.4em 0}#summary ul{padding-left:1.2em}"
+        "#summary li{margin:.3em 0}#summary .good{color:#1b6e2e}"
+        "#summary .bad{color:#a3141b;font-size:1.1em}#summary .warn{color:#8a4b00}"
     )
     return (
         f'<!DOCTYPE html><html><head><meta charset="utf-8"><title>LaBSE run report</title>'
         f"<style>{style}</style></head><body>{''.join(parts)}</body></html>\n"
     )
+
+
+def _md_summary(lines: list[tuple[str, str]]) -> str:
+    """The summary box as a Markdown block quote (one bullet a line)."""
+    return "> **Summary**\n>\n" + "\n".join(f"> - {t}" for _, t in lines)
 
 
 def _md_row(cells: list) -> str:
