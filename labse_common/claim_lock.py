@@ -21,6 +21,8 @@ log = logging.getLogger(__name__)
 
 CLAIM = "_CLAIM.json"
 TMP_PREFIX = "_tmp-"
+#: A resumable job's writing place (:mod:`labse_common.resume_shards`), kept across attempts.
+PARTIAL = "_partial"
 #: ``kind`` of a claim that deletes nothing (the stage runner's): writers may work inside it.
 RESUMABLE = "resumable"
 #: How deep below an output a commit with ``overwrite`` looks for other jobs' claims.
@@ -112,7 +114,8 @@ def claimed_parent(output: str) -> tuple[str, str] | None:
         text = live_claim(claim) if os.path.lexists(claim) else None
         if text is not None and claim_field(text, "kind") != RESUMABLE:
             first = os.path.relpath(real, parent).split(os.sep, 1)[0]
-            if first != f"{TMP_PREFIX}{claim_field(text, 'job_id')}":
+            # The holder's own writing places: its temporary folder, or its resumable shards.
+            if first not in (f"{TMP_PREFIX}{claim_field(text, 'job_id')}", PARTIAL):
                 return parent, text
         up = os.path.dirname(parent)
         if up == parent:

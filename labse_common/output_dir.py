@@ -62,7 +62,7 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from labse_common import claim_lock, commit_journal, filesystems
+from labse_common import claim_lock, commit_journal, filesystems, resume_shards
 from labse_common.claim_lock import CLAIM, RESUMABLE, TMP_PREFIX, new_job_id
 from labse_common.commit_journal import JOURNAL, OLD_PREFIX
 from labse_common.errors import UsageError
@@ -163,6 +163,8 @@ class OutputDir:
         files: tuple[str, ...] | None = None,
         resumable: bool = False,
         shown: str | None = None,
+        resume: str | None = None,
+        stage: str = "",
     ) -> None:
         self.output = str(output).rstrip("/") if is_remote(str(output)) else os.fspath(output)
         self.overwrite = overwrite
@@ -192,6 +194,14 @@ class OutputDir:
             self.claim_path = join(self.output, CLAIM)
             self.journal = join(self.output, JOURNAL)
             self._aside = OLD_PREFIX + self.job_id
+        self.resume = resume
+        #: The finished shards of a resumable job (``resume``: its fingerprint), else None.
+        self.shards: resume_shards.Shards | None = None
+        if resume is not None:
+            if files is not None or resumable or is_remote(self.output):
+                raise OutputError(f"output {self.shown!r}: shard resume needs a local folder")
+            self._tmp_dir = self.tmp = os.path.join(self.output, resume_shards.PARTIAL)
+            self.shards = resume_shards.Shards(self.tmp, stage)
         #: Where the job writes: ``tmp``, or a local staging folder (:func:`claim_output`).
         self.path = self.tmp
 
@@ -262,7 +272,9 @@ class OutputDir:
         except BaseException:
             self.release()
             raise
-        if not is_remote(self.output) and not self.resumable:
+        if self.resume is not None:
+            resume_shards.prepare(self._tmp_dir, self.resume)
+        elif not is_remote(self.output) and not self.resumable:
             os.makedirs(self._tmp_dir)
         log.debug("claimed %s as job %s", self.output, self.job_id)
         return self
@@ -296,7 +308,9 @@ class OutputDir:
                 )
 
     def _refuse_claims_below(self) -> None:
-        found = claim_lock.live_claim_below(self.output, {TMP_PREFIX + self.job_id})
+        found = claim_lock.live_claim_below(
+            self.output, {TMP_PREFIX + self.job_id, resume_shards.PARTIAL}
+        )
         if found:
             path, text = found
             raise OutputBusy(
@@ -311,7 +325,7 @@ class OutputDir:
         claim has one for a moment). For a file output: its files that exist."""
         if self.files is not None:
             return [self.name + s for s in self.files if os.path.lexists(self.output + s)]
-        mine = {CLAIM, TMP_PREFIX + self.job_id}
+        mine = {CLAIM, TMP_PREFIX + self.job_id, resume_shards.PARTIAL}
         if is_remote(self.output):
             names = {_top_entry(self.output, p) for p in _remote_files(self.output)}
         else:
@@ -337,7 +351,7 @@ class OutputDir:
 
     # -- commit / abort ----------------------------------------------------------------------
     def _commit_local(self) -> None:
-        names = sorted(os.listdir(self._tmp_dir))
+        names = sorted(set(os.listdir(self._tmp_dir)) - set(resume_shards.BOOKKEEPING))
         old = self.existing() if self.overwrite else []
         if self.overwrite and self.files is None:
             self._refuse_claims_below()  # a job that started inside meanwhile
@@ -387,6 +401,8 @@ class OutputDir:
         try:
             if self.resumable:
                 pass
+            elif self.resume is not None:
+                log.info("the finished shards stay in %s for a rerun", self._tmp_dir)
             elif self._journal_left():
                 log.error(
                     "the commit of %s was interrupted; its journal %s and %s stay for the next "
@@ -455,15 +471,21 @@ def claim_output(
     files: tuple[str, ...] | None = None,
     resumable: bool = False,
     shown: str | None = None,
+    resume: str | None = None,
+    stage: str = "",
 ):
     """``with claim_output(path, overwrite) as out:`` write under ``out.path``; the output is
     committed when the block ends, or left as it was on an exception. ``staged``: ``out.path``
     is a local folder even for a remote output. ``files``: the output is the file family
     ``path + suffix`` (``shown``: its name in messages). ``resumable``: claim only (the stage
-    runner's run folder). See the module docstring."""
-    return OutputDir(output, overwrite, files=files, resumable=resumable, shown=shown).open(
-        staged=staged
+    runner's run folder). ``resume``: a fingerprint of the job's inputs and settings; the job
+    writes its shards through ``out.shards`` and a rerun keeps those an earlier attempt with the
+    same fingerprint finished (:mod:`labse_common.resume_shards`; ``stage`` names the job for
+    ``LABSE_KILL_AFTER``). See the module docstring."""
+    od = OutputDir(
+        output, overwrite, files=files, resumable=resumable, shown=shown, resume=resume, stage=stage
     )
+    return od.open(staged=staged)
 
 
 def _remove(path: str) -> None:

@@ -46,6 +46,7 @@ from labse_common.errors import InputError, UsageError
 from labse_common.formats import PROVENANCE_COLUMNS
 from labse_common.logs import setup_logging
 from labse_common.output_dir import claim_output
+from labse_common.resume_shards import fingerprint
 from labse_common.stats import StageCounter, check_balanced, write_report
 
 log = logging.getLogger("pipelines.e2e_tasks")
@@ -555,10 +556,18 @@ def embed(
     missing = [str(sentences_dir / lang) for lang in langs if not (sentences_dir / lang).exists()]
     if missing:  # every language checked before the first is embedded
         raise UsageError(f"--sentences {sentences_dir}: no sentences for {', '.join(missing)}")
-    with claim_output(out, overwrite) as claimed:  # claimed before the slow model load
-        encoder = load_model(model, quantize=quantize)
+    # One shard per language: a rerun after a kill keeps the stores an earlier attempt with the
+    # same encoder, sentences and settings finished (labse_common/resume_shards.py).
+    settings = {"langs": langs, "batch_size": batch_size, "quantize": quantize}
+    key = fingerprint([model, *(sentences_dir / lang for lang in langs)], settings)
+    with claim_output(out, overwrite, resume=key, stage="embed") as claimed:
+        shards = claimed.shards
+        encoder = None  # loaded (slow) only when a language is left to embed
         for lang in langs:
-            store = Path(claimed.tmp) / lang
+            if shards.finished(lang):
+                continue
+            encoder = encoder or load_model(model, quantize=quantize)
+            store = Path(shards.begin(lang))
             embed_to_store(
                 encoder,
                 str(sentences_dir / lang),
@@ -568,6 +577,12 @@ def embed(
                 flag="--sentences",
             )
             _name_final_store(store / "stats.json", out / lang)
+            shards.end(lang)
+        counter = StageCounter()
+        counter.add_in("languages", len(langs))
+        counter.add_out("languages", len(langs))
+        report = counter.to_report("embed", shards=len(langs), resumed_shards=shards.resumed)
+        write_report(str(Path(claimed.path) / "stats.json"), report)
 
 
 def _name_final_store(stats: Path, final: Path) -> None:

@@ -123,7 +123,9 @@ def encoder(c: Context) -> Path:
     inputs=(SENTENCES,),
     optional_inputs=(TRAIN,),
     files=_init_files,
-    outputs=lambda c: c.langs,
+    outputs=lambda c: [*c.langs, "stats.json"],
+    # A rerun after a kill keeps the languages already embedded (resumed_shards in stats.json).
+    resumable=True,
 )
 def EMBED(c: Context) -> list[Command]:
     return [

@@ -345,3 +345,33 @@ def test_beam_stages_on_a_loopback_dask_cluster_give_the_same_sentences(own, clu
         local_rows, local_stats = _sentences(own["out"] / stage)
         assert rows and rows == local_rows, stage
         assert stats["counts"] == local_stats["counts"], stage
+
+
+def _store_bytes(d: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(d)): p.read_bytes()
+        for p in sorted(d.rglob("*"))
+        if p.is_file() and p.name != "stats.json"
+    }
+
+
+def test_a_killed_embed_stage_resumes_from_its_finished_shards(own, tmp_path):
+    """``LABSE_KILL_AFTER=embed:1`` kills the embed stage's process right after its first
+    language; the same command then keeps that language (``resumed_shards``), embeds the rest,
+    and writes the stores an uninterrupted run writes, byte for byte (so the same bitext)."""
+    setting = ["--set", "run.embed_batch_size=16", "--only", "embed"]  # a new embed key
+    whole, killed = tmp_path / "whole", tmp_path / "killed"
+    shutil.copytree(own["out"], whole)
+    shutil.copytree(own["out"], killed)
+    p = run(own["data"], whole, *setting, cli=own["cli"])
+    assert p.returncode == 0, p.stderr[-3000:]
+    p = run(own["data"], killed, *setting, env={**ENV, "LABSE_KILL_AFTER": "embed:1"})
+    assert p.returncode != 0 and "embed" in p.stderr, p.stderr[-3000:]
+    assert (killed / "embed" / "_partial" / "_done").is_dir()
+    p = run(own["data"], killed, *setting, cli=own["cli"])
+    assert p.returncode == 0, p.stderr[-3000:]
+    stats = json.loads((killed / "embed" / "stats.json").read_text())
+    assert stats["resumed_shards"] == 1 and stats["shards"] > 1
+    assert json.loads((whole / "embed" / "stats.json").read_text())["resumed_shards"] == 0
+    assert _store_bytes(killed / "embed") == _store_bytes(whole / "embed")
+    assert not (killed / "embed" / "_partial").exists()
