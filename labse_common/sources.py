@@ -15,8 +15,9 @@ code is letters, digits and ``_`` (no ``-``, which separates the pair, and no ``
 The format is the file's extension: ``.tsv``, ``.tsv.gz``, ``.txt``, ``.txt.gz`` (tab-separated
 ``src<TAB>trg``, more columns ignored), ``.parquet`` (columns ``src`` and ``trg``); a pattern
 with ``{lang}`` is Moses. :func:`expand_pairs` refuses what would silently give less data than
-the user meant: a pattern without ``{src}-{trg}``, a pattern that matches no file, an unknown
-extension (UsageError); a file whose name gives no language or the same language twice, a file
+the user meant: a pattern without ``{src}-{trg}``, a list of patterns none of which matches a file
+(one that matches nothing beside others that match is logged and skipped: a folder holds TSV or
+Moses files, and a list names both), an unknown extension (UsageError); a file whose name gives no language or the same language twice, a file
 the pattern's ``*`` matched but whose name does not fit the placeholders, a Moses file without
 its partner (InputError naming the file). In a Moses folder, files whose ``{lang}`` part is
 neither language of the pair (OPUS's ``.xml``/``.ids``, a third language) are not sides of that
@@ -230,6 +231,60 @@ def _unknown_format(where: str, what: str) -> UsageError:
     )
 
 
+# --- globs of one source ------------------------------------------------------------------------
+# A source is often listed as several globs, one per shape a download may take (WET or WARC files,
+# TSV or Moses pairs); a folder holds one of them. A glob that matches nothing is therefore only
+# logged while another glob of the same source matches, and an error when none does: a typo must
+# not give an empty corpus, and a WET-only folder must not stop on the WARC glob.
+
+
+def _check_empty(empty: list[tuple[str, str]], given: int, flag: str | None) -> None:
+    """UsageError naming every glob when none of the ``given`` matched; else a WARNING for each
+    of ``empty`` (pattern, why)."""
+    if empty and len(empty) == given:
+        if given == 1:
+            raise UsageError(f"{_where(flag, empty[0][0])}: {empty[0][1]}")
+        raise UsageError(
+            f"{flag or 'sources'}: matches no file with any of its {given} patterns: "
+            + "; ".join(f"{p} {why}" for p, why in empty)
+        )
+    for pattern, why in empty:
+        log.warning(
+            "%s: %s; skipped (another glob of the list matches)", _where(flag, pattern), why
+        )
+
+
+def _local_files(pattern: str) -> bool:
+    """Whether a local glob matches at least one file (folders do not count)."""
+    return any(os.path.isfile(p) for p in glob.iglob(pattern, recursive=True))
+
+
+def matching_globs(sources: dict[str, list[str]]) -> dict[str, list[str]]:
+    """The globs of one source that match a file, by name (``sources.commoncrawl``,
+    ``sources.wikipedia``: together the text to mine). Remote globs are kept (their job lists
+    them). A local glob that matches nothing is a WARNING while another glob matches; when none
+    does, a UsageError naming them all. Absolute or working-folder-relative globs."""
+    given = [(name, p) for name, pats in sources.items() for p in pats]
+    live = {
+        name: [p for p in pats if is_remote(p) or _local_files(p)] for name, pats in sources.items()
+    }
+    if given and not any(live.values()):
+        names = " and ".join(n for n, pats in sources.items() if pats)
+        raise UsageError(
+            f"{names}: the text to mine matches no file (globs: "
+            f"{', '.join(p for _, p in given)}); give --data the folder of your downloads, or "
+            "fix the globs"
+        )
+    for name, pattern in given:
+        if pattern not in live[name]:
+            log.warning(
+                "%s: %s matches no file; skipped (another glob of the text to mine matches)",
+                name,
+                pattern,
+            )
+    return live
+
+
 # --- pairs -------------------------------------------------------------------------------------
 
 
@@ -244,8 +299,13 @@ def expand_pairs(
     if not patterns:
         raise UsageError(f"{flag or 'pair sources'}: no pattern given")
     found: list[PairFile] = []
+    empty: list[tuple[str, str]] = []  # (pattern, why) of those that gave no file
     for pattern in patterns:
-        found.extend(_expand_pair_pattern(pattern, base, flag))
+        got, why = _expand_pair_pattern(pattern, base, flag)
+        found.extend(got)
+        if not got:
+            empty.append((pattern, why))
+    _check_empty(empty, len(patterns), flag)
     seen: set[tuple[str, ...]] = set()
     out = []
     for pf in sorted(found, key=lambda p: (p.src_lang, p.trg_lang, p.paths, p.fmt)):
@@ -255,7 +315,8 @@ def expand_pairs(
     return out
 
 
-def _expand_pair_pattern(pattern: str, base, flag: str | None) -> list[PairFile]:
+def _expand_pair_pattern(pattern: str, base, flag: str | None) -> tuple[list[PairFile], str]:
+    """The pattern's pair files, and when there are none, what it looked for."""
     where = _where(flag, pattern)
     if PAIR_PLACEHOLDER not in pattern:
         raise UsageError(
@@ -270,10 +331,8 @@ def _expand_pair_pattern(pattern: str, base, flag: str | None) -> list[PairFile]
         raise _unknown_format(where, f"extension {tail[tail.rindex('.') :]!r}")
     paths = _match(pat, flag)
     out = _moses_pairs(pat, paths, flag) if moses else _single_pairs(pat, paths, flag, where)
-    if not out:
-        detail = " that make Moses pairs" if moses and paths else ""
-        raise UsageError(f"{where}: matches no file{detail} (looked for {pat.glob})")
-    return out
+    detail = " that make Moses pairs" if moses and paths else ""
+    return out, f"matches no file{detail} (looked for {pat.glob})"
 
 
 def _pair_langs(pat: _Pattern, path: str, raw: dict[str, str], flag) -> tuple[str, str]:
@@ -371,6 +430,7 @@ def expand_texts(
     if not patterns:
         raise UsageError(f"{flag or 'text sources'}: no pattern given")
     files: dict[str, TextFile] = {}
+    empty: list[tuple[str, str]] = []
     for pattern in patterns:
         where = _where(flag, pattern)
         pat = _compile(pattern, base, flag)
@@ -381,13 +441,14 @@ def expand_texts(
             )
         paths = _match(pat, flag)
         if not paths:
-            raise UsageError(f"{where}: matches no file (looked for {pat.glob})")
+            empty.append((pattern, f"matches no file (looked for {pat.glob})"))
         for path in paths:
             lang = None
             if "lang" in pat.names:
                 raw, _ = _codes(pat, path, flag)
                 lang = _lang(raw["lang"], path, pat, flag)
             files.setdefault(_norm(path), TextFile(_norm(path), lang))
+    _check_empty(empty, len(patterns), flag)
     return [files[p] for p in sorted(files)]
 
 

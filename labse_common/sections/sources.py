@@ -74,7 +74,9 @@ class SourcesConfig:
     commoncrawl: list[str] = option(
         [],
         help="CommonCrawl inputs: globs of WET/WARC files (local, s3:// or gs://) or *.paths[.gz] "
-        "segment lists (their lines joined to commoncrawl_prefix)",
+        "segment lists (their lines joined to commoncrawl_prefix). With wikipedia, the text to "
+        "mine: a glob matching no file is skipped (a WARNING) while another of the two matches, "
+        "an error when none does",
     )
     commoncrawl_prefix: str | None = option(
         None, help="base URL/folder the lines of a *.paths list are relative to"
@@ -90,7 +92,8 @@ class SourcesConfig:
         [],
         help="training pairs: globs whose file names carry the pair as {src}-{trg} "
         "(parallel/{src}-{trg}.tsv: two-column TSV[.gz]; .parquet with src, trg; Moses files "
-        "corpus.{src}-{trg}.{lang}); any pair of languages",
+        "corpus.{src}-{trg}.{lang}); any pair of languages. A glob matching no file is skipped "
+        "(a WARNING) while another matches, an error when none does (as for eval and text)",
     )
     eval: list[str] = option(
         [],

@@ -12,6 +12,7 @@ from labse_common.cli import add_log_level_option, run_main
 from labse_common.errors import InputError, UsageError
 from labse_common.filesystems import is_remote
 from labse_common.logs import setup_logging
+from labse_common.model_init import demo_shape_warning
 from labse_common.output_dir import claim_output
 from labse_common.remote import require_local
 from pipelines.run.config import effective_config, typed_config
@@ -155,6 +156,8 @@ def _main(args: argparse.Namespace) -> int:
         out=out, base=base, synthetic=synthetic, config_file=out / "_config.yaml", cfg=cfg
     )
     validate_sources(ctx)
+    if warning := demo_shape_warning(ctx.values):
+        log.warning(warning)
     guard = _publish_guard(args, out, base)
     if args.dry_run:
         sys.stdout.write(plan_lines(make_plan(ctx, args.start, args.only)))

@@ -105,7 +105,12 @@ def _quality_off(ctx: Context) -> str | None:
 
 
 def _no_sources(kind: str) -> Callable[[Context], str | None]:
-    return lambda c: None if source_patterns(c, kind) else f"sources.{kind} is empty"
+    # Off when its globs match no file too (another glob of the text to mine does: validate).
+    return lambda c: (
+        None
+        if _corpus_inputs(c, kind)
+        else f"sources.{kind} {'matches no file' if source_patterns(c, kind) else 'is empty'}"
+    )
 
 
 def _commoncrawl(ctx: Context, stage_name: str, *extra: object) -> Command:

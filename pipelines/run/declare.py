@@ -66,8 +66,10 @@ class Context:
     @property
     def init(self) -> str | None:
         """The encoder the user gave (model.init), as an absolute path."""
+        from labse_common.model_init import resolve_init  # a HF cache folder: its snapshot
+
         init = self.values["model"]["init"]
-        return str(Path(init).resolve()) if init else None
+        return str(resolve_init(init)) if init else None
 
     def d(self, stage: Stage | str) -> Path:
         return self.out / (stage.name if isinstance(stage, Stage) else stage)

@@ -3,12 +3,10 @@
 
 from __future__ import annotations
 
-import glob
 from pathlib import Path
 
 from labse_common.config import ConfigError
-from labse_common.errors import InputError, UsageError
-from labse_common.filesystems import is_remote
+from labse_common.errors import InputError
 from pipelines.run.corpus_stages import has_source, source_patterns
 from pipelines.run.declare import Context
 
@@ -76,7 +74,7 @@ def validate_sources(ctx: Context) -> None:
     a glob that matches nothing, a language the LID model does not know, a checkpoint that is not
     one, a run with nothing to mine or nothing to train on is one line and exit status 2."""
     from labse_common.langs import LID_LANGS, TATOEBA_TO_LID, parse_pair
-    from labse_common.sources import expand_pairs, expand_texts
+    from labse_common.sources import expand_pairs, expand_texts, matching_globs
 
     src, demo = ctx.sources, ctx.demo
     if not ctx.values["mining"]["pairs"]:
@@ -100,10 +98,8 @@ def validate_sources(ctx: Context) -> None:
         def user(kind: str) -> list[str]:  # the user's patterns, not the demo's web text
             return [p for p in source_patterns(ctx, kind) if not p.startswith(str(ctx.out))]
 
-        for kind in ("commoncrawl", "wikipedia"):
-            for pat in user(kind):
-                if not is_remote(pat) and not glob.glob(pat):
-                    raise UsageError(f"sources.{kind}: {pat!r} matches no file")
+        # One source, the text to mine: a WET-only, WARC-only or dump-only folder is fine.
+        matching_globs({f"sources.{k}": user(k) for k in ("commoncrawl", "wikipedia")})
         for kind, expand in (
             ("pairs", expand_pairs),
             ("eval", expand_pairs),

@@ -306,3 +306,95 @@ def test_detect_lines():
     assert detect_lines([]) == []
     with pytest.raises(UsageError, match="not found"):
         detect_lines(["x"], model_path="/nonexistent/model.bin")
+
+
+# --- several globs of one source (issue 47: a WET-only folder must not stop on the WARC glob) ----
+
+
+def test_a_pair_glob_matching_nothing_is_skipped_while_another_matches(tmp_path, caplog):
+    _write(tmp_path / "parallel/train.de-en.tsv", "Hallo\tHello\n")
+    patterns = ["parallel/*.{src}-{trg}.tsv", "parallel/corpus.{src}-{trg}.{lang}"]
+    with caplog.at_level("WARNING", logger="labse_common.sources"):
+        got = expand_pairs(patterns, tmp_path, "sources.pairs")
+    assert [(p.src_lang, p.trg_lang, p.fmt) for p in got] == [("de", "en", "tsv")]
+    (warning,) = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert "parallel/corpus.{src}-{trg}.{lang}: matches no file" in warning, warning
+    # Moses only: the TSV glob is the one skipped
+    _write(tmp_path / "moses/corpus.de-fr.de", "a\n")
+    _write(tmp_path / "moses/corpus.de-fr.fr", "b\n")
+    got = expand_pairs(["moses/*.{src}-{trg}.tsv", "moses/corpus.{src}-{trg}.{lang}"], tmp_path)
+    assert [(p.src_lang, p.trg_lang, p.fmt) for p in got] == [("de", "fr", "moses")]
+
+
+def test_pair_globs_that_all_match_nothing_are_one_error_naming_each(tmp_path):
+    patterns = ["parallel/*.{src}-{trg}.tsv", "parallel/corpus.{src}-{trg}.{lang}"]
+    with pytest.raises(UsageError) as e:
+        expand_pairs(patterns, tmp_path, "sources.pairs")
+    msg = str(e.value)
+    assert "\n" not in msg and msg.startswith("sources.pairs: matches no file with any of its 2")
+    assert all(p in msg for p in patterns), msg
+
+
+def test_a_text_glob_matching_nothing_is_skipped_while_another_matches(tmp_path, caplog):
+    _write(tmp_path / "mono/de.txt", "Hallo\n")
+    with caplog.at_level("WARNING", logger="labse_common.sources"):
+        got = expand_texts(["mono/{lang}.txt", "mono/{lang}.txt.gz"], tmp_path, "sources.text")
+    assert got == [TextFile(str(tmp_path / "mono/de.txt"), "de")]
+    assert any("mono/{lang}.txt.gz: matches no file" in r.getMessage() for r in caplog.records)
+    with pytest.raises(UsageError, match=r"sources\.text: matches no file with any of its 2"):
+        expand_texts(["none/*.txt", "none/*.txt.gz"], tmp_path, "sources.text")
+
+
+OWN_DATA = {  # the globs of configs/own-data.yaml, per source
+    "sources.commoncrawl": ["crawl/*.warc.wet.gz", "crawl/*.warc.gz"],
+    "sources.wikipedia": ["dumps/*-pages-articles*.xml.bz2"],
+}
+
+
+@pytest.mark.parametrize(
+    "files, live",
+    [
+        (["crawl/a.warc.wet.gz"], {"sources.commoncrawl": ["crawl/*.warc.wet.gz"]}),
+        (["crawl/a.warc.gz"], {"sources.commoncrawl": ["crawl/*.warc.gz"]}),
+        (
+            ["dumps/dewiki-pages-articles1.xml.bz2"],
+            {"sources.wikipedia": ["dumps/*-pages-articles*.xml.bz2"]},
+        ),
+    ],
+    ids=["wet-only", "warc-only", "dump-only"],
+)
+def test_the_text_to_mine_runs_on_a_folder_of_one_download_shape(
+    tmp_path, monkeypatch, caplog, files, live
+):
+    from labse_common.sources import matching_globs
+
+    monkeypatch.chdir(tmp_path)
+    for f in files:
+        _write(tmp_path / f, b"x")
+    with caplog.at_level("WARNING", logger="labse_common.sources"):
+        got = matching_globs(OWN_DATA)
+    assert got == {name: live.get(name, []) for name in OWN_DATA}
+    skipped = {p for pats in OWN_DATA.values() for p in pats} - {
+        p for pats in live.values() for p in pats
+    }
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warned) == len(skipped) and all(any(p in w for w in warned) for p in skipped), warned
+
+
+def test_the_text_to_mine_with_no_glob_matching_is_one_error_naming_the_globs(tmp_path):
+    from labse_common.sources import matching_globs
+
+    (tmp_path / "crawl").mkdir()  # a folder is not a file
+    globs = {k: [str(tmp_path / p) for p in v] for k, v in OWN_DATA.items()}
+    with pytest.raises(UsageError) as e:
+        matching_globs(globs)
+    msg = str(e.value)
+    assert "\n" not in msg and msg.startswith("sources.commoncrawl and sources.wikipedia:")
+    assert all(p in msg for pats in globs.values() for p in pats), msg
+    # a remote glob is the job's to list: kept, and nothing is refused
+    remote = {"sources.commoncrawl": ["s3://b/crawl/*.warc.wet.gz", *globs["sources.commoncrawl"]]}
+    assert matching_globs(remote) == {"sources.commoncrawl": ["s3://b/crawl/*.warc.wet.gz"]}
+    assert matching_globs({"sources.commoncrawl": [], "sources.wikipedia": []}) == {
+        "sources.commoncrawl": [],
+        "sources.wikipedia": [],
+    }
