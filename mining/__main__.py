@@ -164,7 +164,7 @@ def cmd_mine_many(args: argparse.Namespace) -> int:
     if args.lexicon:  # checked (values, languages) before the output is claimed
         from mining.lexicon import check_for_pairs
 
-        check_for_pairs(args.lexicon, pairs)
+        check_for_pairs(args.lexicon, pairs, absent_ok=True)  # absent: mined without it
     # remote: staged locally, then uploaded
     with claim_output(args.output, args.overwrite, staged=True) as claimed:
         tmp = claimed.path

@@ -20,9 +20,24 @@ Han, kana and Hangul are one token per character, other scripts split at non-wor
 One table serves every language pair: the same spelling in two source languages shares a row,
 which costs little when each language's pairs teach its own words.
 
-The file records the language pairs it was fitted on (``langs``, pair -> pairs fitted), and
-:func:`load` refuses a table that is not a lexicon this module wrote (:func:`check_table`):
-a wrong probability would silently change every score and so the mined pairs.
+Each language pair of the training pairs is fitted on its own
+(:func:`mining.lexicon_pivot.fit_set`), and one fit
+serves both orders: de-en pairs give p(en|de) and p(de|en), so mining en-de reads the same two
+tables swapped (:meth:`Lexicon.swapped`). A pair to mine with no training pairs of its own gets a
+pivot dictionary through a language both sides were fitted with
+(:func:`mining.lexicon_pivot.compose`):
+
+    p(fr|de) = sum over en of p(fr|en) p(en|de)
+
+one sparse product, pruned to the ``top_k`` likeliest entries >= ``min_prob`` per given word.
+
+The file holds one dictionary pair per language pair (column ``pair``; a file written before
+that, without it, holds one table shared by every pair it was fitted on) and records in its
+schema metadata the pairs fitted (``langs``, pair -> pairs fitted), the pairs composed
+(``pivots``, pair -> the pivot language) and the pairs asked for that neither covers
+(``absent``). :func:`load` refuses a table that is not a lexicon this module wrote
+(:func:`check_table`): a wrong probability would silently change every score and so the mined
+pairs.
 """
 
 from __future__ import annotations
@@ -208,6 +223,75 @@ class Lexicon:
             self.encode(src, "src", max_tokens), self.encode(trg, "trg", max_tokens), rows, rows
         )
 
+    def swapped(self) -> Lexicon:
+        """The same dictionaries for the other order (mining en-de with a de-en fit): p(de|en)
+        becomes the forward table."""
+        return Lexicon(
+            self.trg_vocab,
+            self.src_vocab,
+            self.bwd,
+            self.fwd,
+            self.pairs,
+            {_reverse(k): n for k, n in self.langs.items()},
+        )
+
+
+def _reverse(pair: str) -> str:
+    a, b = pair.split("-")
+    return f"{b}-{a}"
+
+
+@dataclass
+class LexiconSet:
+    """A lexicon file: the dictionaries of each language pair, source first (``""``: one
+    table shared by every pair, as files without a ``pair`` column hold)."""
+
+    tables: dict[str, Lexicon]
+    langs: dict[str, int] = field(default_factory=dict)  # pairs fitted -> pairs fitted on
+    pivots: dict[str, str] = field(default_factory=dict)  # pairs composed -> pivot language
+    absent: list[str] = field(default_factory=list)  # pairs asked for that nothing covers
+
+    @property
+    def pairs(self) -> int:
+        return sum(lex.pairs for lex in self.tables.values())
+
+    def status(self, pair: str) -> str:
+        """``direct``, ``pivot`` or ``absent``: how ``pair`` ("de-fr", either order) is
+        covered; every pair is direct for a shared table that records no languages."""
+        both = {pair, _reverse(pair)}
+        if both & set(self.langs) or ("" in self.tables and not self.langs):
+            return "direct"
+        return "pivot" if both & set(self.pivots) else "absent"
+
+    def for_pair(self, src: str, trg: str) -> Lexicon | None:
+        """The dictionaries to mine ``src`` -> ``trg`` with (codes in any spelling; both empty:
+        the only table there is); None when the file covers neither order."""
+        if not src or not trg:
+            return next(iter(self.tables.values())) if len(self.tables) == 1 else None
+        key = f"{normalize_lang(src)}-{normalize_lang(trg)}"
+        shared = self.tables.get("")
+        if shared is not None:  # a file without pair column: its src side is the fitted sources
+            if not self.langs or key in self.langs:
+                return shared
+            return shared.swapped() if _reverse(key) in self.langs else None
+        if key in self.tables:
+            return self.tables[key]
+        rev = self.tables.get(_reverse(key))
+        return rev.swapped() if rev is not None else None
+
+    def score(
+        self,
+        src: Sequence[str | None],
+        trg: Sequence[str | None],
+        max_tokens: int = 64,
+        pair: tuple[str, str] = ("", ""),
+    ) -> dict[str, np.ndarray]:
+        """:meth:`Lexicon.score` with the dictionaries of ``pair`` (:meth:`for_pair`)."""
+        lex = self.for_pair(*pair)
+        if lex is None:
+            raise ValueError(f"no dictionary for {'-'.join(pair) or 'unnamed languages'}")
+        return lex.score(src, trg, max_tokens)
+
 
 @dataclass
 class Encoded:
@@ -324,10 +408,7 @@ def _table_rows(table: _Table, given: list[str], explained: list[str], min_prob:
     )
 
 
-def save(lexicon: Lexicon, path: str | Path, min_prob: float = 1e-4) -> int:
-    """Write ``path`` (Parquet: direction, given, explained, prob; schema metadata ``pairs``
-    and ``langs``), dropping entries below ``min_prob``; returns the entries written.
-    ValueError when ``min_prob`` leaves a direction empty (:func:`load` would refuse it)."""
+def _columns(lexicon: Lexicon, min_prob: float, pair: str | None) -> dict[str, list]:
     src_words = _words(lexicon.src_vocab)
     trg_words = _words(lexicon.trg_vocab)
     cols: dict[str, list] = {"direction": [], "given": [], "explained": [], "prob": []}
@@ -337,24 +418,47 @@ def save(lexicon: Lexicon, path: str | Path, min_prob: float = 1e-4) -> int:
     ):
         g, e, p = _table_rows(table, given, explained, min_prob)
         if not g:
+            which = f"{pair} " if pair else ""
             raise ValueError(
-                f"no {name} entry has a probability >= {min_prob:g}: lower lexicon.min_prob"
+                f"no {which}{name} entry has a probability >= {min_prob:g}: lower lexicon.min_prob"
             )
         cols["direction"] += [name] * len(g)
         cols["given"] += g
         cols["explained"] += e
         cols["prob"] += p.tolist()
+    if pair is not None:
+        cols["pair"] = [pair] * len(cols["prob"])
+    return cols
+
+
+def save(lexicon: Lexicon | LexiconSet, path: str | Path, min_prob: float = 1e-4) -> int:
+    """Write ``path`` (Parquet: direction, given, explained, prob, and with a
+    :class:`LexiconSet` pair; schema metadata ``pairs``, ``langs``, ``pivots``, ``absent``),
+    dropping entries below ``min_prob``; returns the entries written. ValueError when
+    ``min_prob`` leaves a direction empty (:func:`load` would refuse it)."""
+    if isinstance(lexicon, Lexicon):
+        cols = _columns(lexicon, min_prob, None)
+        langs, pivots, absent = lexicon.langs, {}, []
+    else:
+        parts = [_columns(lex, min_prob, key) for key, lex in lexicon.tables.items()]
+        cols = {name: [v for part in parts for v in part[name]] for name in parts[0]}
+        langs, pivots, absent = lexicon.langs, lexicon.pivots, lexicon.absent
     meta = {"pairs": str(lexicon.pairs)}
-    if lexicon.langs:
-        meta["langs"] = json.dumps(dict(sorted(lexicon.langs.items())))
-    t = pa.table(
-        {
-            "direction": pa.array(cols["direction"], pa.string()),
-            "given": pa.array(cols["given"], pa.string()),
-            "explained": pa.array(cols["explained"], pa.string()),
-            "prob": pa.array(cols["prob"], pa.float32()),
-        }
-    ).replace_schema_metadata(meta)
+    if langs:
+        meta["langs"] = json.dumps(dict(sorted(langs.items())))
+    if pivots:
+        meta["pivots"] = json.dumps(dict(sorted(pivots.items())))
+    if absent:
+        meta["absent"] = json.dumps(sorted(absent))
+    arrays = {
+        "direction": pa.array(cols["direction"], pa.string()),
+        "given": pa.array(cols["given"], pa.string()),
+        "explained": pa.array(cols["explained"], pa.string()),
+        "prob": pa.array(cols["prob"], pa.float32()),
+    }
+    if "pair" in cols:
+        arrays["pair"] = pa.array(cols["pair"], pa.string())
+    t = pa.table(arrays).replace_schema_metadata(meta)
     pq.write_table(t, str(path))
     return t.num_rows
 
@@ -406,6 +510,8 @@ def check_table(t: pa.Table) -> None:
     for name in REQUIRED[:3]:
         if not _is_text(t.schema.field(name).type):
             raise ValueError(f"column {name} is {t.schema.field(name).type}, not text")
+    if "pair" in t.column_names and not _is_text(t.schema.field("pair").type):
+        raise ValueError(f"column pair is {t.schema.field('pair').type}, not text")
     ptype = t.schema.field("prob").type
     if not (pa.types.is_floating(ptype) or pa.types.is_integer(ptype)):
         raise ValueError(f"column prob is {ptype}, not a number (probabilities in (0, 1])")
@@ -423,7 +529,9 @@ def check_table(t: pa.Table) -> None:
         )
         problems.append(f"unknown direction {shown}; known: {', '.join(DIRECTIONS)}")
     problems += [f"no {d} entry" for d in DIRECTIONS if d not in counts]
-    for name in ("given", "explained"):
+    for name in ("given", "explained", "pair"):
+        if name not in t.column_names:
+            continue
         if t.column(name).null_count:
             problems.append(
                 f"{_entries(t.column(name).null_count)} with a null word in column {name}"
@@ -467,19 +575,28 @@ def recorded_langs(meta: dict[bytes, bytes] | None) -> dict[str, int]:
         raise ValueError(f"schema metadata langs is not a list of language pairs ({e})") from None
 
 
-def load(path: str | Path) -> Lexicon:
-    """A lexicon :func:`save` wrote; ValueError saying what is wrong otherwise
-    (:func:`check_table`)."""
+def recorded_pivots(meta: dict[bytes, bytes] | None) -> tuple[dict[str, str], list[str]]:
+    """The pivoted pairs (pair -> pivot language) and the absent pairs the schema metadata
+    records; ValueError when the record is not that."""
+    meta = meta or {}
+    try:
+        pivots = json.loads(meta.get(b"pivots", b"{}"))
+        absent = json.loads(meta.get(b"absent", b"[]"))
+        if not isinstance(pivots, dict) or not isinstance(absent, list):
+            raise ValueError("not a mapping and a list")
+        return (
+            {"-".join(parse_pair(k)): normalize_lang(v) for k, v in pivots.items()},
+            ["-".join(parse_pair(k)) for k in absent],
+        )
+    except (ValueError, TypeError, AttributeError) as e:
+        raise ValueError(
+            f"schema metadata pivots/absent is not a list of language pairs ({e})"
+        ) from None
+
+
+def _load_part(t: pa.Table, pairs: int, langs: dict[str, int]) -> Lexicon:
     import pyarrow.compute as pc
 
-    t = pq.read_table(str(path))
-    check_table(t)
-    meta = t.schema.metadata or {}
-    langs = recorded_langs(meta)
-    try:
-        pairs = int(meta.get(b"pairs", b"0"))
-    except ValueError:
-        raise ValueError(f"schema metadata pairs is not a number ({meta[b'pairs']!r})") from None
     fwd = t.filter(pc.equal(t.column("direction"), "fwd"))
     bwd = t.filter(pc.equal(t.column("direction"), "bwd"))
     # Each side's words, NULL first (id 0) as when fitted; ids are positions in these lists.
@@ -497,13 +614,42 @@ def load(path: str | Path) -> Lexicon:
     return Lexicon(src_vocab, trg_vocab, tables["fwd"], tables["bwd"], pairs, langs)
 
 
+def load(path: str | Path) -> LexiconSet:
+    """A lexicon :func:`save` wrote; ValueError saying what is wrong otherwise
+    (:func:`check_table`)."""
+    import pyarrow.compute as pc
+
+    t = pq.read_table(str(path))
+    check_table(t)
+    meta = t.schema.metadata or {}
+    langs = recorded_langs(meta)
+    pivots, absent = recorded_pivots(meta)
+    try:
+        pairs = int(meta.get(b"pairs", b"0"))
+    except ValueError:
+        raise ValueError(f"schema metadata pairs is not a number ({meta[b'pairs']!r})") from None
+    if "pair" not in t.column_names:  # written before pairs were fitted apart: one shared table
+        return LexiconSet({"": _load_part(t, pairs, langs)}, langs, pivots, absent)
+    tables = {}
+    for key in t.column("pair").unique().to_pylist():
+        part = t.filter(pc.equal(t.column("pair"), key))
+        fitted = {key: langs[key]} if key in langs else {}
+        tables[key] = _load_part(part.drop_columns(["pair"]), langs.get(key, 0), fitted)
+    return LexiconSet(tables, langs, pivots, absent)
+
+
 def check_for_pairs(
-    path: str | os.PathLike, pairs: Sequence[tuple[str, str]], flag: str = "--lexicon"
-) -> None:
-    """Before any output is claimed: ``path`` is a valid lexicon fitted on every language pair
-    of ``pairs`` (codes as given; ``("", "")``: the languages were not named). A lexicon that
-    records no languages (fitted before they were recorded, or on pairs without languages) is
-    used with a warning: it may be right, and only a refit can tell. InputError otherwise."""
+    path: str | os.PathLike,
+    pairs: Sequence[tuple[str, str]],
+    flag: str = "--lexicon",
+    absent_ok: bool = False,
+) -> list[str]:
+    """Before any output is claimed: ``path`` is a valid lexicon with dictionaries for every
+    language pair of ``pairs``, fitted or pivoted, in either order (codes as given; ``("",
+    "")``: the languages were not named). A lexicon that records no languages (fitted before
+    they were recorded, or on pairs without languages) is used with a warning: it may be right,
+    and only a refit can tell. InputError for a pair it lacks, unless ``absent_ok``: then those
+    pairs are returned (and warned about), to be mined without the lexicon."""
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise UsageError(f"{flag} {path}: not found (a lexicon.parquet of filters lexicon)")
@@ -511,6 +657,7 @@ def check_for_pairs(
         t = pq.read_table(path)
         check_table(t)
         langs = recorded_langs(t.schema.metadata)
+        pivots, _ = recorded_pivots(t.schema.metadata)
     except (ValueError, OSError) as e:
         raise InputError(path, str(e), flag) from e
     if not langs:
@@ -521,15 +668,28 @@ def check_for_pairs(
             flag,
             path,
         )
-        return
-    wrong = [p for p in (_pair_key(s, t, flag, path) for s, t in pairs) if p not in langs]
-    if wrong:
+        return []
+    covered = list(dict.fromkeys([*langs, *pivots]))
+    keys = [_pair_key(s, t, flag, path) for s, t in pairs]
+    wrong = [p for p in keys if p not in covered and _reverse(p) not in covered]
+    if wrong and absent_ok:
+        log.warning(
+            "%s %s: no dictionary for %s (fitted on %s): mined without the lexicon (lex_fwd and "
+            "lex_bwd empty); training pairs of them, or of each with a shared language, add one",
+            flag,
+            path,
+            ", ".join(wrong),
+            ", ".join(covered),
+        )
+    elif wrong:
         raise InputError(
             path,
-            f"fitted on {', '.join(langs)}, not on {', '.join(wrong)} (the languages mined, "
-            "source first): fit a lexicon on pairs of these languages, or mine without it",
+            f"fitted on {', '.join(covered)}, not on {', '.join(wrong)} (the languages mined, "
+            "either order): fit a lexicon on pairs of these languages (filters lexicon "
+            "--for-pairs composes one through a shared language), or mine without it",
             flag,
         )
+    return wrong
 
 
 def _pair_key(src: str, trg: str, flag: str, path: str) -> str:

@@ -168,7 +168,13 @@ def run_many(
         counter = StageCounter()
         counter.merge(_renamed(s.counts, "src_sentences"))
         counter.merge(_renamed(t.counts, "trg_sentences"))
-        found, cosine, extra, features = _mine_pair(s, t, cfg, counter, lex)
+        pair_lex = lex.for_pair(src, trg) if lex else None
+        found, cosine, extra, features = _mine_pair(s, t, cfg, counter, pair_lex)
+        if lex:  # a pair the lexicon lacks is mined by the encoder alone, its lex_* empty
+            extra["lexicon"] = lex.status(f"{src}-{trg}")
+            if pair_lex is None and features is not None:
+                nan = np.full(len(found), np.nan, np.float32)
+                features = {**features, "lex_fwd": nan, "lex_bwd": nan}
         pair_out = out / f"{src}-{trg}"
         pair_out.mkdir(parents=True, exist_ok=True)
         extra.update(src_lang=src, trg_lang=trg)

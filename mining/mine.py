@@ -34,7 +34,7 @@ from mining.bounded import Layout, VectorSide, mine_bounded
 from mining.corpus import Corpus, Side, expand_pairs, prepare_side, read_corpus
 from mining.knn import Neighbours, knn
 from mining.lexical_rerank import mine_with_lexicon
-from mining.lexicon import Lexicon
+from mining.lexicon import Lexicon, LexiconSet
 from mining.lexicon import load as read_lexicon
 from mining.margin import Scored, score  # noqa: F401
 from mining.output import WRITE_SLICE_ROWS, write_histogram, write_pairs
@@ -335,7 +335,8 @@ def run_mine(
     tv = VectorSide(inp.trg_emb, rows=trg.representative())
     layout = bounded_layout(cfg, n_src, n_trg, runner)
     layout.workdir = workdir
-    lex = load_lexicon(lexicon)
+    lexicons = load_lexicon(lexicon)  # the pair's dictionaries (checked to exist before)
+    lex = lexicons.for_pair(src_lang or "", trg_lang or "") if lexicons else None
     texts = (compact_texts(inp.src_c, src), compact_texts(inp.trg_c, trg)) if lex else None
     pairs, cosine, found_extra, features = mine_sides(sv, tv, cfg, layout, counter, lex, texts)
     extra.update(found_extra, shards=layout.shards)
@@ -360,7 +361,7 @@ def compact_texts(corpus: Corpus, side: Side) -> pa.ChunkedArray:
     return corpus.text.take(pa.array(side.representative(), pa.int64()))
 
 
-def load_lexicon(path: str | None) -> Lexicon | None:
+def load_lexicon(path: str | None) -> LexiconSet | None:
     """The dictionaries of ``--lexicon`` (``filters lexicon``'s lexicon.parquet), or None."""
     if path is None:
         return None

@@ -1,7 +1,7 @@
 """fit IBM Model 1 dictionaries on trusted pairs; score pairs with them (lex_fwd, lex_bwd)
 
-``python -m filters lexicon --fit TRUSTED [--langs SRC-TRG | --lang-columns SRC TRG] [--pairs PAIRS] --output DIR``
-``python -m filters lexicon --lexicon FILE --pairs PAIRS --output DIR``
+``python -m filters lexicon --fit TRUSTED [--langs SRC-TRG | --lang-columns SRC TRG] [--for-pairs SRC-TRG ...] [--pairs PAIRS] --output DIR``
+``python -m filters lexicon --lexicon FILE --pairs PAIRS [--pairs-langs SRC-TRG] --output DIR``
 
 Fits p(trg word | src word) and p(src word | trg word) by EM on ``--fit`` (pairs known to be
 translations, e.g. the encoder's training pairs), or reads them from ``--lexicon`` (the
@@ -12,6 +12,11 @@ and adds the two scores to the mined pairs; ``--pairs`` scores any other pair fi
 
 and ``lex_bwd`` the same from the other side (:mod:`mining.lexicon`). Higher = more of
 the pair's words are explained by the other side. ``filters combine`` uses both as features.
+Each language pair of ``--fit`` is fitted on its own and serves both orders (de-en pairs give the
+en-de dictionaries too); a pair of ``--for-pairs`` (the pairs to mine) with no training pairs
+gets a pivot dictionary composed through a language both its sides were fitted with
+(p(fr|de) = sum over en of p(fr|en) p(en|de), each word's lexicon.pivot_top_k likeliest entries
+>= lexicon.min_prob).
 Writes into the claimed folder DIR (committed at the end):
 
 * ``DIR/scored.parquet`` (with --pairs): every column of --pairs plus lex_fwd and lex_bwd (NaN
@@ -19,7 +24,9 @@ Writes into the claimed folder DIR (committed at the end):
 * ``DIR/lexicon.parquet`` (with --fit): the dictionaries, entries >= lexicon.min_prob, and the
   language pairs fitted (from the file's src_lang/trg_lang columns, --lang-columns or --langs),
   which ``mining mine --lexicon`` checks against the languages it mines;
-* ``DIR/stats.json``: unit ``fit_pairs`` (dropped: no_word_token, over_max_pairs) and ``pairs``.
+* ``DIR/stats.json``: unit ``fit_pairs`` (dropped: no_word_token, over_max_pairs) and ``pairs``;
+  ``dictionaries``: the pairs ``direct`` (fitted: pairs fitted on), ``pivot`` (composed: the
+  pivot language) and ``absent`` (of --for-pairs, with no dictionary: mined without one).
 """
 
 from __future__ import annotations
@@ -89,6 +96,19 @@ def build_parser() -> argparse.ArgumentParser:
         "present; a TSV without header names its third and fourth fields col2 col3)",
     )
     p.add_argument(
+        "--for-pairs",
+        nargs="+",
+        metavar="SRC-TRG",
+        help="with --fit: the language pairs to be mined; one without training pairs (either "
+        "order) gets a pivot dictionary through a shared language, or is recorded absent",
+    )
+    p.add_argument(
+        "--pairs-langs",
+        metavar="SRC-TRG",
+        help="the language pair of --pairs, whose dictionaries score it (needed when the "
+        "lexicon holds several)",
+    )
+    p.add_argument(
         "--batch-rows",
         type=int,
         default=4096,
@@ -102,8 +122,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _fit_pairs(path: str, cfg, args, counter: StageCounter, langs: Counter):
-    """(src, trg) of the first ``max_pairs`` usable pairs of ``path``, counted under fit_pairs;
-    ``langs`` counts the language pair of each pair yielded."""
+    """(language pair, src, trg) of the first ``max_pairs`` usable pairs of ``path``, counted
+    under fit_pairs; ``langs`` counts the language pair of each pair yielded."""
     from mining.lexicon import tokens
 
     reader = StageCounter()
@@ -121,8 +141,9 @@ def _fit_pairs(path: str, cfg, args, counter: StageCounter, langs: Counter):
                 counter.add_dropped("fit_pairs", "over_max_pairs")
             else:
                 counter.add_out("fit_pairs")
-                langs[pair_of(i)] += 1
-                yield a, b
+                key = pair_of(i)
+                langs[key] += 1
+                yield key, a, b
     if not seen:
         raise no_pairs(path, "--fit")
     for key, n in reader.counts.items():
@@ -175,32 +196,34 @@ def _loaded(args):
 
 
 def _fitted(args, cfg, out_tmp: str, counter: StageCounter):
-    from mining import lexicon
+    from mining import lexicon, lexicon_pivot
 
     langs: Counter = Counter()
-    try:
-        fitted = lexicon.fit(
-            _fit_pairs(args.fit, cfg, args, counter, langs), cfg.iterations, cfg.max_tokens
-        )
-    except ValueError as e:  # no pair with a word on both sides
-        raise InputError(args.fit, str(e), "--fit") from e
+    groups: dict[str, list[tuple[str, str]]] = {}
+    for key, a, b in _fit_pairs(args.fit, cfg, args, counter, langs):
+        groups.setdefault(key or "", []).append((a, b))
     if None in langs:  # some pairs without languages: the lexicon cannot say what it covers
         log.warning(
             "--fit %s: no language columns (src_lang, trg_lang): the lexicon records no "
             "languages and the miner cannot check them; give --langs or --lang-columns",
             args.fit,
         )
-    else:
-        fitted.langs = dict(langs)
+        groups = {"": [p for pairs in groups.values() for p in pairs]}
+    try:
+        fitted = lexicon_pivot.fit_set(groups, cfg.iterations, cfg.max_tokens)
+    except ValueError as e:  # no pair with a word on both sides
+        raise InputError(args.fit, str(e), "--fit") from e
+    lexicon_pivot.add_pivots(fitted, args.for_pairs or [], cfg.pivot_top_k, cfg.min_prob)
     path = Path(out_tmp) / LEXICON
     try:
         entries = lexicon.save(fitted, path, cfg.min_prob)
     except ValueError as e:  # lexicon.min_prob above every entry of one direction
         raise UsageError(f"--fit {args.fit}: {e}") from e
     log.info(
-        "lexicon: %d pairs fitted (%s), %d entries >= %g saved",
+        "lexicon: %d pairs fitted (%s), %s, %d entries >= %g saved",
         fitted.pairs,
         ", ".join(f"{k}: {n}" for k, n in fitted.langs.items()) or "languages unknown",
+        ", ".join(f"{k} through {v}" for k, v in fitted.pivots.items()) or "no pivot",
         entries,
         cfg.min_prob,
     )
@@ -208,13 +231,35 @@ def _fitted(args, cfg, out_tmp: str, counter: StageCounter):
     return lexicon.load(path) if args.pairs else fitted
 
 
-def _pair_code(text: str) -> str:
+def _dictionaries(lex) -> dict:
+    """What stats.json says of the pairs covered (:func:`_fitted`'s or --lexicon's)."""
+    return {"direct": dict(lex.langs), "pivot": dict(lex.pivots), "absent": list(lex.absent)}
+
+
+def _scorer(lex, args, max_tokens: int):
+    """The scorer of --pairs: the dictionaries of --pairs-langs, or the lexicon's only ones."""
+    pair = tuple(args.pairs_langs.split("-")) if args.pairs_langs else ("", "")
+    if lex.for_pair(*pair) is None:
+        have = ", ".join(lex.tables) or "none"
+        if args.pairs_langs:
+            raise UsageError(f"--pairs-langs {args.pairs_langs}: no dictionary for it (has {have})")
+        raise UsageError(
+            f"the lexicon holds the dictionaries of {have}: give --pairs-langs (--pairs' languages)"
+        )
+
+    def scorer(src, trg):
+        return lex.score(src, trg, max_tokens, pair)
+
+    return scorer
+
+
+def _pair_code(text: str, flag: str = "--langs") -> str:
     from labse_common.langs import parse_pair
 
     try:
         return "-".join(parse_pair(text))
     except ValueError as e:
-        raise UsageError(f"--langs: {e}") from None
+        raise UsageError(f"{flag}: {e}") from None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -236,22 +281,27 @@ def main(argv: list[str] | None = None) -> int:
                 raise UsageError(f"{flag} {path}: not found")
         if (args.langs or args.lang_columns) and not args.fit:
             raise UsageError("--langs and --lang-columns name --fit's languages: give --fit")
+        if args.for_pairs and not args.fit:
+            raise UsageError("--for-pairs names the pairs to fit or compose: give --fit")
+        if args.pairs_langs and not args.pairs:
+            raise UsageError("--pairs-langs names --pairs' languages: give --pairs")
         if args.langs:
             args.langs = _pair_code(args.langs)
+        args.for_pairs = [_pair_code(p, "--for-pairs") for p in args.for_pairs or []]
+        if args.pairs_langs:
+            args.pairs_langs = _pair_code(args.pairs_langs, "--pairs-langs")
         t0 = time.perf_counter()
         counter = StageCounter()
         lex = _loaded(args)
+        if lex is not None:  # a --pairs-langs the lexicon lacks: refused before the claim
+            _scorer(lex, args, cfg.max_tokens)
         with claim_output(args.output, args.overwrite) as out:
             if lex is None:
                 lex = _fitted(args, cfg, out.tmp, counter)
 
             if args.pairs:
-
-                def scorer(src, trg):
-                    return lex.score(src, trg, cfg.max_tokens)
-
                 score_pairs_file(
-                    scorer,
+                    _scorer(lex, args, cfg.max_tokens),
                     args.pairs,
                     "--pairs",
                     "pairs",
@@ -267,6 +317,7 @@ def main(argv: list[str] | None = None) -> int:
                 pairs_file=args.pairs,
                 fit_file=args.fit,
                 lexicon_file=args.lexicon,
+                dictionaries=_dictionaries(lex),
                 seconds=round(time.perf_counter() - t0, 3),
             )
             write_stats(out.tmp, report)

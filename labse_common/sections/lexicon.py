@@ -28,6 +28,12 @@ class LexiconConfig:
         help="dictionary entries below this are dropped when saved, in (0, 1) (demo: 2.1M "
         "entries, 11 MB)",
     )
+    pivot_top_k: int = option(
+        20,
+        min=1,
+        help="entries kept per word of a pivot dictionary (a pair to mine with no training "
+        "pairs, composed through a shared language), the likeliest ones >= min_prob",
+    )
     progress: bool = option(True, help="progress bar while scoring")
 
     def validate(self) -> None:

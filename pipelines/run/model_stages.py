@@ -157,7 +157,7 @@ def _lexicon_off(c: Context) -> str | None:
 @stage(
     "IBM Model 1 dictionaries fitted on the training pairs (the miner re-ranks with them; "
     "lex_fwd and lex_bwd of the mined pairs)",
-    reads=keys("lexicon"),
+    reads=(*keys("lexicon"), "mining.pairs"),
     inputs=(INPUTS,),
     outputs=("lexicon.parquet", "stats.json"),
     optional=True,
@@ -172,6 +172,8 @@ def LEXICON(c: Context) -> list[Command]:
             c.d(INPUTS) / "train_pairs.tsv",
             # src, trg, src_lang, trg_lang without a header: the languages the lexicon records
             *("--layout", "src-trg", "--lang-columns", "col2", "col3"),
+            # the pairs to mine: one without training pairs gets a pivot dictionary
+            *(("--for-pairs", *c.pairs) if c.pairs else ()),
             "--output",
             c.d(LEXICON),
             "--overwrite",

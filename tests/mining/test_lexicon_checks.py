@@ -158,17 +158,18 @@ def test_the_saved_languages_are_read_back(made):
 
 def test_mining_other_languages_than_the_lexicons_is_refused_its_own_mine(made, tmp_path, caplog):
     lex = made["dir"] / "de-en.parquet"
-    for src, trg, mined in (("fr", "en", "fr-en"), ("en", "de", "en-de")):  # en-de: other order
+    for src, trg, mined in (("fr", "en", "fr-en"), ("en", "fr", "en-fr")):
         caplog.clear()
         out = tmp_path / f"{src}-{trg}"
         assert mine(made, out, lex, "--src-lang", src, "--trg-lang", trg) == 2
         (line,) = error_lines(caplog)
         assert str(lex) in line and f"fitted on de-en, not on {mined}" in line, line
         assert not out.exists()
-    # Its own languages, in any spelling, mine with it.
-    out = tmp_path / "ok"
-    assert mine(made, out, lex, "--src-lang", "deu", "--trg-lang", "ENG") == 0
-    assert {"lex_fwd", "lex_bwd"} <= set(pq.read_schema(out / "mined.parquet").names)
+    # Its own languages, in any spelling and either order (issue 47), mine with it.
+    for src, trg in (("deu", "ENG"), ("en", "de")):
+        out = tmp_path / f"ok-{src}"
+        assert mine(made, out, lex, "--src-lang", src, "--trg-lang", trg) == 0
+        assert {"lex_fwd", "lex_bwd"} <= set(pq.read_schema(out / "mined.parquet").names)
 
 
 def test_a_lexicon_with_languages_needs_the_mined_languages_named(made, tmp_path, caplog):
@@ -187,11 +188,21 @@ def test_a_lexicon_that_records_no_languages_is_used_with_a_warning(made, tmp_pa
     assert (out / "mined.parquet").is_file()
 
 
-def test_mine_many_needs_a_lexicon_fitted_on_every_pair(made, tmp_path, caplog):
+def test_mine_many_mines_a_pair_the_lexicon_lacks_without_it(made, tmp_path, caplog):
+    # The runner must still run when a pair has no dictionary (issue 47): that pair is mined by
+    # the encoder alone, its lex_* empty (the combined filter imputes them), with a warning.
     out = tmp_path / "many"
-    assert mine_many(made, out, made["dir"] / "de-en.parquet", "de-en", "fr-en") == 2
-    (line,) = error_lines(caplog)
-    assert "fitted on de-en, not on fr-en" in line and not out.exists()
+    with caplog.at_level(logging.WARNING):
+        assert mine_many(made, out, made["dir"] / "de-en.parquet", "de-en", "fr-en") == 0
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any("no dictionary for fr-en" in w for w in warned), warned
+    fr = pq.read_table(out / "fr-en" / "mined.parquet")
+    assert fr.num_rows and np.isnan(fr.column("lex_fwd").to_numpy()).all()
+    de = pq.read_table(out / "de-en" / "mined.parquet")
+    assert np.isfinite(de.column("lex_fwd").to_numpy()).all()
+    stats = json.loads((out / "fr-en" / "stats.json").read_text())
+    assert stats["config"]["lexicon"] == "absent", stats["config"]
+    out = tmp_path / "many2"
     # One lexicon may cover several pairs (the runner fits one on all its training pairs).
     assert mine_many(made, out, made["dir"] / "two.parquet", "de-en", "fr-en") == 0
     for pair in ("de-en", "fr-en"):
