@@ -36,7 +36,7 @@ from labse_common.claim_lock import PARTIAL
 
 log = logging.getLogger(__name__)
 
-__all__ = ["PARTIAL", "Shards", "fingerprint", "kill_point", "prepare"]
+__all__ = ["PARTIAL", "Shards", "fingerprint", "kill_point", "prepare", "sha256"]
 _FINGERPRINT = "_RESUME.json"
 _DONE = "_done"
 KILL_ENV = "LABSE_KILL_AFTER"
@@ -44,7 +44,7 @@ KILL_ENV = "LABSE_KILL_AFTER"
 BOOKKEEPING = (_FINGERPRINT, _DONE)
 
 
-def _sha256(path: str) -> str:
+def sha256(path: str) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
@@ -123,7 +123,7 @@ class Shards:
             return False
         for rel, size, digest in files:
             p = os.path.join(self.partial, rel)
-            if not os.path.isfile(p) or os.path.getsize(p) != size or _sha256(p) != digest:
+            if not os.path.isfile(p) or os.path.getsize(p) != size or sha256(p) != digest:
                 log.warning("shard %s of %s is damaged (%s): doing it again", name, self.stage, rel)
                 self._forget(name)
                 return False
@@ -149,7 +149,7 @@ class Shards:
         paths = [root] if os.path.isfile(root) else []
         for d, _, names in os.walk(root):
             paths += [os.path.join(d, n) for n in sorted(names)]
-        files = [[os.path.relpath(p, self.partial), os.path.getsize(p), _sha256(p)] for p in paths]
+        files = [[os.path.relpath(p, self.partial), os.path.getsize(p), sha256(p)] for p in paths]
         _write_atomic(self._record(name), {"files": files})
         self.written += 1
         kill_point(self.stage, self.written)

@@ -18,6 +18,7 @@ from pipelines.run.model_stages import MINE, TRAIN, VOCAB, encoder
     inputs=(MINE,),
     outputs=lambda c: [f"{p}/kept.parquet" for p in c.pairs] + ["kept_all.parquet"],
     optional=True,
+    resumable=True,  # one command per language pair: a rerun keeps the pairs already done
 )
 def RULES(c: Context) -> list[Command]:
     per_pair = [

@@ -24,6 +24,7 @@ from labse_common.forked_main import (
 )
 from pipelines.run.declare import ROOT, STATE, Context, manifest_path, progress_path
 from pipelines.run.plan import Plan, out_relative, stage_reads
+from pipelines.run.units import Units
 
 
 def _listing(d: Path) -> list[list]:
@@ -66,7 +67,8 @@ def run_stage(plan: Plan, ctx: Context) -> dict:
     logs = ctx.out / "_logs"
     logs.mkdir(parents=True, exist_ok=True)
     (ctx.out / STATE).mkdir(exist_ok=True)
-    if d.exists() and not (s.resumable and _progress_key(ctx.out, s.name) == plan.key):
+    keep = s.resumable and _progress_key(ctx.out, s.name) == plan.key
+    if d.exists() and not keep:
         shutil.rmtree(d)
     d.mkdir(parents=True, exist_ok=True)
     manifest_path(ctx.out, s.name).unlink(missing_ok=True)
@@ -74,9 +76,16 @@ def run_stage(plan: Plan, ctx: Context) -> dict:
     t0 = time.time()
     peak_kb, cpu = 0, 0.0
     logfile, attempt = _attempt_log(logs, s.name)
+    commands = s.commands(ctx)
+    # Several commands of a resumable stage: the finished ones are kept across a kill.
+    units = Units(ctx.out, s.name, d, keep) if s.resumable and len(commands) > 1 else None
     with open(logfile, "a", encoding="utf-8") as logf:
         logf.write(f"# {s.name}: attempt {attempt}, started {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
-        for cmd in s.commands(ctx):
+        for cmd in commands:
+            shown = out_relative(list(map(str, cmd)), ctx.out)
+            if units and units.finished(cmd, shown):
+                logf.write(f"$ (finished by an earlier attempt, kept) {' '.join(map(str, cmd))}\n")
+                continue
             logf.write(f"$ {' '.join(map(str, cmd))}\n")
             logf.flush()
             r = _run_command(list(map(str, cmd)), logf, logfile, fork)
@@ -85,6 +94,8 @@ def run_stage(plan: Plan, ctx: Context) -> dict:
             if r.rc != 0:
                 tail = logfile.read_text(encoding="utf-8", errors="replace").splitlines()[-15:]
                 raise StageFailed(s.name, r.rc, logfile, tail)
+            if units:
+                units.done(cmd, shown)
     missing = [o for o in s.outputs(ctx) if not (d / o).exists()]
     if missing:
         raise StageFailed(s.name, 1, logfile, [f"declared outputs missing: {missing}"])
@@ -98,11 +109,23 @@ def run_stage(plan: Plan, ctx: Context) -> dict:
         "seconds": round(time.time() - t0, 2),
         "cpu_seconds": round(cpu, 2),
         "peak_rss_mb": round(peak_kb / 1024, 1),
+        "resumed_shards": _resumed(d, units),
         "finished": time.time(),
     }
     write_json(manifest_path(ctx.out, s.name), manifest)
     progress_path(ctx.out, s.name).unlink(missing_ok=True)
     return manifest
+
+
+def _resumed(d: Path, units: Units | None) -> int:
+    """Shards an earlier attempt finished that this one kept: commands (``units``) or, for a
+    stage whose command resumes by itself, what its stats.json counts."""
+    if units is not None:
+        return units.resumed
+    try:
+        return int(read_json(d / "stats.json").get("resumed_shards", 0))
+    except (InputError, AttributeError, TypeError, ValueError):
+        return 0
 
 
 def _attempt_log(logs: Path, stage: str) -> tuple[Path, int]:

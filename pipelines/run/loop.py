@@ -98,6 +98,14 @@ def run_stages(ctx: Context, args: argparse.Namespace) -> int:
                 m["peak_rss_mb"],
             )
             history["ran"].append(p.stage.name)
+            history.setdefault("engine", {})[p.stage.name] = _engine(m["commands"])
+            if m.get("resumed_shards"):
+                history.setdefault("resumed_shards", {})[p.stage.name] = m["resumed_shards"]
+                log.info(
+                    "%s: %d shard(s) kept from an earlier attempt",
+                    p.stage.name,
+                    m["resumed_shards"],
+                )
             write_json(ctx.out / "_run.json", history)
             bar.update(1)
     finally:
@@ -163,6 +171,18 @@ def _stop_status(ctx: Context, p: Plan, e: StageFailed, history: dict) -> int | 
     ctx.soft_failed[p.stage.name] = errs[-1].strip() if errs else str(e)
     log.warning("%s is optional: continuing without it", p.stage.name)
     return None
+
+
+def _engine(commands: list[list[str]]) -> str:
+    """Where a stage ran: the Beam runner its commands name (``--runner``), else ``local`` (the
+    runner's own machine, Beam's local runner included)."""
+    for cmd in commands:
+        for i, arg in enumerate(cmd):
+            if arg.startswith("--runner="):
+                return arg.split("=", 1)[1]
+            if arg == "--runner" and i + 1 < len(cmd):
+                return cmd[i + 1]
+    return "local"
 
 
 def _plan_record(plans: list[Plan]) -> list[dict]:

@@ -375,3 +375,23 @@ def test_a_killed_embed_stage_resumes_from_its_finished_shards(own, tmp_path):
     assert json.loads((whole / "embed" / "stats.json").read_text())["resumed_shards"] == 0
     assert _store_bytes(killed / "embed") == _store_bytes(whole / "embed")
     assert not (killed / "embed" / "_partial").exists()
+
+
+def test_a_killed_stage_of_several_commands_keeps_its_finished_ones(own, tmp_path):
+    """The rules stage runs one command per language pair. ``LABSE_KILL_AFTER=rules:1`` kills
+    the runner right after the first is recorded; the same command keeps that pair's output
+    (``resumed_shards`` in the manifest and ``_run.json``) and ends as an uninterrupted rerun."""
+    setting = ["--set", "pair_rules.max_ratio=2.9", "--only", "rules"]  # a new rules key
+    whole, killed = tmp_path / "whole", tmp_path / "killed"
+    shutil.copytree(own["out"], whole)
+    shutil.copytree(own["out"], killed)
+    assert run(own["data"], whole, *setting, cli=own["cli"]).returncode == 0
+    p = run(own["data"], killed, *setting, env={**ENV, "LABSE_KILL_AFTER": "rules:1"})
+    assert p.returncode == -9, p.stderr[-3000:]
+    p = run(own["data"], killed, *setting, cli=own["cli"])
+    assert p.returncode == 0, p.stderr[-3000:]
+    manifest = json.loads((killed / "_state" / "rules.manifest.json").read_text())
+    assert manifest["resumed_shards"] == 1
+    assert json.loads((killed / "_run.json").read_text())["resumed_shards"] == {"rules": 1}
+    assert json.loads((killed / "_run.json").read_text())["engine"] == {"rules": "local"}
+    assert _store_bytes(killed / "rules") == _store_bytes(whole / "rules")
