@@ -91,7 +91,7 @@ def _compose_tables(
 
 
 def compose(
-    first: Lexicon, second: Lexicon, top_k: int | None = 20, min_prob: float = 1e-3
+    first: Lexicon, second: Lexicon, top_k: int | None = 5, min_prob: float = 1e-3
 ) -> Lexicon:
     """The pivot dictionaries of src -> trg from ``first`` (src -> pivot) and ``second`` (pivot
     -> trg): forward p(t|s) = sum_p p(t|p) p(p|s), backward p(s|t) = sum_p p(s|p) p(p|t),
@@ -102,7 +102,7 @@ def compose(
 
 
 def add_pivots(
-    lexicons: LexiconSet, wanted: Iterable[str], top_k: int | None = 20, min_prob: float = 1e-3
+    lexicons: LexiconSet, wanted: Iterable[str], top_k: int | None = 5, min_prob: float = 1e-3
 ) -> LexiconSet:
     """``lexicons`` with a pivot dictionary for each pair of ``wanted`` ("de-fr", normalised)
     that no fitted pair covers (either order), through :func:`pivot_for`'s language; the pairs
