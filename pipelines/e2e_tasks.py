@@ -526,13 +526,10 @@ def labels(
 
 
 #: Provenance shown to the person labelling (the label page lists both sides' origins).
-LABEL_PROVENANCE = (
-    "src_url_or_title",
-    "src_source",
-    "src_doc_id",
-    "trg_url_or_title",
-    "trg_source",
-    "trg_doc_id",
+LABEL_PROVENANCE = tuple(
+    f"{side}_{name}"
+    for side in ("src", "trg")
+    for name in ("url_or_title", "source", "doc_id", "locator")
 )
 
 

@@ -231,7 +231,10 @@ def _labelled_sample(
     if labels.num_rows == 0:
         raise InputError(path, f"no labelled pair ({blank} blank labels)", "--labels")
     ids = labelled_rows(table, labels, path)
-    return table.take(pa.array(ids)), labels_bool(labels)
+    # By pair row, as the runner's labels stage writes them: the fit (its folds, its bootstrap)
+    # must not depend on the order the file is labelled in (filters sample interleaves strata).
+    order = np.argsort(ids, kind="stable")
+    return table.take(pa.array(ids[order])), labels_bool(labels)[order]
 
 
 def fit_labelled(

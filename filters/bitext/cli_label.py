@@ -5,11 +5,20 @@
 FILE is a labelling TSV: ``sample.tsv`` from ``python -m filters sample``, or the
 ``labels.tsv`` the runner asks for (the same columns, possibly with the provenance of both
 sides). This serves a page on this machine only (a loopback address) and logs its URL; open it
-in a browser. The page shows one pair at a time, starting at the first unlabelled one, with its
-margin and the provenance of both sides. Keys: g = GOOD, b = BAD, s or space = skip to the next
-unlabelled pair, u = undo the last label (and go back to that pair), left/right arrows =
-previous/next pair; the buttons do the same. A progress bar and a table per language pair show
-what is labelled.
+in a browser. The page heads with what GOOD means (combine.label_guideline) and shows one pair
+at a time, starting at the first unlabelled one, with its margin and the provenance of both
+sides (a link to the page it came from). The file's rows are in labelling order (round-robin
+over language pairs and margin strata), so labelling from the top gives a stratified sample at
+every point. Keys: g = GOOD, b = BAD, s or space = skip to the next unlabelled pair, u = undo
+the last label (and go back to that pair), left/right arrows = previous/next pair; the buttons
+do the same. Live, as you label: the labels per language pair and per margin stratum; whether
+they are enough to continue (combine.min_labelled and combine.min_per_label, judged by
+combine's own check, overall and per pair); and the GOOD share combine would estimate at its
+threshold, with its interval (combine's own fit, on the mined pairs of --pairs).
+
+The mined pairs and settings are found beside FILE when not given: the source.json that
+``filters sample`` writes next to sample.tsv names the pairs, and for the runner's
+OUTPUT/labels.tsv, OUTPUT/sample/source.json and the run's OUTPUT/_config.yaml.
 
 Every label is written to FILE as soon as it is given (the whole file is rewritten atomically,
 every column and the row order kept), so closing the tab or stopping the server loses nothing,
@@ -23,9 +32,11 @@ On a remote machine, forward the port: ``ssh -L 8765:127.0.0.1:8765 HOST`` and r
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import sys
+from pathlib import Path
 
 from filters.bitext.cliutil import local_input
 from filters.bitext.label_page import (
@@ -35,8 +46,11 @@ from filters.bitext.label_page import (
     summary_lines,
     url_of,
 )
-from labse_common.cli import add_log_level_option, run_main
+from labse_common.cli import add_config_options, add_log_level_option, load_config, run_main
+from labse_common.datafiles import read_parquet
+from labse_common.errors import InputError
 from labse_common.logs import setup_logging
+from labse_common.sections.combine import CombineConfig
 
 log = logging.getLogger("filters.bitext.label")
 
@@ -75,8 +89,80 @@ def build_parser() -> argparse.ArgumentParser:
         "session is detected (DISPLAY/WAYLAND_DISPLAY, macOS, Windows), otherwise "
         "the URL is only logged",
     )
+    p.add_argument(
+        "--pairs",
+        metavar="PAIRS.parquet",
+        help="the mined pairs combine fits on, for the live estimate of GOOD at the threshold "
+        "(default: the pairs named by source.json beside FILE, or by OUTPUT/sample/source.json "
+        "for the runner's OUTPUT/labels.tsv; none found: no estimate)",
+    )
+    add_config_options(
+        p,
+        "combine",
+        example='label_guideline="GOOD: ..."',
+        default="demo, or _config.yaml beside FILE",
+    )
+    p.set_defaults(config=None)  # not given: the run's own config beside FILE, else demo
     add_log_level_option(p)
     return p
+
+
+def _beside(file: Path, *names: str) -> Path | None:
+    for name in names:
+        if (file.parent / name).is_file():
+            return file.parent / name
+    return None
+
+
+def _pairs_path(args: argparse.Namespace) -> str | None:
+    """--pairs, else the pairs the sample beside FILE was drawn from (its source.json)."""
+    if args.pairs:
+        return args.pairs
+    source = _beside(Path(args.file), "source.json", os.path.join("sample", "source.json"))
+    if source is None:
+        return None
+    try:
+        pairs = json.loads(source.read_text(encoding="utf-8"))["pairs"]
+    except (OSError, ValueError, KeyError, TypeError):
+        log.warning("%s: not a sample's source.json; no live estimate", source)
+        return None
+    if not os.path.isfile(pairs):
+        log.warning("%s names %s, which is gone; no live estimate", source, pairs)
+        return None
+    return pairs
+
+
+def _config(args: argparse.Namespace) -> CombineConfig:
+    if args.config is None:
+        run_config = _beside(Path(args.file), "_config.yaml")
+        args.config = str(run_config) if run_config else "demo"
+    return load_config("combine", args)
+
+
+def _earlier(cfg: CombineConfig) -> dict[tuple[str, str], str] | None:
+    """combine.labels (an earlier run's labels): the run adds them to the person's."""
+    if not cfg.labels:
+        return None
+    from filters.bitext import label_match as lm
+    from labse_common.stats import StageCounter
+
+    rows = lm.read_rows(cfg.labels, "combine.labels")[1]
+    return lm.known_labels(rows, StageCounter(), "earlier_labels", cfg.labels)
+
+
+def _sheet(args: argparse.Namespace) -> LabelSheet:
+    cfg = _config(args)
+    sheet = LabelSheet(args.file, cfg)  # the file checked first: it is what the person gave
+    pairs_path = _pairs_path(args)
+    if pairs_path is None:
+        log.info("no mined pairs given (--pairs): the page shows no estimate")
+        return sheet
+    pairs = read_parquet(pairs_path, flag="--pairs", required=("src", "trg"))
+    if pairs.num_rows == 0:
+        raise InputError(pairs_path, "no pairs", "--pairs")
+    sheet.use_pairs(pairs, _earlier(cfg))
+    log.info("live estimate: combine's fit on %s (config %s)", pairs_path, args.config)
+    return sheet
 
 
 def _graphical() -> bool:
@@ -88,7 +174,7 @@ def _graphical() -> bool:
 def run(args: argparse.Namespace) -> int:
     local_input(args.file, "FILE", "a local labelling TSV and rewrites it in place")
     check_loopback(args.host)
-    sheet = LabelSheet(args.file)
+    sheet = _sheet(args)
     server = make_server(sheet, args.host, args.port)
     url = url_of(server)
     p = sheet.progress()

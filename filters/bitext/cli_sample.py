@@ -8,8 +8,12 @@ candidates themselves (the paper's annotators labelled extracted pairs). This dr
 allocation (:mod:`filters.bitext.sample`), and writes:
 
 * ``DIR/sample.tsv``: a header and one row per sampled pair; a person fills the ``label``
-  column with GOOD or BAD (blank rows are left out when read back);
-* ``DIR/sample.parquet``: the same rows with every column of the pairs table;
+  column with GOOD or BAD (blank rows are left out when read back). The rows are in labelling
+  order: round-robin over the language pairs and their margin strata, random within a stratum
+  (``combine.seed``), so the first rows cover every pair and stratum and any prefix labelled is
+  a stratified sample;
+* ``DIR/sample.parquet``: the same rows, in the same order, with every column of the pairs
+  table;
 * ``DIR/source.json``: which pairs table the ``sample_id`` column indexes (path, rows, size);
 * ``DIR/stats.json``: pairs in = sampled + not sampled (+ other half).
 
@@ -32,7 +36,13 @@ import pyarrow.parquet as pq
 
 from filters.bitext.cliutil import check_numeric_column, run_command
 from filters.bitext.pair_io import read_pairs
-from filters.bitext.sample import auto_label, draw_sample, split_halves, write_for_labelling
+from filters.bitext.sample import (
+    auto_label,
+    draw_sample,
+    in_labelling_order,
+    split_halves,
+    write_for_labelling,
+)
 from labse_common.cli import (
     add_config_options,
     add_log_level_option,
@@ -134,6 +144,8 @@ def run(args: argparse.Namespace) -> dict:
         )
         if planted is not None:
             sample = auto_label(sample, planted)
+        # The rows a person labels first must already be a stratified sample.
+        sample = in_labelling_order(sample, cfg.seed)
         counter.add_out("pairs", sample.num_rows)
         counter.add_dropped("pairs", "not_sampled", pool.num_rows - sample.num_rows)
         write_for_labelling(sample, os.path.join(out.tmp, "sample.tsv"))

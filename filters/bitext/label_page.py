@@ -16,9 +16,19 @@ library:
 
   - ``GET /api/state``: every row (index, src, trg, src_lang, trg_lang, margin, label, the
     provenance of each side and the other columns), the progress and the counts per language
-    pair;
+    pair, the guideline;
   - ``POST /api/label`` ``{"index": i, "label": "GOOD" | "BAD" | ""}``: set (or clear) a label;
-  - ``POST /api/undo``: restore the label the last labelled row had before, and say which row.
+  - ``POST /api/undo``: restore the label the last labelled row had before, and say which row;
+  - ``GET /api/estimate``: the GOOD share ``combine`` would estimate at its threshold, with its
+    interval, on the labels as they are now (:class:`LabelJudge`: ``combine``'s own code; needs
+    the mined pairs).
+
+  Every answer to a label or an undo carries the counts per language pair and per margin
+  stratum and whether the labels are enough to continue (``combine.min_labelled`` and
+  ``combine.min_per_label``, judged by ``combine``'s own check), overall and per pair. The page
+  heads with ``combine.label_guideline`` (what GOOD means), shows margins to 3 significant digits
+  and each side's provenance as a link to its page and a readable locator
+  (:mod:`filters.bitext.label_view` says all of these).
 
 Requests are refused unless they come to a loopback host name (no DNS rebinding), and a POST
 must be ``application/json`` (a page of another site cannot send one without a preflight this
@@ -41,9 +51,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+
 from filters.bitext.calibrate import BAD, GOOD
+from filters.bitext.label_match import key_of
 from filters.bitext.label_sheet import LABEL, read_sheet, replace_text, tsv_cell
+from filters.bitext.label_view import LabelJudge, margin_text, source_view, strata_counts
 from labse_common.errors import InputError, UsageError
+from labse_common.sections.combine import CombineConfig
 
 log = logging.getLogger("filters.bitext.label_page")
 
@@ -61,9 +76,21 @@ class SheetChanged(Exception):
 class LabelSheet:
     """Every row of a labelling TSV, and the one place that changes and saves its labels."""
 
-    def __init__(self, path: str | os.PathLike) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        cfg: CombineConfig | None = None,
+        pairs: pa.Table | None = None,
+        earlier: dict[tuple[str, str], str] | None = None,
+    ) -> None:
+        """``cfg``: the ``combine:`` settings the run uses (what "enough" and the estimate are
+        judged by; its ``label_guideline`` heads the page); ``pairs``: the mined pairs
+        ``combine`` fits on, for the live estimate (None: no estimate); ``earlier``: the labels
+        of ``combine.labels``, which the run adds to the person's."""
         self.path = Path(path)
         self.lock = threading.Lock()
+        self.cfg = cfg if cfg is not None else CombineConfig()
+        self.version = 0  # bumped by every change of a label: the estimate's cache key
         self.bom = ""
         self.header: list[str] = []
         self.rows: list[list[str]] = []
@@ -72,6 +99,14 @@ class LabelSheet:
         self._load()
         self.label_col = self.header.index(LABEL)
         self._col = {h: i for i, h in reversed(list(enumerate(self.header)))}
+        self.judge = LabelJudge(self.cfg, self._keys(), pairs, earlier)
+
+    def use_pairs(
+        self, pairs: pa.Table | None, earlier: dict[tuple[str, str], str] | None = None
+    ) -> None:
+        """Judge the labels against ``pairs`` (and ``earlier`` labels) from now on."""
+        with self.lock:
+            self.judge = LabelJudge(self.cfg, self._keys(), pairs, earlier)
 
     # --- reading -----------------------------------------------------------------------------
 
@@ -112,6 +147,15 @@ class LabelSheet:
 
     # --- what the page shows -----------------------------------------------------------------
 
+    def _keys(self) -> list[tuple[str, str]]:
+        return [key_of(self._get(r, "src"), self._get(r, "trg")) for r in self.rows]
+
+    def label_rows(self) -> list[dict[str, str]]:
+        """Every row as the readers of labels see it (label upper-cased, blank ones too)."""
+        return [
+            {**dict(zip(self.header, row)), LABEL: lab} for row, lab in zip(self.rows, self.labels)
+        ]
+
     def pair_of(self, index: int) -> str:
         row = self.rows[index]
         src, trg = self._get(row, "src_lang"), self._get(row, "trg_lang")
@@ -133,9 +177,13 @@ class LabelSheet:
             "src_lang": self._get(row, "src_lang"),
             "trg_lang": self._get(row, "trg_lang"),
             "margin": self._get(row, "margin"),
+            "margin_text": margin_text(self._get(row, "margin")),
             "pair": self.pair_of(index),
+            "stratum": self._get(row, "stratum"),
             "src_provenance": side["src"],
             "trg_provenance": side["trg"],
+            "src_source": source_view(side["src"], "src", self._get(row, "src_lang")),
+            "trg_source": source_view(side["trg"], "trg", self._get(row, "trg_lang")),
             "other": side["other"],
         }
 
@@ -154,13 +202,38 @@ class LabelSheet:
             c["total"] = c[GOOD] + c[BAD] + c["unlabelled"]
         return list(counts.values())
 
+    def strata_counts(self) -> list[dict[str, Any]]:
+        """Per language pair and margin stratum (the ``stratum`` column): :func:`strata_counts`."""
+        get = self._get
+        return strata_counts(
+            (self.pair_of(i), get(r, "stratum"), lab, get(r, "margin"))
+            for i, (r, lab) in enumerate(zip(self.rows, self.labels))
+        )
+
     def summary(self) -> dict[str, Any]:
-        return {"progress": self.progress(), "pairs": self.pair_counts()}
+        """What the page shows after every label: progress, counts per pair and per stratum,
+        and whether the labels are enough to continue."""
+        return {
+            "progress": self.progress(),
+            "pairs": self.pair_counts(),
+            "strata": self.strata_counts(),
+            "enough": self.judge.enough(self.label_rows(), self.pair_of, self.path),
+            "version": self.version,
+        }
+
+    def estimate(self) -> dict[str, Any]:
+        """The estimate ``combine`` would make on the labels as they are now (cached per
+        version; fitted outside the sheet's lock, so labelling never waits for it)."""
+        with self.lock:
+            version, rows = self.version, self.label_rows()
+        return {**self.judge.estimate(version, rows, self.path), "version": version}
 
     def state(self) -> dict[str, Any]:
         with self.lock:
             return {
                 "file": str(self.path),
+                "guideline": self.cfg.label_guideline,
+                "has_pairs": self.judge.pairs is not None,
                 "columns": list(self.header),
                 "rows": [self.row_json(i) for i in range(len(self.rows))],
                 "can_undo": bool(self.history),
@@ -212,6 +285,7 @@ class LabelSheet:
         except BaseException:
             row[self.label_col], self.labels[index] = old_cell, old_label
             raise
+        self.version += 1
 
     def _save(self) -> None:
         """Rewrite the whole file atomically, as write_for_labelling writes it."""
@@ -329,10 +403,15 @@ class _Handler(BaseHTTPRequestHandler):
             return self._error(HTTPStatus.FORBIDDEN, "only a loopback host name is served")
         path = self.path.split("?", 1)[0]
         if path in ("/", "/index.html"):
-            body = PAGE.replace("__TITLE__", html.escape(self.server.sheet.path.name))
+            sheet = self.server.sheet
+            body = PAGE.replace("__TITLE__", html.escape(sheet.path.name)).replace(
+                "__GUIDELINE__", html.escape(sheet.cfg.label_guideline)
+            )
             return self._send(HTTPStatus.OK, body.encode("utf-8"), "text/html; charset=utf-8")
         if path == "/api/state":
             return self._json(HTTPStatus.OK, self.server.sheet.state())
+        if path == "/api/estimate":
+            return self._json(HTTPStatus.OK, self.server.sheet.estimate())
         return self._error(HTTPStatus.NOT_FOUND, f"no such page: {path}")
 
     def _body(self) -> dict[str, Any] | None:
@@ -445,12 +524,23 @@ PAGE = r"""<!doctype html>
   th, td { border: 1px solid var(--line); padding: 3px 10px; text-align: right; }
   th:first-child, td:first-child { text-align: left; }
   #keys { color: var(--muted); font-size: 13px; }
+  #guideline { background: #fff8c5; border: 1px solid #d4a72c; border-radius: 6px;
+               padding: 6px 12px; margin: 0 0 10px; }
+  #status { margin: 0 0 12px; display: grid; gap: 4px; }
+  #enough.ok { color: var(--good); font-weight: 600; }
+  #enough.no { color: var(--bad); font-weight: 600; }
+  .prov { font-size: 13px; margin-top: 6px; overflow-wrap: anywhere; }
+  .prov .where { color: var(--muted); }
+  details { font-size: 13px; color: var(--muted); }
+  td.yes { color: var(--good); font-weight: 600; } td.no { color: var(--bad); }
 </style>
 </head>
 <body>
 <h1>Label mined pairs: <span id="file"></span></h1>
+<p id="guideline">__GUIDELINE__</p>
 <div id="bar"><div id="fill"></div></div>
 <div id="progress-text">loading...</div>
+<div id="status"><div id="enough"></div><div id="estimate"></div></div>
 <div id="card">
   <div id="meta">
     <span id="position"></span><span id="langs"></span><span id="margin"></span>
@@ -458,9 +548,13 @@ PAGE = r"""<!doctype html>
   </div>
   <div class="sides">
     <div class="side"><h2 id="src-head">source</h2><div class="text" id="src" dir="auto"></div>
-      <dl id="src-prov"></dl></div>
+      <div class="prov"><a id="src-link" target="_blank" rel="noopener noreferrer"></a>
+        <span class="where" id="src-where"></span></div>
+      <details><summary>all fields</summary><dl id="src-prov"></dl></details></div>
     <div class="side"><h2 id="trg-head">target</h2><div class="text" id="trg" dir="auto"></div>
-      <dl id="trg-prov"></dl></div>
+      <div class="prov"><a id="trg-link" target="_blank" rel="noopener noreferrer"></a>
+        <span class="where" id="trg-where"></span></div>
+      <details><summary>all fields</summary><dl id="trg-prov"></dl></details></div>
   </div>
   <div id="other"></div>
 </div>
@@ -478,11 +572,16 @@ unlabelled pair, <b>u</b> undo the last label, <b>&larr; &rarr;</b> previous / n
 Every label is saved to the file at once; closing this tab loses nothing.</p>
 <h2 style="font-size:15px">Per language pair</h2>
 <table id="summary"><thead><tr><th>pair</th><th>GOOD</th><th>BAD</th><th>unlabelled</th>
-<th>total</th></tr></thead><tbody></tbody></table>
+<th>total</th><th title="its own labels pass combine's check">enough</th></tr></thead>
+<tbody></tbody></table>
+<h2 style="font-size:15px">Per language pair and margin stratum</h2>
+<table id="strata"><thead><tr><th>pair</th><th>stratum</th><th>margins</th><th>GOOD</th>
+<th>BAD</th><th>unlabelled</th><th>total</th></tr></thead><tbody></tbody></table>
 <script>
 "use strict";
 const $ = (id) => document.getElementById(id);
 let rows = [], cur = 0, progress = {labelled: 0, total: 0}, pairs = [], canUndo = false;
+let strata = [], enough = null, version = 0, estimating = false;
 let queue = Promise.resolve();
 
 async function api(path, body) {
@@ -506,7 +605,81 @@ function show(text, error) {
 function take(d) {
   if (d.progress) progress = d.progress;
   if (d.pairs) pairs = d.pairs;
+  if (d.strata) strata = d.strata;
+  if (d.enough) enough = d.enough;
+  if (d.version !== undefined) version = d.version;
   if (d.can_undo !== undefined) canUndo = d.can_undo;
+}
+
+const pct = (x) => (x === null || x === undefined) ? "?" : (100 * x).toFixed(1) + "%";
+
+function renderEstimate(e) {
+  const el = $("estimate");
+  if (!e.ok) { el.textContent = "Estimate: " + e.why; return; }
+  const [lo, hi] = e.precision_ci || [null, null];
+  const thr = e.threshold === null ? "?" : e.threshold.toPrecision(3);
+  el.textContent = `Estimated GOOD at the threshold: ${pct(e.precision)} `
+    + `[${pct(lo)}, ${pct(hi)}] (${Math.round(100 * e.confidence)}% interval), `
+    + `combined score >= ${thr}, on ${e.labelled} labels; target ${pct(e.target)} `
+    + (e.target_reached ? "reached" : "NOT reached (the best reachable threshold)");
+}
+
+async function refreshEstimate() {
+  if (estimating) return;  // one at a time; the loop fetches again if labels came meanwhile
+  estimating = true;
+  try {
+    for (;;) {
+      const e = await api("/api/estimate");
+      renderEstimate(e);
+      document.body.dataset.estimateVersion = e.version;
+      if (e.version >= version) break;
+    }
+  } catch (err) {
+    $("estimate").textContent = "Estimate: " + err.message;
+  } finally {
+    estimating = false;
+  }
+}
+
+function renderEnough() {
+  const el = $("enough");
+  if (!enough) return;
+  el.className = enough.ok ? "ok" : "no";
+  el.textContent = enough.ok
+    ? `Enough to continue: combine accepts these ${enough.labelled} labels `
+      + `(${enough.GOOD} GOOD, ${enough.BAD} BAD)`
+    : "Not enough to continue yet: " + enough.why;
+  if (!enough.matched) el.textContent += " (labels in this file; not matched to the mined pairs)";
+  document.body.dataset.enough = enough.ok ? "1" : "0";
+}
+
+function fillTables() {
+  const tb = $("summary").tBodies[0];
+  tb.replaceChildren();
+  for (const p of pairs) {
+    const tr = tb.insertRow();
+    for (const v of [p.pair, p.GOOD, p.BAD, p.unlabelled, p.total])
+      tr.insertCell().textContent = v;
+    const verdict = enough && enough.pairs[p.pair], td = tr.insertCell();
+    td.textContent = verdict ? (verdict.ok ? "yes" : "no") : "";
+    td.className = verdict ? (verdict.ok ? "yes" : "no") : "";
+    td.title = verdict && verdict.why ? verdict.why : "";
+  }
+  const sb = $("strata").tBodies[0];
+  sb.replaceChildren();
+  for (const s of strata) {
+    const tr = sb.insertRow();
+    for (const v of [s.pair, s.stratum, s.margins, s.GOOD, s.BAD, s.unlabelled, s.total])
+      tr.insertCell().textContent = v;
+  }
+}
+
+function fillSource(side, view) {
+  const a = $(side + "-link");
+  const ok = view.url && /^https?:\/\//i.test(view.url);
+  a.textContent = ok ? (view.text || view.url) : (view.text || "");
+  if (ok) a.href = view.url; else a.removeAttribute("href");
+  $(side + "-where").textContent = view.locator ? " \u00b7 " + view.locator : "";
 }
 
 function nextUnlabelled(from) {
@@ -532,22 +705,15 @@ function render() {
   $("progress-text").textContent = `${done} / ${total} labelled`
     + (total && done === total ? " - all done" : "");
   document.body.dataset.labelled = done;
-  const tb = $("summary").tBodies[0];
-  tb.replaceChildren();
-  for (const p of pairs) {
-    const tr = tb.insertRow();
-    for (const v of [p.pair, p.GOOD, p.BAD, p.unlabelled, p.total])
-      tr.insertCell().textContent = v;
-  }
+  renderEnough();
+  fillTables();
   $("btn-undo").disabled = !canUndo;
   if (!rows.length) return;
   const r = rows[cur];
   document.body.dataset.index = cur;
   $("position").textContent = `pair ${cur + 1} of ${rows.length}`;
   $("langs").textContent = r.src_lang || r.trg_lang ? `${r.src_lang} \u2192 ${r.trg_lang}` : "";
-  const m = Number(r.margin);
-  $("margin").textContent = r.margin.trim() === "" ? "" :
-    "margin " + (isFinite(m) ? m.toFixed(4) : r.margin);
+  $("margin").textContent = r.margin_text === "" ? "" : "margin " + r.margin_text;
   const lab = $("current-label");
   lab.textContent = r.label || "unlabelled";
   lab.className = r.label;
@@ -555,6 +721,8 @@ function render() {
   $("trg").textContent = r.trg; $("trg").lang = r.trg_lang;
   $("src-head").textContent = "source" + (r.src_lang ? ` (${r.src_lang})` : "");
   $("trg-head").textContent = "target" + (r.trg_lang ? ` (${r.trg_lang})` : "");
+  fillSource("src", r.src_source);
+  fillSource("trg", r.trg_source);
   fillDl($("src-prov"), r.src_provenance);
   fillDl($("trg-prov"), r.trg_provenance);
   $("other").textContent = Object.entries(r.other).map(([k, v]) => `${k}: ${v}`).join(" \u00b7 ");
@@ -569,6 +737,7 @@ async function setLabel(value) {
   cur = j >= 0 ? j : Math.min(i + 1, rows.length - 1);
   show(j >= 0 || rows[i].label === "" ? "" : "All pairs are labelled (saved).");
   render();
+  refreshEstimate();
 }
 
 const actions = {
@@ -586,6 +755,7 @@ const actions = {
     cur = d.index;
     show(`undone: pair ${d.index + 1} is ${d.label || "unlabelled"} again`);
     render();
+    refreshEstimate();
   },
   prev: async () => { cur = Math.max(cur - 1, 0); show(""); render(); },
   next: async () => { cur = Math.min(cur + 1, rows.length - 1); show(""); render(); },
@@ -617,6 +787,7 @@ queue = queue.then(async () => {
   cur = first >= 0 ? first : 0;
   render();
   document.body.dataset.ready = "1";
+  refreshEstimate();
 }).catch((e) => show(e.message, true));
 </script>
 </body>

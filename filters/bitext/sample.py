@@ -8,6 +8,11 @@ candidates, with the miner's errors, not held-out translations with random partn
    sample proportional to its size (largest remainder), so the sample is self-weighting: its
    GOOD share estimates the GOOD share of the candidates it was drawn from, while every margin
    range is represented. Each row keeps ``stratum`` and ``weight`` (candidates per sampled row).
+   :func:`in_labelling_order` then orders the rows for the person labelling them (only the order:
+   the rows and their weights stay): round-robin over the language pairs and, within each, over
+   its margin strata, random within a stratum (fixed by the seed), so every prefix of the file is
+   a stratified sample. Someone who labels only the first 30 rows has labelled every language
+   pair and every margin stratum, not the high-margin pairs of one language pair.
 2. :func:`write_for_labelling` writes it as a TSV a person labels (``label`` column: GOOD/BAD),
    and :func:`read_labels` reads it back, refusing anything but GOOD/BAD or blank (blank rows
    are counted as unlabelled and left out).
@@ -128,6 +133,48 @@ def draw_sample(
     out = out.append_column("sample_id", pa.array(rows))
     out = out.append_column("stratum", pa.array(np.asarray(stratum, dtype=object)[order].tolist()))
     return out.append_column("weight", pa.array(np.asarray(weight)[order]))
+
+
+def pair_of_stratum(stratum: str) -> str:
+    """The language pair part of a stratum name (``de|en|m2`` -> ``de|en``)."""
+    return stratum.rsplit("|", 1)[0]
+
+
+def labelling_order(strata: Sequence[str], seed: int = 0) -> np.ndarray:
+    """A permutation of the rows (given by their stratum names) in which every prefix is a
+    stratified sample: round-robin over the language pairs (by name), each pair's turn
+    taking the next stratum of its own round-robin over its margin strata; a stratum's rows in a
+    random order fixed by ``seed``. A pair or stratum that runs out is skipped."""
+    # Its own random stream: the draw with the same seed (draw_sample) is not disturbed.
+    rng = np.random.default_rng([seed, 47])
+    by_pair: dict[str, dict[str, list[int]]] = {}
+    for i, s in enumerate(strata):
+        by_pair.setdefault(pair_of_stratum(str(s)), {}).setdefault(str(s), []).append(i)
+    queues = [_stratum_round_robin(by_pair[p], rng) for p in sorted(by_pair)]
+    return np.asarray(_interleave(queues), dtype=np.int64)
+
+
+def _stratum_round_robin(groups: dict[str, list[int]], rng: np.random.Generator) -> list[int]:
+    """One language pair's rows: one of each stratum in turn (strata by name), each stratum's
+    rows shuffled."""
+    return _interleave([rng.permutation(groups[s]).tolist() for s in sorted(groups)])
+
+
+def _interleave(queues: Sequence[Sequence[int]]) -> list[int]:
+    """The first of each queue, then the second of each, ...; exhausted queues are skipped."""
+    out: list[int] = []
+    for k in range(max((len(q) for q in queues), default=0)):
+        out += [q[k] for q in queues if k < len(q)]
+    return out
+
+
+def in_labelling_order(sample: pa.Table, seed: int = 0) -> pa.Table:
+    """``sample`` (from :func:`draw_sample`) reordered by :func:`labelling_order`: the same rows,
+    strata and weights, so everything that reads the sample as a set sees no change."""
+    if "stratum" not in sample.column_names or sample.num_rows == 0:
+        return sample
+    order = labelling_order(sample.column("stratum").to_pylist(), seed)
+    return sample.take(pa.array(order))
 
 
 def auto_label(sample: pa.Table, planted: Iterable[tuple[str, str]]) -> pa.Table:

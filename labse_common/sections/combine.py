@@ -99,6 +99,12 @@ class CombineConfig:
         help="no threshold reaches the target: stop (exit 2, nothing written; the run stops there) or continue (the pairs at the threshold with the best reachable precision are kept, and the console, combined.json and the report say the target was not reached and what was)",
     )
     seed: int = option(0)
+    label_guideline: str = option(
+        "GOOD: a translation a professional would accept for NMT training; small omissions "
+        "or additions are BAD.",
+        help="what GOOD means, shown at the top of the labelling page (`filters label`) so "
+        "every labeller judges alike",
+    )
 
     def validate(self) -> None:
         # Checked at load, not when the pairs are read: a misspelt feature would otherwise be a

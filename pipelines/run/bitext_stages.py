@@ -194,7 +194,7 @@ def LABELS(c: Context) -> list[Command]:
 
 @stage(
     "combined pair score fitted on the labelled sample; threshold for combine.target GOOD with its interval",
-    reads=keys("combine", but=("sample_size", "margin_buckets", "labels")),
+    reads=keys("combine", but=("sample_size", "margin_buckets", "labels", "label_guideline")),
     inputs=(SAMPLE, RULES),
     optional_inputs=(CDS_SCORE, LABELS),
     outputs=("scored.parquet", "model.json", "combined.json", "stats.json"),
