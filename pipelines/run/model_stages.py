@@ -117,17 +117,44 @@ def encoder(c: Context) -> Path:
     return c.d(TRAIN) / "model" if c.on.get(TRAIN.name) else Path(c.init or "")
 
 
+def _embed_outputs(c: Context) -> list[str]:
+    return c.langs if c.values["beam"]["runner"] else [*c.langs, "stats.json"]
+
+
 @stage(
-    "embedding store per language of mining.pairs",
-    reads=("run.embed_batch_size", "run.embed_quantize", "mining.pairs", "model.init"),
+    "embedding store per language of mining.pairs (a Beam job per language with beam.runner)",
+    reads=("run.embed_batch_size", "run.embed_quantize", "mining.pairs", "model.init", "beam"),
     inputs=(SENTENCES,),
     optional_inputs=(TRAIN,),
     files=_init_files,
-    outputs=lambda c: [*c.langs, "stats.json"],
-    # A rerun after a kill keeps the languages already embedded (resumed_shards in stats.json).
+    outputs=_embed_outputs,
+    # A rerun after a kill keeps the languages already embedded: the local command resumes by
+    # itself (resumed_shards in its stats.json), the Beam jobs by command (pipelines/run/units.py).
     resumable=True,
 )
 def EMBED(c: Context) -> list[Command]:
+    batch, quantize = c.cfg["run"]["embed_batch_size"], c.cfg["run"]["embed_quantize"]
+    if c.values["beam"]["runner"]:
+        # The distributed form of the same embedding path: byte for byte the same stores.
+        return [
+            c.py(
+                "pipelines.embed",
+                "--input",
+                c.d(SENTENCES) / "mine" / lang,
+                "--model",
+                encoder(c),
+                "--output",
+                c.d(EMBED) / lang,
+                "--dtype",
+                "float16",
+                "--batch-size",
+                batch,
+                "--quantize",
+                quantize,
+                *c.beam_args,
+            )
+            for lang in c.langs
+        ]
     return [
         c.py(
             "pipelines.e2e_tasks",
@@ -141,9 +168,9 @@ def EMBED(c: Context) -> list[Command]:
             "--output",
             c.d(EMBED),
             "--batch-size",
-            c.cfg["run"]["embed_batch_size"],
+            batch,
             "--quantize",
-            c.cfg["run"]["embed_quantize"],
+            quantize,
         )
     ]
 

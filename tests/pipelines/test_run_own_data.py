@@ -315,9 +315,10 @@ def _sentences(folder: Path) -> tuple[list[str], dict]:
 
 
 def test_beam_stages_on_a_loopback_dask_cluster_give_the_same_sentences(own, cluster, tmp_path):
-    """beam.runner/options reach every Beam stage: the corpus jobs run on two stock Dask workers
-    and write the local runner's sentences and counts. Only the Beam stages are rerun
-    (``--only``): what follows them reads the same rows, which the comparison proves."""
+    """beam.runner/options reach every Beam stage: the corpus jobs and the embedding jobs run on
+    two stock Dask workers and write the local runner's sentences, counts and stores. Only
+    those stages are rerun (``--only``): what follows them reads the same rows and vectors,
+    which the comparison proves."""
     out = tmp_path / "dask"
     shutil.copytree(own["out"], out)
     # One partition per worker: DaskRunner runs each transform (DoFn setup included) once per
@@ -331,11 +332,18 @@ def test_beam_stages_on_a_loopback_dask_cluster_give_the_same_sentences(own, clu
         "--set",
         options,
         "--only",
-        "wikipedia,commoncrawl",
+        "wikipedia,commoncrawl,sentences,embed",
         cli=own["cli"],
     )
     assert p.returncode == 0, p.stderr[-3000:]
-    assert json.loads((out / "_run.json").read_text())["ran"] == ["wikipedia", "commoncrawl"]
+    run_json = json.loads((out / "_run.json").read_text())
+    assert run_json["ran"] == ["wikipedia", "commoncrawl", "sentences", "embed"]
+    engine = {"wikipedia": "DaskRunner", "commoncrawl": "DaskRunner", "sentences": "local"}
+    assert run_json["engine"] == {**engine, "embed": "DaskRunner"}
+    # embed: one Beam job per language, the distributed form of the same embedding path: the
+    # local stage's stores, byte for byte.
+    local = {k: v for k, v in _store_bytes(own["out"] / "embed").items() if "/" in k}
+    assert _store_bytes(out / "embed") == local
     for stage in ("wikipedia", "commoncrawl"):
         cmd = " ".join(
             json.loads((out / "_state" / f"{stage}.manifest.json").read_text())["commands"][0]
@@ -348,8 +356,14 @@ def test_beam_stages_on_a_loopback_dask_cluster_give_the_same_sentences(own, clu
 
 
 def _store_bytes(d: Path) -> dict[str, bytes]:
+    """Every file but stats.json (it names times and paths), gzip files by their content (their
+    header holds the time they were written)."""
+    import gzip
+
     return {
-        str(p.relative_to(d)): p.read_bytes()
+        str(p.relative_to(d)): gzip.decompress(p.read_bytes())
+        if p.suffix == ".gz"
+        else p.read_bytes()
         for p in sorted(d.rglob("*"))
         if p.is_file() and p.name != "stats.json"
     }

@@ -76,7 +76,7 @@ CASES = [
     ),
     (
         "beam.options={direct_num_workers: 1}",
-        {"wikipedia", "commoncrawl", "commoncrawl_q", "vocab"},
+        {"wikipedia", "commoncrawl", "commoncrawl_q", "vocab", "embed"},
         CORPUS_JOBS + SENTENCES_ON,
     ),
     ("launch.max_restarts=1", {"pretrain", "train"}, PRETRAIN_ON),
