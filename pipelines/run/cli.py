@@ -156,9 +156,10 @@ def _main(args: argparse.Namespace) -> int:
         out=out, base=base, synthetic=synthetic, config_file=out / "_config.yaml", cfg=cfg
     )
     validate_sources(ctx)
+    guard = _publish_guard(args, out, base)
+    # After every up-front check: a run refused with one line prints that line alone.
     if warning := demo_shape_warning(ctx.values):
         log.warning(warning)
-    guard = _publish_guard(args, out, base)
     if args.dry_run:
         sys.stdout.write(plan_lines(make_plan(ctx, args.start, args.only)))
         return 0

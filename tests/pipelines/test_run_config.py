@@ -76,7 +76,9 @@ def test_launch_reaches_the_training_stages_and_beam_the_beam_stages(tmp_path: P
     for stage in (WIKIPEDIA, COMMONCRAWL, COMMONCRAWL_Q, VOCAB):
         cmd = stage.commands(ctx)[0]
         assert {"--runner=FlinkRunner", "--flink_master=h:8081", "--parallelism=4"} <= set(cmd)
-    for stage in (EMBED, MINE, INPUTS):
+    for cmd in EMBED.commands(ctx):  # one Beam job per language on the runner
+        assert {"--runner=FlinkRunner", "--flink_master=h:8081", "--parallelism=4"} <= set(cmd)
+    for stage in (MINE, INPUTS):
         assert not any(a.startswith("--runner") for a in stage.commands(ctx)[0])
 
 
@@ -85,7 +87,7 @@ def test_mining_pairs_of_any_languages_are_normalised_once(tmp_path: Path):
     assert ctx.pairs == ["de-en", "fr-en", "es-en", "de-fr", "zh-ja"]
     assert ctx.langs == ["de", "en", "fr", "es", "zh", "ja"]
     assert MINE.commands(ctx)[0][4:9] == ["--pairs", *ctx.pairs[:4]]
-    assert set(EMBED.outputs(ctx)) == {"de", "en", "fr", "es", "zh", "ja"}
+    assert set(EMBED.outputs(ctx)) == {"de", "en", "fr", "es", "zh", "ja", "stats.json"}
     for bad, msg in (
         ("[de-de]", "mining.pairs"),
         ("[de-xx]", "mining.pairs"),
