@@ -81,7 +81,9 @@ def test_two_writers_to_one_npy_one_wins(tiny, text, tmp_path, caplog):
     assert sorted(os.listdir(tmp_path)) == ["in.txt", "x.npy", "x.stats.json"]
     # While another job holds the claim even --overwrite is refused; the file is untouched.
     before = out.read_bytes()
-    claim = tmp_path / "x._CLAIM.json"  # what a file claim (claim_output files=) holds while it writes
+    claim = (
+        tmp_path / "x._CLAIM.json"
+    )  # what a file claim (claim_output files=) holds while it writes
     claim.write_text("{}")
     assert _encode(tiny, text, out, "--overwrite") == 2
     claim.unlink()
