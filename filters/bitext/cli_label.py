@@ -16,6 +16,12 @@ they are enough to continue (combine.min_labelled and combine.min_per_label, jud
 combine's own check, overall and per pair); and the GOOD share combine would estimate at its
 threshold, with its interval (combine's own fit, on the mined pairs of --pairs).
 
+Once the first round is enough to continue and has a threshold, the page offers a second round
+("label near the threshold"): --near-threshold pairs (default 50) drawn around and above the
+threshold with known inclusion probabilities (seed combine.seed), appended to FILE with the
+columns round, round_score, round_threshold and inclusion_probability and served next; the page
+then shows the two-round estimate of GOOD at that threshold (unbiased) next to combine's.
+
 The mined pairs and settings are found beside FILE when not given: the source.json that
 ``filters sample`` writes next to sample.tsv names the pairs, and for the runner's
 OUTPUT/labels.tsv, OUTPUT/sample/source.json and the run's OUTPUT/_config.yaml.
@@ -46,9 +52,10 @@ from filters.bitext.label_page import (
     summary_lines,
     url_of,
 )
+from filters.bitext.label_rounds import DEFAULT_SIZE, rounds_of
 from labse_common.cli import add_config_options, add_log_level_option, load_config, run_main
 from labse_common.datafiles import read_parquet
-from labse_common.errors import InputError
+from labse_common.errors import InputError, UsageError
 from labse_common.logs import setup_logging
 from labse_common.sections.combine import CombineConfig
 
@@ -95,6 +102,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="the mined pairs combine fits on, for the live estimate of GOOD at the threshold "
         "(default: the pairs named by source.json beside FILE, or by OUTPUT/sample/source.json "
         "for the runner's OUTPUT/labels.tsv; none found: no estimate)",
+    )
+    p.add_argument(
+        "--near-threshold",
+        type=int,
+        default=DEFAULT_SIZE,
+        metavar="N",
+        help=f"pairs the second round draws near the threshold (default {DEFAULT_SIZE})",
     )
     add_config_options(
         p,
@@ -174,7 +188,10 @@ def _graphical() -> bool:
 def run(args: argparse.Namespace) -> int:
     local_input(args.file, "FILE", "a local labelling TSV and rewrites it in place")
     check_loopback(args.host)
+    if args.near_threshold < 1:
+        raise UsageError(f"--near-threshold {args.near_threshold}: must be at least 1")
     sheet = _sheet(args)
+    rounds_of(sheet, args.near_threshold)
     server = make_server(sheet, args.host, args.port)
     url = url_of(server)
     p = sheet.progress()

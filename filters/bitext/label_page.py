@@ -55,6 +55,7 @@ import pyarrow as pa
 
 from filters.bitext.calibrate import BAD, GOOD
 from filters.bitext.label_match import key_of
+from filters.bitext.label_rounds import PAGE_ROUNDS, rounds_of
 from filters.bitext.label_sheet import LABEL, read_sheet, replace_text, tsv_cell
 from filters.bitext.label_view import LabelJudge, margin_text, source_view, strata_counts
 from labse_common.errors import InputError, UsageError
@@ -412,6 +413,8 @@ class _Handler(BaseHTTPRequestHandler):
             return self._json(HTTPStatus.OK, self.server.sheet.state())
         if path == "/api/estimate":
             return self._json(HTTPStatus.OK, self.server.sheet.estimate())
+        if path == "/api/rounds":  # round two (filters.bitext.label_rounds)
+            return self._json(HTTPStatus.OK, rounds_of(self.server.sheet).state())
         return self._error(HTTPStatus.NOT_FOUND, f"no such page: {path}")
 
     def _body(self) -> dict[str, Any] | None:
@@ -439,12 +442,14 @@ class _Handler(BaseHTTPRequestHandler):
         if not self._host_ok():
             return self._error(HTTPStatus.FORBIDDEN, "only a loopback host name is served")
         path = self.path.split("?", 1)[0]
-        if path not in ("/api/label", "/api/undo"):
+        if path not in ("/api/label", "/api/undo", "/api/round2"):
             return self._error(HTTPStatus.NOT_FOUND, f"no such endpoint: {path}")
         body = self._body()
         if body is None:
             return None
         sheet = self.server.sheet
+        if path == "/api/round2":
+            return self._json(*rounds_of(sheet).answer())
         try:
             if path == "/api/undo":
                 result = sheet.undo()
@@ -792,4 +797,4 @@ queue = queue.then(async () => {
 </script>
 </body>
 </html>
-"""
+""".replace("</body>", PAGE_ROUNDS + "</body>")  # round two's part (label_rounds)

@@ -44,6 +44,7 @@ class LabelJudge:
     ) -> None:
         self.cfg = cfg
         self.earlier = dict(earlier or {})
+        self.all_pairs = pairs  # every mined pair: what a second round draws from and scores
         # Only the mined rows a label can name: matching per label stays cheap on a big table,
         # and the first row of each text and the row order are those of the whole table.
         self.pairs = None if pairs is None else _rows_named(pairs, {*keys, *self.earlier})
