@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import logging
+import os
 from pathlib import Path
 
 from labse_common.cli import (
@@ -153,6 +154,31 @@ def cmd_mine(args: argparse.Namespace) -> int:
     return 0
 
 
+def _mine_many_key(args: argparse.Namespace, cfg, pairs: list) -> str | None:
+    """The fingerprint of a resumable mine-many (its inputs and settings), or None when it
+    cannot resume: a remote output, or vectors encoded here (--model)."""
+    from labse_common.resume_shards import fingerprint
+
+    if args.model or not args.emb or any(map(is_remote, (args.output, args.corpus, args.emb))):
+        return None
+    langs = dict.fromkeys(lang for pair in pairs for lang in pair)
+    paths = [p.format(lang=lang) for lang in langs for p in (args.corpus, args.emb)]
+    paths += [args.lexicon] if args.lexicon else []
+    settings = {"pairs": pairs, "config": dataclasses.asdict(cfg), "lexicon": args.lexicon}
+    return fingerprint([p for p in paths if os.path.exists(p)], settings)
+
+
+def _write_shard_stats(out: str, pairs: int, resumed: int) -> None:
+    """``stats.json`` of the whole job: its pairs, and how many an earlier attempt finished."""
+    from labse_common.stats import StageCounter, write_report
+
+    counter = StageCounter()
+    counter.add_in("language_pairs", pairs)
+    counter.add_out("language_pairs", pairs)
+    report = counter.to_report("mine-many", shards=pairs, resumed_shards=resumed)
+    write_report(os.path.join(out, "stats.json"), report)
+
+
 def cmd_mine_many(args: argparse.Namespace) -> int:
     from mining.many import language_pairs, run_many
 
@@ -165,18 +191,22 @@ def cmd_mine_many(args: argparse.Namespace) -> int:
         from mining.lexicon import check_for_pairs
 
         check_for_pairs(args.lexicon, pairs, absent_ok=True)  # absent: mined without it
-    # remote: staged locally, then uploaded
-    with claim_output(args.output, args.overwrite, staged=True) as claimed:
-        tmp = claimed.path
+    # From stores (--emb) into a local folder, each pair is a shard a rerun after a kill keeps;
+    # a remote output is staged locally and uploaded at the end.
+    key = _mine_many_key(args, cfg, pairs)
+    with claim_output(args.output, args.overwrite, staged=True, resume=key, stage="mine") as out:
         reports = run_many(
             pairs,
             args.corpus,
-            tmp,
+            out.path,
             cfg,
             emb_pattern=args.emb,
             model=args.model,
             lexicon=args.lexicon,
+            shards=out.shards,
         )
+        if out.shards is not None:
+            _write_shard_stats(out.path, len(pairs), out.shards.resumed)
     for pair, rep in reports.items():
         print(f"== {pair}")
         _print_stats(rep)

@@ -7,9 +7,11 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from labse_common.datafiles import read_json
 from labse_common.embedding_store import load_vectors
 from labse_common.errors import InputError, UsageError
 from labse_common.langs import parse_pair
@@ -27,6 +29,9 @@ from mining.mine import (
     write_outputs,
 )
 from mining.retrieval import retrieve
+
+if TYPE_CHECKING:
+    from labse_common.resume_shards import Shards
 
 log = logging.getLogger(__name__)
 
@@ -136,13 +141,15 @@ def run_many(
     emb_pattern: str | None = None,
     model: str | None = None,
     lexicon: str | None = None,
+    shards: Shards | None = None,
 ) -> dict[str, dict]:
     """Mine each pair (``de-en`` or ``("de", "en")``, any spelling :func:`language_pairs`
     reads) into ``out_dir/<src>-<trg>`` of normalised codes; returns the stats per pair.
 
     ``pairs`` is given (not read from ``cfg.pairs``): the CLI takes them from --pairs too.
     ``{lang}`` in the patterns is replaced by the normalised code (lid.176 label), the name the
-    corpus jobs give each language's folder."""
+    corpus jobs give each language's folder. ``shards``: each pair is a shard (:mod:`labse_common.resume_shards`); a pair an
+    earlier attempt finished is kept, its report read back."""
     if "{lang}" not in corpus_pattern or (emb_pattern and "{lang}" not in emb_pattern):
         raise UsageError("--corpus and --emb patterns must contain {lang}")
     pairs = language_pairs(pairs)
@@ -163,6 +170,9 @@ def run_many(
         raise InputError(None, f"embedding dimensions differ between languages: {dims}", "--emb")
     reports = {}
     for src, trg in pairs:
+        if shards is not None and shards.finished(f"{src}-{trg}"):
+            reports[f"{src}-{trg}"] = read_json(Path(shards.path(f"{src}-{trg}")) / "stats.json")
+            continue
         t0 = time.perf_counter()
         s, t = langs[src], langs[trg]
         counter = StageCounter()
@@ -175,7 +185,7 @@ def run_many(
             if pair_lex is None and features is not None:
                 nan = np.full(len(found), np.nan, np.float32)
                 features = {**features, "lex_fwd": nan, "lex_bwd": nan}
-        pair_out = out / f"{src}-{trg}"
+        pair_out = Path(shards.begin(f"{src}-{trg}")) if shards else out / f"{src}-{trg}"
         pair_out.mkdir(parents=True, exist_ok=True)
         extra.update(src_lang=src, trg_lang=trg)
         reports[f"{src}-{trg}"] = write_outputs(
@@ -192,6 +202,8 @@ def run_many(
             extra,
             features,
         )
+        if shards is not None:
+            shards.end(f"{src}-{trg}")
     return reports
 
 

@@ -215,7 +215,8 @@ def LEXICON(c: Context) -> list[Command]:
     reads=keys("mining"),
     inputs=(SENTENCES, EMBED),
     optional_inputs=(LEXICON,),
-    outputs=lambda c: [f"{p}/mined.parquet" for p in c.pairs],
+    outputs=lambda c: [f"{p}/mined.parquet" for p in c.pairs] + ["stats.json"],
+    resumable=True,  # a rerun after a kill keeps the pairs already mined (mine-many's shards)
 )
 def MINE(c: Context) -> list[Command]:
     lexicon = ["--lexicon", c.d(LEXICON) / "lexicon.parquet"] if c.on.get(LEXICON.name) else []

@@ -409,3 +409,23 @@ def test_a_killed_stage_of_several_commands_keeps_its_finished_ones(own, tmp_pat
     assert json.loads((killed / "_run.json").read_text())["resumed_shards"] == {"rules": 1}
     assert json.loads((killed / "_run.json").read_text())["engine"] == {"rules": "local"}
     assert _store_bytes(killed / "rules") == _store_bytes(whole / "rules")
+
+
+def test_a_killed_mine_stage_keeps_the_pairs_it_mined(own, tmp_path):
+    """``LABSE_KILL_AFTER=mine:1`` kills the mine stage's process after its first language
+    pair; the same command keeps that pair (``resumed_shards``) and mines what an
+    uninterrupted run mines."""
+    setting = ["--set", "mining.threshold=1.01", "--only", "mine"]  # a new mine key
+    whole, killed = tmp_path / "whole", tmp_path / "killed"
+    shutil.copytree(own["out"], whole)
+    shutil.copytree(own["out"], killed)
+    assert run(own["data"], whole, *setting, cli=own["cli"]).returncode == 0
+    p = run(own["data"], killed, *setting, env={**ENV, "LABSE_KILL_AFTER": "mine:1"})
+    assert p.returncode != 0 and "mine" in p.stderr, p.stderr[-3000:]
+    p = run(own["data"], killed, *setting, cli=own["cli"])
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert json.loads((killed / "_run.json").read_text())["resumed_shards"] == {"mine": 1}
+    mined = sorted(p.relative_to(whole) for p in whole.glob("mine/*/mined.parquet"))
+    assert len(mined) > 1
+    for rel in mined:
+        assert pq.read_table(killed / rel).equals(pq.read_table(whole / rel)), rel
