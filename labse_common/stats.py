@@ -82,6 +82,19 @@ def to_report(stage: str, flat: Mapping[str, int], **extra: object) -> dict:
     return report
 
 
+def flatten(report: Mapping) -> dict[str, int]:
+    """A report's nested counts back as flat ``unit/field[/reason]`` counts (:func:`to_report`'s
+    inverse), so the reports of a stage's parts sum with :func:`merge_counts`."""
+    flat: dict[str, int] = {}
+    for unit, c in report.get("counts", {}).items():
+        flat[f"{unit}/{IN}"] = c.get(IN, 0)
+        flat[f"{unit}/{OUT}"] = c.get(OUT, 0)
+        for field, key in ((DROPPED, DROPPED), ("events", EVENT)):
+            for reason, n in c.get(field, {}).items():
+                flat[f"{unit}/{key}/{reason}"] = n
+    return flat
+
+
 def check_balanced(report: Mapping) -> list[str]:
     """Return a list of human-readable imbalances (empty when every unit balances)."""
     problems = []

@@ -168,14 +168,13 @@ def _mine_many_key(args: argparse.Namespace, cfg, pairs: list) -> str | None:
     return fingerprint([p for p in paths if os.path.exists(p)], settings)
 
 
-def _write_shard_stats(out: str, pairs: int, resumed: int) -> None:
-    """``stats.json`` of the whole job: its pairs, and how many an earlier attempt finished."""
-    from labse_common.stats import StageCounter, write_report
+def _write_shard_stats(out: str, reports: dict[str, dict], resumed: int) -> None:
+    """``stats.json`` of the whole job: its pairs' counts summed, and how many pairs an earlier
+    attempt finished."""
+    from labse_common.stats import flatten, merge_counts, to_report, write_report
 
-    counter = StageCounter()
-    counter.add_in("language_pairs", pairs)
-    counter.add_out("language_pairs", pairs)
-    report = counter.to_report("mine-many", shards=pairs, resumed_shards=resumed)
+    counts = merge_counts(flatten(r) for r in reports.values())
+    report = to_report("mine-many", counts, shards=len(reports), resumed_shards=resumed)
     write_report(os.path.join(out, "stats.json"), report)
 
 
@@ -206,7 +205,7 @@ def cmd_mine_many(args: argparse.Namespace) -> int:
             shards=out.shards,
         )
         if out.shards is not None:
-            _write_shard_stats(out.path, len(pairs), out.shards.resumed)
+            _write_shard_stats(out.path, reports, out.shards.resumed)
     for pair, rep in reports.items():
         print(f"== {pair}")
         _print_stats(rep)

@@ -80,7 +80,11 @@ def test_a_killed_embed_resumes_from_its_finished_shards(
     assert stats["resumed_shards"] == 1 and stats["shards"] == 3
     assert _files(out) == _files(reference)  # the same stores as an uninterrupted run
     assert not (out / resume_shards.PARTIAL).exists()
-    assert json.loads((reference / "stats.json").read_text())["resumed_shards"] == 0
+    ref = json.loads((reference / "stats.json").read_text())
+    assert ref["resumed_shards"] == 0 and stats["counts"] == ref["counts"]  # the stores' sums
+    per_lang = [json.loads((reference / lang / "stats.json").read_text()) for lang in LANGS]
+    for unit, c in ref["counts"].items():
+        assert c["in"] == sum(r["counts"][unit]["in"] for r in per_lang), unit
 
 
 @pytest.mark.slow
