@@ -78,6 +78,8 @@ class Report(SummarySections):
                     if stage in (read_json_or_none(self.run / "_run.json") or {}).get("ran", [])
                     else "cached"
                 )
+                if m.get("resumed_shards"):  # shards an earlier, killed attempt finished
+                    state += f" ({m['resumed_shards']} shards resumed)"
                 rows.append(
                     [stage, state, f"{m['seconds']:.1f}", f"{m['peak_rss_mb']:.0f}", io_ or "–"]
                 )

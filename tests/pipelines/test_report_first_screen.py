@@ -243,3 +243,14 @@ def test_the_first_screen_in_chromium_shows_the_summary_box(unreached):
             assert shot.stat().st_size > 1000
         finally:
             browser.close()
+
+
+def test_the_stage_table_says_which_shards_were_resumed(tmp_path):
+    """A stage that kept shards an earlier, killed attempt finished says so (issue 46)."""
+    run = make_run(tmp_path)
+    m = manifest_path(run, "mine")
+    _json(m, {**json.loads(m.read_text()), "resumed_shards": 2})
+    md, _ = report(run, tmp_path / "out")
+    row = next(ln for ln in md.splitlines() if ln.startswith("| mine |"))
+    assert "ran (2 shards resumed)" in row
+    assert "shards resumed" not in next(ln for ln in md.splitlines() if ln.startswith("| rules |"))
