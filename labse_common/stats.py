@@ -95,6 +95,12 @@ def flatten(report: Mapping) -> dict[str, int]:
     return flat
 
 
+def sum_reports(stage: str, reports: Iterable[Mapping], **extra: object) -> dict:
+    """One report for a job of several parts (a store per language, a folder per pair): their
+    counts summed, with ``extra`` (e.g. ``shards``, ``resumed_shards``)."""
+    return to_report(stage, merge_counts(flatten(r) for r in reports), **extra)
+
+
 def check_balanced(report: Mapping) -> list[str]:
     """Return a list of human-readable imbalances (empty when every unit balances)."""
     problems = []

@@ -171,10 +171,9 @@ def _mine_many_key(args: argparse.Namespace, cfg, pairs: list) -> str | None:
 def _write_shard_stats(out: str, reports: dict[str, dict], resumed: int) -> None:
     """``stats.json`` of the whole job: its pairs' counts summed, and how many pairs an earlier
     attempt finished."""
-    from labse_common.stats import flatten, merge_counts, to_report, write_report
+    from labse_common.stats import sum_reports, write_report
 
-    counts = merge_counts(flatten(r) for r in reports.values())
-    report = to_report("mine-many", counts, shards=len(reports), resumed_shards=resumed)
+    report = sum_reports("mine-many", reports.values(), shards=len(reports), resumed_shards=resumed)
     write_report(os.path.join(out, "stats.json"), report)
 
 

@@ -47,14 +47,7 @@ from labse_common.formats import PROVENANCE_COLUMNS
 from labse_common.logs import setup_logging
 from labse_common.output_dir import claim_output
 from labse_common.resume_shards import fingerprint
-from labse_common.stats import (
-    StageCounter,
-    check_balanced,
-    flatten,
-    merge_counts,
-    to_report,
-    write_report,
-)
+from labse_common.stats import StageCounter, check_balanced, sum_reports, write_report
 
 log = logging.getLogger("pipelines.e2e_tasks")
 
@@ -583,10 +576,8 @@ def embed(
             _name_final_store(store / "stats.json", out / lang)
             shards.end(lang)
         # The stores' counts summed (what the report shows for the stage), and the shards.
-        parts = [flatten(read_json(Path(claimed.path) / lang / "stats.json")) for lang in langs]
-        report = to_report(
-            "embed", merge_counts(parts), shards=len(langs), resumed_shards=shards.resumed
-        )
+        parts = [read_json(Path(claimed.path) / lang / "stats.json") for lang in langs]
+        report = sum_reports("embed", parts, shards=len(langs), resumed_shards=shards.resumed)
         write_report(str(Path(claimed.path) / "stats.json"), report)
 
 

@@ -285,7 +285,7 @@ def test_mine_many_names_folders_by_normalised_codes(tmp_path: Path) -> None:
         ]
     )
     assert rc == 0
-    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["de-en"]
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["de-en", "stats.json"]
 
 
 # --- 6. FAISS's loader does not print its attempts ----------------------------------------------
