@@ -21,6 +21,7 @@ import pytest
 from labse_common.cli import run_main
 from labse_common.commit_journal import JOURNAL
 from labse_common.output_dir import CLAIM, OutputDir, OutputError, claim_output
+from tests.labse_common import test_output_commit as commits
 from tests.support.paths import REPO as ROOT
 
 OLD = {"a.txt": "old a", "b/c.txt": "old c", "stats.json": '{"old": 1}'}
@@ -206,14 +207,6 @@ with claim_output(out, True) as o:
 """
 
 
-@pytest.fixture(scope="module")
-def s3(tmp_path_factory):
-    from tests.support.scaleout_util import s3_test_server
-
-    with s3_test_server(tmp_path_factory.mktemp("moto-logs"), "journal") as server:
-        yield server
-
-
 def _remote_child(s3, out: str, files: dict, fault: str | None) -> int:
     import shlex
 
@@ -228,34 +221,11 @@ def _remote_child(s3, out: str, files: dict, fault: str | None) -> int:
     return subprocess.run(cmd, capture_output=True, timeout=120, cwd=ROOT, env=env).returncode
 
 
-def _objects(client, prefix: str) -> dict[str, str]:
-    out = {}
-    for page in client.get_paginator("list_objects_v2").paginate(Bucket="journal", Prefix=prefix):
-        for o in page.get("Contents", []):
-            body = client.get_object(Bucket="journal", Key=o["Key"])["Body"].read()
-            out[o["Key"][len(prefix) :]] = body.decode()
-    return out
-
+# The S3 server, FileSystems pointed at it and the object listing of the rename-swap tests.
+s3, s3_fs, _objects = commits.s3, commits.s3_fs, commits._objects
 
 # One old name replaced (saved aside: 1 copy), then 2 new objects copied in: 3 copies.
 REMOTE_POINTS = ["journal:1", "move:1", "move:2", "move:3", "done:1", "clean:1"]
-
-
-@pytest.fixture
-def s3_fs(s3, monkeypatch):
-    """FileSystems of this process pointed at the loopback server; restored after."""
-    import shlex
-
-    from apache_beam.io.filesystems import FileSystems
-
-    from labse_common.filesystems import configure
-    from tests.support.scaleout_util import s3_args
-
-    previous = FileSystems._pipeline_options
-    monkeypatch.setenv("LABSE_BEAM_OPTIONS", shlex.join(s3_args(s3[0])))
-    configure()
-    yield s3[1]
-    FileSystems.set_options(previous)
 
 
 def _remote_commit(out: str, files: dict) -> None:
@@ -271,14 +241,14 @@ def _remote_commit(out: str, files: dict) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("point", REMOTE_POINTS)
 def test_a_killed_s3_commit_leaves_old_or_new_whole(s3, s3_fs, point):
-    out = f"s3://journal/{point.replace(':', '')}"
-    prefix = out[len("s3://journal/") :] + "/"
+    out = f"s3://commits/journal-{point.replace(':', '')}"
+    prefix = out[len("s3://commits/") :] + "/"
     _remote_commit(out, OLD)
     assert _objects(s3_fs, prefix) == OLD
     assert _remote_child(s3, out, NEW, f"{point}:KILL") == -signal.SIGKILL
     # An object store's claim cannot be judged stale: a person deletes it (the message says
     # so); the next job then finishes the killed commit before anything else.
-    s3_fs.delete_object(Bucket="journal", Key=prefix + CLAIM)
+    s3_fs.delete_object(Bucket="commits", Key=prefix + CLAIM)
     od = OutputDir(out, overwrite=True)
     od.claim()
     od.abort()
