@@ -401,7 +401,7 @@ class OutputDir:
         try:
             if self.resumable:
                 pass
-            elif self.resume is not None:
+            elif self.shards is not None and self.shards.any_finished():
                 log.info("the finished shards stay in %s for a rerun", self._tmp_dir)
             elif self._journal_left():
                 log.error(

@@ -109,6 +109,12 @@ class Shards:
     def _record(self, name: str) -> str:
         return os.path.join(self.partial, _DONE, f"{name}.json")
 
+    def any_finished(self) -> bool:
+        """Whether any shard is recorded as finished (else the partial folder holds nothing
+        worth keeping)."""
+        done = os.path.join(self.partial, _DONE)
+        return os.path.isdir(done) and any(n.endswith(".json") for n in os.listdir(done))
+
     def path(self, name: str) -> str:
         return os.path.join(self.partial, name)
 
