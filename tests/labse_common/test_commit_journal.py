@@ -30,9 +30,12 @@ OLD_FILES = {"x.npy": "old npy", "x.stats.json": "old stats"}
 NEW_FILES = {"x.npy": "new npy", "x.stats.json": "new stats"}
 
 CHILD = """
-import json, sys
+import json, signal, sys
 from pathlib import Path
 from labse_common.output_dir import claim_output
+
+# Ctrl-C as in a terminal, also when the tests run in the background (SIGINT ignored there).
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 out, kind, files = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
 if kind == "folder":
