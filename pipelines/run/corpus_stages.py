@@ -234,6 +234,7 @@ def INPUTS(c: Context) -> list[Command]:
     files=_source_files("wikipedia"),
     outputs=("stats.json",),
     off=_no_sources("wikipedia"),
+    engine=True,
 )
 def WIKIPEDIA(c: Context) -> list[Command]:
     inputs = [a for f in _corpus_inputs(c, "wikipedia") for a in ("--input", f)]
@@ -257,6 +258,7 @@ def WIKIPEDIA(c: Context) -> list[Command]:
     files=_source_files("commoncrawl"),
     outputs=("stats.json", "_dropped"),
     off=_no_sources("commoncrawl"),
+    engine=True,
 )
 def COMMONCRAWL(c: Context) -> list[Command]:
     return [_commoncrawl(c, "commoncrawl", "--write-dropped")]
@@ -292,6 +294,7 @@ def QUALITY(c: Context) -> list[Command]:
     files=_source_files("commoncrawl"),
     outputs=("stats.json",),
     off=_quality_off,
+    engine=True,
 )
 def COMMONCRAWL_Q(c: Context) -> list[Command]:
     return [_commoncrawl(c, "commoncrawl_q", "--quality-model", c.d(QUALITY) / "quality.bin")]

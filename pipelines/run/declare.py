@@ -26,14 +26,6 @@ DISPLAY_ONLY = ("progress",)
 Command = list[str]
 
 
-def manifest_path(out: Path, stage: str) -> Path:
-    return out / STATE / f"{stage}.manifest.json"
-
-
-def progress_path(out: Path, stage: str) -> Path:
-    return out / STATE / f"{stage}.in_progress.json"
-
-
 @dataclass
 class Context:
     """What a stage's command builder may look at: folders, the effective config, the plan."""
@@ -46,6 +38,9 @@ class Context:
     python: str = sys.executable
     on: dict[str, bool] = field(default_factory=dict)  # stage -> runs in this plan (not off)
     soft_failed: dict[str, str] = field(default_factory=dict)  # optional stage -> its error
+    # The run folder on object storage (--output s3://… or gs://…); ``out`` is then the local
+    # scratch copy the runner works in (pipelines.run.run_folder).
+    remote: str | None = None
     _values: dict | None = None
 
     @property
@@ -73,6 +68,11 @@ class Context:
 
     def d(self, stage: Stage | str) -> Path:
         return self.out / (stage.name if isinstance(stage, Stage) else stage)
+
+    @property
+    def engine(self) -> str | None:
+        """``beam.runner``: the Beam runner the engine stages run on; None runs them locally."""
+        return self.values["beam"]["runner"] or None
 
     def py(self, module: str, *args: object) -> Command:
         return [self.python, "-m", module, *map(str, args)]
@@ -129,6 +129,27 @@ class Stage:
     # no threshold reaching its target on this sample), the run goes on without it, the stages
     # after it fall back, and the plan and report say why.
     optional: bool = False
+    # Runs as Beam jobs on ``beam.runner`` when it is set (its commands take ``beam_args`` and
+    # spell their folders with :meth:`Context.at`); otherwise in the runner's own machine.
+    engine: bool = False
+
+    def on_engine(self, ctx: Context) -> bool:
+        """Whether this stage runs on the Beam engine in this run."""
+        return self.engine and ctx.engine is not None
+
+    def command_lines(self, ctx: Context) -> list[Command]:
+        """The stage's commands as they run. On the engine with the run folder on object storage,
+        every path inside the run folder is spelled as its URL (the workers see no disk of the
+        runner's); the config file stays local: the launching process reads it."""
+        cmds = [list(map(str, c)) for c in self.commands(ctx)]
+        if not (ctx.remote and self.on_engine(ctx)):
+            return cmds
+        root, keep = str(ctx.out) + "/", str(ctx.config_file)
+        url = ctx.remote.rstrip("/") + "/"
+        return [
+            [url + a[len(root) :] if a.startswith(root) and a != keep else a for a in c]
+            for c in cmds
+        ]
 
     def deps(self, ctx: Context) -> list[str]:
         """The upstream stages this stage reads in this plan."""
@@ -149,6 +170,7 @@ def stage(
     off: Callable[[Context], str | None] = lambda ctx: None,
     resumable: bool = False,
     optional: bool = False,
+    engine: bool = False,
 ) -> Callable[[Callable[[Context], list[Command]]], Stage]:
     """Declare a stage: decorates the function that builds its command lines; the function's
     name, lower-cased, is the stage's name and the decorated name is the :class:`Stage` (so
@@ -169,6 +191,7 @@ def stage(
             off=off,
             resumable=resumable,
             optional=optional,
+            engine=engine,
         )
         if any(t.name == s.name for t in STAGES):
             raise RuntimeError(f"stage {s.name!r} declared twice")

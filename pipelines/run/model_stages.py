@@ -26,6 +26,7 @@ def _trained_off(ctx: Context) -> str | None:
     inputs=(SENTENCES,),
     outputs=("vocab.txt", "tokenizer.json", "vocab_stats.json", "stats.json"),
     off=_trained_off,
+    engine=True,
 )
 def VOCAB(c: Context) -> list[Command]:
     return [
@@ -131,6 +132,7 @@ def _embed_outputs(c: Context) -> list[str]:
     # A rerun after a kill keeps the languages already embedded: the local command resumes by
     # itself (resumed_shards in its stats.json), the Beam jobs by command (pipelines/run/units.py).
     resumable=True,
+    engine=True,
 )
 def EMBED(c: Context) -> list[Command]:
     batch, quantize = c.cfg["run"]["embed_batch_size"], c.cfg["run"]["embed_quantize"]
