@@ -26,6 +26,14 @@ DISPLAY_ONLY = ("progress",)
 Command = list[str]
 
 
+def manifest_path(out: Path, stage: str) -> Path:
+    return out / STATE / f"{stage}.manifest.json"
+
+
+def progress_path(out: Path, stage: str) -> Path:
+    return out / STATE / f"{stage}.in_progress.json"
+
+
 @dataclass
 class Context:
     """What a stage's command builder may look at: folders, the effective config, the plan."""
