@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
+import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pipelines.run
@@ -14,12 +17,12 @@ from labse_common.filesystems import is_remote
 from labse_common.logs import setup_logging
 from labse_common.model_init import demo_shape_warning
 from labse_common.output_dir import claim_output
-from labse_common.remote import require_local
 from pipelines.run.config import effective_config, typed_config
 from pipelines.run.corpus_stages import SYNTHETIC
 from pipelines.run.declare import STAGES, Context
 from pipelines.run.loop import plan_lines, publish_bitext, run_stages
 from pipelines.run.plan import make_plan
+from pipelines.run.run_folder import RunFolder, default_scratch
 from pipelines.run.stages import NAMES
 from pipelines.run.validate import validate_demo, validate_sources, validate_synthetic
 
@@ -63,7 +66,22 @@ def build_parser() -> argparse.ArgumentParser:
         "for the demo preset the ../shared/data layout (tatoeba/, wikipedia/, commoncrawl/), and "
         "without it the demo runs on the embedded synthetic sample",
     )
-    ap.add_argument("--output", default="demo_out", metavar="DIR", help="run folder (demo_out)")
+    ap.add_argument(
+        "--output",
+        default="demo_out",
+        metavar="DIR|URL",
+        help="run folder (demo_out): a local folder, a shared mount, or s3://BUCKET/PATH or "
+        "gs://BUCKET/PATH, where manifests, logs, stats, labels.tsv and every stage's outputs "
+        "live (the runner works in a local scratch copy of it, see --scratch; S3 endpoint and "
+        "credentials as for any Beam job: beam.options or LABSE_BEAM_OPTIONS)",
+    )
+    ap.add_argument(
+        "--scratch",
+        metavar="DIR",
+        help="with --output on object storage: the local working copy, only a cache (default: "
+        "$XDG_CACHE_HOME/labse/runs/<the URL>-<hash>, ~/.cache when unset); a runner elsewhere "
+        "with an empty one goes on from the remote run folder",
+    )
     ap.add_argument(
         "--publish",
         metavar="URL",
@@ -136,9 +154,9 @@ def _main(args: argparse.Namespace) -> int:
         return 0
     if args.start and args.only:
         raise UsageError("--from and --only exclude each other")
-    require_local(args.output, "--output", "the stage runner")
     cfg = effective_config(args.config, args.set)
-    out = Path(args.output).resolve()
+    folder = _remote_folder(args, cfg)
+    out = folder.scratch.resolve() if folder else Path(args.output).resolve()
     demo = typed_config(cfg)["sources"]["demo"]
     if args.data and is_remote(args.data):
         raise UsageError(f"--data {args.data}: the stage runner reads a local folder")
@@ -153,23 +171,69 @@ def _main(args: argparse.Namespace) -> int:
         if demo is not None:
             validate_demo(base, demo)
     ctx = Context(
-        out=out, base=base, synthetic=synthetic, config_file=out / "_config.yaml", cfg=cfg
+        out=out,
+        base=base,
+        synthetic=synthetic,
+        config_file=out / "_config.yaml",
+        cfg=cfg,
+        remote=folder.url if folder else None,
+        folder=folder,
     )
     validate_sources(ctx)
     guard = _publish_guard(args, out, base)
     # After every up-front check: a run refused with one line prints that line alone.
     if warning := demo_shape_warning(ctx.values):
         log.warning(warning)
-    if args.dry_run:
+    if args.dry_run and folder is None:
         sys.stdout.write(plan_lines(make_plan(ctx, args.start, args.only)))
         return 0
     # The whole run folder is this runner's until it ends (however it ends); a runner killed
     # outright leaves its claim behind, which the next run takes over.
-    with claim_output(out, resumable=True):
+    with claim_output(out, resumable=True), _remote_claim(folder):
+        if args.dry_run:
+            sys.stdout.write(plan_lines(make_plan(ctx, args.start, args.only)))
+            return 0
         rc = run_stages(ctx, args)
-    if rc == 0 and args.publish:
-        publish_bitext(ctx, args.publish, overwrite=args.publish_overwrite, protected=guard)
+        if rc == 0 and args.publish:
+            publish_bitext(ctx, args.publish, overwrite=args.publish_overwrite, protected=guard)
     return rc
+
+
+def _remote_folder(args: argparse.Namespace, cfg: dict) -> RunFolder | None:
+    """The run folder on object storage (``--output s3://…``), checked before anything runs:
+    endpoint, bucket and credentials (one line, exit 2); None for a local run folder."""
+    if not is_remote(args.output):
+        if args.scratch:
+            raise UsageError("--scratch: only with --output on object storage (s3://, gs://)")
+        return None
+    from labse_common import filesystems
+    from labse_common.remote import check_paths
+    from labse_common.sections.beam import BeamConfig
+
+    if not os.environ.get(filesystems.ENV):  # the runner's own access: as its Beam stages'
+        filesystems.configure(BeamConfig(**typed_config(cfg)["beam"]).args())
+    check_paths([args.output])
+    scratch = Path(args.scratch) if args.scratch else default_scratch(args.output)
+    if scratch.exists() and not scratch.is_dir():
+        raise InputError(scratch, "not a folder", "--scratch")
+    return RunFolder(args.output, scratch)
+
+
+@contextlib.contextmanager
+def _remote_claim(folder: RunFolder | None) -> Iterator[None]:
+    """The remote run folder's claim and state: pulled at start, pushed however the run ends."""
+    if folder is None:
+        yield
+        return
+    folder.claim()
+    try:
+        folder.pull_state()
+        yield
+    finally:
+        try:
+            folder.push_state()
+        finally:
+            folder.release()
 
 
 def _publish_guard(args: argparse.Namespace, out: Path, base: Path) -> dict[str, Path]:

@@ -10,6 +10,7 @@ import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from labse_common.config import section_class
 from pipelines.run.config import typed_config
@@ -49,6 +50,7 @@ class Context:
     # The run folder on object storage (--output s3://… or gs://…); ``out`` is then the local
     # scratch copy the runner works in (pipelines.run.run_folder).
     remote: str | None = None
+    folder: Any = None  # its pipelines.run.run_folder.RunFolder (None for a local run folder)
     _values: dict | None = None
 
     @property

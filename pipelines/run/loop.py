@@ -35,6 +35,9 @@ def publish_bitext(
 
     report = ctx.d(REPORT)
     staging = ctx.out / "_publish"
+    if ctx.folder is not None:  # the scratch copy may lack them (a runner elsewhere made them)
+        ctx.folder.fetch(BITEXT.name)
+        ctx.folder.fetch(REPORT.name)
     shutil.rmtree(staging, ignore_errors=True)
     try:
         shutil.copytree(ctx.d(BITEXT), staging)
@@ -84,7 +87,7 @@ def run_stages(ctx: Context, args: argparse.Namespace) -> int:
                 plans = make_plan(ctx, args.start, args.only)
                 history["plan"] = _plan_record(plans)
                 history.setdefault("soft_failed", {})[p.stage.name] = ctx.soft_failed[p.stage.name]
-                write_json(ctx.out / "_run.json", history)
+                _save(ctx, history)
                 todo = [q for q in plans if q.action == "run" and q.stage.name not in done]
                 bar.total = n + len(todo)
                 continue
@@ -98,7 +101,7 @@ def run_stages(ctx: Context, args: argparse.Namespace) -> int:
                 m["peak_rss_mb"],
             )
             history["ran"].append(p.stage.name)
-            history.setdefault("engine", {})[p.stage.name] = _engine(m["commands"])
+            history.setdefault("engine", {})[p.stage.name] = m["engine"]
             if m.get("resumed_shards"):
                 history.setdefault("resumed_shards", {})[p.stage.name] = m["resumed_shards"]
                 log.info(
@@ -106,15 +109,16 @@ def run_stages(ctx: Context, args: argparse.Namespace) -> int:
                     p.stage.name,
                     m["resumed_shards"],
                 )
-            write_json(ctx.out / "_run.json", history)
+            _save(ctx, history)
             bar.update(1)
     finally:
         bar.close()
     history["finished"] = time.time()
-    write_json(ctx.out / "_run.json", history)
+    _save(ctx, history)
+    root = ctx.remote or str(ctx.out)  # the run folder, where the user looks
     sys.stdout.write(
-        f"finished: {ctx.out}\n  bitext: {ctx.d(BITEXT) / 'bitext.tsv.gz'}\n"
-        f"  report: {ctx.d(REPORT) / 'report.html'}\n"
+        f"finished: {root}\n  bitext: {root}/{BITEXT.name}/bitext.tsv.gz\n"
+        f"  report: {root}/{REPORT.name}/report.html\n"
     )
     return 0
 
@@ -142,7 +146,7 @@ def _begin(ctx: Context, plans: list[Plan]) -> tuple[list[Plan], dict]:
         "started": time.time(),
         "ran": [],
     }
-    write_json(ctx.out / "_run.json", history)
+    _save(ctx, history)
     return todo, history
 
 
@@ -154,8 +158,10 @@ def _stop_status(ctx: Context, p: Plan, e: StageFailed, history: dict) -> int | 
             (ln for ln in reversed(e.tail) if ln.startswith(LABELS_NEEDED)),
             f"{LABELS_NEEDED} see {e}",
         )
+        if ctx.remote:  # the file to label is the remote one (python -m filters label URL)
+            msg = msg.replace(str(ctx.out), ctx.remote.rstrip("/"))
         history["waiting_for"] = p.stage.name
-        write_json(ctx.out / "_run.json", history)
+        _save(ctx, history)
         again = shlex.join(["python", "-m", "pipelines.run", *sys.argv[1:]])
         sys.stderr.write(f"{msg.strip()}; then run the same command again ({again})\n")
         return EXIT_NEEDS_LABELS
@@ -164,7 +170,7 @@ def _stop_status(ctx: Context, p: Plan, e: StageFailed, history: dict) -> int | 
         log.error("  | %s", line)
     if not p.stage.optional:
         history["failed"] = p.stage.name
-        write_json(ctx.out / "_run.json", history)
+        _save(ctx, history)
         # A stage's own usage error (exit 2) is the user's to fix: say so the same way.
         return 2 if e.rc == 2 else 1
     errs = [ln for ln in e.tail if "error" in ln.lower()] or e.tail[-1:]
@@ -173,16 +179,12 @@ def _stop_status(ctx: Context, p: Plan, e: StageFailed, history: dict) -> int | 
     return None
 
 
-def _engine(commands: list[list[str]]) -> str:
-    """Where a stage ran: the Beam runner its commands name (``--runner``), else ``local`` (the
-    runner's own machine, Beam's local runner included)."""
-    for cmd in commands:
-        for i, arg in enumerate(cmd):
-            if arg.startswith("--runner="):
-                return arg.split("=", 1)[1]
-            if arg == "--runner" and i + 1 < len(cmd):
-                return cmd[i + 1]
-    return "local"
+def _save(ctx: Context, history: dict) -> None:
+    """``_run.json`` written; with the run folder on object storage, the run's state uploaded
+    with it (what a runner elsewhere goes on from)."""
+    write_json(ctx.out / "_run.json", history)
+    if ctx.folder is not None:
+        ctx.folder.push_state()
 
 
 def _plan_record(plans: list[Plan]) -> list[dict]:

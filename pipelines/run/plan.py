@@ -14,6 +14,7 @@ from pathlib import Path
 from labse_common.datafiles import read_json
 from labse_common.errors import InputError
 from pipelines.run.declare import STAGES, Context, Stage, manifest_path
+from pipelines.run.run_folder import stage_files
 from pipelines.run.stages import NAMES
 
 log = logging.getLogger("pipelines.run")
@@ -38,11 +39,13 @@ def file_fingerprint(path: str) -> dict:
     return fp
 
 
-def out_relative(obj: object, out: Path) -> object:
-    """Commands with OUTPUT spelled as $OUT, so a moved output folder keeps its manifests."""
+def out_relative(obj: object, out: Path, remote: str | None = None) -> object:
+    """Commands with OUTPUT spelled as $OUT, so a moved output folder keeps its manifests (and
+    a stage's key is the same whether it reads the scratch copy or the remote folder)."""
     if isinstance(obj, list):
-        return [out_relative(o, out) for o in obj]
-    return str(obj).replace(str(out), "$OUT")
+        return [out_relative(o, out, remote) for o in obj]
+    text = str(obj).replace(str(out), "$OUT")
+    return text.replace(remote.rstrip("/"), "$OUT") if remote else text
 
 
 def config_value(values: dict, key: str) -> object:
@@ -71,7 +74,7 @@ class Plan:
 
 def stage_parts(stage: Stage, ctx: Context, keys: dict[str, str]) -> dict:
     """What a stage's cache key is made of, each part hashed on its own (to say what changed)."""
-    cmds = out_relative(stage.commands(ctx), ctx.out)
+    cmds = out_relative(stage.command_lines(ctx), ctx.out, ctx.remote)
     # The config file path is in every command; what the stage reads of it is in `config`.
     cfg_arg = out_relative(str(ctx.config_file), ctx.out)
     cmds = [[a for a in c if a != cfg_arg] for c in cmds]
@@ -106,7 +109,7 @@ def read_manifest(out: Path, stage: str) -> tuple[dict | None, str | None]:
     return m, None
 
 
-def _why_rerun(old: dict, parts: dict, key: str, d: Path) -> str | None:
+def _why_rerun(old: dict, parts: dict, key: str, ctx: Context, stage: str) -> str | None:
     if old.get("key") != key:
         before = old["parts"]
         changed = [k for k in ("config", "command") if before.get(k) != parts[k]]
@@ -115,9 +118,9 @@ def _why_rerun(old: dict, parts: dict, key: str, d: Path) -> str | None:
             a = a if isinstance(a, dict) else {}
             changed += [f"{label} {n}" for n in sorted(set(a) | set(b)) if a.get(n) != b.get(n)]
         return "changed: " + (", ".join(changed) or "key")
+    files = stage_files(ctx.out, ctx.folder, stage)
     for rel, size in old["outputs"]:
-        p = d / str(rel)
-        if not p.is_file() or p.stat().st_size != size:
+        if files.get(str(rel)) != size:
             return f"output missing or changed: {rel}"
     return None
 
@@ -158,7 +161,7 @@ def make_plan(
         keys[s.name] = key
         old, reason = read_manifest(ctx.out, s.name)
         if old is not None:
-            reason = _why_rerun(old, parts, key, ctx.d(s))
+            reason = _why_rerun(old, parts, key, ctx, s.name)
         up = [u for u in s.deps(ctx) if u in rerun]
         if s.name in forced:
             reason = "--only" if only else "--from"

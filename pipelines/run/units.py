@@ -14,8 +14,11 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
+from labse_common import filesystems
+from labse_common.filesystems import is_remote
 from labse_common.resume_shards import kill_point, sha256
 from pipelines.run.declare import STATE, Command
 
@@ -24,27 +27,64 @@ def units_path(out: Path, stage: str) -> Path:
     return out / STATE / f"{stage}.units.json"
 
 
-def output_of(cmd: Command, stage_dir: Path) -> Path | None:
-    """The ``--output`` a command writes, when it lies inside the stage's folder."""
+def output_of(cmd: Command, stage_dir: Path | str) -> Path | str | None:
+    """The ``--output`` a command writes, when it lies inside the stage's folder (on object
+    storage for a stage on the engine of a remote run folder: a URL)."""
     args = list(map(str, cmd))
     if "--output" not in args[:-1]:
         return None
-    path = Path(args[args.index("--output") + 1])
-    return path if path.resolve().is_relative_to(stage_dir.resolve()) else None
+    out = args[args.index("--output") + 1]
+    if is_remote(str(stage_dir)):
+        return out if out.startswith(str(stage_dir).rstrip("/") + "/") else None
+    path = Path(out)
+    return path if path.resolve().is_relative_to(Path(stage_dir).resolve()) else None
 
 
-def _listing(path: Path) -> list[list]:
+def _remote_files(target: str) -> list[tuple[str, int]]:
+    prefix = target.rstrip("/") + "/"
+    try:
+        found = filesystems.filesystem(prefix).match([prefix + "**"])[0].metadata_list
+    except OSError:  # nothing there
+        return []
+    return sorted((m.path, m.size_in_bytes) for m in found)
+
+
+def _listing(path: Path | str) -> list[list]:
+    """Each file of a command's output: name, size and SHA-256 (on object storage, where a
+    committed output is whole by construction, name and size)."""
+    if isinstance(path, str):
+        parent = path.rstrip("/").rsplit("/", 1)[0] + "/"
+        return [[p[len(parent) :], size, None] for p, size in _remote_files(path)]
     files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
     return [[str(p.relative_to(path.parent)), p.stat().st_size, sha256(str(p))] for p in files]
+
+
+def _remove(target: Path | str) -> None:
+    if isinstance(target, str):
+        filesystems.delete([p for p, _ in _remote_files(target)])
+    elif target.is_dir():
+        shutil.rmtree(target)
+    elif target.exists():
+        target.unlink()
 
 
 class Units:
     """The finished commands of one stage run."""
 
-    def __init__(self, out: Path, stage: str, stage_dir: Path, keep: bool) -> None:
+    def __init__(
+        self,
+        out: Path,
+        stage: str,
+        stage_dir: Path | str,
+        keep: bool,
+        on_record: Callable[[Path | str], None] | None = None,
+    ) -> None:
         self.file = units_path(out, stage)
         self.stage = stage
         self.dir = stage_dir
+        # Called once a finished command is recorded, before the kill point: the remote run
+        # folder gets the record and the command's output (pipelines.run.run_folder).
+        self.on_record = on_record
         self.resumed = 0
         self.records: list[dict] = []
         if keep and self.file.exists():
@@ -66,14 +106,12 @@ class Units:
         if target is None:
             return False
         rec = next((r for r in self.records if r["cmd"] == shown), None)
-        if rec is not None and target.exists() and _listing(target) == rec["files"]:
+        listing = _listing(target) if rec is not None else []
+        if rec is not None and listing and listing == rec["files"]:
             self.resumed += 1
             return True
         self.records = [r for r in self.records if r["cmd"] != shown]
-        if target.is_dir():
-            shutil.rmtree(target)
-        elif target.exists():
-            target.unlink()
+        _remove(target)
         return False
 
     def done(self, cmd: Command, shown: list[str]) -> None:
@@ -82,4 +120,6 @@ class Units:
             return
         self.records.append({"cmd": shown, "files": _listing(target)})
         self._write()
+        if self.on_record is not None:
+            self.on_record(target)
         kill_point(self.stage, len(self.records))
