@@ -6,6 +6,17 @@ import logging
 import os
 
 LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+# Beam's filesystems log each listing on the root logger at INFO: on an object store that is
+# a line per file match, which drowns the job's own messages (the runner lists every stage).
+_BEAM_CHATTER = ("Finished listing", "Starting the size estimation")
+
+
+def _not_chatter(record: logging.LogRecord) -> bool:
+    return not (
+        record.name == "root"
+        and record.levelno <= logging.INFO
+        and str(record.msg).startswith(_BEAM_CHATTER)
+    )
 
 
 def setup_logging(level: str | None = None) -> None:
@@ -23,6 +34,9 @@ def setup_logging(level: str | None = None) -> None:
         level=name, format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S"
     )
     root.setLevel(name)
+    for h in root.handlers:
+        if _not_chatter not in h.filters:
+            h.addFilter(_not_chatter)
     # Beam's runner and SDK-harness chatter drowns the job's own messages at INFO.
     for lg in ("apache_beam", "apache_beam.runners", "__main__"):
         logging.getLogger(lg).setLevel(logging.WARNING)
