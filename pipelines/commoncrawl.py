@@ -46,15 +46,23 @@ class ReadWarcFile(beam.DoFn):
         yield beam.pvalue.TaggedOutput(STATS, counter.drain())
 
 
-def build(p: beam.Pipeline, inputs: list[str], args: argparse.Namespace, cfg: CorpusConfig) -> None:
+def documents(
+    p: beam.Pipeline, inputs: list[str], args: argparse.Namespace, cfg: CorpusConfig
+) -> tuple[list, list]:
+    """The job's documents (one branch) and its readers' stats, before the shared tail."""
     paths = p | "Paths" >> beam.Create(inputs) | "Spread" >> beam.Reshuffle()
     # with_outputs (pipelines/tagged.py): a multi-output ParDo that the DaskRunner runs too.
     read = with_outputs(paths, "Read", ReadWarcFile(), STATS, main="docs")
+    return [read.docs], [read[STATS]]
+
+
+def build(p: beam.Pipeline, inputs: list[str], args: argparse.Namespace, cfg: CorpusConfig) -> None:
+    docs, stats = documents(p, inputs, args, cfg)
     finish_sentences(
-        read.docs,
+        docs,
         args.output,
         cfg,
-        [read[STATS]],
+        stats,
         "commoncrawl",
         {"inputs": len(inputs), "config": to_dict(cfg)},
     )
@@ -72,7 +80,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return run_cli(build, argv, parser(), "commoncrawl")
+    return run_cli(build, argv, parser(), "commoncrawl", documents=documents)
 
 
 if __name__ == "__main__":

@@ -98,6 +98,23 @@ def base_parser(prog: str, description: str) -> argparse.ArgumentParser:
         help="dedup/write groups per language; one group's distinct rows are held "
         "by one worker, so use about rows-per-language / 1M at scale",
     )
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="resumable by shard (groups of input files): a rerun after a kill keeps the "
+        "shards an earlier attempt finished (DIR/_partial/) and does the rest; local DIR only",
+    )
+    p.add_argument(
+        "--resume-stage",
+        metavar="NAME",
+        help="the name LABSE_KILL_AFTER=NAME:N matches (default: the job's name)",
+    )
+    p.add_argument(
+        "--files-per-shard",
+        type=int,
+        metavar="N",
+        help="with --resume: input files per shard (default: about 64 shards in all)",
+    )
     add_overwrite_option(p, "output in DIR")
     add_log_level_option(p)
     return p
@@ -152,19 +169,23 @@ def run_cli(
     stage: str,
     extra_flags=None,
     check=None,
+    documents=None,
 ) -> int:
     """Parse, validate, build and run a corpus job under the one error mapping (run_main).
 
     ``extra_flags(args)`` gives the job's own flags for config keys (e.g. --page-timeout);
-    ``check(args)`` validates the job's own inputs once the filesystems are configured."""
+    ``check(args)`` validates the job's own inputs once the filesystems are configured;
+    ``documents(p, inputs, args, cfg)`` gives the job's documents and stats for ``--resume``."""
     args, beam_args = parser.parse_known_args(argv)
     setup_logging(args.log_level)
-    body = lambda: _run(build, args, beam_args, stage, extra_flags, check)  # noqa: E731
+    body = lambda: _run(build, args, beam_args, stage, extra_flags, check, documents)  # noqa: E731
     # Remote paths are checked in _run, with the job's own S3 options once they are parsed.
     return run_main(body, log, args=args, check_remote=False)
 
 
-def _run(build, args, beam_args, stage: str, extra_flags, check) -> int:
+def _run(build, args, beam_args, stage: str, extra_flags, check, documents) -> int:
+    if args.files_per_shard is not None and args.files_per_shard < 1:
+        raise UsageError(f"--files-per-shard {args.files_per_shard}: must be at least 1")
     cfg = resolve_config(args, extra_flags(args) if extra_flags else None)
     opts = pipeline_options(beam_args)  # first: it gives FileSystems the S3/GCS options
     check_remote(
@@ -183,6 +204,12 @@ def _run(build, args, beam_args, stage: str, extra_flags, check) -> int:
         check(args)
     inputs = expand_inputs(args.input, getattr(args, "paths_prefix", "") or "")
     log.info("%s: %d input file(s) -> %s", stage, len(inputs), args.output)
+    if args.resume and is_remote(args.output):
+        # Shard records (labse_common/resume_shards.py) are local files: a remote output runs
+        # whole, as without --resume.
+        log.warning("--resume: %s is not a local folder; running the whole job", args.output)
+    elif args.resume and documents is not None:
+        return _run_resumed(documents, args, opts, inputs, cfg, stage)
     # The job writes under OUTPUT/_tmp-<job id>/; the files move into OUTPUT at the end, and
     # nothing is left when it fails (a useless input included).
     with claim_output(args.output, args.overwrite) as out:
@@ -192,6 +219,21 @@ def _run(build, args, beam_args, stage: str, extra_flags, check) -> int:
         remove_spill(out.tmp)
         code = report_and_exit(out.tmp, stage, shown_as=out.output)  # named where it will be
         _require_some_input(out.tmp, inputs)
+    return code
+
+
+def _run_resumed(documents, args, opts, inputs: list[str], cfg, stage: str) -> int:
+    """The job by shard (pipelines/corpus_resume.py): the finished shards of a killed attempt
+    are kept, the rest done, then the shards are deduplicated together into the output."""
+    from pipelines import corpus_resume
+
+    groups = corpus_resume.plan_shards(inputs, args.files_per_shard)
+    key = corpus_resume.resume_key(inputs, groups, args, cfg)
+    kill_as = args.resume_stage or stage
+    with claim_output(args.output, args.overwrite, resume=key, stage=kill_as) as out:
+        corpus_resume.write_resumed(out, documents, groups, args, opts, cfg, stage)
+        code = report_and_exit(out.path, stage, shown_as=out.output)
+        _require_some_input(out.path, inputs)
     return code
 
 

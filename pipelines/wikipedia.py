@@ -114,7 +114,10 @@ class ConvertPages(beam.DoFn):
             self.converter.close()
 
 
-def build(p: beam.Pipeline, inputs: list[str], args: argparse.Namespace, cfg: CorpusConfig) -> None:
+def documents(
+    p: beam.Pipeline, inputs: list[str], args: argparse.Namespace, cfg: CorpusConfig
+) -> tuple[list, list]:
+    """The job's documents (two branches, see below) and its readers' stats."""
     # with_outputs (pipelines/tagged.py): multi-output ParDos that the DaskRunner runs too.
     plan = with_outputs(
         p | "Paths" >> beam.Create(inputs),
@@ -151,13 +154,16 @@ def build(p: beam.Pipeline, inputs: list[str], args: argparse.Namespace, cfg: Co
         STATS,
         main="docs",
     )
-    finish_sentences(
+    return (
         [docs.docs, docs_spread.docs],
-        args.output,
-        cfg,
         [plan[STATS], pages[STATS], docs[STATS], docs_spread[STATS]],
-        "wikipedia",
-        {"inputs": len(inputs), "config": to_dict(cfg)},
+    )
+
+
+def build(p: beam.Pipeline, inputs: list[str], args: argparse.Namespace, cfg: CorpusConfig) -> None:
+    docs, stats = documents(p, inputs, args, cfg)
+    finish_sentences(
+        docs, args.output, cfg, stats, "wikipedia", {"inputs": len(inputs), "config": to_dict(cfg)}
     )
 
 
@@ -210,6 +216,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "wikipedia",
         lambda args: {"page_timeout_s": args.page_timeout},
         lambda args: check_index(args.index) if args.index else None,
+        documents=documents,
     )
 
 
