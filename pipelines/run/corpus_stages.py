@@ -124,6 +124,9 @@ def _commoncrawl(ctx: Context, stage_name: str, *extra: object) -> Command:
         ctx.d(stage_name),
         *ctx.config_args,
         "--overwrite",
+        "--resume",
+        "--resume-stage",
+        stage_name,
         *extra,
         *ctx.beam_args,
     )
@@ -235,6 +238,7 @@ def INPUTS(c: Context) -> list[Command]:
     outputs=("stats.json",),
     off=_no_sources("wikipedia"),
     engine=True,
+    resumable=True,  # by shard of input files: a rerun keeps the shards already cleaned
 )
 def WIKIPEDIA(c: Context) -> list[Command]:
     inputs = [a for f in _corpus_inputs(c, "wikipedia") for a in ("--input", f)]
@@ -246,6 +250,7 @@ def WIKIPEDIA(c: Context) -> list[Command]:
             c.d(WIKIPEDIA),
             *c.config_args,
             "--overwrite",
+            "--resume",
             *c.beam_args,
         )
     ]
@@ -259,6 +264,7 @@ def WIKIPEDIA(c: Context) -> list[Command]:
     outputs=("stats.json", "_dropped"),
     off=_no_sources("commoncrawl"),
     engine=True,
+    resumable=True,  # by shard of input files: a rerun keeps the shards already cleaned
 )
 def COMMONCRAWL(c: Context) -> list[Command]:
     return [_commoncrawl(c, "commoncrawl", "--write-dropped")]
@@ -295,6 +301,7 @@ def QUALITY(c: Context) -> list[Command]:
     outputs=("stats.json",),
     off=_quality_off,
     engine=True,
+    resumable=True,  # by shard of input files: a rerun keeps the shards already cleaned
 )
 def COMMONCRAWL_Q(c: Context) -> list[Command]:
     return [_commoncrawl(c, "commoncrawl_q", "--quality-model", c.d(QUALITY) / "quality.bin")]
