@@ -35,6 +35,7 @@ from __future__ import annotations
 import gzip
 import logging
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,38 +43,70 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from filters.bitext.hf_dataset import CardInfo, PairGroup, write_hf_dataset
+from labse_common import filesystems
 from labse_common.datafiles import read_json, read_parquet
 from labse_common.errors import InputError, UsageError
+from labse_common.filesystems import is_remote, join
 from labse_common.output_dir import claim_output
 from labse_common.remote import require_local
-from labse_common.stats import StageCounter, check_balanced, write_report
+from labse_common.stats import StageCounter, check_balanced, to_report, write_report
 
 log = logging.getLogger(__name__)
 
 STAGE = "bitext"
 UNIT = "pairs"
+MINED = "mined.parquet"
+MINED_COLUMNS = ("src", "trg", "src_lang", "trg_lang", "margin")
 Key = tuple[str, str]
 
 
-def mined_files(mined: str | os.PathLike) -> list[Path]:
-    """``<pair>/mined.parquet`` under a ``mining mine-many`` output, sorted."""
-    root = Path(mined)
-    if not root.is_dir():
+def _pair_files(root: str, name: str) -> list[str]:
+    """``root/<pair>/<name>``, sorted by pair folder; ``root`` local or an object-store URL."""
+    if not is_remote(root):
+        return [str(p) for p in sorted(Path(root).glob(f"*/{name}"))]
+    base = root.rstrip("/") + "/"
+    # An object store's ``*`` also matches ``/``: keep one folder level, as the local glob does.
+    found = [u for u in filesystems.match(join(root, "*", name)) if u[len(base) :].count("/") == 1]
+    return sorted(found, key=lambda u: u[len(base) :])
+
+
+def _is_file(path: str) -> bool:
+    return filesystems.exists(path) if is_remote(path) else os.path.isfile(path)
+
+
+def _path(p: str | os.PathLike | None) -> str | None:
+    """A folder argument as a string; a local one normalised as ``Path`` writes it."""
+    if p is None or is_remote(p):
+        return None if p is None else os.fspath(p)
+    return str(Path(p))
+
+
+def mined_files(mined: str | os.PathLike) -> list[str]:
+    """``<pair>/mined.parquet`` under a ``mining mine-many`` output (local or an object-store
+    URL), sorted by language pair."""
+    root = _path(mined)
+    if not is_remote(root) and not os.path.isdir(root):
         raise InputError(root, "not a folder (expected <pair>/mined.parquet inside)", "--mined")
-    files = sorted(root.glob("*/mined.parquet"))
+    files = _pair_files(root, MINED)
     if not files:
         raise InputError(root, "no <pair>/mined.parquet inside (the mine-many output)", "--mined")
     return files
 
 
-def _drop_reasons(filtered: Path | None, rules: Path | None) -> dict[Key, str]:
+def check_mined_file(path: str) -> None:
+    """A mined pair file opens and has the columns the export needs (its footer only: the
+    InputError ``split_file`` would raise for a truncated file or a missing column)."""
+    read_parquet(path, [], "--mined", required=MINED_COLUMNS)
+
+
+def _drop_reasons(filtered: str | None, rules: str | None) -> dict[Key, str]:
     """Why the filters dropped each pair: ``rules:<reason>`` or ``cds:<reason>``."""
     why: dict[Key, str] = {}
     files = [
-        ("rules", f, "--rules") for f in (sorted(rules.glob("*/dropped.parquet")) if rules else [])
+        ("rules", f, "--rules") for f in (_pair_files(rules, "dropped.parquet") if rules else [])
     ]
-    if filtered is not None and (filtered / "rejected.parquet").is_file():
-        files.append(("cds", filtered / "rejected.parquet", "--filtered"))
+    if filtered is not None and _is_file(join(filtered, "rejected.parquet")):
+        files.append(("cds", join(filtered, "rejected.parquet"), "--filtered"))
     for step, f, flag in files:
         t = read_parquet(f, ["src", "trg", "reason"], flag, required=("src", "trg"))
         reasons = (
@@ -85,12 +118,12 @@ def _drop_reasons(filtered: Path | None, rules: Path | None) -> dict[Key, str]:
 
 
 def _kept_by_filters(
-    filtered: Path | None, rules: Path | None
+    filtered: str | None, rules: str | None
 ) -> tuple[set[Key] | None, dict[Key, float]]:
     """The pairs the filters kept (None: no filter ran) and their CDS scores."""
     if filtered is not None:
-        f = filtered / "kept.parquet"
-        if not f.is_file():
+        f = join(filtered, "kept.parquet")
+        if not _is_file(f):
             raise InputError(filtered, "no kept.parquet (the apply command's output)", "--filtered")
         t = read_parquet(f, ["src", "trg", "cds_score"], "--filtered", required=("src", "trg"))
         keys = list(zip(t.column("src").to_pylist(), t.column("trg").to_pylist()))
@@ -101,7 +134,7 @@ def _kept_by_filters(
         )
         return set(keys), dict(zip(keys, scores))
     if rules is not None:
-        files = sorted(rules.glob("*/kept.parquet"))
+        files = _pair_files(rules, "kept.parquet")
         if not files:
             raise InputError(
                 rules, "no <pair>/kept.parquet inside (the rules command's output)", "--rules"
@@ -123,13 +156,13 @@ COMBINED_COLUMNS = (
 )
 
 
-def _kept_by_combined(combined: Path) -> tuple[set[Key], dict[Key, dict], dict[Key, str], dict]:
+def _kept_by_combined(combined: str) -> tuple[set[Key], dict[Key, dict], dict[Key, str], dict]:
     """The pairs ``combine`` kept, the score columns of every pair it judged, why it dropped the
     others, and its summary (combined.json)."""
-    f = combined / "scored.parquet"
-    if not f.is_file():
+    f = join(combined, "scored.parquet")
+    if not _is_file(f):
         raise InputError(combined, "no scored.parquet (the combine command's output)", "--combined")
-    summary = read_json(combined / "combined.json", "--combined", expect=dict)
+    summary = read_json(join(combined, "combined.json"), "--combined", expect=dict)
     t = read_parquet(
         f,
         ["src", "trg", "keep", *COMBINED_COLUMNS],
@@ -150,6 +183,40 @@ def _kept_by_combined(combined: Path) -> tuple[set[Key], dict[Key, dict], dict[K
     return kept, scores, why, summary
 
 
+@dataclass(frozen=True)
+class Inputs:
+    """What the export reads besides the mined pairs, and its margin floor; paths local or
+    object-store URLs."""
+
+    filtered: str | None = None
+    combined: str | None = None
+    rules: str | None = None
+    min_margin: float = 1.05
+
+    @classmethod
+    def of(
+        cls,
+        filtered: str | os.PathLike | None = None,
+        combined: str | os.PathLike | None = None,
+        rules: str | os.PathLike | None = None,
+        min_margin: float = 1.05,
+    ) -> Inputs:
+        if filtered is not None and combined is not None:
+            raise UsageError("give --filtered (apply) or --combined (combine), not both")
+        return cls(_path(filtered), _path(combined), _path(rules), min_margin)
+
+    @property
+    def source(self) -> str:
+        """Which filter decided, in words (stats.json and the dataset card)."""
+        if self.combined is not None:
+            return "hard rules + combined score at its calibrated threshold"
+        if self.filtered is not None:
+            return "hard rules + calibrated CDS threshold"
+        if self.rules is not None:
+            return f"hard rules + margin >= {self.min_margin}"
+        return f"margin >= {self.min_margin}"
+
+
 def export_bitext(
     mined: str | os.PathLike,
     output: str | os.PathLike,
@@ -162,45 +229,32 @@ def export_bitext(
 ) -> dict:
     """Write the final bitext into ``output`` (module docstring); returns the stats report."""
     require_local(os.fspath(output), "--output", "filters export")
-    if filtered is not None and combined is not None:
-        raise UsageError("give --filtered (apply) or --combined (combine), not both")
-    filtered_p = Path(filtered) if filtered is not None else None
-    combined_p = Path(combined) if combined is not None else None
-    rules_p = Path(rules) if rules is not None else None
+    inputs = Inputs.of(filtered, combined, rules, min_margin)
     files = mined_files(mined)
-    verdict = _verdict(filtered_p, combined_p, rules_p)
+    verdict = load_verdict(inputs)
     counter = StageCounter()
-    kept_all, rejected_all = _split_mined(files, verdict, min_margin, counter)
-    by_pair: dict[tuple[str, str], list[dict]] = {}
-    for r in kept_all:
-        by_pair.setdefault((r["src_lang"], r["trg_lang"]), []).append(r)
-    source = _source(filtered_p, combined_p, rules_p, min_margin)
-    report = counter.to_report(
-        STAGE,
-        source=source,
-        **_target_note(verdict.summary, combined_p is not None),
-        pairs_per_language_pair={f"{s}-{t}": len(v) for (s, t), v in by_pair.items()},
-    )
-    problems = check_balanced(report)
-    if problems:  # a bug here, not a user mistake
-        raise RuntimeError(f"unbalanced bitext stats: {problems}")
+    kept_all: list[dict] = []
+    rejected_all: list[dict] = []
+    for f in files:
+        kept, rejected, counts = split_file(f, verdict, min_margin)
+        kept_all += kept
+        rejected_all += rejected
+        counter.merge(counts)
+    report, by_pair = bitext_report(counter.counts, kept_all, verdict, inputs)
     with claim_output(output, overwrite) as out:
-        _write(Path(out.tmp), kept_all, rejected_all, by_pair, report)
-        write_hf_dataset(
-            _table(kept_all), Path(out.tmp) / "hf", card_info(verdict.summary, by_pair, source)
-        )
+        write_bitext(out.tmp, kept_all, rejected_all, by_pair, report, verdict.summary)
     log.info(
         "bitext: %d of %d mined pairs kept (%s) in %s",
         len(kept_all),
         len(kept_all) + len(rejected_all),
-        source,
+        inputs.source,
         output,
     )
     return report
 
 
 @dataclass
-class _Verdict:
+class Verdict:
     """What the filters said: the pairs kept (None: no filter ran), each judged pair's score
     columns, why each dropped pair was dropped, and combine's summary (combined.json)."""
 
@@ -211,59 +265,82 @@ class _Verdict:
     judged: bool  # a final filter (apply or combine) judged the pairs: no margin floor
 
 
-def _verdict(filtered: Path | None, combined: Path | None, rules: Path | None) -> _Verdict:
+def load_verdict(inputs: Inputs) -> Verdict:
+    """Read what the filters of ``inputs`` decided (their folders' files)."""
+    filtered, combined, rules = inputs.filtered, inputs.combined, inputs.rules
     if combined is not None:
         kept, scores, why, summary = _kept_by_combined(combined)
         for k, v in _drop_reasons(None, rules).items():
             why.setdefault(k, v)
-        return _Verdict(kept, scores, why, summary, True)
+        return Verdict(kept, scores, why, summary, True)
     kept, cds = _kept_by_filters(filtered, rules)
     scores = {k: {"cds_score": v} for k, v in cds.items()}
-    return _Verdict(kept, scores, _drop_reasons(filtered, rules), {}, filtered is not None)
+    return Verdict(kept, scores, _drop_reasons(filtered, rules), {}, filtered is not None)
 
 
-def _split_mined(
-    files: list[Path], verdict: _Verdict, min_margin: float, counter: StageCounter
-) -> tuple[list[dict], list[dict]]:
-    """Every mined pair, kept or rejected with its reason (counted in ``counter``)."""
-    kept_all: list[dict] = []
-    rejected_all: list[dict] = []
-    for f in files:
-        # Every column: the provenance of each side travels to the final bitext.
-        t = read_parquet(
-            f, None, "--mined", required=("src", "trg", "src_lang", "trg_lang", "margin")
-        )
-        rows = t.to_pylist()
-        counter.add_in(UNIT, len(rows))
-        for r in rows:
-            key = (r["src"], r["trg"])
-            if verdict.judged:
-                r.update(verdict.scores.get(key) or {})
-            reason = None
-            if verdict.kept is not None and key not in verdict.kept:
-                reason = verdict.why.get(key, "filtered")
-            elif not verdict.judged and r["margin"] < min_margin:
-                reason = "below_min_margin"
-            if reason is None:
-                kept_all.append(r)
-                counter.add_out(UNIT)
-            else:
-                rejected_all.append({**r, "reason": reason})
-                counter.add_dropped(UNIT, reason)
-    return kept_all, rejected_all
+def split_file(
+    path: str, verdict: Verdict, min_margin: float
+) -> tuple[list[dict], list[dict], dict[str, int]]:
+    """One mined pair file's pairs: those kept, those rejected (with ``reason``), and the
+    counts (pairs in, out, dropped per reason), in the file's order."""
+    # Every column: the provenance of each side travels to the final bitext.
+    t = read_parquet(path, None, "--mined", required=MINED_COLUMNS)
+    rows = t.to_pylist()
+    counter = StageCounter()
+    counter.add_in(UNIT, len(rows))
+    kept: list[dict] = []
+    rejected: list[dict] = []
+    for r in rows:
+        key = (r["src"], r["trg"])
+        if verdict.judged:
+            r.update(verdict.scores.get(key) or {})
+        reason = None
+        if verdict.kept is not None and key not in verdict.kept:
+            reason = verdict.why.get(key, "filtered")
+        elif not verdict.judged and r["margin"] < min_margin:
+            reason = "below_min_margin"
+        if reason is None:
+            kept.append(r)
+            counter.add_out(UNIT)
+        else:
+            rejected.append({**r, "reason": reason})
+            counter.add_dropped(UNIT, reason)
+    return kept, rejected, counter.drain()
 
 
-def _source(
-    filtered: Path | None, combined: Path | None, rules: Path | None, min_margin: float
-) -> str:
-    """Which filter decided, in words (stats.json and the dataset card)."""
-    if combined:
-        return "hard rules + combined score at its calibrated threshold"
-    if filtered:
-        return "hard rules + calibrated CDS threshold"
-    if rules:
-        return f"hard rules + margin >= {min_margin}"
-    return f"margin >= {min_margin}"
+def bitext_report(
+    counts: Mapping[str, int], kept: list[dict], verdict: Verdict, inputs: Inputs
+) -> tuple[dict, dict[Key, list[dict]]]:
+    """stats.json (checked balanced) and the kept pairs by language pair, in the bitext's
+    order, from every file's counts and the kept pairs in file order."""
+    by_pair: dict[Key, list[dict]] = {}
+    for r in kept:
+        by_pair.setdefault((r["src_lang"], r["trg_lang"]), []).append(r)
+    report = to_report(
+        STAGE,
+        counts,
+        source=inputs.source,
+        **_target_note(verdict.summary, inputs.combined is not None),
+        pairs_per_language_pair={f"{s}-{t}": len(v) for (s, t), v in by_pair.items()},
+    )
+    problems = check_balanced(report)
+    if problems:  # a bug here, not a user mistake
+        raise RuntimeError(f"unbalanced bitext stats: {problems}")
+    return report, by_pair
+
+
+def write_bitext(
+    folder: str | os.PathLike,
+    kept: list[dict],
+    rejected: list[dict],
+    by_pair: dict[Key, list[dict]],
+    report: dict,
+    summary: dict,
+) -> None:
+    """Every file of the bitext folder into the local ``folder`` (module docstring)."""
+    tmp = Path(folder)
+    _write(tmp, kept, rejected, by_pair, report)
+    write_hf_dataset(_table(kept), tmp / "hf", card_info(summary, by_pair, report["source"]))
 
 
 def _target_note(summary: dict, combined: bool) -> dict:

@@ -224,25 +224,25 @@ def COMBINE(c: Context) -> list[Command]:
     inputs=(MINE,),
     optional_inputs=(RULES, COMBINE),
     outputs=("bitext.parquet", "bitext.tsv.gz", "rejected.parquet", "stats.json", "hf/README.md"),
+    engine=True,
 )
 def BITEXT(c: Context) -> list[Command]:
     combined = ["--combined", c.d(COMBINE)] if c.on.get(COMBINE.name) else []
     rules = ["--rules", c.d(RULES)] if c.on.get(RULES.name) else []
-    return [
-        c.py(
-            "filters",
-            "export",
-            "--mined",
-            c.d(MINE),
-            *combined,
-            *rules,
-            "--min-margin",
-            c.cfg["run"]["min_margin"],
-            "--output",
-            c.d(BITEXT),
-            "--overwrite",
-        )
+    args = [
+        "--mined",
+        c.d(MINE),
+        *combined,
+        *rules,
+        "--min-margin",
+        c.cfg["run"]["min_margin"],
+        "--output",
+        c.d(BITEXT),
+        "--overwrite",
     ]
+    if c.engine:  # the same folder, each mined pair file decided by a Beam worker
+        return [c.py("pipelines.export", *args, *c.beam_args)]
+    return [c.py("filters", "export", *args)]
 
 
 def _eval_off(c: Context) -> str | None:
