@@ -31,6 +31,13 @@ every column and the row order kept), so closing the tab or stopping the server 
 and FILE stays a plain TSV that a spreadsheet opens and ``filters combine --labels`` reads.
 Stop with Ctrl-C: the labels per language pair are logged.
 
+FILE may be an s3:// or gs:// URL (the labels.tsv of a run folder on object storage, labelled
+from a machine other than the one running the pipeline): the page works on a private local copy
+and uploads the whole file to the URL after every label (one atomic put), only while the object
+is still the version it last read or wrote; when something else changed it, nothing more is
+saved, the page says so and the command ends with exit status 2. The run's _config.yaml and
+sample/source.json beside the URL are used as beside a local file.
+
 On a remote machine, forward the port: ``ssh -L 8765:127.0.0.1:8765 HOST`` and run with
 ``--port 8765``, then open http://127.0.0.1:8765/ locally.
 """
@@ -42,6 +49,7 @@ import json
 import logging
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from filters.bitext.cliutil import local_input
@@ -56,6 +64,7 @@ from filters.bitext.label_rounds import DEFAULT_SIZE, rounds_of
 from labse_common.cli import add_config_options, add_log_level_option, load_config, run_main
 from labse_common.datafiles import read_parquet
 from labse_common.errors import InputError, UsageError
+from labse_common.filesystems import is_remote
 from labse_common.logs import setup_logging
 from labse_common.sections.combine import CombineConfig
 
@@ -73,7 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="the labelling TSV to label in place (a header with at least src, trg "
         "and label; label is GOOD, BAD or blank); it must be UTF-8 in a writable "
-        "folder",
+        "folder, or an s3:// or gs:// URL, saved back there after every label",
     )
     p.add_argument(
         "--port",
@@ -164,9 +173,9 @@ def _earlier(cfg: CombineConfig) -> dict[tuple[str, str], str] | None:
     return lm.known_labels(rows, StageCounter(), "earlier_labels", cfg.labels)
 
 
-def _sheet(args: argparse.Namespace) -> LabelSheet:
+def _sheet(args: argparse.Namespace, sheet_class: Callable[..., LabelSheet]) -> LabelSheet:
     cfg = _config(args)
-    sheet = LabelSheet(args.file, cfg)  # the file checked first: it is what the person gave
+    sheet = sheet_class(args.file, cfg)  # the file checked first: it is what the person gave
     pairs_path = _pairs_path(args)
     if pairs_path is None:
         log.info("no mined pairs given (--pairs): the page shows no estimate")
@@ -185,12 +194,16 @@ def _graphical() -> bool:
     return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, sheet_class: Callable[..., LabelSheet] = LabelSheet) -> int:
+    if is_remote(args.file):  # s3://, gs://: a working copy uploaded after every save
+        from filters.bitext.label_remote import run_remote
+
+        return run_remote(args, run)
     local_input(args.file, "FILE", "a local labelling TSV and rewrites it in place")
     check_loopback(args.host)
     if args.near_threshold < 1:
         raise UsageError(f"--near-threshold {args.near_threshold}: must be at least 1")
-    sheet = _sheet(args)
+    sheet = _sheet(args, sheet_class)
     rounds_of(sheet, args.near_threshold)
     server = make_server(sheet, args.host, args.port)
     url = url_of(server)
