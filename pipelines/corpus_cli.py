@@ -98,6 +98,13 @@ def base_parser(prog: str, description: str) -> argparse.ArgumentParser:
         help="dedup/write groups per language; one group's distinct rows are held "
         "by one worker, so use about rows-per-language / 1M at scale",
     )
+    _add_resume_options(p)
+    add_overwrite_option(p, "output in DIR")
+    add_log_level_option(p)
+    return p
+
+
+def _add_resume_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--resume",
         action="store_true",
@@ -115,9 +122,6 @@ def base_parser(prog: str, description: str) -> argparse.ArgumentParser:
         metavar="N",
         help="with --resume: input files per shard (default: about 64 shards in all)",
     )
-    add_overwrite_option(p, "output in DIR")
-    add_log_level_option(p)
-    return p
 
 
 def resolve_config(args: argparse.Namespace, extra_flags: dict | None = None) -> CorpusConfig:
