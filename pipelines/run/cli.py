@@ -66,22 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
         "for the demo preset the ../shared/data layout (tatoeba/, wikipedia/, commoncrawl/), and "
         "without it the demo runs on the embedded synthetic sample",
     )
-    ap.add_argument(
-        "--output",
-        default="demo_out",
-        metavar="DIR|URL",
-        help="run folder (demo_out): a local folder, a shared mount, or s3://BUCKET/PATH or "
-        "gs://BUCKET/PATH, where manifests, logs, stats, labels.tsv and every stage's outputs "
-        "live (the runner works in a local scratch copy of it, see --scratch; S3 endpoint and "
-        "credentials as for any Beam job: beam.options or LABSE_BEAM_OPTIONS)",
-    )
-    ap.add_argument(
-        "--scratch",
-        metavar="DIR",
-        help="with --output on object storage: the local working copy, only a cache (default: "
-        "$XDG_CACHE_HOME/labse/runs/<the URL>-<hash>, ~/.cache when unset); a runner elsewhere "
-        "with an empty one goes on from the remote run folder",
-    )
+    _add_output_options(ap)
     ap.add_argument(
         "--publish",
         metavar="URL",
@@ -120,6 +105,25 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_log_level_option(ap)
     return ap
+
+
+def _add_output_options(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument(
+        "--output",
+        default="demo_out",
+        metavar="DIR|URL",
+        help="run folder (demo_out): a local folder, a shared mount, or s3://BUCKET/PATH or "
+        "gs://BUCKET/PATH, where manifests, logs, stats, labels.tsv and every stage's outputs "
+        "live (the runner works in a local scratch copy of it, see --scratch; S3 endpoint and "
+        "credentials as for any Beam job: beam.options or LABSE_BEAM_OPTIONS)",
+    )
+    ap.add_argument(
+        "--scratch",
+        metavar="DIR",
+        help="with --output on object storage: the local working copy, only a cache (default: "
+        "$XDG_CACHE_HOME/labse/runs/<the URL>-<hash>, ~/.cache when unset); a runner elsewhere "
+        "with an empty one goes on from the remote run folder",
+    )
 
 
 def _stage_list(value: str) -> tuple[str, ...]:
