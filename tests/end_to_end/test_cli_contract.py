@@ -629,6 +629,9 @@ TABLE: dict[str, Cmd] = {
     "filters export": Cmd(
         ["export", "--mined", "{IN}", "--output", "{OUT}"], "mined_dir", "{D}/mined"
     ),
+    "pipelines.export": Cmd(
+        ["--mined", "{IN}", "--output", "{OUT}", *BEAM], "mined_dir", "{D}/mined", beam=True
+    ),
     "pipelines.filter_pairs": Cmd(
         ["--input", "{IN}", "--output", "{OUT}", "--src-lang", "de", "--trg-lang", "en", *BEAM],
         "parquet",
