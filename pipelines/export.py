@@ -63,8 +63,8 @@ PROBLEMS_FILE = "_problems.json"
 
 class SplitFile(beam.DoFn):
     """(file index, path) -> (file index, kept rows, rejected rows, counts, problem): the
-    problem (None, or why the file was unusable) travels with the file's part, one output only
-    (the DaskRunner hands a ParDo's tagged outputs to side inputs unreliably)."""
+    problem (None, or why the file was unusable) travels with the file's part in one output:
+    on the DaskRunner a side input made of a tagged output also received the main output."""
 
     def __init__(self, min_margin: float) -> None:
         self.min_margin = min_margin
@@ -97,8 +97,7 @@ def write_folder(parts: list[Part], summary: dict, inputs: Inputs, output: str) 
         kept += k
         rejected += r
     counts = merge_counts(part[3] for part in parts)
-    verdict = Verdict(None, {}, {}, summary, False)  # the report reads only its summary
-    report, by_pair = bitext_report(counts, kept, verdict, inputs)
+    report, by_pair = bitext_report(counts, kept, summary, inputs)
     # The writers (pyarrow, gzip, the dataset card) take local paths: staged, then copied.
     with tempfile.TemporaryDirectory(prefix="labse-export-") as local:
         write_bitext(local, kept, rejected, by_pair, report, summary)

@@ -240,7 +240,7 @@ def export_bitext(
         kept_all += kept
         rejected_all += rejected
         counter.merge(counts)
-    report, by_pair = bitext_report(counter.counts, kept_all, verdict, inputs)
+    report, by_pair = bitext_report(counter.counts, kept_all, verdict.summary, inputs)
     with claim_output(output, overwrite) as out:
         write_bitext(out.tmp, kept_all, rejected_all, by_pair, report, verdict.summary)
     log.info(
@@ -309,10 +309,10 @@ def split_file(
 
 
 def bitext_report(
-    counts: Mapping[str, int], kept: list[dict], verdict: Verdict, inputs: Inputs
+    counts: Mapping[str, int], kept: list[dict], summary: dict, inputs: Inputs
 ) -> tuple[dict, dict[Key, list[dict]]]:
     """stats.json (checked balanced) and the kept pairs by language pair, in the bitext's
-    order, from every file's counts and the kept pairs in file order."""
+    order, from every file's counts, the kept pairs in file order and combine's summary."""
     by_pair: dict[Key, list[dict]] = {}
     for r in kept:
         by_pair.setdefault((r["src_lang"], r["trg_lang"]), []).append(r)
@@ -320,7 +320,7 @@ def bitext_report(
         STAGE,
         counts,
         source=inputs.source,
-        **_target_note(verdict.summary, inputs.combined is not None),
+        **_target_note(summary, inputs.combined is not None),
         pairs_per_language_pair={f"{s}-{t}": len(v) for (s, t), v in by_pair.items()},
     )
     problems = check_balanced(report)
