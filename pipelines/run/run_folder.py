@@ -153,12 +153,14 @@ class RunFolder:
         shutil.rmtree(state, ignore_errors=True)
         for rel in self.files("_state"):
             self.download(f"_state/{rel}", state / rel)
+        self._labels_sha = None  # a local labels file the remote lacks is uploaded
         for name in (*STATE_FILES, LABELS):
             if filesystems.exists(self.remote(name)):
                 self.download(name, self.scratch / name)
+                if name == LABELS:
+                    self._labels_sha = _sha(self.scratch / LABELS)
             elif name != LABELS:  # a person's labels are never deleted
                 (self.scratch / name).unlink(missing_ok=True)
-        self._labels_sha = _sha(self.scratch / LABELS)
 
     def push_state(self) -> None:
         """``_state/``, ``_run.json``, the config, the logs and (when it changed here) the
