@@ -5,7 +5,8 @@ The released LaBSE reaches a machine in one of two layouts: the plain folder tha
 modules.json, model.safetensors, the tokenizer files at its top), which the encoder loader reads
 as it is, or the Hugging Face cache (``models--sentence-transformers--LaBSE/`` with ``refs/``,
 ``blobs/`` and ``snapshots/<hash>/``), whose encoder folder is one snapshot.
-:func:`resolve_init` turns the second into the first.
+:func:`resolve_init` turns the second into the first. Either may be on object storage
+(``s3://…``, ``gs://…``): it is read from this machine's copy (:mod:`labse_common.remote_cache`).
 
 Without ``model.init`` a run trains an encoder from scratch in the ``model:`` shape; the demo's
 is 128 wide, made to show every stage on a CPU in minutes, not to mine a user's crawl well.
@@ -18,6 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from labse_common.errors import InputError
+from labse_common.filesystems import is_remote
 
 FLAG = "model.init"
 # The keys that make an encoder's shape (the rest of model: is how it is trained).
@@ -49,11 +51,17 @@ def _snapshot(repo: Path) -> Path:
     )
 
 
-def resolve_init(path: str | Path) -> Path:
+def resolve_init(path: str | Path, flag: str | None = FLAG) -> Path:
     """``model.init`` as the encoder folder (absolute): an encoder folder as it is; a Hugging
     Face cache repository folder (``models--ORG--NAME``, or a hub cache holding exactly one)
     as its snapshot (see the module docstring). Anything else is returned for the caller to
-    refuse with its own message."""
+    refuse with its own message. A folder on object storage (``s3://…``, ``gs://…``) is first
+    copied to this machine once (:func:`labse_common.remote_cache.local_folder`: every local
+    stage reads the encoder from a path); a missing one is an InputError naming it."""
+    if is_remote(path):
+        from labse_common.remote_cache import local_folder
+
+        path = local_folder(str(path), flag)
     p = Path(path).expanduser().resolve()
     if not p.is_dir() or _is_encoder(p):
         return p

@@ -296,12 +296,18 @@ def load_model(
     quantize: str = "none",
 ) -> Encoder:
     """The process's cached encoder for ``model``; a missing or unreadable checkpoint folder is an
-    InputError naming it, int8 on a GPU a UsageError."""
+    InputError naming it, int8 on a GPU a UsageError. A folder on object storage (``s3://…``)
+    is read from this machine's copy of it (:func:`labse_common.model_init.resolve_init`): a
+    Beam worker does not see the launcher's disk."""
     from labse_model.encode import cached_encoder
     from labse_model.model import CheckpointError
 
     check_max_seq_length(max_seq_length)
     check_quantize(quantize, device)
+    if is_remote(model):  # this machine's copy (a Hugging Face cache layout: its snapshot)
+        from labse_common.model_init import resolve_init
+
+        model = str(resolve_init(model, flag))
     if not os.path.isdir(model):
         raise InputError(model, "model directory not found", flag)
     try:

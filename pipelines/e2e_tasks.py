@@ -46,6 +46,7 @@ from labse_common.errors import InputError, UsageError
 from labse_common.formats import PROVENANCE_COLUMNS
 from labse_common.logs import setup_logging
 from labse_common.output_dir import claim_output
+from labse_common.remote_cache import local_copy
 from labse_common.resume_shards import fingerprint
 from labse_common.stats import StageCounter, check_balanced, sum_reports, write_report
 
@@ -229,7 +230,7 @@ def _text_sentences(
 
     text_by_lang: dict[str, list[str]] = {}
     for tf in expand_texts(texts, None, "--text") if texts else []:
-        lines = [ln.strip() for ln in read_text(Path(tf.path), "--text").splitlines()]
+        lines = [ln.strip() for ln in read_text(tf.path, "--text").splitlines()]
         counter.add_in("text_sentences", len(lines))
         kept = [ln for ln in lines if ln]
         counter.add_dropped("text_sentences", "empty", len(lines) - len(kept))
@@ -450,7 +451,7 @@ def labels(
     sample: Path,
     candidates: Path,
     person_file: Path,
-    earlier: Path | None,
+    earlier: Path | str | None,  # a local path or an object-store URL (combine.labels)
     out: Path,
     min_labelled: int,
     min_per_label: int,
@@ -476,9 +477,8 @@ def labels(
     sample_rows = [{h: ("" if h == LABEL else r.get(h)) for h in header} for r in smp.to_pylist()]
     earlier_labels = {}
     if earlier is not None:
-        earlier_labels = lm.known_labels(
-            lm.read_rows(earlier, "combine.labels")[1], counter, "earlier_labels", earlier
-        )
+        earlier_rows = lm.read_rows(local_copy(earlier, "combine.labels"), "combine.labels")[1]
+        earlier_labels = lm.known_labels(earlier_rows, counter, "earlier_labels", earlier)
     person_header, person_rows = (
         lm.read_rows(person_file, "labels file") if person_file.is_file() else (header, [])
     )
@@ -751,7 +751,7 @@ def _run_task(args: argparse.Namespace) -> int:
             Path(args.sample),
             Path(args.candidates),
             Path(args.file),
-            Path(args.earlier) if args.earlier else None,
+            args.earlier,
             Path(args.output),
             args.min_labelled,
             args.min_per_label,

@@ -47,9 +47,11 @@ from labse_common.cli import (
     exit_with,
     run_main,
 )
+from labse_common.filesystems import is_remote
 from labse_common.logs import setup_logging
 from labse_common.output_dir import claim_output
 from labse_common.remote import check_paths, remote_paths
+from labse_common.remote_cache import require_encoder_folder
 from labse_common.stats import merge_counts
 from labse_model import embed_store as lib
 from pipelines.options import new_pipeline, pipeline_options, run_pipeline
@@ -287,7 +289,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="Parquet files/globs/folders with a 'text' column (optional id, doc_id, "
         "url_or_title, source), text files with one sentence per line, or an embedding store",
     )
-    ap.add_argument("--model", required=True, help="LaBSE checkpoint directory (HF format)")
+    ap.add_argument(
+        "--model",
+        required=True,
+        help="LaBSE checkpoint directory (HF format), local or on object storage (s3://, gs://: "
+        "each worker copies it once into its $XDG_CACHE_HOME/labse/models)",
+    )
     add_output_option(ap, "store directory to write")
     g = ap.add_mutually_exclusive_group()
     g.add_argument("--rows-per-shard", type=int, help="rows per shard file (default 100000)")
@@ -322,12 +329,14 @@ def _run(args: argparse.Namespace, beam_args: list[str]) -> int:
     lib.check_options(
         args.dtype, args.batch_size, rows_per_shard or 1, lib.CHUNK_ROWS, args.max_seq_length
     )
-    if not os.path.isdir(args.model):
+    if not is_remote(args.model) and not os.path.isdir(args.model):
         raise UsageError(f"--model {args.model}: model directory not found")
     lib.check_quantize(args.quantize, args.device)
     options = pipeline_options(beam_args)  # first: it gives FileSystems the S3/GCS options
     # With the job's own S3 options: missing credentials/endpoint/bucket is one line now.
-    check_paths(remote_paths([*args.input, args.output]), options)
+    check_paths(remote_paths([*args.input, args.output, args.model]), options)
+    if is_remote(args.model):  # each worker copies it (lib.load_model); it must be there
+        require_encoder_folder(args.model, "--model")
     files = lib.expand_inputs(args.input, "--input")
     columns = lib.check_inputs(files, "text", "--input")  # before the claim: nothing written
     # Workers survive a damaged row group (its rows keep their place with zero vectors), but an

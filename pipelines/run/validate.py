@@ -7,6 +7,9 @@ from pathlib import Path
 
 from labse_common.config import ConfigError
 from labse_common.errors import InputError
+from labse_common.filesystems import is_remote
+from labse_common.remote import check_paths, remote_paths
+from labse_common.remote_cache import local_file, require_encoder_folder
 from pipelines.run.corpus_stages import has_source, source_patterns
 from pipelines.run.declare import Context
 
@@ -77,6 +80,7 @@ def validate_sources(ctx: Context) -> None:
     from labse_common.sources import expand_pairs, expand_texts, matching_globs
 
     src, demo = ctx.sources, ctx.demo
+    _check_remote(ctx)
     if not ctx.values["mining"]["pairs"]:
         raise ConfigError(
             "mining.pairs is empty: name the language pairs to mine, e.g. [de-en, de-fr]"
@@ -107,9 +111,6 @@ def validate_sources(ctx: Context) -> None:
         ):
             if user(kind):  # each glob must match a file whose name gives its languages
                 expand(user(kind), None, f"sources.{kind}")
-        from labse_common.remote import check_paths, remote_paths
-
-        check_paths(remote_paths([*user("commoncrawl"), *user("wikipedia")]))
     if not (source_patterns(ctx, "commoncrawl") or source_patterns(ctx, "wikipedia")):
         raise ConfigError(
             "sources.commoncrawl and sources.wikipedia are both empty: nothing to mine"
@@ -118,8 +119,11 @@ def validate_sources(ctx: Context) -> None:
         raise ConfigError(
             "sources.label_from is eval but sources.eval is empty: no alignment to label from"
         )
+    init = ctx.values["model"]["init"]
+    if init and is_remote(init):  # its listing first: nothing is copied for a wrong URL
+        require_encoder_folder(init, "model.init")
     if ctx.init:
-        _check_init(Path(ctx.init))
+        _check_init(Path(ctx.init), init if init and is_remote(init) else None)
     trains = not (ctx.init and ctx.values["train"]["steps"] == 0)
     if trains and not has_source(ctx, "pairs"):
         why = (
@@ -135,23 +139,37 @@ def validate_sources(ctx: Context) -> None:
     if missing:  # parse_pair checks this too; kept for a table edited by hand
         raise ConfigError(f"mining.pairs: {missing} unknown to the language-ID model")
     labels = ctx.values["combine"]["labels"]
-    if labels and not Path(labels).is_file():
+    if labels and is_remote(labels):
+        local_file(labels, "combine.labels")  # the labels stage reads it: missing is one line
+    elif labels and not Path(labels).is_file():
         raise InputError(labels, "no such labels file", "combine.labels")
 
 
-def _check_init(path: Path) -> None:
+def _check_remote(ctx: Context) -> None:
+    """Credentials, endpoint and bucket of every source, model.init and combine.labels on
+    object storage (labse_common.remote): one line, before anything lists or copies them."""
+    kinds = ("commoncrawl", "wikipedia", "pairs", "eval", "text")
+    given = [*(p for k in kinds for p in ctx.sources[k]), ctx.values["model"]["init"]]
+    check_paths(remote_paths([*given, ctx.values["combine"]["labels"]]))
+
+
+def _check_init(path: Path, url: str | None = None) -> None:
     """model.init must be an encoder folder: HF (config.json) or sentence-transformers
-    (modules.json), with its tokenizer."""
+    (modules.json), with its tokenizer. ``url``: the folder on object storage ``path`` is the
+    copy of (the one the messages name)."""
+    shown = url or path
     if not path.is_dir():
-        raise InputError(path, "not a folder (model.init names an encoder folder)", "model.init")
+        raise InputError(shown, "not a folder (model.init names an encoder folder)", "model.init")
     if not ((path / "config.json").is_file() or (path / "modules.json").is_file()):
         raise InputError(
-            path,
+            shown,
             "no config.json or modules.json: not a Hugging Face or "
             "sentence-transformers encoder folder",
             "model.init",
         )
     if not any(path.rglob("vocab.txt")) and not any(path.rglob("tokenizer.json")):
         raise InputError(
-            path, "no vocab.txt or tokenizer.json: the encoder's tokenizer is missing", "model.init"
+            shown,
+            "no vocab.txt or tokenizer.json: the encoder's tokenizer is missing",
+            "model.init",
         )
