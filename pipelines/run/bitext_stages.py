@@ -150,10 +150,22 @@ def person_labels(out: Path) -> Path:
     return out / "labels.tsv"
 
 
+def _earlier_labels(c: Context, copy: bool = False) -> str | None:
+    """combine.labels, made absolute; on object storage its URL (the labels stage reads it
+    there), or with ``copy`` this machine's copy of it (what the cache key fingerprints)."""
+    from labse_common.filesystems import is_remote
+    from labse_common.remote_cache import local_file
+
+    earlier = c.values["combine"]["labels"]
+    if not earlier or not is_remote(earlier):
+        return str(Path(earlier).resolve()) if earlier else None
+    return str(local_file(earlier, "combine.labels")) if copy else earlier
+
+
 def _label_files(c: Context) -> list[str]:
     files = [str(person_labels(c.out))] if person_labels(c.out).is_file() else []
-    earlier = c.values["combine"]["labels"]
-    return files + ([str(Path(earlier).resolve())] if earlier else [])
+    earlier = _earlier_labels(c, copy=True)
+    return files + ([earlier] if earlier else [])
 
 
 @stage(
@@ -169,7 +181,7 @@ def _label_files(c: Context) -> list[str]:
     ),
 )
 def LABELS(c: Context) -> list[Command]:
-    earlier = c.values["combine"]["labels"]
+    earlier = _earlier_labels(c)
     comb = c.values["combine"]
     return [
         c.py(
@@ -181,7 +193,7 @@ def LABELS(c: Context) -> list[Command]:
             _candidates(c),
             "--file",
             person_labels(c.out),
-            *(["--earlier", Path(earlier).resolve()] if earlier else []),
+            *(["--earlier", earlier] if earlier else []),
             "--min-labelled",
             comb["min_labelled"],
             "--min-per-label",

@@ -113,8 +113,15 @@ def TRAIN(c: Context) -> list[Command]:
     ]
 
 
-def encoder(c: Context) -> Path:
-    """The encoder that embeds: the trained one, else the one the user gave."""
+def encoder(c: Context, url: bool = False) -> Path | str:
+    """The encoder that embeds: the trained one, else the one the user gave. With ``url`` (for
+    a Beam job, whose workers do not see this machine's disk) a model.init on object storage is
+    its URL: each worker copies it (labse_model.embed_store.load_model)."""
+    from labse_common.filesystems import is_remote
+
+    init = c.values["model"]["init"]
+    if url and init and is_remote(init) and not c.on.get(TRAIN.name):
+        return init
     return c.d(TRAIN) / "model" if c.on.get(TRAIN.name) else Path(c.init or "")
 
 
@@ -144,7 +151,7 @@ def EMBED(c: Context) -> list[Command]:
                 "--input",
                 c.d(SENTENCES) / "mine" / lang,
                 "--model",
-                encoder(c),
+                encoder(c, url=True),
                 "--output",
                 c.d(EMBED) / lang,
                 "--dtype",
