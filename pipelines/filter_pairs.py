@@ -2,7 +2,8 @@
 
     python -m pipelines.filter_pairs --input 'mined/*/mined.parquet' --output DIR [--overwrite] \\
         [--src-lang de --trg-lang en] [--config demo] [--set max_ratio=2.5] [--write-dropped] \\
-        [--cds-model DIR [--cds-threshold T]] [beam options, e.g. --runner FlinkRunner]
+        [--cds-model DIR [--cds-threshold T]] [--same-as rules|cds-score] \\
+        [beam options, e.g. --runner FlinkRunner]
 
 Each input file (Parquet or TSV[.gz], the formats of ``filters.bitext.pair_io``) is read by one worker
 in record batches, which are reshuffled over the workers; each worker loads the rules (the LID
@@ -26,6 +27,16 @@ counted under ``files`` (dropped ``unreadable``) and the job goes on; a cut gzip
 before the cut (counted by the reader). ``stats.json`` names the files behind those counts:
 ``unreadable`` (path, problem) and ``damaged`` (path, pairs read, row groups and pairs lost,
 whether the gzip was cut), so a partial input is traced to its file, not only to a total.
+
+``--same-as rules`` or ``--same-as cds-score`` does on Beam what that local command does and
+leaves its output folder (the stage runner's ``rules`` and ``cds_score`` stages on
+``beam.runner``): the parts are assembled in input order (:mod:`pipelines.pair_assembly`) into
+``kept.parquet`` + ``kept.tsv.gz`` (and ``dropped.*`` with ``--write-dropped``), or into
+``scored.parquet``: every input column plus every score the model gives (``cds_score``,
+``xent_clean`` and, bidirectional, ``cds_score_bwd``, ``xent_clean_bwd``, ``dual_xent``), no
+rule applied, the ``cds`` section of ``--config`` read (device, threads, score_batch_size;
+``--set`` then sets its keys); ``stats.json`` has the local command's fields. Its default
+``--batch-rows`` is the local command's (5000, 4096), so the batches are the same.
 """
 
 from __future__ import annotations
@@ -35,6 +46,7 @@ import gzip
 import io
 import json
 import logging
+import time
 from collections.abc import Iterator, Sequence
 
 import apache_beam as beam
@@ -44,6 +56,7 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from filters.bitext.pair_io import LAYOUTS, iter_pair_batches
+from filters.bitext.score_file import with_scores
 from filters.steps import chain_report
 from labse_common.cli import (
     add_config_options,
@@ -61,13 +74,19 @@ from labse_common.filesystems import is_remote
 from labse_common.logs import setup_logging
 from labse_common.output_dir import claim_output
 from labse_common.remote import check_paths, remote_paths
-from labse_common.stats import StageCounter, check_balanced, merge_counts
+from labse_common.stats import StageCounter, check_balanced, merge_counts, to_report
 from pipelines.options import new_pipeline, pipeline_options, run_pipeline
+from pipelines.pair_assembly import assemble, local_model_dir, put_json
+from pipelines.tagged import join_sinks, with_outputs
 
 log = logging.getLogger(__name__)
 
 STAGE = "pair_rules"
 STATS, SUMMARY, UNREADABLE, DAMAGED = "stats", "summary", "unreadable", "damaged"
+DEVICE = "device"
+RULES, CDS_SCORE = "rules", "cds-score"  # --same-as: the local command reproduced
+# Each local command's default batch (filters rules, filters cds-score), else the job's own.
+BATCH_ROWS = {RULES: 5000, CDS_SCORE: 4096, None: 20000}
 
 
 class ReadPairFile(beam.DoFn):
@@ -131,9 +150,10 @@ class FilterBatch(beam.DoFn):
         output: str,
         cds_model: str | None,
         cds_threshold: float | None,
+        tsv: bool = True,
     ) -> None:
         self.cfg, self.src_lang, self.trg_lang, self.output = cfg, src_lang, trg_lang, output
-        self.cds_model, self.cds_threshold = cds_model, cds_threshold
+        self.cds_model, self.cds_threshold, self.tsv = cds_model, cds_threshold, tsv
         self.runner = None
 
     def setup(self) -> None:
@@ -146,7 +166,8 @@ class FilterBatch(beam.DoFn):
             # filters.bitext.cds (the CDS scorer); torch is imported on the workers only
             from filters.bitext.cds.score import CdsScorer
 
-            extra.append(CdsStep(CdsScorer.load(self.cds_model), self.cds_threshold))
+            model = local_model_dir(self.cds_model)
+            extra.append(CdsStep(CdsScorer.load(model), self.cds_threshold))
         cfg = from_dict(PairRulesConfig, self.cfg, prefix=STAGE)
         self.runner = PairRulesRunner(cfg, self.src_lang, self.trg_lang, extra)
 
@@ -155,18 +176,57 @@ class FilterBatch(beam.DoFn):
         runner = self.runner
         kept, dropped = runner.filter_batch(batch, want_dropped=bool(self.cfg.get("write_dropped")))
         name = f"part-{fi:05d}-{bi:05d}"
-        _write_part(kept, f"{self.output}/kept/{name}")
+        _write_part(kept, f"{self.output}/kept/{name}", self.tsv)
         if dropped is not None:
-            _write_part(dropped, f"{self.output}/dropped/{name}")
+            _write_part(dropped, f"{self.output}/dropped/{name}", self.tsv)
         yield beam.pvalue.TaggedOutput(STATS, runner.chain.drain())
         yield beam.pvalue.TaggedOutput(SUMMARY, dict(runner.summary.counts))
         runner.summary.counts.clear()
 
 
-def _write_part(batch: pa.RecordBatch, stem: str) -> None:
+class ScoreBatch(beam.DoFn):
+    """``filters cds-score`` on one batch: every column plus every score the model gives
+    (``with_scores``, the local command's), written as a part file; emits counts and device."""
+
+    def __init__(self, cfg: dict, model: str, output: str) -> None:
+        self.cfg, self.model, self.output = cfg, model, output
+        self.scorer = None
+
+    def setup(self) -> None:
+        from filters.bitext.cds.score import CdsScorer
+        from labse_common.threads import size_threads
+
+        size_threads(self.cfg["threads"])
+        self.scorer = CdsScorer.load(
+            local_model_dir(self.model),
+            device=self.cfg["device"],
+            batch_size=self.cfg["score_batch_size"],
+            progress=False,
+        )
+
+    def process(self, item: tuple[tuple[int, int], pa.RecordBatch]) -> Iterator:
+        (fi, bi), batch = item
+        if batch.num_rows == 0:  # as score_pairs_file: nothing to score or count
+            return
+        before = self.scorer.truncated
+        # Columns 0 and 1 are src and trg (pair_io's batches), as score_pairs_file reads them.
+        src, trg = batch.column(0).to_pylist(), batch.column(1).to_pylist()
+        scored = with_scores(batch, self.scorer.score_all(src, trg))
+        _write_part(scored, f"{self.output}/kept/part-{fi:05d}-{bi:05d}", tsv=False)
+        n = batch.num_rows
+        truncated = self.scorer.truncated - before
+        yield beam.pvalue.TaggedOutput(
+            STATS, {"pairs/in": n, "pairs/out": n, "pairs/event/truncated_sides": truncated}
+        )
+        yield beam.pvalue.TaggedOutput(DEVICE, str(self.scorer.device))
+
+
+def _write_part(batch: pa.RecordBatch, stem: str, tsv: bool = True) -> None:
     table = pa.Table.from_batches([batch])
     with FileSystems.create(f"{stem}.parquet") as f:
         pq.write_table(table, f)
+    if not tsv:  # --same-as: the assembled file gets the TSV (pipelines.pair_assembly)
+        return
     buf = io.BytesIO()
     with gzip.GzipFile(fileobj=buf, mode="wb") as gz:
         data = [c.to_pylist() for c in table.columns]
@@ -218,24 +278,33 @@ def build_pipeline(
     cds_threshold: float | None,
     batch_rows: int,
     layout: str,
+    same_as: str | None = None,
 ) -> None:
-    step_order = list(cfg["steps"]) + (["cds"] if cds_model else [])
-    read = (
-        p
-        | "Files" >> beam.Create(list(enumerate(inputs)))
-        | "Read"
-        >> beam.ParDo(ReadPairFile(batch_rows, layout)).with_outputs(
-            STATS, UNREADABLE, DAMAGED, main="batches"
+    # tagged.with_outputs and join_sinks: the DaskRunner runs the job too (pipelines/tagged.py).
+    files = p | "Files" >> beam.Create(list(enumerate(inputs)))
+    reader = ReadPairFile(batch_rows, layout)
+    read = with_outputs(files, "Read", reader, STATS, UNREADABLE, DAMAGED, main="batches")
+    spread = read.batches | "Spread" >> beam.Reshuffle()
+    if same_as == CDS_SCORE:
+        scorer = ScoreBatch(cfg, cds_model, output)
+        scored = with_outputs(spread, "Score", scorer, STATS, DEVICE, main="none")
+        counts = (
+            (read[STATS], scored[STATS])
+            | "FlattenStats" >> beam.Flatten()
+            | "SumStats" >> beam.CombineGlobally(merge_counts)
         )
-    )
-    filtered = (
-        read.batches
-        | "Spread" >> beam.Reshuffle()
-        | "Filter"
-        >> beam.ParDo(
-            FilterBatch(cfg, src_lang, trg_lang, output, cds_model, cds_threshold)
-        ).with_outputs(STATS, SUMMARY)
-    )
+        written = counts | "WriteStats" >> beam.Map(
+            _write_score_stats,
+            beam.pvalue.AsList(scored[DEVICE]),
+            beam.pvalue.AsList(read[UNREADABLE]),
+            beam.pvalue.AsList(read[DAMAGED]),
+            output,
+        )
+        join_sinks([written])
+        return
+    step_order = list(cfg["steps"]) + (["cds"] if cds_model else [])
+    filt = FilterBatch(cfg, src_lang, trg_lang, output, cds_model, cds_threshold, same_as is None)
+    filtered = with_outputs(spread, "Filter", filt, STATS, SUMMARY, main="none")
     counts = (
         (read[STATS], filtered[STATS])
         | "FlattenStats" >> beam.Flatten()
@@ -250,7 +319,7 @@ def build_pipeline(
         "cds_model": cds_model,
         "cds_threshold": cds_threshold,
     }
-    _ = counts | "WriteStats" >> beam.Map(
+    written = counts | "WriteStats" >> beam.Map(
         _write_stats,
         beam.pvalue.AsSingleton(summary),
         beam.pvalue.AsList(read[UNREADABLE]),
@@ -259,6 +328,18 @@ def build_pipeline(
         step_order,
         extra,
     )
+    join_sinks([written])
+
+
+def _write_score_stats(
+    counts: dict, devices: list[str], unreadable: list[dict], damaged: list[dict], output: str
+) -> None:
+    """The job's own counts; :func:`_finish_score` turns them into cds-score's stats.json."""
+    report = to_report("cds_score", counts)
+    report["devices"] = sorted(set(devices))
+    report["unreadable"] = sorted(unreadable, key=lambda u: u["path"])
+    report["damaged"] = sorted(damaged, key=lambda u: u["path"])
+    put_json(f"{output}/stats.json", report)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -295,7 +376,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--cds-threshold", type=float, help="with --cds-model: drop pairs scoring below this"
     )
     ap.add_argument("--layout", choices=LAYOUTS, default="auto", help="TSV layout")
-    ap.add_argument("--batch-rows", type=int, default=20000, help="pairs per batch (default 20000)")
+    ap.add_argument(
+        "--same-as",
+        choices=[RULES, CDS_SCORE],
+        help="do what python -m filters rules (or filters cds-score: score only, no rule, the "
+        "cds section of --config) does and write its output folder: kept.parquet, kept.tsv.gz, "
+        "dropped.* (or scored.parquet) and stats.json, row for row as that command",
+    )
+    ap.add_argument(
+        "--batch-rows",
+        type=int,
+        help="pairs per batch (default 20000; with --same-as the local command's: 5000, 4096)",
+    )
     add_log_level_option(ap)
     return ap
 
@@ -305,13 +397,25 @@ def _check(args: argparse.Namespace, cfg_obj) -> None:
         raise UsageError(f"--batch-rows must be >= 1 (got {args.batch_rows})")
     if args.cds_threshold is not None and not args.cds_model:
         raise UsageError("--cds-threshold needs --cds-model")
+    if args.same_as == CDS_SCORE:
+        if not args.cds_model:
+            raise UsageError("--same-as cds-score needs --cds-model")
+        for flag, given in (
+            ("--cds-threshold", args.cds_threshold is not None),
+            ("--write-dropped", args.write_dropped),
+            ("--lid-model", args.lid_model),
+        ):
+            if given:
+                raise UsageError(f"{flag}: --same-as cds-score applies no rule and drops no pair")
     if args.cds_model:
         try:
             from filters.bitext.cds.score import check_model_dir
         except ImportError as e:
             raise UsageError(f"--cds-model needs filters.bitext.cds (not available: {e})") from None
         # Its files, once, here: a wrong folder was a long traceback from every worker.
-        check_model_dir(args.cds_model, "--cds-model")
+        check_model_dir(local_model_dir(args.cds_model), "--cds-model")
+    if args.same_as == CDS_SCORE:
+        return
     if {"script", "lang"} & set(cfg_obj.steps) and not (args.src_lang and args.trg_lang):
         log.warning(
             "no --src-lang/--trg-lang: the script and lang rules use the input's "
@@ -319,18 +423,27 @@ def _check(args: argparse.Namespace, cfg_obj) -> None:
         )
 
 
+def _config(args: argparse.Namespace):
+    if args.same_as == CDS_SCORE:  # what filters cds-score reads: device, threads, batch size
+        return load_config("cds", args)
+    return load_config(
+        STAGE, args, {"write_dropped": args.write_dropped, "lid_model": args.lid_model}
+    )
+
+
 def run(argv: Sequence[str] | None = None) -> int:
     args, beam_args = build_parser().parse_known_args(argv)
     setup_logging(args.log_level)
+    if args.batch_rows is None:
+        args.batch_rows = BATCH_ROWS[args.same_as]
 
     def body() -> int:
-        cfg_obj = load_config(
-            STAGE, args, {"write_dropped": args.write_dropped, "lid_model": args.lid_model}
-        )
-        _check(args, cfg_obj)
+        t0 = time.perf_counter()
+        cfg_obj = _config(args)
         opts = pipeline_options(beam_args)  # first: it gives FileSystems the S3/GCS options
         # With the job's own S3 options: missing credentials/endpoint/bucket is one line now.
         check_paths(remote_paths([*args.input, args.output, args.cds_model]), opts)
+        _check(args, cfg_obj)
         inputs = sorted(
             {m.path for pat in args.input for m in FileSystems.match([pat])[0].metadata_list}
         )
@@ -338,11 +451,12 @@ def run(argv: Sequence[str] | None = None) -> int:
             raise InputError(" ".join(args.input), "no input matches", "--input")
         cfg = to_dict(cfg_obj)
         with claim_output(args.output, args.overwrite) as out:
+            tmp = out.tmp.rstrip("/")
             with new_pipeline(opts) as p:
                 build_pipeline(
                     p,
                     inputs,
-                    out.tmp.rstrip("/"),
+                    tmp,
                     cfg,
                     args.src_lang,
                     args.trg_lang,
@@ -350,17 +464,65 @@ def run(argv: Sequence[str] | None = None) -> int:
                     args.cds_threshold,
                     args.batch_rows,
                     args.layout,
+                    args.same_as,
                 )
                 run_pipeline(p)
-            report = _read_stats(f"{out.tmp.rstrip('/')}/stats.json")
+            report = _read_stats(f"{tmp}/stats.json")
             c = report["counts"].get("pairs", {"in": 0, "out": 0})
             if not c["in"]:
                 raise InputError(" ".join(inputs), _nothing_read(report), "--input")
+            if args.same_as:
+                finish = _finish_rules if args.same_as == RULES else _finish_score
+                finish(args, tmp, report, cfg, t0)
         print(f"filter_pairs: {c['in']} pairs in, {c['out']} kept -> {args.output}")
         return 0
 
     # Remote paths are checked in the body, once the Beam options (S3 endpoint, keys) are parsed.
     return run_main(body, log, args=args, check_remote=False)
+
+
+def _local_fields(report: dict, *keys: str) -> dict:
+    """The local command's stats.json fields; the files a partial read lost, when there are."""
+    out = {k: report[k] for k in keys}
+    return out | {k: report[k] for k in (UNREADABLE, DAMAGED) if report.get(k)}
+
+
+def _finish_rules(args: argparse.Namespace, tmp: str, report: dict, cfg: dict, t0: float) -> None:
+    """``filters rules``' folder: kept.* (dropped.*) in input order and its stats.json."""
+    files = []
+    for stem in ("kept", "dropped") if cfg["write_dropped"] else ("kept",):
+        assemble(tmp, stem, stem, tsv=True)
+        files += [f"{stem}.parquet", f"{stem}.tsv.gz"]
+    stats = _local_fields(report, "stage", "counts", "steps", "summary")
+    stats.update(
+        input=" ".join(args.input),
+        outputs=files,
+        config=cfg,
+        src_lang=args.src_lang,
+        trg_lang=args.trg_lang,
+        seconds=round(time.perf_counter() - t0, 3),
+    )
+    put_json(f"{tmp}/stats.json", stats)
+
+
+def _finish_score(args: argparse.Namespace, tmp: str, report: dict, cfg: dict, t0: float) -> None:
+    """``filters cds-score``' folder: scored.parquet in input order and its stats.json (the
+    reader's line counts named ``pairs_lines``, as that command names them)."""
+    assemble(tmp, "kept", "scored", tsv=False)
+    counts = {("pairs_lines" if u == "lines" else u): c for u, c in report["counts"].items()}
+    counts["pairs"].setdefault("events", {}).setdefault("truncated_sides", 0)
+    meta = read_json(f"{local_model_dir(args.cds_model)}/cds.json", "--cds-model")
+    stats = _local_fields(report, "stage") | {"counts": dict(sorted(counts.items()))}
+    stats.update(
+        pairs_file=" ".join(args.input),
+        labelled_file=None,
+        model=args.cds_model,
+        outputs=["scored.parquet"],
+        bidirectional="bwd" in meta.get("directions", []),
+        device=",".join(report["devices"]),
+        seconds=round(time.perf_counter() - t0, 3),
+    )
+    put_json(f"{tmp}/stats.json", stats)
 
 
 def _nothing_read(report: dict) -> str:

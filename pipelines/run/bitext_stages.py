@@ -13,38 +13,59 @@ from pipelines.run.model_stages import MINE, TRAIN, VOCAB, encoder
 
 
 @stage(
-    "bitext hard rules on the mined pairs (kept, dropped with reasons)",
+    "bitext hard rules on the mined pairs (kept, dropped with reasons; a Beam job per pair with "
+    "beam.runner)",
+    # Not "beam": its options reach the commands only on the engine, as arguments (a changed
+    # command reruns the stage), and a local run does not depend on them.
     reads=keys("pair_rules"),
     inputs=(MINE,),
     outputs=lambda c: [f"{p}/kept.parquet" for p in c.pairs] + ["kept_all.parquet"],
     optional=True,
     resumable=True,  # one command per language pair: a rerun keeps the pairs already done
+    engine=True,
 )
 def RULES(c: Context) -> list[Command]:
+    def pair_args(p: str) -> list[object]:
+        src, trg = p.split("-")
+        return ["--src-lang", src, "--trg-lang", trg, "--output", c.d(RULES) / p, "--write-dropped"]
+
+    mined = [c.d(MINE) / p / "mined.parquet" for p in c.pairs]
+    kept = [c.d(RULES) / p / "kept.parquet" for p in c.pairs]
+    if c.engine:
+        # filters rules' folder per pair, row for row (pipelines.filter_pairs --same-as rules);
+        # the concat reads and writes the run folder through Beam's file systems.
+        return [
+            *(
+                c.py(
+                    "pipelines.filter_pairs",
+                    "--input",
+                    m,
+                    *pair_args(p),
+                    "--same-as",
+                    "rules",
+                    *c.config_args,
+                    "--overwrite",
+                    *c.beam_args,
+                )
+                for p, m in zip(c.pairs, mined)
+            ),
+            c.py(
+                "pipelines.pair_assembly",
+                "concat",
+                *kept,
+                "--output",
+                c.d(RULES) / "kept_all.parquet",
+                "--overwrite",
+                *c.beam_args,
+            ),
+        ]
     per_pair = [
-        c.py(
-            "filters",
-            "rules",
-            "--pairs",
-            c.d(MINE) / p / "mined.parquet",
-            "--src-lang",
-            p.split("-")[0],
-            "--trg-lang",
-            p.split("-")[1],
-            "--output",
-            c.d(RULES) / p,
-            "--write-dropped",
-            *c.config_args,
-        )
-        for p in c.pairs
+        c.py("filters", "rules", "--pairs", m, *pair_args(p), *c.config_args)
+        for p, m in zip(c.pairs, mined)
     ]
     # The CDS commands take one pair file.
     concat = c.py(
-        "pipelines.e2e_tasks",
-        "concat",
-        *[c.d(RULES) / p / "kept.parquet" for p in c.pairs],
-        "--output",
-        c.d(RULES) / "kept_all.parquet",
+        "pipelines.e2e_tasks", "concat", *kept, "--output", c.d(RULES) / "kept_all.parquet"
     )
     return [*per_pair, concat]
 
@@ -85,27 +106,31 @@ def CDS_TRAIN(c: Context) -> list[Command]:
 
 
 @stage(
-    "CDS scores of the rule-filtered pairs",
+    "CDS scores of the rule-filtered pairs (a Beam job with beam.runner)",
     reads=("cds.device", "cds.threads", "cds.score_batch_size"),  # the rest: from the model
     inputs=(RULES, CDS_TRAIN),
     outputs=("scored.parquet", "stats.json"),
     optional=True,
+    engine=True,
 )
 def CDS_SCORE(c: Context) -> list[Command]:
-    return [
-        c.py(
-            "filters",
-            "cds-score",
-            "--model",
-            c.d(CDS_TRAIN),
-            "--pairs",
-            c.d(RULES) / "kept_all.parquet",
-            "--output",
-            c.d(CDS_SCORE),
-            "--overwrite",
-            *c.config_args,
-        )
-    ]
+    args = ["--output", c.d(CDS_SCORE), "--overwrite", *c.config_args]
+    pairs, model = c.d(RULES) / "kept_all.parquet", c.d(CDS_TRAIN)
+    if c.engine:  # filters cds-score's folder, the same rows, columns and scores
+        return [
+            c.py(
+                "pipelines.filter_pairs",
+                "--input",
+                pairs,
+                "--same-as",
+                "cds-score",
+                "--cds-model",
+                model,
+                *args,
+                *c.beam_args,
+            )
+        ]
+    return [c.py("filters", "cds-score", "--model", model, "--pairs", pairs, *args)]
 
 
 def _candidates(c: Context) -> Path:

@@ -723,6 +723,12 @@ TABLE: dict[str, Cmd] = {
         "{D}/pairs.parquet",
         na=_na(["non_utf8"], NO_TEXT),
     ),
+    "pipelines.pair_assembly concat": Cmd(
+        ["concat", "{IN}", "--output", "{OUT}/pairs.parquet"],
+        "parquet",
+        "{D}/pairs.parquet",
+        na=_na(["non_utf8"], NO_TEXT),
+    ),
     "pipelines.e2e_tasks embed": Cmd(
         [
             "embed",
