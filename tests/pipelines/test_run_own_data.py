@@ -429,3 +429,78 @@ def test_a_killed_mine_stage_keeps_the_pairs_it_mined(own, tmp_path):
     assert len(mined) > 1
     for rel in mined:
         assert pq.read_table(killed / rel).equals(pq.read_table(whole / rel)), rel
+
+
+ENGINE_STAGES = ("wikipedia", "commoncrawl", "embed", "mine", "rules", "cds_score", "bitext")
+
+
+def _bitext_rows(tsv_gz: bytes) -> list[str]:
+    import gzip
+
+    return gzip.decompress(tsv_gz).decode("utf-8").splitlines()
+
+
+def test_the_run_folder_on_s3_with_the_stages_on_a_dask_cluster(own, cluster, tmp_path):
+    """``--output s3://…`` on a loopback S3 server and ``beam.runner: DaskRunner`` on two stock
+    Dask workers. The first attempt is killed right after the embed stage's first language
+    (``LABSE_KILL_AFTER=embed:1``, SIGKILL of the runner); a runner with a new, empty scratch
+    copy (as on another machine) keeps that language (``resumed_shards``) and stops for labels
+    naming the remote file; labelled there, a third runner, again on an empty scratch, ends
+    with the local runner's bitext, pair for pair. Everything lives in the bucket."""
+    from tests.support.scaleout_util import s3_args, s3_test_server
+
+    with s3_test_server(tmp_path / "moto", "runs") as (endpoint, client):
+        s3 = dict(zip(s3_args(endpoint)[::2], s3_args(endpoint)[1::2], strict=True))
+        opts = ", ".join(f"{k[2:]}: '{v}'" for k, v in s3.items())
+        options = f"beam.options={{dask_client_address: '{cluster}', dask_npartitions: 2, {opts}}}"
+        env = {
+            **ENV,
+            "AWS_EC2_METADATA_DISABLED": "true",
+            "LABSE_BEAM_OPTIONS": shlex.join(s3_args(endpoint)),
+        }
+        url = "s3://runs/own"
+        args = ["--set", "beam.runner=DaskRunner", "--set", options]
+
+        def attempt(n: int, **extra: str) -> subprocess.CompletedProcess:
+            return run(
+                own["data"],
+                url,  # type: ignore[arg-type]
+                *args,
+                "--scratch",
+                str(tmp_path / f"scratch{n}"),
+                env={**env, **extra},
+            )
+
+        def get(key: str) -> bytes:
+            return client.get_object(Bucket="runs", Key=f"own/{key}")["Body"].read()
+
+        p = attempt(1, LABSE_KILL_AFTER="embed:1")
+        assert p.returncode == -9, p.stderr[-3000:]
+        assert "_CLAIM.json" in str(client.list_objects_v2(Bucket="runs", Prefix="own/"))
+        p = attempt(2)
+        assert p.returncode == 3, p.stderr[-3000:]
+        assert f"python -m filters label {url}/labels.tsv" in p.stderr
+        history = json.loads(get("_run.json"))
+        assert history["resumed_shards"]["embed"] == 1, history
+        assert history["engine"]["embed"] == "DaskRunner"
+        labels = tmp_path / "labels.tsv"
+        labels.write_bytes(get("labels.tsv"))
+        fill_labels(labels)
+        client.put_object(Bucket="runs", Key="own/labels.tsv", Body=labels.read_bytes())
+        p = attempt(3)
+        assert p.returncode == 0, p.stderr[-3000:]
+        assert f"bitext: {url}/bitext/bitext.tsv.gz" in p.stdout
+        remote = _bitext_rows(get("bitext/bitext.tsv.gz"))
+        local = _bitext_rows((own["out"] / "bitext" / "bitext.tsv.gz").read_bytes())
+        assert remote and remote == local
+        # Where each stage ran, from its manifest (_run.json has the stages of its own run).
+        engine = {
+            stage: json.loads(get(f"_state/{stage}.manifest.json"))["engine"]
+            for stage in ENGINE_STAGES + ("sentences", "sample", "combine", "report")
+        }
+        assert engine == {
+            **dict.fromkeys(ENGINE_STAGES, "DaskRunner"),
+            **dict.fromkeys(("sentences", "sample", "combine", "report"), "local"),
+        }
+        keys = {o["Key"] for o in client.list_objects_v2(Bucket="runs", Prefix="own/")["Contents"]}
+        assert "own/_CLAIM.json" not in keys and "own/report/report.html" in keys
