@@ -247,6 +247,12 @@ def _publish_guard(args: argparse.Namespace, out: Path, base: Path) -> dict[str,
     guard = {"the run folder, --output": out}
     if args.data:
         guard["the --data folder"] = base
+    if args.publish and is_remote(args.output):
+        run_url, dest = args.output.rstrip("/") + "/", args.publish.rstrip("/") + "/"
+        if run_url.startswith(dest) or dest.startswith(run_url):
+            raise UsageError(
+                f"--publish {args.publish}: inside or above the run folder --output {args.output}"
+            )
     if args.publish:
         from labse_common.publish import check_destination
 

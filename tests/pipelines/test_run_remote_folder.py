@@ -156,9 +156,28 @@ def test_every_remote_failure_is_one_line_before_any_stage(s3, tmp_path):
     for words, (url, options) in cases.items():
         scratch = tmp_path / words.replace(" ", "-")
         p = _runner(url, scratch, {**base, filesystems.ENV: options})
-        errors = [ln for ln in p.stderr.splitlines() if "ERROR" in ln or "error:" in ln]
+        errors = p.stderr.strip().splitlines()
         assert p.returncode == 2 and len(errors) == 1, (words, p.stderr[-2000:])
         assert words in errors[0] and url.split("/d")[0] in errors[0], errors[0]
         assert not scratch.exists()
     p = _runner(str(tmp_path / "local"), tmp_path / "scratch", base)
     assert p.returncode == 2 and "--scratch" in p.stderr, p.stderr[-2000:]
+    options = {**base, filesystems.ENV: shlex.join(s3_args(endpoint))}
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pipelines.run",
+            "--output",
+            "s3://runs/e",
+            "--publish",
+            "s3://runs/e/published",
+            "--dry-run",
+        ],
+        cwd=ROOT,
+        env={**options, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )  # a run publishing into its own run folder: refused before anything runs
+    assert p.returncode == 2 and "inside or above the run folder" in p.stderr, p.stderr[-2000:]
