@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import logging
 import os
+import shlex
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -159,6 +160,7 @@ def _main(args: argparse.Namespace) -> int:
     if args.start and args.only:
         raise UsageError("--from and --only exclude each other")
     cfg = effective_config(args.config, args.set)
+    _share_store_options(cfg)
     folder = _remote_folder(args, cfg)
     out = folder.scratch.resolve() if folder else Path(args.output).resolve()
     demo = typed_config(cfg)["sources"]["demo"]
@@ -203,6 +205,22 @@ def _main(args: argparse.Namespace) -> int:
     return rc
 
 
+def _share_store_options(cfg: dict) -> None:
+    """The object-store options of ``beam.options`` (``s3_endpoint_url``, …) for the runner's
+    own reads and writes and every stage's outside a Beam job, through ``LABSE_BEAM_OPTIONS``
+    (which the stages inherit), unless that is set: one place to give an endpoint."""
+    from labse_common import filesystems
+    from labse_common.sections.beam import BeamConfig
+
+    if os.environ.get(filesystems.ENV):
+        return
+    args = BeamConfig(**typed_config(cfg)["beam"]).args()
+    store = [a for a in args if a.startswith(("--s3_", "--gcs_", "--hdfs_"))]
+    if store:
+        os.environ[filesystems.ENV] = shlex.join(store)
+        filesystems.forget_configuration()
+
+
 def _remote_folder(args: argparse.Namespace, cfg: dict) -> RunFolder | None:
     """The run folder on object storage (``--output s3://…``), checked before anything runs:
     endpoint, bucket and credentials (one line, exit 2); None for a local run folder."""
@@ -210,12 +228,8 @@ def _remote_folder(args: argparse.Namespace, cfg: dict) -> RunFolder | None:
         if args.scratch:
             raise UsageError("--scratch: only with --output on object storage (s3://, gs://)")
         return None
-    from labse_common import filesystems
     from labse_common.remote import check_paths
-    from labse_common.sections.beam import BeamConfig
 
-    if not os.environ.get(filesystems.ENV):  # the runner's own access: as its Beam stages'
-        filesystems.configure(BeamConfig(**typed_config(cfg)["beam"]).args())
     check_paths([args.output])
     scratch = Path(args.scratch) if args.scratch else default_scratch(args.output)
     if scratch.exists() and not scratch.is_dir():
