@@ -195,7 +195,7 @@ def _main(args: argparse.Namespace) -> int:
         return 0
     # The whole run folder is this runner's until it ends (however it ends); a runner killed
     # outright leaves its claim behind, which the next run takes over.
-    with claim_output(out, resumable=True), _remote_claim(folder):
+    with claim_output(out, resumable=True), _remote_claim(folder, push=not args.dry_run):
         if args.dry_run:
             sys.stdout.write(plan_lines(make_plan(ctx, args.start, args.only)))
             return 0
@@ -238,8 +238,9 @@ def _remote_folder(args: argparse.Namespace, cfg: dict) -> RunFolder | None:
 
 
 @contextlib.contextmanager
-def _remote_claim(folder: RunFolder | None) -> Iterator[None]:
-    """The remote run folder's claim and state: pulled at start, pushed however the run ends."""
+def _remote_claim(folder: RunFolder | None, push: bool = True) -> Iterator[None]:
+    """The remote run folder's claim and state: pulled at start, pushed however the run ends
+    (not after a ``--dry-run``, which changes nothing)."""
     if folder is None:
         yield
         return
@@ -249,7 +250,8 @@ def _remote_claim(folder: RunFolder | None) -> Iterator[None]:
         yield
     finally:
         try:
-            folder.push_state()
+            if push:
+                folder.push_state()
         finally:
             folder.release()
 
