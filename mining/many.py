@@ -142,6 +142,8 @@ def run_many(
     model: str | None = None,
     lexicon: str | None = None,
     shards: Shards | None = None,
+    runner=None,
+    workdir: str | None = None,
 ) -> dict[str, dict]:
     """Mine each pair (``de-en`` or ``("de", "en")``, any spelling :func:`language_pairs`
     reads) into ``out_dir/<src>-<trg>`` of normalised codes; returns the stats per pair.
@@ -149,7 +151,9 @@ def run_many(
     ``pairs`` is given (not read from ``cfg.pairs``): the CLI takes them from --pairs too.
     ``{lang}`` in the patterns is replaced by the normalised code (lid.176 label), the name the
     corpus jobs give each language's folder. ``shards``: each pair is a shard (:mod:`labse_common.resume_shards`); a pair an
-    earlier attempt finished is kept, its report read back."""
+    earlier attempt finished is kept, its report read back. ``runner`` and ``workdir``: who runs
+    the shard tasks and where they write their lists (:class:`mining.bounded.Layout`; the Beam
+    job gives both), by default a process pool and a temporary folder."""
     if "{lang}" not in corpus_pattern or (emb_pattern and "{lang}" not in emb_pattern):
         raise UsageError("--corpus and --emb patterns must contain {lang}")
     pairs = language_pairs(pairs)
@@ -179,7 +183,7 @@ def run_many(
         counter.merge(_renamed(s.counts, "src_sentences"))
         counter.merge(_renamed(t.counts, "trg_sentences"))
         pair_lex = lex.for_pair(src, trg) if lex else None
-        found, cosine, extra, features = _mine_pair(s, t, cfg, counter, pair_lex)
+        found, cosine, extra, features = _mine_pair(s, t, cfg, counter, pair_lex, runner, workdir)
         if lex:  # a pair the lexicon lacks is mined by the encoder alone, its lex_* empty
             extra["lexicon"] = lex.status(f"{src}-{trg}")
             if pair_lex is None and features is not None:
@@ -208,7 +212,13 @@ def run_many(
 
 
 def _mine_pair(
-    s: Language, t: Language, cfg: MiningConfig, counter: StageCounter, lexicon: Lexicon | None
+    s: Language,
+    t: Language,
+    cfg: MiningConfig,
+    counter: StageCounter,
+    lexicon: Lexicon | None,
+    runner=None,
+    workdir: str | None = None,
 ):
     """One language pair through the bounded miner (both sides read from their stores)."""
     from mining.bounded import VectorSide
@@ -228,4 +238,6 @@ def _mine_pair(
     sv = VectorSide(s.store, rows=s.side.representative())
     tv = VectorSide(t.store, rows=t.side.representative())
     texts = (compact_texts(s.corpus, s.side), compact_texts(t.corpus, t.side)) if lexicon else None
-    return mine_sides(sv, tv, cfg, bounded_layout(cfg, n_src, n_trg), counter, lexicon, texts)
+    layout = bounded_layout(cfg, n_src, n_trg, runner)
+    layout.workdir = workdir
+    return mine_sides(sv, tv, cfg, layout, counter, lexicon, texts)
