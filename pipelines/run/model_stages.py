@@ -220,15 +220,45 @@ def LEXICON(c: Context) -> list[Command]:
 
 @stage(
     "FAISS kNN + margin scoring of every pair of mining.pairs (candidates re-ranked with the "
-    "lexicon when mining.lexicon_weight > 0)",
+    "lexicon when mining.lexicon_weight > 0; a Beam job per pair with beam.runner)",
+    # Not "beam": its options reach the commands only on the engine, as arguments (a changed
+    # command reruns the stage), and a local run does not depend on them.
     reads=keys("mining"),
     inputs=(SENTENCES, EMBED),
     optional_inputs=(LEXICON,),
     outputs=lambda c: [f"{p}/mined.parquet" for p in c.pairs] + ["stats.json"],
-    resumable=True,  # a rerun after a kill keeps the pairs already mined (mine-many's shards)
+    # A rerun after a kill keeps the pairs already mined: the local command resumes by itself
+    # (mine-many's shards), the Beam jobs by command (pipelines/run/units.py).
+    resumable=True,
+    engine=True,
 )
 def MINE(c: Context) -> list[Command]:
     lexicon = ["--lexicon", c.d(LEXICON) / "lexicon.parquet"] if c.on.get(LEXICON.name) else []
+    corpus, emb = str(c.d(SENTENCES) / "mine" / "{lang}"), str(c.d(EMBED) / "{lang}")
+    if c.engine:
+        # mine-many's path for one pair, its shard tasks as Beam elements: the same files per
+        # pair; then its stage-wide stats.json (no --output: never skipped as a finished unit).
+        return [
+            *(
+                c.py(
+                    "pipelines.mine",
+                    "--pair",
+                    pair,
+                    "--corpus",
+                    corpus,
+                    "--emb",
+                    emb,
+                    "--output",
+                    c.d(MINE) / pair,
+                    *lexicon,
+                    *c.config_args,
+                    "--overwrite",
+                    *c.beam_args,
+                )
+                for pair in c.pairs
+            ),
+            c.py("pipelines.mine", "--sum-stats", c.d(MINE), "--pairs", *c.pairs, *c.beam_args),
+        ]
     return [
         c.py(
             "mining",
@@ -236,9 +266,9 @@ def MINE(c: Context) -> list[Command]:
             "--pairs",
             *c.pairs,
             "--corpus",
-            str(c.d(SENTENCES) / "mine" / "{lang}"),
+            corpus,
             "--emb",
-            str(c.d(EMBED) / "{lang}"),
+            emb,
             "--output",
             c.d(MINE),
             *lexicon,
