@@ -11,7 +11,8 @@ pairs, the CDS scorer's trusted pairs, the known alignment ``gold.tsv``, trainin
 language). labels: the gate before the final filter: the sample in the file a person labels,
 prefilled by pair text from earlier labels; exit status 3 until enough are labelled. sentences:
 one canonically ordered Parquet per language from the corpus jobs (what is mined) and, with the
-training sentences added, what the vocabulary learns from. score: precision and recall of the
+training sentences added, what the vocabulary learns from (pipelines/sentences_task.py; a rerun
+after a kill keeps the languages finished). score: precision and recall of the
 final bitext (``python -m filters export``) against the known alignment. concat: several pair
 files as one.
 
@@ -43,12 +44,12 @@ from labse_common.cli import (
 )
 from labse_common.datafiles import read_json, read_parquet, read_text
 from labse_common.errors import InputError, UsageError
-from labse_common.formats import PROVENANCE_COLUMNS
 from labse_common.logs import setup_logging
 from labse_common.output_dir import claim_output
 from labse_common.remote_cache import local_copy
 from labse_common.resume_shards import fingerprint
 from labse_common.stats import StageCounter, check_balanced, sum_reports, write_report
+from pipelines.sentences_task import sentences
 
 log = logging.getLogger("pipelines.e2e_tasks")
 
@@ -245,59 +246,6 @@ def _text_sentences(
             {"kind": "text", "paths": [tf.path], "lang": tf.lang or "detected", "rows": len(kept)}
         )
     return text_by_lang
-
-
-def _canonical(table: pa.Table) -> pa.Table:
-    """Rows in one order whatever the file layout the Beam job chose (reruns give equal bytes)."""
-    # Provenance rides along to the mined pairs (src_*/trg_* columns of the final bitext).
-    cols = [c for c in ("text", "lang", *PROVENANCE_COLUMNS) if c in table.column_names]
-    table = table.select(cols)
-    keys = [(c, "ascending") for c in ("text", "source", "doc_id") if c in cols]
-    return table.sort_by(keys)
-
-
-def sentences(corpora: list[Path], extra: list[Path], out: Path, overwrite: bool = False) -> dict:
-    with claim_output(out, overwrite) as claimed:  # written aside, committed at the end
-        return _sentences_into(corpora, extra, Path(claimed.tmp))
-
-
-def _sentences_into(corpora: list[Path], extra: list[Path], out: Path) -> dict:
-    counter = StageCounter()
-    per_lang: dict[str, list[pa.Table]] = {}
-    for corpus in corpora:
-        if not (corpus / "stats.json").is_file():
-            raise UsageError(f"{corpus}: not a corpus job output (no stats.json)")
-        for f in sorted(corpus.glob("[!_]*/*.parquet")):
-            t = read_parquet(f, flag="--corpus")
-            if "source" not in t.column_names:
-                t = t.append_column("source", pa.array([corpus.name] * t.num_rows))
-            per_lang.setdefault(f.parent.name, []).append(t)
-    langs = {}
-    for lang, tables in sorted(per_lang.items()):
-        t = _canonical(pa.concat_tables(tables, promote_options="default"))
-        counter.add_in("sentences", t.num_rows)
-        counter.add_out("sentences", t.num_rows)
-        (out / "mine" / lang).mkdir(parents=True, exist_ok=True)
-        pq.write_table(t, out / "mine" / lang / "sentences.parquet")
-        langs[lang] = t.num_rows
-    vocab_langs = dict(langs)
-    for lang in sorted(set(langs) | {p.name for e in extra for p in e.iterdir() if p.is_dir()}):
-        parts = [read_parquet(out / "mine" / lang / "sentences.parquet")] if lang in langs else []
-        parts += [
-            _canonical(read_parquet(p, flag="--extra"))
-            for e in extra
-            for p in sorted((e / lang).glob("*.parquet"))
-        ]
-        t = pa.concat_tables([p.select(["text", "lang"]) for p in parts])
-        (out / "vocab" / lang).mkdir(parents=True, exist_ok=True)
-        pq.write_table(t, out / "vocab" / lang / "sentences.parquet")
-        vocab_langs[lang] = t.num_rows
-    report = counter.to_report(
-        "sentences", sentences_per_language=langs, vocab_sentences_per_language=vocab_langs
-    )
-    _balanced(report)
-    write_report(str(out / "stats.json"), report)
-    return report
 
 
 GOLD_HEADER = ("src_lang", "trg_lang", "src", "trg")

@@ -312,6 +312,7 @@ def COMMONCRAWL_Q(c: Context) -> list[Command]:
     inputs=(INPUTS,),
     optional_inputs=(WIKIPEDIA, COMMONCRAWL, COMMONCRAWL_Q),
     outputs=("mine", "vocab", "stats.json"),
+    resumable=True,  # by language: a rerun keeps the languages already written
 )
 def SENTENCES(c: Context) -> list[Command]:
     corpora = [
