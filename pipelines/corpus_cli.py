@@ -208,11 +208,7 @@ def _run(build, args, beam_args, stage: str, extra_flags, check, documents) -> i
         check(args)
     inputs = expand_inputs(args.input, getattr(args, "paths_prefix", "") or "")
     log.info("%s: %d input file(s) -> %s", stage, len(inputs), args.output)
-    if args.resume and is_remote(args.output):
-        # Shard records (labse_common/resume_shards.py) are local files: a remote output runs
-        # whole, as without --resume.
-        log.warning("--resume: %s is not a local folder; running the whole job", args.output)
-    elif args.resume and documents is not None:
+    if args.resume and documents is not None:
         return _run_resumed(documents, args, opts, inputs, cfg, stage)
     # The job writes under OUTPUT/_tmp-<job id>/; the files move into OUTPUT at the end, and
     # nothing is left when it fails (a useless input included).
@@ -229,15 +225,30 @@ def _run(build, args, beam_args, stage: str, extra_flags, check, documents) -> i
 def _run_resumed(documents, args, opts, inputs: list[str], cfg, stage: str) -> int:
     """The job by shard (pipelines/corpus_resume.py): the finished shards of a killed attempt
     are kept, the rest done, then the shards are deduplicated together into the output."""
-    from pipelines import corpus_resume
+    from pipelines import corpus_resume, remote_shards
 
     groups = corpus_resume.plan_shards(inputs, args.files_per_shard)
     key = corpus_resume.resume_key(inputs, groups, args, cfg)
     kill_as = args.resume_stage or stage
-    with claim_output(args.output, args.overwrite, resume=key, stage=kill_as) as out:
-        corpus_resume.write_resumed(out, documents, groups, args, opts, cfg, stage)
-        code = report_and_exit(out.path, stage, shown_as=out.output)
-        _require_some_input(out.path, inputs)
+    remote = is_remote(args.output)
+    if remote:  # the shards' records through Beam's filesystems, beside the job's own folder
+        remote_shards.take_stale_claim(args.output)
+        claim = claim_output(args.output, args.overwrite)
+    else:
+        claim = claim_output(args.output, args.overwrite, resume=key, stage=kill_as)
+    with claim as out:
+        if remote:
+            remote_shards.remove_stale_tmp(out.output, out.tmp)
+            shards = remote_shards.RemoteShards(remote_shards.partial_of(out.output), kill_as)
+            shards.prepare(key)
+            where = out.tmp
+        else:
+            shards, where = out.shards, out.path
+        corpus_resume.write_resumed(where, shards, documents, groups, args, opts, cfg, stage)
+        code = report_and_exit(where, stage, shown_as=out.output)
+        _require_some_input(where, inputs)
+    if remote:
+        remote_shards.remove_partial(args.output)
     return code
 
 

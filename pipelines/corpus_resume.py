@@ -23,14 +23,17 @@ folders are deleted before the commit; a kill during the last pipeline keeps the
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import math
 import os
 import shutil
 import uuid
+from collections.abc import Iterator
 
 import apache_beam as beam
+from apache_beam.options.pipeline_options import DirectOptions, StandardOptions
 from apache_beam.transforms.window import GlobalWindows
 
 from labse_common import filesystems
@@ -39,7 +42,8 @@ from labse_common.filesystems import is_remote
 from labse_common.formats import DROPPED_SCHEMA
 from labse_common.resume_shards import BOOKKEEPING, fingerprint
 from labse_common.sections.corpus import CorpusConfig
-from labse_common.stats import flatten, read_report
+from labse_common.stats import flatten
+from pipelines import local_runner
 from pipelines.clean import CleanDocuments
 from pipelines.options import new_pipeline, run_pipeline
 from pipelines.parquet_io import WriteParquet, WriteSentenceShard
@@ -61,6 +65,8 @@ log = logging.getLogger(__name__)
 
 #: Shards in all when ``--files-per-shard`` is not given: a pipeline's start is not free.
 MAX_SHARDS = 64
+#: A merge of shards smaller than this (bytes) on the local runner runs in one process.
+SMALL_MERGE = 64 << 20
 KEPT = "kept"
 DROPPED_DIR = "_dropped"
 _PREFIX = "shard-"
@@ -90,10 +96,12 @@ def resume_key(
     return fingerprint([p for p in local if os.path.exists(p)], settings)
 
 
-def write_resumed(out, documents, groups, args, opts, cfg: CorpusConfig, stage: str) -> None:
-    """Every shard not finished yet, then the output from all of them (module docstring).
-    ``out``: the claim (``out.shards``, ``out.path`` = ``OUTPUT/_partial``)."""
-    shards = out.shards
+def write_resumed(
+    output: str, shards, documents, groups, args, opts, cfg: CorpusConfig, stage: str
+) -> None:
+    """Every shard not finished yet, then the output from all of them into ``output`` (module
+    docstring). ``shards``: a :class:`labse_common.resume_shards.Shards` (local; ``output`` is
+    its folder) or a :class:`pipelines.remote_shards.RemoteShards`."""
     names = [f"{_PREFIX}{i:05d}" for i in range(len(groups))]
     for name, files in zip(names, groups):
         if shards.finished(name):
@@ -105,20 +113,41 @@ def write_resumed(out, documents, groups, args, opts, cfg: CorpusConfig, stage: 
             clean_shard(docs, folder, cfg, stats, stage)
             run_pipeline(p)
         shards.end(name)
-    _clear_output(out.path, set(names))
+    local = not is_remote(output)
+    if local:
+        _clear_output(output, set(names))
     extra = {
         "inputs": sum(map(len, groups)),
         "config": to_dict(cfg),
         "shards": len(names),
         "resumed_shards": shards.resumed,
     }
-    with new_pipeline(opts) as p:
-        merge_shards(p, out.path, [shards.path(n) for n in names], cfg, stage, extra)
+    dirs = [shards.path(n) for n in names]
+    with _small_merge_in_process(opts, dirs), new_pipeline(opts) as p:
+        merge_shards(p, output, dirs, cfg, stage, extra)
         run_pipeline(p)
-    remove_spill(out.path)
-    for name in names:  # not part of the output; their records go with _partial at the commit
-        shutil.rmtree(shards.path(name))
+    remove_spill(output)
+    if local:  # not part of the output; their records go with _partial at the commit
+        for name in names:
+            shutil.rmtree(shards.path(name))
     log.info("%s: %d shard(s), %d kept from an earlier attempt", stage, len(names), shards.resumed)
+
+
+@contextlib.contextmanager
+def _small_merge_in_process(opts, dirs: list[str]) -> Iterator[None]:
+    """A merge of less than :data:`SMALL_MERGE` bytes on the local runner runs in its one
+    process: starting its worker processes costs seconds, more than the merge (the demo's
+    corpus is a few MB). The files written are the same either way."""
+    direct = opts.view_as(DirectOptions)
+    runner = opts.view_as(StandardOptions).runner
+    local = runner in (local_runner.NAME, "DirectRunner") and not any(map(is_remote, dirs))
+    was = direct.direct_running_mode
+    if local and sum(os.path.getsize(p) for d in dirs for p in _list(d)) < SMALL_MERGE:
+        direct.direct_running_mode = "in_memory"
+    try:
+        yield
+    finally:
+        direct.direct_running_mode = was
 
 
 def _clear_output(partial: str, names: set[str]) -> None:
@@ -178,26 +207,31 @@ class _JsonLines(beam.DoFn):
         yield GlobalWindows.windowed_value(path)
 
 
+def _list(folder: str) -> list[str]:
+    """Every file under ``folder`` (local or remote), sorted."""
+    if is_remote(folder):
+        return sorted(filesystems.match(folder.rstrip("/") + "/**"))
+    return sorted(os.path.join(d, n) for d, _, ns in os.walk(folder) for n in ns)
+
+
 def _kept_groups(shard_dirs: list[str]) -> list[tuple[str, list[str]]]:
-    """``("<lang>\\t<dedup shard>", spill files of every shard)``, in a fixed order."""
+    """``("<lang>\t<dedup shard>", spill files of every shard)``, in a fixed order."""
     groups: dict[str, list[str]] = {}
     for d in shard_dirs:
-        top = os.path.join(d, KEPT)
-        for lang in sorted(os.listdir(top)) if os.path.isdir(top) else ():
-            for shard in sorted(os.listdir(os.path.join(top, lang))):
-                sub = os.path.join(top, lang, shard)
-                files = [os.path.join(sub, f) for f in sorted(os.listdir(sub))]
-                groups.setdefault(f"{lang}\t{shard}", []).extend(files)
+        top = filesystems.join(d, KEPT)
+        for path in _list(top):
+            lang, shard, _ = path[len(top) + 1 :].replace(os.sep, "/").split("/")
+            groups.setdefault(f"{lang}\t{shard}", []).append(path)
     return sorted(groups.items())
 
 
 def _dropped_files(shard_dirs: list[str]) -> list[str]:
-    found = []
-    for d in shard_dirs:
-        top = os.path.join(d, DROPPED_DIR)
-        if os.path.isdir(top):
-            found += [os.path.join(top, f) for f in sorted(os.listdir(top))]
-    return found
+    return [p for d in shard_dirs for p in _list(filesystems.join(d, DROPPED_DIR))]
+
+
+def _shard_stats(folder: str) -> dict:
+    with filesystems.open_read(filesystems.join(folder, "stats.json")) as f:
+        return flatten(json.loads(f.read().decode("utf-8")))
 
 
 def _read_jsonl(path: str):
@@ -214,7 +248,7 @@ def merge_shards(p, output: str, shard_dirs: list[str], cfg: CorpusConfig, stage
     merge = MergeShards(writer, cfg.dedup, cfg.write_dropped, cfg.spill_fan_in, spill_dir(output))
     groups = p | "Groups" >> beam.Create(_kept_groups(shard_dirs)) | "Spread" >> beam.Reshuffle()
     written = with_outputs(groups, "WriteSentences", merge, STATS, DROPPED, main="files")
-    shard_stats = [flatten(read_report(os.path.join(d, "stats.json"))) for d in shard_dirs]
+    shard_stats = [_shard_stats(d) for d in shard_dirs]
     stats = [p | "ShardStats" >> beam.Create(shard_stats), written[STATS]]
     sinks = [written.files]
     if cfg.write_dropped:

@@ -5,12 +5,14 @@ row for row; a damaged or half-written shard is done again, never taken."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -21,7 +23,7 @@ from tests.support.corpus_util import assert_balanced, read_stats
 
 ROOT = Path(__file__).resolve().parents[2]
 ONE_PROCESS = ["--direct_running_mode", "in_memory", "--direct_num_workers", "1"]
-FILES = 4
+FILES = 3
 
 
 def _parquet(out: Path) -> dict[str, list]:
@@ -34,7 +36,7 @@ def _parquet(out: Path) -> dict[str, list]:
 
 @pytest.fixture(scope="module")
 def crawl(tmp_path_factory) -> dict:
-    """Four WET files sharing sentences (so the dedup collapses rows across shards) and the
+    """Three WET files sharing sentences (so the dedup collapses rows across shards) and the
     output of the job run whole, without --resume."""
     d = tmp_path_factory.mktemp("crawl")
     (d / "in").mkdir()
@@ -52,7 +54,9 @@ def crawl(tmp_path_factory) -> dict:
     return {"dir": d, "argv": [*argv, "--resume", "--files-per-shard", "1"], "whole": d / "whole"}
 
 
-def _killed(argv: list[str], out: Path, kill: str, module: str = "pipelines.commoncrawl") -> None:
+def _killed(
+    argv: list[str], out: Path | str, kill: str, module: str = "pipelines.commoncrawl"
+) -> None:
     """The job in a process of its own that LABSE_KILL_AFTER kills."""
     env = {**os.environ, "LABSE_KILL_AFTER": kill, "PYTHONPATH": str(ROOT)}
     p = subprocess.run(
@@ -133,3 +137,42 @@ def test_the_runner_resumes_the_corpus_stages_by_shard():
     assert COMMONCRAWL.resumable and COMMONCRAWL_Q.resumable and WIKIPEDIA.resumable
     args = ["--input", "x", "--output", "o", "--resume", "--resume-stage", "commoncrawl_q"]
     assert commoncrawl.parser().parse_args(args).resume_stage == "commoncrawl_q"
+
+
+@pytest.mark.slow
+def test_a_killed_job_resumes_on_s3(crawl, tmp_path):
+    """The same with the output on an S3 server (moto, on loopback): the shards' records live
+    in ``OUTPUT/_partial/`` on the bucket, the killed job's claim and temporary folder are
+    taken over, and the output equals an uninterrupted job's into the bucket."""
+    from tests.support.scaleout_util import s3_args, s3_test_server
+
+    with s3_test_server(tmp_path / "moto-logs", "corpus") as (endpoint, client):
+        for f in sorted((crawl["dir"] / "in").iterdir()):
+            client.upload_file(str(f), "corpus", f"in/{f.name}")
+        argv = ["--input", "s3://corpus/in/*.wet.gz", "--write-dropped", *ONE_PROCESS]
+        argv += s3_args(endpoint)
+        assert commoncrawl.main([*argv, "--output", "s3://corpus/whole"]) == 0
+        resumed = [*argv, "--resume", "--files-per-shard", "1"]
+        _killed(resumed, "s3://corpus/res", "commoncrawl:1")
+        left = _objects(client, "res/")
+        assert "_partial/_done/shard-00000.json" in left and "_CLAIM.json" in left
+        assert "_partial/_done/shard-00001.json" not in left
+        assert commoncrawl.main([*resumed, "--output", "s3://corpus/res"]) == 0
+        got, want = _objects(client, "res/"), _objects(client, "whole/")
+    assert sorted(got) == sorted(want)  # no _partial, _tmp-* or claim left
+    for name, data in want.items():
+        if name.endswith(".parquet"):
+            assert pq.read_table(pa.BufferReader(got[name])).equals(
+                pq.read_table(pa.BufferReader(data))
+            ), name
+    stats, ref = json.loads(got["stats.json"]), json.loads(want["stats.json"])
+    assert stats["counts"] == ref["counts"] and stats["resumed_shards"] == 1
+    assert_balanced(stats)
+
+
+def _objects(client, prefix: str) -> dict[str, bytes]:
+    keys = client.list_objects_v2(Bucket="corpus", Prefix=prefix).get("Contents", [])
+    return {
+        k["Key"][len(prefix) :]: client.get_object(Bucket="corpus", Key=k["Key"])["Body"].read()
+        for k in keys
+    }
