@@ -78,7 +78,10 @@ def test_launch_reaches_the_training_stages_and_beam_the_beam_stages(tmp_path: P
         assert {"--runner=FlinkRunner", "--flink_master=h:8081", "--parallelism=4"} <= set(cmd)
     for cmd in EMBED.commands(ctx):  # one Beam job per language on the runner
         assert {"--runner=FlinkRunner", "--flink_master=h:8081", "--parallelism=4"} <= set(cmd)
-    for stage in (MINE, INPUTS):
+    # Every data-parallel stage is a Beam job on the runner (one per pair for mine); the small
+    # stages stay on the runner's machine.
+    assert {"--runner=FlinkRunner", "--flink_master=h:8081"} <= set(MINE.commands(ctx)[0])
+    for stage in (INPUTS, SAMPLE, COMBINE):
         assert not any(a.startswith("--runner") for a in stage.commands(ctx)[0])
 
 
