@@ -46,6 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
         description=pipelines.run.__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="stages, in order: " + " -> ".join(NAMES) + _ENVIRONMENT,
+        # A flag is spelled one way: `--conf` or `--out` are unknown flags (exit 2), not prefixes.
+        allow_abbrev=False,
     )
     ap.add_argument(
         "--config",

@@ -128,3 +128,13 @@ def test_extends_merges_a_users_file_over_the_preset(tmp_path: Path):
     loop.write_text(f"extends: {loop.name}\n")
     with pytest.raises(ConfigError, match="itself"):
         read_preset(loop)
+
+
+def test_a_shortened_flag_is_refused_not_taken_as_a_prefix():
+    """docs/configuration.md promises exit 2 for a shortened flag: the runner too."""
+    from pipelines.run.cli import main
+
+    for argv in (["--conf", "demo", "--dry-run"], ["--out", "x", "--dry-run"]):
+        with pytest.raises(SystemExit) as e:
+            main(argv)
+        assert e.value.code == 2, argv
