@@ -12,6 +12,12 @@ Everything goes through Beam's FileSystems, so the folder may be on object stora
 ``python -m pipelines.pair_assembly concat FILE... --output FILE [beam options]`` is
 ``pipelines.e2e_tasks concat`` for files that may be object-store URLs (the runner's
 ``rules/kept_all.parquet`` on a remote run folder): the same table, the same order.
+
+``python -m pipelines.pair_assembly scored DIR --pairs PAIR... [beam options]`` is the runner's
+``cds_score`` stage's last step: the pairs' ``DIR/<pair>/scored.parquet`` (one ``filters
+cds-score`` per pair, each a unit a killed run keeps) as ``DIR/scored.parquet``, in the order
+given (the rules' ``kept_all.parquet`` order), and ``DIR/stats.json``, the pairs' counts summed
+with ``shards``. DIR may be an object-store URL.
 """
 
 from __future__ import annotations
@@ -35,7 +41,7 @@ from labse_common.errors import InputError
 from labse_common.filesystems import is_remote, join
 from labse_common.logs import setup_logging
 from labse_common.output_dir import claim_output
-from labse_common.stats import StageCounter
+from labse_common.stats import StageCounter, sum_reports
 
 log = logging.getLogger(__name__)
 
@@ -147,6 +153,78 @@ def concat(inputs: Sequence[str], output: str, overwrite: bool = False) -> dict:
     return counter.to_report("concat")
 
 
+def _read_report(path: str) -> dict:
+    try:
+        with filesystems.open_read(path) as f:
+            return json.loads(f.read())
+    except (OSError, ValueError) as e:
+        raise InputError(path, f"no readable stats.json ({e})", "DIR") from None
+
+
+def _schema(path: str) -> pa.Schema:
+    with filesystems.open_read(path) as f:
+        return pq.read_schema(f)
+
+
+def _write_table(path: str, files: Sequence[str]) -> int:
+    """The Parquet ``files`` as one at ``path``, in the order given: streamed batch by batch
+    when they share a schema, else one table with their schemas unified (the rules' concat)."""
+    schemas = [_schema(f) for f in files]
+    local = path if not is_remote(path) else os.path.join(tempfile.mkdtemp(), "t.parquet")
+    tmp = f"{local}.tmp"
+    rows = 0
+    try:
+        if all(s.equals(schemas[0]) for s in schemas):
+            with pq.ParquetWriter(tmp, schemas[0]) as writer:
+                for f in files:
+                    for b in _batches(f):
+                        writer.write_batch(b)
+                        rows += b.num_rows
+        else:
+            tables = [read_parquet(f, flag="DIR") for f in files]
+            table = pa.concat_tables(tables, promote_options="default")
+            pq.write_table(table, tmp)
+            rows = table.num_rows
+        os.replace(tmp, local)  # whole or absent
+        if local != path:
+            with open(local, "rb") as src, filesystems.create(path) as dst:
+                shutil.copyfileobj(src, dst, 8 << 20)
+    finally:
+        if local != path:
+            shutil.rmtree(os.path.dirname(local), ignore_errors=True)
+        elif os.path.exists(tmp):
+            os.remove(tmp)
+    return rows
+
+
+def assemble_scored(folder: str, pairs: Sequence[str]) -> dict:
+    """``folder/<pair>/scored.parquet`` (each pair's ``filters cds-score`` folder) as
+    ``folder/scored.parquet`` in the order of ``pairs``, and ``folder/stats.json`` with their
+    counts summed; returns that report."""
+    missing = [p for p in pairs if not filesystems.exists(join(folder, p, "scored.parquet"))]
+    if missing:
+        raise InputError(join(folder, missing[0]), "no scored.parquet (filters cds-score)", "DIR")
+    reports = [_read_report(join(folder, p, "stats.json")) for p in pairs]
+    rows = _write_table(
+        join(folder, "scored.parquet"), [join(folder, p, "scored.parquet") for p in pairs]
+    )
+    report = sum_reports(
+        "cds_score",
+        reports,
+        pairs=list(pairs),
+        shards=len(pairs),
+        model=reports[0].get("model"),
+        outputs=["scored.parquet"],
+        bidirectional=reports[0].get("bidirectional"),
+        device=",".join(sorted({str(r.get("device")) for r in reports})),
+        seconds=round(sum(r.get("seconds", 0) for r in reports), 3),
+    )
+    if report["counts"].get("pairs", {}).get("out") != rows:  # a bug here, not an input
+        raise RuntimeError(f"scored.parquet has {rows} rows, the pairs' stats say otherwise")
+    put_json(join(folder, "stats.json"), report)
+    return report
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="python -m pipelines.pair_assembly",
@@ -159,6 +237,14 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--output", required=True, help="Parquet file to write (path or URL)")
     add_overwrite_option(k, "the output file")
     add_log_level_option(k)
+    s = sub.add_parser(
+        "scored",
+        help="DIR/<pair>/scored.parquet (filters cds-score per pair) as DIR/scored.parquet, "
+        "in the order given, and DIR/stats.json with their counts summed",
+    )
+    s.add_argument("folder", metavar="DIR", help="the cds_score stage folder (path or URL)")
+    s.add_argument("--pairs", nargs="+", required=True, help="language pairs, in output order")
+    add_log_level_option(s)
     return ap
 
 
@@ -175,6 +261,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         filesystems.configure(beam_args or None)
         opts = PipelineOptions(list(beam_args)) if beam_args else None
         # A dead endpoint, missing bucket or credentials: one line now, not a traceback later.
+        if args.cmd == "scored":
+            check_paths(remote_paths([args.folder]), opts)
+            report = assemble_scored(args.folder, args.pairs)
+            print(f"scored: {report['counts']['pairs']['out']} pairs -> {args.folder}")
+            return 0
         check_paths(remote_paths([*args.inputs, args.output]), opts)
         report = concat(args.inputs, args.output, args.overwrite)
         print(f"concat: {report['counts']['pairs']['out']} pairs -> {args.output}")

@@ -82,6 +82,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="default cds.device (auto = GPU when present)",
     )
     p.add_argument("--threads", type=int, help="torch CPU threads (default cds.threads)")
+    p.add_argument(
+        "--allow-empty",
+        action="store_true",
+        help="a --pairs Parquet file with no row gives an empty scored.parquet (its columns plus "
+        "the score columns) instead of an error (the runner scores each language pair alone)",
+    )
     add_layout_option(p, "--pairs and --labelled")
     add_common_options(
         p,
@@ -106,6 +112,32 @@ def _check_output(output: str) -> None:
             f"--output {output}: --output is a folder now (DIR/scored.parquet and "
             f"DIR/stats.json are written); e.g. --output {parent}"
         )
+
+
+def _no_rows(path: str) -> bool:
+    """A Parquet file that opens and holds no row (a language pair the rules kept nothing of)."""
+    import pyarrow.parquet as pq
+
+    try:
+        return path.endswith(".parquet") and pq.ParquetFile(path).metadata.num_rows == 0
+    except (OSError, ValueError):  # unreadable: the reader's own error says why
+        return False
+
+
+def _write_empty(scorer, path: str, dest: Path, counter: StageCounter) -> None:
+    """An empty scored.parquet with the columns a non-empty one has."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from filters.bitext.score_file import with_scores
+
+    schema = pq.read_schema(path)
+    empty = pa.RecordBatch.from_arrays([pa.array([], f.type) for f in schema], schema=schema)
+    pq.write_table(pa.Table.from_batches([with_scores(empty, scorer.score_all([], []))]), dest)
+    counter.add_in("files")
+    counter.add_out("files")
+    counter.add_in("pairs", 0)
+    counter.add_out("pairs", 0)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -136,7 +168,9 @@ def main(argv: list[str] | None = None) -> int:
             )
             for flag, unit, name in INPUTS:
                 path = getattr(args, flag[2:])
-                if path is not None:
+                if flag == "--pairs" and args.allow_empty and _no_rows(path):
+                    _write_empty(scorer, path, Path(out.tmp) / name, counter)
+                elif path is not None:
                     score_pairs_file(
                         scorer.score_all,
                         path,

@@ -106,31 +106,59 @@ def CDS_TRAIN(c: Context) -> list[Command]:
 
 
 @stage(
-    "CDS scores of the rule-filtered pairs (a Beam job with beam.runner)",
+    "CDS scores of the rule-filtered pairs, one command per language pair (a Beam job per pair "
+    "with beam.runner), then scored.parquet in the pairs' order",
     reads=("cds.device", "cds.threads", "cds.score_batch_size"),  # the rest: from the model
     inputs=(RULES, CDS_TRAIN),
     outputs=("scored.parquet", "stats.json"),
     optional=True,
+    resumable=True,  # one command per language pair: a rerun keeps the pairs already scored
     engine=True,
 )
 def CDS_SCORE(c: Context) -> list[Command]:
-    args = ["--output", c.d(CDS_SCORE), "--overwrite", *c.config_args]
-    pairs, model = c.d(RULES) / "kept_all.parquet", c.d(CDS_TRAIN)
-    if c.engine:  # filters cds-score's folder, the same rows, columns and scores
-        return [
+    model = c.d(CDS_TRAIN)
+
+    def pair_args(p: str) -> list[object]:
+        return ["--output", c.d(CDS_SCORE) / p, "--overwrite", *c.config_args]
+
+    kept = {p: c.d(RULES) / p / "kept.parquet" for p in c.pairs}
+    if c.engine:  # filters cds-score's folder per pair, the same rows, columns and scores
+        per_pair = [
             c.py(
                 "pipelines.filter_pairs",
                 "--input",
-                pairs,
+                kept[p],
                 "--same-as",
                 "cds-score",
                 "--cds-model",
                 model,
-                *args,
+                *pair_args(p),
                 *c.beam_args,
             )
+            for p in c.pairs
         ]
-    return [c.py("filters", "cds-score", "--model", model, "--pairs", pairs, *args)]
+    else:
+        per_pair = [
+            # --allow-empty: a pair the rules kept nothing of scores as an empty file.
+            c.py(
+                "filters",
+                "cds-score",
+                "--model",
+                model,
+                "--pairs",
+                kept[p],
+                "--allow-empty",
+                *pair_args(p),
+            )
+            for p in c.pairs
+        ]
+    # The pairs' scored files as one, in the rules' kept_all order, and the summed stats.json
+    # (no --output: it always runs, never kept as a finished unit).
+    beam = c.beam_args if c.engine else []  # its S3/GCS options, for a remote run folder
+    return [
+        *per_pair,
+        c.py("pipelines.pair_assembly", "scored", c.d(CDS_SCORE), "--pairs", *c.pairs, *beam),
+    ]
 
 
 def _candidates(c: Context) -> Path:

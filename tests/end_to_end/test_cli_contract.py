@@ -729,6 +729,15 @@ TABLE: dict[str, Cmd] = {
         "{D}/pairs.parquet",
         na=_na(["non_utf8"], NO_TEXT),
     ),
+    "pipelines.pair_assembly scored": Cmd(
+        ["scored", "{IN}", "--pairs", "de-en"],
+        None,
+        na=_na(
+            CASES,
+            "internal: the runner's cds_score stage joins the folders its own commands wrote "
+            "(tests/pipelines/test_bitext_resume.py: a missing pair is one line, exit 2)",
+        ),
+    ),
     "pipelines.e2e_tasks embed": Cmd(
         [
             "embed",

@@ -195,20 +195,26 @@ def test_stage_command_lines_on_the_engine_are_the_beam_jobs(tmp_path):
         assert cmd[cmd.index("--same-as") + 1] == "rules" and "--write-dropped" in cmd
     assert cmds[2][1:4] == ["-m", "pipelines.pair_assembly", "concat"]
     assert cmds[2][-len(args) :] == args
-    (score,) = CDS_SCORE.command_lines(ctx)
-    assert score[1:3] == ["-m", "pipelines.filter_pairs"] and score[-len(args) :] == args
-    assert score[score.index("--same-as") + 1] == "cds-score"
-    assert score[score.index("--cds-model") + 1] == str(tmp_path / "cds_train")
+    *scores, joined = CDS_SCORE.command_lines(ctx)
+    for score, pair in zip(scores, ("de-en", "fr-en"), strict=True):
+        assert score[1:3] == ["-m", "pipelines.filter_pairs"] and score[-len(args) :] == args
+        assert score[score.index("--same-as") + 1] == "cds-score"
+        assert score[score.index("--cds-model") + 1] == str(tmp_path / "cds_train")
+        assert score[score.index("--input") + 1] == str(tmp_path / "rules" / pair / "kept.parquet")
+        assert score[score.index("--output") + 1] == str(tmp_path / "cds_score" / pair)
+    assert joined[1:4] == ["-m", "pipelines.pair_assembly", "scored"]
+    assert joined[-len(args) :] == args
     # A run folder on object storage: the jobs get its URLs, the config stays local.
     ctx.remote = "s3://bucket/run"
-    (score,) = CDS_SCORE.command_lines(ctx)
-    assert score[score.index("--input") + 1] == "s3://bucket/run/rules/kept_all.parquet"
-    assert score[score.index("--output") + 1] == "s3://bucket/run/cds_score"
+    score, _, joined = CDS_SCORE.command_lines(ctx)
+    assert score[score.index("--input") + 1] == "s3://bucket/run/rules/de-en/kept.parquet"
+    assert score[score.index("--output") + 1] == "s3://bucket/run/cds_score/de-en"
     assert score[score.index("--config") + 1] == str(tmp_path / "_config.yaml")
+    assert joined[4] == "s3://bucket/run/cds_score"
     # Without beam.runner: the local commands, as before.
     local = _context(tmp_path)
     assert [c[3] for c in RULES.command_lines(local)] == ["rules", "rules", "concat"]
-    assert CDS_SCORE.command_lines(local)[0][2:4] == ["filters", "cds-score"]
+    assert [c[3] for c in CDS_SCORE.command_lines(local)] == ["cds-score", "cds-score", "scored"]
 
 
 def test_same_as_cds_score_refuses_what_it_cannot_do(tmp_path, caplog):

@@ -431,6 +431,35 @@ def test_a_killed_mine_stage_keeps_the_pairs_it_mined(own, tmp_path):
         assert pq.read_table(killed / rel).equals(pq.read_table(whole / rel)), rel
 
 
+def test_a_killed_cds_score_stage_keeps_the_pairs_it_scored(own, tmp_path):
+    """cds_score runs one ``filters cds-score`` per language pair, then joins them.
+    ``LABSE_KILL_AFTER=cds_score:1`` kills the runner after the first pair; the same command
+    keeps it (``resumed_shards``) and its scored.parquet is an uninterrupted run's, row for row,
+    in the rules' kept_all order."""
+    setting = ["--only", "cds_score"]
+    whole, killed = tmp_path / "whole", tmp_path / "killed"
+    for copy in (whole, killed):  # the stage not run yet (a changed cds key retrains cds_train)
+        shutil.copytree(own["out"], copy)
+        (copy / "_state" / "cds_score.manifest.json").unlink()
+    assert run(own["data"], whole, *setting, cli=own["cli"]).returncode == 0
+    p = run(own["data"], killed, *setting, env={**ENV, "LABSE_KILL_AFTER": "cds_score:1"})
+    assert p.returncode == -9, p.stderr[-3000:]
+    assert not (killed / "cds_score" / "scored.parquet").exists()
+    p = run(own["data"], killed, *setting, cli=own["cli"])
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert json.loads((killed / "_run.json").read_text())["resumed_shards"] == {"cds_score": 1}
+    scored = pq.read_table(killed / "cds_score" / "scored.parquet")
+    # pandas' equals: a score may be NaN (an empty side), the same NaN in both.
+    assert scored.to_pandas().equals(
+        pq.read_table(whole / "cds_score" / "scored.parquet").to_pandas()
+    )
+    kept = pq.read_table(killed / "rules" / "kept_all.parquet", columns=["src", "trg"])
+    assert scored.select(["src", "trg"]).to_pylist() == kept.to_pylist()
+    stats = json.loads((killed / "cds_score" / "stats.json").read_text())
+    assert stats["shards"] == len(list((killed / "mine").glob("*/mined.parquet"))) > 1
+    assert stats["counts"]["pairs"]["out"] == scored.num_rows and not check_balanced(stats)
+
+
 ENGINE_STAGES = ("wikipedia", "commoncrawl", "embed", "mine", "rules", "cds_score", "bitext")
 
 
