@@ -96,6 +96,7 @@ def run_stage(plan: Plan, ctx: Context) -> dict:
         if folder is not None:  # what it finished, for a rerun anywhere (best effort)
             _push_quietly(ctx, s.name, remote_stage)
         raise
+    resumed = _resumed(ctx, s.name, units, remote_stage)  # before the listing: it may add a key
     files = stage_files(ctx.out, folder if remote_stage else None, s.name)
     missing = [o for o in s.outputs(ctx) if not has_output(files, o)]
     if missing:
@@ -110,7 +111,7 @@ def run_stage(plan: Plan, ctx: Context) -> dict:
         "seconds": round(time.time() - t0, 2),
         "cpu_seconds": round(cpu, 2),
         "peak_rss_mb": round(peak_kb / 1024, 1),
-        "resumed_shards": _resumed(ctx, s.name, units, remote_stage),
+        "resumed_shards": resumed,
         "engine": _engine_of(commands),
         "finished": time.time(),
     }
@@ -202,18 +203,36 @@ def _push_quietly(ctx: Context, stage: str, remote_stage: bool) -> None:
 
 def _resumed(ctx: Context, stage: str, units: Units | None, remote_stage: bool) -> int:
     """Shards an earlier attempt finished that this one kept: commands (``units``) or, for a
-    stage whose command resumes by itself, what its stats.json counts."""
-    if units is not None and units.resumed:
-        return units.resumed
+    stage whose command resumes by itself, what its stats.json counts. A stage resumed by
+    command has the count written into its top-level stats.json too (its last command, which
+    sums the others, cannot know which of them an earlier attempt ran)."""
+    path = ctx.folder.remote(f"{stage}/stats.json") if remote_stage else ctx.d(stage) / "stats.json"
     try:
         if remote_stage:
-            with filesystems.open_read(ctx.folder.remote(f"{stage}/stats.json")) as f:
+            with filesystems.open_read(str(path)) as f:
                 doc = json.loads(f.read())
         else:
-            doc = read_json(ctx.d(stage) / "stats.json")
-        return int(doc.get("resumed_shards", 0))
-    except (InputError, OSError, AttributeError, TypeError, ValueError):
-        return 0
+            doc = read_json(path)
+    except (InputError, OSError, ValueError):
+        doc = None
+    if not isinstance(doc, dict):
+        return units.resumed if units is not None else 0
+    if units is None:
+        try:
+            return int(doc.get("resumed_shards", 0))
+        except (TypeError, ValueError):
+            return 0
+    if doc.get("resumed_shards") != units.resumed:
+        doc["resumed_shards"] = units.resumed
+        data = json.dumps(doc, indent=1).encode("utf-8")
+        if remote_stage:
+            with filesystems.create(str(path)) as f:
+                f.write(data)
+        else:
+            part = path.with_name(path.name + ".part")
+            part.write_bytes(data)
+            os.replace(part, path)
+    return units.resumed
 
 
 def _engine_of(commands: list[list[str]]) -> str:
