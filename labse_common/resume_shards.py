@@ -61,6 +61,11 @@ def _write_atomic(path: str, doc: dict) -> None:
     os.replace(part, path)
 
 
+# Set by the stage runner for its stages: the run folder, spelled ``$OUT`` in fingerprints (as in
+# its manifests), so a run folder's scratch copy on another machine resumes the same shards.
+RUN_FOLDER_ENV = "LABSE_RUN_FOLDER"
+
+
 def fingerprint(paths: list, settings: dict) -> str:
     """What makes a job's output what it is: every file under ``paths`` (its name, size and
     modification time: a changed input makes new shards) and the ``settings``."""
@@ -76,6 +81,9 @@ def fingerprint(paths: list, settings: dict) -> str:
                 st = os.stat(os.path.join(d, n))
                 seen.append([os.path.join(d, n), st.st_size, st.st_mtime_ns])
     doc = json.dumps({"files": seen, "settings": settings}, sort_keys=True, default=str)
+    run = os.environ.get(RUN_FOLDER_ENV, "").rstrip("/")
+    if run:
+        doc = doc.replace(run + "/", "$OUT/")
     return hashlib.sha256(doc.encode("utf-8")).hexdigest()
 
 

@@ -18,6 +18,7 @@ from labse_common.filesystems import is_remote
 from labse_common.logs import setup_logging
 from labse_common.model_init import demo_shape_warning
 from labse_common.output_dir import claim_output
+from labse_common.resume_shards import RUN_FOLDER_ENV
 from pipelines.run.config import effective_config, typed_config
 from pipelines.run.corpus_stages import SYNTHETIC
 from pipelines.run.declare import STAGES, Context
@@ -165,6 +166,7 @@ def _main(args: argparse.Namespace) -> int:
     _share_store_options(cfg)
     folder = _remote_folder(args, cfg)
     out = folder.scratch.resolve() if folder else Path(args.output).resolve()
+    os.environ[RUN_FOLDER_ENV] = str(out)  # the stages' shard fingerprints spell it $OUT
     demo = typed_config(cfg)["sources"]["demo"]
     if args.data and is_remote(args.data):
         raise UsageError(f"--data {args.data}: the stage runner reads a local folder")

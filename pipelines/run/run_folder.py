@@ -84,14 +84,27 @@ class RunFolder:
 
     def files(self, rel: str) -> dict[str, int]:
         """Every object under ``rel/`` of the remote folder: path below it -> size."""
+        return {k: size for k, (size, _) in self._objects(rel).items()}
+
+    def _objects(self, rel: str) -> dict[str, tuple[int, float]]:
+        """path below ``rel/`` -> (size, last modified, in seconds)."""
         prefix = self.remote(rel).rstrip("/") + "/"
         fs = filesystems.filesystem(prefix)
         try:
             found = fs.match([prefix + "**"])[0].metadata_list
         except OSError:  # Beam raises when nothing matches
             return {}
-        out = {m.path[len(prefix) :]: m.size_in_bytes for m in found}
+        out = {m.path[len(prefix) :]: (m.size_in_bytes, m.last_updated_in_seconds) for m in found}
         return {k: v for k, v in sorted(out.items()) if k and not _private(k)}
+
+    def _stamp(self, stage: str, objects: dict[str, tuple[int, float]]) -> None:
+        """Give the scratch copy's files the remote objects' times: a job that fingerprints its
+        inputs by name, size and time (labse_common.resume_shards) then sees the same inputs on
+        every machine, and resumes there from the shards a killed attempt uploaded."""
+        for rel, (size, when) in objects.items():
+            p = self.scratch / stage / rel
+            if when and p.is_file() and p.stat().st_size == size:
+                os.utime(p, (when, when))
 
     # -- the claim ----------------------------------------------------------------------------
     def claim(self) -> None:
@@ -191,7 +204,8 @@ class RunFolder:
     def fetch(self, stage: str) -> int:
         """Make the scratch copy of ``stage``'s folder hold exactly the remote files (missing or
         differing ones downloaded, others removed); the number of files downloaded."""
-        remote = self.files(stage)
+        objects = self._objects(stage)
+        remote = {k: size for k, (size, _) in objects.items()}
         d = self.scratch / stage
         have = _local_files(d)
         for rel in set(have) - set(remote):
@@ -199,6 +213,7 @@ class RunFolder:
         todo = [r for r, size in remote.items() if have.get(r) != size]
         for rel in todo:
             self.download(f"{stage}/{rel}", d / rel)
+        self._stamp(stage, objects)
         if todo:
             log.info("%s: %d file(s) of %s fetched from %s", stage, len(todo), stage, self.url)
         return len(todo)
@@ -212,6 +227,7 @@ class RunFolder:
         filesystems.delete(stale)
         for rel in local:
             self.upload(d / rel, f"{stage}/{rel}")
+        self._stamp(stage, self._objects(stage))
         return len(local)
 
     def clear(self, stage: str) -> None:

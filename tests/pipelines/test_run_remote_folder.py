@@ -73,6 +73,17 @@ def test_a_stage_folder_goes_up_and_comes_back_exactly(s3, tmp_path):
     assert (down.scratch / "mine" / "de-en" / "mined.parquet").read_bytes() == b"pairs"
     assert (down.scratch / "mine" / "stats.json").read_text() == "{}"
     assert down.fetch("mine") == 0  # nothing changed: nothing fetched
+    # The same times on both machines, and the run folder spelled $OUT: a job's shard
+    # fingerprint of its inputs is the same in either scratch copy (resume anywhere).
+    from labse_common.resume_shards import RUN_FOLDER_ENV, fingerprint
+
+    (up.scratch / "mine" / "_CLAIM.json").unlink()
+    prints = []
+    for copy in (up, down):
+        os.environ[RUN_FOLDER_ENV] = str(copy.scratch)
+        prints.append(fingerprint([copy.scratch / "mine"], {"lexicon": str(copy.scratch / "x")}))
+    os.environ.pop(RUN_FOLDER_ENV)
+    assert prints[0] == prints[1]
     down.clear("mine")
     assert _keys(client, "a/mine/") == {}
 
