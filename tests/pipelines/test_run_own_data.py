@@ -471,11 +471,13 @@ def _bitext_rows(tsv_gz: bytes) -> list[str]:
 
 def test_the_run_folder_on_s3_with_the_stages_on_a_dask_cluster(own, cluster, tmp_path):
     """``--output s3://…`` on a loopback S3 server and ``beam.runner: DaskRunner`` on two stock
-    Dask workers. The first attempt is killed right after the embed stage's first language
-    (``LABSE_KILL_AFTER=embed:1``, SIGKILL of the runner); a runner with a new, empty scratch
-    copy (as on another machine) keeps that language (``resumed_shards``) and stops for labels
-    naming the remote file; labelled there, a third runner, again on an empty scratch, ends
-    with the local runner's bitext, pair for pair. Everything lives in the bucket."""
+    Dask workers. The first attempt's CommonCrawl job dies after its first shard
+    (``LABSE_KILL_AFTER=commoncrawl:1``); the second keeps that shard and is killed right after
+    the embed stage's first language (``embed:1``, SIGKILL of the runner); a runner with a new,
+    empty scratch copy (as on another machine) keeps that language (``resumed_shards``) and
+    stops for labels naming the remote file; labelled there, a fourth runner, again on an empty
+    scratch, ends with the local runner's bitext, pair for pair. Everything lives in the
+    bucket, and every data-parallel stage ran on the Dask workers."""
     from tests.support.scaleout_util import s3_args, s3_test_server
 
     with s3_test_server(tmp_path / "moto", "runs") as (endpoint, client):
@@ -500,12 +502,20 @@ def test_the_run_folder_on_s3_with_the_stages_on_a_dask_cluster(own, cluster, tm
                 env={**env, **extra},
             )
 
+        def keys() -> set[str]:
+            listed = client.list_objects_v2(Bucket="runs", Prefix="own/", MaxKeys=1000)
+            return {o["Key"] for o in listed.get("Contents", [])}
+
         def get(key: str) -> bytes:
             return client.get_object(Bucket="runs", Key=f"own/{key}")["Body"].read()
 
-        p = attempt(1, LABSE_KILL_AFTER="embed:1")
+        p = attempt(0, LABSE_KILL_AFTER="commoncrawl:1")  # the corpus job dies after a shard
+        assert p.returncode != 0 and "commoncrawl" in p.stderr, p.stderr[-3000:]
+        assert "own/_CLAIM.json" not in keys()  # the runner ended: its claim went
+        p = attempt(1, LABSE_KILL_AFTER="embed:1")  # the runner itself dies after a language
         assert p.returncode == -9, p.stderr[-3000:]
-        assert "_CLAIM.json" in str(client.list_objects_v2(Bucket="runs", Prefix="own/"))
+        assert json.loads(get("_run.json"))["resumed_shards"] == {"commoncrawl": 1}
+        assert "own/_CLAIM.json" in keys()  # killed outright: taken over by the next runner
         p = attempt(2)
         assert p.returncode == 3, p.stderr[-3000:]
         assert f"python -m filters label {url}/labels.tsv" in p.stderr
@@ -531,5 +541,4 @@ def test_the_run_folder_on_s3_with_the_stages_on_a_dask_cluster(own, cluster, tm
             **dict.fromkeys(ENGINE_STAGES, "DaskRunner"),
             **dict.fromkeys(("sentences", "sample", "combine", "report"), "local"),
         }
-        keys = {o["Key"] for o in client.list_objects_v2(Bucket="runs", Prefix="own/")["Contents"]}
-        assert "own/_CLAIM.json" not in keys and "own/report/report.html" in keys
+        assert "own/_CLAIM.json" not in keys() and "own/report/report.html" in keys()
