@@ -32,7 +32,7 @@ import numpy as np
 import pyarrow as pa
 
 from filters.bitext.calibrate import Calibration, CalibrationError, parse_label, plot_calibration
-from filters.bitext.cli_combine import fit_labelled
+from filters.bitext.cli_combine import fit_labelled, in_pair_order
 from filters.bitext.cliutil import (
     add_common_options,
     check_score_type,
@@ -110,25 +110,32 @@ def read_labels(path: str, counter: StageCounter) -> tuple[list[str], list[str],
     return table.column("src").to_pylist(), table.column("trg").to_pylist(), good
 
 
-def _scored_lookup(path: str, col: str) -> tuple[dict[tuple[str, str], float], np.ndarray]:
-    """``{(src, trg): score}`` of --scored (the first row of a repeated pair), and every score."""
+def _scored_lookup(
+    path: str, col: str
+) -> tuple[dict[tuple[str, str], tuple[int, float]], np.ndarray]:
+    """``{(src, trg): (row, score)}`` of --scored (the first row of a repeated pair), and every
+    score."""
     # Damage anywhere in --scored, a missing or textual score column: one line, exit 2.
     check_score_type(parquet_file(path, "--scored").schema_arrow, col, path, "--scored")
     scored = read_parquet(path, ["src", "trg", col], "--scored", required=["src", "trg"])
     all_scores = score_values(scored.column(col))
-    lookup: dict[tuple[str, str], float] = {}
+    lookup: dict[tuple[str, str], tuple[int, float]] = {}
     src_col, trg_col = (
         utf8_column(scored.column(c).combine_chunks(), c, path, "--scored") for c in ("src", "trg")
     )
-    for s, t, v in zip(src_col.to_pylist(), trg_col.to_pylist(), all_scores):
-        lookup.setdefault((s, t), float(v))
+    for i, (s, t, v) in enumerate(zip(src_col.to_pylist(), trg_col.to_pylist(), all_scores)):
+        lookup.setdefault((s, t), (i, float(v)))
     return lookup, all_scores
 
 
 def _labelled_scores(
-    args: argparse.Namespace, lookup: dict[tuple[str, str], float], counter: StageCounter
+    args: argparse.Namespace,
+    lookup: dict[tuple[str, str], tuple[int, float]],
+    counter: StageCounter,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The score and label of each labelled pair that --scored scored (the rest counted)."""
+    """The score and label of each labelled pair that --scored scored (the rest counted), in
+    ``combine``'s order (:func:`~filters.bitext.cli_combine.in_pair_order`, by row of
+    --scored), not the file's: a file in labelling order gives combine's threshold."""
     src, trg, good = read_labels(args.labels, counter)
     counter.add_in(UNIT, len(src))
     # A pair labelled twice counts once, and one labelled both ways is left out (or the file
@@ -136,15 +143,16 @@ def _labelled_scores(
     used = unique_labels(
         [key_of(s, t) for s, t in zip(src, trg)], good, counter, UNIT, args.labels, "--labels"
     )
-    scores, labels = [], []
+    rows, scores, labels = [], [], []
     for i in used:
-        v = lookup.get((src[i], trg[i]))
+        row, v = lookup.get((src[i], trg[i]), (-1, None))
         if v is None:
             counter.add_dropped(UNIT, "not_in_scored")
         elif not math.isfinite(v):
             counter.add_dropped(UNIT, "no_score")
         else:
             counter.add_out(UNIT)
+            rows.append(row)
             scores.append(v)
             labels.append(good[i])
     if len(scores) < len(used):
@@ -154,7 +162,8 @@ def _labelled_scores(
             len(used),
             args.scored,
         )
-    return np.array(scores, dtype=np.float64), np.array(labels, dtype=bool)
+    order = in_pair_order(rows)
+    return np.array(scores, dtype=np.float64)[order], np.array(labels, dtype=bool)[order]
 
 
 def _calibrate(args: argparse.Namespace, cfg: CombineConfig) -> tuple:

@@ -231,10 +231,16 @@ def _labelled_sample(
     if labels.num_rows == 0:
         raise InputError(path, f"no labelled pair ({blank} blank labels)", "--labels")
     ids = labelled_rows(table, labels, path)
-    # By pair row, as the runner's labels stage writes them: the fit (its folds, its bootstrap)
-    # must not depend on the order the file is labelled in (filters sample interleaves strata).
-    order = np.argsort(ids, kind="stable")
+    order = in_pair_order(ids)
     return table.take(pa.array(ids[order])), labels_bool(labels)[order]
+
+
+def in_pair_order(rows: np.ndarray | list[int]) -> np.ndarray:
+    """The order in which every fit sees labelled pairs (``combine`` and ``calibrate``): by
+    each pair's row of the pairs table, as the runner's labels stage writes them. The fit (its
+    folds, its bootstrap) must not depend on the order a file was labelled in (``filters
+    sample`` serves it in :func:`~filters.bitext.sample.labelling_order`)."""
+    return np.argsort(np.asarray(rows, dtype=np.int64), kind="stable")
 
 
 def fit_labelled(
