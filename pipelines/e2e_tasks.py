@@ -414,6 +414,7 @@ def labels(
     import sys
 
     from filters.bitext import label_match as lm
+    from filters.bitext import round_marks as rm
     from filters.bitext.calibrate import BAD, GOOD
     from filters.bitext.sample import LABEL, TSV_COLUMNS, write_for_labelling
     from labse_common.cli import EXIT_NEEDS_LABELS, LABELS_NEEDED
@@ -431,10 +432,11 @@ def labels(
         lm.read_rows(person_file, "labels file") if person_file.is_file() else (header, [])
     )
     person = lm.known_labels(person_rows, counter, "person_labels", person_file)
-    merged = lm.merge_labels(sample_rows, earlier_labels, person)
-    # The person's labels of pairs outside this sample stay in the file: a rerun may mine them again.
-    in_sample = {lm.key_of(r["src"], r["trg"]) for r in merged}
-    extra = [r for r in person_rows if r[LABEL] and lm.key_of(r["src"], r["trg"]) not in in_sample]
+    # The person's marks (round two's, filters.bitext.round_marks) stay on their rows.
+    merged = rm.carry_marks(lm.merge_labels(sample_rows, earlier_labels, person), person_rows)
+    # The person's labels of pairs outside this sample stay in the file: a rerun may mine them
+    # again; so do the rows of round two, labelled or not, in their order.
+    extra = rm.kept_extra(person_rows, {lm.key_of(r["src"], r["trg"]) for r in merged})
     if lm.write_rows(
         person_file, header + [h for h in person_header if h not in header], merged + extra
     ):
@@ -460,7 +462,11 @@ def labels(
         table = cand.take(pa.array(ids))
         table = table.append_column("sample_id", pa.array(ids, pa.int64()))
         table = table.append_column(LABEL, pa.array(labs))
-        write_for_labelling(table, Path(claimed.tmp) / "labels.tsv")
+        rounds = rm.for_combine(cand, ids, labs, person_header, person_rows)
+        if rounds is None:
+            write_for_labelling(table, Path(claimed.tmp) / "labels.tsv")
+        else:  # with round two's marks: combine reports the two-round estimate
+            lm.write_rows(Path(claimed.tmp) / "labels.tsv", *rounds)
         report = counter.to_report(
             "labels",
             person_file=str(person_file),

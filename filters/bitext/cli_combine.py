@@ -184,6 +184,7 @@ def run(args: argparse.Namespace) -> dict:
         summary, best = _summary(fit, good, cfg, args.labels)
         scores, thr, keep = decide(fit, table, best)
         report = _report(counter, cfg, fit, thr, keep)
+        _two_rounds(args.labels, cfg, summary, report)
         _write(out.tmp, table, scores, thr, keep, fit, summary, report)
     log.info(
         "kept %d of %d pairs (%s) -> %s",
@@ -193,6 +194,30 @@ def run(args: argparse.Namespace) -> dict:
         args.output,
     )
     return report
+
+
+def _two_rounds(labels: str, cfg: CombineConfig, summary: dict, report: dict) -> None:
+    """Labels with the page's near-threshold round (:mod:`filters.bitext.round_marks`): its
+    two-round estimate, the page's own code, in combined.json and stats.json. The estimate
+    above counts round two's labels as a plain sample; this one is unbiased."""
+    from filters.bitext.round_marks import two_round_of
+
+    est = two_round_of(labels, cfg.confidence)
+    if est is None:
+        return
+    summary["two_round_estimate"] = report["two_round_estimate"] = est
+    if est["ok"]:
+        lo, hi = est["interval"]
+        log.info(
+            "two-round estimate at %.4g: %.1f%% GOOD [%.1f%%, %.1f%%] (%d round-two labels)",
+            est["threshold"],
+            100 * est["share"],
+            100 * lo,
+            100 * hi,
+            est["labelled"],
+        )
+    else:
+        log.warning("no two-round estimate: %s", est["why"])
 
 
 def threshold_note(fit: CombinedFit, cfg: CombineConfig, best: dict | None) -> str:

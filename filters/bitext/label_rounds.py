@@ -23,8 +23,10 @@ The file alone says what the estimate needs (so a restarted page, or anyone, rec
 real one at ``t`` (the kept pairs are the round-one rows at or above ``t`` and the pools of the
 kept strata; nothing else enters), and uses the labelled prefix of round two (a skipped pair
 ends it: a prefix is a stratified sample, a choice of pairs is not). ``combine`` and the
-runner read the extra rows and columns as any labels; note that ``combine``'s own estimate
-then counts the near-threshold labels as if they were a plain sample: the page shows both.
+runner read the extra rows and columns as any labels; ``combine``'s own estimate counts the
+near-threshold labels as if they were a plain sample, so it also reports this one
+(``two_round_estimate`` in combined.json), and the runner's labels stage keeps the marks
+(:mod:`filters.bitext.round_marks`). The page shows both.
 """
 
 from __future__ import annotations
@@ -286,7 +288,7 @@ def _rebuilt(
 ) -> tuple[np.ndarray, ad.FirstRound, ad.SecondRound, np.ndarray, float]:
     ones = [i for i, r in enumerate(rows) if _cell(header, r, ROUND) == "1"]
     twos = [i for i, r in enumerate(rows) if _cell(header, r, ROUND) == "2"]
-    if not ones:  # the runner rewrites the file from the sample, without the round columns
+    if not ones:  # e.g. the file was rebuilt from the sample by something that drops columns
         raise Unavailable("the file lost its round-one marks (round 1): no two-round estimate")
     if any(not labels[i] for i in ones):
         raise Unavailable("a pair labelled in round one when round two was drawn lost its label")
