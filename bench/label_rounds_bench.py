@@ -36,6 +36,7 @@ import pyarrow.parquet as pq
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from filters.bitext.adaptive_sample import (  # noqa: E402
+    BELOW_SHARE,
     FirstRound,
     draw_second_round,
     estimate_good_share,
@@ -59,12 +60,48 @@ def load_run(run: Path) -> tuple[pa.Table, np.ndarray, np.ndarray, float]:
     return table.select(["src_lang", "trg_lang", "margin"]), score, good, thr
 
 
-def scaled(table: pa.Table, score: np.ndarray, good: np.ndarray, n: int, seed: int = 0):
-    """``n`` rows drawn with replacement from the run's, scores jittered (ranks kept locally)."""
+def scaled(
+    table: pa.Table,
+    score: np.ndarray,
+    good: np.ndarray,
+    n: int,
+    seed: int = 0,
+    good_share: float | None = None,
+):
+    """``n`` rows drawn with replacement from the run's, scores jittered (ranks kept locally);
+    with ``good_share``, GOOD and BAD rows drawn apart in that proportion (a run with another
+    planted share: the full demo's is 0.611)."""
     rng = np.random.default_rng(seed)
-    idx = rng.integers(0, len(score), n)
+    if good_share is None:
+        idx = rng.integers(0, len(score), n)
+    else:
+        n_good = int(round(good_share * n))
+        idx = np.concatenate(
+            [
+                rng.choice(np.flatnonzero(good), n_good),
+                rng.choice(np.flatnonzero(~good), n - n_good),
+            ]
+        )
     jitter = rng.normal(0.0, 0.01, n)
     return table.take(pa.array(idx)), np.clip(score[idx] + jitter, 0.0, 1.0), good[idx]
+
+
+def simulated(n: int, seed: int = 0) -> tuple[pa.Table, np.ndarray, np.ndarray]:
+    """``n`` pairs shaped like the full demo's run (about 61% GOOD, most pairs above the
+    threshold GOOD): scores Beta(1.2, 1.0), GOOD with probability 1 / (1 + exp(-12 (s -
+    0.45))), margin a noisy copy of the score, two language pairs (the test's population,
+    tests/filters/bitext/test_adaptive_sample.py, with more GOOD pairs)."""
+    rng = np.random.default_rng(seed)
+    score = rng.beta(1.2, 1.0, n)
+    good = rng.random(n) < 1.0 / (1.0 + np.exp(-12.0 * (score - 0.45)))
+    table = pa.table(
+        {
+            "src_lang": rng.choice(["de", "fr"], n, p=[0.6, 0.4]),
+            "trg_lang": ["en"] * n,
+            "margin": score + rng.normal(0.0, 0.15, n),
+        }
+    )
+    return table, score, good
 
 
 def first_round(table: pa.Table, good: np.ndarray, n: int, seed: int) -> FirstRound:
@@ -89,7 +126,9 @@ def one_seed(pop, seed: int, args, fixed: float | None) -> dict[str, tuple] | No
     if t is None:
         return None
     band = near_threshold_band(score, t, max(2 * args.second, int(args.band_share * len(score))))
-    second = draw_second_round(score, first, band, args.second, seed=seed + 100_000)
+    second = draw_second_round(
+        score, first, band, args.second, seed=seed + 100_000, below_share=args.below_share
+    )
     est = estimate_good_share(score, t, first, second, good[second.rows], args.confidence)
     out["two rounds"] = (est, good[score >= t].mean())
     for n in (args.first + args.second, 2 * (args.first + args.second)):
@@ -139,10 +178,22 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--first", type=int, default=100, help="round one's labels")
     ap.add_argument("--second", type=int, default=50, help="round two's labels")
     ap.add_argument("--band-share", type=float, default=0.1, help="band size / population")
+    ap.add_argument(
+        "--below-share",
+        type=float,
+        default=BELOW_SHARE,
+        help=f"round two's share below the threshold (default {BELOW_SHARE})",
+    )
     ap.add_argument("--target", type=float, default=0.85, help="combine.target")
     ap.add_argument("--confidence", type=float, default=0.9)
     ap.add_argument("--scale", type=int, default=0, help="also a resampled population this big")
+    ap.add_argument(
+        "--good-share", type=float, help="the resampled population's GOOD share (--scale)"
+    )
     ap.add_argument("--fixed", action="store_true", help="estimate at the run's threshold")
+    ap.add_argument(
+        "--simulate", type=int, default=0, help="also a simulated demo-shaped population this big"
+    )
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     for need in ("combine/scored.parquet", "inputs/gold.tsv"):
@@ -153,7 +204,10 @@ def main(argv: list[str] | None = None) -> None:
     fixed = thr if args.fixed else None
     measure(f"run {args.run}", (table, score, good), args, fixed)
     if args.scale:
-        measure(f"resampled x{args.scale}", scaled(table, score, good, args.scale), args, fixed)
+        pop = scaled(table, score, good, args.scale, good_share=args.good_share)
+        measure(f"resampled x{args.scale}", pop, args, fixed)
+    if args.simulate:
+        measure(f"simulated {args.simulate}", simulated(args.simulate), args, None)
 
 
 if __name__ == "__main__":

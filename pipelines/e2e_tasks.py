@@ -416,7 +416,7 @@ def labels(
     from filters.bitext import label_match as lm
     from filters.bitext import round_marks as rm
     from filters.bitext.calibrate import BAD, GOOD
-    from filters.bitext.sample import LABEL, TSV_COLUMNS, write_for_labelling
+    from filters.bitext.sample import LABEL, TSV_COLUMNS
     from labse_common.cli import EXIT_NEEDS_LABELS, LABELS_NEEDED
 
     counter = StageCounter()
@@ -459,14 +459,8 @@ def labels(
         )
         return EXIT_NEEDS_LABELS
     with claim_output(out, overwrite) as claimed:
-        table = cand.take(pa.array(ids))
-        table = table.append_column("sample_id", pa.array(ids, pa.int64()))
-        table = table.append_column(LABEL, pa.array(labs))
-        rounds = rm.for_combine(cand, ids, labs, person_header, person_rows)
-        if rounds is None:
-            write_for_labelling(table, Path(claimed.tmp) / "labels.tsv")
-        else:  # with round two's marks: combine reports the two-round estimate
-            lm.write_rows(Path(claimed.tmp) / "labels.tsv", *rounds)
+        # With round two's marks when the file has them: combine reports its estimate.
+        rm.write_labels(Path(claimed.tmp) / "labels.tsv", cand, ids, labs, person_rows)
         report = counter.to_report(
             "labels",
             person_file=str(person_file),

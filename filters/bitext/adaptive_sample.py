@@ -12,9 +12,10 @@ one (whose labels give the current threshold ``t``):
 2. :func:`draw_second_round` stratifies the pairs round one left unlabelled, by score alone:
    ``near|below`` (in the band, below ``t``), ``near|above`` (in the band, at or above ``t``)
    and ``far|above`` (above the band). It draws a simple random sample without replacement in
-   each: a fixed share for ``near|below`` (it places the threshold, it does not enter the
-   estimate at ``t``) and the rest over the two kept strata by Neyman allocation (size times
-   the spread of round one's labels there), so most labels go to the band just above ``t``.
+   each: a share for ``near|below`` (``below_share``, default :data:`BELOW_SHARE` = 0: such
+   labels help a refit place the threshold but do not enter the estimate at ``t``) and the
+   rest over the two kept strata by Neyman allocation (size times the spread of round one's
+   labels there).
    A pair of stratum ``b`` is drawn with the known probability ``drawn_b / pool_b``. The rows
    come interleaved across strata, random within each: a page serving them in that order may
    stop anywhere, every prefix is again a stratified sample.
@@ -46,9 +47,16 @@ variance, given round one, is the sum over strata of ``N'_b^2 (1 - m_b/N'_b) s_b
 interval is Wilson's at the effective sample size ``share (1 - share) / variance`` (the Wald
 interval undercovers at shares near 1, where the kept pairs usually are).
 
-What it costs: round one's labels above the band no longer speak for the unlabelled pairs
-there, so a few round-two labels go to ``far|above`` (where the share is near 1 and a few
-suffice). Kept pairs below the band (an estimate at a threshold under ``band.lo``) are outside
+What it costs: round one's labels no longer speak for the unlabelled pairs, so the interval
+is as narrow as round two is large: stop round one as soon as it is enough to continue (it
+only has to place the threshold) and give round two most of the labels. 100 + 50 labels were
+*wider* than 150 plain ones on the full demo (1.33x; 61% GOOD pairs, round one's ~60 labels of
+kept pairs thrown away, ~330 unlabelled kept pairs estimated from ~35 round-two labels); 50 +
+100 are narrower (bench/README.md). Leads measured and not taken: round one's labels speaking
+for the pairs above the band again (biased by +0.019, 5.6 Monte-Carlo errors, at the test's
+population: those labels chose ``t``); a difference estimator with a logistic curve fitted
+to round one (exactly unbiased given round one, but only 5% narrower, and the file would
+need each stratum's sum of the curve over its pool). Kept pairs below the band (an estimate at a threshold under ``band.lo``) are outside
 round two's strata and get round one's stratified (Hajek) estimate, which is unbiased only for
 a threshold not chosen from those labels. With no second round (``second=None``) that is the
 whole estimate: the plain stratified estimate of round one, the baseline of
@@ -77,6 +85,9 @@ BELOW = "near|below"  # lo <= score < t
 ABOVE = "near|above"  # t <= score <= hi
 FAR = "far|above"  # score > hi
 STRATA = (BELOW, ABOVE, FAR)
+#: Round two's share drawn below the threshold: those labels help a refit place the threshold
+#: but do not enter the estimate at ``t`` (bench/README.md: 0.2 cost 10% of the width).
+BELOW_SHARE = 0.0
 
 
 @dataclass(frozen=True)
@@ -175,7 +186,7 @@ def draw_second_round(
     band: Band,
     n: int,
     seed: int = 0,
-    below_share: float = 0.2,
+    below_share: float = BELOW_SHARE,
 ) -> SecondRound:
     """``n`` pairs round one did not label, stratified by :meth:`Band.stratum`: ``below_share``
     of them from ``near|below``, the rest over ``near|above`` and ``far|above`` by Neyman

@@ -26,10 +26,10 @@ from typing import Any
 
 import pyarrow as pa
 
-from filters.bitext.label_match import Key, key_of
-from filters.bitext.label_rounds import ROUND, ROUND_COLUMNS, two_round_estimate
+from filters.bitext.label_match import Key, key_of, write_rows
 from filters.bitext.label_sheet import LABEL, read_sheet
-from filters.bitext.sample import TSV_COLUMNS
+from filters.bitext.round_estimate import ROUND, ROUND_COLUMNS, two_round_estimate
+from filters.bitext.sample import TSV_COLUMNS, write_for_labelling
 
 log = logging.getLogger("filters.bitext.round_marks")
 
@@ -124,6 +124,26 @@ def for_combine(
 
 def _row(rec: Mapping, mine: Mapping, marks: Sequence[str], sample_id: Any, label: str) -> dict:
     return {**rec, **{c: mine.get(c, "") for c in marks}, "sample_id": sample_id, LABEL: label}
+
+
+def write_labels(
+    path: str | os.PathLike,
+    cand: pa.Table,
+    ids: Sequence[int],
+    labs: Sequence[str],
+    person_rows: Sequence[Mapping[str, Any]],
+) -> None:
+    """The runner's labels for ``combine``: the matched pairs (``ids`` into ``cand``, by row)
+    as a labelling TSV with ``sample_id`` and ``label``, or :func:`for_combine`'s rows when the
+    person's file has round two."""
+    header = list(person_rows[0]) if person_rows else []
+    rounds = for_combine(cand, ids, labs, header, person_rows)
+    if rounds is not None:
+        write_rows(path, *rounds)
+        return
+    table = cand.take(pa.array(ids, pa.int64()))
+    table = table.append_column("sample_id", pa.array(ids, pa.int64()))
+    write_for_labelling(table.append_column(LABEL, pa.array(labs, pa.string())), path)
 
 
 def two_round_of(path: str | os.PathLike, confidence: float) -> dict[str, Any] | None:
