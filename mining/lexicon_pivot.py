@@ -2,11 +2,17 @@
 training pairs (:func:`fit_set`), and for a pair with none a pivot dictionary composed through a
 language both its sides were fitted with (:func:`add_pivots`, :func:`compose`):
 
-    p(fr|de) = sum over en of p(fr|en) p(en|de)
+    p(fr|de) = sum over en of q(fr|en) q(en|de),   q(y|x) = p(y|x)^a / sum over y' of p(y'|x)^a
 
 one sparse product per direction, pruned to each word's ``top_k`` likeliest entries >=
-``min_prob``. :mod:`mining.lexicon` reads, writes and scores the result (a
-:class:`~mining.lexicon.LexiconSet`).
+``min_prob``. Each factor is sharpened first (``sharpen`` a, 2 by default; 1: the plain
+product): an IBM Model 1 row spreads some mass over the function words its word co-occurs with,
+and the product of two such rows spreads it over the whole vocabulary of the pivot's function
+words, so every candidate sentence gets a little of it and the true translation stands out
+less. Squaring moves the mass to each word's likeliest partners: on held-out PUD de-fr it ranks
+the translation first for 0.565 of the queries instead of 0.49 (English shared by the two fits)
+and 0.355 instead of 0.305 (no English line shared), bench/README.md. :mod:`mining.lexicon`
+reads, writes and scores the result (a :class:`~mining.lexicon.LexiconSet`).
 """
 
 from __future__ import annotations
@@ -61,15 +67,35 @@ def pivot_for(langs: dict[str, int], src: str, trg: str) -> str | None:
     return max(sorted(shared), key=lambda p: min(counts[src][p], counts[trg][p]))
 
 
-def _compose_tables(
-    a: _Table, a_explained: dict[str, int], b: _Table, b_given: dict[str, int], top_k, min_prob
-) -> _Table:
-    """p(z|x) = sum over y of p(z|y) p(y|x): ``a`` gives y from x, ``b`` z from y; the y of
-    the two tables are matched by spelling. Each x keeps its ``top_k`` likeliest z >=
-    ``min_prob`` (None, 0: all)."""
+def sharpened(matrix, power: float):
+    """``matrix`` (given word x explained word, CSR) with each row raised to ``power`` and
+    normalised to sum 1 (``power`` 1: the rows as they are)."""
     from scipy import sparse
 
-    am, bm = a.matrix().tocsr(), b.matrix().tocsr()
+    if power == 1:
+        return matrix
+    m = matrix.copy()
+    m.data = m.data**power
+    totals = np.asarray(m.sum(axis=1)).ravel()
+    return sparse.diags(1.0 / np.where(totals > 0, totals, 1.0)) @ m
+
+
+def _compose_tables(
+    a: _Table,
+    a_explained: dict[str, int],
+    b: _Table,
+    b_given: dict[str, int],
+    top_k,
+    min_prob,
+    sharpen: float = 2.0,
+) -> _Table:
+    """p(z|x) = sum over y of q(z|y) q(y|x), q = p sharpened (:func:`sharpened`): ``a`` gives
+    y from x, ``b`` z from y; the y of the two tables are matched by spelling. Each x keeps its
+    ``top_k`` likeliest z >= ``min_prob`` (None, 0: all)."""
+    from scipy import sparse
+
+    am = sharpened(a.matrix().tocsr(), sharpen).tocsr()
+    bm = sharpened(b.matrix().tocsr(), sharpen).tocsr()
     # (a's y ids) x (b's y ids): 1 where both name the same word
     pairs = [(i, b_given[w]) for w, i in a_explained.items() if w in b_given and w != NULL]
     ai = np.asarray([i for i, j in pairs if i < am.shape[1] and j < bm.shape[0]], np.int64)
@@ -91,18 +117,31 @@ def _compose_tables(
 
 
 def compose(
-    first: Lexicon, second: Lexicon, top_k: int | None = 5, min_prob: float = 1e-3
+    first: Lexicon,
+    second: Lexicon,
+    top_k: int | None = None,
+    min_prob: float = 1e-3,
+    sharpen: float = 2.0,
 ) -> Lexicon:
     """The pivot dictionaries of src -> trg from ``first`` (src -> pivot) and ``second`` (pivot
-    -> trg): forward p(t|s) = sum_p p(t|p) p(p|s), backward p(s|t) = sum_p p(s|p) p(p|t),
-    pruned as :func:`_compose_tables` says. It fits on no pair (``pairs`` 0)."""
-    fwd = _compose_tables(first.fwd, first.trg_vocab, second.fwd, second.src_vocab, top_k, min_prob)
-    bwd = _compose_tables(second.bwd, second.src_vocab, first.bwd, first.trg_vocab, top_k, min_prob)
+    -> trg): forward p(t|s) = sum_p q(t|p) q(p|s), backward p(s|t) = sum_p q(s|p) q(p|t), with
+    q each factor sharpened by ``sharpen`` and the result pruned as :func:`_compose_tables`
+    says. It fits on no pair (``pairs`` 0)."""
+    fwd = _compose_tables(
+        first.fwd, first.trg_vocab, second.fwd, second.src_vocab, top_k, min_prob, sharpen
+    )
+    bwd = _compose_tables(
+        second.bwd, second.src_vocab, first.bwd, first.trg_vocab, top_k, min_prob, sharpen
+    )
     return Lexicon(first.src_vocab, second.trg_vocab, fwd, bwd, 0)
 
 
 def add_pivots(
-    lexicons: LexiconSet, wanted: Iterable[str], top_k: int | None = 5, min_prob: float = 1e-3
+    lexicons: LexiconSet,
+    wanted: Iterable[str],
+    top_k: int | None = None,
+    min_prob: float = 1e-3,
+    sharpen: float = 2.0,
 ) -> LexiconSet:
     """``lexicons`` with a pivot dictionary for each pair of ``wanted`` ("de-fr", normalised)
     that no fitted pair covers (either order), through :func:`pivot_for`'s language; the pairs
@@ -119,7 +158,7 @@ def add_pivots(
         first = lexicons.for_pair(src, via)
         second = lexicons.for_pair(via, trg)
         assert first is not None and second is not None  # pivot_for found both
-        lexicons.tables[key] = compose(first, second, top_k, min_prob)
+        lexicons.tables[key] = compose(first, second, top_k, min_prob, sharpen)
         lexicons.pivots[key] = via
         log.info("lexicon: %s composed through %s", key, via)
     return lexicons

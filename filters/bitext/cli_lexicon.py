@@ -15,8 +15,9 @@ the pair's words are explained by the other side. ``filters combine`` uses both 
 Each language pair of ``--fit`` is fitted on its own and serves both orders (de-en pairs give the
 en-de dictionaries too); a pair of ``--for-pairs`` (the pairs to mine) with no training pairs
 gets a pivot dictionary composed through a language both its sides were fitted with
-(p(fr|de) = sum over en of p(fr|en) p(en|de), each word's lexicon.pivot_top_k likeliest entries
->= lexicon.min_prob).
+(p(fr|de) = sum over en of q(fr|en) q(en|de), q each dictionary's rows raised to
+lexicon.pivot_sharpen and renormalised; each word's entries >= lexicon.min_prob, at most
+lexicon.pivot_top_k of them when set).
 Writes into the claimed folder DIR (committed at the end):
 
 * ``DIR/scored.parquet`` (with --pairs): every column of --pairs plus lex_fwd and lex_bwd (NaN
@@ -213,7 +214,9 @@ def _fitted(args, cfg, out_tmp: str, counter: StageCounter):
         fitted = lexicon_pivot.fit_set(groups, cfg.iterations, cfg.max_tokens)
     except ValueError as e:  # no pair with a word on both sides
         raise InputError(args.fit, str(e), "--fit") from e
-    lexicon_pivot.add_pivots(fitted, args.for_pairs or [], cfg.pivot_top_k, cfg.min_prob)
+    lexicon_pivot.add_pivots(
+        fitted, args.for_pairs or [], cfg.pivot_top_k, cfg.min_prob, cfg.pivot_sharpen
+    )
     path = Path(out_tmp) / LEXICON
     try:
         entries = lexicon.save(fitted, path, cfg.min_prob)

@@ -1,6 +1,7 @@
 """Dictionaries for every pair to mine (issue 47, item 4): one fit serves both orders of its
 language pair, and a pair with no training pairs gets a pivot dictionary composed through a
-language both sides were fitted with, p(fr|de) = sum over en of p(fr|en) p(en|de)."""
+language both sides were fitted with, p(fr|de) = sum over en of q(fr|en) q(en|de), q each
+dictionary's rows raised to ``sharpen`` and renormalised."""
 
 from __future__ import annotations
 
@@ -57,9 +58,21 @@ def probs(lex: lexicon.Lexicon, direction: str) -> dict[tuple[str, str], float]:
     }
 
 
-def composed_score(first: dict, second: dict, given: str, explained: str) -> float:
-    """The IBM Model 1 score of ``explained`` given ``given`` under p(z|x) = sum_y p(z|y) p(y|x),
-    written out word by word: ``first`` is p(y|x), ``second`` p(z|y)."""
+def sharpened(table: dict[tuple[str, str], float], power: float) -> dict:
+    """q(y|x) = p(y|x)^power / sum over y' of p(y'|x)^power, written out entry by entry."""
+    totals: dict[str, float] = {}
+    for (x, _), p in table.items():
+        totals[x] = totals.get(x, 0.0) + p**power
+    return {(x, y): p**power / totals[x] for (x, y), p in table.items()}
+
+
+def composed_score(
+    first: dict, second: dict, given: str, explained: str, power: float = 1.0
+) -> float:
+    """The IBM Model 1 score of ``explained`` given ``given`` under p(z|x) = sum_y q(z|y) q(y|x),
+    written out word by word: ``first`` is p(y|x), ``second`` p(z|y), q each sharpened by
+    ``power``."""
+    first, second = sharpened(first, power), sharpened(second, power)
     by_x: dict[str, dict[str, float]] = {}
     for (x, y), p in first.items():
         by_x.setdefault(x, {})[y] = p
@@ -90,9 +103,10 @@ def test_one_fit_gives_both_orders(fitted):
     assert both.status("en-de") == "direct"
 
 
-def test_a_pair_without_training_pairs_is_scored_by_the_composed_formula(fitted):
+@pytest.mark.parametrize("power", [1.0, 2.0])
+def test_a_pair_without_training_pairs_is_scored_by_the_composed_formula(fitted, power):
     pivoted = lexicon_pivot.add_pivots(
-        lexicon.LexiconSet(dict(fitted.tables), dict(fitted.langs)), ["de-fr"], None, 0.0
+        lexicon.LexiconSet(dict(fitted.tables), dict(fitted.langs)), ["de-fr"], None, 0.0, power
     )
     assert pivoted.pivots == {"de-fr": "en"} and pivoted.status("fr-de") == "pivot"
     de_en, fr_en = pivoted.for_pair("de", "en"), pivoted.for_pair("fr", "en")
@@ -100,9 +114,9 @@ def test_a_pair_without_training_pairs_is_scored_by_the_composed_formula(fitted)
     fr[3] = fr[5]  # one decoy: a translation of another sentence
     got = pivoted.score(de, fr, pair=("de", "fr"))
     for k in range(len(de)):
-        # p(fr|de) = sum_en p(fr|en) p(en|de);  p(de|fr) = sum_en p(de|en) p(en|fr)
-        fwd = composed_score(probs(de_en, "fwd"), probs(fr_en, "bwd"), de[k], fr[k])
-        bwd = composed_score(probs(fr_en, "fwd"), probs(de_en, "bwd"), fr[k], de[k])
+        # p(fr|de) = sum_en q(fr|en) q(en|de);  p(de|fr) = sum_en q(de|en) q(en|fr)
+        fwd = composed_score(probs(de_en, "fwd"), probs(fr_en, "bwd"), de[k], fr[k], power)
+        bwd = composed_score(probs(fr_en, "fwd"), probs(de_en, "bwd"), fr[k], de[k], power)
         assert got["lex_fwd"][k] == pytest.approx(fwd, abs=1e-9)
         assert got["lex_bwd"][k] == pytest.approx(bwd, abs=1e-9)
     # the other order reads the same tables swapped
@@ -133,3 +147,18 @@ def test_the_pivot_dictionary_ranks_translations_above_decoys(fitted, tmp_path):
     top = both.argmax(axis=1)
     assert (top == np.arange(n)).mean() >= 0.9, (top == np.arange(n)).mean()
     assert (np.diag(both)[:, None] >= both).all(axis=1).mean() >= 0.9
+
+
+def test_sharpening_moves_the_composed_mass_from_function_words_to_partners(fitted):
+    # The plain product spreads each word over the pivot's function word and what it explains;
+    # squaring each factor first keeps more of the mass on the word's own translation.
+    de_en, en_fr = fitted.for_pair("de", "en"), fitted.for_pair("en", "fr")
+    plain = probs(lexicon_pivot.compose(de_en, en_fr, None, 0.0, 1.0), "fwd")
+    sharp = probs(lexicon_pivot.compose(de_en, en_fr, None, 0.0, 2.0), "fwd")
+    partner = [(f"quel{i}", f"mor{i}") for i in range(WORDS)]
+    assert all(sharp[p] > plain[p] for p in partner)
+    for lex in (plain, sharp):  # each given word's row is still a distribution
+        totals: dict[str, float] = {}
+        for (x, _), p in lex.items():
+            totals[x] = totals.get(x, 0.0) + p
+        assert max(abs(t - 1) for t in totals.values()) < 1e-9
