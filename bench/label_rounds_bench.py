@@ -36,8 +36,10 @@ import pyarrow.parquet as pq
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from filters.bitext.adaptive_sample import (  # noqa: E402
+    BAND_SHARE,
     BELOW_SHARE,
     FirstRound,
+    band_size,
     draw_second_round,
     estimate_good_share,
     near_threshold_band,
@@ -125,7 +127,7 @@ def one_seed(pop, seed: int, args, fixed: float | None) -> dict[str, tuple] | No
     t = fixed if fixed is not None else own_threshold(score, first, args.target)
     if t is None:
         return None
-    band = near_threshold_band(score, t, max(2 * args.second, int(args.band_share * len(score))))
+    band = near_threshold_band(score, t, band_size(len(score), args.second, args.band_share))
     second = draw_second_round(
         score, first, band, args.second, seed=seed + 100_000, below_share=args.below_share
     )
@@ -177,7 +179,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seeds", type=int, default=200)
     ap.add_argument("--first", type=int, default=100, help="round one's labels")
     ap.add_argument("--second", type=int, default=50, help="round two's labels")
-    ap.add_argument("--band-share", type=float, default=0.1, help="band size / population")
+    ap.add_argument(
+        "--band-share",
+        type=float,
+        default=BAND_SHARE,
+        help=f"band size / population (default {BAND_SHARE}; at least 2 x --second)",
+    )
     ap.add_argument(
         "--below-share",
         type=float,

@@ -88,6 +88,14 @@ STRATA = (BELOW, ABOVE, FAR)
 #: Round two's share drawn below the threshold: those labels help a refit place the threshold
 #: but do not enter the estimate at ``t`` (bench/README.md: 0.2 cost 10% of the width).
 BELOW_SHARE = 0.0
+#: The band's share of the population (at least twice round two's size): measured best of
+#: 0.1, 0.3 and 1.0 on a demo-shaped population of 20,000 (bench/README.md).
+BAND_SHARE = 0.3
+
+
+def band_size(n_pairs: int, n: int, share: float = BAND_SHARE) -> int:
+    """How many pairs the band around the threshold holds, for ``n`` drawn among ``n_pairs``."""
+    return min(n_pairs, max(2 * n, int(share * n_pairs)))
 
 
 @dataclass(frozen=True)

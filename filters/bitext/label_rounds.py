@@ -59,7 +59,6 @@ log = logging.getLogger("filters.bitext.label_rounds")
 # Round two should hold most of the labels: round one's count only for their own pairs in the
 # two-round estimate (bench/README.md, "Labels near the threshold").
 DEFAULT_SIZE = 100
-BAND_PER_PAIR = 10  # the band around t holds this many pairs per pair drawn
 
 
 def rounds_of(sheet: Any, size: int | None = None) -> LabelRounds:
@@ -127,7 +126,7 @@ class LabelRounds:
                 f"have {pairs.num_rows} (drawn from a part of them?)"
             )
         scores = self._scores(header, rows, labels)
-        band = ad.near_threshold_band(scores, t, min(pairs.num_rows, BAND_PER_PAIR * self.size))
+        band = ad.near_threshold_band(scores, t, ad.band_size(pairs.num_rows, self.size))
         second = ad.draw_second_round(scores, first, band, self.size, self.sheet.cfg.seed)
         if len(second.rows) == 0:
             raise Unavailable("no second round: every pair near the threshold is labelled")

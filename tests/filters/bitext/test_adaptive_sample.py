@@ -11,6 +11,7 @@ from filters.bitext.adaptive_sample import (
     BELOW,
     FAR,
     FirstRound,
+    band_size,
     draw_second_round,
     estimate_good_share,
     near_threshold_band,
@@ -142,7 +143,7 @@ def test_150_labels_with_the_default_round_two_are_narrower_than_150_plain_ones(
     for seed in range(60):
         first = first_round(table, good, 150 - DEFAULT_SIZE, seed)
         t = _own_threshold(score, first)
-        band = near_threshold_band(score, t, max(2 * DEFAULT_SIZE, 62))
+        band = near_threshold_band(score, t, band_size(len(score), DEFAULT_SIZE))
         second = draw_second_round(score, first, band, DEFAULT_SIZE, seed=seed + 1000)
         two.append(estimate_good_share(score, t, first, second, good[second.rows]).width)
         ref = first_round(table, good, 150, seed)

@@ -93,7 +93,7 @@ def reference(before: Path, pairs_path: Path, table, tmp_path: Path, cfg):
         good=np.array([r["label"] == "GOOD" for r in done]),
         sizes=ad.stratum_sizes(pq.read_table(before.parent / "sample.parquet")),
     )
-    band = ad.near_threshold_band(scores, t, min(table.num_rows, 10 * SIZE))
+    band = ad.near_threshold_band(scores, t, ad.band_size(table.num_rows, SIZE))
     second = ad.draw_second_round(scores, first, band, SIZE, cfg.seed)
     return scores, t, first, second
 
