@@ -50,13 +50,14 @@ interval undercovers at shares near 1, where the kept pairs usually are).
 What it costs: round one's labels no longer speak for the unlabelled pairs, so the interval
 is as narrow as round two is large: stop round one as soon as it is enough to continue (it
 only has to place the threshold) and give round two most of the labels. 100 + 50 labels were
-*wider* than 150 plain ones on the full demo (1.33x; 61% GOOD pairs, round one's ~60 labels of
-kept pairs thrown away, ~330 unlabelled kept pairs estimated from ~35 round-two labels); 50 +
-100 are narrower (bench/README.md). Leads measured and not taken: round one's labels speaking
-for the pairs above the band again (biased by +0.019, 5.6 Monte-Carlo errors, at the test's
-population: those labels chose ``t``); a difference estimator with a logistic curve fitted
-to round one (exactly unbiased given round one, but only 5% narrower, and the file would
-need each stratum's sum of the curve over its pool). Kept pairs below the band (an estimate at a threshold under ``band.lo``) are outside
+*wider* than 150 plain ones on the full demo (1.33x; 61% GOOD pairs: round one's ~60 labels
+of kept pairs speak for nothing else, ~320 unlabelled kept pairs rest on ~33 round-two labels);
+50 + 100 are narrower (0.77x on a population of that shape; bench/README.md). Leads measured
+and not taken: round one's labels speaking for the pairs above the band again (biased by
++0.019, 5.6 Monte-Carlo errors, at the test's population: those labels chose ``t``); a
+difference estimator with a logistic curve fitted to round one (exactly unbiased given round
+one, but only 5% narrower, and the file would need each stratum's sum of the curve over its
+pool). Kept pairs below the band (an estimate at a threshold under ``band.lo``) are outside
 round two's strata and get round one's stratified (Hajek) estimate, which is unbiased only for
 a threshold not chosen from those labels. With no second round (``second=None``) that is the
 whole estimate: the plain stratified estimate of round one, the baseline of
