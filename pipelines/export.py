@@ -16,6 +16,12 @@ The same folder as ``filters export`` from the same inputs, row for row and file
   ``hf/``, ``rejected.parquet`` and ``stats.json`` through Beam's FileSystems, so ``--output``
   and every input may be ``s3://`` or ``gs://`` (the stage runner passes its run folder's URLs).
 
+With ``--pair SRC-TRG`` the job reads only that pair's mined file and the filters' verdict about
+it, and writes its part (``kept.parquet``, ``rejected.parquet``, ``stats.json``: what ``filters
+export --pair`` writes), which ``python -m pipelines.pair_assembly bitext`` assembles with the
+other pairs' into the folder above (the stage runner's bitext stage: each pair a unit a killed
+run keeps).
+
 The output is claimed and committed as every command's (:mod:`labse_common.output_dir`). A
 damaged mined file found by a worker is one line naming it and exit status 2, as locally.
 """
@@ -35,10 +41,14 @@ from filters.bitext.export import (
     Verdict,
     bitext_report,
     check_mined_file,
+    check_pair,
     load_verdict,
     mined_files,
+    pair_file,
+    part_report,
     split_file,
     write_bitext,
+    write_part,
 )
 from labse_common import filesystems
 from labse_common.cli import (
@@ -82,14 +92,29 @@ class SplitFile(beam.DoFn):
 Part = tuple[int, list, list, dict, "str | None"]
 
 
-def write_folder(parts: list[Part], summary: dict, inputs: Inputs, output: str) -> None:
-    """Every file's pairs in the local export's order, written into ``output`` (local or a
-    URL) through a local staging folder; or, when a file was unusable, only what went wrong."""
-    parts = sorted(parts, key=lambda part: part[0])
+def _problems(parts: list[Part], output: str) -> bool:
+    """When a file was unusable, only what went wrong is written."""
     problems = [part[4] for part in parts if part[4] is not None]
     if problems:
         with filesystems.create(f"{output}/{PROBLEMS_FILE}") as f:
             f.write(json.dumps(problems).encode("utf-8"))
+    return bool(problems)
+
+
+def write_folder(
+    parts: list[Part], summary: dict, inputs: Inputs, output: str, pair: str | None = None
+) -> None:
+    """Every file's pairs in the local export's order, written into ``output`` (local or a
+    URL) through a local staging folder; with ``pair``, that pair's part (``write_part``)."""
+    parts = sorted(parts, key=lambda part: part[0])
+    if _problems(parts, output):
+        return
+    if pair is not None:
+        [(_, kept, rejected, counts, _)] = parts
+        report = part_report(pair, counts, kept, rejected, summary, inputs)
+        with tempfile.TemporaryDirectory(prefix="labse-export-") as local:
+            write_part(local, kept, rejected, report)
+            upload_tree(local, output)
         return
     kept: list[dict] = []
     rejected: list[dict] = []
@@ -105,7 +130,12 @@ def write_folder(parts: list[Part], summary: dict, inputs: Inputs, output: str) 
 
 
 def build_pipeline(
-    p: beam.Pipeline, files: Sequence[str], verdict: Verdict, inputs: Inputs, output: str
+    p: beam.Pipeline,
+    files: Sequence[str],
+    verdict: Verdict,
+    inputs: Inputs,
+    output: str,
+    pair: str | None = None,
 ) -> None:
     side = beam.pvalue.AsSingleton(p | "Verdict" >> beam.Create([verdict]))
     _ = (
@@ -114,7 +144,7 @@ def build_pipeline(
         | "Spread" >> beam.Reshuffle()
         | "Split" >> beam.ParDo(SplitFile(inputs.min_margin), side)
         | "Gather" >> beam.combiners.ToList()
-        | "Write" >> beam.Map(write_folder, verdict.summary, inputs, output)
+        | "Write" >> beam.Map(write_folder, verdict.summary, inputs, output, pair)
     )
 
 
@@ -154,6 +184,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=1.05,
         help="margin floor when neither --filtered nor --combined is given (1.05)",
     )
+    p.add_argument(
+        "--pair",
+        metavar="SRC-TRG",
+        help="only this language pair: writes its part (kept.parquet, rejected.parquet, "
+        "stats.json) for python -m pipelines.pair_assembly bitext (the stage runner's bitext "
+        "stage, one job per pair)",
+    )
     add_output_option(p, "folder to write (local or a Beam FileSystems URL)")
     add_overwrite_option(p)
     add_log_level_option(p)
@@ -178,14 +215,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         opts = pipeline_options(beam_args)  # first: it gives FileSystems the S3/GCS options
         check_remote([args.mined, args.filtered, args.combined, args.rules, args.output], opts)
         inputs = Inputs.of(args.filtered, args.combined, args.rules, args.min_margin)
-        files = mined_files(args.mined)
+        pair = None if args.pair is None else check_pair(args.pair)
+        files = mined_files(args.mined) if pair is None else [pair_file(args.mined, pair)]
         for f in files:  # a truncated file or a missing column: one line now, not in a worker
             check_mined_file(f)
-        verdict = load_verdict(inputs)
+        verdict = load_verdict(inputs, pair)
         with claim_output(args.output, args.overwrite) as out:
             tmp = out.tmp.rstrip("/")
             with new_pipeline(opts) as p:
-                build_pipeline(p, files, verdict, inputs, tmp)
+                build_pipeline(p, files, verdict, inputs, tmp, pair)
                 run_pipeline(p)
             report = _outcome(tmp)
         c = report["counts"].get("pairs", {"in": 0, "out": 0})

@@ -18,6 +18,12 @@ Everything goes through Beam's FileSystems, so the folder may be on object stora
 cds-score`` per pair, each a unit a killed run keeps) as ``DIR/scored.parquet``, in the order
 given (the rules' ``kept_all.parquet`` order), and ``DIR/stats.json``, the pairs' counts summed
 with ``shards``. DIR may be an object-store URL.
+
+``python -m pipelines.pair_assembly bitext DIR --pairs PAIR... [beam options]`` is the runner's
+``bitext`` stage's last step: the parts ``DIR/_parts/<pair>`` (one ``filters export --pair`` or
+``pipelines.export --pair`` per pair, each a unit a killed run keeps) as the folder the whole
+export writes (``filters.bitext.export.assemble_parts``); the parts are removed. DIR may be an
+object-store URL.
 """
 
 from __future__ import annotations
@@ -228,7 +234,9 @@ def assemble_scored(folder: str, pairs: Sequence[str]) -> dict:
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="python -m pipelines.pair_assembly",
-        description="concat: several pair Parquet files (local or object-store URLs) as one. "
+        description="concat: several pair Parquet files (local or object-store URLs) as one; "
+        "scored: the cds_score stage's pairs as one file; bitext: the bitext stage's parts as "
+        "the bitext folder. "
         "Other options are Beam's (the S3/GCS ones reach the file system).",
     )
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -245,6 +253,15 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("folder", metavar="DIR", help="the cds_score stage folder (path or URL)")
     s.add_argument("--pairs", nargs="+", required=True, help="language pairs, in output order")
     add_log_level_option(s)
+    b = sub.add_parser(
+        "bitext",
+        help="DIR/_parts/<pair> (filters export --pair per pair) as the bitext folder "
+        "filters export writes (bitext.parquet, bitext.tsv.gz, Moses files, hf/, "
+        "rejected.parquet, stats.json); the parts are removed",
+    )
+    b.add_argument("folder", metavar="DIR", help="the bitext stage folder (path or URL)")
+    b.add_argument("--pairs", nargs="+", required=True, help="the language pairs exported")
+    add_log_level_option(b)
     return ap
 
 
@@ -261,6 +278,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         filesystems.configure(beam_args or None)
         opts = PipelineOptions(list(beam_args)) if beam_args else None
         # A dead endpoint, missing bucket or credentials: one line now, not a traceback later.
+        if args.cmd == "bitext":
+            from filters.bitext.export import assemble_parts
+
+            check_paths(remote_paths([args.folder]), opts)
+            report = assemble_parts(args.folder, args.pairs)
+            kept = report["counts"].get("pairs", {}).get("out", 0)
+            print(f"bitext: {kept} pairs -> {args.folder}")
+            return 0
         if args.cmd == "scored":
             check_paths(remote_paths([args.folder]), opts)
             report = assemble_scored(args.folder, args.pairs)

@@ -56,6 +56,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=1.05,
         help="margin floor when --filtered is not given (1.05)",
     )
+    p.add_argument(
+        "--pair",
+        metavar="SRC-TRG",
+        help="only this language pair (MINE_DIR/SRC-TRG/mined.parquet): writes its part "
+        "(kept.parquet, rejected.parquet, stats.json) for python -m pipelines.pair_assembly "
+        "bitext, which makes the whole folder from the parts (the stage runner's bitext stage)",
+    )
     add_output_option(p, "folder to write (local)")
     add_overwrite_option(p)
     add_log_level_option(p)
@@ -67,17 +74,19 @@ def main(argv: list[str] | None = None) -> int:
     setup_logging(args.log_level)
 
     def body() -> int:
-        from filters.bitext.export import export_bitext
+        from filters.bitext.export import check_pair, export_bitext, export_pair
 
-        rep = export_bitext(
-            args.mined,
-            args.output,
+        opts = dict(
             filtered=args.filtered,
             combined=args.combined,
             rules=args.rules,
             min_margin=args.min_margin,
             overwrite=args.overwrite,
         )
+        if args.pair is not None:
+            rep = export_pair(args.mined, check_pair(args.pair), args.output, **opts)
+        else:
+            rep = export_bitext(args.mined, args.output, **opts)
         c = rep["counts"].get("pairs", {"in": 0, "out": 0})
         log.info("export: %d of %d pairs kept (%s)", c["out"], c["in"], rep["source"])
         if rep.get("warning"):

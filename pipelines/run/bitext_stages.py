@@ -284,7 +284,9 @@ def COMBINE(c: Context) -> list[Command]:
 
 
 @stage(
-    "the final NMT-ready bitext (Parquet, TSV.gz, Moses, Hugging Face folder), every dropped pair with its reason",
+    "the final NMT-ready bitext (Parquet, TSV.gz, Moses, Hugging Face folder), every dropped pair "
+    "with its reason: one export per language pair (a Beam job per pair with beam.runner), then "
+    "the pairs' parts as one folder",
     reads=("run.min_margin",),
     inputs=(MINE,),
     optional_inputs=(RULES, COMBINE),
@@ -294,20 +296,22 @@ def COMBINE(c: Context) -> list[Command]:
 def BITEXT(c: Context) -> list[Command]:
     combined = ["--combined", c.d(COMBINE)] if c.on.get(COMBINE.name) else []
     rules = ["--rules", c.d(RULES)] if c.on.get(RULES.name) else []
-    args = [
-        "--mined",
-        c.d(MINE),
-        *combined,
-        *rules,
-        "--min-margin",
-        c.cfg["run"]["min_margin"],
-        "--output",
-        c.d(BITEXT),
-        "--overwrite",
+    args = ["--mined", c.d(MINE), *combined, *rules, "--min-margin", c.cfg["run"]["min_margin"]]
+
+    def pair_args(p: str) -> list[object]:
+        return ["--pair", p, "--output", c.d(BITEXT) / "_parts" / p, "--overwrite"]
+
+    if c.engine:  # the same part per pair, its mined file decided by a Beam worker
+        per_pair = [c.py("pipelines.export", *args, *pair_args(p), *c.beam_args) for p in c.pairs]
+    else:
+        per_pair = [c.py("filters", "export", *args, *pair_args(p)) for p in c.pairs]
+    # The parts as the folder filters export writes, the parts removed (no --output: it always
+    # runs, never kept as a finished unit).
+    beam = c.beam_args if c.engine else []  # its S3/GCS options, for a remote run folder
+    return [
+        *per_pair,
+        c.py("pipelines.pair_assembly", "bitext", c.d(BITEXT), "--pairs", *c.pairs, *beam),
     ]
-    if c.engine:  # the same folder, each mined pair file decided by a Beam worker
-        return [c.py("pipelines.export", *args, *c.beam_args)]
-    return [c.py("filters", "export", *args)]
 
 
 def _eval_off(c: Context) -> str | None:

@@ -200,12 +200,21 @@ def test_bitext_stage_runs_the_beam_job_on_the_engine(tmp_path):
         return c
 
     engine = ctx("beam.runner=DaskRunner", "beam.options={dask_npartitions: 2}")
-    [cmd] = bitext.command_lines(engine)
-    assert cmd[1:3] == ["-m", "pipelines.export"]
-    assert cmd[-len(engine.beam_args) :] == engine.beam_args
-    assert "--runner=DaskRunner" in cmd and "--dask_npartitions=2" in cmd
+    *jobs, assemble = bitext.command_lines(engine)
     local = ctx()
-    [plain] = bitext.command_lines(local)
-    assert plain[1:4] == ["-m", "filters", "export"] and "--runner=DaskRunner" not in plain
-    # The same inputs, flags and output either way.
-    assert cmd[3 : -len(engine.beam_args)] == plain[4:]
+    *plains, plain_assemble = bitext.command_lines(local)
+    assert len(jobs) == len(plains) == len(engine.pairs) > 1 and bitext.resumable
+    for cmd, plain, pair in zip(jobs, plains, engine.pairs):  # one job per language pair
+        assert cmd[1:3] == ["-m", "pipelines.export"]
+        assert cmd[-len(engine.beam_args) :] == engine.beam_args
+        assert "--runner=DaskRunner" in cmd and "--dask_npartitions=2" in cmd
+        assert plain[1:4] == ["-m", "filters", "export"] and "--runner=DaskRunner" not in plain
+        # The same inputs, flags and output either way: the pair's part in the stage folder.
+        assert cmd[3 : -len(engine.beam_args)] == plain[4:]
+        assert plain[plain.index("--pair") + 1] == pair
+        assert plain[plain.index("--output") + 1].endswith(f"bitext/_parts/{pair}")
+    # The parts as one folder (no --output: the runner never keeps it as a finished unit).
+    assert (
+        assemble[1:4] == ["-m", "pipelines.pair_assembly", "bitext"] and "--output" not in assemble
+    )
+    assert plain_assemble == assemble[: len(plain_assemble)]

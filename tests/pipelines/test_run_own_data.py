@@ -460,6 +460,38 @@ def test_a_killed_cds_score_stage_keeps_the_pairs_it_scored(own, tmp_path):
     assert stats["counts"]["pairs"]["out"] == scored.num_rows and not check_balanced(stats)
 
 
+def test_a_killed_bitext_stage_keeps_the_pairs_it_exported(own, tmp_path):
+    """bitext runs one ``filters export --pair`` per language pair, then assembles the parts.
+    ``LABSE_KILL_AFTER=bitext:1`` kills the runner after the first pair; the same command keeps
+    it (``resumed_shards``) and its folder is the uninterrupted run's, row for row. In the
+    fixture's own run folder (a copy's labels file has another path: the labels stage, upstream,
+    would count as changed); it ends as complete as it was."""
+    setting = ["--only", "bitext"]
+    killed = own["out"]
+    whole = tmp_path / "whole"
+    shutil.copytree(killed / "bitext", whole)
+    (killed / "_state" / "bitext.manifest.json").unlink()  # the stage not run yet
+    shutil.rmtree(killed / "bitext")
+    p = run(own["data"], killed, *setting, env={**ENV, "LABSE_KILL_AFTER": "bitext:1"})
+    assert p.returncode == -9, p.stderr[-3000:]
+    assert not (killed / "bitext" / "bitext.tsv.gz").exists()
+    assert len(list((killed / "bitext" / "_parts").iterdir())) == 1
+    p = run(own["data"], killed, *setting, cli=own["cli"])
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert json.loads((killed / "_run.json").read_text())["resumed_shards"] == {"bitext": 1}
+    got = killed / "bitext"
+    assert _bitext_rows((got / "bitext.tsv.gz").read_bytes()) == _bitext_rows(
+        (whole / "bitext.tsv.gz").read_bytes()
+    )
+    for name in ("bitext.parquet", "rejected.parquet"):  # pandas' equals: the same NaN in both
+        a, b = pq.read_table(got / name), pq.read_table(whole / name)
+        assert a.schema == b.schema and a.to_pandas().equals(b.to_pandas()), name
+    stats, want = (json.loads((d / "stats.json").read_text()) for d in (got, whole))
+    assert (stats.pop("resumed_shards"), want.pop("resumed_shards", 0)) == (1, 0)
+    assert stats == want and not check_balanced(stats)
+    assert not (got / "_parts").exists() and stats["counts"]["pairs"]["in"] > 0
+
+
 ENGINE_STAGES = ("wikipedia", "commoncrawl", "embed", "mine", "rules", "cds_score", "bitext")
 
 
