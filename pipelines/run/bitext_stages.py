@@ -291,6 +291,7 @@ def COMBINE(c: Context) -> list[Command]:
     inputs=(MINE,),
     optional_inputs=(RULES, COMBINE),
     outputs=("bitext.parquet", "bitext.tsv.gz", "rejected.parquet", "stats.json", "hf/README.md"),
+    resumable=True,  # one command per language pair: a rerun keeps the pairs already exported
     engine=True,
 )
 def BITEXT(c: Context) -> list[Command]:
