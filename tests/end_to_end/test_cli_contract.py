@@ -738,6 +738,15 @@ TABLE: dict[str, Cmd] = {
             "(tests/pipelines/test_bitext_resume.py: a missing pair is one line, exit 2)",
         ),
     ),
+    "pipelines.pair_assembly bitext": Cmd(
+        ["bitext", "{IN}", "--pairs", "de-en"],
+        None,
+        na=_na(
+            CASES,
+            "internal: the runner's bitext stage assembles the parts its own commands wrote "
+            "(tests/pipelines/test_bitext_parts.py: a missing part is one line, exit 2)",
+        ),
+    ),
     "pipelines.e2e_tasks embed": Cmd(
         [
             "embed",
