@@ -77,3 +77,31 @@ def test_a_missing_part_or_a_bad_pair_is_one_line(inputs, tmp_path, caplog):  # 
     assert main(missing) == 2
     [err] = errors()
     assert "xx-en/mined.parquet" in err
+
+
+def test_parts_and_folder_on_s3(inputs, tmp_path):  # noqa: F811
+    """A remote run folder: the Beam jobs write their parts to the bucket and the assembly
+    reads them there, writes the folder there and removes them."""
+    from pipelines.export import main
+    from pipelines.pair_assembly import main as assemble
+    from tests.pipelines.test_export_engine import BUCKET
+    from tests.support.scaleout_util import s3_args, s3_test_server
+
+    want = files_of(local_export(inputs, "combined", tmp_path / "whole"))
+    with s3_test_server(tmp_path / "moto", BUCKET) as (endpoint, client):
+        for p in sorted(inputs.rglob("*")):
+            if p.is_file():
+                client.upload_file(str(p), BUCKET, f"run/{p.relative_to(inputs)}")
+        out = f"s3://{BUCKET}/run/bitext"
+        for p in PAIRS:
+            argv = [*_args(f"s3://{BUCKET}/run", "combined"), "--pair", p]
+            argv += ["--output", f"{out}/_parts/{p}", *DIRECT, *s3_args(endpoint)]
+            assert main(argv) == 0
+        assert assemble(["bitext", out, "--pairs", *PAIRS, *s3_args(endpoint)]) == 0
+        prefix = "run/bitext/"
+        listed = client.list_objects_v2(Bucket=BUCKET, Prefix=prefix)["Contents"]
+        got = {
+            o["Key"][len(prefix) :]: client.get_object(Bucket=BUCKET, Key=o["Key"])["Body"].read()
+            for o in listed
+        }
+    assert_same_folder(got, want)  # _parts/ removed: nothing but the folder's files
