@@ -294,6 +294,13 @@ def fit_combined(table: pa.Table, good: np.ndarray, cfg: CombineConfig) -> Combi
         # no fold noise (folds guard against weights fitted to the pairs they then rank).
         oof = final.score_matrix(x)
     else:
+        fewest = min(int(good.sum()), int((~good).sum()))
+        if fewest < 2:  # a fold would train on one label only (scikit-learn refuses it)
+            raise CalibrationError(
+                f"{fewest} {'GOOD' if good.sum() < 2 else 'BAD'} labelled pair: the combined "
+                f"score of {len(names)} features is fitted out of fold and needs at least 2 of "
+                "each label (label more pairs, or set combine.min_per_label to 2 or more)"
+            )
         oof = out_of_fold(x, good, cfg.folds, cfg.c, cfg.seed)
     reports = []
     for j, name in enumerate(names):

@@ -89,6 +89,21 @@ def test_unreachable_target_is_reported_not_hidden():
     assert "GOOD" in fit.unreachable or "separate" in fit.unreachable
 
 
+def test_one_label_of_a_kind_is_a_refusal_not_a_scikit_learn_traceback():
+    """With combine.min_per_label 1, a single GOOD pair passes the label check; the out-of-fold
+    fit of several features would train a fold on BAD pairs only: refused in one line."""
+    from filters.bitext.calibrate import CalibrationError
+
+    rng = np.random.default_rng(1)
+    n = 40
+    table = pa.table({"margin": rng.normal(1.0, 0.1, n), "xsim": rng.normal(0.5, 0.1, n)})
+    good = np.zeros(n, dtype=bool)
+    good[0] = True
+    cfg = CombineConfig(features=["margin", "xsim"], min_per_label=1, min_labelled=10)
+    with pytest.raises(CalibrationError, match="at least 2 of each label"):
+        fit_combined(table, good, cfg)
+
+
 def test_stratified_sample_is_proportional_and_labels_round_trip(tmp_path):
     table, planted = mined_candidates(n=2000, seed=5)
     sample = draw_sample(table, 200, margin_buckets=4, seed=0)
