@@ -565,6 +565,8 @@ def read_parts(folder: str, pairs: Sequence[str]) -> tuple[list[dict], list[dict
         if not _is_file(join(part, "stats.json")):
             raise InputError(part, "no stats.json (filters export --pair did not finish)", "DIR")
         report = read_json(join(part, "stats.json"), "DIR", expect=dict)
+        if not {"first_keys", "inputs", "summary"} <= set(report):
+            raise InputError(join(part, "stats.json"), "not a part (filters export --pair)", "DIR")
         for name, rows in (("kept", kept), ("rejected", rejected)):
             got = read_parquet(join(part, f"{name}.parquet"), None, "DIR").to_pylist()
             if got and not rows:
@@ -603,7 +605,14 @@ def assemble_parts(folder: str | os.PathLike, pairs: Sequence[str]) -> dict:
     return report
 
 
-def _replace_into(folder: Path, kept, rejected, by_pair, report, summary) -> None:
+def _replace_into(
+    folder: Path,
+    kept: list[dict],
+    rejected: list[dict],
+    by_pair: dict[Key, list[dict]],
+    report: dict,
+    summary: dict,
+) -> None:
     """Written aside in ``folder``, then moved into place: no file is ever half written."""
     staging = Path(tempfile.mkdtemp(prefix="_assemble.", dir=folder))
     try:
