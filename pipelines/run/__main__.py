@@ -11,7 +11,12 @@ def _terminate(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
-if __name__ == "__main__":
+def script() -> None:
+    """The runner as a command (``python -m pipelines.run`` and the ``labse-run`` script)."""
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, _terminate)
     exit_with(main)
+
+
+if __name__ == "__main__":
+    script()
