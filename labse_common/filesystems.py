@@ -155,7 +155,7 @@ def filesystem(path: str):
 
 
 @contextlib.contextmanager
-def _remote_failures() -> Iterator[None]:
+def remote_failures() -> Iterator[None]:
     """Beam's filesystem wraps each path's error in a ``BeamIOError``; one whose cause is a
     :class:`~labse_common.errors.RemoteFailure` (the server stalled, died, refused or answered
     HTML) is raised as that failure: one line naming the operation, path and endpoint."""
@@ -173,36 +173,36 @@ def _remote_failures() -> Iterator[None]:
 def open_read(path: str):
     from apache_beam.io.filesystem import CompressionTypes
 
-    with _remote_failures():
+    with remote_failures():
         return filesystem(path).open(path, compression_type=CompressionTypes.UNCOMPRESSED)
 
 
 def create(path: str):
     from apache_beam.io.filesystem import CompressionTypes
 
-    with _remote_failures():
+    with remote_failures():
         return filesystem(path).create(path, compression_type=CompressionTypes.UNCOMPRESSED)
 
 
 def match(pattern: str) -> list[str]:
-    with _remote_failures():
+    with remote_failures():
         return [m.path for m in filesystem(pattern).match([pattern])[0].metadata_list]
 
 
 def exists(path: str) -> bool:
-    with _remote_failures():
+    with remote_failures():
         return filesystem(path).exists(path)
 
 
 def delete(paths: list[str]) -> None:
     if paths:
-        with _remote_failures():
+        with remote_failures():
             filesystem(paths[0]).delete(paths)
 
 
 def rename(srcs: list[str], dsts: list[str]) -> None:
     if srcs:
-        with _remote_failures():
+        with remote_failures():
             filesystem(srcs[0]).rename(srcs, dsts)
 
 

@@ -30,7 +30,6 @@ import os
 import shutil
 import socket
 import tempfile
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -60,22 +59,8 @@ class Entry:
     mtime: float
 
 
-@contextlib.contextmanager
-def _failures() -> Iterator[None]:
-    """A store that failed behind Beam's per-path wrapper: its one-line RemoteFailure."""
-    try:
-        yield
-    except OSError as e:
-        from labse_common.remote_failures import failure_in
-
-        found = failure_in(e)
-        if found is None or found is e:
-            raise
-        raise found from None
-
-
 def _listing(pattern: str, base: str) -> list[Entry]:
-    with _failures():
+    with filesystems.remote_failures():
         found = filesystems.filesystem(pattern).match([pattern])[0].metadata_list
     return sorted(
         Entry(m.path[len(base) :], int(m.size_in_bytes), float(m.last_updated_in_seconds or 0))
@@ -135,7 +120,7 @@ def _download(sources: list[str], entries: list[Entry], dest: Path, flag: str | 
         for i, (source, e) in enumerate(zip(sources, entries), 1):
             target = part / e.rel
             target.parent.mkdir(parents=True, exist_ok=True)
-            with _failures(), filesystems.open_read(source) as f, open(target, "wb") as out:
+            with filesystems.remote_failures(), filesystems.open_read(source) as f, open(target, "wb") as out:
                 shutil.copyfileobj(f, out, 1 << 20)
             if target.stat().st_size != e.size:  # the object changed while it was read
                 raise InputError(source, f"read {target.stat().st_size} of {e.size} bytes", flag)

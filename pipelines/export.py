@@ -36,6 +36,7 @@ from collections.abc import Iterator, Sequence
 
 import apache_beam as beam
 
+from filters.bitext.cli_export import add_input_options
 from filters.bitext.export import (
     Inputs,
     Verdict,
@@ -157,40 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
         "local or s3:// / gs://. Any option not listed here is passed to Beam, e.g. --runner "
         "DaskRunner.",
     )
-    p.add_argument(
-        "--mined",
-        required=True,
-        metavar="DIR",
-        help="mining mine-many output: <pair>/mined.parquet",
-    )
-    p.add_argument(
-        "--filtered",
-        metavar="DIR",
-        help="the apply command's output (kept.parquet, rejected.parquet)",
-    )
-    p.add_argument(
-        "--combined",
-        metavar="DIR",
-        help="the combine command's output (scored.parquet with keep, combined.json)",
-    )
-    p.add_argument(
-        "--rules",
-        metavar="DIR",
-        help="the rules command's outputs, one <pair>/ folder each (kept.parquet, dropped.parquet)",
-    )
-    p.add_argument(
-        "--min-margin",
-        type=float,
-        default=1.05,
-        help="margin floor when neither --filtered nor --combined is given (1.05)",
-    )
-    p.add_argument(
-        "--pair",
-        metavar="SRC-TRG",
-        help="only this language pair: writes its part (kept.parquet, rejected.parquet, "
-        "stats.json) for python -m pipelines.pair_assembly bitext (the stage runner's bitext "
-        "stage, one job per pair)",
-    )
+    add_input_options(p)
     add_output_option(p, "folder to write (local or a Beam FileSystems URL)")
     add_overwrite_option(p)
     add_log_level_option(p)

@@ -28,6 +28,16 @@ def build_parser() -> argparse.ArgumentParser:
         "files OUTPUT/bitext.SRC-TRG.{SRC,TRG}, OUTPUT/rejected.parquet (every other mined pair "
         "with its reason) and OUTPUT/stats.json (pairs in, out, dropped per reason).",
     )
+    add_input_options(p)
+    add_output_option(p, "folder to write (local)")
+    add_overwrite_option(p)
+    add_log_level_option(p)
+    return p
+
+
+def add_input_options(p: argparse.ArgumentParser) -> None:
+    """What an export reads (--mined, --filtered, --combined, --rules, --min-margin, --pair):
+    the same for ``filters export`` and its Beam job ``pipelines.export``."""
     p.add_argument(
         "--mined",
         required=True,
@@ -54,7 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--min-margin",
         type=float,
         default=1.05,
-        help="margin floor when --filtered is not given (1.05)",
+        help="margin floor when neither --filtered nor --combined is given (1.05)",
     )
     p.add_argument(
         "--pair",
@@ -63,10 +73,6 @@ def build_parser() -> argparse.ArgumentParser:
         "(kept.parquet, rejected.parquet, stats.json) for python -m pipelines.pair_assembly "
         "bitext, which makes the whole folder from the parts (the stage runner's bitext stage)",
     )
-    add_output_option(p, "folder to write (local)")
-    add_overwrite_option(p)
-    add_log_level_option(p)
-    return p
 
 
 def main(argv: list[str] | None = None) -> int:
