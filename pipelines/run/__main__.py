@@ -11,12 +11,17 @@ def _terminate(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
-def script() -> None:
-    """The runner as a command (``python -m pipelines.run`` and the ``labse-run`` script)."""
+def _signals() -> None:
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, _terminate)
+
+
+def script() -> None:
+    """The ``labse-run`` console script: ``python -m pipelines.run``, signals included."""
+    _signals()
     exit_with(main)
 
 
 if __name__ == "__main__":
-    script()
+    _signals()
+    exit_with(main)
