@@ -192,3 +192,24 @@ def test_every_remote_failure_is_one_line_before_any_stage(s3, tmp_path):
         timeout=300,
     )  # a run publishing into its own run folder: refused before anything runs
     assert p.returncode == 2 and "inside or above the run folder" in p.stderr, p.stderr[-2000:]
+
+
+def test_a_run_folder_file_is_fingerprinted_by_content_in_any_scratch_copy(tmp_path):
+    """labels.tsv lies in the run folder: two scratch copies (other paths, other times) give
+    the stages that read it the same key; a data file outside the run folder keeps its path."""
+    from types import SimpleNamespace
+
+    from pipelines.run.plan import _file_part
+
+    parts = []
+    for n, when in ((1, 1_000_000), (2, 2_000_000)):
+        out = tmp_path / f"scratch{n}"
+        out.mkdir()
+        (out / "labels.tsv").write_text("src\ttrg\tlabel\na\tb\tGOOD\n")
+        os.utime(out / "labels.tsv", (when, when))
+        parts.append(_file_part(str(out / "labels.tsv"), SimpleNamespace(out=out)))
+    assert parts[0] == parts[1]
+    outside = _file_part(
+        str(tmp_path / "scratch1" / "labels.tsv"), SimpleNamespace(out=tmp_path / "x")
+    )
+    assert outside["path"].endswith("labels.tsv") and "mtime" in outside
