@@ -54,10 +54,12 @@ __all__ = [
     "LABELS_NEEDED",
     "USAGE_ERRORS",
     "UsageError",
+    "CommandParser",
     "add_config_options",
     "add_log_level_option",
     "add_output_option",
     "add_overwrite_option",
+    "command_parser",
     "exit_with",
     "is_usage_error",
     "load_config",
@@ -71,6 +73,34 @@ T = TypeVar("T")
 
 
 # --- flags ---------------------------------------------------------------------------------
+
+
+class CommandParser(argparse.ArgumentParser):
+    """The parser of every command: shortened flags refused, help laid out one way.
+
+    argparse takes any unambiguous prefix of a flag, so a removed ``--out`` would still parse as
+    ``--output``: a command's flags are spelled only one way, so prefixes are unknown flags
+    (exit 2). Sub-commands (``add_subparsers().add_parser``) are built with this class too, so
+    they inherit the rule."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs["allow_abbrev"] = False
+        kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
+        super().__init__(*args, **kwargs)
+
+
+def command_parser(
+    prog: str,
+    summary: str,
+    details: str = "",
+    examples: Iterable[str] = (),
+) -> CommandParser:
+    """The one parser builder: ``--help`` says what the command does (``summary``, then
+    ``details``), then its options, then ``examples`` (command lines, one per entry)."""
+    description = summary.strip() + (f"\n\n{details.strip()}" if details.strip() else "")
+    lines = [e.strip() for e in examples if e.strip()]
+    epilog = "examples:\n" + "\n".join(f"  {e}" for e in lines) if lines else None
+    return CommandParser(prog=prog, description=description, epilog=epilog)
 
 
 def _no_abbreviations(parser: argparse.ArgumentParser) -> None:
