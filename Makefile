@@ -8,7 +8,7 @@ DEMO_OUT ?= demo_out
 SHARED  := $(wildcard ../shared/data/tatoeba)
 DEMO_DATA ?= $(if $(SHARED),--data ../shared/data,)
 
-.PHONY: venv browser demo test test-fast lint bench clean
+.PHONY: venv browser demo test test-fast lint bench docs clean
 
 venv: $(STAMP)
 
@@ -48,6 +48,11 @@ test-fast: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/ruff check .
+
+# The docs' generated blocks (a dry-run plan, the runner's --help, the config reference) rewritten
+# from the code; tests/docs/test_generated.py fails naming a block that differs.
+docs: $(STAMP)
+	$(BIN)/python -m tests.docs.generated
 
 bench: $(STAMP)
 	$(BIN)/pip install -q '.[bench]'
