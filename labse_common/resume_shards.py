@@ -12,12 +12,17 @@ each shard (a unit of its output: a language's store, a pair's file) through :cl
 * ``shards.begin(name)``: an empty folder for the shard (whatever an earlier attempt left there
   is deleted first);
 * ``shards.end(name)``: records the shard's files, sizes and hashes in ``_done/<name>.json``
-  (written aside, then renamed: a record is whole or absent). Only then does it count as
-  finished.
+  (written aside, then renamed; on object storage an object is whole or absent: a record is
+  whole or absent either way). Only then does it count as finished.
 
 The commit moves the shards into place as any output's commit does, ``_partial/`` with them.
 ``resumed`` counts the shards taken over; commands write it into their ``stats.json`` as
 ``resumed_shards``.
+
+**Local or remote**: ``partial`` may be a local folder or an ``s3://``/``gs://`` prefix; the same
+records are read and written through :mod:`labse_common.filesystems` for the latter (a Beam job's
+output on object storage keeps its ``_partial/`` beside its temporary folder, which is new for
+every job: :func:`partial_of`).
 
 **Fault injection** (tests and checks only): ``LABSE_KILL_AFTER=<stage>:<n>`` makes the process
 whose stage is ``<stage>`` kill itself with SIGKILL right after its n-th shard is recorded.
@@ -32,11 +37,21 @@ import os
 import shutil
 import signal
 
+from labse_common import filesystems
 from labse_common.claim_lock import PARTIAL
+from labse_common.filesystems import is_remote
 
 log = logging.getLogger(__name__)
 
-__all__ = ["PARTIAL", "Shards", "fingerprint", "kill_point", "prepare", "sha256"]
+__all__ = [
+    "PARTIAL",
+    "Shards",
+    "fingerprint",
+    "kill_point",
+    "partial_of",
+    "prepare",
+    "sha256",
+]
 _FINGERPRINT = "_RESUME.json"
 _DONE = "_done"
 KILL_ENV = "LABSE_KILL_AFTER"
@@ -45,20 +60,63 @@ BOOKKEEPING = (_FINGERPRINT, _DONE)
 
 
 def sha256(path: str) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
+    return _digest(path)[1]
+
+
+def _digest(path: str) -> tuple[int, str]:
+    """``(size, SHA-256)`` of a local or remote file."""
+    h, size = hashlib.sha256(), 0
+    opener = filesystems.open_read if is_remote(path) else lambda p: open(p, "rb")
+    with opener(path) as f:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
-    return h.hexdigest()
+            size += len(block)
+    return size, h.hexdigest()
+
+
+# -- the filesystem layer: one call per operation, local paths through the OS ----------------
+def _read(path: str) -> bytes:
+    if is_remote(path):
+        with filesystems.open_read(path) as f:
+            return f.read()
+    with open(path, "rb") as f:
+        return f.read()
 
 
 def _write_atomic(path: str, doc: dict) -> None:
+    data = json.dumps(doc).encode("utf-8")
+    if is_remote(path):  # an object is whole or absent
+        with filesystems.create(path) as f:
+            f.write(data)
+        return
+    os.makedirs(os.path.dirname(path), exist_ok=True)
     part = f"{path}.part"
-    with open(part, "w", encoding="utf-8") as f:
-        json.dump(doc, f)
+    with open(part, "wb") as f:
+        f.write(data)
         f.flush()
         os.fsync(f.fileno())
     os.replace(part, path)
+
+
+def _files(top: str) -> list[str]:
+    """Every file at or under ``top`` (a file itself, or a folder / prefix), sorted."""
+    if is_remote(top):
+        top = top.rstrip("/")
+        found = filesystems.match(top + "/**")
+        return sorted(set(found) | ({top} if filesystems.exists(top) else set()))
+    if os.path.isfile(top):
+        return [top]
+    return sorted(os.path.join(d, n) for d, _, names in os.walk(top) for n in names)
+
+
+def _remove(top: str) -> None:
+    """``top`` and everything under it gone (absent is fine)."""
+    if is_remote(top):
+        filesystems.delete(_files(top))
+    elif os.path.isdir(top) and not os.path.islink(top):
+        shutil.rmtree(top)
+    elif os.path.lexists(top):
+        os.unlink(top)
 
 
 # Set by the stage runner for its stages: the run folder, spelled ``$OUT`` in fingerprints (as in
@@ -87,57 +145,77 @@ def fingerprint(paths: list, settings: dict) -> str:
     return hashlib.sha256(doc.encode("utf-8")).hexdigest()
 
 
+def partial_of(output: str) -> str:
+    """``OUTPUT/_partial``: where a resumable job's shards are kept across attempts."""
+    return filesystems.join(output, PARTIAL)
+
+
 def prepare(partial: str, fingerprint: str) -> int:
-    """Make ``partial`` the place of a job with ``fingerprint``: kept when an earlier attempt
-    had the same one, emptied otherwise. Returns how many shards it holds records of."""
-    marker = os.path.join(partial, _FINGERPRINT)
-    try:
-        with open(marker, encoding="utf-8") as f:
-            same = json.load(f).get("fingerprint") == fingerprint
-    except (OSError, ValueError, AttributeError):
-        same = False
-    if not same and os.path.isdir(partial):
-        log.info("%s: an earlier attempt with other inputs or settings; starting afresh", partial)
-        shutil.rmtree(partial)
-    os.makedirs(os.path.join(partial, _DONE), exist_ok=True)
-    if not same:
-        _write_atomic(marker, {"fingerprint": fingerprint})
-    return len([n for n in os.listdir(os.path.join(partial, _DONE)) if n.endswith(".json")])
+    """Make ``partial`` the place of a job with ``fingerprint`` (:meth:`Shards.prepare`)."""
+    return Shards(partial, "").prepare(fingerprint)
 
 
 class Shards:
-    """The shards of one resumable job, written under ``partial``; see the module docstring."""
+    """The shards of one resumable job, written under ``partial`` (a local folder or an
+    object-store prefix); see the module docstring."""
 
     def __init__(self, partial: str, stage: str) -> None:
-        self.partial = partial
+        self.partial = os.fspath(partial).rstrip("/") or "/"
         self.stage = stage
         self.resumed = 0
         self.written = 0
 
+    def __str__(self) -> str:
+        return self.partial
+
+    def prepare(self, fingerprint: str) -> int:
+        """Keep the folder when an earlier attempt had the same ``fingerprint``, else empty it.
+        Returns how many shards it holds records of."""
+        marker = filesystems.join(self.partial, _FINGERPRINT)
+        try:
+            same = json.loads(_read(marker)).get("fingerprint") == fingerprint
+        except Exception:  # noqa: BLE001 - absent (OSError, Beam's BeamIOError), not JSON
+            same = False
+        if not same:
+            if _files(self.partial):
+                log.info("%s: an earlier attempt with other inputs or settings; afresh", self)
+            _remove(self.partial)
+            _write_atomic(marker, {"fingerprint": fingerprint})
+        if not is_remote(self.partial):
+            os.makedirs(os.path.join(self.partial, _DONE), exist_ok=True)
+        return len(self._records())
+
+    def _records(self) -> list[str]:
+        return [p for p in _files(filesystems.join(self.partial, _DONE)) if p.endswith(".json")]
+
     def _record(self, name: str) -> str:
-        return os.path.join(self.partial, _DONE, f"{name}.json")
+        return filesystems.join(self.partial, _DONE, f"{name}.json")
 
     def any_finished(self) -> bool:
         """Whether any shard is recorded as finished (else the partial folder holds nothing
         worth keeping)."""
-        done = os.path.join(self.partial, _DONE)
-        return os.path.isdir(done) and any(n.endswith(".json") for n in os.listdir(done))
+        return bool(self._records())
 
     def path(self, name: str) -> str:
-        return os.path.join(self.partial, name)
+        return filesystems.join(self.partial, name)
+
+    def _rel(self, path: str) -> str:
+        return path[len(self.partial) + 1 :].replace(os.sep, "/")
 
     def finished(self, name: str) -> bool:
         """Whether an earlier attempt finished shard ``name`` and its files are intact (then it
         counts as resumed); a shard that fails the check is removed."""
+        files = None
         try:
-            with open(self._record(name), encoding="utf-8") as f:
-                files = json.load(f)["files"]
-        except (OSError, ValueError, KeyError, TypeError):
+            files = json.loads(_read(self._record(name)))["files"]
+        except Exception:  # noqa: BLE001 - absent (OSError, BeamIOError), not a record
+            pass
+        if not isinstance(files, list):  # forgotten outside the handler: no chained error
             self._forget(name)
             return False
+        present = {self._rel(p) for p in _files(self.path(name))}
         for rel, size, digest in files:
-            p = os.path.join(self.partial, rel)
-            if not os.path.isfile(p) or os.path.getsize(p) != size or sha256(p) != digest:
+            if rel not in present or _digest(filesystems.join(self.partial, rel)) != (size, digest):
                 log.warning("shard %s of %s is damaged (%s): doing it again", name, self.stage, rel)
                 self._forget(name)
                 return False
@@ -146,11 +224,8 @@ class Shards:
         return True
 
     def _forget(self, name: str) -> None:
-        for p in (self._record(name), self.path(name)):
-            if os.path.isdir(p):
-                shutil.rmtree(p)
-            elif os.path.lexists(p):
-                os.unlink(p)
+        _remove(self._record(name))
+        _remove(self.path(name))
 
     def begin(self, name: str) -> str:
         """An empty place for shard ``name`` (a folder); what an earlier attempt left is gone."""
@@ -158,15 +233,15 @@ class Shards:
         return self.path(name)
 
     def end(self, name: str) -> None:
-        """Record shard ``name`` as finished: its files, sizes and hashes."""
-        root = self.path(name)
-        paths = [root] if os.path.isfile(root) else []
-        for d, _, names in os.walk(root):
-            paths += [os.path.join(d, n) for n in sorted(names)]
-        files = [[os.path.relpath(p, self.partial), os.path.getsize(p), sha256(p)] for p in paths]
+        """Record shard ``name`` as finished: its files, sizes and hashes (the record last)."""
+        files = [[self._rel(p), *_digest(p)] for p in _files(self.path(name))]
         _write_atomic(self._record(name), {"files": files})
         self.written += 1
         kill_point(self.stage, self.written)
+
+    def remove(self) -> None:
+        """Delete the whole partial folder (once the output is committed)."""
+        _remove(self.partial)
 
 
 def kill_point(stage: str, n: int) -> None:

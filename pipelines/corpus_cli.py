@@ -225,21 +225,22 @@ def _run(build, args, beam_args, stage: str, extra_flags, check, documents) -> i
 def _run_resumed(documents, args, opts, inputs: list[str], cfg, stage: str) -> int:
     """The job by shard (pipelines/corpus_resume.py): the finished shards of a killed attempt
     are kept, the rest done, then the shards are deduplicated together into the output."""
-    from pipelines import corpus_resume, remote_shards
+    from labse_common.resume_shards import Shards, partial_of
+    from pipelines import corpus_resume, remote_claim
 
     groups = corpus_resume.plan_shards(inputs, args.files_per_shard)
     key = corpus_resume.resume_key(inputs, groups, args, cfg)
     kill_as = args.resume_stage or stage
     remote = is_remote(args.output)
-    if remote:  # the shards' records through Beam's filesystems, beside the job's own folder
-        remote_shards.take_stale_claim(args.output)
+    if remote:  # the shards' records beside the job's own folder (labse_common.resume_shards)
+        remote_claim.take_stale_claim(args.output)
         claim = claim_output(args.output, args.overwrite)
     else:
         claim = claim_output(args.output, args.overwrite, resume=key, stage=kill_as)
     with claim as out:
         if remote:
-            remote_shards.remove_stale_tmp(out.output, out.tmp)
-            shards = remote_shards.RemoteShards(remote_shards.partial_of(out.output), kill_as)
+            remote_claim.remove_stale_tmp(out.output, out.tmp)
+            shards = Shards(partial_of(out.output), kill_as)
             shards.prepare(key)
             where = out.tmp
         else:
@@ -248,7 +249,7 @@ def _run_resumed(documents, args, opts, inputs: list[str], cfg, stage: str) -> i
         code = report_and_exit(where, stage, shown_as=out.output)
         _require_some_input(where, inputs)
     if remote:
-        remote_shards.remove_partial(args.output)
+        Shards(partial_of(args.output), kill_as).remove()
     return code
 
 

@@ -100,8 +100,8 @@ def write_resumed(
     output: str, shards, documents, groups, args, opts, cfg: CorpusConfig, stage: str
 ) -> None:
     """Every shard not finished yet, then the output from all of them into ``output`` (module
-    docstring). ``shards``: a :class:`labse_common.resume_shards.Shards` (local; ``output`` is
-    its folder) or a :class:`pipelines.remote_shards.RemoteShards`."""
+    docstring). ``shards``: a :class:`labse_common.resume_shards.Shards`, local (``output`` is
+    its folder) or on object storage (beside ``output``)."""
     names = [f"{_PREFIX}{i:05d}" for i in range(len(groups))]
     for name, files in zip(names, groups):
         if shards.finished(name):
