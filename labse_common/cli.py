@@ -25,8 +25,12 @@ User data is read through :mod:`labse_common.datafiles`, which turns damage into
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterable, Mapping
-from typing import Any, TypeVar
+import itertools
+import re
+import sys
+import textwrap
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, NoReturn, TypeVar
 
 # The edges every command shares live one layer down (labse_common.command), below both this
 # module and labse_common.config; re-exported so that commands import them from here.
@@ -44,7 +48,8 @@ from labse_common.command import (
     run_main,
     usage_error,
 )
-from labse_common.config import PRESETS, load
+from labse_common.config_files import PRESETS
+from labse_common.config_sections import load
 from labse_common.errors import UsageError
 
 __all__ = [
@@ -60,10 +65,13 @@ __all__ = [
     "add_output_option",
     "add_overwrite_option",
     "command_parser",
+    "sub_command",
+    "doc_details",
     "exit_with",
     "is_usage_error",
     "load_config",
     "one_line",
+    "plain",
     "refuse_inputs_inside_output",
     "run_main",
     "usage_error",
@@ -76,17 +84,92 @@ T = TypeVar("T")
 
 
 class CommandParser(argparse.ArgumentParser):
-    """The parser of every command: shortened flags refused, help laid out one way.
+    """The parser of every command: shortened flags refused, errors in one line, help laid out
+    one way.
 
     argparse takes any unambiguous prefix of a flag, so a removed ``--out`` would still parse as
-    ``--output``: a command's flags are spelled only one way, so prefixes are unknown flags
-    (exit 2). Sub-commands (``add_subparsers().add_parser``) are built with this class too, so
-    they inherit the rule."""
+    ``--output``: a command's flags are spelled only one way, so a prefix of one of its flags is
+    refused by name (exit 2), before anything else is checked, also where unknown flags go on
+    to Beam (``parse_known_args``). A usage error is one line on stderr (``prog: error: ...``),
+    exit 2. Sub-commands (``add_subparsers().add_parser``) are built with this class too, so
+    they inherit all of it."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs["allow_abbrev"] = False
         kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
         super().__init__(*args, **kwargs)
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        argv = list(sys.argv[1:] if args is None else args)
+        self._refuse_shortened(argv)
+        return super().parse_known_args(argv, namespace)
+
+    def _refuse_shortened(self, argv: list[str]) -> None:
+        own = {s for a in self._actions for s in a.option_strings if s.startswith("--")}
+        subcommands = {
+            name
+            for a in self._actions
+            if isinstance(a, argparse._SubParsersAction)  # noqa: SLF001 - no public accessor
+            for name in a.choices
+        }
+        for i, token in enumerate(argv):
+            if token == "--" or token in subcommands:  # the rest is a sub-command's to check
+                return
+            flag = token.split("=", 1)[0]
+            if not flag.startswith("--") or flag in own:
+                continue
+            meant = sorted(o for o in own if o.startswith(flag))
+            if meant:  # worded as argparse's own, naming what was given with its values
+                values = list(itertools.takewhile(lambda a: not a.startswith("-"), argv[i + 1 :]))
+                self.error(
+                    f"unrecognized arguments: {' '.join([token, *values])} (flags are not "
+                    f"shortened: {' or '.join(meant)}?)"
+                )
+
+    def error(self, message: str) -> NoReturn:
+        """One line on stderr and exit status 2 (argparse would print the usage first)."""
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {' '.join(message.split())}\n")
+
+
+# Source-code markup in a docstring reused as --help: a parenthesised reference to code goes,
+# other roles and ``literals`` become 'quoted' words.
+_CODE_REFERENCE = re.compile(r"\s*\(:\w+:`[^`]+`\)")
+_ROLE = re.compile(r":\w+:`~?([^`]+)`")
+_LITERAL = re.compile(r"``([^`]+)``")
+
+
+def plain(text: str) -> str:
+    """``text`` without Sphinx markup: the words a user reads in ``--help``."""
+    text = _CODE_REFERENCE.sub("", text)
+    return _LITERAL.sub(r"'\1'", _ROLE.sub(r"'\1'", text))
+
+
+def doc_details(doc: str | None) -> str:
+    """The details of a command's ``--help`` from its module docstring: every paragraph after
+    the first line, except those that are only ``command lines`` (its examples say that)."""
+    paragraphs = (doc or "").strip().split("\n\n")[1:]
+    kept = [p for p in paragraphs if not all(_is_command_line(ln) for ln in p.splitlines())]
+    return "\n\n".join(kept)
+
+
+def _is_command_line(line: str) -> bool:
+    line = line.strip()
+    quoted = line.startswith("``") and line.endswith("``") and line.count("``") == 2
+    return quoted or line.startswith(("python -m ", "labse-"))
+
+
+def _wrapped(text: str, width: int = 96) -> str:
+    """Paragraphs given as long lines, wrapped (the help formatter keeps text as written)."""
+    paragraphs = text.strip().split("\n\n")
+    return "\n\n".join(
+        textwrap.fill(" ".join(p.split()), width, break_on_hyphens=False)
+        if max(map(len, p.splitlines())) > width
+        else p
+        for p in paragraphs
+        if p.strip()
+    )
 
 
 def command_parser(
@@ -96,11 +179,41 @@ def command_parser(
     examples: Iterable[str] = (),
 ) -> CommandParser:
     """The one parser builder: ``--help`` says what the command does (``summary``, then
-    ``details``), then its options, then ``examples`` (command lines, one per entry)."""
-    description = summary.strip() + (f"\n\n{details.strip()}" if details.strip() else "")
+    ``details``), then its options, then ``examples`` (command lines, one per entry).
+    Source-code markup in ``summary`` and ``details`` is made plain (:func:`plain`)."""
+    return CommandParser(
+        prog=prog, description=_description(summary, details), epilog=_epilog(examples)
+    )
+
+
+def _description(summary: str, details: str) -> str:
+    summary, details = _wrapped(plain(summary)), _wrapped(plain(details))
+    return summary + (f"\n\n{details}" if details else "")
+
+
+def _epilog(examples: Iterable[str]) -> str | None:
     lines = [e.strip() for e in examples if e.strip()]
-    epilog = "examples:\n" + "\n".join(f"  {e}" for e in lines) if lines else None
-    return CommandParser(prog=prog, description=description, epilog=epilog)
+    return "examples:\n" + "\n".join(f"  {e}" for e in lines) if lines else None
+
+
+def sub_command(
+    subparsers: argparse._SubParsersAction,
+    name: str,
+    summary: str,
+    details: str = "",
+    examples: Iterable[str] = (),
+) -> CommandParser:
+    """A sub-command (``prog NAME``) in the same help style as :func:`command_parser`: listed
+    under its parent with ``summary``; its own ``--help`` gives summary, details, options,
+    examples."""
+    description, epilog = _description(summary, details), _epilog(examples)
+    return subparsers.add_parser(
+        name,
+        help=_wrapped(plain(summary)),
+        description=description,
+        epilog=epilog,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
 
 
 def _no_abbreviations(parser: argparse.ArgumentParser) -> None:

@@ -42,6 +42,7 @@ from filters.bitext.cliutil import (
 )
 from filters.bitext.pair_io import PairWriter, iter_pair_batches
 from filters.steps import Chain, KeepSummary, Step, chain_report
+from labse_common.cli import command_parser, doc_details
 from labse_common.config import load
 from labse_common.datafiles import LostRows, iter_parquet_surviving, parquet_file, read_json
 from labse_common.errors import InputError
@@ -79,10 +80,13 @@ class AtLeast(Step):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m filters apply",
-        description=__doc__.split("\n\n", 1)[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    p = command_parser(
+        "python -m filters apply",
+        "Keep the scored pairs at or past the single-score threshold calibrate chose, and export them (an alias kept for existing scripts: the final filter is combine).",
+        doc_details(__doc__),
+        examples=[
+            "python -m filters apply --scored cds/scored.parquet --threshold calibrate/threshold.json --output kept/",
+        ],
     )
     p.add_argument("--scored", required=True, metavar="SCORED.parquet", help="cds-score output")
     p.add_argument(

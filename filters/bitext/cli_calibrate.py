@@ -44,6 +44,7 @@ from filters.bitext.cliutil import (
 from filters.bitext.combine import in_feature_units
 from filters.bitext.label_match import key_of, unique_labels
 from filters.bitext.pair_io import read_pairs, utf8_column
+from labse_common.cli import command_parser, doc_details
 from labse_common.datafiles import parquet_file, read_parquet
 from labse_common.errors import InputError
 from labse_common.output_dir import claim_output
@@ -56,10 +57,13 @@ UNIT = "labelled_pairs"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m filters calibrate",
-        description=__doc__.split("\n\n", 1)[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    p = command_parser(
+        "python -m filters calibrate",
+        "Choose a single-score threshold on labelled pairs, written to threshold.json for apply (an alias of 'combine --features COLUMN' kept for existing scripts).",
+        doc_details(__doc__),
+        examples=[
+            "python -m filters calibrate --scored cds/labelled.parquet --labels labels.tsv --output calibrate/",
+        ],
     )
     p.add_argument("--scored", required=True, metavar="SCORED.parquet", help="cds-score output")
     p.add_argument(

@@ -34,6 +34,7 @@ from filters.bitext.cliutil import (
     write_stats,
 )
 from filters.bitext.score_file import score_pairs_file
+from labse_common.cli import command_parser, doc_details
 from labse_common.errors import UsageError
 from labse_common.output_dir import claim_output
 from labse_common.stats import StageCounter
@@ -48,10 +49,14 @@ INPUTS = (
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m filters cds-score",
-        description=__doc__.split("\n\n", 1)[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    p = command_parser(
+        "python -m filters cds-score",
+        "Score pairs with a trained CDS scorer: how much more a pair looks like the trusted pairs than like the candidates.",
+        doc_details(__doc__),
+        examples=[
+            "python -m filters cds-score --model cds_model/ --pairs mined/mined.parquet --output cds/",
+            "python -m filters cds-score --model cds_model/ --pairs mined/mined.parquet --labelled labels.tsv --output cds/",
+        ],
     )
     p.add_argument("--model", required=True, metavar="MODEL_DIR", help="CDS model directory")
     p.add_argument(

@@ -28,6 +28,7 @@ from filters.bitext.cliutil import (
     write_stats,
 )
 from filters.bitext.pair_io import read_pairs
+from labse_common.cli import command_parser, doc_details
 from labse_common.config import to_dict
 from labse_common.errors import InputError, UsageError
 from labse_common.output_dir import claim_output
@@ -38,10 +39,13 @@ STAGE = "cds_train"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m filters cds-train",
-        description=__doc__.split("\n\n", 1)[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    p = command_parser(
+        "python -m filters cds-train",
+        "Train the CDS scorer: a translation model on the candidate pairs (noisy), and a copy of it fine-tuned on trusted pairs (clean).",
+        doc_details(__doc__),
+        examples=[
+            "python -m filters cds-train --noisy mined/mined.parquet --trusted trusted.tsv --output cds_model/",
+        ],
     )
     p.add_argument(
         "--noisy",

@@ -50,6 +50,8 @@ from labse_common.cli import (
     add_log_level_option,
     add_output_option,
     add_overwrite_option,
+    command_parser,
+    doc_details,
     load_config,
 )
 from labse_common.config import to_dict
@@ -64,10 +66,14 @@ STAGE = "combine"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m filters combine",
-        description=__doc__.split("\n\n", 1)[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    p = command_parser(
+        "python -m filters combine",
+        "Fit the combined pair score on a labelled sample of the mined pairs and choose the threshold that keeps the target share of GOOD pairs: the final filter.",
+        doc_details(__doc__),
+        examples=[
+            "python -m filters combine --pairs cds/scored.parquet --labels sample/sample.tsv --output combined/",
+            "python -m filters combine --pairs cds/scored.parquet --labels sample/sample.tsv --features cds_score --output combined/",
+        ],
     )
     p.add_argument(
         "--pairs",

@@ -9,6 +9,7 @@ from labse_common.cli import (
     add_log_level_option,
     add_output_option,
     add_overwrite_option,
+    command_parser,
     exit_with,
     run_main,
 )
@@ -18,15 +19,20 @@ log = logging.getLogger("filters.export")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m filters export",
-        description="Assemble the final NMT-ready bitext from the mined pairs and what the filters "
-        "kept: with --combined the combine command's kept pairs; with --filtered the apply "
-        "command's kept pairs; else with --rules the pairs the hard "
-        "rules kept with margin >= --min-margin; else the mined pairs with that margin. Writes "
-        "OUTPUT/bitext.parquet, OUTPUT/bitext.tsv.gz (src, trg, src_lang, trg_lang, margin), Moses "
-        "files OUTPUT/bitext.SRC-TRG.{SRC,TRG}, OUTPUT/rejected.parquet (every other mined pair "
-        "with its reason) and OUTPUT/stats.json (pairs in, out, dropped per reason).",
+    p = command_parser(
+        "python -m filters export",
+        "Write the final bitext (Parquet, TSV.gz, Moses files) from the mined pairs and what the "
+        "filters kept, and every dropped pair with its reason.",
+        "What is kept: with --combined the combine command's kept pairs; with --filtered the "
+        "apply command's kept pairs; else with --rules the pairs the hard rules kept with "
+        "margin >= --min-margin; else the mined pairs with that margin. Writes "
+        "OUTPUT/bitext.parquet, OUTPUT/bitext.tsv.gz (src, trg, src_lang, trg_lang, margin), "
+        "Moses files OUTPUT/bitext.SRC-TRG.{SRC,TRG}, OUTPUT/rejected.parquet (every other mined "
+        "pair with its reason) and OUTPUT/stats.json (pairs in, out, dropped per reason).",
+        examples=[
+            "python -m filters export --mined mined/ --combined combined/ --output bitext/",
+            "python -m filters export --mined mined/ --rules rules/ --min-margin 1.1 --output bitext/",
+        ],
     )
     add_input_options(p)
     add_output_option(p, "folder to write (local)")

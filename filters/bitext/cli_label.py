@@ -53,15 +53,17 @@ from collections.abc import Callable
 from pathlib import Path
 
 from filters.bitext.cliutil import local_input
-from filters.bitext.label_page import (
-    LabelSheet,
-    check_loopback,
-    make_server,
-    summary_lines,
-    url_of,
-)
+from filters.bitext.label_page import check_loopback, make_server, url_of
 from filters.bitext.label_rounds import DEFAULT_SIZE, rounds_of
-from labse_common.cli import add_config_options, add_log_level_option, load_config, run_main
+from filters.bitext.label_store import LabelSheet, summary_lines
+from labse_common.cli import (
+    add_config_options,
+    add_log_level_option,
+    command_parser,
+    doc_details,
+    load_config,
+    run_main,
+)
 from labse_common.datafiles import read_parquet
 from labse_common.errors import InputError, UsageError
 from labse_common.filesystems import is_remote
@@ -72,10 +74,14 @@ log = logging.getLogger("filters.bitext.label")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m filters label",
-        description=__doc__.split("\n\n", 1)[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    p = command_parser(
+        "python -m filters label",
+        "Label a sample of mined pairs GOOD or BAD in a local web page; each label is saved to the TSV as soon as it is given.",
+        doc_details(__doc__),
+        examples=[
+            "python -m filters label sample/sample.tsv",
+            "python -m filters label s3://bucket/run/labels.tsv --port 8765 --no-browser",
+        ],
     )
     p.add_argument(
         "file",

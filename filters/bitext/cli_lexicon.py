@@ -51,6 +51,7 @@ from filters.bitext.cliutil import (
 )
 from filters.bitext.pair_io import iter_pair_batches, no_pairs
 from filters.bitext.score_file import score_pairs_file
+from labse_common.cli import command_parser, doc_details
 from labse_common.errors import InputError, UsageError
 from labse_common.filesystems import is_remote
 from labse_common.output_dir import claim_output
@@ -62,10 +63,14 @@ LEXICON = "lexicon.parquet"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m filters lexicon",
-        description=__doc__.split("\n\n", 1)[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    p = command_parser(
+        "python -m filters lexicon",
+        "Fit IBM Model 1 word dictionaries on trusted pairs, and score pairs with them (lex_fwd, lex_bwd).",
+        doc_details(__doc__),
+        examples=[
+            "python -m filters lexicon --fit trusted.tsv --langs de-en --output lexicon/",
+            "python -m filters lexicon --lexicon lexicon/lexicon.parquet --pairs mined/mined.parquet --pairs-langs de-en --output lex_scored/",
+        ],
     )
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument(

@@ -28,6 +28,7 @@ from filters.bitext.cliutil import (
     write_stats,
 )
 from filters.bitext.pair_io import read_pairs, write_pairs
+from labse_common.cli import command_parser, doc_details
 from labse_common.datafiles import read_text
 from labse_common.errors import InputError, UsageError
 from labse_common.output_dir import claim_output
@@ -39,10 +40,13 @@ STAGE = "margin_score"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m filters margin-score",
-        description=__doc__.split("\n\n", 1)[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    p = command_parser(
+        "python -m filters margin-score",
+        "Score given pairs with the LaBSE margin, the neighbourhoods drawn from each side's sentences as when mining.",
+        doc_details(__doc__),
+        examples=[
+            "python -m filters margin-score --model labse/ --pairs pairs.tsv --output margin/",
+        ],
     )
     p.add_argument(
         "--model", required=True, help="LaBSE checkpoint directory (HF or sentence-transformers)"

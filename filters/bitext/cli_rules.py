@@ -30,6 +30,7 @@ from filters.bitext.cliutil import (
     write_stats,
 )
 from filters.bitext.pair_io import PairWriter, iter_pair_batches, no_pairs
+from labse_common.cli import command_parser, doc_details
 from labse_common.config import to_dict
 from labse_common.errors import UsageError
 from labse_common.output_dir import claim_output
@@ -40,10 +41,14 @@ STAGE = "pair_rules"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m filters rules",
-        description=__doc__.split("\n\n", 1)[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    p = command_parser(
+        "python -m filters rules",
+        "Apply the hard rules to pairs: the pairs kept, the pairs dropped with a named reason, and the counts.",
+        doc_details(__doc__),
+        examples=[
+            "python -m filters rules --pairs mined/mined.parquet --src-lang de --trg-lang en --output rules/",
+            "python -m filters rules --pairs pairs.tsv --write-dropped --set max_ratio=2.5 --output rules/",
+        ],
     )
     p.add_argument(
         "--pairs",

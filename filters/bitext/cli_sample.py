@@ -48,6 +48,8 @@ from labse_common.cli import (
     add_log_level_option,
     add_output_option,
     add_overwrite_option,
+    command_parser,
+    doc_details,
     load_config,
 )
 from labse_common.config import to_dict
@@ -61,10 +63,14 @@ STAGE = "sample"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m filters sample",
-        description=__doc__.split("\n\n", 1)[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    p = command_parser(
+        "python -m filters sample",
+        "Draw a stratified sample of the mined pairs for a person to label GOOD or BAD, or label it from a known alignment.",
+        doc_details(__doc__),
+        examples=[
+            "python -m filters sample --pairs cds/scored.parquet --output sample/",
+            "python -m filters sample --pairs cds/scored.parquet --planted gold.tsv --output sample/",
+        ],
     )
     p.add_argument(
         "--pairs",
