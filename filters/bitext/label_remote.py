@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from filters.bitext.label_page import LabelSheet, SheetChanged
+from filters.bitext.label_store import LabelSheet, SheetChanged
 from labse_common import filesystems
 from labse_common.errors import InputError, RemoteError
 

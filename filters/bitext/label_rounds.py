@@ -71,7 +71,7 @@ def rounds_of(sheet: Any, size: int | None = None) -> LabelRounds:
 
 
 class LabelRounds:
-    """Offers, draws and estimates round two for a :class:`~filters.bitext.label_page.LabelSheet`."""
+    """Offers, draws and estimates round two for a :class:`~filters.bitext.label_store.LabelSheet`."""
 
     def __init__(self, sheet: Any, size: int = DEFAULT_SIZE) -> None:
         self.sheet = sheet

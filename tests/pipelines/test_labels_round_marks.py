@@ -13,7 +13,7 @@ import json
 
 import pytest
 
-from filters.bitext.label_page import LabelSheet
+from filters.bitext.label_store import LabelSheet
 from filters.bitext.label_rounds import rounds_of, two_round_estimate
 from filters.bitext.label_sheet import read_sheet
 from labse_common.cli import EXIT_NEEDS_LABELS

@@ -30,7 +30,8 @@ import pyarrow as pa
 import pytest
 
 from filters.bitext.cli_label import main as label_main
-from filters.bitext.label_page import LabelSheet, make_server, url_of
+from filters.bitext.label_page import make_server, url_of
+from filters.bitext.label_store import LabelSheet
 from filters.bitext.sample import TSV_COLUMNS, read_labels, write_for_labelling
 from tests.support.paths import REPO
 
