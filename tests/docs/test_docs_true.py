@@ -33,7 +33,7 @@ import pytest
 from labse_common.config import reference
 
 ROOT = Path(__file__).resolve().parents[2]
-DOCS = sorted([ROOT / "README.md", ROOT / "bench" / "README.md", *(ROOT / "docs").glob("*.md")])
+DOCS = sorted([ROOT / "README.md", *(ROOT / "bench").glob("*.md"), *(ROOT / "docs").glob("*.md")])
 PACKAGES = ("pipelines", "labse_model", "mining", "filters", "labse_common")
 TOP = (
     "labse_common",
@@ -62,8 +62,9 @@ _COMMAND = re.compile(
 
 
 def _joined_lines(text: str) -> list[str]:
-    """Lines with shell continuations (a trailing backslash) joined."""
-    return text.replace("\\\n", " ").splitlines()
+    """Lines with shell continuations (a trailing backslash) joined, and the ends of HTML
+    comments (a generated block's marker: ``<!-- generated: python -m ... -->``) dropped."""
+    return text.replace("\\\n", " ").replace("-->", " ").splitlines()
 
 
 def doc_commands() -> list[tuple[str, str]]:
