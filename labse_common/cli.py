@@ -161,14 +161,14 @@ def _is_command_line(line: str) -> bool:
 
 
 def _wrapped(text: str, width: int = 96) -> str:
-    """Paragraphs given as long lines, wrapped (the help formatter keeps text as written)."""
-    paragraphs = text.strip().split("\n\n")
+    """A paragraph given as one long line, wrapped; one written in lines (a docstring's, a
+    list) is kept as written (the help formatter prints descriptions as given)."""
+    paragraphs = [p for p in text.strip().split("\n\n") if p.strip()]
     return "\n\n".join(
-        textwrap.fill(" ".join(p.split()), width, break_on_hyphens=False)
-        if max(map(len, p.splitlines())) > width
+        textwrap.fill(p.strip(), width, break_on_hyphens=False)
+        if "\n" not in p.strip() and len(p.strip()) > width
         else p
         for p in paragraphs
-        if p.strip()
     )
 
 

@@ -6,7 +6,7 @@ import argparse
 import json
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from apache_beam.io.filesystems import FileSystems
 
@@ -17,6 +17,7 @@ from labse_common.cli import (
     add_log_level_option,
     add_output_option,
     add_overwrite_option,
+    command_parser,
     load_config,
     run_main,
 )
@@ -33,18 +34,25 @@ from pipelines.stats_io import report_and_exit
 log = logging.getLogger(__name__)
 
 
-def base_parser(prog: str, description: str) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog=prog,
-        description=description,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog=(
-            "Any other option is passed to Apache Beam unchanged, e.g. --runner FlinkRunner "
-            "--flink_master HOST:8081 --environment_type DOCKER --environment_config IMAGE, or "
-            "--runner DataflowRunner --project P --region R --temp_location gs://... "
-            "--sdk_container_image IMAGE. Locally the DirectRunner runs in multi_processing mode "
-            "with one worker per core (--direct_num_workers N to change)."
-        ),
+def base_parser(
+    prog: str, description: str, examples: Iterable[str] = ()
+) -> argparse.ArgumentParser:
+    """The parser of a corpus job (CommonCrawl, Wikipedia): ``description`` is what it does;
+    ``examples`` default to a local run and a run on a Dask cluster."""
+    p = command_parser(
+        prog,
+        description,
+        "Any other option is passed to Apache Beam unchanged, e.g. --runner FlinkRunner "
+        "--flink_master HOST:8081 --environment_type DOCKER --environment_config IMAGE, or "
+        "--runner DataflowRunner --project P --region R --temp_location gs://... "
+        "--sdk_container_image IMAGE. Locally the DirectRunner runs in multi_processing mode "
+        "with one worker per core (--direct_num_workers N to change).",
+        examples=list(examples)
+        or [
+            f"{prog} --input 'input/*' --output sentences/",
+            f"{prog} --input 's3://bucket/input/*' --output s3://bucket/sentences "
+            "--set lid_threshold=0.3 --runner DaskRunner",
+        ],
     )
     p.add_argument(
         "--input",

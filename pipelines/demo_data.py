@@ -28,7 +28,14 @@ import logging
 import random
 from pathlib import Path
 
-from labse_common.cli import add_log_level_option, add_overwrite_option, exit_with, run_main
+from labse_common.cli import (
+    add_log_level_option,
+    add_overwrite_option,
+    command_parser,
+    doc_details,
+    exit_with,
+    run_main,
+)
 from labse_common.config import load
 from labse_common.datafiles import read_text
 from labse_common.errors import InputError, UsageError
@@ -266,10 +273,13 @@ def _write_ud_text(
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(
-        prog="python -m pipelines.demo_data",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    ap = command_parser(
+        "python -m pipelines.demo_data",
+        "Turn a folder in the layout of ../shared/data into the demo's run sources: training pairs, evaluation pairs, and web text with a known alignment hidden in it.",
+        doc_details(__doc__),
+        examples=[
+            "python -m pipelines.demo_data --data ../shared/data --output demo_sources/",
+        ],
     )
     ap.add_argument(
         "--data", required=True, help="folder with tatoeba/{train,dev}.XXX-eng.* (pud/, ud/)"

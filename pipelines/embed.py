@@ -44,6 +44,7 @@ from labse_common.cli import (
     add_output_option,
     add_overwrite_option,
     add_quantize_option,
+    command_parser,
     exit_with,
     run_main,
 )
@@ -54,6 +55,7 @@ from labse_common.remote import check_paths, remote_paths
 from labse_common.remote_cache import require_encoder_folder
 from labse_common.stats import merge_counts
 from labse_model import embed_store as lib
+from labse_model.embed_inputs import DAMAGED, check_inputs, expand_inputs, read_chunks
 from pipelines.options import new_pipeline, pipeline_options, run_pipeline
 from pipelines.tagged import join_sinks, with_outputs
 
@@ -121,7 +123,7 @@ class EmbedChunks(beam.DoFn):
 
     def process(self, chunk: tuple) -> Iterator[Any]:
         file, start, texts, meta = chunk
-        vecs, clean, counts = self.handler.embed(self.model, texts, meta.get(lib.DAMAGED))
+        vecs, clean, counts = self.handler.embed(self.model, texts, meta.get(DAMAGED))
         yield beam.pvalue.TaggedOutput(STATS, counts)
         yield file, start, vecs, clean, meta
 
@@ -130,7 +132,7 @@ def read_file(
     item: tuple[int, str], columns: Sequence[str], text_column: str, chunk_rows: int
 ) -> Iterator[tuple]:
     file, path = item
-    for start, texts, meta in lib.read_chunks(path, columns, text_column, chunk_rows, "--input"):
+    for start, texts, meta in read_chunks(path, columns, text_column, chunk_rows, "--input"):
         yield file, start, texts, meta
 
 
@@ -275,12 +277,14 @@ def build_pipeline(
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(
-        prog="python -m pipelines.embed",
-        description="Embed sentences into an embedding store with Beam (a RunInference PyTorch "
-        "LaBSE model handler); the same store as `labse_model encode` and `mining embed`. Any "
-        "option not listed here is passed to Beam, e.g. --runner FlinkRunner, "
-        "--direct_num_workers 4.",
+    ap = command_parser(
+        "python -m pipelines.embed",
+        "Embed sentences with a LaBSE checkpoint into an embedding store as a Beam job: the same store 'labse_model encode' and 'mining embed' write.",
+        "Any option not listed here is passed to Beam, e.g. --runner DaskRunner, --runner FlinkRunner, --direct_num_workers 4.",
+        examples=[
+            "python -m pipelines.embed --input 'sentences/de/*.parquet' --model labse/ --output emb/de",
+            "python -m pipelines.embed --input sentences/de --model labse/ --output emb/de --rows-per-shard 100000 --runner DaskRunner",
+        ],
     )
     ap.add_argument(
         "--input",
@@ -337,8 +341,8 @@ def _run(args: argparse.Namespace, beam_args: list[str]) -> int:
     check_paths(remote_paths([*args.input, args.output, args.model]), options)
     if is_remote(args.model):  # each worker copies it (lib.load_model); it must be there
         require_encoder_folder(args.model, "--model")
-    files = lib.expand_inputs(args.input, "--input")
-    columns = lib.check_inputs(files, "text", "--input")  # before the claim: nothing written
+    files = expand_inputs(args.input, "--input")
+    columns = check_inputs(files, "text", "--input")  # before the claim: nothing written
     # Workers survive a damaged row group (its rows keep their place with zero vectors), but an
     # input of which no row decodes would be a store of zeros: decode the text columns once here
     # (cheap beside encoding), so that is one line before the claim.

@@ -40,7 +40,15 @@ from filters.mono.quality import (
     TrainReport,
     train_quality_model,
 )
-from labse_common.cli import add_log_level_option, add_output_option, exit_with, run_main
+from labse_common.cli import (
+    add_log_level_option,
+    add_output_option,
+    command_parser,
+    doc_details,
+    exit_with,
+    run_main,
+    sub_command,
+)
 from labse_common.datafiles import read_parquet
 from labse_common.errors import InputError, UsageError
 from labse_common.logs import setup_logging
@@ -98,14 +106,28 @@ def read_negative(dirs: Iterable[str], reasons: set[str], max_rule_score: float)
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m pipelines.quality",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    p = command_parser(
+        "python -m pipelines.quality",
+        "Train (and try) the fastText classifier of main content against boilerplate from the "
+        "corpus jobs' own output.",
+        doc_details(__doc__),
+        examples=[
+            "python -m pipelines.quality train --positive wiki --positive cc --negative cc "
+            "--output q.bin",
+            "python -m pipelines.quality score --model q.bin 'Accept all cookies'",
+        ],
     )
     add_log_level_option(p)
     sub = p.add_subparsers(dest="cmd", required=True)
-    t = sub.add_parser("train", help="train the classifier from corpus-job output folders")
+    t = sub_command(
+        sub,
+        "train",
+        "Train the classifier from corpus-job output folders.",
+        examples=[
+            "python -m pipelines.quality train --positive wiki --positive cc --negative cc "
+            "--output q.bin"
+        ],
+    )
     t.add_argument(
         "--positive",
         action="append",
@@ -153,7 +175,12 @@ def parser() -> argparse.ArgumentParser:
         "--quantize", action="store_true", default=d.quantize, help="write a small quantized model"
     )
     t.add_argument("--seed", type=int, default=d.seed)
-    s = sub.add_parser("score", help="print content scores of lines with a trained model")
+    s = sub_command(
+        sub,
+        "score",
+        "Print the content scores of lines, with a trained model or the rule-based scorer.",
+        examples=["python -m pipelines.quality score --model q.bin 'Accept all cookies'"],
+    )
     s.add_argument("--model", help="model path (default: the rule-based scorer)")
     s.add_argument("lines", nargs="+", help="lines to score")
     add_log_level_option(s, subcommand=True)

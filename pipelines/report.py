@@ -11,12 +11,11 @@ section saying so and why.
 
 from __future__ import annotations
 
-import argparse
 import logging
 import time
 from pathlib import Path
 
-from labse_common.cli import add_log_level_option, exit_with, run_main
+from labse_common.cli import add_log_level_option, command_parser, doc_details, exit_with, run_main
 from labse_common.datafiles import read_json, read_parquet
 from labse_common.errors import InputError
 from labse_common.logs import setup_logging
@@ -312,10 +311,13 @@ def write(run: Path, out: Path, n_examples: int = 5) -> tuple[Path, Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(
-        prog="python -m pipelines.report",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    ap = command_parser(
+        "python -m pipelines.report",
+        "Write the report of a run folder: report.md and a self-contained report.html with its plots.",
+        doc_details(__doc__),
+        examples=[
+            "python -m pipelines.report --run runs/demo --output runs/demo/report",
+        ],
     )
     ap.add_argument("--run", required=True, help="run folder of python -m pipelines.run")
     ap.add_argument("--output", required=True, help="folder for report.md, report.html, figures/")

@@ -22,7 +22,6 @@ languages, so the pairs are exact. Nothing is random except a seeded shuffle.
 
 from __future__ import annotations
 
-import argparse
 import bz2
 import io
 import json
@@ -31,7 +30,14 @@ import random
 from pathlib import Path
 from xml.sax.saxutils import escape
 
-from labse_common.cli import add_log_level_option, add_overwrite_option, exit_with, run_main
+from labse_common.cli import (
+    add_log_level_option,
+    add_overwrite_option,
+    command_parser,
+    doc_details,
+    exit_with,
+    run_main,
+)
 from labse_common.errors import UsageError
 from labse_common.langs import TATOEBA_TO_LID
 from labse_common.logs import setup_logging
@@ -391,10 +397,14 @@ def generate(out: str | Path, seed: int = 0, n_train: int = 300, n_dev: int = 10
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(
-        prog="python -m pipelines.synthetic",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    ap = command_parser(
+        "python -m pipelines.synthetic",
+        "Write the small built-in multilingual sample (aligned pairs, CommonCrawl WET and WARC files, Wikipedia dumps) in the layout of ../shared/data.",
+        doc_details(__doc__),
+        examples=[
+            "python -m pipelines.synthetic --output data/",
+            "python -m pipelines.synthetic --output data/ --train 600 --dev 150 --overwrite",
+        ],
     )
     ap.add_argument("--output", required=True, help="folder to write (the ../shared/data layout)")
     ap.add_argument("--seed", type=int, default=0, help="shuffle seed (default 0)")
