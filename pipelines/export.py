@@ -51,6 +51,7 @@ from filters.bitext.export import (
     write_bitext,
     write_part,
 )
+    command_parser,
 from labse_common import filesystems
 from labse_common.cli import (
     add_log_level_option,
@@ -150,13 +151,14 @@ def build_pipeline(
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m pipelines.export",
-        description="The final bitext as a Beam job: the folder python -m filters export writes "
-        "(bitext.parquet, bitext.tsv.gz, Moses files, hf/, rejected.parquet, stats.json), from "
-        "the same inputs, each mined pair file decided by a worker. Inputs and --output may be "
-        "local or s3:// / gs://. Any option not listed here is passed to Beam, e.g. --runner "
-        "DaskRunner.",
+    p = command_parser(
+        "python -m pipelines.export",
+        "Write the final bitext as a Beam job: the folder 'python -m filters export' writes (bitext.parquet, bitext.tsv.gz, Moses files, hf/, rejected.parquet, stats.json), each mined pair file decided by a worker.",
+        "Inputs and --output may be local or s3:// / gs://. Any option not listed here is passed to Beam, e.g. --runner DaskRunner, --runner FlinkRunner, --direct_num_workers 4.",
+        examples=[
+            "python -m pipelines.export --mined mined/ --combined combined/ --output bitext/",
+            "python -m pipelines.export --mined s3://bucket/run/mine --combined s3://bucket/run/combine --output s3://bucket/run/bitext --runner DaskRunner",
+        ],
     )
     add_input_options(p)
     add_output_option(p, "folder to write (local or a Beam FileSystems URL)")

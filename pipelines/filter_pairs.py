@@ -63,6 +63,7 @@ from labse_common.cli import (
     add_log_level_option,
     add_output_option,
     add_overwrite_option,
+    command_parser,
     exit_with,
     load_config,
     run_main,
@@ -343,11 +344,14 @@ def _write_score_stats(
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(
-        prog="python -m pipelines.filter_pairs",
-        description="Apply the pair_rules hard rules (and optionally a trained CDS scorer) to "
-        "candidate pairs with Beam. Any option not listed here is passed to Beam, e.g. --runner "
-        "FlinkRunner, --direct_num_workers 4.",
+    ap = command_parser(
+        "python -m pipelines.filter_pairs",
+        "Apply the hard rules (and, given a trained CDS scorer, its score) to candidate pairs as a Beam job: the pairs and counts of 'python -m filters rules'.",
+        "Inputs and --output may be local or s3:// / gs://. Any option not listed here is passed to Beam, e.g. --runner DaskRunner, --runner FlinkRunner, --direct_num_workers 4.",
+        examples=[
+            "python -m pipelines.filter_pairs --input 'mined/*/mined.parquet' --output rules/ --src-lang de --trg-lang en",
+            "python -m pipelines.filter_pairs --input mined.parquet --output rules/ --cds-model cds_model/ --cds-threshold 0.1 --runner DaskRunner",
+        ],
     )
     ap.add_argument(
         "--input",

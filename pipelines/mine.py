@@ -52,6 +52,7 @@ from labse_common.cli import (
     add_log_level_option,
     add_output_option,
     add_overwrite_option,
+    command_parser,
     exit_with,
     run_main,
 )
@@ -135,15 +136,15 @@ def run_beam_mine(
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(
-        prog="python -m pipelines.mine",
-        description="`python -m mining mine` with its shard tasks as Beam elements: the search "
-        "(exact, or the index mining.index names; auto = the planner's) cut into shards of "
-        "mining.shard_rows rows (else one per mining.workers), the lists merged, re-scored and "
-        "margin-scored on the driver. Writes OUT/mined.parquet, OUT/mined.tsv.gz, "
-        "OUT/score_hist.png and OUT/stats.json (OUT may be s3://...). With --pair: one pair of "
-        "`mining mine-many` (its files for that pair, exactly). Any option not listed here "
-        "is passed to Beam, e.g. --runner FlinkRunner, --direct_running_mode in_memory.",
+    ap = command_parser(
+        "python -m pipelines.mine",
+        "Mine translation pairs between two embedding stores as a Beam job: 'python -m mining mine' with its shard tasks as Beam elements.",
+        "The search (exact, or the index mining.index names; auto = the planner's) is cut into shards of mining.shard_rows rows (else one per mining.workers); the lists are merged, re-scored and margin-scored on the driver. Writes OUT/mined.parquet, OUT/mined.tsv.gz, OUT/score_hist.png and OUT/stats.json (OUT may be s3://...). With --pair: one pair of 'mining mine-many' (its files for that pair, exactly). Any option not listed here is passed to Beam, e.g. --runner FlinkRunner, --direct_running_mode in_memory.",
+        examples=[
+            "python -m pipelines.mine --src-emb emb/de --trg-emb emb/en --output mined/de-en",
+            "python -m pipelines.mine --pair de-en --corpus 'sentences/{lang}' --emb 'emb/{lang}' --output mined/de-en --runner DaskRunner",
+            "python -m pipelines.mine --sum-stats mined --pairs de-en fr-en",
+        ],
     )
     ap.add_argument("--src-emb", help="source embeddings: store directory or .npy")
     ap.add_argument("--trg-emb", help="target embeddings: store directory or .npy")

@@ -41,7 +41,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from labse_common import filesystems
-from labse_common.cli import add_log_level_option, add_overwrite_option, exit_with, run_main
+from labse_common.cli import (
+    add_log_level_option,
+    add_overwrite_option,
+    command_parser,
+    exit_with,
+    run_main,
+    sub_command,
+)
 from labse_common.datafiles import read_parquet
 from labse_common.errors import InputError
 from labse_common.filesystems import is_remote, join
@@ -232,32 +239,39 @@ def assemble_scored(folder: str, pairs: Sequence[str]) -> dict:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(
-        prog="python -m pipelines.pair_assembly",
-        description="concat: several pair Parquet files (local or object-store URLs) as one; "
-        "scored: the cds_score stage's pairs as one file; bitext: the bitext stage's parts as "
-        "the bitext folder. "
-        "Other options are Beam's (the S3/GCS ones reach the file system).",
+    ap = command_parser(
+        "python -m pipelines.pair_assembly",
+        "Assemble pair files: several pair Parquet files as one (concat), the cds_score stage's "
+        "pairs as one file (scored), the bitext stage's parts as the bitext folder (bitext).",
+        "Paths may be local or object-store URLs. Other options are Beam's (the S3/GCS ones reach "
+        "the file system).",
+        examples=[
+            "python -m pipelines.pair_assembly concat a.parquet b.parquet --output all.parquet",
+            "python -m pipelines.pair_assembly scored run/cds_score --pairs de-en fr-en",
+            "python -m pipelines.pair_assembly bitext run/bitext --pairs de-en fr-en",
+        ],
     )
     sub = ap.add_subparsers(dest="cmd", required=True)
-    k = sub.add_parser("concat", help="several pair Parquet files as one, in the order given")
+    k = sub_command(sub, "concat", "Several pair Parquet files as one, in the order given.")
     k.add_argument("inputs", nargs="+", help="Parquet files with src, trg (paths or URLs)")
     k.add_argument("--output", required=True, help="Parquet file to write (path or URL)")
     add_overwrite_option(k, "the output file")
     add_log_level_option(k)
-    s = sub.add_parser(
+    s = sub_command(
+        sub,
         "scored",
-        help="DIR/<pair>/scored.parquet (filters cds-score per pair) as DIR/scored.parquet, "
-        "in the order given, and DIR/stats.json with their counts summed",
+        "DIR/<pair>/scored.parquet (filters cds-score per pair) as DIR/scored.parquet, "
+        "in the order given, and DIR/stats.json with their counts summed.",
     )
     s.add_argument("folder", metavar="DIR", help="the cds_score stage folder (path or URL)")
     s.add_argument("--pairs", nargs="+", required=True, help="language pairs, in output order")
     add_log_level_option(s)
-    b = sub.add_parser(
+    b = sub_command(
+        sub,
         "bitext",
-        help="DIR/_parts/<pair> (filters export --pair per pair) as the bitext folder "
+        "DIR/_parts/<pair> (filters export --pair per pair) as the bitext folder "
         "filters export writes (bitext.parquet, bitext.tsv.gz, Moses files, hf/, "
-        "rejected.parquet, stats.json); the parts are removed",
+        "rejected.parquet, stats.json); the parts are removed.",
     )
     b.add_argument("folder", metavar="DIR", help="the bitext stage folder (path or URL)")
     b.add_argument("--pairs", nargs="+", required=True, help="the language pairs exported")
