@@ -392,6 +392,12 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         help="pairs per batch (default 20000; with --same-as the local command's: 5000, 4096)",
     )
+    ap.add_argument(
+        "--allow-empty",
+        action="store_true",
+        help="with --same-as cds-score: an input of Parquet files with no row gives an empty "
+        "scored.parquet (its columns plus the score columns), as filters cds-score --allow-empty",
+    )
     add_log_level_option(ap)
     return ap
 
@@ -401,6 +407,8 @@ def _check(args: argparse.Namespace, cfg_obj) -> None:
         raise UsageError(f"--batch-rows must be >= 1 (got {args.batch_rows})")
     if args.cds_threshold is not None and not args.cds_model:
         raise UsageError("--cds-threshold needs --cds-model")
+    if args.allow_empty and args.same_as != CDS_SCORE:
+        raise UsageError("--allow-empty applies to --same-as cds-score only")
     if args.same_as == CDS_SCORE:
         if not args.cds_model:
             raise UsageError("--same-as cds-score needs --cds-model")
@@ -473,7 +481,9 @@ def run(argv: Sequence[str] | None = None) -> int:
                 run_pipeline(p)
             report = _read_stats(f"{tmp}/stats.json")
             c = report["counts"].get("pairs", {"in": 0, "out": 0})
-            if not c["in"]:
+            if not c["in"] and _empty_allowed(args, inputs, report):
+                _write_empty_scored(args, tmp, inputs[0], cfg, report)
+            elif not c["in"]:
                 raise InputError(" ".join(inputs), _nothing_read(report), "--input")
             if args.same_as:
                 finish = _finish_rules if args.same_as == RULES else _finish_score
@@ -483,6 +493,47 @@ def run(argv: Sequence[str] | None = None) -> int:
 
     # Remote paths are checked in the body, once the Beam options (S3 endpoint, keys) are parsed.
     return run_main(body, log, args=args, check_remote=False)
+
+
+def _no_rows(path: str) -> bool:
+    """A Parquet file that opens and holds no row (as ``filters cds-score --allow-empty``)."""
+    if not path.endswith(".parquet"):
+        return False
+    try:
+        with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+            return pq.read_metadata(f).num_rows == 0
+    except (OSError, ValueError):  # unreadable: the job's own error says why
+        return False
+
+
+def _empty_allowed(args: argparse.Namespace, inputs: list[str], report: dict) -> bool:
+    """``--allow-empty``: every input is a Parquet file with no row (a language pair the rules
+    kept nothing of), and none was unreadable."""
+    if not (args.allow_empty and args.same_as == CDS_SCORE) or report.get(UNREADABLE):
+        return False
+    return all(map(_no_rows, inputs))
+
+
+def _write_empty_scored(
+    args: argparse.Namespace, tmp: str, path: str, cfg: dict, report: dict
+) -> None:
+    """An empty scored.parquet with the columns a non-empty one has (the input's plus the model's
+    scores), and zero pairs in and out: what ``filters cds-score --allow-empty`` writes."""
+    from filters.bitext.cds.score import CdsScorer
+
+    scorer = CdsScorer.load(
+        local_model_dir(args.cds_model),
+        device=cfg["device"],
+        batch_size=cfg["score_batch_size"],
+        progress=False,
+    )
+    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+        schema = pq.read_schema(f)
+    empty = pa.RecordBatch.from_arrays([pa.array([], t.type) for t in schema], schema=schema)
+    with FileSystems.create(f"{tmp}/scored.parquet") as f:  # no part: the assembly adds nothing
+        pq.write_table(pa.Table.from_batches([with_scores(empty, scorer.score_all([], []))]), f)
+    report["counts"]["pairs"] = {"in": 0, "out": 0, "dropped": {}}
+    report["devices"] = [str(scorer.device)]
 
 
 def _local_fields(report: dict, *keys: str) -> dict:

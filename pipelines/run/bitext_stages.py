@@ -132,6 +132,7 @@ def CDS_SCORE(c: Context) -> list[Command]:
                 "cds-score",
                 "--cds-model",
                 model,
+                "--allow-empty",  # as the local command: a pair the rules kept nothing of
                 *pair_args(p),
                 *c.beam_args,
             )
