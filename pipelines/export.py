@@ -51,12 +51,12 @@ from filters.bitext.export import (
     write_bitext,
     write_part,
 )
-    command_parser,
 from labse_common import filesystems
 from labse_common.cli import (
     add_log_level_option,
     add_output_option,
     add_overwrite_option,
+    command_parser,
     exit_with,
     run_main,
 )
