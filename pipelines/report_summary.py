@@ -53,7 +53,11 @@ class SummarySections(FilterSections):
 
     def summary_box(self) -> None:
         info = read_json_or_none(self.run / "_run.json") or {}
-        lines: list[tuple[str, str]] = [self._verdict(), self._bitext_line()]
+        lines: list[tuple[str, str]] = [self._verdict()]
+        two = self._two_round_line()
+        if two:
+            lines.append(("line", two))
+        lines.append(self._bitext_line())
         measured = self._measured_line()
         if measured:
             lines.append(("line", measured))
@@ -88,6 +92,24 @@ class SummarySections(FilterSections):
             f"(interval {interval(best.get('precision_ci'))}) at the best reachable threshold, "
             f"target {pct(target)}. The run went on (combine.on_unreachable=continue): expect "
             "the bitext's GOOD share below the target; label more pairs or lower the target.",
+        )
+
+    def _two_round_line(self) -> str | None:
+        """combine's unbiased estimate from the near-threshold labelling round
+        (filters/bitext/round_estimate.py), when the labels had one."""
+        summ = read_json_or_none(self.dir(COMBINE) / "combined.json") or {}
+        est = summ.get("two_round_estimate")
+        if not isinstance(est, dict):
+            return None
+        if not est.get("ok"):
+            return f"**Two-round estimate:** none ({est.get('why', 'unavailable')})."
+        t, conf = est.get("threshold"), est.get("confidence")
+        at = f" at threshold {t:.4g}" if _num(t) else ""
+        conf = f"{conf:.0%}" if _num(conf) else "–"
+        return (
+            f"**Two-round estimate** (from two rounds of labels: the stratified sample and "
+            f"{est.get('labelled', '?')} pairs drawn near the threshold): GOOD share "
+            f"{pct(est.get('share'))}{at} ({conf} interval {interval(est.get('interval'))})."
         )
 
     def _bitext_line(self) -> tuple[str, str]:
