@@ -60,15 +60,31 @@ def _placeholders_to_glob(pattern: str) -> str:
 
 def _source_files(*kinds: str) -> Paths:
     """Fingerprinted inputs of ``sources.<kind>`` outside the run folder (the demo's are an
-    upstream stage's output and the synthetic sample is a stage of its own)."""
+    upstream stage's output and the synthetic sample is a stage of its own): each local file,
+    and each remote glob, fingerprinted by its listing (:func:`source_listing`)."""
 
     def files(ctx: Context) -> list[str]:
         pats = [_placeholders_to_glob(p) for k in kinds for p in source_patterns(ctx, k)]
         if ctx.synthetic:
             return []
-        return [f for f in expand_local(ctx, pats) if not f.startswith(str(ctx.out) + os.sep)]
+        run = (ctx.remote or "").rstrip("/") + "/"
+        remote = {p for p in pats if is_remote(p) and not (ctx.remote and p.startswith(run))}
+        local = [f for f in expand_local(ctx, pats) if not f.startswith(str(ctx.out) + os.sep)]
+        return [*local, *sorted(remote)]
 
     return files
+
+
+def source_listing(pattern: str) -> dict:
+    """A remote source glob's fingerprint: every object it matches with its size and time (what
+    the filesystem's listing gives; one listing call, not one per object), so a replaced or
+    added remote file reruns the stages that read it."""
+    from labse_common import filesystems
+
+    with filesystems.remote_failures():
+        found = filesystems.filesystem(pattern).match([pattern])[0].metadata_list
+    listing = sorted([m.path, m.size_in_bytes, m.last_updated_in_seconds] for m in found)
+    return {"pattern": pattern, "files": listing}
 
 
 def _corpus_inputs(ctx: Context, kind: str) -> list[str]:

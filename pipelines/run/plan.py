@@ -13,6 +13,7 @@ from pathlib import Path
 
 from labse_common.datafiles import read_json
 from labse_common.errors import InputError
+from labse_common.filesystems import is_remote
 from pipelines.run.declare import STAGES, Context, Stage, manifest_path
 from pipelines.run.run_folder import stage_files
 from pipelines.run.stages import NAMES
@@ -90,6 +91,10 @@ def _file_part(path: str, ctx: Context) -> dict:
     """A data file's fingerprint; a file of the run folder itself (the person's labels.tsv) by
     size and content only: its path and time differ between scratch copies of a run folder on
     object storage, and a runner elsewhere must not rerun the stages that read it."""
+    if is_remote(path):  # a remote source glob: by its listing
+        from pipelines.run.corpus_stages import source_listing
+
+        return source_listing(path)
     fp = file_fingerprint(path)
     if path.startswith(str(ctx.out) + os.sep) and "sha256" in fp:
         return {"size": fp["size"], "sha256": fp["sha256"]}
