@@ -7,6 +7,7 @@ import argparse
 import copy
 import logging
 import os
+import re
 import shlex
 import shutil
 import sys
@@ -150,6 +151,16 @@ def _begin(ctx: Context, plans: list[Plan]) -> tuple[list[Plan], dict]:
     return todo, history
 
 
+#: The labels stop line's "(or ... in any editor)" (the labels task's); for a labels file on
+#: object storage an editor cannot open the URL, so the line says what is safe instead.
+_ANY_EDITOR = re.compile(r"\(or [^()]*\bin any editor\)")
+EDIT_REMOTE = (
+    "(the page is the safe way: it saves each label back to object storage as you give it; "
+    "an editor cannot open the URL: download the file, fill its label column with GOOD or BAD, "
+    "and upload it back to the same URL)"
+)
+
+
 def _stop_status(ctx: Context, p: Plan, e: StageFailed, history: dict) -> int | None:
     """The run's exit status when a failed stage ends it (the labels it waits for, or a stage
     that is not optional); None for an optional stage, then recorded in ``ctx.soft_failed``."""
@@ -159,7 +170,7 @@ def _stop_status(ctx: Context, p: Plan, e: StageFailed, history: dict) -> int | 
             f"{LABELS_NEEDED} see {e}",
         )
         if ctx.remote:  # the file to label is the remote one (python -m filters label URL)
-            msg = msg.replace(str(ctx.out), ctx.remote.rstrip("/"))
+            msg = _ANY_EDITOR.sub(EDIT_REMOTE, msg.replace(str(ctx.out), ctx.remote.rstrip("/")))
         history["waiting_for"] = p.stage.name
         _save(ctx, history)
         again = shlex.join(["python", "-m", "pipelines.run", *sys.argv[1:]])

@@ -551,6 +551,7 @@ def test_the_run_folder_on_s3_with_the_stages_on_a_dask_cluster(own, cluster, tm
         p = attempt(2)
         assert p.returncode == 3, p.stderr[-3000:]
         assert f"python -m filters label {url}/labels.tsv" in p.stderr
+        assert "the page is the safe way" in p.stderr and "any editor" not in p.stderr
         history = json.loads(get("_run.json"))
         assert history["resumed_shards"]["embed"] == 1, history
         assert history["engine"]["embed"] == "DaskRunner"
