@@ -25,7 +25,7 @@ pair and are skipped (logged).
 
 Remote patterns (``s3://``, ``gs://``, any scheme Beam serves) are matched with Beam's
 ``FileSystems.match`` (:func:`labse_common.filesystems.match`, where ``*`` does not cross ``/``
-and ``**`` does) and read through :mod:`labse_common.filesystems`.
+and ``**`` does). Every pair file is read by :func:`labse_common.pair_files.read_pairs_file`.
 
 Text sources
 ------------
@@ -38,50 +38,27 @@ package).
 from __future__ import annotations
 
 import glob
-import gzip
 import logging
 import os
 import re
-import zlib
-from collections.abc import Callable, Iterator
-from contextlib import ExitStack
 from dataclasses import dataclass
-from itertools import zip_longest
 from pathlib import Path
-from typing import BinaryIO
 
-import pyarrow as pa
-
-from labse_common import datafiles, filesystems
+from labse_common import filesystems
 from labse_common.errors import InputError, UsageError
 from labse_common.filesystems import is_remote
 from labse_common.langs import normalize_lang
-from labse_common.stats import StageCounter
-from labse_common.textio import sniff_bom, wrap_text
+from labse_common.pair_files import PairFile
 
 log = logging.getLogger(__name__)
 
 PAIR_PLACEHOLDER = "{src}-{trg}"
 PLACEHOLDERS = ("src", "trg", "lang")
-FORMATS = ("tsv", "parquet", "moses")
 TSV_SUFFIXES = (".tsv", ".tsv.gz", ".txt", ".txt.gz")
 PARQUET_SUFFIXES = (".parquet",)
 # What a placeholder matches inside a name: a code with its script or region after '_'.
 _CODE = r"[^/\\.\-]+"
 _TOKEN = re.compile(r"\{(\w*)\}|\*\*/?|\*|\?|\[!?\]?[^\]]*\]|.", re.DOTALL)
-_READ_CHUNK = 1 << 20
-
-
-@dataclass(frozen=True)
-class PairFile:
-    """One source of pairs: ``paths`` is one file, or for Moses ``(src_path, trg_path)``;
-    ``pattern`` is the user's pattern that found it (for messages)."""
-
-    src_lang: str
-    trg_lang: str
-    fmt: str  # "tsv" | "parquet" | "moses"
-    paths: tuple[str, ...]
-    pattern: str
 
 
 @dataclass(frozen=True)
@@ -450,189 +427,3 @@ def expand_texts(
             files.setdefault(_norm(path), TextFile(_norm(path), lang))
     _check_empty(empty, len(patterns), flag)
     return [files[p] for p in sorted(files)]
-
-
-# --- reading pairs -----------------------------------------------------------------------------
-
-
-def read_pairs_file(
-    pf: PairFile, counter: StageCounter, unit: str = "pairs", *, flag: str | None = None
-) -> Iterator[tuple[str, str]]:
-    """The ``(src, trg)`` pairs of ``pf``, whitespace stripped, in file order. Every record is
-    counted in ``counter`` under ``unit`` (in == out + dropped): a pair with an empty side is
-    dropped ``empty_side``; a TSV line without a tab ``malformed``, a blank one ``blank``, a first
-    line ``src<TAB>trg`` ``header``; a damaged Parquet row group ``damaged_row_group`` (the other
-    groups are read). InputError naming the file: not found, not UTF-8 (after a BOM, which picks
-    the encoding and is removed), damaged gzip, a Parquet file that cannot be opened or lacks
-    ``src``/``trg``, Moses files of different lengths (checked before the first pair)."""
-    if pf.fmt == "tsv":
-        return _read_tsv(pf.paths[0], counter, unit, flag)
-    if pf.fmt == "parquet":
-        return _read_parquet(pf.paths[0], counter, unit, flag)
-    if pf.fmt == "moses":
-        return _read_moses(pf.paths, counter, unit, flag)
-    raise ValueError(f"unknown pair file format {pf.fmt!r} (known: {', '.join(FORMATS)})")
-
-
-def _emit(src: str, trg: str, counter: StageCounter, unit: str) -> tuple[str, str] | None:
-    src, trg = src.strip(), trg.strip()
-    if not src or not trg:
-        counter.add_dropped(unit, "empty_side")
-        return None
-    counter.add_out(unit)
-    return src, trg
-
-
-def _read_tsv(path: str, counter: StageCounter, unit: str, flag) -> Iterator[tuple[str, str]]:
-    for lineno, line in _text_lines(path, flag):
-        counter.add_in(unit)
-        fields = line.split("\t")
-        if len(fields) < 2:
-            counter.add_dropped(unit, "blank" if not line.strip() else "malformed")
-            continue
-        if lineno == 1 and [f.strip() for f in fields[:2]] == ["src", "trg"]:
-            counter.add_dropped(unit, "header")
-            continue
-        pair = _emit(fields[0], fields[1], counter, unit)
-        if pair is not None:
-            yield pair
-
-
-def _read_moses(
-    paths: tuple[str, ...], counter: StageCounter, unit: str, flag
-) -> Iterator[tuple[str, str]]:
-    src_path, trg_path = paths
-    n_src, n_trg = _count_lines(src_path, flag), _count_lines(trg_path, flag)
-    if n_src != n_trg:
-        raise InputError(
-            src_path,
-            f"Moses files of different lengths: {n_src} lines here, "
-            f"{n_trg} lines in {trg_path}: line i of one must translate line i of "
-            "the other",
-            flag,
-        )
-    done = object()
-    for a, b in zip_longest(
-        _text_lines(src_path, flag), _text_lines(trg_path, flag), fillvalue=done
-    ):
-        if a is done or b is done:  # changed since it was counted
-            raise InputError(src_path, f"Moses file and {trg_path} changed length while read", flag)
-        counter.add_in(unit)
-        pair = _emit(a[1], b[1], counter, unit)
-        if pair is not None:
-            yield pair
-
-
-def _is_text(t: pa.DataType) -> bool:
-    return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_null(t)
-
-
-def _read_parquet(path: str, counter: StageCounter, unit: str, flag) -> Iterator[tuple[str, str]]:
-    schema = datafiles.parquet_file(path, flag).schema_arrow
-    lacking = [c for c in ("src", "trg") if c not in schema.names]
-    if lacking:
-        raise InputError(
-            path,
-            f"has no column {' or '.join(map(repr, lacking))} (columns: {', '.join(schema.names)})",
-            flag,
-        )
-    for c in ("src", "trg"):
-        if not _is_text(schema.field(c).type):
-            raise InputError(path, f"column {c!r} is {schema.field(c).type}, not text", flag)
-    for batch in datafiles.iter_parquet_counted(path, counter, unit, ["src", "trg"], flag):
-        cols = []
-        for c in ("src", "trg"):
-            col = batch.column(batch.schema.get_field_index(c))
-            try:
-                col.validate(full=True)
-            except pa.ArrowInvalid as e:
-                raise InputError(path, f"column {c!r} is not UTF-8 text ({e})", flag) from None
-            cols.append(col.to_pylist())
-        for s, t in zip(*cols):
-            counter.add_in(unit)
-            pair = _emit(s or "", t or "", counter, unit)
-            if pair is not None:
-                yield pair
-
-
-# --- text files, local or remote, BOM-aware and strict -----------------------------------------
-
-_GZIP_DAMAGE = (EOFError, zlib.error, gzip.BadGzipFile)
-
-
-def _open_raw(path: str, flag) -> BinaryIO:
-    try:
-        if is_remote(path):
-            return filesystems.open_read(path)
-        return open(path, "rb")  # noqa: SIM115 - the caller closes it
-    except FileNotFoundError:
-        raise InputError(path, "not found", flag) from None
-    except IsADirectoryError:
-        raise InputError(path, "is a folder, expected a file", flag) from None
-
-
-def _with_raw(path: str, flag, use: Callable[[BinaryIO], Iterator]) -> Iterator:
-    """``use`` applied to the file's bytes (gunzipped for ``.gz``); damage is an InputError."""
-    with ExitStack() as stack:
-        raw = stack.enter_context(_open_raw(path, flag))
-        if path.lower().endswith(".gz"):
-            raw = stack.enter_context(gzip.GzipFile(fileobj=raw))
-        try:
-            yield from use(raw)
-        except _GZIP_DAMAGE as e:
-            raise InputError(path, f"damaged gzip ({e})", flag) from None
-
-
-def _text_lines(path: str, flag) -> Iterator[tuple[int, str]]:
-    """(line number, line without its end) of a text file, lines ending at ``\\n`` as in
-    :func:`labse_common.textio.wrap_text`; bytes that are not UTF-8 (or not the UTF-16/32 its
-    BOM names): an InputError naming the line."""
-
-    def lines(raw: BinaryIO) -> Iterator[tuple[int, str]]:
-        enc, n = sniff_bom(raw.read(4))
-        if enc in (None, "utf-8"):  # line by line, so that an error names its line
-            raw.seek(n)
-            for lineno, data in enumerate(raw, 1):
-                try:
-                    text = data.decode("utf-8")
-                except UnicodeDecodeError as e:
-                    raise InputError(
-                        path,
-                        f"not UTF-8 text (line {lineno}, byte {e.start + 1} "
-                        f"of the line: {e.reason})",
-                        flag,
-                    ) from None
-                yield lineno, text.rstrip("\n").rstrip("\r")
-            return
-        raw.seek(0)
-        lineno = 0
-        try:
-            for lineno, line in enumerate(wrap_text(raw, errors="strict"), 1):  # noqa: B007
-                yield lineno, line.rstrip("\n").rstrip("\r")
-        except UnicodeDecodeError as e:
-            raise InputError(
-                path,
-                f"not {enc} text as its byte-order mark says (after line {lineno}: {e.reason})",
-                flag,
-            ) from None
-
-    return _with_raw(path, flag, lines)
-
-
-def _count_lines(path: str, flag) -> int:
-    """The number of lines :func:`_text_lines` gives, counted on the bytes for UTF-8."""
-
-    def count(raw: BinaryIO) -> Iterator[int]:
-        enc, _ = sniff_bom(raw.read(4))
-        raw.seek(0)
-        if enc not in (None, "utf-8"):
-            yield sum(1 for _ in _text_lines(path, flag))
-            return
-        n, last = 0, b"\n"
-        while chunk := raw.read(_READ_CHUNK):
-            n += chunk.count(b"\n")
-            last = chunk
-        yield n + (not last.endswith(b"\n"))
-
-    (n,) = _with_raw(path, flag, count)
-    return n

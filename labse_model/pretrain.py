@@ -36,7 +36,7 @@ from tokenizers import Tokenizer
 
 from labse_common.sections.model import ModelConfig
 from labse_common.sections.pretrain import PretrainConfig
-from labse_model import stream
+from labse_model import stream, stream_windows
 from labse_model.distributed import DistInfo, init_from_env
 from labse_model.lanes import Lane, lanes_of_rank
 from labse_model.loop import (
@@ -514,11 +514,11 @@ def _window_log(
     """The shuffle windows' bounds per input, logged and kept for stats.json."""
     on_rank = cfg.lanes // info.world_size
     bounds = {
-        kind: stream.window_bound(res, cfg.lanes, on_rank, cfg.shuffle_blocks)
+        kind: stream_windows.window_bound(res, cfg.lanes, on_rank, cfg.shuffle_blocks)
         for kind, res in ((stream.SENTENCES, sents), (stream.PAIRS, pair_scan))
         if res
     }
-    return stream.log_window_bounds(bounds, cfg.shuffle_blocks, cfg.block_rows)
+    return stream_windows.log_window_bounds(bounds, cfg.shuffle_blocks, cfg.block_rows)
 
 
 def pretrain(

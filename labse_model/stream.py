@@ -10,6 +10,8 @@ Nothing here holds a corpus in memory. The moving parts:
   reason, so ``stats.json`` counts each input record once, however many epochs the run makes.
   Every rank holds the table of all blocks as columns (``stream_blocks.BlockList``); the
   commands keep the scan in their output for a restart (``scan_cache``).
+* **Bytes.** Files are read by the one pair reader, :mod:`labse_common.pair_files`; the memory
+  the shuffle windows take is bounded in :mod:`labse_model.stream_windows`.
 * **Lanes** (the order records are trained in, and its memory) are in :mod:`labse_model.lanes`.
 
 Records are ``str`` (sentences) or ``(src, trg)`` tuples (pairs).
@@ -17,7 +19,6 @@ Records are ``str`` (sentences) or ``(src, trg)`` tuples (pairs).
 
 from __future__ import annotations
 
-import gzip
 import logging
 import os
 import sys
@@ -25,11 +26,17 @@ import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
-import numpy as np
-
-from labse_common.datafiles import STREAM_BUFFER, LostRows, count_lost, read_row_group_surviving
+from labse_common.datafiles import LostRows, count_lost
 from labse_common.errors import InputError
 from labse_common.filesystems import is_remote
+from labse_common.pair_files import (
+    gzip_by_name,
+    parquet_groups,
+    parquet_rows,
+    path_exists,
+    rows_of,
+    text_lines,
+)
 from labse_common.stats import StageCounter
 from labse_model.stream_blocks import Block, BlockList
 from labse_model.vocab.pretokenize import has_words
@@ -45,26 +52,7 @@ DATA_SUFFIXES = (".parquet", ".tsv", ".tsv.gz", ".txt", ".txt.gz", ".gz")
 _CONVERT_ROWS = 4096  # Parquet rows decoded and converted to Python at a time
 
 
-# --- file access through Beam FileSystems (local, s3://, gs:// ...) -------------------------
-
-
-def open_binary(path: str):
-    """A seekable binary file for ``path`` (no automatic decompression); remote paths through
-    Beam's FileSystems, configured by labse_common/filesystems.py (imported lazily: Beam is
-    slow to import)."""
-    if not is_remote(path):
-        return open(path, "rb")
-    from labse_common import filesystems
-
-    return filesystems.open_read(path)
-
-
-def path_exists(path: str) -> bool:
-    if not is_remote(path):
-        return os.path.exists(path)
-    from labse_common import filesystems
-
-    return filesystems.exists(path)
+# --- which files (reading them is labse_common.pair_files') ---------------------------------
 
 
 def _match(pattern: str) -> list[str]:
@@ -153,28 +141,6 @@ def parse_sentence_line(line: str) -> str:
     return line.rstrip("\r\n").split("\t", 1)[0].strip()
 
 
-def _text_lines(path: str, start_offset: int = 0) -> Iterator[tuple[str, int]]:
-    """(line, byte offset of the next line) from ``start_offset``; offsets are -1 in ``.gz``.
-
-    A truncated ``.gz`` raises EOFError (or zlib.error) after its last complete line.
-    """
-    raw = open_binary(path)
-    try:
-        if path.endswith(".gz"):
-            f = gzip.GzipFile(fileobj=raw)
-            for b in f:
-                yield b.decode("utf-8", errors="replace"), -1
-        else:
-            raw.seek(start_offset)
-            pos = start_offset
-            for b in raw:
-                pos += len(b)
-                # errors="replace": a stray invalid byte costs one character, not the file.
-                yield b.decode("utf-8", errors="replace"), pos
-    finally:
-        raw.close()
-
-
 # --- blocks and the scan --------------------------------------------------------------------
 
 
@@ -224,76 +190,6 @@ def record_bytes(rec) -> int:
     if isinstance(rec, tuple):
         return sys.getsizeof(rec) + sum(sys.getsizeof(x) for x in rec)
     return sys.getsizeof(rec)
-
-
-@dataclass(frozen=True)
-class WindowBound:
-    """What the shuffle windows of one rank's lanes hold at most, once every window is full."""
-
-    records: int
-    bytes: int
-    lanes: int  # lanes on this rank
-
-    def to_dict(self) -> dict:
-        return {"records": self.records, "bytes": self.bytes, "lanes_on_rank": self.lanes}
-
-
-def window_bound(
-    res: ScanResult, lanes: int, lanes_on_rank: int, shuffle_blocks: int
-) -> WindowBound:
-    """The most records the shuffle windows of ``lanes_on_rank`` lanes hold at once, and their
-    Python bytes (the scan's sampled mean per record).
-
-    Each (lane, language) keeps one window of at most ``shuffle_blocks`` of the blocks dealt to
-    it in an epoch (a lane gets at most ceil(blocks / lanes) of a language's blocks), each of at
-    most ``block_rows`` records; the largest such blocks bound it. So memory per rank is
-    lanes_on_rank x sum over languages of min(shuffle_blocks, ceil(blocks / lanes)) x block_rows
-    x bytes per record: it stops growing once each language has lanes x shuffle_blocks blocks,
-    whatever the corpus size (bench/README "Where pretraining's memory goes")."""
-    per_lane = 0
-    for blocks in res.groups.values():
-        dealt = -(-len(blocks) // lanes)
-        k = min(shuffle_blocks, dealt)
-        per_lane += int(np.sort(blocks.rows)[::-1][:k].sum(dtype=np.int64))
-    records = lanes_on_rank * per_lane
-    return WindowBound(records, int(records * res.mean_record_bytes()), lanes_on_rank)
-
-
-WINDOW_RAM_SHARE = 0.25  # windows above this share of the machine's memory are warned about
-
-
-def log_window_bounds(bounds: dict[str, WindowBound], shuffle_blocks: int, block_rows: int) -> dict:
-    """Log what the shuffle windows will hold on this rank (the stage's largest data structure,
-    bounded) and return it for stats.json."""
-    if not bounds:
-        return {}
-    total = sum(b.bytes for b in bounds.values())
-    what = ", ".join(
-        f"{b.records:,} {kind} (~{b.bytes / 2**20:,.0f} MiB)" for kind, b in bounds.items()
-    )
-    # torchrun's LOCAL_WORLD_SIZE ranks share this machine's memory.
-    local = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
-    ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    if total * local > WINDOW_RAM_SHARE * ram:
-        log.warning(
-            "the shuffle windows of this machine's %d rank(s) would hold ~%.1f GiB, more "
-            "than %.0f%% of its %.1f GiB: lower block_rows or shuffle_blocks (or run more "
-            "ranks: lanes are dealt over them)",
-            local,
-            total * local / 2**30,
-            100 * WINDOW_RAM_SHARE,
-            ram / 2**30,
-        )
-    log.info(
-        "shuffle windows hold at most %s on this rank: %d lanes x languages x "
-        "min(shuffle_blocks %d, blocks per lane) x block_rows %d; lower block_rows or "
-        "shuffle_blocks if that does not fit",
-        what,
-        next(iter(bounds.values())).lanes,
-        shuffle_blocks,
-        block_rows,
-    )
-    return {**{k: b.to_dict() for k, b in bounds.items()}, "bytes": total}
 
 
 def is_heldout(record, fraction: float) -> bool:
@@ -382,36 +278,6 @@ def _parquet_columns(kind: str, names: Sequence[str], path: str) -> list[str]:
     return need
 
 
-def _parquet_records(pf, rg: int, cols: list[str], kind: str, start: int = 0) -> Iterator:
-    """Row group ``rg``'s values from row ``start``, decoded and converted a batch at a time.
-
-    Not ``read_row_group``: that decodes the whole group (a corpus file's 100k-200k rows) for
-    every block of ``block_rows`` read from it, so the decode buffers followed the writer's
-    row-group size (the stream alone at 100x: 189 MiB, 177 now; bench/README "Where
-    pretraining's memory goes"), and the rows after the block were decoded for nothing."""
-    skip = start
-    for batch in pf.iter_batches(
-        batch_size=_CONVERT_ROWS, row_groups=[rg], columns=cols, use_threads=False
-    ):
-        if skip >= batch.num_rows:
-            skip -= batch.num_rows
-            continue
-        yield from _batch_records(batch.slice(skip), kind)
-        skip = 0
-
-
-def _batch_records(batch, kind: str) -> Iterator:
-    if kind == PAIRS:
-        yield from zip(batch.column(0).to_pylist(), batch.column(1).to_pylist())
-    else:
-        yield from batch.column(0).to_pylist()
-
-
-def _table_records(table, kind: str) -> Iterator:
-    for batch in table.to_batches(max_chunksize=_CONVERT_ROWS):
-        yield from _batch_records(batch, kind)
-
-
 def _keep_heldout(rec: _HeldOut, res: ScanResult, max_heldout: int) -> None:
     if len(res.heldout) < max_heldout:
         res.heldout.append(rec.record)
@@ -422,39 +288,34 @@ def _scan_parquet(
 ) -> list[Block]:
     """A Parquet file's blocks: each row group cut into runs of ``block_rows`` usable records
     (a shuffle window holds blocks, and writers' row groups can be 100k+ rows)."""
-    import pyarrow.parquet as pq
-
     blocks: list[Block] = []
-    with open_binary(path) as fh:
-        pf = pq.ParquetFile(fh)
-        cols = _parquet_columns(v.kind, pf.schema_arrow.names, path)
-        damaged = 0
-        for rg in range(pf.num_row_groups):
-            n, raw, start = 0, 0, 0
-            # The group is decoded whole here, and again whole when it is trained on.
-            table = read_row_group_surviving(pf, rg, cols)
-            if isinstance(table, LostRows):
-                # A damaged group gets no block, so training never reads it; the file's
-                # other groups are still used (each is located by the footer).
-                count_lost(v.counter, v.unit, path, table)
-                damaged += 1
-                continue
-            for value in _table_records(table, v.kind):
-                rec = v.value(value)
-                raw += 1
-                if isinstance(rec, _HeldOut):
-                    _keep_heldout(rec, res, max_heldout)
-                elif rec is not None:
-                    n += 1
-                    if raw % SIZE_SAMPLE == 0:
-                        res.add_size_sample(rec)
-                    if n == block_rows:
-                        blocks.append(Block(path, "parquet", rg, n, start))
-                        n, start = 0, raw
-            if n:
-                blocks.append(Block(path, "parquet", rg, n, start))
-        if damaged and damaged == pf.num_row_groups:
-            raise OSError(f"every row group of {path} is damaged")
+    damaged = groups = 0
+    for rg, table in parquet_groups(path, lambda names: _parquet_columns(v.kind, names, path)):
+        groups += 1
+        n, raw, start = 0, 0, 0
+        # The group is decoded whole here, and again whole when it is trained on.
+        if isinstance(table, LostRows):
+            # A damaged group gets no block, so training never reads it; the file's other
+            # groups are still used (each is located by the footer).
+            count_lost(v.counter, v.unit, path, table)
+            damaged += 1
+            continue
+        for value in rows_of(table):
+            rec = v.value(value)
+            raw += 1
+            if isinstance(rec, _HeldOut):
+                _keep_heldout(rec, res, max_heldout)
+            elif rec is not None:
+                n += 1
+                if raw % SIZE_SAMPLE == 0:
+                    res.add_size_sample(rec)
+                if n == block_rows:
+                    blocks.append(Block(path, "parquet", rg, n, start))
+                    n, start = 0, raw
+        if n:
+            blocks.append(Block(path, "parquet", rg, n, start))
+    if damaged and damaged == groups:
+        raise OSError(f"every row group of {path} is damaged")
     return blocks
 
 
@@ -466,7 +327,7 @@ def _scan_text(
     blocks: list[Block] = []
     n, line_no, start_line, start_off = 0, 0, 0, 0
     try:
-        for line, off in _text_lines(path):
+        for line, off in text_lines(path):
             rec = v.line(line)
             line_no += 1
             if isinstance(rec, _HeldOut):
@@ -638,19 +499,15 @@ def read_block(block: Block, kind: str, heldout_fraction: float) -> list:
             out.append(rec)
 
     if block.fmt == "parquet":
-        import pyarrow.parquet as pq
-
-        with open_binary(block.path) as fh:
-            pf = pq.ParquetFile(fh, pre_buffer=False, buffer_size=STREAM_BUFFER)
-            cols = _parquet_columns(kind, pf.schema_arrow.names, block.path)
-            for value in _parquet_records(pf, block.part, cols, kind, block.line):
-                keep(v.value(value))
-                if len(out) == block.rows:
-                    break
+        cols = lambda names: _parquet_columns(kind, names, block.path)  # noqa: E731
+        for value in parquet_rows(block.path, block.part, cols, block.line, _CONVERT_ROWS):
+            keep(v.value(value))
+            if len(out) == block.rows:
+                break
         return out
-    gz = block.path.endswith(".gz")
+    gz = gzip_by_name(block.path)
     try:
-        for i, (line, _off) in enumerate(_text_lines(block.path, 0 if gz else block.offset)):
+        for i, (line, _off) in enumerate(text_lines(block.path, 0 if gz else block.offset)):
             if gz and i < block.line:
                 continue  # no random access into gzip: skip to the block's first line
             keep(v.line(line))

@@ -29,7 +29,7 @@ import torch
 from labse_common.errors import InputError, UsageError
 from labse_common.sections.model import ModelConfig
 from labse_common.sections.train import TrainConfig
-from labse_model import stream
+from labse_model import stream, stream_windows
 from labse_model.batching import SentenceTokenizer, pad_batch
 from labse_model.distributed import DistInfo, barrier, init_from_env
 from labse_model.grad_cache import cached_forward_backward
@@ -443,10 +443,12 @@ def train(
     objective = DualEncoderObjective(cfg, scan_res, stok, tokenizer, info, device)
     if objective.pool is not None and state.step >= objective.mine_every:
         objective.mine_hard_negatives(state)  # a resumed run: the negatives are not saved
-    bound = stream.window_bound(
+    bound = stream_windows.window_bound(
         scan_res, cfg.lanes, cfg.lanes // info.world_size, cfg.shuffle_blocks
     )
-    windows = stream.log_window_bounds({PAIR_UNIT: bound}, cfg.shuffle_blocks, cfg.block_rows)
+    windows = stream_windows.log_window_bounds(
+        {PAIR_UNIT: bound}, cfg.shuffle_blocks, cfg.block_rows
+    )
     loop_cfg = LoopConfig.of(cfg, total_steps, stop_at_step)
     extra = {"shuffle_windows": windows}
     return run(objective, state, loop_cfg, output, info, device, scan_res.counts, extra)

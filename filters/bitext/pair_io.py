@@ -1,4 +1,7 @@
-"""Reading and writing pair files: THE reader/writer for every ``filters`` command.
+"""Pair files as the ``filters`` commands see them: tables of ``src, trg`` and more columns.
+
+The bytes (gzip, UTF-8, a truncated file, Parquet row groups) are read by the one pair reader,
+:mod:`labse_common.pair_files`; here are the TSV layouts, the columns, and the writers.
 
 API
 ---
@@ -51,20 +54,19 @@ from __future__ import annotations
 import gzip
 import logging
 import os
-import zlib
 from collections import Counter
 from collections.abc import Iterator
 from itertools import chain, islice
 from pathlib import Path
-from typing import BinaryIO
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from labse_common.datafiles import check_text_column, iter_parquet_batches, iter_parquet_counted
+from labse_common.datafiles import check_text_column
 from labse_common.errors import InputError
 from labse_common.filesystems import is_remote
+from labse_common.pair_files import is_parquet, parquet_batches, surviving_lines
 from labse_common.stats import StageCounter
 
 log = logging.getLogger(__name__)
@@ -77,8 +79,6 @@ LAYOUTS = ("auto", "src-trg", "scored")
 #: Data lines whose majority decides a TSV's number of fields (and, with auto, its layout).
 SAMPLE_LINES = 1000
 _FLOAT_COLUMNS = {"margin", "cosine", "cds_score", "score"}
-_GZIP_MAGIC = b"\x1f\x8b"
-_BOM = "\ufeff"
 
 
 class PairFileError(InputError):
@@ -86,14 +86,6 @@ class PairFileError(InputError):
 
 
 # --- reading -----------------------------------------------------------------------------------
-
-
-def _open(path: str) -> BinaryIO:
-    if is_remote(path):
-        from labse_common import filesystems  # Beam only for remote paths
-
-        return filesystems.open_read(path)
-    return open(path, "rb")
 
 
 def _is_float(s: str) -> bool:
@@ -118,8 +110,7 @@ def _is_parquet(path: str, flag: str | None) -> bool:
     if not is_remote(path) and os.path.isdir(path):
         return True
     try:
-        with _open(path) as f:
-            return f.read(4) == b"PAR1"
+        return is_parquet(path)
     except FileNotFoundError:
         raise PairFileError(path, "not found", flag) from None
 
@@ -164,58 +155,14 @@ def _iter_parquet(
     anywhere (a corrupt page, a cut footer) is an InputError naming the file when the reading
     reaches it."""
     for f in _parquet_files(path, flag):
-        if counter is None:
-            for batch in iter_parquet_batches(f, flag=flag, batch_size=batch_rows):
-                yield _normalise_batch(batch, f, flag)
-            continue
-        for batch in iter_parquet_counted(f, counter, PAIRS, None, flag, batch_rows):
+        for batch in parquet_batches(f, counter, PAIRS, None, flag, batch_rows):
             yield _normalise_batch(batch, f, flag)
-
-
-def _raw_lines(path: str, counter: StageCounter) -> Iterator[tuple[bytes, bool]]:
-    """Lines as bytes with ``complete`` (ends in a newline); a truncated gzip ends the stream."""
-    with _open(path) as probe:
-        gz = probe.read(2) == _GZIP_MAGIC
-    with _open(path) as raw, gzip.GzipFile(fileobj=raw) if gz else raw as f:
-        try:
-            for line in f:
-                yield line, line.endswith(b"\n")
-        except (EOFError, zlib.error, gzip.BadGzipFile) as e:
-            # Everything decompressed so far has been yielded; the cut tail is lost (counted).
-            log.warning("%s: truncated or corrupt gzip (%s); keeping the readable part", path, e)
-            counter.add_event(LINES, "truncated_gzip")
-            yield b"", False  # marks the previous line as possibly cut
 
 
 def _text_rows(path: str, counter: StageCounter) -> Iterator[tuple[int, list[str]]]:
     """(line number, fields) of each non-blank UTF-8 line; blank, bad and cut lines counted."""
-    pending: tuple[int, list[str], bool] | None = None  # held until we know it is complete
-    lineno = 0
-    for raw, complete in _raw_lines(path, counter):
-        if not raw and not complete:  # truncated gzip: the held line may be cut
-            if pending is not None and not pending[2]:
-                counter.add_dropped(LINES, "truncated")
-                pending = None
-            break
-        if pending is not None:
-            yield pending[0], pending[1]
-            pending = None
-        lineno += 1
-        counter.add_in(LINES)
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError:
-            counter.add_dropped(LINES, "bad_utf8")
-            continue
-        if lineno == 1:
-            text = text.removeprefix(_BOM)
-        text = text.rstrip("\r\n")
-        if not text.strip():
-            counter.add_dropped(LINES, "blank")
-            continue
-        pending = (lineno, text.split("\t"), complete)
-    if pending is not None:
-        yield pending[0], pending[1]
+    for lineno, text in surviving_lines(path, counter, LINES):
+        yield lineno, text.split("\t")
 
 
 class _Layout:

@@ -20,13 +20,8 @@ from labse_common.langs import (
     normalize_lang,
     parse_pair,
 )
-from labse_common.sources import (
-    PairFile,
-    TextFile,
-    expand_pairs,
-    expand_texts,
-    read_pairs_file,
-)
+from labse_common.pair_files import PairFile, read_pairs_file
+from labse_common.sources import TextFile, expand_pairs, expand_texts
 from labse_common.stats import StageCounter, check_balanced
 
 

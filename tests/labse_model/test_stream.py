@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from labse_model import checkpoint as ckpt
-from labse_model import stream
+from labse_model import stream, stream_windows
 from labse_model.lanes import Lane, mixing_probabilities
 from tests.support.paths import REPO
 from tests.support.pretrain_fixtures import DATA, write_tatoeba_inputs
@@ -410,7 +410,7 @@ def test_the_window_bound_is_what_the_lanes_hold_and_stops_growing(tmp_path):
         res = stream.scan(
             _window_corpus(tmp_path / f"b{blocks}", blocks, rows), stream.SENTENCES, block_rows=rows
         )
-        bounds[blocks] = stream.window_bound(res, lanes, on_rank, sb)
+        bounds[blocks] = stream_windows.window_bound(res, lanes, on_rank, sb)
         tracemalloc.start()
         base = tracemalloc.get_traced_memory()[0]
         its = [Lane(res, stream.SENTENCES, j, lanes, 0, sb).records(0) for j in range(on_rank)]
@@ -431,11 +431,12 @@ def test_the_window_bound_is_what_the_lanes_hold_and_stops_growing(tmp_path):
 
 def test_windows_larger_than_a_share_of_the_machine_are_warned_about(caplog):
     ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    small = {"sentences": stream.WindowBound(1000, 100_000, 4)}
-    huge = {"sentences": stream.WindowBound(10**9, ram, 4)}  # the paper preset's 100k-row blocks
-    with caplog.at_level("INFO", logger="labse_model.stream"):
-        assert stream.log_window_bounds(small, 4, 512)["bytes"] == 100_000
+    small = {"sentences": stream_windows.WindowBound(1000, 100_000, 4)}
+    # the paper preset's 100k-row blocks
+    huge = {"sentences": stream_windows.WindowBound(10**9, ram, 4)}
+    with caplog.at_level("INFO", logger="labse_model.stream_windows"):
+        assert stream_windows.log_window_bounds(small, 4, 512)["bytes"] == 100_000
         assert not [r for r in caplog.records if r.levelname == "WARNING"]
-        stream.log_window_bounds(huge, 4, 100_000)
+        stream_windows.log_window_bounds(huge, 4, 100_000)
     warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert len(warned) == 1 and "lower block_rows" in warned[0], warned
