@@ -467,16 +467,29 @@ def convert(
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from labse_common.cli import add_log_level_option, add_overwrite_option
-
-    ap = argparse.ArgumentParser(
-        prog="python -m labse_common.embedding_store",
-        description="Convert a .npy or the old numbered <stem>.NNNNN.npy shards into an "
-        "embedding store folder (store.json + shard_NNNNN.npy/.parquet).",
+    from labse_common.cli import (
+        add_log_level_option,
+        add_overwrite_option,
+        command_parser,
+        sub_command,
     )
+
+    summary = (
+        "Convert a .npy, or the old numbered <stem>.NNNNN.npy shards, into an embedding store\n"
+        "folder (store.json + shard_NNNNN.npy/.parquet), the layout every command reads."
+    )
+    examples = ["python -m labse_common.embedding_store convert emb.npy emb/"]
+    ap = command_parser("python -m labse_common.embedding_store", summary, examples=examples)
     add_log_level_option(ap)
     sub = ap.add_subparsers(dest="command", required=True)
-    c = sub.add_parser("convert", help="old layout -> store")
+    c = sub_command(
+        sub,
+        "convert",
+        "Convert a .npy or old numbered .npy shards into an embedding store folder.",
+        "A store is store.json plus shard_NNNNN.npy/.parquet files: the layout every command\n"
+        "reads.",
+        examples,
+    )
     c.add_argument("src", help="a .npy, or <stem>.npy for <stem>.00000.npy ... shards")
     c.add_argument("dst", help="store folder to write (must not exist or be empty)")
     c.add_argument("--rows-per-shard", type=int, default=100_000, help="rows per shard file")

@@ -1,6 +1,7 @@
-"""``python -m mining plan``: the planner's command line (flags read and checked, one line naming a
-wrong one, exit 2), over :func:`mining.plan.make_plan` and, with ``--calibrate``,
-:func:`mining.plan_calibrate.calibrate`.
+"""Plan bounded-memory mining: index, shards, nprobe, predicted time and memory.
+
+The planner's command line (flags read and checked, one line naming a wrong one, exit 2), over
+:func:`mining.plan.make_plan` and, with ``--calibrate``, :func:`mining.plan_calibrate.calibrate`.
 
 Kept apart from :mod:`mining.plan` so that the planner's formulas import nothing above them:
 the calibration times the miners (``mining.bounded``, ``mining.knn``), which read the planner.
@@ -8,26 +9,34 @@ the calibration times the miners (``mining.bounded``, ``mining.knn``), which rea
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import json
+import logging
 import math
 from dataclasses import asdict
 from decimal import Decimal, InvalidOperation
 
+from labse_common.cli import add_log_level_option, command_parser, run_main
 from labse_common.errors import UsageError
+from labse_common.logs import setup_logging
 from mining.plan import GPU_ASSUMED, KINDS, RERANK, make_plan, render
 
+log = logging.getLogger("mining")
 
-def add_plan_parser(sub) -> None:
-    """The ``plan`` subcommand of ``python -m mining``."""
-    p = sub.add_parser(
-        "plan",
-        help="plan bounded-memory mining: index, shards, nprobe, predicted time and memory",
-        description="Choose the index type (a FAISS factory string), shard count and nprobe "
-        "for mining N x M vectors within G GB per worker, and predict time and memory from "
-        "per-operation costs measured on the development machine (--calibrate measures them "
-        "here first).",
-    )
+
+SUMMARY = """\
+Choose the index type (a FAISS factory string), shard count and nprobe for mining N x M vectors
+within G GB per worker, and predict time and memory from per-operation costs measured on the
+development machine (--calibrate measures them here first)."""
+EXAMPLES = (
+    "python -m mining plan --n-src 1e6 --n-trg 1e6 --mem-gb 8",
+    "python -m mining plan --n-src 5e8 --n-trg 5e8 --mem-gb 64 --workers 16 --calibrate --json",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = command_parser("python -m mining plan", SUMMARY, examples=EXAMPLES)
     p.add_argument(
         "--n-src", type=str, required=True, help="source vectors: a whole number, 1000000 or 1e6"
     )
@@ -74,7 +83,8 @@ def add_plan_parser(sub) -> None:
         "`mining mine` holds on the driver (default 150; 0: vectors only)",
     )
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
-    p.set_defaults(func=cmd_plan)
+    add_log_level_option(p)
+    return p
 
 
 #: The plan's whole-number flags and their least value (read by :func:`parse_count`).
@@ -180,3 +190,9 @@ def cmd_plan(args) -> int:
             )
         print(render(p))
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    setup_logging(args.log_level)
+    return run_main(lambda: cmd_plan(args), log, args=args)

@@ -24,7 +24,7 @@ Time: operation counts times per-operation cost constants (:class:`Costs`). :dat
 was measured on the development machine (2 cores, AVX2, FAISS 1.15 CPU) by
 ``python -m mining plan --calibrate`` (:mod:`mining.plan_calibrate`, which times small real
 FAISS/numpy runs, about 20 s, and plans with the fresh figures; the command line is
-:mod:`mining.plan_cli`); the GPU figures are assumptions (no GPU was lent when
+:mod:`mining.cli_plan`); the GPU figures are assumptions (no GPU was lent when
 they were written), stated in :data:`GPU_ASSUMED`. A worker is a machine like the one
 calibrated: W workers run ``ceil(S/W)`` rounds of shard tasks in parallel.
 """

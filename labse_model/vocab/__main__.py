@@ -17,6 +17,7 @@ from labse_common.cli import (
     add_log_level_option,
     add_output_option,
     add_overwrite_option,
+    command_parser,
     exit_with,
     load_config,
     run_main,
@@ -34,12 +35,20 @@ from labse_model.vocab.learner import LearnerParams, VocabTooSmall
 log = logging.getLogger("labse_model.vocab")
 
 
+SUMMARY = (
+    "Learn a WordPiece vocabulary from a smoothed word-count table (word_counts.parquet of\n"
+    "python -m pipelines.vocab) and write vocab.txt, tokenizer.json, vocab_stats.json and\n"
+    "stats.json."
+)
+DETAILS = "The learner alone: rerun it on saved counts with another size or learner settings."
+EXAMPLES = (
+    "python -m labse_model.vocab --counts vocab/word_counts.parquet --output vocab2 "
+    "--vocab-size 16000",
+)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m labse_model.vocab",
-        description="Learn a wordpiece vocabulary from a smoothed word-count table and write "
-        "vocab.txt, tokenizer.json, vocab_stats.json and stats.json.",
-    )
+    p = command_parser("python -m labse_model.vocab", SUMMARY, DETAILS, EXAMPLES)
     p.add_argument(
         "--counts",
         required=True,

@@ -1,4 +1,7 @@
-"""The runner's command line: ``python -m pipelines.run``."""
+"""The runner's command line: ``python -m pipelines.run`` (console script ``labse-run``).
+
+How the runner works inside (stage declarations, manifests, claims) is the package docstring
+(:mod:`pipelines.run`) and docs/stages.md; ``--help`` says what a user does with it."""
 
 from __future__ import annotations
 
@@ -11,8 +14,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-import pipelines.run
-from labse_common.cli import add_log_level_option, run_main
+from labse_common.cli import CommandParser, add_log_level_option, command_parser, run_main
 from labse_common.errors import InputError, UsageError
 from labse_common.filesystems import is_remote
 from labse_common.logs import setup_logging
@@ -31,24 +33,49 @@ from pipelines.run.validate import validate_demo, validate_sources, validate_syn
 log = logging.getLogger("pipelines.run")
 
 
-_ENVIRONMENT = """
+SUMMARY = """\
+Run the whole pipeline, from your crawl, dumps and pairs to filtered, NMT-ready bitext, as a
+series of stages writing into one run folder."""
+
+DETAILS = """\
+What a run reads and mines is its config: the sources section (web crawl, Wikipedia dumps,
+plain text, training pairs, known alignments), mining.pairs, model.init, beam (the runner of
+every Beam stage) and launch (how training starts). The demo preset runs on a small embedded
+sample, or on --data.
+
+A rerun skips every stage that is complete and unchanged: a stopped or failed run resumes at
+the stage that did not finish, and a changed setting reruns the stages that read it and
+those after them. A person labels a sample of the mined pairs: the run stops after the sample
+stage with exit status 3 naming OUTPUT/labels.tsv; label it (python -m filters label
+OUTPUT/labels.tsv, or any editor) and run the same command again (sources.label_from: eval
+labels from the known alignment instead). Two runs on one run folder: the second stops with
+exit status 2.
+
+stages, in order: {stages}
+(--list says what each stage reads; docs/stages.md what each writes and how a rerun decides.)
 
 environment:
-  LABSE_STAGE_START=fork|spawn
-      how a stage's python -m command starts: fork (the default on Linux) forks it
-      from a server that imported Beam, torch and transformers once; spawn (the
-      default elsewhere, and the fallback when that server cannot start) starts a
-      new interpreter"""
+  LABSE_STAGE_START=fork|spawn  how each stage's process starts: fork (the default on Linux)
+      from a server that imported Beam, torch and transformers once; spawn (the default
+      elsewhere, and the fallback when that server cannot start) a new interpreter"""
+
+EXAMPLES = (
+    "python -m pipelines.run --config demo --output demo_out",
+    "python -m pipelines.run --config demo --output demo_out --dry-run",
+    "python -m pipelines.run --config my.yaml --data /data --output s3://bucket/run "
+    "--set mining.k=8",
+    "python -m pipelines.run --config my.yaml --data /data --output run --from mine",
+    "python -m pipelines.run --list",
+)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(
-        prog="python -m pipelines.run",
-        description=pipelines.run.__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="stages, in order: " + " -> ".join(NAMES) + _ENVIRONMENT,
-        # A flag is spelled one way: `--conf` or `--out` are unknown flags (exit 2), not prefixes.
-        allow_abbrev=False,
+def build_parser() -> CommandParser:
+    """The runner's parser: shortened flags (``--conf``, ``--out``) are unknown flags, exit 2."""
+    ap = command_parser(
+        "python -m pipelines.run",
+        SUMMARY,
+        DETAILS.format(stages=" -> ".join(NAMES)),
+        EXAMPLES,
     )
     ap.add_argument(
         "--config",

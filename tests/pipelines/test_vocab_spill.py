@@ -11,7 +11,8 @@ import pytest
 
 from labse_common.stats import check_balanced, read_report
 from pipelines import spill as spill_mod
-from pipelines.vocab import run, word_shard
+from pipelines.vocab import run
+from pipelines.vocab_count import word_shard
 from pipelines.vocab_spill import SpillCounts, merged_words
 from tests.pipelines.test_vocab_dask import SCRIPTS, _lexicon, _sentences, _write
 
