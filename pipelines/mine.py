@@ -65,8 +65,9 @@ from labse_common.output_dir import claim_output
 from labse_common.remote import require_local
 from labse_common.sections.mining import MiningConfig
 from labse_common.stats import sum_reports, write_report
-from mining.__main__ import _print_stats, add_scoring_options, mining_config
 from mining.bounded import check_workdir
+from mining.command_options import add_scoring_options, mining_config
+from mining.command_options import print_stats as _print_stats
 from mining.many import language_pairs, run_many
 from mining.mine import run_mine
 from pipelines.options import check_remote, new_pipeline, pipeline_options, run_pipeline

@@ -129,7 +129,7 @@ def _parser_of(module: str):
         else module
     )
     mod = importlib.import_module(target)
-    if hasattr(mod, "commands") and module == "filters":
+    if callable(getattr(mod, "commands", None)):  # a command group (labse_common.command_group)
         return None, list(mod.commands())
     for name in ("build_parser", "parser", "_parser"):
         fn = getattr(mod, name, None)
