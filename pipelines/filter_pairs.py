@@ -78,6 +78,7 @@ from labse_common.remote import check_paths, remote_paths
 from labse_common.stats import StageCounter, check_balanced, merge_counts, to_report
 from pipelines.options import new_pipeline, pipeline_options, run_pipeline
 from pipelines.pair_assembly import assemble, local_model_dir, put_json
+from pipelines.score_empty import no_rows, write_empty_scored
 from pipelines.tagged import join_sinks, with_outputs
 
 log = logging.getLogger(__name__)
@@ -481,8 +482,9 @@ def run(argv: Sequence[str] | None = None) -> int:
                 run_pipeline(p)
             report = _read_stats(f"{tmp}/stats.json")
             c = report["counts"].get("pairs", {"in": 0, "out": 0})
-            if not c["in"] and _empty_allowed(args, inputs, report):
-                _write_empty_scored(args, tmp, inputs[0], cfg, report)
+            # --allow-empty (with --same-as cds-score): a pair the rules kept nothing of
+            if not c["in"] and args.allow_empty and not report.get(UNREADABLE) and no_rows(inputs):
+                write_empty_scored(local_model_dir(args.cds_model), tmp, inputs[0], cfg, report)
             elif not c["in"]:
                 raise InputError(" ".join(inputs), _nothing_read(report), "--input")
             if args.same_as:
@@ -493,47 +495,6 @@ def run(argv: Sequence[str] | None = None) -> int:
 
     # Remote paths are checked in the body, once the Beam options (S3 endpoint, keys) are parsed.
     return run_main(body, log, args=args, check_remote=False)
-
-
-def _no_rows(path: str) -> bool:
-    """A Parquet file that opens and holds no row (as ``filters cds-score --allow-empty``)."""
-    if not path.endswith(".parquet"):
-        return False
-    try:
-        with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
-            return pq.read_metadata(f).num_rows == 0
-    except (OSError, ValueError):  # unreadable: the job's own error says why
-        return False
-
-
-def _empty_allowed(args: argparse.Namespace, inputs: list[str], report: dict) -> bool:
-    """``--allow-empty``: every input is a Parquet file with no row (a language pair the rules
-    kept nothing of), and none was unreadable."""
-    if not (args.allow_empty and args.same_as == CDS_SCORE) or report.get(UNREADABLE):
-        return False
-    return all(map(_no_rows, inputs))
-
-
-def _write_empty_scored(
-    args: argparse.Namespace, tmp: str, path: str, cfg: dict, report: dict
-) -> None:
-    """An empty scored.parquet with the columns a non-empty one has (the input's plus the model's
-    scores), and zero pairs in and out: what ``filters cds-score --allow-empty`` writes."""
-    from filters.bitext.cds.score import CdsScorer
-
-    scorer = CdsScorer.load(
-        local_model_dir(args.cds_model),
-        device=cfg["device"],
-        batch_size=cfg["score_batch_size"],
-        progress=False,
-    )
-    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
-        schema = pq.read_schema(f)
-    empty = pa.RecordBatch.from_arrays([pa.array([], t.type) for t in schema], schema=schema)
-    with FileSystems.create(f"{tmp}/scored.parquet") as f:  # no part: the assembly adds nothing
-        pq.write_table(pa.Table.from_batches([with_scores(empty, scorer.score_all([], []))]), f)
-    report["counts"]["pairs"] = {"in": 0, "out": 0, "dropped": {}}
-    report["devices"] = [str(scorer.device)]
 
 
 def _local_fields(report: dict, *keys: str) -> dict:
