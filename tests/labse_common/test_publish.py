@@ -337,13 +337,14 @@ def test_html_answers_are_one_line(endpoint_env, tmp_path, status):
 def test_local_round_trip_and_republish(tmp_path, monkeypatch, via):
     """A local destination; "beam": the same through Beam's FileSystems, as gs:// goes."""
     from labse_common import publish as module
+    from labse_common.publish_targets import BeamTarget, local_path
 
     if via == "beam":
 
         def beam(url, flag, _options):  # Beam's local filesystem takes plain paths only
-            return module._BeamTarget(str(module._local_path(url)), flag)
+            return BeamTarget(str(local_path(url)), flag)
 
-        monkeypatch.setattr(module, "_target", beam)
+        monkeypatch.setattr(module, "open_target", beam)
     files = make_folder(tmp_path / "a", big=False)
     dest = tmp_path / "pub" / "deep" / "final"
     check_destination(str(dest))
@@ -458,12 +459,13 @@ def test_a_manifest_this_project_did_not_write_is_refused(tmp_path):
 @pytest.mark.parametrize("via", ["files", "beam"])
 def test_a_second_publication_needs_overwrite(tmp_path, monkeypatch, via):
     from labse_common import publish as module
+    from labse_common.publish_targets import BeamTarget, local_path
 
     if via == "beam":
         monkeypatch.setattr(
             module,
-            "_target",
-            lambda url, flag, _o: module._BeamTarget(str(module._local_path(url)), flag),
+            "open_target",
+            lambda url, flag, _o: BeamTarget(str(local_path(url)), flag),
         )
     make_folder(tmp_path / "a", big=False)
     make_folder(tmp_path / "b", seed=1, big=False)
