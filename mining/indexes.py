@@ -4,7 +4,9 @@ Every path that builds an index (bounded and in-memory mining, evaluation, BUCC,
 scoring; the planner's predictions) turns ``mining.index`` into a FAISS factory string here,
 with one sizing rule per kind, so a name valid for one path is valid for all of them:
 
-* a kind of :data:`KINDS` (or an alias of :data:`ALIASES`), sized for the base side's rows;
+* a kind of :data:`KINDS` (or an alias of :data:`ALIASES`), sized for the base side's rows:
+  each kind registers its factory rule below in the mining section's ``INDEX_KINDS`` registry,
+  the one place its name is declared (the config reference lists them from there);
 * ``ivfNNN``: ``IVFNNN,Flat``, NNN lists as given;
 * any other text: a FAISS factory string, used as given once FAISS has parsed it (a wrong one
   is the user's: a ConfigError, one line, exit 2);
@@ -18,18 +20,48 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
+from dataclasses import dataclass
 
-from labse_common.config import ConfigError
+from labse_common.config_values import ConfigError
+from labse_common.sections.mining import INDEX_KINDS
 
 AUTO = "auto"
+
+
+@dataclass(frozen=True)
+class Sizing:
+    """What a kind's factory string is sized by: IVF lists, PQ sub-quantizers, the PQ code
+    spelling for the training size, and the dimension."""
+
+    nlist: int
+    m: int
+    pq: str
+    dim: int
+
+
+@dataclass(frozen=True)
+class IndexKind:
+    """A kind's factory string for a :class:`Sizing`; ``auto``: the planner may choose it."""
+
+    factory: Callable[[Sizing], str]
+    auto: bool = False
+
+
 # In order of accuracy; "auto" never picks opq_ivf_pq by itself: on CPUs its training costs
 # ~9 PQ trainings (OPQ alternates 50 rotations with short PQ trainings); ask for it by name.
 # ivf_pqfs is IVF-PQ with 4-bit codes scanned by FAISS's SIMD "fast scan": as many code bytes
 # as ivf_pq (d/8) in twice the sub-quantizers, ~5-7x faster to scan than SQ8 or 8-bit PQ on
 # AVX2 (recall of the true top-4 among 16 candidates 0.78 vs SQ8's 1.00 on the bench's data;
 # the exact re-score then orders them). CPU only: faiss-gpu has no fast-scan index.
-KINDS: tuple[str, ...] = ("flat", "ivf_flat", "ivf_sq8", "ivf_pq", "ivf_pqfs", "opq_ivf_pq")
-AUTO_KINDS: tuple[str, ...] = ("ivf_flat", "ivf_sq8", "ivf_pq", "ivf_pqfs")
+INDEX_KINDS.add("flat", IndexKind(lambda s: "Flat"))
+INDEX_KINDS.add("ivf_flat", IndexKind(lambda s: f"IVF{s.nlist},Flat", auto=True))
+INDEX_KINDS.add("ivf_sq8", IndexKind(lambda s: f"IVF{s.nlist},SQ8", auto=True))
+INDEX_KINDS.add("ivf_pq", IndexKind(lambda s: f"IVF{s.nlist},{s.pq}", auto=True))
+INDEX_KINDS.add("ivf_pqfs", IndexKind(lambda s: f"IVF{s.nlist},PQ{pqfs_m(s.dim)}x4fs", auto=True))
+INDEX_KINDS.add("opq_ivf_pq", IndexKind(lambda s: f"OPQ{s.m},IVF{s.nlist},{s.pq}"))
+KINDS: tuple[str, ...] = INDEX_KINDS.names()
+AUTO_KINDS: tuple[str, ...] = tuple(name for name, kind in INDEX_KINDS.items() if kind.auto)
 #: The short names of earlier releases (and FAISS's "FlatIP"), each a kind of :data:`KINDS`
 #: with that kind's sizing.
 ALIASES: dict[str, str] = {
@@ -88,25 +120,15 @@ def pqfs_m(dim: int) -> int:
 
 def factory_for(kind: str, n: int, dim: int, train_size: int = 200_000) -> str:
     """The FAISS factory string of an index kind (or alias) for ``n`` base vectors."""
-    kind = kind_of(kind) or kind
-    nlist = ivf_lists(n, train_size)
+    name = kind_of(kind) or kind
+    if name not in KINDS:
+        raise ValueError(f"unknown index kind {kind!r}; choose from {KINDS}")
+    entry: IndexKind = INDEX_KINDS.get(name)
     m = pq_m(dim)
     # 8-bit codebooks need ~39*256 training points; fewer get 4-bit codes. "np": no
     # polysemous training (slow, and only for Hamming filtering, which is not used here).
     pq = f"PQ{m}{'' if min(n, train_size) >= 39 * 256 else 'x4'}np"
-    if kind == "flat":
-        return "Flat"
-    if kind == "ivf_flat":
-        return f"IVF{nlist},Flat"
-    if kind == "ivf_sq8":
-        return f"IVF{nlist},SQ8"
-    if kind == "ivf_pq":
-        return f"IVF{nlist},{pq}"
-    if kind == "ivf_pqfs":
-        return f"IVF{nlist},PQ{pqfs_m(dim)}x4fs"
-    if kind == "opq_ivf_pq":
-        return f"OPQ{m},IVF{nlist},{pq}"
-    raise ValueError(f"unknown index kind {kind!r}; choose from {KINDS}")
+    return entry.factory(Sizing(ivf_lists(n, train_size), m, pq, dim))
 
 
 def factory(spec: str, n: int, dim: int, train_size: int = 200_000) -> str:

@@ -13,32 +13,35 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-# The names are declared once, as the mining section's ``Margin`` Literal (the config, the CLIs'
-# choices and this table all read it); re-exported under the name this module always had.
-from labse_common.sections.mining import MARGINS, Margin
+from labse_common.sections.mining import MARGINS
 
 if TYPE_CHECKING:  # a type only: the formulas stay free of FAISS
     from mining.knn import Neighbours
 
 MarginFn = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
-# One formula per name of MARGINS, in its order: checked when this module loads, so a name the
-# config accepts cannot lack a formula.
-_FORMULAS: dict[str, MarginFn] = {
-    "ratio": lambda a, b: a / b,
-    "distance": lambda a, b: a - b,
-    "absolute": lambda a, b: a,
-}
-if tuple(_FORMULAS) != MARGINS:
-    raise RuntimeError(f"margin formulas {tuple(_FORMULAS)} != the mining section's {MARGINS}")
+
+# One formula per margin name, registered in the mining section's registry: the config checks
+# ``mining.margin`` against these names, the CLIs offer them (declared here only).
+@MARGINS.register("ratio")
+def _ratio(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return a / b
 
 
-def margin_fn(name: Margin) -> MarginFn:
-    """The formula of a margin name (``a`` the pair's cosine, ``b`` the neighbourhood mean)."""
-    try:
-        return _FORMULAS[name]
-    except KeyError:
-        raise ValueError(f"unknown margin {name!r}; choose from {list(MARGINS)}") from None
+@MARGINS.register("distance")
+def _distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return a - b
+
+
+@MARGINS.register("absolute")
+def _absolute(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return a
+
+
+def margin_fn(name: str) -> MarginFn:
+    """The formula of a margin name (``a`` the pair's cosine, ``b`` the neighbourhood mean); an
+    unknown name is a ConfigError listing the known ones."""
+    return MARGINS.get(name, "margin")
 
 
 def neighbourhood_mean(sims: np.ndarray) -> np.ndarray:
@@ -58,7 +61,7 @@ def score_candidates(
     inds: np.ndarray,
     own_mean: np.ndarray,
     other_mean: np.ndarray,
-    margin: Margin = "ratio",
+    margin: str = "ratio",
 ) -> np.ndarray:
     """Margin score of every candidate ``inds[i, j]`` of query ``i``.
 
@@ -114,7 +117,7 @@ def pair_scores(
     trg_idx: np.ndarray,
     fwd_mean: np.ndarray,
     bwd_mean: np.ndarray,
-    margin: Margin = "ratio",
+    margin: str = "ratio",
 ) -> np.ndarray:
     """Margin score of given (src, trg) pairs (LASER's ``--mode score``), vectorised."""
     cos = np.einsum("nd,nd->n", x[src_idx], y[trg_idx])

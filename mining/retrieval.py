@@ -8,14 +8,15 @@ a pair proposed twice kept once. The threshold (score > T, as LASER) applies in 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
-from labse_common.sections.mining import RETRIEVAL_MODES, RetrievalMode
+from labse_common.sections.mining import RETRIEVAL_MODES
 from labse_common.stats import StageCounter
 
-MODES = RETRIEVAL_MODES  # defined once, as the config section's Literal
+MODES = RETRIEVAL_MODES  # the mining section's registry: each mode registers itself below
 UNIT = "candidates"
 
 
@@ -94,12 +95,64 @@ def greedy_one_to_one(p: Pairs, max_rounds: int = 64) -> np.ndarray:
     return order[accepted]
 
 
+# --- the modes: each one's candidate pairs, registered under its name ---------------------------
+
+
+@dataclass(frozen=True)
+class Mode:
+    """A retrieval mode: ``candidates(fwd, bwd, counter)`` proposes pairs from the forward and
+    backward best candidates (counting what it proposes and drops); ``one_to_one`` then keeps a
+    greedy one-to-one subset of them (after the threshold)."""
+
+    candidates: Callable[[Pairs, Pairs, StageCounter], Pairs]
+    one_to_one: bool = False
+
+
+def _forward(fwd: Pairs, bwd: Pairs, counter: StageCounter) -> Pairs:
+    counter.add_in(UNIT, len(fwd))
+    return fwd
+
+
+def _backward(fwd: Pairs, bwd: Pairs, counter: StageCounter) -> Pairs:
+    counter.add_in(UNIT, len(bwd))
+    return bwd
+
+
+def _mutual(fwd: Pairs, bwd: Pairs, counter: StageCounter) -> Pairs:
+    counter.add_in(UNIT, len(fwd))
+    if len(fwd) and len(bwd):
+        mutual = bwd.src[fwd.trg] == np.arange(len(fwd))
+    else:
+        mutual = np.zeros(len(fwd), dtype=bool)
+    counter.add_dropped(UNIT, "not_mutual", int((~mutual).sum()))
+    return fwd.take(mutual)
+
+
+def _pooled(fwd: Pairs, bwd: Pairs, counter: StageCounter) -> Pairs:
+    pooled = Pairs(
+        np.concatenate([fwd.src, bwd.src]),
+        np.concatenate([fwd.trg, bwd.trg]),
+        np.concatenate([fwd.score, bwd.score]),
+    )
+    counter.add_in(UNIT, len(pooled))
+    pairs, n_dup = _dedup_pairs(pooled)
+    counter.add_dropped(UNIT, "duplicate_pair", n_dup)
+    return pairs
+
+
+MODES.add("fwd", Mode(_forward))
+MODES.add("bwd", Mode(_backward))
+MODES.add("intersect", Mode(_mutual))
+MODES.add("max", Mode(_pooled, one_to_one=True))
+MODES.add("union", Mode(_pooled))
+
+
 def retrieve(
     fwd_scores: np.ndarray,
     fwd_inds: np.ndarray,
     bwd_scores: np.ndarray,
     bwd_inds: np.ndarray,
-    mode: RetrievalMode = "max",
+    mode: str = "max",
     threshold: float | None = None,
     counter: StageCounter | None = None,
 ) -> Pairs:
@@ -108,37 +161,13 @@ def retrieve(
     Counts unit ``candidates``: in = candidates proposed by the mode, out = pairs selected,
     dropped per reason (below_threshold, not_mutual, duplicate_pair, one_to_one_conflict).
     """
-    if mode not in MODES:
-        raise ValueError(f"unknown retrieval mode {mode!r}; choose from {MODES}")
+    chosen: Mode = MODES.get(mode, "mode")
     counter = counter if counter is not None else StageCounter()
     fb_trg, fb_score = best_candidate(fwd_scores, fwd_inds)
     bb_src, bb_score = best_candidate(bwd_scores, bwd_inds)
     fwd = Pairs(np.arange(len(fb_trg), dtype=np.int64), fb_trg.astype(np.int64), fb_score)
     bwd = Pairs(bb_src.astype(np.int64), np.arange(len(bb_src), dtype=np.int64), bb_score)
-
-    if mode == "fwd":
-        counter.add_in(UNIT, len(fwd))
-        pairs = fwd
-    elif mode == "bwd":
-        counter.add_in(UNIT, len(bwd))
-        pairs = bwd
-    elif mode == "intersect":
-        counter.add_in(UNIT, len(fwd))
-        if len(fwd) and len(bwd):
-            mutual = bb_src[fb_trg] == np.arange(len(fb_trg))
-        else:
-            mutual = np.zeros(len(fwd), dtype=bool)
-        counter.add_dropped(UNIT, "not_mutual", int((~mutual).sum()))
-        pairs = fwd.take(mutual)
-    else:  # max, union: both directions pooled
-        pooled = Pairs(
-            np.concatenate([fwd.src, bwd.src]),
-            np.concatenate([fwd.trg, bwd.trg]),
-            np.concatenate([fwd.score, bwd.score]),
-        )
-        counter.add_in(UNIT, len(pooled))
-        pairs, n_dup = _dedup_pairs(pooled)
-        counter.add_dropped(UNIT, "duplicate_pair", n_dup)
+    pairs = chosen.candidates(fwd, bwd, counter)
 
     found = np.isfinite(pairs.score) & (pairs.src >= 0) & (pairs.trg >= 0)
     if not found.all():  # a row whose approximate search returned no neighbour at all
@@ -152,7 +181,7 @@ def retrieve(
         counter.add_dropped(UNIT, "below_threshold", int((~above).sum()))
         pairs = pairs.take(above)
 
-    if mode == "max" and len(pairs):
+    if chosen.one_to_one and len(pairs):
         keep = greedy_one_to_one(pairs)
         counter.add_dropped(UNIT, "one_to_one_conflict", len(pairs) - len(keep))
         pairs = pairs.take(keep)

@@ -48,32 +48,52 @@ from filters.bitext.calibrate import (
     roc_auc,
 )
 
-# The feature names are declared in the config section (it checks combine.features at load,
-# below this package); re-exported, their names here since this module was written.
+# The combine section's registry of feature names (it checks combine.features at load, below
+# this package): every name is registered here, beside the code that reads or computes it.
 from labse_common.sections.combine import (  # noqa: F401
-    DERIVED_FEATURES,
+    FEATURES,
     RULE_PREFIX,
-    SCORE_COLUMNS,
     known_feature,
     known_feature_names,
 )
 from mining.lexicon import tokens
 
-# The section's type only: the section declares the names, this module reads them.
 if TYPE_CHECKING:
     from labse_common.sections.combine import CombineConfig
 
 log = logging.getLogger(__name__)
+
+# Score columns used when present (higher or lower is better: the model learns the sign),
+# registered with no function: they are read from the pairs table, not computed.
+for _column in (
+    "margin",
+    "margin_fwd",
+    "margin_bwd",
+    "mutual",
+    "cosine",
+    "cds_score",
+    "cds_score_bwd",
+    "dual_xent",
+    "xent_clean",
+    "xent_clean_bwd",
+    "src_lang_score",
+    "trg_lang_score",
+    "lex_fwd",
+    "lex_bwd",
+):
+    FEATURES.add(_column, None)
 
 
 def _lengths(col: Sequence[str]) -> np.ndarray:
     return np.array([len(s or "") for s in col], dtype=np.float64)
 
 
+@FEATURES.register("abs_log_len_ratio")
 def _abs_log_len_ratio(src: Sequence[str], trg: Sequence[str]) -> np.ndarray:
     return np.abs(np.log((_lengths(src) + 1.0) / (_lengths(trg) + 1.0)))
 
 
+@FEATURES.register("digits_agree")
 def _digits_agree(src: Sequence[str], trg: Sequence[str]) -> np.ndarray:
     # Numbers survive translation: a pair whose digit sequences differ is rarely a translation.
     return np.array([float(_digit_seq(a) == _digit_seq(b)) for a, b in zip(src, trg)])
@@ -83,12 +103,14 @@ def _digit_seq(text: str | None) -> str:
     return "".join(ch for ch in (text or "") if ch.isdigit())
 
 
+@FEATURES.register("copied")
 def _copied(src: Sequence[str], trg: Sequence[str]) -> np.ndarray:
     return np.array(
         [float((a or "").strip().lower() == (b or "").strip().lower()) for a, b in zip(src, trg)]
     )
 
 
+@FEATURES.register("char3_cosine")
 def _char3_cosine(src: Sequence[str], trg: Sequence[str]) -> np.ndarray:
     # Names, numbers and cognates keep their spelling across languages of one script: the
     # cosine of the two sides' character trigram counts (lower-cased, accents stripped).
@@ -108,18 +130,12 @@ def _cosine(a: Counter, b: Counter) -> float:
     return dot / math.sqrt(sum(n * n for n in a.values()) * sum(n * n for n in b.values()))
 
 
-#: Features computed from the two sentences (name -> function of src and trg columns).
-# Keyed by the combine section's DERIVED_FEATURES (the names the config accepts), checked here.
+#: Score columns read from the table, and features computed from the two sentences (name ->
+#: function of the src and trg columns), as registered above.
+SCORE_COLUMNS: tuple[str, ...] = tuple(name for name, fn in FEATURES.items() if fn is None)
 DERIVED: Mapping[str, Callable[[Sequence[str], Sequence[str]], np.ndarray]] = {
-    "abs_log_len_ratio": _abs_log_len_ratio,
-    "digits_agree": _digits_agree,
-    "copied": _copied,
-    "char3_cosine": _char3_cosine,
+    name: fn for name, fn in FEATURES.items() if fn is not None
 }
-if tuple(DERIVED) != DERIVED_FEATURES:
-    raise RuntimeError(
-        f"derived features {tuple(DERIVED)} != the combine section's {DERIVED_FEATURES}"
-    )
 
 
 def available_features(table: pa.Table) -> list[str]:

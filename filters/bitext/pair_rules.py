@@ -1,10 +1,10 @@
 """Hard rules for sentence pairs, each a :class:`filters.steps.Step` with named drop reasons.
 
 A rule is one small :class:`Rule` class whose ``name`` is the one used in the preset's
-``pair_rules.steps`` list and whose ``from_context`` builds it from the config; :data:`RULES` maps
-the config section's rule names (``labse_common.sections.pair_rules.ALL_RULES``, the one
-declaration) to the classes, checked at import, and :func:`build_chain` turns the preset into a
-:class:`Chain`. Lengths
+``pair_rules.steps`` list and whose ``from_context`` builds it from the config; each class
+registers itself in :data:`RULES` (the config section's registry, so the name is declared here
+only, and the order of the classes below is the default order), and :func:`build_chain` turns
+the preset into a :class:`Chain`. Lengths
 are in *length units*: characters, with the characters of the scripts in
 ``pair_rules.script_units`` (Han, kana, Hangul) weighted so that a Chinese sentence is not three
 times "shorter" than its English translation.
@@ -46,7 +46,7 @@ import regex
 from filters.bitext.scripts import LengthUnits, base_lang, script_ratio, scripts_of
 from filters.langid import CONFUSABLE_GROUPS, LanguageIdentifier
 from filters.steps import Chain, KeepSummary, Step, chain_report
-from labse_common.sections.pair_rules import ALL_RULES, PairRulesConfig
+from labse_common.sections.pair_rules import RULES, PairRulesConfig
 from labse_common.stats import StageCounter
 
 UNIT = "pairs"
@@ -88,6 +88,7 @@ class Rule(Step):
         return cls()
 
 
+@RULES.register()
 class Empty(Rule):
     name = "empty"
 
@@ -106,6 +107,7 @@ def _norm(text: str) -> str:
     return _NON_WORD.sub("", text).casefold()
 
 
+@RULES.register()
 class Identical(Rule):
     name = "identical"
 
@@ -115,6 +117,7 @@ class Identical(Rule):
         return None
 
 
+@RULES.register()
 class Length(Rule):
     name = "length"
 
@@ -134,6 +137,7 @@ class Length(Rule):
         return None
 
 
+@RULES.register()
 class Ratio(Rule):
     name = "ratio"
 
@@ -164,6 +168,7 @@ _HAS_LETTER = regex.compile(r"\p{L}")
 _MARKUP_HINTS = ("://", "www.", "@", "<", "&", "[[", "{{", "]]", "}}")
 
 
+@RULES.register()
 class Markup(Rule):
     name = "markup"
 
@@ -191,6 +196,7 @@ def numbers(text: str) -> list[str]:
     return sorted(out)
 
 
+@RULES.register()
 class Numbers(Rule):
     name = "numbers"
 
@@ -205,6 +211,7 @@ class Numbers(Rule):
         return None
 
 
+@RULES.register()
 class Repeats(Rule):
     name = "repeats"
 
@@ -235,6 +242,7 @@ class Repeats(Rule):
 _WORD = regex.compile(r"\w+")
 
 
+@RULES.register()
 class Copy(Rule):
     name = "copy"
 
@@ -258,6 +266,7 @@ class Copy(Rule):
         return None
 
 
+@RULES.register()
 class Script(Rule):
     name = "script"
 
@@ -293,6 +302,7 @@ def same_language(declared: str, predicted: str) -> bool:
     return a == b or (a in _GROUP_OF and b in _GROUP_OF[a])
 
 
+@RULES.register()
 class Lang(Rule):
     """Batched fastText LID of both sides (annotate), then a per-pair decision: a side is in the
     wrong language when LID's best guess is another language with probability >= ``threshold``
@@ -390,42 +400,12 @@ class RuleContext:
         return self._lid
 
 
-# One class per name of the section's ALL_RULES, in its order (the default ``steps``).
-RULE_CLASSES: tuple[type[Rule], ...] = (
-    Empty,
-    Identical,
-    Length,
-    Ratio,
-    Markup,
-    Numbers,
-    Repeats,
-    Copy,
-    Script,
-    Lang,
-)
-
-
-def rule_registry(
-    classes: Sequence[type[Rule]], names: Sequence[str] = ALL_RULES
-) -> dict[str, type[Rule]]:
-    """Name -> class, refusing classes that do not implement exactly ``names`` in their order:
-    checked when this module loads, so a rule added on one side only cannot run."""
-    have = [cls.name for cls in classes]
-    if have != list(names):
-        raise RuntimeError(
-            f"pair rule classes {have} do not match the config section's rules {list(names)} "
-            "(labse_common.sections.pair_rules.ALL_RULES): add or reorder both"
-        )
-    return dict(zip(have, classes, strict=True))
-
-
-RULES: dict[str, type[Rule]] = rule_registry(RULE_CLASSES)
-
-
 def build_chain(cfg: PairRulesConfig) -> Chain:
     """The preset's ``steps`` as a Chain over :class:`Pair` records (unit ``pairs``)."""
     ctx = RuleContext(cfg)
-    return Chain([RULES[name].from_context(ctx) for name in cfg.steps], unit=UNIT)
+    return Chain(
+        [RULES.get(name, "pair_rules.steps").from_context(ctx) for name in cfg.steps], unit=UNIT
+    )
 
 
 # --- running the chain on record batches ------------------------------------------------------

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from labse_common.config import ConfigError, option, shown
+from labse_common.config_values import ConfigError, option, shown
 
 # Beam knows the Dask runner only by its full name; the short one is what users write.
 SHORT_RUNNER_NAMES = {"DaskRunner": "apache_beam.runners.dask.dask_runner.DaskRunner"}

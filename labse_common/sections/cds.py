@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from labse_common.config import option
+from labse_common.config_values import option
 
 
 @dataclass

@@ -1,9 +1,9 @@
 """The ``combine:`` section: the labelled sample of mined pairs and the combined pair score.
 
-The feature names (score columns, derived text features, the rule flag prefix) are declared here
-as pure data, because ``validate`` checks ``combine.features`` at load and ``labse_common`` imports
-no upper package; ``filters.bitext.combine`` computes them and checks at import that its derived
-features are exactly :data:`DERIVED_FEATURES`.
+The feature names are declared once, beside their code: ``filters.bitext.combine`` registers
+each score column it reads and each feature it derives from the text in :data:`FEATURES`
+(:mod:`labse_common.registry`); ``validate`` checks ``combine.features`` against it at load. A
+rule flag column (``rule_<name>``) of a user's own table is a feature too, by its prefix.
 """
 
 from __future__ import annotations
@@ -11,45 +11,25 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from labse_common.config import ConfigError, option
+from labse_common.config_values import ConfigError, option
+from labse_common.registry import Registry
 
-#: Score columns used when present (higher or lower is better: the model learns the sign).
-SCORE_COLUMNS: tuple[str, ...] = (
-    "margin",
-    "margin_fwd",
-    "margin_bwd",
-    "mutual",
-    "cosine",
-    "cds_score",
-    "cds_score_bwd",
-    "dual_xent",
-    "xent_clean",
-    "xent_clean_bwd",
-    "src_lang_score",
-    "trg_lang_score",
-    "lex_fwd",
-    "lex_bwd",
-)
-#: Features computed from the two sentences (filters.bitext.combine.DERIVED implements them).
-DERIVED_FEATURES: tuple[str, ...] = ("abs_log_len_ratio", "digits_agree", "copied", "char3_cosine")
+#: Feature name -> how it is computed (None: a score column read from the pairs table).
+FEATURES: Registry = Registry("feature", "filters.bitext.combine")
 #: How a rule flag column is named in a user's own pairs table: any such boolean column is a
 #: feature (the runner's rules stage drops failing pairs, so its tables have none).
 RULE_PREFIX = "rule_"
 
 
 def known_feature(name: str) -> bool:
-    """Whether ``name`` can be a feature of some pairs table: a score column, a derived feature or
-    a rule flag. ``validate`` checks ``combine.features`` against this before any work."""
-    return (
-        name in SCORE_COLUMNS
-        or name in DERIVED_FEATURES
-        or (name.startswith(RULE_PREFIX) and name != RULE_PREFIX)
-    )
+    """Whether ``name`` can be a feature of some pairs table: a registered feature (a score
+    column or a derived one) or a rule flag. ``validate`` checks ``combine.features`` with it."""
+    return name in FEATURES or (name.startswith(RULE_PREFIX) and name != RULE_PREFIX)
 
 
 def known_feature_names() -> list[str]:
     """The known features as the config's error line lists them."""
-    return [*SCORE_COLUMNS, *DERIVED_FEATURES, f"{RULE_PREFIX}<name>"]
+    return [*FEATURES, f"{RULE_PREFIX}<name>"]
 
 
 @dataclass

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from labse_common.config import option
+from labse_common.config_values import option
 from labse_common.shuffle_options import shuffle_option, spill_fan_in_option, spill_rows_option
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-from labse_common.config import option
+from labse_common.config_values import option
 
 Scoring = Literal["cosine", "margin"]
 SCORINGS: tuple[str, ...] = get_args(Scoring)  # the CLI's choices, from the one Literal

@@ -7,7 +7,7 @@ import ipaddress
 import re
 from dataclasses import dataclass
 
-from labse_common.config import ConfigError, option, shown
+from labse_common.config_values import ConfigError, option, shown
 
 # A host name's labels: letters, digits, hyphens (not at either end) and, as many cluster
 # schedulers write them, underscores.

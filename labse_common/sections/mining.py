@@ -1,19 +1,23 @@
-"""The ``mining:`` section: kNN search, margin scoring and retrieval."""
+"""The ``mining:`` section: kNN search, margin scoring and retrieval.
+
+Margins, retrieval modes and index kinds are named once, beside their code, in the registries
+below (:mod:`labse_common.registry`): ``mining.margin``, ``mining.retrieval`` and
+``mining.indexes`` register them. The loader checks ``margin`` and ``mode`` against them, the
+CLIs offer them as choices, and ``--reference`` lists them.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, get_args
 
-from labse_common.config import option
+from labse_common.config_values import option
+from labse_common.registry import Registry
 
-# The one list of each: the loader checks values against these Literals, the CLIs offer them as
-# choices, and mining.retrieval / mining.margin implement them (they re-export these tuples and
-# check their implementations cover exactly these names when they load).
-RetrievalMode = Literal["fwd", "bwd", "intersect", "max", "union"]
-Margin = Literal["ratio", "distance", "absolute"]
-RETRIEVAL_MODES: tuple[str, ...] = get_args(RetrievalMode)
-MARGINS: tuple[str, ...] = get_args(Margin)
+MARGINS: Registry = Registry("margin", "mining.margin")
+RETRIEVAL_MODES: Registry = Registry("retrieval mode", "mining.retrieval")
+#: Open: a FAISS factory string (and ``auto``, ``ivfNNN``, an old short name) is valid too, and
+#: FAISS parses it only when the index is built (mining.indexes.check_factory).
+INDEX_KINDS: Registry = Registry("index kind", "mining.indexes", closed=False)
 
 
 @dataclass
@@ -22,19 +26,22 @@ class MiningConfig:
     libraries take this object as loaded, none re-declares its keys."""
 
     k: int = option(4, min=1, help="margin neighbourhood (LASER default 4)")
-    margin: Margin = option(
-        "ratio", help="margin(a, b) = a/b, a-b or a, with b the mean of the k-neighbourhoods"
+    margin: str = option(
+        "ratio",
+        names=MARGINS,
+        help="margin(a, b) = a/b, a-b or a, with b the mean of the k-neighbourhoods",
     )
-    mode: RetrievalMode = option("max", help="retrieval mode (LASER)")
+    mode: str = option("max", names=RETRIEVAL_MODES, help="retrieval mode (LASER)")
     threshold: float | None = option(
         None, help="keep pairs with margin > threshold; null = all selected"
     )
     unify: bool = option(False, help="mine each distinct sentence once")
     index: str = option(
         "flat",
-        help="flat (exact, blocked) | auto (the planner's choice for the sizes and mem_gb) | "
-        "ivf_flat | ivf_sq8 | ivf_pq | ivf_pqfs | opq_ivf_pq (sized by the planner) | ivf | "
-        "ivfpq | opq | a FAISS factory string",
+        names=INDEX_KINDS,
+        help="an index kind (flat: exact, blocked; the others approximate, sized by the planner), "
+        "auto (the planner's choice for the sizes and mem_gb), a short name of earlier releases "
+        "(e.g. ivf, ivfpq), ivfNNN (NNN lists) or a FAISS factory string",
     )
     mem_gb: float = option(2.0, min=0.0, min_exclusive=True, help="kNN working-set budget")
     nprobe: int = option(16, min=1, help="IVF lists probed per query")

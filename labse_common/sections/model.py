@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-from labse_common.config import option
+from labse_common.config_values import option
 
 # How an encoder's weights run when it embeds (labse_model.encode implements these; the CLIs and
 # run.embed_quantize offer them): float32 as trained, or int8 Linear layers with activations

@@ -1,42 +1,29 @@
 """The ``pair_rules:`` section: hard rules for sentence pairs (``python -m filters rules``).
 
-The rule names are declared here, once, as pure data (:data:`ALL_RULES`), and
-``filters.bitext.pair_rules`` implements one class per name: its registry is built against this
-table and refuses to import when a class is missing, extra or out of order. The table sits in the
-bottom layer rather than in the implementing package because the section needs it before any
-stage runs: the default ``steps``, the ``known:`` list of ``--reference`` and the load-time
-check of ``pair_rules.steps`` all read it, and ``labse_common`` imports no upper package (a
-registry hook that ``filters`` filled in at import would leave the check empty, or dependent on
-import order, whenever a config is loaded without ``filters`` imported first).
+The rule names are declared once, beside their code: ``filters.bitext.pair_rules`` registers one
+class per rule in :data:`RULES`, in the default order; this section holds the empty registry and
+the name of that module (:mod:`labse_common.registry`), so ``steps`` is checked against the
+classes when the config loads, and ``--reference`` lists them.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from labse_common.config import ConfigError, option
+from labse_common.config_values import ConfigError, option
+from labse_common.registry import Registry
 
-# Every rule, in the default order: cheap ones first, LID (a model load) last.
-ALL_RULES: tuple[str, ...] = (
-    "empty",
-    "identical",
-    "length",
-    "ratio",
-    "markup",
-    "numbers",
-    "repeats",
-    "copy",
-    "script",
-    "lang",
-)
+#: Every rule, in the default order (cheap ones first, LID, a model load, last).
+RULES: Registry = Registry("rule", "filters.bitext.pair_rules")
 
 
 @dataclass
 class PairRulesConfig:
     steps: list[str] = option(
-        list(ALL_RULES),
-        help="the rules to run, in order (cheap ones first, LID last); known: "
-        + ", ".join(ALL_RULES),
+        default_factory=lambda: list(RULES),
+        names=RULES,
+        help="the rules to run, in order (cheap ones first, LID last); the default is every "
+        "rule, in the order they are declared",
     )
     min_length: float = option(
         3.0, min=0.0, help="a side shorter than this (length units) is dropped"
@@ -101,11 +88,6 @@ class PairRulesConfig:
     )
 
     def validate(self) -> None:
-        unknown = [s for s in self.steps if s not in ALL_RULES]
-        if unknown:
-            raise ConfigError(
-                f"pair_rules.steps: unknown rule(s) {', '.join(unknown)}; known: {', '.join(ALL_RULES)}"
-            )
         if len(set(self.steps)) != len(self.steps):
             raise ConfigError("pair_rules.steps: a rule is listed twice")
         if self.max_length < self.min_length:

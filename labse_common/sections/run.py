@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from labse_common.config import option
+from labse_common.config_values import option
 from labse_common.sections.model import Quantize
 
 

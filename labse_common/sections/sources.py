@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from labse_common.config import option
+from labse_common.config_values import option
 
 
 @dataclass

@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
-from labse_common.config import option
+from labse_common.config_values import option
 
 
 @dataclass

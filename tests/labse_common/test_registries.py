@@ -1,10 +1,11 @@
-"""Lists that must agree come from one definition: rule names, combine features, retrieval modes
-and margins from the config sections (the bottom layer; the libraries implement them and check
-the match when they load), language codes from labse_common.langs,
+"""Each kind of named thing has one declaration: rule names, margins, retrieval modes, index
+kinds and combine features are registered beside their code (labse_common.registry), and the
+config sections hold only the empty registries; language codes come from labse_common.langs,
 and each stage's library takes its typed section (no look-alike config classes)."""
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import inspect
 import typing
@@ -12,107 +13,110 @@ import typing
 import numpy as np
 import pytest
 
-from filters.bitext import pair_rules
 from labse_common.config import ConfigError, load, reference
 from labse_common.langs import ISO3_TO_1, TATOEBA_LANGS, TATOEBA_TO_LID, base_lang
+from labse_common.registry import Registry
+from labse_common.sections import combine as combine_section
 from labse_common.sections import mining as mining_section
-from labse_common.sections.eval import EvalConfig
+from labse_common.sections import pair_rules as rules_section
 from labse_common.sections.model import ModelConfig
-from labse_common.sections.pair_rules import ALL_RULES, PairRulesConfig
+from labse_common.sections.pair_rules import PairRulesConfig
 from labse_common.sections.pretrain import PretrainConfig
 from labse_common.sections.train import TrainConfig
-from mining import margin, retrieval
+
+#: (registry, the section module holding it) for every kind.
+KINDS = (
+    (rules_section.RULES, rules_section),
+    (mining_section.MARGINS, mining_section),
+    (mining_section.RETRIEVAL_MODES, mining_section),
+    (mining_section.INDEX_KINDS, mining_section),
+    (combine_section.FEATURES, combine_section),
+)
 
 
-def test_rule_registry_implements_the_sections_rule_names():
-    names = [cls.name for cls in pair_rules.RULE_CLASSES]
-    assert len(set(names)) == len(names), "two rule classes share a name"
-    assert list(pair_rules.RULES) == names == list(ALL_RULES)
-    # A class missing, extra or out of order is refused when the registry is built (at import).
-    for classes in (
-        pair_rules.RULE_CLASSES[:-1],
-        (*pair_rules.RULE_CLASSES, pair_rules.CdsStep),
-        pair_rules.RULE_CLASSES[::-1],
-    ):
-        with pytest.raises(RuntimeError, match="do not match the config section's rules"):
-            pair_rules.rule_registry(classes)
-    assert PairRulesConfig().steps == names  # the default order is the classes' order
-    assert all(issubclass(cls, pair_rules.Rule) for cls in pair_rules.RULES.values())
-    # Every rule the config accepts builds from the config (lang needs a model: not built here).
-    ctx = pair_rules.RuleContext(PairRulesConfig())
-    for name, cls in pair_rules.RULES.items():
-        if name != "lang":
-            step = cls.from_context(ctx)
-            assert isinstance(step, cls) and step.name == name
-    # ... and one the classes do not define is refused, naming it.
-    with pytest.raises(ConfigError, match="unknown rule.*nope"):
-        load("pair_rules", "demo", ["steps=[empty, nope]"])
-    assert "known: " + ", ".join(names) in reference(["pair_rules"])
-
-
-def test_combine_features_are_the_sections_names():
-    from filters.bitext import combine
-    from labse_common.sections import combine as combine_section
-
-    assert tuple(combine.DERIVED) == combine_section.DERIVED_FEATURES
-    assert combine.SCORE_COLUMNS is combine_section.SCORE_COLUMNS
-    assert combine.known_feature is combine_section.known_feature
-    # The section checks the names at load, without the library: a derived feature passes, a
-    # misspelt one is one error line listing them.
-    features = load("combine", "demo", ["features=[digits_agree, rule_copy]"]).features
-    assert features == ["digits_agree", "rule_copy"]
-    with pytest.raises(ConfigError, match="unknown feature.*'digit_agree'.*known: margin"):
-        load("combine", "demo", ["features=[digit_agree]"])
-
-
-def test_retrieval_modes_and_margins_have_one_definition():
-    hints = typing.get_type_hints(mining_section.MiningConfig)
-    assert typing.get_args(hints["mode"]) == mining_section.RETRIEVAL_MODES == retrieval.MODES
-    assert typing.get_args(hints["margin"]) == mining_section.MARGINS
-    # One declaration: the library re-exports the section's tuple, it does not list its own.
-    assert (
-        margin.MARGINS is mining_section.MARGINS
-        and retrieval.MODES is mining_section.RETRIEVAL_MODES
+def _defined_in(entry: object) -> str | None:
+    """The module whose code an entry is: a class or function's own, or that of the first
+    function a (dataclass) entry holds; None for a score column (read, not computed)."""
+    if entry is None:
+        return None
+    if inspect.isclass(entry) or inspect.isfunction(entry):
+        return entry.__module__
+    return next(
+        getattr(entry, f.name).__module__
+        for f in dataclasses.fields(entry)
+        if callable(getattr(entry, f.name))
     )
-    with pytest.raises(ValueError, match="unknown margin 'nope'"):
+
+
+@pytest.mark.parametrize("reg,section", KINDS, ids=[r.kind for r, _ in KINDS])
+def test_every_kinds_names_come_from_its_code(reg: Registry, section) -> None:
+    names = reg.names()
+    assert names, reg
+    # Each entry is code of the registry's home module (the upper package), none elsewhere.
+    homes = {_defined_in(entry) for _, entry in reg.items()} - {None}
+    assert homes == {reg.home}, (reg, homes)
+    # The section lists none of them: apart from a field's default value, no name is a string
+    # in its source (a list there would be a second declaration to keep equal).
+    tree = ast.parse(inspect.getsource(section))
+    strings = [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant)]
+    listed = [s for s in strings if isinstance(s, str) and s in names]
+    assert len(listed) <= 1, (reg.kind, listed)
+    # The reference (docs/config-reference.md) lists them, from the registry.
+    if reg is not combine_section.FEATURES:
+        assert ", ".join(map(repr, names)) in reference([section.__name__.rsplit(".", 1)[1]])
+
+
+def test_each_registered_name_works():
+    from filters.bitext import combine, pair_rules
+    from mining import indexes, margin, retrieval
+
+    # Every rule builds from the config (lang needs a model: not built here), in the
+    # declared order, which is the default ``steps``.
+    assert PairRulesConfig().steps == list(rules_section.RULES)
+    ctx = pair_rules.RuleContext(PairRulesConfig())
+    for name, cls in rules_section.RULES.items():
+        assert issubclass(cls, pair_rules.Rule) and cls.name == name
+        if name != "lang":
+            assert isinstance(cls.from_context(ctx), cls)
+    # Each margin computes its own formula (a = the pair's cosine, b = the neighbourhood mean).
+    expected = {"ratio": 3.0 / 1.5, "distance": 3.0 - 1.5, "absolute": 3.0}
+    assert set(expected) == set(mining_section.MARGINS)
+    for name in mining_section.MARGINS:
+        got = margin.margin_fn(name)(np.float32(3.0), np.float32(1.5))
+        assert got == pytest.approx(expected[name]), name
+    with pytest.raises(ConfigError, match="margin='nope'.*ratio, distance, absolute"):
         margin.margin_fn("nope")
     rng = np.random.default_rng(0)
     sims = rng.random((6, 3)).astype(np.float32)
     inds = rng.integers(0, 5, (6, 3))
-    for mode in mining_section.RETRIEVAL_MODES:  # every mode the config accepts is implemented
-        pairs = retrieval.retrieve(sims, inds, sims[:5], inds[:5] % 6, mode)
-        assert len(pairs) > 0, mode
-    # Each name computes its own formula (a = the pair's cosine, b = the neighbourhood mean).
-    expected = {"ratio": 3.0 / 1.5, "distance": 3.0 - 1.5, "absolute": 3.0}
-    assert set(expected) == set(mining_section.MARGINS)
-    for name in mining_section.MARGINS:
-        assert margin.margin_fn(name)(np.float32(3.0), np.float32(1.5)) == pytest.approx(
-            expected[name]
-        ), name
-    # Index kinds are mining.indexes' registry; the section's help (prose, below that package)
-    # names each of them.
-    from mining import indexes
+    for mode in mining_section.RETRIEVAL_MODES:
+        assert len(retrieval.retrieve(sims, inds, sims[:5], inds[:5] % 6, mode)) > 0, mode
+    for kind in mining_section.INDEX_KINDS:
+        assert indexes.factory(kind, 50_000, 64), kind
+    assert set(indexes.AUTO_KINDS) < set(indexes.KINDS) == set(mining_section.INDEX_KINDS)
+    assert set(combine.DERIVED) | set(combine.SCORE_COLUMNS) == set(combine_section.FEATURES)
+    for fn in combine.DERIVED.values():
+        assert len(fn(["a 1"], ["b 1"])) == 1
 
-    index_help = next(
-        f.metadata["help"]
-        for f in dataclasses.fields(mining_section.MiningConfig)
-        if f.name == "index"
+
+def test_the_config_refuses_an_unknown_name_at_load_naming_the_known_ones():
+    with pytest.raises(ConfigError) as e:
+        load("mining", "demo", ["margin=nope"])
+    assert str(e.value) == (
+        "mining.margin='nope' is not one of the known margins: ratio, distance, absolute"
     )
-    assert all(kind in index_help for kind in (*indexes.KINDS, indexes.AUTO)), index_help
-    with pytest.raises(ConfigError, match="mining.mode='sideways' is not one of"):
+    with pytest.raises(ConfigError, match="mining.mode='sideways' is not one of the known"):
         load("mining", "demo", ["mode=sideways"])
-    from mining.__main__ import build_parser
-
-    mine = build_parser()._subparsers._group_actions[0].choices["mine"]
-    choices = {a.dest: tuple(a.choices) for a in mine._actions if a.choices}
-    assert choices["mode"] == retrieval.MODES and choices["margin"] == mining_section.MARGINS
-    ev = build_parser()._subparsers._group_actions[0].choices["eval"]
-    scoring = next(a for a in ev._actions if a.dest == "scoring")
-    assert tuple(scoring.choices) == typing.get_args(typing.get_type_hints(EvalConfig)["scoring"])
-    from filters.bitext.cli_margin_score import build_parser as margin_parser
-
-    margin_flag = next(a for a in margin_parser()._actions if a.dest == "margin")
-    assert tuple(margin_flag.choices) == mining_section.MARGINS
+    with pytest.raises(
+        ConfigError, match=r"pair_rules.steps: unknown rule\(s\) 'nope'; known: empty"
+    ):
+        load("pair_rules", "demo", ["steps=[empty, nope]"])
+    with pytest.raises(ConfigError, match="unknown feature.*'digit_agree'.*known: margin"):
+        load("combine", "demo", ["features=[digit_agree]"])
+    # An open registry lists its names but takes other text (a FAISS factory string).
+    assert load("mining", "demo", ["index=IVF8,Flat"]).index == "IVF8,Flat"
+    features = load("combine", "demo", ["features=[digits_agree, rule_copy]"]).features
+    assert features == ["digits_agree", "rule_copy"]
 
 
 def test_one_language_code_table():

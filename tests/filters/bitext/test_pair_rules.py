@@ -15,7 +15,7 @@ from filters.bitext.pair_io import PairFileError, read_pairs, write_pairs
 from filters.bitext.pair_rules import RULES, PairRulesRunner, numbers
 from filters.bitext.scripts import LengthUnits, base_lang, script_ratio, scripts_of
 from labse_common.config import ConfigError, load
-from labse_common.sections.pair_rules import ALL_RULES
+from labse_common.sections.pair_rules import PairRulesConfig
 from labse_common.stats import StageCounter, check_balanced
 from tests.support.paths import REPO
 
@@ -89,8 +89,8 @@ def batch(pairs, **cols) -> pa.RecordBatch:
 
 
 def test_registry_matches_config_and_presets(cfg):
-    assert set(RULES) == set(ALL_RULES)
-    assert set(load("pair_rules", "paper").steps) == set(ALL_RULES) == set(cfg.steps)
+    assert set(RULES) == set(PairRulesConfig().steps)
+    assert set(load("pair_rules", "paper").steps) == set(RULES) == set(cfg.steps)
     with pytest.raises(ConfigError, match="unknown rule"):
         load("pair_rules", "demo", ["steps=[empty, nope]"])
     with pytest.raises(ConfigError, match="max_ratio"):
