@@ -38,19 +38,14 @@ import apache_beam as beam
 
 from filters.bitext.cli_export import add_input_options
 from filters.bitext.export import (
-    Inputs,
-    Verdict,
     bitext_report,
     check_mined_file,
-    check_pair,
-    load_verdict,
     mined_files,
-    pair_file,
-    part_report,
     split_file,
     write_bitext,
-    write_part,
 )
+from filters.bitext.export_parts import check_pair, pair_file, part_report, write_part
+from filters.bitext.export_verdict import Inputs, Verdict, load_verdict
 from labse_common import filesystems
 from labse_common.cli import (
     add_log_level_option,

@@ -22,7 +22,7 @@ with ``shards``. DIR may be an object-store URL.
 ``python -m pipelines.pair_assembly bitext DIR --pairs PAIR... [beam options]`` is the runner's
 ``bitext`` stage's last step: the parts ``DIR/_parts/<pair>`` (one ``filters export --pair`` or
 ``pipelines.export --pair`` per pair, each a unit a killed run keeps) as the folder the whole
-export writes (``filters.bitext.export.assemble_parts``); the parts are removed. DIR may be an
+export writes (``filters.bitext.export_parts.assemble_parts``); the parts are removed. DIR may be an
 object-store URL.
 """
 
@@ -293,7 +293,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         opts = PipelineOptions(list(beam_args)) if beam_args else None
         # A dead endpoint, missing bucket or credentials: one line now, not a traceback later.
         if args.cmd == "bitext":
-            from filters.bitext.export import assemble_parts
+            from filters.bitext.export_parts import assemble_parts
 
             check_paths(remote_paths([args.folder]), opts)
             report = assemble_parts(args.folder, args.pairs)

@@ -86,7 +86,8 @@ def main(argv: list[str] | None = None) -> int:
     setup_logging(args.log_level)
 
     def body() -> int:
-        from filters.bitext.export import check_pair, export_bitext, export_pair
+        from filters.bitext.export import export_bitext
+        from filters.bitext.export_parts import check_pair, export_pair
 
         opts = dict(
             filtered=args.filtered,
