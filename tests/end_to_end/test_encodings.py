@@ -265,7 +265,7 @@ def test_first_mined_sentence_has_no_bom(tmp_path):
 
 
 def test_embed_job_text_input_strips_bom(tmp_path):
-    from labse_model.embed_store import read_chunks
+    from labse_model.embed_inputs import read_chunks
 
     # The embedding path's reader (the Beam embed job's workers use it too) drops the BOM.
     path = tmp_path / "bom.txt"

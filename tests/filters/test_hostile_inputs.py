@@ -84,7 +84,7 @@ def test_rules_refuse_an_integer_text_column(tmp_path, capsys, caplog):
 
 def test_encode_and_rules_share_the_text_rule():
     from labse_common.datafiles import is_text_type
-    from labse_model import embed_store
+    from labse_model import embed_inputs
 
     for t in (
         pa.string(),
@@ -95,7 +95,7 @@ def test_encode_and_rules_share_the_text_rule():
         pa.float32(),
         pa.binary(),
     ):
-        assert embed_store._text_type(t) == is_text_type(t), t
+        assert embed_inputs._text_type(t) == is_text_type(t), t
 
 
 def test_sample_refuses_a_text_margin_column(tmp_path, capsys, caplog):
