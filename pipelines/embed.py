@@ -56,7 +56,6 @@ from labse_common.remote_cache import require_encoder_folder
 from labse_common.stats import merge_counts
 from labse_model import embed_store as lib
 from labse_model.embed_inputs import DAMAGED, check_inputs, expand_inputs, read_chunks
-from labse_model.embed_inputs import DAMAGED, check_inputs, expand_inputs, read_chunks
 from pipelines.options import new_pipeline, pipeline_options, run_pipeline
 from pipelines.tagged import join_sinks, with_outputs
 
