@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from filters.__main__ import main as filters_main
-from mining import lexicon
+from mining import lexicon, lexicon_file
 
 
 def _lines(path: Path) -> list[str]:
@@ -170,7 +170,7 @@ def main() -> None:
         argv += ["--set", "progress=false", "--log-level", "WARNING"]
         assert filters_main(argv) == 0
         seconds = time.perf_counter() - t0
-        lex = lexicon.load(f"{tmp}/lex/lexicon.parquet")
+        lex = lexicon_file.load(f"{tmp}/lex/lexicon.parquet")
     held = {
         code: _lines(data / "pud" / f"train.{code}-eng.{code}")[: args.n] for code in ("deu", "fra")
     }

@@ -35,7 +35,7 @@ from mining.corpus import Corpus, Side, expand_pairs, prepare_side, read_corpus
 from mining.knn import Neighbours, knn
 from mining.lexical_rerank import mine_with_lexicon
 from mining.lexicon import Lexicon, LexiconSet
-from mining.lexicon import load as read_lexicon
+from mining.lexicon_file import load as read_lexicon
 from mining.margin import Scored, score  # noqa: F401
 from mining.output import WRITE_SLICE_ROWS, write_histogram, write_pairs
 from mining.retrieval import Pairs, retrieve

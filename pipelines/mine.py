@@ -275,7 +275,7 @@ def _run_pair(args: argparse.Namespace, cfg: MiningConfig, beam_args: list[str])
     check_remote([*inputs, args.lexicon, args.output], opts)
     with _local_inputs(args.corpus, args.lexicon, (src, trg)) as (corpus, lexicon):
         if lexicon:  # checked (values, languages) before the output is claimed
-            from mining.lexicon import check_for_pairs
+            from mining.lexicon_file import check_for_pairs
 
             check_for_pairs(lexicon, pairs, absent_ok=True)  # absent: mined without it
         with claim_output(args.output, args.overwrite, staged=True) as claimed:

@@ -189,20 +189,20 @@ def _row_langs(batch, path: str, args, before: int) -> Callable[[int], str | Non
 
 
 def _loaded(args):
-    """The dictionaries of --lexicon, checked (:func:`mining.lexicon.check_table`) before any
+    """The dictionaries of --lexicon, checked (:func:`mining.lexicon_file.check_table`) before any
     output is claimed; None with --fit."""
-    from mining import lexicon
+    from mining import lexicon_file
 
     if not args.lexicon:
         return None
     try:
-        return lexicon.load(args.lexicon)
+        return lexicon_file.load(args.lexicon)
     except (ValueError, OSError) as e:
         raise InputError(args.lexicon, str(e), "--lexicon") from e
 
 
 def _fitted(args, cfg, out_tmp: str, counter: StageCounter):
-    from mining import lexicon, lexicon_pivot
+    from mining import lexicon_file, lexicon_pivot
 
     langs: Counter = Counter()
     groups: dict[str, list[tuple[str, str]]] = {}
@@ -224,7 +224,7 @@ def _fitted(args, cfg, out_tmp: str, counter: StageCounter):
     )
     path = Path(out_tmp) / LEXICON
     try:
-        entries = lexicon.save(fitted, path, cfg.min_prob)
+        entries = lexicon_file.save(fitted, path, cfg.min_prob)
     except ValueError as e:  # lexicon.min_prob above every entry of one direction
         raise UsageError(f"--fit {args.fit}: {e}") from e
     log.info(
@@ -236,7 +236,7 @@ def _fitted(args, cfg, out_tmp: str, counter: StageCounter):
         cfg.min_prob,
     )
     # Scored with what is saved, as a later --lexicon run would score.
-    return lexicon.load(path) if args.pairs else fitted
+    return lexicon_file.load(path) if args.pairs else fitted
 
 
 def _dictionaries(lex) -> dict:

@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from labse_common.stats import check_balanced
-from mining import lexicon
+from mining import lexicon, lexicon_file
 from mining.__main__ import main
 from tests.support.lexicon_toy import toy_corpus
 
@@ -39,7 +39,7 @@ def task(tmp_path_factory) -> dict:
     np.save(d / "src.npy", x.astype(np.float32))
     np.save(d / "trg.npy", y.astype(np.float32))
     lex_path = d / "lexicon.parquet"
-    lexicon.save(lexicon.fit(toy_corpus(600)), lex_path)
+    lexicon_file.save(lexicon.fit(toy_corpus(600)), lex_path)
     return {"dir": d, "x": x, "y": y, "truth": {s: t for s, t in zip(src, trans)}, "lex": lex_path}
 
 

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from mining import lexicon
+from mining import lexicon, lexicon_file
 from tests.support.lexicon_toy import SRC_WORDS, TRG_WORDS, toy_corpus
 from tests.support.paths import SHARED_DATA
 
@@ -80,15 +80,15 @@ def test_the_chunk_size_does_not_change_the_fit():
 def test_save_and_load_give_the_same_scores(toy, tmp_path):
     held = toy_corpus(50, seed=3)
     src, trg = [a for a, _ in held], [b for _, b in held]
-    written = lexicon.save(toy, tmp_path / "lex.parquet", min_prob=0.0)
+    written = lexicon_file.save(toy, tmp_path / "lex.parquet", min_prob=0.0)
     assert written == len(toy.fwd.keys) + len(toy.bwd.keys)
-    back = lexicon.load(tmp_path / "lex.parquet")
+    back = lexicon_file.load(tmp_path / "lex.parquet")
     assert back.pairs == toy.pairs == 600
     before, after = toy.score(src, trg), back.score(src, trg)
     for name in before:
         assert np.allclose(before[name], after[name], atol=1e-5), name
     # min_prob drops the small entries
-    assert lexicon.save(toy, tmp_path / "pruned.parquet", min_prob=0.05) < written
+    assert lexicon_file.save(toy, tmp_path / "pruned.parquet", min_prob=0.05) < written
 
 
 def test_a_side_without_words_scores_nan_and_unknown_words_score_low(toy):
@@ -114,7 +114,7 @@ def test_no_usable_pair_is_an_error():
 def test_a_table_without_the_columns_is_not_a_lexicon(tmp_path):
     pq.write_table(pa.table({"src": ["a"]}), tmp_path / "x.parquet")
     with pytest.raises(ValueError, match="not a lexicon"):
-        lexicon.load(tmp_path / "x.parquet")
+        lexicon_file.load(tmp_path / "x.parquet")
 
 
 # --- real text --------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from mining import lexicon
+from mining import lexicon, lexicon_file
 from mining.__main__ import main
 from tests.support.lexicon_toy import toy_corpus
 
@@ -28,11 +28,12 @@ def made(tmp_path_factory) -> dict:
     the texts of both sides, embeddings that pair row i with row i."""
     d = tmp_path_factory.mktemp("lexcheck")
     fitted = lexicon.fit(toy_corpus(300))
-    lexicon.save(fitted, d / "old.parquet")  # no languages: as fitted before they were recorded
+    # No languages: as fitted before they were recorded.
+    lexicon_file.save(fitted, d / "old.parquet")
     fitted.langs = {"de-en": 300}
-    lexicon.save(fitted, d / "de-en.parquet")
+    lexicon_file.save(fitted, d / "de-en.parquet")
     fitted.langs = {"de-en": 200, "fr-en": 100}
-    lexicon.save(fitted, d / "two.parquet")
+    lexicon_file.save(fitted, d / "two.parquet")
     pairs = toy_corpus(N, seed=3)
     rng = np.random.default_rng(0)
     x = rng.standard_normal((N, 16)).astype(np.float32)
@@ -134,7 +135,7 @@ def bad_lexicon(made: dict, case: str, tmp_path: Path) -> Path:
 @pytest.mark.parametrize("case", sorted(BAD))
 def test_a_damaged_lexicon_is_refused_on_load(made, tmp_path, case):
     with pytest.raises(ValueError, match=BAD[case][1].replace("(", r"\(").replace("]", r"\]")):
-        lexicon.load(bad_lexicon(made, case, tmp_path))
+        lexicon_file.load(bad_lexicon(made, case, tmp_path))
 
 
 @pytest.mark.parametrize("case", sorted(BAD))
@@ -152,8 +153,8 @@ def test_mining_with_a_damaged_lexicon_is_one_line_exit_2_before_the_output(
 
 
 def test_the_saved_languages_are_read_back(made):
-    assert lexicon.load(made["dir"] / "two.parquet").langs == {"de-en": 200, "fr-en": 100}
-    assert lexicon.load(made["dir"] / "old.parquet").langs == {}
+    assert lexicon_file.load(made["dir"] / "two.parquet").langs == {"de-en": 200, "fr-en": 100}
+    assert lexicon_file.load(made["dir"] / "old.parquet").langs == {}
 
 
 def test_mining_other_languages_than_the_lexicons_is_refused_its_own_mine(made, tmp_path, caplog):
@@ -218,5 +219,5 @@ def test_the_languages_are_json_in_the_schema_metadata(made):
 def test_saving_refuses_a_min_prob_that_leaves_a_direction_empty(tmp_path):
     fitted = lexicon.fit(toy_corpus(50))
     with pytest.raises(ValueError, match="lower lexicon.min_prob"):
-        lexicon.save(fitted, tmp_path / "x.parquet", min_prob=1.5)
+        lexicon_file.save(fitted, tmp_path / "x.parquet", min_prob=1.5)
     assert not (tmp_path / "x.parquet").exists()

@@ -11,7 +11,7 @@ import random
 import numpy as np
 import pytest
 
-from mining import lexicon, lexicon_pivot
+from mining import lexicon, lexicon_file, lexicon_pivot
 
 WORDS = 30
 SPELL = {"de": "quel", "en": "zib", "fr": "mor"}  # word i of each language translates word i
@@ -129,8 +129,8 @@ def test_the_pivot_dictionary_ranks_translations_above_decoys(fitted, tmp_path):
     pivoted = lexicon.LexiconSet(dict(fitted.tables), dict(fitted.langs))
     lexicon_pivot.add_pivots(pivoted, ["de-fr", "de-ja"])
     assert pivoted.absent == ["de-ja"]
-    lexicon.save(pivoted, tmp_path / "lex.parquet", min_prob=1e-3)
-    lex = lexicon.load(tmp_path / "lex.parquet")
+    lexicon_file.save(pivoted, tmp_path / "lex.parquet", min_prob=1e-3)
+    lex = lexicon_file.load(tmp_path / "lex.parquet")
     assert (lex.langs, lex.pivots, lex.absent) == (
         {"de-en": 300, "fr-en": 300},
         {"de-fr": "en"},

@@ -18,7 +18,7 @@ import pytest
 
 from labse_common.embedding_store import StoreWriter
 from labse_common.stats import check_balanced
-from mining import lexicon
+from mining import lexicon, lexicon_file
 from mining.__main__ import main as mining_main
 from pipelines.mine import run as beam_mine
 from tests.support.lexicon_toy import toy_corpus
@@ -63,7 +63,7 @@ def _write_inputs(root: str, local: Path) -> None:
         w.add(vecs.astype(np.float32), ids, text=texts)
         w.close()
     lex = lexicon.LexiconSet(tables={"de-en": lexicon.fit(toy_corpus(400))}, langs={"de-en": 400})
-    lexicon.save(lex, local / "lexicon.parquet")
+    lexicon_file.save(lex, local / "lexicon.parquet")
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from filters.__main__ import main as filters_main
-from mining import lexicon
+from mining import lexicon_file
 from tests.support.lexicon_toy import toy_corpus
 
 
@@ -45,7 +45,7 @@ def test_the_runners_training_pairs_record_each_language_pair(tmp_path):
     argv = ["--fit", str(fit), "--layout", "src-trg", "--lang-columns", "col2", "col3"]
     assert _run(*argv, "--output", str(out)) == 0
     assert recorded(out) == {"de-en": 60, "fr-en": 40}
-    assert lexicon.load(out / "lexicon.parquet").langs == {"de-en": 60, "fr-en": 40}
+    assert lexicon_file.load(out / "lexicon.parquet").langs == {"de-en": 60, "fr-en": 40}
 
 
 def test_a_parquet_with_language_columns_records_them_normalised(tmp_path):

@@ -14,7 +14,7 @@ import pytest
 
 from filters.__main__ import main as filters_main
 from labse_common.errors import InputError
-from mining import lexicon
+from mining import lexicon_file
 from tests.mining.test_lexicon_pivot import corpus, held_out
 
 
@@ -49,10 +49,10 @@ def test_pivoted_and_absent_pairs_are_recorded_and_checked(fit_file, tmp_path):
     assert json.loads(meta[b"absent"]) == ["ja-de"]
     path = out / "lexicon.parquet"
     # the miner's check: pivoted and fitted pairs in either order, not an absent one
-    lexicon.check_for_pairs(path, [("fr", "de"), ("de", "fr"), ("en", "fr"), ("en", "de")])
+    lexicon_file.check_for_pairs(path, [("fr", "de"), ("de", "fr"), ("en", "fr"), ("en", "de")])
     with pytest.raises(InputError, match="not on de-ja"):
-        lexicon.check_for_pairs(path, [("de", "ja")])
-    assert lexicon.check_for_pairs(path, [("de", "ja")], absent_ok=True) == ["de-ja"]
+        lexicon_file.check_for_pairs(path, [("de", "ja")])
+    assert lexicon_file.check_for_pairs(path, [("de", "ja")], absent_ok=True) == ["de-ja"]
 
 
 def test_scoring_a_pivoted_pair_names_its_languages(fit_file, tmp_path, caplog):
