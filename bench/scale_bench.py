@@ -206,9 +206,9 @@ def exact_sample(src: str, trg: str, rows: np.ndarray, k: int, cands: np.ndarray
     """Exact fwd lists of the sample rows, and the exact margin-best target of each: needs the
     exact backward neighbourhood mean of every candidate target (exact and approximate ones)."""
     from labse_common.sections.mining import MiningConfig
-    from mining.bounded import VectorSide
     from mining.knn import merge_topk, search_flat
     from mining.margin import neighbourhood_mean
+    from mining.vector_side import VectorSide
 
     cfg = MiningConfig(progress=False, mem_gb=1e9)
     xs, ys = VectorSide(src), VectorSide(trg)

@@ -28,10 +28,11 @@ import pyarrow as pa
 
 from labse_common.sections.mining import MiningConfig
 from labse_common.stats import StageCounter
-from mining.bounded import BoundedResult, Layout, VectorSide, mine_bounded
+from mining.bounded import BoundedResult, Layout, mine_bounded
 from mining.lexicon import FLOOR, Encoded, Lexicon
 from mining.margin import Scored, score
 from mining.retrieval import UNIT, Pairs, retrieve
+from mining.vector_side import VectorSide
 
 log = logging.getLogger(__name__)
 

@@ -221,7 +221,7 @@ def _mine_pair(
     workdir: str | None = None,
 ):
     """One language pair through the bounded miner (both sides read from their stores)."""
-    from mining.bounded import VectorSide
+    from mining.vector_side import VectorSide
 
     n_src, n_trg = len(s.side.offsets) - 1, len(t.side.offsets) - 1
     if n_src == 0 or n_trg == 0:

@@ -30,7 +30,7 @@ from labse_common.stats import StageCounter, check_balanced, write_report
 
 # Scored and score live in mining.margin, below both this module and mining.bounded (which uses
 # them too); re-exported here, where they were first.
-from mining.bounded import Layout, VectorSide, mine_bounded
+from mining.bounded import Layout, mine_bounded
 from mining.corpus import Corpus, Side, expand_pairs, prepare_side, read_corpus
 from mining.knn import Neighbours, knn
 from mining.lexical_rerank import mine_with_lexicon
@@ -39,6 +39,7 @@ from mining.lexicon_file import load as read_lexicon
 from mining.margin import Scored, score  # noqa: F401
 from mining.output import WRITE_SLICE_ROWS, write_histogram, write_pairs
 from mining.retrieval import Pairs, retrieve
+from mining.vector_side import VectorSide
 
 log = logging.getLogger(__name__)
 

@@ -16,12 +16,12 @@ from collections.abc import Callable
 import numpy as np
 
 from labse_common.embedding_store import StoreWriter
-from mining.bounded import VectorSide
 from mining.faiss_lib import faiss
 from mining.knn import Neighbours
 from mining.margin import score
 from mining.plan import IVF_KMEANS_ITERS, KMEANS_ITERS, MEASURED, Costs, pq_m, pqfs_m
 from mining.retrieval import retrieve
+from mining.vector_side import VectorSide
 
 Unit = Callable[[int], np.ndarray]
 #: (seconds of the scan beyond the coarse assignment, probed lists, scanned codes) of one
@@ -121,7 +121,7 @@ def _fast_scan_split(
 
 def _store_costs(rng: np.random.Generator, unit: Unit, dim: int) -> tuple[float, float, float]:
     """(read_s, gather_s, gather_cached_s): sequential store reads and random row gathers with
-    their exact re-score, through the miner's own :class:`mining.bounded.VectorSide`."""
+    their exact re-score, through the miner's own :class:`mining.vector_side.VectorSide`."""
     with tempfile.TemporaryDirectory() as tmp:
         w = StoreWriter(tmp + "/s", dim, "float16", rows_per_shard=20_000)
         for _ in range(3):

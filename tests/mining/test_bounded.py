@@ -21,9 +21,10 @@ from labse_common.embedding_store import unit_rows as normalized
 from labse_common.sections.mining import MiningConfig
 from mining import plan as planner
 from mining.__main__ import main as mining_main
-from mining.bounded import Layout, VectorSide, bounded_neighbours, mine_bounded
+from mining.bounded import Layout, bounded_neighbours, mine_bounded
 from mining.faiss_lib import faiss
 from mining.mine import mine_vectors
+from mining.vector_side import VectorSide
 from tests.support.paths import REPO
 
 pytestmark = pytest.mark.usefixtures("single_thread_faiss")

@@ -9,10 +9,11 @@ import pytest
 
 from labse_common.embedding_store import EmbeddingStore, StoreWriter, load_vectors, valid_mask
 from labse_common.sections.mining import MiningConfig
-from mining.bounded import Layout, VectorSide, bounded_neighbours
+from mining.bounded import Layout, bounded_neighbours
 from mining.knn import knn, recall_at_k, search_flat
 from mining.mine import mine_vectors, neighbours
 from mining.shards import ShardRef, shard_refs
+from mining.vector_side import VectorSide
 
 
 def unit(a: np.ndarray) -> np.ndarray:
