@@ -4,13 +4,14 @@ Split in three:
 
 * :class:`TrainState`: the model being optimised, its optimizer, the step, the data position
   (micro-batches consumed and every lane's cursor), the stacking stage and the run-wide event
-  counts; saved and restored with :mod:`labse_model.checkpoint` (plus one RNG file per rank).
+  counts; saved and restored with :mod:`labse_model.checkpoint` (plus one RNG file per rank)
+  (:mod:`labse_model.train_state`).
 * an **objective** (``train.DualEncoderObjective``, ``pretrain.PretrainObjective``): builds the
   batches (a prefetching producer thread tokenises and masks ahead), computes ``train_step``,
   evaluates on held-out data, writes the model, and may change the model between steps
   (progressive stacking).
 * :func:`run`: DDP, gradient accumulation, clipping, the learning-rate schedule (linear warmup
-  then linear decay over the whole run, across stacking stages), metrics (metrics.jsonl and
+  then linear decay over the whole run, across stacking stages; :mod:`labse_model.optimizer`), metrics (metrics.jsonl and
   TensorBoard), the progress bar, checkpoints, and stats.json.
 
 The loop synchronises with the accelerator only at logging steps, or at every step when
@@ -24,15 +25,13 @@ import logging
 import math
 import os
 import queue
-import random
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-import numpy as np
 import torch
 from torch.nn.parallel import DistributedDataParallel as DDP
 from tqdm import tqdm
@@ -40,185 +39,10 @@ from tqdm import tqdm
 from labse_common.stats import StageCounter, check_balanced, write_report
 from labse_model import checkpoint as ckpt
 from labse_model.distributed import DistInfo, all_reduce_mean, barrier, gather_timer
+from labse_model.optimizer import linear_schedule
+from labse_model.train_state import TrainState, rng_state
 
 log = logging.getLogger(__name__)
-
-
-# --- seeds and RNG state -----------------------------------------------------------------------
-
-
-def set_seed(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed % (2**32))
-    torch.manual_seed(seed)
-
-
-def rng_state() -> dict:
-    state = {
-        "python": random.getstate(),
-        "numpy": np.random.get_state(),
-        "torch": torch.get_rng_state(),
-    }
-    if torch.cuda.is_available():
-        state["cuda"] = torch.cuda.get_rng_state_all()
-    return state
-
-
-def set_rng_state(state: dict) -> None:
-    random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
-    torch.set_rng_state(state["torch"])
-    if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
-
-
-# --- optimisation helpers ----------------------------------------------------------------------
-
-
-def linear_schedule(warmup: int, total: int) -> Callable[[int], float]:
-    """LR multiplier: linear warmup to 1, then linear decay to 0 at ``total``."""
-
-    def f(step: int) -> float:
-        if step < warmup:
-            return (step + 1) / max(1, warmup)
-        return max(0.0, (total - step) / max(1, total - warmup))
-
-    return f
-
-
-WORD_EMBEDDINGS = "embeddings.word_embeddings.weight"
-
-
-def param_groups(
-    model: torch.nn.Module, weight_decay: float, embedding_lr_scale: float = 1.0
-) -> list[dict]:
-    """AdamW groups; each carries ``lr_mult``, its learning rate relative to the schedule's.
-
-    BERT convention: no decay on biases and LayerNorm weights. The word-embedding matrix (tied
-    to the MLM output projection) has its own group: a row only gets a gradient when its token
-    occurs, so on small data rare tokens barely move at the body's learning rate
-    (bench/README.md measures ``embedding_lr_scale``).
-    """
-    decay, no_decay, emb = [], [], []
-    for name, p in model.named_parameters():
-        if not p.requires_grad:
-            continue
-        if name.endswith(WORD_EMBEDDINGS):
-            emb.append(p)
-        else:
-            (no_decay if p.ndim < 2 or "LayerNorm" in name else decay).append(p)
-    groups = [
-        {"params": decay, "weight_decay": weight_decay, "lr_mult": 1.0},
-        {"params": no_decay, "weight_decay": 0.0, "lr_mult": 1.0},
-    ]
-    if emb:
-        groups.append(
-            {"params": emb, "weight_decay": weight_decay, "lr_mult": float(embedding_lr_scale)}
-        )
-    return groups
-
-
-def make_optimizer(
-    model: torch.nn.Module,
-    lr: float,
-    weight_decay: float,
-    eps: float,
-    device: torch.device,
-    embedding_lr_scale: float = 1.0,
-) -> torch.optim.Optimizer:
-    # foreach on CPU too: one kernel per op over all tensors instead of a Python loop.
-    cuda = device.type == "cuda"
-    groups = param_groups(model, weight_decay, embedding_lr_scale)
-    for g in groups:
-        g["lr"] = lr * g["lr_mult"]
-    return torch.optim.AdamW(groups, lr=lr, eps=eps, fused=cuda, foreach=not cuda)
-
-
-# --- state -------------------------------------------------------------------------------------
-
-
-@dataclass
-class TrainState:
-    model: torch.nn.Module
-    optimizer: torch.optim.Optimizer
-    step: int = 0
-    micro: int = 0  # micro-batches consumed (the data position of the lanes' batch grid)
-    cursors: dict[str, dict[int, int]] = field(default_factory=dict)  # stream -> lane -> record
-    stage: int = 0
-    events: dict[str, int] = field(default_factory=dict)  # run-wide counts up to ``step``
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    def trainer_state(self) -> dict:
-        return {
-            "step": self.step,
-            "micro": self.micro,
-            "cursors": self.cursors,
-            "stage": self.stage,
-            "events": self.events,
-            "extra": self.extra,
-            "optimizer": self.optimizer.state_dict(),
-        }
-
-
-def read_trainer_state(path: str) -> dict:
-    return torch.load(
-        os.path.join(path, ckpt.TRAINER_STATE), map_location="cpu", weights_only=False
-    )
-
-
-def find_resume(ckpt_root: str, info: DistInfo) -> str | None:
-    """The newest valid checkpoint (corrupt ones reported and skipped), or None for a new run."""
-    if info.is_main:
-        ckpt.clean_tmp(ckpt_root)
-    barrier()
-    resume = ckpt.latest_valid(
-        ckpt_root, on_corrupt=lambda p, e: log.error("corrupt checkpoint kept but skipped: %s", e)
-    )
-    if resume is None and ckpt.list_checkpoints(ckpt_root):
-        raise RuntimeError(
-            f"every checkpoint under {ckpt_root} is corrupt; move them away to start over"
-        )
-    return resume
-
-
-def restore_rng(resume: str, info: DistInfo, seed: int, step: int) -> None:
-    rng_path = os.path.join(resume, f"rng-rank{info.rank}.pt")
-    if os.path.exists(rng_path):
-        set_rng_state(torch.load(rng_path, map_location="cpu", weights_only=False))
-    else:
-        log.warning("no RNG state for rank %d (world size changed?): reseeding", info.rank)
-        set_seed(seed + info.rank + step)
-
-
-def restore_state(
-    state: TrainState, resume: str, fingerprint: dict, info: DistInfo, seed: int
-) -> None:
-    """Continue ``state`` from the checkpoint ``resume``: its optimizer, step, data position,
-    events and RNG. A checkpoint of other data or batching (``fingerprint``), or of another
-    stacking stage than its model's depth, is refused: resuming it would silently mix runs."""
-    saved = read_trainer_state(resume)
-    was = saved.get("extra", {}).get("data", {})
-    if was != fingerprint:
-        raise RuntimeError(
-            f"{resume} was trained on different data or batching ({was}); now {fingerprint}: not the same run"
-        )
-    if int(saved.get("stage", 0)) != state.stage:
-        raise RuntimeError(
-            f"{resume}: stage {saved['stage']} but its model has the depth of stage {state.stage}"
-        )
-    state.optimizer.load_state_dict(saved["optimizer"])
-    state.step, state.micro = int(saved["step"]), int(saved["micro"])
-    state.cursors, state.events = saved["cursors"], saved["events"]
-    restore_rng(resume, info, seed, state.step)
-
-
-def quiet_workers(info: DistInfo) -> None:
-    """In a distributed run rank 0 speaks; the others only warn."""
-    if info.enabled:
-        logging.getLogger().setLevel(logging.INFO if info.is_main else logging.WARNING)
-
-
-# --- batches -----------------------------------------------------------------------------------
 
 
 @dataclass
@@ -274,9 +98,6 @@ class Prefetcher:
         self.thread.join(timeout=5)
 
 
-# --- objectives --------------------------------------------------------------------------------
-
-
 class Objective(Protocol):
     stage_name: str
 
@@ -293,14 +114,6 @@ class Objective(Protocol):
     def after_step(self, state: TrainState) -> bool: ...
 
     def lr_scale(self, state: TrainState) -> float: ...
-
-    # Optional: ``forward_backward(model, batch, loss_scale, autocast, sync) -> (loss, parts)``
-    # computes the step AND backpropagates ``loss * loss_scale`` itself (gradient caching runs
-    # several backward passes per micro-batch); ``sync`` is False on a micro-batch that must not
-    # all-reduce yet. Without it the loop calls ``train_step`` and ``backward`` once.
-
-
-# --- metrics -----------------------------------------------------------------------------------
 
 
 class Metrics:
@@ -353,9 +166,6 @@ class Metrics:
         self.file.close()
         if self.tb is not None:
             self.tb.close()
-
-
-# --- the loop ----------------------------------------------------------------------------------
 
 
 class LoopKeys(Protocol):

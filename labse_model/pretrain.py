@@ -39,21 +39,13 @@ from labse_common.sections.pretrain import PretrainConfig
 from labse_model import stream, stream_windows
 from labse_model.distributed import DistInfo, init_from_env
 from labse_model.lanes import Lane, lanes_of_rank
-from labse_model.loop import (
-    Batch,
-    LoopConfig,
-    TrainState,
-    find_resume,
-    make_optimizer,
-    quiet_workers,
-    restore_state,
-    run,
-    set_seed,
-)
+from labse_model.loop import Batch, LoopConfig, run
 from labse_model.masking import MaskSpec, collate, mask_tokens, pack_rows, pack_sentences, tlm_pair
 from labse_model.mlm import MaskedLM, load_head, save_head, stack, stack_optimizer_state
 from labse_model.model import load_encoder, load_tokenizer, random_encoder, save_encoder
+from labse_model.optimizer import make_optimizer
 from labse_model.train import check_batch_grid, device_for
+from labse_model.train_state import TrainState, find_resume, quiet_workers, restore_state, set_seed
 
 log = logging.getLogger(__name__)
 

@@ -35,17 +35,7 @@ from labse_model.distributed import DistInfo, barrier, init_from_env
 from labse_model.grad_cache import cached_forward_backward
 from labse_model.hard_negatives import HardNegativePool
 from labse_model.lanes import Lane, lanes_of_rank, source_of, unknown_sources
-from labse_model.loop import (
-    Batch,
-    LoopConfig,
-    TrainState,
-    find_resume,
-    make_optimizer,
-    quiet_workers,
-    restore_state,
-    run,
-    set_seed,
-)
+from labse_model.loop import Batch, LoopConfig, run
 from labse_model.loss import AdditiveMarginRankingLoss
 from labse_model.model import (
     SentenceEncoder,
@@ -54,6 +44,8 @@ from labse_model.model import (
     random_encoder,
     save_encoder,
 )
+from labse_model.optimizer import make_optimizer
+from labse_model.train_state import TrainState, find_resume, quiet_workers, restore_state, set_seed
 
 log = logging.getLogger(__name__)
 

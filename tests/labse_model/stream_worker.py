@@ -13,9 +13,9 @@ from labse_common.config import from_dict
 from labse_common.sections.pretrain import PretrainConfig
 from labse_model import stream
 from labse_model.distributed import init_from_env, shutdown
-from labse_model.loop import TrainState
 from labse_model.model import load_tokenizer
 from labse_model.pretrain import PretrainObjective
+from labse_model.train_state import TrainState
 
 MICRO_BATCHES = 6
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import torch
 
-from labse_model.loop import make_optimizer
 from labse_model.mlm import MaskedLM
 from labse_model.model import build_config, new_encoder
+from labse_model.optimizer import make_optimizer
 
 
 def _model() -> MaskedLM:
