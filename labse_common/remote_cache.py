@@ -120,7 +120,11 @@ def _download(sources: list[str], entries: list[Entry], dest: Path, flag: str | 
         for i, (source, e) in enumerate(zip(sources, entries), 1):
             target = part / e.rel
             target.parent.mkdir(parents=True, exist_ok=True)
-            with filesystems.remote_failures(), filesystems.open_read(source) as f, open(target, "wb") as out:
+            with (
+                filesystems.remote_failures(),
+                filesystems.open_read(source) as f,
+                open(target, "wb") as out,
+            ):
                 shutil.copyfileobj(f, out, 1 << 20)
             if target.stat().st_size != e.size:  # the object changed while it was read
                 raise InputError(source, f"read {target.stat().st_size} of {e.size} bytes", flag)

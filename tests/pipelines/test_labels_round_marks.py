@@ -13,9 +13,9 @@ import json
 
 import pytest
 
-from filters.bitext.label_store import LabelSheet
 from filters.bitext.label_rounds import rounds_of, two_round_estimate
 from filters.bitext.label_sheet import read_sheet
+from filters.bitext.label_store import LabelSheet
 from labse_common.cli import EXIT_NEEDS_LABELS
 from labse_common.config import load
 from pipelines.e2e_tasks import labels as gate

@@ -33,9 +33,9 @@ import pytest
 from filters.bitext import cli_combine, cli_sample
 from filters.bitext.calibrate import CalibrationError, check_labels
 from filters.bitext.label_page import make_server, url_of
+from filters.bitext.label_sheet import read_sheet
 from filters.bitext.label_store import LabelSheet
 from filters.bitext.label_view import margin_text
-from filters.bitext.label_sheet import read_sheet
 from filters.bitext.sample import draw_sample, labelling_order, read_labels
 from labse_common.config import load
 from labse_common.sections.combine import CombineConfig

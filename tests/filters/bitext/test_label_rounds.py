@@ -24,9 +24,9 @@ import pytest
 
 from filters.bitext import adaptive_sample as ad
 from filters.bitext.combine import CombinedScorer
-from filters.bitext.label_store import LabelSheet
 from filters.bitext.label_rounds import rounds_of, two_round_estimate
 from filters.bitext.label_sheet import read_sheet
+from filters.bitext.label_store import LabelSheet
 from labse_common.config import load
 from tests.filters.bitext.test_label_order import (
     SMALL,
