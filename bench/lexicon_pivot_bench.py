@@ -1,4 +1,4 @@
-"""Pivot dictionaries against direct ones (issue 47, item 4): retrieval by lexical score alone.
+"""Pivot dictionaries against direct ones: retrieval by lexical score alone.
 
 Fits ``filters lexicon`` on de-en and fr-en training pairs only (Tatoeba train, plus PUD lines of
 two disjoint ranges, so that no English line links a German to a French sentence), with

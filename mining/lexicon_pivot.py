@@ -1,4 +1,4 @@
-"""Dictionaries for every language pair to mine (issue 47): one fit per language pair of the
+"""Dictionaries for every language pair to mine: one fit per language pair of the
 training pairs (:func:`fit_set`), and for a pair with none a pivot dictionary composed through a
 language both its sides were fitted with (:func:`add_pivots`, :func:`compose`):
 

@@ -48,3 +48,30 @@ def test_the_check_finds_the_ways_it_was_written():
         assert work_log_mentions(said), said
     for fine in ("a Flink 1.19 session cluster", "no graphical session is detected"):
         assert not work_log_mentions(fine), fine
+
+
+# Code may speak of boto or HTTP sessions, so in Python sources only the work log's own phrases
+# count: an issue number, "the tenth session", "this session", "session 8".
+_CODE_LOG = re.compile(
+    r"\bissues?\s+#?\d+|\b(?:\w+th|first|second|third|this|last|next) session\b|\bsession[ -]\d+",
+    re.I,
+)
+
+
+def python_sources() -> list[Path]:
+    here = Path(__file__).resolve()
+    dirs = ("labse_common", "labse_model", "mining", "filters", "pipelines", "tests", "bench")
+    return sorted(p for d in dirs for p in (ROOT / d).rglob("*.py") if p.resolve() != here)
+
+
+def test_the_code_does_not_tell_how_the_work_was_organised():
+    wrong = [
+        f"{src.relative_to(ROOT)}:{n}: {line.strip()[:120]}"
+        for src in python_sources()
+        for n, line in enumerate(src.read_text(encoding="utf-8").splitlines(), 1)
+        if _CODE_LOG.search(line)
+    ]
+    assert not wrong, f"{len(wrong)} line(s) name sessions or issues:\n" + "\n".join(wrong)
+    for said in ("(issue 47, item 4)", "Issue 34: a config error", "the tenth session's figure"):
+        assert _CODE_LOG.search(said), said
+    assert not _CODE_LOG.search("a boto3 session with no credentials")

@@ -196,7 +196,7 @@ NO_OUTPUT = "writes no output folder"
 NO_INPUT = "reads no input file"
 # Two writers are one claim (labse_common.output_dir) taken at one call site; a command whose
 # call site another command's case already races, or whose claim another module races, is
-# declared here, so that each way of claiming is raced once (issue 35: the suite's time).
+# declared here, so that each way of claiming is raced once (the suite's time).
 SAME_CLAIM_FILTERS = (
     "tests/filters/test_cli_contract.py: every filters command against a held output (exit 2, "
     "one line, untouched) and two real rules processes racing into one folder"

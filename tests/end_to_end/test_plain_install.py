@@ -1,4 +1,4 @@
-"""The README's install without the Makefile, as a user does it (issue 49 item 10): a fresh venv
+"""The README's install without the Makefile, as a user does it: a fresh venv
 (``python -m venv``, nothing shared with the test's), ``pip install torch==2.13.0``, then the
 project's wheel with its declared dependencies from the package index, no extra. A corpus job
 and the runner's dry run then work, and a command that needs an optional part (S3, GCS, Dask)

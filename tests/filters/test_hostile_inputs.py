@@ -1,4 +1,4 @@
-"""Issue 34, the filters' cases: a hostile or mistaken input is one line and exit 2 (or counted),
+"""The filters' hostile inputs: a hostile or mistaken input is one line and exit 2 (or counted),
 never a traceback, a silent cast or a label counted twice."""
 
 from __future__ import annotations

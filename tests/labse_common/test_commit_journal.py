@@ -1,4 +1,4 @@
-"""An interrupted commit always recovers (labse_common/commit_journal.py, issue 49 item 1).
+"""An interrupted commit always recovers (labse_common/commit_journal.py).
 
 A child process replaces an old output with ``--overwrite`` and is stopped by SIGINT, SIGTERM or
 SIGKILL right after each step of the swap (``LABSE_COMMIT_FAULT``: the journal written, every

@@ -1,4 +1,4 @@
-"""Issue 49, items 6 and 8: ``launch:`` and ``beam:`` are checked when the config loads (Beam
+"""``launch:`` and ``beam:`` are checked when the config loads (Beam
 options against Beam's own option classes), an ``extends:`` chain is depth-limited and an empty
 optional path is refused; each is one line naming the key with exit status 2, the dry run
 included, instead of a traceback or a silent change once the run starts."""

@@ -1,4 +1,4 @@
-"""Issue 34: a config error is one short line. The echoed value is capped (an alias-expanded
+"""A config error is one short line. The echoed value is capped (an alias-expanded
 YAML value was a 522 KB error line) and a YAML document whose aliases expand to millions of
 values ("billion laughs") is refused before it is built."""
 

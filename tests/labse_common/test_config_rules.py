@@ -1,4 +1,4 @@
-"""One rule for config values, in files and in --set alike (issue 34): base-10 integers, no
+"""One rule for config values, in files and in --set alike: base-10 integers, no
 base-60 or octal numbers, booleans only true/false, duplicate keys and unknown sections refused
 by every command's reader, not only the runner's."""
 

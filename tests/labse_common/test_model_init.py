@@ -1,4 +1,4 @@
-"""labse_common.model_init (issue 47): model.init given the Hugging Face cache folder of the
+"""labse_common.model_init: model.init given the Hugging Face cache folder of the
 released LaBSE is its snapshot, and a user's run without model.init that trains the demo's small
 shape gets one warning line naming the shape and model.init."""
 

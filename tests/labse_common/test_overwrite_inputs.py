@@ -1,4 +1,4 @@
-"""--overwrite never deletes a command's own input (issue 34): an input inside the output folder
+"""--overwrite never deletes a command's own input: an input inside the output folder
 is refused in one line with exit status 2 before anything is read or written, for every command
 that ends in run_main with its arguments."""
 

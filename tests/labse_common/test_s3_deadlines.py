@@ -1,4 +1,4 @@
-"""S3 bounds are bounds (issue 49 item 7), on loopback: a write that meets a stalled server and
+"""S3 bounds are bounds, on loopback: a write that meets a stalled server and
 the clean-up after it end within one request's bound plus a short grace, not one bound per
 clean-up call; a failed multipart upload sends no more parts and leaves no thread retrying after
 its error; the preflight refuses an endpoint that answers HTML with status 200 before any work.

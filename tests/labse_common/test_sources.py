@@ -303,7 +303,7 @@ def test_detect_lines():
         detect_lines(["x"], model_path="/nonexistent/model.bin")
 
 
-# --- several globs of one source (issue 47: a WET-only folder must not stop on the WARC glob) ----
+# --- several globs of one source (a WET-only folder must not stop on the WARC glob) ----
 
 
 def test_a_pair_glob_matching_nothing_is_skipped_while_another_matches(tmp_path, caplog):

@@ -1,4 +1,4 @@
-"""Issue 34: text that is only zero-width characters is nothing once normalised. A vocabulary
+"""Text that is only zero-width characters is nothing once normalised. A vocabulary
 learned from it (5 special tokens) and training on pairs of it were exit 0; now exit 2 naming the
 input, and the training scan counts such pairs (``empty_after_normalisation``) so stats balance."""
 

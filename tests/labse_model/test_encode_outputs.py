@@ -1,4 +1,4 @@
-"""``labse_model encode`` outputs are claimed like every other output (issue 34).
+"""``labse_model encode`` outputs are claimed like every other output.
 
 * a ``.npy`` has its own ``X.stats.json`` (two in a folder never share one stats.json);
 * two writers to one ``.npy``: exactly one wins, the other exits 2; an existing one needs

@@ -1,5 +1,5 @@
-"""``labse_model pretrain|train`` check their launch flags as the ``launch:`` section is checked
-(issue 49 item 6): a bad --nnodes, a --node-rank beyond it or an endpoint that is not HOST:PORT
+"""``labse_model pretrain|train`` check their launch flags as the ``launch:`` section is checked:
+a bad --nnodes, a --node-rank beyond it or an endpoint that is not HOST:PORT
 is one line naming the flag, exit 2, before any worker or rendezvous starts."""
 
 from __future__ import annotations

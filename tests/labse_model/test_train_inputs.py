@@ -1,4 +1,4 @@
-"""Issue 9 items of the training input: a vocabulary directory without a vocabulary, a truncated
+"""The training input's hostile cases: a vocabulary directory without a vocabulary, a truncated
 pairs.tsv.gz, reproducible runs without --vocab, truncation counts across a resume."""
 
 from __future__ import annotations

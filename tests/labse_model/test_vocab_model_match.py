@@ -1,4 +1,4 @@
-"""Issue 34: a model folder whose vocabulary does not fit its embedding table, or whose weights do
+"""A model folder whose vocabulary does not fit its embedding table, or whose weights do
 not load, is one error line and exit 2 (was an IndexError, or exit 0 with nearly every token
 [UNK], or transformers' load report before the error)."""
 

@@ -295,7 +295,7 @@ def test_help_lists_every_option() -> None:
 
 
 def test_write_pairs_in_slices_equals_one_slice(tmp_path: Path) -> None:
-    # Bounded row groups / TSV slices (issue 21) must not change what is written.
+    # Bounded row groups / TSV slices must not change what is written.
     n = 10
     table = pa.table(
         {

@@ -1,4 +1,4 @@
-"""The miner's corpora as Arrow columns (issue 21): the same cleaning as Python strings gave,
+"""The miner's corpora as Arrow columns: the same cleaning as Python strings gave,
 no Python object per row kept, and the output gathered slice by slice."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 34, the mining package and the embedding store under hostile input: each case failed
+"""The mining package and the embedding store under hostile input: each case failed
 on the code before the fix (a traceback, exit 0 with nothing mined, a file outside the output or
 the store, a wrong answer to a documented command) and is one line and exit 2, or a count."""
 
@@ -233,7 +233,7 @@ def test_store_refuses_any_name_with_a_path(tmp_path: Path, name: str) -> None:
 
 
 def test_one_import_path_for_the_store() -> None:
-    assert importlib.util.find_spec("mining.embeddings") is None  # issue 35: a second path
+    assert importlib.util.find_spec("mining.embeddings") is None  # a second path
 
 
 # --- 5. mine-many pairs are language codes, normalised, and nothing else --------------------------

@@ -1,4 +1,4 @@
-"""Issue 35: one registry of index kinds (mining.indexes). Every name ``mining.index`` accepts
+"""One registry of index kinds (mining.indexes). Every name ``mining.index`` accepts
 builds in every path that builds an index: bounded mining, in-memory kNN (evaluation), BUCC's
 mining and margin scoring; a name that is none is one ConfigError in each."""
 

@@ -1,4 +1,4 @@
-"""Lexicon files checked before use (issue 49, item 4): a table that is not a lexicon this
+"""Lexicon files checked before use: a table that is not a lexicon this
 project wrote (bad probabilities, an unknown direction, null words, nothing in it) and a lexicon
 fitted on other languages are one line naming the file, exit status 2, before the miner claims
 its output; a lexicon that records no languages is used with a warning."""
@@ -166,7 +166,7 @@ def test_mining_other_languages_than_the_lexicons_is_refused_its_own_mine(made, 
         (line,) = error_lines(caplog)
         assert str(lex) in line and f"fitted on de-en, not on {mined}" in line, line
         assert not out.exists()
-    # Its own languages, in any spelling and either order (issue 47), mine with it.
+    # Its own languages, in any spelling and either order, mine with it.
     for src, trg in (("deu", "ENG"), ("en", "de")):
         out = tmp_path / f"ok-{src}"
         assert mine(made, out, lex, "--src-lang", src, "--trg-lang", trg) == 0
@@ -190,7 +190,7 @@ def test_a_lexicon_that_records_no_languages_is_used_with_a_warning(made, tmp_pa
 
 
 def test_mine_many_mines_a_pair_the_lexicon_lacks_without_it(made, tmp_path, caplog):
-    # The runner must still run when a pair has no dictionary (issue 47): that pair is mined by
+    # The runner must still run when a pair has no dictionary: that pair is mined by
     # the encoder alone, its lex_* empty (the combined filter imputes them), with a warning.
     out = tmp_path / "many"
     with caplog.at_level(logging.WARNING):

@@ -1,4 +1,4 @@
-"""Dictionaries for every pair to mine (issue 47, item 4): one fit serves both orders of its
+"""Dictionaries for every pair to mine: one fit serves both orders of its
 language pair, and a pair with no training pairs gets a pivot dictionary composed through a
 language both sides were fitted with, p(fr|de) = sum over en of q(fr|en) q(en|de), q each
 dictionary's rows raised to ``sharpen`` and renormalised."""

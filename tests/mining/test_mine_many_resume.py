@@ -1,4 +1,4 @@
-"""``mining mine-many`` resumes by language pair (issue 46 item 3): killed with
+"""``mining mine-many`` resumes by language pair: killed with
 ``LABSE_KILL_AFTER=mine:1`` right after its first pair, the same command keeps that pair
 (``resumed_shards`` 1 in stats.json), mines the rest, and writes what an uninterrupted run
 writes."""

@@ -1,4 +1,4 @@
-"""The runner's ``cds_score`` stage by language pair (issue 46): one ``filters cds-score`` per
+"""The runner's ``cds_score`` stage by language pair: one ``filters cds-score`` per
 pair, each a unit a killed run keeps (pipelines/run/units.py), then ``pipelines.pair_assembly
 scored`` joining them into the ``scored.parquet`` and ``stats.json`` the later stages read, in
 the rules' ``kept_all.parquet`` order. The kill and rerun through the runner itself:

@@ -1,4 +1,4 @@
-"""The runner's labels stage keeps round two's marks (issue 47 item 2 through the runner).
+"""The runner's labels stage keeps round two's marks (the near-threshold round, through the runner).
 
 A person labels the runner's ``OUTPUT/labels.tsv`` on the page, draws the near-threshold round
 and labels part of it. Rerunning the labels task rebuilds the file from the sample: the round

@@ -1,4 +1,4 @@
-"""The runner's ``mine`` stage on the Beam engine (issue 46 item 2): one ``pipelines.mine --pair``
+"""The runner's ``mine`` stage on the Beam engine: one ``pipelines.mine --pair``
 job per language pair, then ``--sum-stats``. Each job writes exactly the files and rows
 ``mining mine-many`` writes for that pair (sentences joined from the corpus, the lexicon's
 re-ranking and lex_* columns, the config's shards), on a loopback Dask cluster and with the

@@ -1,4 +1,4 @@
-"""Inputs on object storage (issue 46 item 1): ``model.init`` / ``--model`` as an ``s3://`` encoder
+"""Inputs on object storage: ``model.init`` / ``--model`` as an ``s3://`` encoder
 folder (copied once per machine into $XDG_CACHE_HOME/labse/models, whole or not at all),
 ``sources.pairs``/``eval``/``text`` as S3 globs and ``combine.labels`` as an S3 object, on a
 loopback moto server; every missing one is one line and exit status 2."""

@@ -1,4 +1,4 @@
-"""Issue 47 item 3: the report answers first. A summary box at the top (bitext pairs per language
+"""The report answers first. A summary box at the top (bitext pairs per language
 pair, the estimated GOOD share with its interval and the target verdict, the measured precision
 and recall, the encoder's shape with a warning for the demo's shape on a user's data), then one
 funnel picture, the per-pair table and the GOOD/BAD feature distributions; in headless Chromium
@@ -246,7 +246,7 @@ def test_the_first_screen_in_chromium_shows_the_summary_box(unreached):
 
 
 def test_the_stage_table_says_which_shards_were_resumed(tmp_path):
-    """A stage that kept shards an earlier, killed attempt finished says so (issue 46)."""
+    """A stage that kept shards an earlier, killed attempt finished says so."""
     run = make_run(tmp_path)
     m = manifest_path(run, "mine")
     _json(m, {**json.loads(m.read_text()), "resumed_shards": 2})

@@ -1,4 +1,4 @@
-"""Issue 34: a stats.json unit without ``dropped`` is one line naming the file and the unit
+"""A stats.json unit without ``dropped`` is one line naming the file and the unit
 (exit 2), not a KeyError traceback from the report's tables."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A killed stage keeps the shards it finished; the rerun does only the rest (issue 46 item 3).
+"""A killed stage keeps the shards it finished; the rerun does only the rest.
 
 ``pipelines.e2e_tasks embed`` writes one shard per language. Killed with
 ``LABSE_KILL_AFTER=embed:1`` right after its first language, its rerun keeps that store

@@ -1,4 +1,4 @@
-"""The runner on a user's own data (issue 32): a layout the demo never used, a non-English pair,
+"""The runner on a user's own data: a layout the demo never used, a non-English pair,
 pairs as TSV and as Moses files, an evaluation alignment as TSV and Parquet, and an encoder given
 by ``model.init``. The run stops for a person's labels with exit status 3 naming the file; the
 same command completes once the file is filled; labels of an earlier run are matched to a rerun's

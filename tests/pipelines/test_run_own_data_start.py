@@ -1,4 +1,4 @@
-"""configs/own-data.yaml as a user starts with it (issue 47 item 5): it plans on a folder of WET
+"""configs/own-data.yaml as a user starts with it: it plans on a folder of WET
 files only, of WARC files only or of Wikipedia dumps only (a glob that matches nothing is skipped
 while another glob of the text to mine matches); a folder where none matches is one line, exit 2;
 a run that trains the demo's small shape says so in one WARNING line, and model.init takes the

@@ -1,4 +1,4 @@
-"""The runner's ``--publish`` never writes over what it did not write (issue 49 item 2): a folder
+"""The runner's ``--publish`` never writes over what it did not write: a folder
 of a user's files, the run folder, its ``bitext/``, ``--data`` and an earlier publication (without
 ``--publish-overwrite``) are refused before any stage runs, with one line and exit status 2, the
 destination left byte for byte as it was; ``publish_bitext`` on a finished run folder replaces

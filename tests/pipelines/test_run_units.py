@@ -499,7 +499,7 @@ def _one_command_stage(name: str, command: Callable[[], list[str]]):
 
 
 def test_a_stage_failing_again_shows_only_this_attempts_lines(tmp_path: Path):
-    """Issue 49 item 9: the tail a failed stage shows was the end of a log every attempt appended
+    """The tail a failed stage shows was the end of a log every attempt appended
     to, so a short second failure showed the first attempt's lines as its own."""
     from pipelines.run.execute import StageFailed, run_stage
     from pipelines.run.plan import Plan

@@ -1,4 +1,4 @@
-"""The ``sentences`` stage resumes by language (issue 46 item 3).
+"""The ``sentences`` stage resumes by language.
 
 ``pipelines.e2e_tasks sentences`` writes one shard per language. Killed with
 ``LABSE_KILL_AFTER=sentences:1`` right after its first language, its rerun keeps that language

@@ -1,5 +1,5 @@
-"""Every process a stage starts dies with a runner killed outright (``kill -9``, issue 49 item
-9): the stage's own process and its children, Beam's SDK worker processes included (they
+"""Every process a stage starts dies with a runner killed outright (``kill -9``):
+the stage's own process and its children, Beam's SDK worker processes included (they
 outlived the runner by 18 s or more, until their gRPC channel timed out).
 
 The runner here is a small script that runs one stage command the way run_stage does

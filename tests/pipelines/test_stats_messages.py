@@ -1,4 +1,4 @@
-"""Messages name the committed output, not the temporary folder the commit removes (issue 34):
+"""Messages name the committed output, not the temporary folder the commit removes:
 a corpus job that skipped bad input points at OUTPUT/stats.json, not OUTPUT/_tmp-<job>/...."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A WARC/WET record whose Content-Length is larger than the record (issue 34): the records after
+"""A WARC/WET record whose Content-Length is larger than the record: the records after
 it were read as its content and their sentences credited to its URL, with no warning. The reader
 now finds the record boundary inside the content, cuts the record there and reads the swallowed
 records as themselves, counting the resynchronisation."""

@@ -1,6 +1,6 @@
 """A folder in the Hugging Face cache layout, as ``huggingface_hub`` leaves a download on disk:
 ``models--ORG--NAME/`` with ``blobs/<sha256>``, ``snapshots/<commit>/`` of relative symlinks to
-the blobs, and ``refs/main`` naming the commit (issue 47: model.init given that folder)."""
+the blobs, and ``refs/main`` naming the commit (model.init given that folder)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """``filters lexicon`` records the languages of the pairs it fits on and refuses what it cannot
-use (issue 49, item 4): lexicon.min_prob outside (0, 1), a damaged --lexicon, a language that is
+use: lexicon.min_prob outside (0, 1), a damaged --lexicon, a language that is
 no language; each one line, exit status 2, nothing written."""
 
 from __future__ import annotations

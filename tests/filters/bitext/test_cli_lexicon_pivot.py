@@ -1,4 +1,4 @@
-"""``filters lexicon --for-pairs`` (issue 47, item 4): the pairs to mine that no training pair
+"""``filters lexicon --for-pairs``: the pairs to mine that no training pair
 covers get a pivot dictionary, and stats.json and the file's metadata say which pairs are
 direct, pivoted or absent; the miner's check accepts pivoted pairs in either order."""
 

@@ -1,5 +1,5 @@
 """The combined pair score, calibrated on a labelled sample OF THE MINED PAIRS, judged on the
-other half of a known alignment (issue 20: the threshold's promise must hold on unseen pairs)."""
+other half of a known alignment (the threshold's promise must hold on unseen pairs)."""
 
 from __future__ import annotations
 

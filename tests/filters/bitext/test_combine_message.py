@@ -1,5 +1,5 @@
 """``filters combine``'s closing line says which threshold it applied and how it was chosen
-(issue 49 item 9: it said "threshold none" after applying the best reachable one)."""
+(it said "threshold none" after applying the best reachable one)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 47 item 1: labels in an order where every prefix is a stratified sample, and a page that
+"""Labels in an order where every prefix is a stratified sample, and a page that
 says, live, whether the labels are enough and what ``combine`` would estimate from them.
 
 * the labelling file (``filters sample``'s sample.tsv and the runner's labels.tsv) is ordered

@@ -311,7 +311,7 @@ def test_ctrl_c_exits_130_after_logging_the_labels_per_pair(sample):
 
 
 def test_a_cr_in_a_cell_and_a_long_cell_are_read_at_start_up(tmp_path):
-    """A line break another tool left in a cell and a cell past csv's 128 KiB limit (issue 49):
+    """A line break another tool left in a cell and a cell past csv's 128 KiB limit:
     the page starts and shows both texts (the CR as the space the writer makes of it); labelling
     saves them back."""
     long = "lang " + "y" * 200_000
@@ -335,7 +335,7 @@ def test_a_cr_in_a_cell_and_a_long_cell_are_read_at_start_up(tmp_path):
 
 def test_a_linked_file_is_saved_through_the_link(tmp_path):
     """The runner reads the file a link points to: the page writes there and the link stays a
-    link (issue 49: it used to be replaced by a plain file, the real file never labelled)."""
+    link (it used to be replaced by a plain file, the real file never labelled)."""
     (tmp_path / "kept").mkdir()
     real = write_sample(tmp_path / "kept" / "labels.tsv")
     link = tmp_path / "labels.tsv"

@@ -1,4 +1,4 @@
-"""Issue 47 item 2 on the labelling page: after the first stratified round, a second round near
+"""On the labelling page: after the first stratified round, a second round near
 the threshold, drawn with known inclusion probabilities, and its unbiased estimate.
 
 * through the page's HTTP API: not offered before the first round is enough; then offered, and

@@ -1,7 +1,7 @@
 """The one reader of the labelling TSV (:mod:`filters.bitext.label_sheet`), through every command
 that reads labels with it: a line break left inside a cell by another tool and a cell longer than
-csv's 128 KiB field limit are read as the pair text they are, never a ``csv.Error`` traceback
-(issue 49 item 5). ``python -m filters label`` start-up is in ``test_label_page.py``; here
+csv's 128 KiB field limit are read as the pair text they are, never a ``csv.Error`` traceback.
+``python -m filters label`` start-up is in ``test_label_page.py``; here
 ``filters combine --labels`` and the runner's labels stage, plus the runner's rewrite of the
 person's labels file through a symbolic link.
 """
