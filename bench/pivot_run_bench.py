@@ -1,4 +1,4 @@
-"""A pivot pair's recall in a demo-sized run with the trained encoder (issue 47, item 4).
+"""A pivot pair's recall in a demo-sized run with the trained encoder.
 
 Runs the stage runner (``python -m pipelines.run --config demo``) on ../shared/data with de-fr
 added to ``mining.pairs``. The demo has training pairs for XX-en only, so the lexicon stage
