@@ -5,7 +5,7 @@
 Runs CMD and every ``--every`` seconds writes one JSON line per process of its tree
 (``t`` seconds since start, ``pid``, ``rss`` MiB, ``cmd``); at the end prints, per process that
 passed 100 MiB, its peak and when, and a coarse series. Used to find which phase of a Beam job
-grows (bench/README "Where the largest process's 10x→100x growth goes").
+grows (bench/HISTORY.md "Where the largest process's 10x→100x growth goes").
 """
 
 from __future__ import annotations

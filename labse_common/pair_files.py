@@ -278,7 +278,7 @@ def parquet_rows(path: str, rg: int, columns: Columns, start: int = 0, rows: int
 
     Not ``read_row_group``: that decodes the whole group (a corpus file's 100k-200k rows) for
     every block read from it, so the decode buffers followed the writer's row-group size, and
-    the rows after the block were decoded for nothing (bench/README "Where pretraining's memory
+    the rows after the block were decoded for nothing (bench/HISTORY.md "Where pretraining's memory
     goes")."""
     import pyarrow.parquet as pq
 

@@ -13,7 +13,7 @@ versions.
 Parallel ranged reads (blocks fetched ahead from a thread pool) were built and measured first:
 on the loopback moto server they read large files at 0.55x of one stream, because moto copies
 the whole object for every request (a 1 KB range of a 64 MB object costs 35 ms, the whole object
-120 ms), so they were not kept; see bench/README.md "Object stores".
+120 ms), so they were not kept; see bench/HISTORY.md "Object stores".
 
 Errors surface as Beam's: ``OSError(ENOENT)`` for a missing object when it is opened,
 ``messages.S3ClientError`` with 412 for a replaced one, and

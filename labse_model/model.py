@@ -185,7 +185,7 @@ class SentenceEncoder(nn.Module):
         only on its own tokens (padding is masked out of attention and pooling), so this is
         the one-call result with less padding: on the demo's mixed Tatoeba and PUD batches
         (21 real tokens a row, padded to 32) three groups made a training step 1.35-1.43x
-        faster (bench/README.md, "Length groups")."""
+        faster (bench/HISTORY.md, "Length groups")."""
         lengths = attention_mask.sum(1)
         order = torch.argsort(lengths, stable=True)
         parts = []

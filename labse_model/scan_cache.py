@@ -2,7 +2,7 @@
 whole corpus again.
 
 The scan reads every record once to count the usable ones per block: ~2 µs a Parquet sentence
-and ~3 µs a TSV pair on one core (bench/README.md, "The scan at restart"), so the paper's 17B
+and ~3 µs a TSV pair on one core (bench/HISTORY.md, "The scan at restart"), so the paper's 17B
 sentences and 6B pairs are ~15 CPU-hours, paid at every start and every resume of a preempted
 job. Saved once, a restart reads one file of ~28 B per block instead.
 

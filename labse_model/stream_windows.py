@@ -37,7 +37,7 @@ def window_bound(
     most ``block_rows`` records; the largest such blocks bound it. So memory per rank is
     lanes_on_rank x sum over languages of min(shuffle_blocks, ceil(blocks / lanes)) x block_rows
     x bytes per record: it stops growing once each language has lanes x shuffle_blocks blocks,
-    whatever the corpus size (bench/README "Where pretraining's memory goes")."""
+    whatever the corpus size (bench/HISTORY.md "Where pretraining's memory goes")."""
     per_lane = 0
     for blocks in res.groups.values():
         dealt = -(-len(blocks) // lanes)

@@ -63,7 +63,7 @@ OUTPUT_SLICE_ROWS = (
 # k-means iterations: FAISS's ClusteringParameters default (25) trains the PQ codebooks, but an
 # IVF index sets its coarse quantizer's to 10 (Level1Quantizer; "typically used for large
 # clusterings"). Counting 25 for the coarse k-means over-predicted its training 3.1-3.6x at
-# both 1M and 10M (bench/README, "Planner at 1M").
+# both 1M and 10M (bench/HISTORY.md, "Planner at 1M").
 KMEANS_ITERS = 25
 IVF_KMEANS_ITERS = 10
 
@@ -106,7 +106,7 @@ class Costs:
 
 
 # Fitted to the 10M x 10M run on the development machine (2 cores, AVX2, FAISS 1.15.1 CPU;
-# bench/README, "Mining at 10M x 10M"), its quiet direction: adding 10M vectors to
+# bench/HISTORY.md, "Mining at 10M x 10M"), its quiet direction: adding 10M vectors to
 # IVF4096,PQ192x4fs took 70.6 core-us each (coarse assignment at gemm_flop_s + encode_s),
 # searching them 200 core-us per query at nprobe 16 (coarse + 16 probes x probe_s + 39k codes x
 # 192 x pqfs_scan_s; probe_s from two list lengths with --calibrate), and the exact re-score of

@@ -2,7 +2,7 @@
 
 Beam's local engine keeps every shuffled element in the driver's memory, so the in-memory dedup
 (``CombinePerKey(DedupShard)``) needed ~2.3 KB of RAM per distinct sentence of the whole job
-(bench/README, "Scale ladder: corpus jobs"). Here the shuffle goes through files instead, as
+(bench/HISTORY.md, "Scale ladder: corpus jobs"). Here the shuffle goes through files instead, as
 external sorts and datatrove/stopes' dedup do:
 
 1. :class:`SpillRows` buffers the kept rows of a worker, and every ``spill_rows`` rows writes one

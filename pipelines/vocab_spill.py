@@ -1,7 +1,7 @@
 """A file shuffle for the vocabulary's word counts, for runners that hold a shuffle in RAM.
 
 On the local runner Beam's ``CombinePerKey`` over (language, word) kept every distinct key in the
-driver: 6.5M keys and ~3.3 GB at 10M sentences (bench/README, "The paper's vocabulary size"),
+driver: 6.5M keys and ~3.3 GB at 10M sentences (bench/HISTORY.md, "The paper's vocabulary size"),
 growing with the corpus. Here the counts go through sorted files instead, with the corpus
 dedup's merge machinery (``pipelines/spill.py``):
 

@@ -75,7 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_layout_option(p, "--pairs")
     # 5,000: at 1M pairs the scale ladder measured 105 µs/pair and a 218 MiB peak at 5,000, 158 µs
-    # and 273 MiB at 20,000 (bench/README "Scale ladder: pair rules and CDS scoring").
+    # and 273 MiB at 20,000 (bench/HISTORY.md "Scale ladder: pair rules and CDS scoring").
     p.add_argument("--batch-rows", type=int, default=5000, help="pairs per batch (default 5000)")
     add_common_options(p, STAGE, "output folder (kept.*, dropped.*, stats.json)", "max_ratio=2.5")
     return p

@@ -57,7 +57,7 @@ from labse_common.errors import InputError
 log = logging.getLogger("filters.bitext.label_rounds")
 
 # Round two should hold most of the labels: round one's count only for their own pairs in the
-# two-round estimate (bench/README.md, "Labels near the threshold").
+# two-round estimate (bench/HISTORY.md, "Labels near the threshold").
 DEFAULT_SIZE = 100
 
 

@@ -47,7 +47,7 @@ class MiningConfig:
     nprobe: int = option(16, min=1, help="IVF lists probed per query")
     train_size: int = option(200_000, min=1, help="vectors sampled to train an IVF/PQ index")
     # 16: with 4-bit PQ codes, 16 candidates (rerank 4) held 70% of the exact top-4 at 1M x 1M
-    # synthetic vectors, 64 held 98% for 1.8x the time (bench/README, "Buying recall").
+    # synthetic vectors, 64 held 98% for 1.8x the time (bench/HISTORY.md, "Buying recall").
     rerank: int = option(
         16, min=1, help="approximate search fetches k*rerank candidates, re-scored exactly"
     )

@@ -224,7 +224,7 @@ def collate(
 #: into row slices of this size, so scoring's memory does not follow the longest batch. Whole,
 #: a batch of 64 full-length (64-token) targets over 8,000 pieces held ~2.3 x 125 MiB of logits
 #: and their temporaries (+293 MiB), so cds-score's peak RSS was set by the longest batch it met,
-#: which a longer input is likelier to hold; sliced, +72 MiB (bench/README, CDS scale ladder).
+#: which a longer input is likelier to hold; sliced, +72 MiB (bench/HISTORY.md, CDS scale ladder).
 LOGIT_SLICE_BYTES = 16 * 2**20
 
 
