@@ -23,7 +23,7 @@ all three pairs are measured on the same English sentences. Ratio = de-fr / mean
 The final bitext's figures are the eval stage's (``eval/mined_pr.json``, evaluation half 1).
 
     python bench/pivot_run_bench.py [--data ../shared/data] [--work /tmp/pivot_bench]
-        [--tree .] [--analyse-only]
+        [--tree .] [--init DEMO_OUT/train/model] [--analyse-only]
 """
 
 from __future__ import annotations
@@ -31,12 +31,14 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import os
 import shutil
 import subprocess
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 
 from labse_common.cli import command_parser
@@ -50,6 +52,13 @@ PIVOT = "de-fr"
 MINED = "[de-en, fr-en, es-en, de-fr]"
 VARIANTS = {"pivot": [], "no-lexicon": ["--set", "mining.lexicon_weight=0"]}
 PRECISIONS = (0.8, 0.9)
+LEX = ("lex_fwd", "lex_bwd")
+LEX_WEIGHT = 0.1  # configs/demo.yaml mining.lexicon_weight
+LEX_FLOOR = math.log(1e-7)
+RANKINGS: dict[str, Callable[[dict], float]] = {
+    "margin": lambda r: r["margin"],
+    "margin+lex": lambda r: lex_score(r),
+}
 KEPT = ("mine", "eval", "lexicon/stats.json", "inputs/gold.tsv")
 
 SUMMARY = "A pivot pair's recall at fixed precision in a demo run, with and without the lexicon."
@@ -101,13 +110,15 @@ def write_pivot_gold(work: Path) -> int:
     return len(rows)
 
 
-def run_variants(tree: Path, data: Path, work: Path) -> None:
+def run_variants(tree: Path, data: Path, work: Path, init: Path | None) -> None:
     if not (work / "run" / "demo" / "eval").is_dir():
         runner(tree, data, work, "--only", "demo")
     log.info("de-fr alignment: %d pairs", write_pivot_gold(work))
+    # An encoder a demo run trained: the same one, without its 20-40 minutes of training.
+    base = ["--set", f"model.init={init}", "--set", "train.steps=0"] if init else []
     for name, extra in VARIANTS.items():
         t0 = time.monotonic()
-        runner(tree, data, work, *extra)
+        runner(tree, data, work, *base, *extra)
         log.info("variant %s: %.0f s", name, time.monotonic() - t0)
         dest = work / name
         shutil.rmtree(dest, ignore_errors=True)
@@ -125,14 +136,22 @@ def present_sentences(work: Path) -> dict[str, set[str]]:
     }
 
 
-def sweep(rows: list[dict], gold: list, present: dict, pair: str) -> dict:
-    """Recall at each precision of PRECISIONS over margin thresholds (pairs kept: margin above
-    it, ties kept together), with the eval stage's counts at the chosen threshold."""
-    rows = sorted(rows, key=lambda r: -r["margin"])
+def lex_score(r: dict) -> float:
+    """margin + 0.1 (lex_fwd + lex_bwd): the score the demo's re-ranking orders candidates by
+    (a missing lex score counts at the floor, log 1e-7, as mining.lexical_rerank does)."""
+    lex = sum(LEX_FLOOR if r[k] is None or math.isnan(r[k]) else r[k] for k in LEX)
+    return r["margin"] + LEX_WEIGHT * lex
+
+
+def sweep(
+    rows: list[dict], gold: list, present: dict, pair: str, key: Callable[[dict], float]
+) -> dict:
+    """Recall at each precision of PRECISIONS over thresholds on ``key`` (pairs kept: ``key``
+    above it, ties kept together), with the eval stage's counts at the chosen threshold; under
+    ``None``, the counts of every mined pair (the most recall a threshold can give)."""
+    rows = sorted(rows, key=lambda r: -key(r))
     ends = [
-        i + 1
-        for i in range(len(rows))
-        if i + 1 == len(rows) or rows[i + 1]["margin"] < rows[i]["margin"]
+        i + 1 for i in range(len(rows)) if i + 1 == len(rows) or key(rows[i + 1]) < key(rows[i])
     ]
     empty = _pr_rows(gold, [], present).get(pair, {"gold": 0, "reachable": 0})
     best = {
@@ -143,7 +162,7 @@ def sweep(rows: list[dict], gold: list, present: dict, pair: str) -> dict:
             "kept": 0,
             "correct": 0,
             "judged": 0,
-            "margin": None,
+            "threshold": None,
         }
         for p in PRECISIONS
     }
@@ -151,12 +170,13 @@ def sweep(rows: list[dict], gold: list, present: dict, pair: str) -> dict:
         r = _pr_rows(gold, rows[:end], present)[pair]
         for p in PRECISIONS:
             if r["judged"] and r["precision"] >= p and r["recall"] > best[p]["recall"]:
-                best[p] = {**r, "margin": rows[end - 1]["margin"]}
+                best[p] = {**r, "threshold": key(rows[end - 1])}
+    best[None] = _pr_rows(gold, rows, present).get(pair, empty)
     return best
 
 
 def analyse(work: Path, variant: str, present: dict) -> dict:
-    """{scope: {pair: sweep}} for one variant's snapshot."""
+    """{(ranking, scope): {pair: sweep}} for one variant's snapshot."""
     gold = read_gold(work / variant / "inputs" / "gold.tsv")
     by_pair: dict[str, list] = defaultdict(list)
     for g in gold:
@@ -169,22 +189,29 @@ def analyse(work: Path, variant: str, present: dict) -> dict:
             PIVOT: by_pair[PIVOT],
         },
     }
-    out: dict[str, dict] = {}
+    out: dict[tuple, dict] = {}
     for pair in (*DIRECT, PIVOT):
         mined = read_parquet(
             work / variant / "mine" / pair / "mined.parquet",
-            ["src", "trg", "src_lang", "trg_lang", "margin"],
+            ["src", "trg", "src_lang", "trg_lang", "margin", *LEX],
             "--mined",
         ).to_pylist()
-        for scope, golds in scopes.items():
-            out.setdefault(scope, {})[pair] = sweep(mined, golds[pair], present, pair)
-            out[scope][pair]["mined"] = len(mined)
+        for ranking, key in RANKINGS.items():
+            for scope, golds in scopes.items():
+                r = sweep(mined, golds[pair], present, pair, key)
+                out.setdefault((ranking, scope), {})[pair] = {**r, "mined": len(mined)}
     return out
 
 
-def ratio(res: dict, p: float) -> float:
+def ratio(res: dict, p: float | None) -> float:
     direct = sum(res[d][p]["recall"] for d in DIRECT) / len(DIRECT)
     return res[PIVOT][p]["recall"] / direct if direct else float("nan")
+
+
+def bitext_ratio(final: dict) -> float:
+    """The same ratio on the final bitext's recall (the eval stage's, evaluation half 1)."""
+    direct = sum(final.get(d, {}).get("recall", 0.0) for d in DIRECT) / len(DIRECT)
+    return final.get(PIVOT, {}).get("recall", 0.0) / direct if direct else float("nan")
 
 
 def counts(r: dict) -> str:
@@ -193,10 +220,12 @@ def counts(r: dict) -> str:
 
 
 def report(work: Path) -> None:
+    """Print the per-pair table and the ratios of every variant snapshot in ``work``."""
     present = present_sentences(work)
+    head = "".join(f"{f'R@P{p:.1f}':>8}{'c/j/k':>12}" for p in PRECISIONS)
     print(
-        f"{'variant':<11}{'scope':<8}{'pair':<7}{'gold':>5}{'reach':>6}{'mined':>6}"
-        f"{'R@P.80':>8}{'c/j/k':>13}{'R@P.90':>8}{'c/j/k':>13}{'bitext P/R':>13}"
+        f"{'variant':<11}{'ranking':<11}{'scope':<7}{'pair':<6}{'gold':>5}{'reach':>6}"
+        f"{'mined':>6}{'R(all)':>7}{head}{'bitext P/R':>11}"
     )
     ratios = []
     for variant in VARIANTS:
@@ -205,21 +234,23 @@ def report(work: Path) -> None:
         stats = json.loads((work / variant / "lexicon" / "stats.json").read_text("utf-8"))
         log.info("%s: lexicon dictionaries %s", variant, stats.get("dictionaries"))
         final = json.loads((work / variant / "eval" / "mined_pr.json").read_text("utf-8"))
-        res = analyse(work, variant, present)
-        for scope, pairs in res.items():
+        for (ranking, scope), pairs in analyse(work, variant, present).items():
             for pair, r in pairs.items():
                 f = final.get(pair, {})
-                bitext = f"{f.get('precision', 0):.2f}/{f.get('recall', 0):.2f}"
                 print(
-                    f"{variant:<11}{scope:<8}{pair:<7}{r[0.8]['gold']:>5}"
-                    f"{r[0.8]['reachable']:>6}{r['mined']:>6}"
-                    + "".join(f"{r[p]['recall']:>8.3f}{counts(r[p]):>13}" for p in PRECISIONS)
-                    + f"{bitext:>13}"
+                    f"{variant:<11}{ranking:<11}{scope:<7}{pair:<6}{r[None]['gold']:>5}"
+                    f"{r[None]['reachable']:>6}{r['mined']:>6}{r[None]['recall']:>7.3f}"
+                    + "".join(f"{r[p]['recall']:>8.3f}{counts(r[p]):>12}" for p in PRECISIONS)
+                    + f"{f.get('precision', 0):>6.2f}/{f.get('recall', 0):.2f}"
                 )
-            ratios.append((variant, scope, ratio(pairs, 0.8), ratio(pairs, 0.9)))
-    print(f"\n{'variant':<11}{'scope':<8}{'de-fr / mean(de-en, fr-en) at P.80':>36}{'at P.90':>9}")
-    for variant, scope, r8, r9 in ratios:
-        print(f"{variant:<11}{scope:<8}{r8:>35.2f}x{r9:>8.2f}x")
+            rs = [ratio(pairs, p) for p in (*PRECISIONS, None)]
+            ratios.append((variant, ranking, scope, *rs, bitext_ratio(final)))
+    print("\nde-fr recall / mean(de-en, fr-en) recall")
+    print(
+        f"{'variant':<11}{'ranking':<11}{'scope':<7}{'at P0.8':>9}{'at P0.9':>9}{'all mined':>10}{'bitext':>9}"
+    )
+    for variant, ranking, scope, *rs in ratios:
+        print(f"{variant:<11}{ranking:<11}{scope:<7}" + "".join(f"{x:>8.2f}x" for x in rs))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -242,6 +273,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="the project checkout the runner imports (default: this one)",
     )
     c.add_argument(
+        "--init",
+        type=Path,
+        help="the trained encoder of an earlier demo run on the same --data (its train/model): "
+        "model.init with train.steps=0, so the run does not train one (default: it does)",
+    )
+    c.add_argument(
         "--analyse-only",
         action="store_true",
         help="report on the snapshots in --work without running",
@@ -256,7 +293,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     work = args.work.resolve()
     if not args.analyse_only:
-        run_variants(args.tree.resolve(), args.data.resolve(), work)
+        init = args.init.resolve() if args.init else None
+        run_variants(args.tree.resolve(), args.data.resolve(), work, init)
     report(work)
     return 0
 
