@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow.parquet as pq
+import pytest
 
 from labse_common.stats import check_balanced
 from tests.mining.test_cli import unit, write_side
@@ -37,6 +38,7 @@ def _rows(out: Path) -> dict[str, list]:
     return {p: pq.read_table(out / p / "mined.parquet").to_pylist() for p in PAIRS}
 
 
+@pytest.mark.slow  # three mine-many processes, one killed: ~5 s
 def test_a_killed_mine_many_keeps_its_finished_pairs(tmp_path: Path) -> None:
     rng = np.random.default_rng(5)
     base = rng.standard_normal((40, 16))
