@@ -189,7 +189,12 @@ def measure_rung(x: int, inp: Path, out: Path, cfg: Path, sets: list[str]) -> di
     load0 = os.getloadavg()[0]
     cmd = [sys.executable, "-m", "pipelines.run", "--config", str(cfg), "--data", str(inp)]
     cmd += ["--output", str(out), *[a for s in sets for a in ("--set", s)]]
-    m = run_measured(cmd)
+    # A rung that stops at a stage (e.g. combine refusing a sample with no GOOD label) keeps the
+    # measurements of every stage that finished: hours of work are not thrown away.
+    m = run_measured(cmd, allow_fail=True)
+    if m["returncode"]:
+        last = m["stderr_tail"].strip().splitlines()[-1:] or [""]
+        log.warning("%dx: the runner stopped (exit %d): %s", x, m["returncode"], last[0])
     stages = read_stages(out)
     crawl = next(s["records"] for s in stages if s["stage"] == "commoncrawl")
     return {
@@ -202,6 +207,7 @@ def measure_rung(x: int, inp: Path, out: Path, cfg: Path, sets: list[str]) -> di
         "load_before": load0,
         "load_after": os.getloadavg()[0],
         "stages": stages,
+        "exit_status": m["returncode"],
     }
 
 
@@ -276,6 +282,7 @@ def table(rungs: list[dict]) -> str:
         lines.append(
             _row("WHOLE RUN", r["x"], r, b, n, b["crawl_sentences"], d)
             + f"   load {r['load_before']:.1f} -> {r['load_after']:.1f}"
+            + (f"   STOPPED (exit {r['exit_status']})" if r.get("exit_status") else "")
         )
         prev = r
     return "\n".join(lines)
